@@ -1,0 +1,27 @@
+"""The static backend: the analyzer's predictions behind the ``Backend`` protocol.
+
+For Binder (no Docker) and for instant feedback while a learner types. It runs
+nothing; every result says it was predicted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..analyzer import predict
+from ..outcomes import RunResult
+from ..plan import RunPlan
+
+__all__ = ["StaticBackend"]
+
+
+@dataclass(frozen=True)
+class StaticBackend:
+    """Predicts outcomes from the policy and the world alone."""
+
+    name: str = "static"
+    notice: str = ""
+
+    def run(self, plan: RunPlan) -> RunResult:
+        notes = (self.notice,) if self.notice else ()
+        return predict(plan.policy, plan.world, notes=notes)

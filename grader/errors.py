@@ -1,0 +1,113 @@
+"""The exception hierarchy of Sandbox Lab, and how problems are pointed at in JSON.
+
+Every error a learner can cause is a ``SandboxLabError``; nothing else should
+escape the CLI or the widgets. The tree::
+
+    SandboxLabError
+    ├── PolicyError (ValueError)        a policy file that cannot be used
+    ├── TaskError (LookupError)         an unknown task, a broken task file
+    └── BackendError (RuntimeError)     the machinery failed, not the policy
+        ├── DockerUnavailable           no engine answers
+        ├── ImageBuildError             images could not be built
+        ├── InfrastructureError         the sink, DNS server or proxy died mid-run
+        └── ProbeTimeout                the sandbox outlived its wall clock
+
+This module imports nothing from the rest of the package.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence, Union
+
+__all__ = [
+    "BackendError",
+    "DockerUnavailable",
+    "ImageBuildError",
+    "InfrastructureError",
+    "PolicyError",
+    "Problem",
+    "ProbeTimeout",
+    "SandboxLabError",
+    "TaskError",
+    "json_pointer",
+]
+
+Loc = Sequence[Union[str, int]]
+
+
+def json_pointer(loc: Loc) -> str:
+    """Turn a location such as ``("network", "allowedDomains", 0)`` into ``/network/allowedDomains/0``.
+
+    Escapes ``~`` and ``/`` as RFC 6901 says, so a key containing a slash still
+    points at one place.
+    """
+    if not loc:
+        return "/"
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in loc]
+    return "/" + "/".join(parts)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong (or worth a warning) at one place in a policy."""
+
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.pointer}: {self.message}"
+
+
+class SandboxLabError(Exception):
+    """Base class of every error Sandbox Lab raises on purpose."""
+
+
+class PolicyError(SandboxLabError, ValueError):
+    """A policy that cannot be used, with every problem found, not only the first."""
+
+    def __init__(self, source: str, problems: Iterable[Problem]) -> None:
+        self.source = source
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        n = len(self.problems)
+        head = f"{self.source} is not a valid policy ({n} problem{'s' if n != 1 else ''})"
+        return "\n".join([head, *(f"  {p}" for p in self.problems)])
+
+    def as_json(self) -> list[dict[str, str]]:
+        return [{"pointer": p.pointer, "message": p.message} for p in self.problems]
+
+
+class TaskError(SandboxLabError, LookupError):
+    """An unknown task id or a task file that does not describe a task."""
+
+
+class BackendError(SandboxLabError, RuntimeError):
+    """The grading machinery failed; the policy was not judged."""
+
+
+class DockerUnavailable(BackendError):
+    """No Docker engine answers."""
+
+    def __init__(self, detail: str = "") -> None:
+        msg = (
+            "No Docker engine answers"
+            + (f" ({detail})" if detail else "")
+            + ". Start it with `scripts/ensure-docker` (as root on Debian/Ubuntu), "
+            "or use `--backend static` for a prediction without Docker."
+        )
+        super().__init__(msg)
+
+
+class ImageBuildError(BackendError):
+    """The project's images could not be built."""
+
+
+class InfrastructureError(BackendError):
+    """A service of the simulated internet failed during a run; its evidence cannot be trusted."""
+
+
+class ProbeTimeout(BackendError):
+    """The sandbox did not finish within its wall-clock limit and was killed."""
