@@ -182,11 +182,12 @@ def ensure_images(client: Any, progress: Progress = print, *, rebuild: bool = Fa
             ``sandbox-lab/base:bookworm`` to rebuild it.
     """
     start = time.monotonic()
-    base_id = _ensure_base(client, progress)
-    tags = {
-        name: _ensure_image(client, spec, base_id, progress, rebuild=rebuild)
-        for name, spec in image_specs().items()
-    }
+    with _build_lock(progress):
+        base_id = _ensure_base(client, progress)
+        tags = {
+            name: _ensure_image(client, spec, base_id, progress, rebuild=rebuild)
+            for name, spec in image_specs().items()
+        }
     progress(f"images ready in {time.monotonic() - start:.1f}s")
     return Images(sandbox=tags["sandbox"], services=tags["services"])
 
@@ -393,18 +394,18 @@ def _run_debootstrap(debootstrap: str, rootfs: Path, log: Path, progress: Progre
         str(rootfs),
         _DEBIAN_MIRROR,
     ]
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
+    with log.open("w") as out, subprocess.Popen(
+        cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    ) as proc:
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
                 out.write(line)
                 # Stage lines only ("I: Installing core packages..."), not
-                # one line per package.
-                if line.startswith("I: ") and line.rstrip().endswith("..."):
-                    progress(f"base image: debootstrap: {line[3:].strip()}")
+                # "I: Unpacking libc6..." once per package.
+                text = line[3:].strip()
+                if line.startswith("I: ") and text.endswith("...") and len(text.split()) > 2:
+                    progress(f"base image: debootstrap: {text}")
             code = proc.wait()
         except BaseException:
             _stop(proc)
@@ -438,7 +439,7 @@ def _tar_rootfs(rootfs: Path, archive: Path) -> None:
         # Package caches only make the image bigger; /dev is a tmpfs in every
         # container anyway.
         "--exclude=./var/cache/apt/archives/*.deb",
-        "--exclude=./var/lib/apt/lists/*",
+        "--exclude=./var/lib/apt/lists/*_*",
         "--exclude=./dev/*",
         "--exclude=./proc/*",
         "--exclude=./sys/*",
@@ -514,6 +515,39 @@ def _is_root() -> bool:
     return os.geteuid() == 0
 
 
+@contextmanager
+def _build_lock(progress: Progress) -> Iterator[None]:
+    """Serialize builds on this machine (parallel test workers, two terminals).
+
+    Without it, two processes that both find no base each spend a minute in
+    debootstrap, and the second import re-points the tag under the first.
+    Best effort: where the lock file cannot be opened, build unlocked.
+    """
+    if sys.platform == "win32":
+        yield
+        return
+    import fcntl
+
+    path = Path(tempfile.gettempdir()) / "sandbox-lab-images.lock"
+    try:
+        # O_NOFOLLOW: the file sits in a world-writable directory.
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError:
+        fd = -1
+    if fd < 0:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress("waiting for another sandbox-lab image build to finish")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # also releases the lock
+
+
 # --- docker plumbing ------------------------------------------------------------------
 
 
@@ -546,7 +580,9 @@ def _build_log_tail(log: Any, lines: int = 15) -> str:
             piece = chunk.get("stream") or chunk.get("error") or ""
             if piece:
                 text.append(str(piece))
-    tail = "".join(text).rstrip().splitlines()[-lines:]
+    # The engine colours stderr with ANSI escapes; a report must not.
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", "".join(text))
+    tail = plain.rstrip().splitlines()[-lines:]
     return "\n".join(f"  | {line}" for line in tail)
 
 

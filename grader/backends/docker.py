@@ -1,0 +1,499 @@
+"""The Docker backend: runs a plan in real containers and judges the probes from what really happened.
+
+The only module that imports ``docker`` (apart from ``images``, which builds
+what this one runs). Per run it:
+
+1. lays out a fresh copy of the world in a temporary directory, a random
+   canary in every file (``_RunDir``);
+2. builds the simulated internet on internal networks when the plan has any
+   network: one ``internet`` container (DNS, HTTP(S), raw TCP sinks) and, for a
+   scoped network, one filtering ``proxy`` between it and the sandbox;
+3. starts the sandbox, hardened as the plan says, with only the plan's mounts
+   of the world copy, and waits for it under a wall clock;
+4. collects the evidence outside the sandbox and hands it to ``evidence.judge``;
+5. removes every container, network and directory it made, whatever happened.
+
+Every object is labelled ``org.sandbox-lab.run=<run id>`` so ``cleanup`` can
+remove what a killed run left behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import docker
+from docker.types import LogConfig, Mount
+
+from ..analyzer import predict
+from ..errors import BackendError, DockerUnavailable, InfrastructureError
+from ..evidence import Evidence, judge, parse_jsonl, parse_runner_output, sha256
+from ..outcomes import ProbeOutcome, RunResult
+from ..plan import RunPlan
+from ..probes import probe as probe_by_id
+from .images import Images, ensure_images
+
+__all__ = ["DockerBackend", "cleanup", "client_from_env", "runs_root"]
+
+LABEL = "org.sandbox-lab.run"
+LABEL_ROLE = "org.sandbox-lab.role"
+LABEL_PID = "org.sandbox-lab.pid"
+TCP_PORT = 4444  # the attacker's raw listener
+RUNNER_TIMEOUT = 2.0  # per network attempt inside the sandbox
+READY_TIMEOUT = 20.0
+MAX_OUTPUT = 8 * 1024 * 1024
+# TEST-NET-1 (RFC 5737): never routed. Only used where the sandbox has no
+# network interface at all, so no packet can exist; it stands for "the
+# attacker's address" that a hard-coded payload would carry.
+UNROUTABLE_ATTACKER_IP = "192.0.2.66"
+
+
+def runs_root() -> Path:
+    """Where run directories live; ``cleanup`` looks here for leftovers."""
+    return Path(os.environ.get("SANDBOX_LAB_RUNS", Path(tempfile.gettempdir()) / "sandbox-lab-runs"))
+
+
+def client_from_env() -> Any:
+    """A docker client for ``DOCKER_HOST`` (or the default socket), at the API version the engine speaks."""
+    try:
+        client = docker.from_env(version="auto", timeout=120)
+        client.ping()
+        return client
+    except Exception as exc:  # noqa: BLE001 - any failure here means "no engine"
+        raise DockerUnavailable(str(exc).splitlines()[0][:160]) from None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def cleanup(client: Any, *, everything: bool = False) -> list[str]:
+    """Remove leftovers of runs whose grader process is gone (or of all runs, with ``everything``)."""
+    removed: list[str] = []
+
+    def stale(labels: dict[str, str]) -> bool:
+        if everything:
+            return True
+        try:
+            return not _pid_alive(int(labels.get(LABEL_PID, "0")))
+        except ValueError:
+            return True
+
+    for c in client.containers.list(all=True, filters={"label": LABEL}):
+        if stale(c.labels):
+            c.remove(force=True, v=True)
+            removed.append(f"container {c.name}")
+    for n in client.networks.list(filters={"label": LABEL}):
+        if stale(n.attrs.get("Labels") or {}):
+            try:
+                n.remove()
+                removed.append(f"network {n.name}")
+            except docker.errors.APIError:
+                pass
+    root = runs_root()
+    if root.is_dir():
+        for d in root.iterdir():
+            owner = d / "owner.json"
+            try:
+                pid = int(json.loads(owner.read_text()).get("pid", 0))
+            except (OSError, ValueError):
+                pid = 0
+            if everything or not _pid_alive(pid):
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(f"directory {d}")
+    return removed
+
+
+class _HostListener:
+    """A TCP listener on the real host: if a sandbox's token ever arrives here, the host was reachable."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port: int = self.sock.getsockname()[1]
+        self.hits: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(1.0)
+                try:
+                    self.hits.append(conn.recv(1024).decode("utf-8", "replace"))
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+
+@dataclass
+class _RunDir:
+    """The run's private directory: the world copy, masks, and what the services write."""
+
+    path: Path
+    canaries: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def world(self) -> Path:
+        return self.path / "world"
+
+    def host_path(self, world_path: str) -> Path:
+        return self.world / world_path.lstrip("/")
+
+    def lay_out(self, plan: RunPlan) -> dict[str, str]:
+        """Write the world with fresh canaries; return each file's sha256 before the run."""
+        w = plan.world
+        for d in w.directories():
+            self.host_path(d).mkdir(parents=True, exist_ok=True)
+        for f in w.files:
+            self.canaries[f.path] = secrets.token_hex(16)
+            p = self.host_path(f.path)
+            p.write_text(f.content.replace("{canary}", self.canaries[f.path]), encoding="utf-8")
+            p.chmod(f.mode)
+        for m in plan.mounts:
+            if m.precreate:
+                self.host_path(m.source).touch()
+        (self.path / "mask").mkdir()
+        (self.path / "mask" / "empty").touch(mode=0o444)
+        uid = plan.world.uid
+        for p in [self.world, *self.world.rglob("*")]:
+            try:
+                os.chown(p, uid, uid)
+            except PermissionError:  # not root: let the sandbox's uid write where the policy allows
+                p.chmod(p.stat().st_mode | 0o666 | (0o111 if p.is_dir() else 0))
+        return {wp: sha256(self.host_path(wp).read_bytes()) for wp in self._judged_paths(plan)}
+
+    def _judged_paths(self, plan: RunPlan) -> list[str]:
+        paths = [f.path for f in plan.world.files] + [o.path for o in plan.world.outputs]
+        return [p for p in paths if self.host_path(p).is_file()]
+
+    def snapshot(self, plan: RunPlan) -> dict[str, bytes]:
+        out = {}
+        for wp in [f.path for f in plan.world.files] + [o.path for o in plan.world.outputs]:
+            p = self.host_path(wp)
+            if p.is_file() and not p.is_symlink():
+                with p.open("rb") as fh:
+                    out[wp] = fh.read(65536)
+        return out
+
+    def read_text(self, rel: str) -> str:
+        p = self.path / rel
+        if not p.is_file():
+            return ""
+        with p.open("rb") as fh:
+            return fh.read(MAX_OUTPUT).decode("utf-8", "replace")
+
+
+class DockerBackend:
+    """Runs plans in Docker containers; one sandbox container per run, all probes inside it."""
+
+    name = "docker"
+
+    def __init__(self, client: Any, images: Images, *, retries: int = 1) -> None:
+        self.client = client
+        self.images = images
+        self.retries = retries
+
+    @classmethod
+    def from_env(cls, progress: Callable[[str], None] = lambda s: None) -> "DockerBackend":
+        client = client_from_env()
+        return cls(client, ensure_images(client, progress))
+
+    def run(self, plan: RunPlan) -> RunResult:
+        last: Optional[InfrastructureError] = None
+        for attempt in range(self.retries + 1):
+            try:
+                return _Run(self, plan).execute(final=attempt == self.retries)
+            except InfrastructureError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+
+class _Run:
+    """One run of one plan; owns every resource it creates and removes them all."""
+
+    def __init__(self, backend: DockerBackend, plan: RunPlan) -> None:
+        self.b = backend
+        self.client = backend.client
+        self.plan = plan
+        self.run_id = "sl-" + secrets.token_hex(5)
+        self.token = secrets.token_hex(6)
+        self.labels = {LABEL: self.run_id, LABEL_PID: str(os.getpid())}
+        self.containers: list[Any] = []
+        self.networks: list[Any] = []
+        root = runs_root()
+        root.mkdir(parents=True, exist_ok=True)
+        self.dir = _RunDir(root / self.run_id)
+        self.dir.path.mkdir(mode=0o755)
+        (self.dir.path / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": self.run_id}))
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def execute(self, *, final: bool) -> RunResult:
+        started = time.monotonic()
+        listener: Optional[_HostListener] = None
+        try:
+            before = self.dir.lay_out(self.plan)
+            listener = _HostListener()
+            net = self._start_internet(listener.port) if self.plan.network != "none" else None
+            sandbox, timed_out = self._run_sandbox(net, listener.port)
+            output = self._output(sandbox)
+            infra = self._infra_problem()
+            if infra and not final:
+                raise InfrastructureError(infra)
+            ev = Evidence(
+                token=self.token,
+                canaries=dict(self.dir.canaries),
+                records=parse_runner_output(output),
+                before=before,
+                after=self.dir.snapshot(self.plan),
+                network=self.plan.network,
+                http=parse_jsonl(self.dir.read_text("internet/out/http.jsonl")),
+                dns=parse_jsonl(self.dir.read_text("internet/out/dns.jsonl")),
+                tcp=parse_jsonl(self.dir.read_text("internet/out/tcp.jsonl")),
+                proxy=parse_jsonl(self.dir.read_text("proxy/out/proxy.jsonl")),
+                host_hits=tuple(listener.hits),
+                tcp_port=TCP_PORT,
+                host_port=listener.port,
+                infra_problem=infra,
+                timed_out=timed_out,
+            )
+            outcomes = judge(ev, self.plan.world, self.plan.probes)
+            notes = [f"infrastructure error, evidence incomplete: {infra}"] if infra else []
+            if timed_out:
+                notes.append(f"the sandbox was killed after {self.plan.hardening.timeout_s:.0f} s")
+            return RunResult(
+                backend="docker",
+                sandbox=self.plan.sandbox,
+                policy=self.plan.policy.normalize() if self.plan.policy else None,
+                probes=self._explain(outcomes),
+                notes=tuple(notes),
+                seconds=time.monotonic() - started,
+                run_id=self.run_id,
+            )
+        except docker.errors.DockerException as exc:
+            raise BackendError(f"Docker failed during run {self.run_id}: {str(exc).splitlines()[0][:200]}") from None
+        finally:
+            if listener:
+                listener.close()
+            self._remove_all()
+
+    def _remove_all(self) -> None:
+        for c in reversed(self.containers):
+            try:
+                c.remove(force=True, v=True)
+            except docker.errors.NotFound:
+                pass
+            except docker.errors.APIError:
+                pass
+        for n in self.networks:
+            try:
+                n.remove()
+            except docker.errors.APIError:
+                pass
+        shutil.rmtree(self.dir.path, ignore_errors=True)
+
+    # --- the simulated internet ---------------------------------------------------------
+
+    def _network(self, suffix: str) -> Any:
+        # internal: no route off the machine. inhibit_ipv4: the bridge gets no
+        # host address, so nothing on the host is reachable from this network.
+        n = self.client.networks.create(
+            f"{self.run_id}-{suffix}", driver="bridge", internal=True, labels=self.labels,
+            options={"com.docker.network.bridge.inhibit_ipv4": "true"},
+        )
+        self.networks.append(n)
+        return n
+
+    def _service(self, role: str, cmd: list[str], network: Any, subdir: str) -> Any:
+        c = self.client.containers.create(
+            self.b.images.services, cmd, name=f"{self.run_id}-{role}", labels={**self.labels, LABEL_ROLE: role},
+            network=network.name, mounts=[Mount("/run/sandbox-lab", str(self.dir.path / subdir), type="bind")],
+            mem_limit="128m", pids_limit=256, nano_cpus=500_000_000,
+            log_config=LogConfig(type="json-file", config={"max-size": "1m"}),
+        )
+        self.containers.append(c)
+        return c
+
+    def _ip(self, container: Any, network: Any) -> str:
+        container.reload()
+        ip: str = container.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
+        return ip
+
+    def _start_internet(self, host_port: int) -> dict[str, Any]:
+        w = self.plan.world
+        inet = self._network("inet")
+        idir = self.dir.path / "internet"
+        (idir / "out").mkdir(parents=True)
+        baseline = self.plan.network == "open"
+        (idir / "internet.json").write_text(json.dumps({
+            "hosts": list(w.host_names),
+            "wildcard_zones": [w.attacker.name],
+            # only the plain container has a "host" to find, and it is a stand-in here
+            "extra_names": ["host.docker.internal"] if baseline else [],
+            "address": None, "bind": "0.0.0.0",
+            "dns_port": 53, "http_port": 80, "https_port": 443,
+            # the attacker's raw listener, and the host's stand-in on the host listener's port
+            "tcp_ports": [TCP_PORT, host_port],
+            "out_dir": "/run/sandbox-lab/out", "nonce": secrets.token_hex(8),
+        }))
+        internet = self._service("internet", ["python3", "/opt/sandbox-lab/internet.py", "/run/sandbox-lab/internet.json"], inet, "internet")
+        internet.start()
+        ip = self._ip(internet, inet)
+        info: dict[str, Any] = {"internet": internet, "ip": ip, "inet": inet}
+        if self.plan.network == "proxy":
+            sbx = self._network("sbx")
+            pdir = self.dir.path / "proxy"
+            (pdir / "out").mkdir(parents=True)
+            (pdir / "proxy.json").write_text(json.dumps({
+                "allowed": list(self.plan.allowed_domains), "denied": list(self.plan.denied_domains),
+                "listen_port": 3128, "dns_server": ip, "dns_port": 53, "out_dir": "/run/sandbox-lab/out",
+            }))
+            proxy = self._service("proxy", ["python3", "/opt/sandbox-lab/proxy.py", "/run/sandbox-lab/proxy.json"], inet, "proxy")
+            sbx.connect(proxy)
+            proxy.start()
+            info.update(proxy=proxy, sbx=sbx, proxy_ip=self._ip(proxy, sbx))
+            self._wait_ready(proxy, pdir / "out" / "ready")
+        self._wait_ready(internet, idir / "out" / "ready")
+        return info
+
+    def _wait_ready(self, container: Any, ready: Path) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if ready.exists():
+                return
+            time.sleep(0.02)
+            if int(time.monotonic() * 50) % 10 == 0:
+                container.reload()
+                if container.status in ("exited", "dead"):
+                    break
+        tail = container.logs(tail=10).decode("utf-8", "replace")
+        raise InfrastructureError(f"{container.name} did not start: {tail.strip()[-400:]}")
+
+    def _infra_problem(self) -> str:
+        for c in self.containers:
+            role = c.labels.get(LABEL_ROLE)
+            if role in ("internet", "proxy"):
+                c.reload()
+                if c.status != "running":
+                    code = c.attrs.get("State", {}).get("ExitCode")
+                    return f"the {role} service stopped during the run (status {c.status}, exit code {code})"
+        return ""
+
+    # --- the sandbox --------------------------------------------------------------------
+
+    def _mounts(self, resolv: Path) -> list[Any]:
+        mounts = [
+            Mount("/opt/sandbox-lab/run", str(self.dir.path / "run"), type="bind", read_only=True),
+            Mount("/etc/resolv.conf", str(resolv), type="bind", read_only=True),
+        ]
+        for m in self.plan.mounts:
+            if m.kind == "bind":
+                mounts.append(Mount(m.target, str(self.dir.host_path(m.source)), type="bind", read_only=m.mode != "rw"))
+            elif m.kind == "tmpfs":
+                # private and tiny: writes here never reach the world copy
+                mounts.append(Mount(m.target, None, type="tmpfs", tmpfs_size=64 * 1024, tmpfs_mode=0o755))
+            else:
+                mounts.append(Mount(m.target, str(self.dir.path / "mask" / "empty"), type="bind", read_only=True))
+        return mounts
+
+    def _run_sandbox(self, net: Optional[dict[str, Any]], host_port: int) -> tuple[Any, bool]:
+        plan, h = self.plan, self.plan.hardening
+        rdir = self.dir.path / "run"
+        rdir.mkdir()
+        env = {"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"}
+        cfg: dict[str, Any] = {
+            "token": self.token, "timeout": RUNNER_TIMEOUT, "attacker_host": plan.world.attacker.name,
+            "attacker_ip": net["ip"] if net else UNROUTABLE_ATTACKER_IP, "tcp_port": TCP_PORT,
+            "host_port": host_port, "gateway_names": ["host.docker.internal"],
+            "hosts": list(plan.world.host_names), "secret_paths": [s.path for s in plan.world.secrets],
+            "proxy": None, "ca_file": "/opt/sandbox-lab/run/ca.pem",
+            "probes": [
+                {"id": p.id, "kind": p.kind, "action": p.action, "target": p.target, "hosts": list(p.hosts)}
+                for p in map(probe_by_id, plan.probes)
+            ],
+        }
+        if net:
+            shutil.copy(self.dir.path / "internet" / "out" / "ca.pem", rdir / "ca.pem")
+            env["SSL_CERT_FILE"] = "/opt/sandbox-lab/run/ca.pem"
+            # every DNS query of the sandbox goes to the run's own DNS server (or nowhere)
+            resolv_text = f"nameserver {net['ip']}\noptions timeout:1 attempts:1\n"
+        else:
+            resolv_text = "# no network: no name server\n"
+        if net and "proxy_ip" in net:
+            cfg["proxy"] = f"http://{net['proxy_ip']}:3128"
+            for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+                env[k] = cfg["proxy"]
+        (rdir / "config.json").write_text(json.dumps(cfg))
+        resolv = self.dir.path / "resolv.conf"
+        resolv.write_text(resolv_text)
+        kwargs: dict[str, Any] = dict(
+            name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
+            user=h.user, environment=env, working_dir="/home/user", hostname="sandbox",
+            mounts=self._mounts(resolv), read_only=h.read_only_root,
+            tmpfs={"/tmp": f"size={h.tmp_bytes},mode=1777"},
+            pids_limit=h.pids_limit, mem_limit=h.mem_bytes, memswap_limit=h.mem_bytes, nano_cpus=h.nano_cpus,
+            log_config=LogConfig(type="json-file", config={"max-size": "8m"}),
+        )
+        if h.cap_drop_all:
+            kwargs["cap_drop"] = ["ALL"]
+        if h.no_new_privileges:
+            kwargs["security_opt"] = ["no-new-privileges"]
+        if net is None:
+            kwargs["network_mode"] = "none"
+        else:
+            kwargs["network"] = (net["sbx"] if "sbx" in net else net["inet"]).name
+        sandbox = self.client.containers.create(self.b.images.sandbox, ["python3", "/opt/sandbox-lab/probe_runner.py"], **kwargs)
+        self.containers.append(sandbox)
+        sandbox.start()
+        try:
+            sandbox.wait(timeout=h.timeout_s)
+            return sandbox, False
+        except Exception:  # noqa: BLE001 - requests' ReadTimeout: the wall clock ran out
+            sandbox.kill()
+            return sandbox, True
+
+    def _output(self, sandbox: Any) -> str:
+        raw: bytes = sandbox.logs(stdout=True, stderr=False)
+        return raw[:MAX_OUTPUT].decode("utf-8", "replace")
+
+    def _explain(self, outcomes: tuple[ProbeOutcome, ...]) -> tuple[ProbeOutcome, ...]:
+        """Say why in the policy's terms when the run agrees with the prediction; flag it when not."""
+        predicted = {p.id: p for p in predict(self.plan.policy, self.plan.world).probes}
+        out = []
+        for o in outcomes:
+            pred = predicted[o.id]
+            if o.outcome == pred.outcome:
+                out.append(ProbeOutcome(o.id, o.kind, o.outcome, pred.explanation, o.evidence))
+            else:
+                note = f"{o.explanation} (the static prediction was {pred.outcome}: {pred.explanation})"
+                out.append(ProbeOutcome(o.id, o.kind, o.outcome, note, o.evidence))
+        return tuple(out)

@@ -1,0 +1,606 @@
+"""The simulated internet: DNS, HTTP, HTTPS and raw TCP sinks answering for every host of one run's world.
+
+Run inside the services image as ``python3 internet.py CONFIG.json``. Standard
+library only; it imports just its neighbours ``domains.py`` and ``dnswire.py``
+(copied beside it in the image) and never the package itself, except as a
+fallback so host-side tests can import it.
+
+It is a sink, not a judge: it answers every request and records everything it
+receives as JSON lines in ``out_dir`` (``dns.jsonl``, ``http.jsonl``,
+``tcp.jsonl``). Which host may receive what is decided later by the grader,
+reading those logs. Everything a client sends is hostile: each connection has
+timeouts and size caps, and an error in one never stops the server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from grader import domains
+    from grader.services import dnswire
+else:
+    try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
+        import dnswire
+        import domains
+    except ImportError:  # on the host: imported from the package
+        from grader import domains
+        from grader.services import dnswire
+
+__all__ = ["main"]
+
+IDLE_TIMEOUT = 5.0  # seconds a client may stay silent
+CONNECTION_DEADLINE = 15.0  # total seconds per connection, so slow drip-feeding cannot pin a thread
+MAX_HEAD = 64 * 1024
+MAX_HEADERS = 100
+MAX_BODY = 1024 * 1024
+LOGGED_BODY = 64 * 1024
+TCP_MAX = 64 * 1024
+TCP_IDLE = 3.0
+MAX_CONNECTIONS = 256  # threads; more clients wait in the listen backlog
+CA_NAME = "Sandbox Lab run CA"
+
+_CONFIG_DEFAULTS: dict[str, Any] = {
+    "wildcard_zones": [],
+    "extra_names": [],
+    "address": None,
+    "dns_port": 53,
+    "http_port": 80,
+    "https_port": 443,
+    "tcp_ports": [],
+    # Not in the original contract: which local address to listen on.
+    # Containers keep 0.0.0.0; host-side tests use 127.0.0.1.
+    "bind": "0.0.0.0",
+}
+_CONFIG_REQUIRED = ("hosts", "out_dir", "nonce")
+
+
+# --- shared plumbing: config, logs, the ready file ------------------------------
+
+
+def _load_config(path: str) -> dict[str, Any]:
+    """Read the config, refusing unknown keys: a typo must not silently change the world."""
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    if not isinstance(raw, dict):
+        raise SystemExit(f"{path}: the config must be a JSON object")
+    unknown = sorted(set(raw) - set(_CONFIG_DEFAULTS) - set(_CONFIG_REQUIRED))
+    missing = [key for key in _CONFIG_REQUIRED if key not in raw]
+    if unknown or missing:
+        raise SystemExit(f"{path}: unknown keys {unknown}, missing keys {missing}")
+    return {**_CONFIG_DEFAULTS, **raw}
+
+
+class _JsonlLog:
+    """An append-only JSON-lines file that readers may tail while it grows.
+
+    Each record is one ``os.write`` of a whole line under a lock, so a reader
+    never sees two records interleaved, at worst a last line still missing.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = (json.dumps({"t": time.time(), **record}) + "\n").encode("ascii")
+        with self._lock:
+            os.write(self._fd, line)
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    # 0o644, not mkstemp's 0o600: the grader reads out_dir as another user.
+    tmp = f"{path}.tmp{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def _spawn(target: Callable[..., None], *args: Any) -> None:
+    threading.Thread(target=target, args=args, daemon=True).start()
+
+
+def _serve_forever(
+    listener: socket.socket, handle: Callable[[socket.socket, str], None], slots: threading.Semaphore
+) -> None:
+    """Accept connections and run ``handle`` on each in its own thread, whatever it raises."""
+
+    def run(conn: socket.socket, client: str) -> None:
+        try:
+            handle(conn, client)
+        except Exception:  # one broken client must never stop the server
+            print(f"error serving {client}:", file=sys.stderr)
+            traceback.print_exc()
+        finally:
+            conn.close()
+            slots.release()
+
+    while True:
+        slots.acquire()
+        try:
+            conn, addr = listener.accept()
+        except OSError:
+            slots.release()
+            if listener.fileno() == -1:
+                return  # closed at shutdown
+            time.sleep(0.05)  # e.g. out of file descriptors: back off, keep serving
+            continue
+        _spawn(run, conn, addr[0])
+
+
+# --- the world ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _World:
+    """Which names exist: listed hosts, extra names, and wildcard zones at any depth."""
+
+    names: frozenset[str]
+    zones: tuple[str, ...]
+
+    def knows(self, qname: str) -> bool:
+        name = qname.lower().rstrip(".")
+        return name in self.names or any(name == z or name.endswith("." + z) for z in self.zones)
+
+
+def _own_ipv4() -> str:
+    """The container's own IPv4 address: Docker puts it in /etc/hosts; else read the kernel's table."""
+    try:
+        address = socket.gethostbyname(socket.gethostname())
+        if not address.startswith("127."):
+            return address
+    except OSError:
+        pass
+    # /proc/net/fib_trie lists each local address on the line before "/32 host LOCAL".
+    try:
+        with open("/proc/net/fib_trie", encoding="ascii") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        lines = []
+    for previous, line in zip(lines, lines[1:]):
+        candidate = previous.strip().removeprefix("|-- ").strip()
+        if "/32 host LOCAL" in line and domains.is_ipv4(candidate) and not candidate.startswith("127."):
+            return candidate
+    raise SystemExit('cannot discover this container\'s IPv4 address; set "address" in the config')
+
+
+# --- TLS -----------------------------------------------------------------------------
+
+_OPENSSL_CONFIG = """\
+[req]
+distinguished_name = dn
+prompt = no
+[dn]
+CN = {ca_name}
+# Extensions that strict verifiers (Python 3.13's VERIFY_X509_STRICT, Go, curl) require.
+[ca]
+basicConstraints = critical, CA:TRUE, pathlen:0
+keyUsage = critical, keyCertSign, cRLSign
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid:always
+[leaf]
+basicConstraints = critical, CA:FALSE
+keyUsage = critical, digitalSignature
+extendedKeyUsage = serverAuth
+subjectKeyIdentifier = hash
+authorityKeyIdentifier = keyid, issuer
+subjectAltName = {sans}
+"""
+
+
+def _make_tls(names: list[str], zones: list[str], workdir: str) -> tuple[ssl.SSLContext, bytes]:
+    """Create a fresh CA and one leaf for every name; return a server context and the CA's PEM.
+
+    A new CA per run, whose key exists only for the milliseconds of signing:
+    trusting it in one run's sandbox grants nothing in any other run. A
+    ``*.zone`` SAN covers one label only, so HTTPS to ``a.b.zone`` fails to
+    verify; DNS still answers it at any depth.
+    """
+    sans = sorted(set(names) | set(zones)) + [f"*.{zone}" for zone in sorted(set(zones))]
+    config = os.path.join(workdir, "openssl.cnf")
+    with open(config, "w", encoding="ascii") as f:
+        f.write(_OPENSSL_CONFIG.format(ca_name=CA_NAME, sans=", ".join(f"DNS:{n}" for n in sans)))
+    p = lambda name: os.path.join(workdir, name)  # noqa: E731
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-config", config]
+    steps = [
+        ["openssl", "req", "-x509", *ec, "-keyout", p("ca.key"), "-out", p("ca.pem"),
+         "-days", "2", "-sha256", "-subj", f"/CN={CA_NAME}", "-extensions", "ca"],
+        ["openssl", "req", "-new", *ec, "-keyout", p("leaf.key"), "-out", p("leaf.csr"),
+         "-subj", "/CN=Sandbox Lab simulated internet"],
+        ["openssl", "x509", "-req", "-in", p("leaf.csr"), "-CA", p("ca.pem"), "-CAkey", p("ca.key"),
+         "-set_serial", "0x" + os.urandom(16).hex(), "-days", "2", "-sha256",
+         "-extfile", config, "-extensions", "leaf", "-out", p("leaf.pem")],
+    ]  # fmt: skip
+    for step in steps:
+        done = subprocess.run(step, capture_output=True, text=True, timeout=30, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"{' '.join(step[:3])} failed: {done.stderr.strip()}")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(p("leaf.pem"), p("leaf.key"))
+    with open(p("ca.pem"), "rb") as f:
+        return context, f.read()
+
+
+# --- DNS -----------------------------------------------------------------------------
+
+
+def _answer_dns(data: bytes, client: str, world: _World, address: str, log: _JsonlLog) -> bytes | None:
+    """Log one query and build its answer; ``None`` means stay silent (malformed input)."""
+    query = dnswire.parse_query(data)
+    if query is None:
+        log.write({"client": client, "malformed": True})
+        return None
+    known = world.knows(query.qname)
+    log.write({"client": client, "qname": query.qname, "qtype": query.qtype, "answered": known})
+    if query.opcode != 0:
+        return dnswire.build_response(query, dnswire.RCODE_NOTIMP)
+    if not known:
+        return dnswire.build_response(query, dnswire.RCODE_NXDOMAIN)
+    wants_a = query.qtype in (dnswire.TYPE_A, dnswire.TYPE_ANY)
+    if wants_a and query.qclass in (dnswire.CLASS_IN, dnswire.CLASS_ANY):
+        return dnswire.build_response(query, addresses=[address])
+    return dnswire.build_response(query)  # known name, no records of that type
+
+
+def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: _JsonlLog) -> None:
+    while True:
+        try:
+            data, peer = sock.recvfrom(4096)
+        except OSError:
+            if sock.fileno() == -1:
+                return
+            continue
+        try:
+            reply = _answer_dns(data, peer[0], world, address, log)
+            if reply is not None:
+                sock.sendto(reply, peer)
+        except Exception:
+            traceback.print_exc()
+
+
+def _serve_dns_tcp(conn: socket.socket, client: str, world: _World, address: str, log: _JsonlLog) -> None:
+    """DNS over TCP: length-prefixed messages, several per connection, until the client stops."""
+    reader = _Reader(conn)
+    while True:
+        prefix = reader.read_exact(2)
+        if len(prefix) < 2:
+            return
+        message = reader.read_exact(int.from_bytes(prefix, "big"))
+        reply = _answer_dns(message, client, world, address, log)
+        if reply is None:
+            return
+        conn.sendall(len(reply).to_bytes(2, "big") + reply)
+
+
+# --- HTTP and HTTPS ----------------------------------------------------------------
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Reader:
+    """Buffered reads from a socket under an idle timeout and one overall deadline."""
+
+    def __init__(self, sock: socket.socket, idle: float = IDLE_TIMEOUT) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self.received = 0
+        self._idle = idle
+        self._deadline = time.monotonic() + CONNECTION_DEADLINE
+
+    def fill(self) -> bool:
+        """Read more; False on EOF or timeout (a silent client is treated as gone)."""
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            return False
+        self.sock.settimeout(min(self._idle, remaining))
+        try:
+            chunk = self.sock.recv(65536)
+        except OSError:  # timeout, reset, TLS error: the client is gone either way
+            return False
+        self.buf += chunk
+        self.received += len(chunk)
+        return bool(chunk)
+
+    def read_until(self, marker: bytes, limit: int) -> bytes | None:
+        """Bytes up to and including ``marker``; None if the stream ends first."""
+        while True:
+            index = self.buf.find(marker)
+            if index >= 0:
+                end = index + len(marker)
+                out = bytes(self.buf[:end])
+                del self.buf[:end]
+                return out
+            if len(self.buf) > limit:
+                raise _TooLarge
+            if not self.fill():
+                return None
+
+    def read_exact(self, n: int) -> bytes:
+        """Up to ``n`` bytes: fewer only if the stream ends first."""
+        while len(self.buf) < n and self.fill():
+            pass
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+
+@dataclass(frozen=True)
+class _Request:
+    method: str
+    target: str
+    version: str
+    headers: tuple[tuple[str, str], ...]  # names lower-cased, in order
+
+    def header(self, name: str) -> str | None:
+        return next((value for key, value in self.headers if key == name), None)
+
+
+def _parse_head(head: bytes) -> _Request:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or not parts[0] or not parts[2].startswith("HTTP/"):
+        raise ValueError("bad request line")
+    headers = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        if not sep or not name or name != name.strip():
+            raise ValueError("bad header line")
+        headers.append((name.lower(), value.strip()))
+    if len(headers) > MAX_HEADERS:
+        raise _TooLarge
+    return _Request(parts[0], parts[1], parts[2], tuple(headers))
+
+
+def _read_body(reader: _Reader, request: _Request, conn: socket.socket) -> tuple[bytes, bool]:
+    """The request body, at most MAX_BODY bytes; the flag says it was cut short."""
+    encoding = (request.header("transfer-encoding") or "").lower()
+    length_text = request.header("content-length")
+    chunked = encoding.rsplit(",", 1)[-1].strip() == "chunked"
+    if not chunked and not length_text:
+        return b"", False
+    if (request.header("expect") or "").lower() == "100-continue":
+        conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")  # spares curl its 1 s wait
+    if not chunked:
+        if not length_text or not length_text.isdigit():
+            raise ValueError("bad Content-Length")
+        wanted = int(length_text)
+        body = reader.read_exact(min(wanted, MAX_BODY))
+        return body, wanted > MAX_BODY
+    body = bytearray()
+    while True:
+        line = reader.read_until(b"\r\n", 4096)
+        if line is None:
+            return bytes(body), True
+        size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+        if size == 0:
+            return bytes(body), False  # trailers are ignored: the response closes anyway
+        if len(body) + size > MAX_BODY:
+            body += reader.read_exact(MAX_BODY - len(body))
+            return bytes(body), True
+        body += reader.read_exact(size)
+        reader.read_exact(2)
+
+
+def _host_of(request: _Request | None, sni: str | None) -> str:
+    """The Host header (or SNI) as a normalized name, without port: what the grader matches on."""
+    raw = request.header("host") if request else None
+    if request and request.target.lower().startswith(("http://", "https://")):
+        raw = request.target.split("/", 3)[2]
+    if not raw:
+        return (sni or "").lower()
+    if raw.startswith("["):
+        raw = raw[1:].split("]", 1)[0]
+    elif raw.count(":") == 1:
+        raw = raw.split(":", 1)[0]
+    try:
+        return domains.normalize_host(raw)
+    except ValueError:
+        return raw.lower()[:255]
+
+
+def _path_of(target: str) -> str:
+    if target.lower().startswith(("http://", "https://")):
+        rest = target.split("/", 3)
+        return "/" + rest[3] if len(rest) > 3 else "/"
+    return target
+
+
+def _respond(conn: socket.socket, status: str, payload: dict[str, Any], head_only: bool) -> None:
+    body = json.dumps(payload).encode("ascii")
+    head = (
+        f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    ).encode("ascii")
+    conn.sendall(head if head_only else head + body)
+    # Lingering close: stop writing, then drain what the client still sends
+    # (e.g. an over-cap body) so the kernel does not reset the connection and
+    # destroy the response before the client reads it.
+    try:
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(1.0)
+        drained = 0
+        while drained < MAX_BODY and (chunk := conn.recv(65536)):
+            drained += len(chunk)
+    except (OSError, ValueError):
+        pass
+
+
+def _serve_http(
+    conn: socket.socket,
+    client: str,
+    scheme: str,
+    nonce: str,
+    log: _JsonlLog,
+    tls: ssl.SSLContext | None,
+) -> None:
+    sni = None
+    if tls is not None:
+        conn.settimeout(IDLE_TIMEOUT)
+        conn = tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        try:
+            conn.do_handshake()
+        except OSError as exc:
+            # Typically a client that does not trust the run's CA. It has sent
+            # no request yet, so there is nothing to record.
+            print(f"TLS handshake with {client} failed: {exc}", file=sys.stderr)
+            conn.close()
+            return
+        sni = getattr(conn, "sandbox_lab_sni", None)
+    try:
+        _handle_request(conn, client, scheme, nonce, log, sni)
+    finally:
+        conn.close()
+
+
+def _remember_sni(sock: Any, name: str | None, _context: ssl.SSLContext) -> None:
+    """SNI callback: keep the requested name on the socket, the host of last resort."""
+    if name:
+        sock.sandbox_lab_sni = name
+
+
+def _handle_request(
+    conn: socket.socket, client: str, scheme: str, nonce: str, log: _JsonlLog, sni: str | None
+) -> None:
+    reader = _Reader(conn)
+    request: _Request | None = None
+    head = b""
+    status = "200 OK"
+    try:
+        head = reader.read_until(b"\r\n\r\n", MAX_HEAD) or b""
+        if not head:
+            # The client stopped before a full request. If it sent anything,
+            # record it anyway: the sink records everything it receives.
+            if reader.buf:
+                log.write(_http_record(client, scheme, None, sni, bytes(reader.buf)))
+            return
+        request = _parse_head(head)
+        body, truncated = _read_body(reader, request, conn)
+        if truncated:
+            status = "413 Content Too Large"
+    except (_TooLarge, ValueError) as exc:
+        too_large = isinstance(exc, _TooLarge)
+        status = "431 Request Header Fields Too Large" if too_large else "400 Bad Request"
+        # Unparsable input is still evidence: keep the raw bytes as the body.
+        body = (b"" if request else head) + bytes(reader.buf)
+    log.write(_http_record(client, scheme, request, sni, body))
+    payload = {"ok": status.startswith("200"), "host": _host_of(request, sni), "nonce": nonce}
+    _respond(conn, status, payload, head_only=request is not None and request.method == "HEAD")
+
+
+def _http_record(
+    client: str, scheme: str, request: _Request | None, sni: str | None, body: bytes
+) -> dict[str, Any]:
+    return {
+        "client": client,
+        "scheme": scheme,
+        "host": _host_of(request, sni),
+        "method": request.method if request else "",
+        "path": _path_of(request.target) if request else "",
+        "body": body[:LOGGED_BODY].decode("utf-8", errors="replace"),
+        "body_len": len(body),
+    }
+
+
+# --- raw TCP -------------------------------------------------------------------------
+
+
+def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: _JsonlLog) -> None:
+    """Read until the peer closes, goes quiet for 3 s, or sends 64 KiB; log it; reply; close."""
+    reader = _Reader(conn, idle=TCP_IDLE)
+    while len(reader.buf) < TCP_MAX and reader.fill():
+        pass
+    data = bytes(reader.buf[:TCP_MAX])
+    log.write({"client": client, "port": port, "data": data.decode("utf-8", errors="replace")})
+    try:
+        conn.sendall(f"ok {nonce}\n".encode())
+    except OSError:
+        pass  # the client left; what it sent is already logged
+
+
+# --- start-up --------------------------------------------------------------------------
+
+
+def _listen_tcp(bind: str, port: int) -> socket.socket:
+    return socket.create_server((bind, port), backlog=128)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python3 internet.py CONFIG.json", file=sys.stderr)
+        return 2
+    config = _load_config(args[0])
+    out_dir = str(config["out_dir"])
+    os.makedirs(out_dir, mode=0o755, exist_ok=True)
+    nonce = str(config["nonce"])
+    names = [domains.normalize_host(n) for n in [*config["hosts"], *config["extra_names"]]]
+    zones = [domains.normalize_host(z) for z in config["wildcard_zones"]]
+    world = _World(names=frozenset(names), zones=tuple(zones))
+    address = config["address"] or _own_ipv4()
+    bind = str(config["bind"])
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # PID 1 in a container ignores SIGTERM otherwise
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    # The keys live in a private temp dir only while the context loads them.
+    with tempfile.TemporaryDirectory(prefix="sandbox-lab-tls-") as workdir:
+        tls, ca_pem = _make_tls(names, zones, workdir)
+    tls.sni_callback = _remember_sni
+    _write_atomically(os.path.join(out_dir, "ca.pem"), ca_pem)
+
+    dns_log = _JsonlLog(os.path.join(out_dir, "dns.jsonl"))
+    http_log = _JsonlLog(os.path.join(out_dir, "http.jsonl"))
+    tcp_log = _JsonlLog(os.path.join(out_dir, "tcp.jsonl"))
+    slots = threading.Semaphore(MAX_CONNECTIONS)
+
+    udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    udp.bind((bind, int(config["dns_port"])))
+    listeners = [
+        (_listen_tcp(bind, int(config["dns_port"])),
+         lambda c, ip: _serve_dns_tcp(c, ip, world, address, dns_log)),
+        (_listen_tcp(bind, int(config["http_port"])),
+         lambda c, ip: _serve_http(c, ip, "http", nonce, http_log, None)),
+        (_listen_tcp(bind, int(config["https_port"])),
+         lambda c, ip: _serve_http(c, ip, "https", nonce, http_log, tls)),
+    ]  # fmt: skip
+    for port in config["tcp_ports"]:
+        listeners.append(
+            (_listen_tcp(bind, int(port)), lambda c, ip, port=int(port): _serve_tcp(c, ip, port, nonce, tcp_log))
+        )
+    _spawn(_serve_dns_udp, udp, world, address, dns_log)
+    for listener, handle in listeners:
+        _spawn(_serve_forever, listener, handle, slots)
+
+    ready = {"address": address, "pid": os.getpid()}
+    _write_atomically(os.path.join(out_dir, "ready"), json.dumps(ready).encode("ascii"))
+    while not stop.wait(1.0):
+        pass
+    udp.close()
+    for listener, _ in listeners:
+        listener.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

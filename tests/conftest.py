@@ -1,0 +1,86 @@
+"""Shared test machinery: the ``docker`` marker and ``--update-goldens`` (after otter-grader's test/conftest.py).
+
+A test that needs Docker says so with ``@pytest.mark.docker`` (and usually the
+``docker_client`` fixture). When no engine answers, such a test is skipped
+with the reason locally, and fails when ``CI`` is set: in CI a missing engine
+is a broken pipeline, not a reason to pass.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+NO_ENGINE = "no Docker engine answers: run scripts/ensure-docker"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--update-goldens",
+        action="store_true",
+        default=False,
+        help="rewrite golden files (tests/fixtures/...) from the current output instead of comparing with them",
+    )
+
+
+@pytest.fixture(scope="session")
+def update_goldens(request: pytest.FixtureRequest) -> bool:
+    """True when the run was started with ``--update-goldens``."""
+    return bool(request.config.getoption("--update-goldens"))
+
+
+def _in_ci() -> bool:
+    return bool(os.environ.get("CI"))
+
+
+def _engine_problem(config: pytest.Config) -> str:
+    """"" when an engine answers, else why not; asked once per session."""
+    cached = config.stash.get(_ENGINE_KEY, None)
+    if cached is not None:
+        return cached
+    try:
+        import docker
+
+        client = docker.from_env()
+        try:
+            client.ping()
+        finally:
+            client.close()
+        problem = ""
+    except Exception as exc:  # noqa: BLE001 - any failure means "no engine" here
+        problem = f"{NO_ENGINE} ({type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''})"
+    config.stash[_ENGINE_KEY] = problem
+    return problem
+
+
+_ENGINE_KEY = pytest.StashKey[str]()
+
+
+def _require_engine(config: pytest.Config) -> None:
+    problem = _engine_problem(config)
+    if problem:
+        if _in_ci():
+            pytest.fail(f"{problem}; CI is set, so this fails instead of skipping", pytrace=False)
+        pytest.skip(problem)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Runs before fixtures are set up: a marked test fails or skips the same way
+    # whether or not it asks for docker_client.
+    if item.get_closest_marker("docker") is not None:
+        _require_engine(item.config)
+
+
+@pytest.fixture(scope="session")
+def docker_client(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A client of the engine ``DOCKER_HOST`` names (or the default socket), after a ping."""
+    _require_engine(request.config)
+    import docker
+
+    client = docker.from_env()
+    client.ping()
+    yield client
+    client.close()
