@@ -130,7 +130,7 @@ def _judge(p: Probe, access: Access) -> tuple[bool, str]:
                 how = f"and its DNS queries reach the attacker's nameserver: a compromised agent can spell your {s.label.split(' (')[0]} into query names"
             else:
                 how = f"and connect straight to the attacker: a compromised agent can send your {s.label.split(' (')[0]}"
-            more = f" ({len(readable)} secret(s) readable, {len(chans)} channel(s) out)"
+            more = f" ({len(readable)} secret(s) readable, {len(chans)} channel(s) out.)"
             return True, f"Your policy lets the agent read {s.path} {how}.{more}"
         if not readable:
             return False, "No secret is readable, so there is nothing to send" + (", although a channel out exists." if chans else ".")

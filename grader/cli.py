@@ -28,6 +28,7 @@ from typing import Any, Callable, Optional, Sequence, TextIO
 from . import __version__
 from . import backends
 from .analyzer import lint, predict
+from .cli_grading import add_grading_commands
 from .errors import BackendError, PolicyError, SandboxLabError, TaskError
 from .export import TARGETS, export
 from .plan import build_plan
@@ -182,6 +183,29 @@ _COLOR = arg(
     help="colour the table: red where an attack succeeded, green where a job works (default: auto, i.e. on a terminal)",
 )
 
+def _run_setup(args: argparse.Namespace, io: Streams) -> int:
+    from .backends.docker import client_from_env
+    from .backends.images import ensure_images
+
+    def progress(line: str) -> None:
+        io.err.write(f"{PROG}: {line}\n")
+        io.err.flush()
+
+    images = ensure_images(client_from_env(), progress, rebuild=args.rebuild)
+    io.out.write(f"sandbox image:  {images.sandbox}\nservices image: {images.services}\n")
+    return EXIT_OK
+
+
+def _run_cleanup(args: argparse.Namespace, io: Streams) -> int:
+    from .backends.docker import cleanup, client_from_env
+
+    removed = cleanup(client_from_env(), everything=args.all)
+    for item in removed:
+        io.out.write(f"removed {item}\n")
+    io.out.write(f"{len(removed)} leftover(s) removed\n")
+    return EXIT_OK
+
+
 COMMANDS: tuple[Command, ...] = (
     Command(
         "check", "validate a policy and predict what it allows", _run_check,
@@ -207,6 +231,14 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command("schema", "print the policy's JSON Schema (for editors)", _run_schema),
     Command(
+        "setup", "build the Docker images the probes run in (once; reused until a Dockerfile changes)", _run_setup,
+        (arg("--rebuild", action="store_true", help="rebuild the sandbox and services images even if current"),),
+    ),
+    Command(
+        "cleanup", "remove containers, networks and directories left by killed runs", _run_cleanup,
+        (arg("--all", action="store_true", help="also remove what runs still in progress are using"),),
+    ),
+    Command(
         "export", "translate a policy for sandbox-runtime, Claude Code or docker run", _run_export,
         (_POLICY, arg("--to", required=True, choices=TARGETS, help="the target format")),
         "Print the translated file on stdout and, as # comments on stderr, every place where the target's "
@@ -230,6 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
         for a in cmd.args:
             p.add_argument(*a.flags, **dict(a.options))
         p.set_defaults(command=cmd)
+    add_grading_commands(sub)
     return parser
 
 

@@ -138,6 +138,8 @@ def normalize_pattern(entry: str) -> str:
     if _IPV4.match(rest):
         raise ValueError(f"{entry!r} is not a valid IPv4 address: each number must be 0..255.")
     name = _check_name(_to_ascii(rest), entry)
+    if wildcard and all(label.isdigit() for label in name.split(".")):
+        raise ValueError(f'"{entry}" puts a wildcard over numbers; IP addresses have no subdomains. Write the address itself.')
     if wildcard and name.count(".") < 1:
         raise ValueError(
             f'"*.{name}" would match every host under a top-level domain. '

@@ -92,6 +92,7 @@ class DockerUnavailable(BackendError):
     """No Docker engine answers."""
 
     def __init__(self, detail: str = "") -> None:
+        self.detail = detail
         msg = (
             "No Docker engine answers"
             + (f" ({detail})" if detail else "")

@@ -280,13 +280,11 @@ def judge(ev: Evidence, world: World, probe_ids: Iterable[str]) -> tuple[ProbeOu
     for p in PROBES:
         if p.id not in wanted:
             continue
-        if not _finished(ev, p.id) and not (ev.timed_out and _attempts(ev, p.id)):
-            outcome, why, proof = "error", "The probe did not finish" + (" before the sandbox's time ran out." if ev.timed_out else "."), ()
-            # a success is still a success: its trace cannot be faked
-            o2, w2, p2 = _judge_one(p, ev, world)
-            if o2 == "succeeded":
-                outcome, why, proof = o2, w2, p2
-        else:
-            outcome, why, proof = _judge_one(p, ev, world)
+        verdict = _judge_one(p, ev, world)
+        if not _finished(ev, p.id) and verdict[0] != "succeeded":
+            # an unfinished probe proves nothing blocked; a success still counts: its trace cannot be faked
+            late = " before the sandbox's time ran out." if ev.timed_out else "."
+            verdict = ("error", "The probe did not finish" + late + " Rerun; if it persists, report it.", ())
+        outcome, why, proof = verdict
         out.append(ProbeOutcome(p.id, p.kind, outcome, why, proof))  # type: ignore[arg-type]
     return tuple(out)

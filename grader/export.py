@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 from typing import Any, Literal, Optional
 
 from .access import access_for
@@ -217,33 +216,34 @@ def _claude_code(policy: Policy, world: World) -> tuple[str, list[str]]:
 
 # --- docker --------------------------------------------------------------------------------
 
-_SAFE = re.compile(r"^[A-Za-z0-9._/+=:,@-]+$")
+# World paths are the package's own data; anything else (":" or "," would split a
+# -v or --mount value, quotes or "$" would change the shell word) is refused
+# rather than quoted into a command that means something else.
+_SAFE = re.compile(r"^/[A-Za-z0-9._/+=@-]*$")
+
+
+def _safe(path: str) -> str:
+    if not _SAFE.match(path):
+        raise ValueError(f"world path {path!r} cannot be written into a docker command safely")
+    return path
 
 
 def _in_world(path: str) -> str:
-    """``"$WORLD/home/user"``: a world path inside the world copy, quoted as one shell word."""
-    return f'"$WORLD{path}"' if _SAFE.match(path) else f'"$WORLD"{shlex.quote(path)}'
-
-
-def _after(prefix: str, rest: str) -> str:
-    """``prefix`` (already shell-quoted) followed by ``rest``, quoted only if it needs it."""
-    return prefix + (rest if _SAFE.match(rest) else shlex.quote(rest))
+    """``"$WORLD/home/user"``: a world path inside the world copy, as one shell word."""
+    return f'"$WORLD{_safe(path)}"'
 
 
 def _mount_flags(plan: RunPlan) -> list[str]:
     """One flag per plan mount: a bind of the world copy, a tmpfs over a hidden directory, an empty file over a hidden file."""
     flags = []
     for m in plan.mounts:
+        source, target = _safe(m.source), _safe(m.target)
         if m.kind == "bind":
-            suffix = "" if m.mode == "rw" else ":ro"
-            if _SAFE.match(m.source) and _SAFE.match(m.target):
-                flags.append(f'-v "$WORLD{m.source}:{m.target}{suffix}"')
-            else:
-                flags.append(f'-v "$WORLD"{shlex.quote(f"{m.source}:{m.target}{suffix}")}')
+            flags.append(f'-v "$WORLD{source}:{target}{"" if m.mode == "rw" else ":ro"}"')
         elif m.kind == "tmpfs":
-            flags.append(_after("--tmpfs ", f"{m.target}:{HIDDEN_TMPFS}"))
+            flags.append(f"--tmpfs {target}:{HIDDEN_TMPFS}")
         else:
-            flags.append(_after('--mount type=bind,src="$RUN/empty",', f"dst={m.target},readonly"))
+            flags.append(f'--mount type=bind,src="$RUN/empty",dst={target},readonly')
     return flags
 
 

@@ -278,7 +278,8 @@ def _problem_from(err: dict[str, Any]) -> Problem:
         example = _EXAMPLES.get(str(loc[-1]), "{...}")
         return Problem(ptr, f"must be a JSON object, e.g. {example}.")
     if kind in ("tuple_type", "list_type"):
-        return Problem(ptr, 'must be a list of strings, e.g. ["/project/out"]. Use [] for none.')
+        example = '["registry.npmjs.org"]' if "network" in loc else '["/project/out"]'
+        return Problem(ptr, f"must be a list of strings, e.g. {example}. Use [] for none.")
     if kind == "string_type":
         return Problem(ptr, "must be a string.")
     return Problem(ptr, str(err["msg"]))
@@ -327,7 +328,7 @@ def load_policy(source: Union[str, os.PathLike[str], bytes, dict[str, Any]], *, 
     if isinstance(source, bytes):
         label = name or "policy"
         return parse_policy(_parse_json(_decode(source, label), label), label)
-    if isinstance(source, str) and source.lstrip().startswith(("{", "[")):
+    if isinstance(source, str) and (not source.strip() or source.lstrip().startswith(("{", "[", '"'))):
         label = name or "policy"
         return parse_policy(_parse_json(_decode(source.encode("utf-8", "surrogatepass"), label), label), label)
     path = Path(source)

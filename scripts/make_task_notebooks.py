@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""Generate the graded practice-task notebooks (nbgrader source format) from the task definitions.
+
+One notebook per task, at ``lessons/<order>-task-<id>/task.ipynb``:
+
+1. narrative (Markdown): the threat and the goal, and the rubric;
+2. setup (locked): the task, and the backend that will judge (said aloud);
+3. the learner's policy (solution cell): a starter, the reference solution
+   loaded from ``solutions/<id>.json`` inside ``### BEGIN SOLUTION``, then
+   ``save_policy`` writes ``my_policy.json``;
+4. grading (locked): one run of the policy, feedback printed;
+5. one autograded cell per rubric check (``grade_id`` ``<task>-<check>``), with
+   a hidden re-grade of the file so a notebook variable cannot be faked;
+6. a "why" question, graded by hand.
+
+Run it after changing a task or this script; the notebooks are committed
+without outputs. ``--check`` exits 1 if a committed notebook differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from grader.tasks import Task, all_tasks  # noqa: E402 - after the path is set
+
+# The free-text question of each task, and the answer a grader looks for.
+WHY: dict[str, tuple[str, str]] = {
+    "scope-secure-sandbox": (
+        "Why is a Docker container with default networking not enough to sandbox this agent, and which two axes does your policy scope?",
+        "Default networking lets the process connect anywhere, so whatever it can read can leave. A sandbox must scope "
+        "the filesystem (what can be read and written) and the network (where data can go) independently; "
+        "the policy limits reads to /project/src, writes to /project/out and allows no host at all.",
+    ),
+    "fix-the-naive-setup": (
+        "The 'secure' setup from the lesson only allows registry.npmjs.org. Why does it still let a secret leave, and why did you have to fix the filesystem axis rather than the network axis?",
+        "registry.npmjs.org accepts uploads (npm publish with an account the attacker owns), and the proxy only sees the "
+        "host name, not the encrypted content. Any readable secret can be published. The build needs that host, so the "
+        "channel cannot be closed: the secrets have to be made unreadable (allowRead only /app/workspace).",
+    ),
+    "pip-install-only": (
+        "Why is \"*.pypi.org\" more dangerous than listing pypi.org, even though every pypi.org host is run by the same trusted organisation?",
+        "A wildcard matches every subdomain, including upload.pypi.org, where anyone with an account can publish a "
+        "package. A trusted operator does not make a host safe: what matters is whether the attacker can store data "
+        "there and read it back. Exact host names keep the download-only hosts and nothing else.",
+    ),
+    "stop-persistence": (
+        "Why is a writable .git/hooks or ~/.bashrc an escape from the sandbox, even though nothing runs there during the agent's session?",
+        "Those files run later, outside the sandbox, with the user's full rights and network: the hook at the next git "
+        "commit, .bashrc in the next shell. Writing them plants code that the sandbox never sees run. Denying writes "
+        "to .git (its config can also point at other hooks) and to the home directory removes that path.",
+    ),
+    "deny-inside-allow": (
+        "The starter denied writing /project/.env. Why did that not protect the API token, and why does denyRead on /project/.env win over allowRead on /project?",
+        "Reading is what leaks a secret: denyWrite only stops changes, the agent could still read the token and use or "
+        "send it. The most specific rule decides: /project/.env is longer than /project, so denyRead /project/.env wins.",
+    ),
+}
+
+
+def _meta(grade_id: str, *, grade: bool = False, solution: bool = False, locked: bool = True, points: int = 0) -> dict[str, object]:
+    """nbgrader cell metadata, schema version 3."""
+    md: dict[str, object] = {
+        "grade": grade, "grade_id": grade_id, "locked": locked,
+        "schema_version": 3, "solution": solution, "task": False,
+    }
+    if grade:
+        md["points"] = points
+    return {"nbgrader": md}
+
+
+def _policy_text(policy: object) -> str:
+    return json.dumps(policy, indent=2)
+
+
+def build(task: Task) -> nbformat.NotebookNode:
+    tid = task.id
+    rubric = "\n".join(f"| `{c.id}` | {c.points} | {c.description} |" for c in task.checks)
+    starter = task.starter if task.starter is not None else {"filesystem": {}, "network": {}}
+    starter_note = (
+        "It starts from the policy given in the task." if task.starter is not None
+        else "It starts from an empty policy: write yours from scratch."
+    )
+    question, answer = WHY[tid]
+    cells = [
+        new_markdown_cell(
+            f"# Practice task: {task.title}\n\n"
+            f"{task.statement}\n\n"
+            f"**How it is graded.** Your policy is run against the probe suite: attacks a compromised agent would try, "
+            f"and the legitimate job. Each rubric line is worth points ({task.max_score} in all, plus a question at the end):\n\n"
+            f"| check | points | what it needs |\n|---|---|---|\n{rubric}\n",
+            metadata=_meta(f"{tid}-intro"),
+        ),
+        new_code_cell(
+            "from grader.backends import default\n"
+            "from grader.tasks import assert_check, assert_passed, grade_file, save_policy, solution_text, start_task\n\n"
+            f'TASK = start_task("{tid}")\n'
+            "backend = default()  # docker where an engine answers, otherwise the static prediction\n"
+            'print(f"Grading backend: {backend.name}")',
+            metadata=_meta(f"{tid}-setup"),
+        ),
+        new_markdown_cell(
+            "## Your policy\n\n"
+            f"Edit the JSON below, delete the two lines `# YOUR CODE HERE` and `raise NotImplementedError()`, then run the cell. {starter_note} "
+            "The cell saves your policy to `my_policy.json` and says whether it is valid.",
+            metadata=_meta(f"{tid}-policy-intro"),
+        ),
+        new_code_cell(
+            f'policy_json = r"""\n{_policy_text(starter)}\n"""\n'
+            "### BEGIN SOLUTION\n"
+            "policy_json = solution_text(TASK.id)\n"
+            "### END SOLUTION\n"
+            'save_policy("my_policy.json", policy_json)',
+            metadata=_meta(f"{tid}-policy", solution=True, locked=False),
+        ),
+        new_markdown_cell(
+            "## Grade\n\nThe next cell runs your policy once and explains every lost point: the probe, the evidence and a fix. "
+            "The cells after it award the points, one rubric line each.",
+            metadata=_meta(f"{tid}-grade-intro"),
+        ),
+        new_code_cell(
+            'result = grade_file(TASK, "my_policy.json", backend)\nprint(result)',
+            metadata=_meta(f"{tid}-grade"),
+        ),
+    ]
+    for c in task.checks:
+        cells.append(new_code_cell(
+            f'assert_passed(result, "{c.id}")\n'
+            "### BEGIN HIDDEN TESTS\n"
+            f'assert_check(TASK.id, "{c.id}", "my_policy.json")  # re-graded from the file, not from notebook variables\n'
+            "### END HIDDEN TESTS",
+            metadata=_meta(task.grade_id(c.id), grade=True, points=c.points),
+        ))
+    cells += [
+        new_markdown_cell(f"## Why?\n\n{question}", metadata=_meta(f"{tid}-why-question")),
+        new_markdown_cell(
+            f"### BEGIN SOLUTION\n{answer}\n### END SOLUTION",
+            metadata=_meta(f"{tid}-why", grade=True, solution=True, locked=False, points=2),
+        ),
+    ]
+    for cell in cells:
+        cell["id"] = str(cell.metadata["nbgrader"]["grade_id"])[-64:]  # stable ids: regenerating changes nothing
+    nb = new_notebook(cells=cells)
+    nb.metadata = {
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    return nb
+
+
+def notebook_path(task: Task) -> Path:
+    return REPO / "lessons" / f"{task.order:02d}-task-{task.id}" / "task.ipynb"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="exit 1 if a committed notebook is out of date")
+    args = parser.parse_args(argv)
+    stale = []
+    for task in all_tasks():
+        nb = build(task)
+        nbformat.validate(nb)
+        text = nbformat.writes(nb) + "\n"
+        path = notebook_path(task)
+        if args.check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(path)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        print(path.relative_to(REPO))
+    if stale:
+        print("out of date (run scripts/make_task_notebooks.py):", *map(str, stale), sep="\n  ", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""nbgrader end to end, run by nbgrader itself on a temporary copy of the course.
+
+generate_assignment → three students submit (the reference solution, the naive
+setup, a syntactically broken policy) → autograde → generate_feedback →
+export, and ``validate --invert`` on the released notebook. The grading
+backend is static (fast, no Docker) unless ``SANDBOX_LAB_BACKEND`` says otherwise.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.backends.static import StaticBackend
+from grader.policy import load_policy
+from grader.tasks import grade, load_task, solution_path
+
+pytestmark = [pytest.mark.notebook, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+TASK = load_task("fix-the-naive-setup")
+ASSIGNMENT = f"{TASK.order:02d}-task-{TASK.id}"
+STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+MANUAL_POINTS = 2  # the "why" answer, graded by hand
+
+
+def _nbgrader(course: Path, *args: str) -> str:
+    env = {**os.environ, "SANDBOX_LAB_BACKEND": os.environ.get("SANDBOX_LAB_BACKEND", "static"), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run(
+        [sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
+        capture_output=True, text=True, timeout=600,
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{output[-3000:]}"
+    return output
+
+
+def _submit(course: Path, released: nbformat.NotebookNode, student: str, policy_source: str) -> None:
+    nb = nbformat.from_dict(json.loads(json.dumps(released)))
+    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"{TASK.id}-policy"]
+    assert len(cells) == 1 and STUB in cells[0].source
+    cells[0].source = cells[0].source.replace(STUB, policy_source)
+    folder = course / "submitted" / student / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / "task.ipynb")
+    (folder / "timestamp.txt").write_text("2026-11-30 10:00:00.000000 UTC")
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("course")
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    shutil.copytree(REPO / "lessons" / ASSIGNMENT, root / "lessons" / ASSIGNMENT)
+    _nbgrader(root, "generate_assignment", ASSIGNMENT, "--force")
+    released = nbformat.read(root / "release" / ASSIGNMENT / "task.ipynb", as_version=4)
+    reference = solution_path(TASK.id).read_text().strip()
+    _submit(root, released, "ref", f'policy_json = r"""{reference}"""')
+    _submit(root, released, "naive", "# keeping the starter as it is")
+    _submit(root, released, "broken", 'policy_json = \'{"filesystem": {"allowWrite": ["/app/workspace/build"]\'')
+    _nbgrader(root, "autograde", ASSIGNMENT, "--force")
+    _nbgrader(root, "generate_feedback", ASSIGNMENT, "--force")
+    _nbgrader(root, "export")
+    return root
+
+
+def _scores(course: Path) -> dict[str, tuple[float, float]]:
+    with (course / "grades.csv").open(newline="") as fh:
+        return {r["student_id"]: (float(r["score"]), float(r["max_score"])) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
+
+
+def test_released_notebook_has_no_solution_and_fails_every_test(course: Path) -> None:
+    released = course / "release" / ASSIGNMENT / "task.ipynb"
+    text = released.read_text()
+    assert "solution_text(TASK.id)" not in text and "BEGIN HIDDEN TESTS" not in text
+    assert "*.github.com" in text, "the learner starts from the naive setup"
+    out = _nbgrader(course, "validate", "--invert", str(released))
+    assert "Success! The notebook does not pass any tests." in out, out[-2000:]
+
+
+def test_scores(course: Path) -> None:
+    scores = _scores(course)
+    full = float(TASK.max_score + MANUAL_POINTS)
+    naive = grade(TASK, load_policy({"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}), StaticBackend())
+    assert scores["ref"] == (float(TASK.max_score), full), "every autograded point; the why answer awaits a human"
+    assert scores["naive"] == (float(naive.score), full)
+    assert 0 < naive.score < TASK.max_score
+    assert scores["broken"] == (0.0, full)
+
+
+def test_feedback_names_the_exfiltration_path(course: Path) -> None:
+    html = (course / "feedback" / "naive" / ASSIGNMENT / "task.html").read_text()
+    assert "exfil-secret" in html
+    assert "gist.github.com" in html
+    assert "Fix:" in html
+    broken = (course / "feedback" / "broken" / ASSIGNMENT / "task.html").read_text()
+    assert "not a valid policy" in broken and "invalid JSON" in broken

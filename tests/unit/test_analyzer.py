@@ -1,0 +1,170 @@
+"""Static predictions for the seed's setups and the practice task, the channel rules, and the lints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader import PROBES, load_policy, load_world
+from grader.access import access_for
+from grader.analyzer import channels, exfil_paths, lint, predict
+from grader.outcomes import RunResult
+
+REPO = Path(__file__).parents[2]
+NAIVE = REPO / "examples" / "naive.json"
+SECURE = REPO / "examples" / "secure.json"
+PRACTICE = REPO / "solutions" / "scope-secure-sandbox.json"
+ATTACKS = [p.id for p in PROBES if p.kind == "attack"]
+JOBS = [p.id for p in PROBES if p.kind == "job"]
+
+
+def outcomes(source: Any) -> dict[str, str]:
+    return {p.id: p.outcome for p in predict(load_policy(source)).probes}
+
+
+def explanation(result: RunResult, probe_id: str) -> str:
+    return result.outcome(probe_id).explanation
+
+
+# --- the seed's two setups and the practice task ----------------------------------------------
+
+
+def test_naive_setup_leaks_the_ssh_key_through_a_gist() -> None:
+    result = predict(load_policy(NAIVE))
+    got = {p.id: p.outcome for p in result.probes}
+    assert got["read-ssh-key"] == "succeeded"
+    assert got["write-shell-rc"] == "succeeded"
+    assert got["exfil-secret"] == "succeeded"
+    assert got["exfil-via-allowed-domain"] == "succeeded"
+    assert "gist.github.com" in explanation(result, "exfil-secret")
+    assert "/home/user/.ssh/id_rsa" in explanation(result, "exfil-secret")
+    # a scoped network still never allows raw, DNS or gateway traffic
+    for probe_id in ("net-direct-ip", "net-dns-exfil", "net-host-gateway", "net-attacker-domain"):
+        assert got[probe_id] == "blocked", probe_id
+
+
+def test_secure_setup_blocks_persistence_but_npm_publish_is_still_a_way_out() -> None:
+    result = predict(load_policy(SECURE))
+    got = {p.id: p.outcome for p in result.probes}
+    assert got["write-shell-rc"] == "blocked"
+    assert got["write-git-hook"] == "blocked"
+    assert got["exfil-secret"] == "succeeded"
+    assert "registry.npmjs.org" in explanation(result, "exfil-secret")
+    assert got["job-write-build"] == "succeeded"
+    assert got["job-fetch-npm"] == "succeeded"
+
+
+def test_practice_solution_blocks_every_attack_and_the_job_still_works() -> None:
+    got = outcomes(PRACTICE)
+    assert {got[a] for a in ATTACKS} == {"blocked"}
+    assert got["job-read-src"] == "succeeded"
+    assert got["job-write-out"] == "succeeded"
+
+
+def test_plain_container_is_not_a_sandbox() -> None:
+    result = predict(None)
+    got = {p.id: p.outcome for p in result.probes}
+    assert result.sandbox == "baseline" and result.policy is None
+    assert got["net-direct-ip"] == got["net-dns-exfil"] == got["net-host-gateway"] == "succeeded"
+    assert got["read-ssh-key"] == got["exfil-secret"] == got["write-shell-rc"] == "succeeded"
+    assert got["read-etc-secrets"] == "blocked"  # /etc/secrets is not mounted into the container
+
+
+# --- channels -----------------------------------------------------------------------------
+
+
+def test_download_only_hosts_are_not_channels() -> None:
+    policy = load_policy({"network": {"allowedDomains": ["pypi.org", "files.pythonhosted.org"]}})
+    assert channels(access_for(policy, load_world())) == ()
+    got = outcomes(policy.normalize())
+    assert got["job-fetch-pypi"] == "succeeded"
+    assert got["exfil-via-allowed-domain"] == "blocked"
+    assert got["exfil-secret"] == "blocked"  # secrets are readable, but nothing leads out
+
+
+def test_upload_channel_exists_whatever_is_readable() -> None:
+    got = outcomes({"filesystem": {"allowRead": ["/project/src"]}, "network": {"allowedDomains": ["upload.pypi.org"]}})
+    assert got["exfil-via-allowed-domain"] == "succeeded"
+    assert got["exfil-secret"] == "blocked"
+
+
+def test_wildcard_for_the_attackers_zone_opens_dns_exfiltration() -> None:
+    got = outcomes({"network": {"allowedDomains": ["*.attacker.example"]}})
+    assert got["net-dns-exfil"] == "succeeded"
+    assert got["net-attacker-domain"] == "blocked"  # the apex rule
+    assert got["exfil-secret"] == "succeeded"
+
+
+def test_denied_domains_close_a_channel() -> None:
+    got = outcomes({"network": {"allowedDomains": ["*.github.com"], "deniedDomains": ["gist.github.com", "api.github.com"]}})
+    assert got["exfil-via-allowed-domain"] == "blocked"
+
+
+def test_exfil_paths_pair_every_readable_secret_with_every_channel() -> None:
+    access = access_for(load_policy(NAIVE), load_world())
+    chans = channels(access)
+    assert sorted(c.host for c in chans) == ["api.github.com", "gist.github.com"]
+    assert {c.kind for c in chans} == {"upload"}
+    paths = exfil_paths(access)
+    assert len(paths) == 4 * 2
+    assert {p.secret for p in paths} == {s.path for s in load_world().secrets}
+
+
+# --- every probe, every time ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("source", [NAIVE, SECURE, PRACTICE])
+def test_every_probe_is_predicted_with_a_sentence(source: Path) -> None:
+    result = predict(load_policy(source))
+    assert [p.id for p in result.probes] == [p.id for p in PROBES]
+    for p in result.probes:
+        assert p.outcome in ("blocked", "succeeded")
+        assert p.explanation.strip() and p.explanation[-1] in ".)", p.explanation
+        assert p.evidence == ()
+    assert result.backend == "static"
+
+
+def test_prediction_is_deterministic() -> None:
+    assert predict(load_policy(NAIVE)) == predict(load_policy(NAIVE))
+
+
+# --- lints --------------------------------------------------------------------------------
+
+
+def test_lint_warns_about_a_github_wildcard() -> None:
+    warnings = lint(load_policy(NAIVE))
+    pointers = {w.pointer for w in warnings}
+    assert pointers == {"/network/allowedDomains/0"}
+    text = " ".join(w.message for w in warnings)
+    assert "gist.github.com" in text and "accept uploads" in text
+    assert 'does not match github.com itself' in text
+
+
+def test_secure_and_practice_policies_have_no_warnings() -> None:
+    assert lint(load_policy(SECURE)) == ()
+    assert lint(load_policy(PRACTICE)) == ()
+
+
+@pytest.mark.parametrize(
+    ("data", "pointer", "fragment"),
+    [
+        ({"filesystem": {"allowWrite": ["/var/run/docker.sock"]}}, "/filesystem/allowWrite/0", "outside the simulated machine"),
+        ({"filesystem": {"denyRead": ["/usr/lib"]}}, "/filesystem/denyRead/0", "part of the runtime"),
+        ({"filesystem": {"allowWrite": ["/home/user"], "denyRead": ["/home/user/.ssh", "/home/user"]}}, "/filesystem/allowWrite/0", "writes there never reach the real file"),
+        ({"network": {"allowedDomains": ["192.0.2.1"]}}, "/network/allowedDomains/0", "is an IP address"),
+        ({"network": {"allowedDomains": ["example.com"]}}, "/network/allowedDomains/0", "not a host of the simulated internet"),
+        ({"network": {"allowedDomains": ["xn--gthub-n2e.com"]}}, "/network/allowedDomains/0", "internationalized name"),
+        ({"network": {"deniedDomains": ["gist.github.com"]}}, "/network/deniedDomains", "no effect while allowedDomains is empty"),
+    ],
+)
+def test_lints(data: dict[str, Any], pointer: str, fragment: str) -> None:
+    found = [w for w in lint(load_policy(data)) if fragment in w.message]
+    assert found, lint(load_policy(data))
+    assert found[0].pointer == pointer
+
+
+def test_lint_includes_the_dotdot_warning_from_loading() -> None:
+    warnings = lint(load_policy({"filesystem": {"allowWrite": ["/project/src/../out"]}}))
+    assert [w.pointer for w in warnings] == ["/filesystem/allowWrite/0"]

@@ -1,0 +1,100 @@
+"""Choosing a backend: names, the environment variable, and the fallback when Docker is missing."""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from grader import backends, load_policy
+from grader.backends import Backend, StaticBackend
+from grader.errors import DockerUnavailable
+from grader.plan import build_plan
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(backends.BACKEND_ENV, raising=False)
+
+
+def _import_failing(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
+    real = importlib.import_module
+
+    def fake(name: str, package: Any = None) -> ModuleType:
+        if name == "grader.backends.docker":
+            raise ModuleNotFoundError(f"No module named {missing!r}", name=missing)
+        return real(name, package)
+
+    monkeypatch.setattr(backends.importlib, "import_module", fake)
+
+
+def test_static_is_always_there() -> None:
+    b = backends.get("static")
+    assert isinstance(b, StaticBackend) and isinstance(b, Backend)
+    assert b.name == "static"
+    result = b.run(build_plan(load_policy({})))
+    assert result.backend == "static" and result.notes == ()
+
+
+def test_missing_docker_sdk_names_the_install_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    _import_failing(monkeypatch, "docker")
+    with pytest.raises(DockerUnavailable) as info:
+        backends.get("docker")
+    assert "pip install 'sandbox-lab'" in str(info.value)
+
+
+def test_missing_backend_module_is_docker_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    _import_failing(monkeypatch, "grader.backends.docker")
+    with pytest.raises(DockerUnavailable):
+        backends.get("docker")
+
+
+def test_auto_falls_back_to_static_with_a_notice(monkeypatch: pytest.MonkeyPatch) -> None:
+    _import_failing(monkeypatch, "docker")
+    b = backends.get("auto")
+    assert isinstance(b, StaticBackend)
+    result = b.run(build_plan(None))
+    assert len(result.notes) == 1
+    note = result.notes[0]
+    assert note.startswith("predicted, not run: no Docker engine answers (")
+    assert "pip install 'sandbox-lab'" in note
+
+
+def test_auto_uses_docker_when_it_works(monkeypatch: pytest.MonkeyPatch) -> None:
+    sentinel = StaticBackend(name="docker")
+    monkeypatch.setattr(backends, "_docker", lambda progress: sentinel)
+    assert backends.get("auto") is sentinel
+    assert backends.default() is sentinel
+
+
+def test_progress_reaches_the_docker_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[Any] = []
+    monkeypatch.setattr(backends, "_docker", lambda progress: seen.append(progress) or StaticBackend())
+    lines: list[str] = []
+    backends.get("docker", progress=lines.append)
+    assert seen == [lines.append]
+
+
+def test_environment_variable_overrides_the_default_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(backends, "_docker", lambda progress: pytest.fail("docker must not be tried"))
+    monkeypatch.setenv(backends.BACKEND_ENV, "static")
+    assert isinstance(backends.default(), StaticBackend)
+    assert isinstance(backends.default(prefer="docker"), StaticBackend)
+
+
+def test_default_prefers_what_the_caller_says(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(backends, "_docker", lambda progress: pytest.fail("docker must not be tried"))
+    assert isinstance(backends.default(prefer="static"), StaticBackend)
+
+
+def test_unknown_name() -> None:
+    with pytest.raises(ValueError) as info:
+        backends.get("podman")
+    assert "static, docker, auto" in str(info.value)
+
+
+def test_reason_is_extracted_from_the_message() -> None:
+    assert backends._reason(DockerUnavailable("socket refused")) == "socket refused"
+    assert backends._reason(DockerUnavailable()) == "No Docker engine answers"

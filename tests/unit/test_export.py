@@ -1,0 +1,163 @@
+"""Exports to sandbox-runtime, Claude Code and docker run, and the differences each one reports."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader import load_policy
+from grader.export import TARGETS, export
+from grader.plan import build_plan
+
+REPO = Path(__file__).parents[2]
+NAIVE = load_policy(REPO / "examples" / "naive.json")
+SECURE = load_policy(REPO / "examples" / "secure.json")
+PRACTICE = load_policy(REPO / "solutions" / "scope-secure-sandbox.json")
+PRECEDENCE = load_policy(REPO / "tests" / "fixtures" / "policies" / "precedence.json")
+
+
+def srt(policy: Any) -> tuple[dict[str, Any], list[str]]:
+    text, notes = export(policy, "srt")
+    return json.loads(text), notes
+
+
+def has_note(notes: list[str], *fragments: str) -> bool:
+    return any(all(f in n for f in fragments) for n in notes)
+
+
+@pytest.mark.parametrize("policy", [NAIVE, SECURE, PRACTICE, PRECEDENCE, load_policy({})])
+def test_srt_has_all_five_arrays(policy: Any) -> None:
+    data, _ = srt(policy)
+    assert list(data) == ["filesystem", "network"]
+    assert set(data["filesystem"]) == {"denyRead", "allowRead", "allowWrite", "denyWrite"}
+    assert set(data["network"]) == {"allowedDomains", "deniedDomains"}
+    for part in data.values():
+        for value in part.values():
+            assert isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def test_allow_only_reads_become_deny_read_of_the_uncovered_roots_plus_allow_read() -> None:
+    data, notes = srt(PRACTICE)
+    assert data["filesystem"]["denyRead"] == ["/home/user", "/project", "/app/workspace", "/etc/secrets"]
+    # /project/out is writable, so readable in Sandbox Lab: srt must re-allow it inside the denied /project
+    assert data["filesystem"]["allowRead"] == ["/project/src", "/project/out"]
+    assert data["filesystem"]["allowWrite"] == ["/project/out"]
+    assert data["network"] == {"allowedDomains": [], "deniedDomains": []}
+    assert has_note(notes, "allow-only reads", "/home/user, /project, /app/workspace, /etc/secrets")
+    assert has_note(notes, "allowRead is part of sandbox-runtime's user schema")
+
+
+def test_no_allow_read_means_no_extra_deny_read() -> None:
+    data, notes = srt(NAIVE)
+    assert data["filesystem"]["denyRead"] == [] and data["filesystem"]["allowRead"] == []
+    assert not has_note(notes, "allow-only reads")
+
+
+def test_covered_roots_are_not_denied() -> None:
+    data, _ = srt(PRECEDENCE)
+    # /project is read, /home/user written: only the two other roots are denied
+    assert data["filesystem"]["denyRead"] == ["/project/.env", "/home/user/.ssh", "/app/workspace", "/etc/secrets"]
+
+
+def test_every_export_names_the_standing_differences() -> None:
+    for target in ("srt", "claude-code"):
+        _, notes = export(NAIVE, target)  # type: ignore[arg-type]
+        assert has_note(notes, '"~"', "/home/user")
+        assert has_note(notes, "mandatory protections", ".git/hooks")
+        assert has_note(notes, "*.example.com", "never example.com itself", "the same in srt")
+        assert has_note(notes, "paths that do not exist yet")
+
+
+def test_mandatory_protections_name_the_writes_srt_would_refuse() -> None:
+    _, notes = srt(NAIVE)
+    assert has_note(notes, "mandatory protections", "/home/user/.bashrc", "/home/user/.srt-settings.json")
+    _, notes = srt(SECURE)
+    assert not has_note(notes, "/home/user/.bashrc")
+
+
+def test_precedence_differences_are_listed() -> None:
+    _, notes = srt(PRECEDENCE)
+    assert has_note(notes, 'denyRead "/project/.env" lies inside allowRead "/project"', "srt lets the agent read it")
+    _, notes = srt(load_policy({"filesystem": {"denyWrite": ["/project"], "allowWrite": ["/project/out"]}}))
+    assert has_note(notes, 'allowWrite "/project/out" lies inside denyWrite "/project"', "keeps it read-only")
+    _, notes = srt(load_policy({"filesystem": {"allowRead": ["/project"], "denyRead": ["/project"]}}))
+    assert has_note(notes, "names the same path as", "deny wins")
+
+
+def test_paths_beyond_the_world_and_paths_not_there_yet_are_named() -> None:
+    policy = load_policy({"filesystem": {"allowWrite": ["/var/cache/x", "/project/out/result.txt"]}})
+    _, notes = srt(policy)
+    assert has_note(notes, '"/var/cache/x" reaches beyond the simulated machine')
+    assert has_note(notes, "paths that do not exist yet", "/project/out/result.txt")
+
+
+def test_claude_code_is_the_sandbox_block_with_absolute_path_prefix() -> None:
+    text, notes = export(PRACTICE, "claude-code")
+    data = json.loads(text)
+    assert list(data) == ["sandbox"]
+    block = data["sandbox"]
+    assert block["enabled"] is True
+    assert set(block["filesystem"]) == {"denyRead", "allowRead", "allowWrite", "denyWrite"}
+    assert set(block["network"]) == {"allowedDomains", "deniedDomains"}
+    assert block["filesystem"]["allowWrite"] == ["//project/out"]
+    assert has_note(notes, '"//"')
+    assert has_note(notes, "Read and Edit tools")
+    assert has_note(notes, "key shape")
+
+
+def test_docker_snippet_reproduces_the_plan() -> None:
+    text, notes = export(PRACTICE, "docker")
+    for flag in ("--read-only", "--cap-drop ALL", "--security-opt no-new-privileges", "--user 1000:1000",
+                 "--pids-limit 256", "--memory 256m", "--cpus 1", "--tmpfs /tmp:", "--network none"):
+        assert flag in text, flag
+    assert '-v "$WORLD/project/out:/project/out" \\' in text
+    assert '-v "$WORLD/project/src:/project/src:ro" \\' in text
+    assert text.count('"$WORLD/') == len(build_plan(PRACTICE).mounts)
+    assert "docker network create" not in text
+    assert has_note(notes, "simulated internet")
+
+
+def test_docker_snippet_for_a_scoped_network_has_the_proxy_and_its_allowlist() -> None:
+    text, notes = export(PRECEDENCE, "docker")
+    assert "docker network create --internal sandbox-lab-sbx" in text
+    assert "--network sandbox-lab-sbx" in text
+    assert '"allowed": ["*.github.com", "registry.npmjs.org"]' in text
+    assert '"denied": ["gist.github.com", "api.github.com"]' in text
+    assert '-e HTTPS_PROXY="$PROXY"' in text
+    assert "--tmpfs /home/user/.ssh:" in text  # a hidden directory
+    assert '--mount type=bind,src="$RUN/empty",dst=/project/.env,readonly' in text  # a hidden file
+    assert has_note(notes, "DNS_SERVER")
+
+
+def test_docker_snippet_never_mounts_a_path_the_policy_names_outside_the_world() -> None:
+    hostile = load_policy({"filesystem": {"allowWrite": ["/var/run/docker.sock", "/"]}})
+    text, notes = export(hostile, "docker")
+    assert "docker.sock" not in text.split("set -eu", 1)[1]
+    assert has_note(notes, '"/var/run/docker.sock" names nothing on the simulated machine')
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="needs a POSIX shell")
+@pytest.mark.parametrize("policy", [NAIVE, PRACTICE, PRECEDENCE])
+def test_docker_snippet_is_valid_shell(policy: Any, tmp_path: Path) -> None:
+    script = tmp_path / "run.sh"
+    script.write_text(export(policy, "docker")[0])
+    assert subprocess.run(["sh", "-n", str(script)], capture_output=True).returncode == 0
+
+
+def test_unknown_target() -> None:
+    assert TARGETS == ("srt", "claude-code", "docker")
+    with pytest.raises(ValueError):
+        export(NAIVE, "podman")  # type: ignore[arg-type]
+
+
+def test_policy_paths_reach_the_docker_snippet_only_inside_comments(tmp_path: Path) -> None:
+    hostile = load_policy({"filesystem": {"allowWrite": ["/project/out/$(touch pwned)", "/home/user/`id`"]}})
+    text, _ = export(hostile, "docker")
+    for line in text.splitlines():
+        if "touch pwned" in line or "`id`" in line:
+            assert line.startswith("#"), line

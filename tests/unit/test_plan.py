@@ -1,0 +1,113 @@
+"""The run plan: which parts of the world copy are mounted and how, the network, the hardening."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from grader import load_policy, load_world
+from grader.plan import BASELINE_HARDENING, Hardening, Mount, RunPlan, build_plan
+
+REPO = Path(__file__).parents[2]
+FIXTURES = REPO / "tests" / "fixtures" / "policies"
+WORLD = load_world()
+
+
+def plan(data: Optional[Any]) -> RunPlan:
+    return build_plan(None if data is None else load_policy(data))
+
+
+def table(p: RunPlan) -> set[tuple[str, str, str]]:
+    return {(m.target, m.kind, m.mode) for m in p.mounts}
+
+
+def assert_only_world_paths(p: RunPlan) -> None:
+    for m in p.mounts:
+        assert WORLD.root_of(m.source) is not None, m
+        assert m.source == m.target, m
+
+
+def test_practice_solution_mounts_two_directories_and_no_network() -> None:
+    p = plan(REPO / "solutions" / "scope-secure-sandbox.json")
+    assert table(p) == {("/project/out", "bind", "rw"), ("/project/src", "bind", "ro")}
+    assert p.network == "none" and p.allowed_domains == ()
+    assert p.hardening == Hardening()
+    assert p.sandbox == "policy"
+
+
+def test_naive_setup_mounts_home_read_write_and_the_rest_read_only() -> None:
+    p = plan(REPO / "examples" / "naive.json")
+    assert table(p) == {
+        ("/home/user", "bind", "rw"),
+        ("/project", "bind", "ro"),
+        ("/app/workspace", "bind", "ro"),
+        ("/etc/secrets", "bind", "ro"),
+    }
+    assert p.network == "proxy" and p.allowed_domains == ("*.github.com",)
+
+
+def test_hidden_directories_get_a_tmpfs_and_hidden_files_an_empty_file() -> None:
+    p = plan({"filesystem": {"allowWrite": ["/home/user"], "denyRead": ["/home/user/.ssh", "/project/.env"], "denyWrite": ["/home/user/.bashrc"]}})
+    t = table(p)
+    assert ("/home/user/.ssh", "tmpfs", "hidden") in t
+    assert ("/project/.env", "mask", "hidden") in t
+    assert ("/home/user/.bashrc", "bind", "ro") in t
+    assert ("/home/user", "bind", "rw") in t
+
+
+def test_an_output_file_named_by_a_rule_is_precreated() -> None:
+    p = plan({"filesystem": {"allowRead": ["/project"], "allowWrite": ["/project/out/result.txt"]}})
+    (m,) = [m for m in p.mounts if m.target == "/project/out/result.txt"]
+    assert m == Mount("/project/out/result.txt", "/project/out/result.txt", "rw", "bind", False, precreate=True)
+
+
+def test_baseline_is_the_plain_container() -> None:
+    p = plan(None)
+    assert p.sandbox == "baseline" and p.policy is None
+    assert table(p) == {("/home/user", "bind", "rw"), ("/project", "bind", "rw"), ("/app/workspace", "bind", "rw")}
+    assert p.network == "open"
+    assert p.hardening == BASELINE_HARDENING
+    assert not p.hardening.read_only_root and not p.hardening.cap_drop_all
+    assert p.hardening.pids_limit > 0 and p.hardening.mem_bytes > 0  # weak on purpose, not harmful
+
+
+def test_policy_sandboxes_are_hardened() -> None:
+    h = plan({}).hardening
+    assert h.read_only_root and h.cap_drop_all and h.no_new_privileges
+    assert h.user == "1000:1000"
+    assert h.timeout_s > 0
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"filesystem": {"allowWrite": ["/"]}},
+        {"filesystem": {"allowWrite": ["/var/run/docker.sock"]}},
+        {"filesystem": {"allowRead": ["/proc"], "allowWrite": ["/proc/self"]}},
+        {"filesystem": {"allowWrite": ["/home/user/../../"]}},
+        {"filesystem": {"allowWrite": ["/etc", "/root", "/dev"], "allowRead": ["/sys"]}},
+        FIXTURES / "hostile-paths.json",
+    ],
+)
+def test_no_policy_mounts_anything_outside_the_world(data: Any) -> None:
+    assert_only_world_paths(plan(data))
+
+
+def test_allow_write_root_selects_only_the_world_roots() -> None:
+    p = plan({"filesystem": {"allowWrite": ["/"]}})
+    assert table(p) == {(r, "bind", "rw") for r in WORLD.roots}
+
+
+def test_rules_outside_the_world_mount_nothing() -> None:
+    p = plan({"filesystem": {"allowRead": ["/proc", "/var/run/docker.sock"], "allowWrite": ["/var/run/docker.sock"]}})
+    assert p.mounts == ()  # allowRead lists paths, none of them in the world: everything is hidden
+    targets = {m.target for m in plan(FIXTURES / "hostile-paths.json").mounts}
+    assert not any(t.startswith(("/proc", "/var", "/sys", "/dev")) for t in targets)
+
+
+def test_the_plan_runs_every_probe_by_default() -> None:
+    from grader import PROBES
+
+    assert plan({}).probes == tuple(p.id for p in PROBES)

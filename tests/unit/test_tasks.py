@@ -1,0 +1,279 @@
+"""Graded tasks: the rubric logic, with the static backend (no Docker)."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+
+from grader.backends.static import StaticBackend
+from grader.cli_grading import main as grading_main
+from grader.errors import PolicyError, TaskError
+from grader.outcomes import RunResult
+from grader.plan import RunPlan
+from grader.policy import load_policy
+from grader.probes import PROBES
+from grader.tasks import (
+    POLICY_FACTS,
+    _task_from,
+    all_tasks,
+    assert_check,
+    assert_passed,
+    grade,
+    grade_file,
+    load_task,
+    save_policy,
+    solution_path,
+    start_task,
+)
+
+STATIC = StaticBackend()
+TASKS = all_tasks()
+TASK_IDS = [t.id for t in TASKS]
+NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
+SEED_SECURE = {"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"allowedDomains": ["registry.npmjs.org"]}}
+SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+
+def test_the_required_tasks_exist_in_teaching_order() -> None:
+    assert TASK_IDS[:4] == ["scope-secure-sandbox", "fix-the-naive-setup", "pip-install-only", "stop-persistence"]
+    assert len(TASK_IDS) >= 5
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_task_file_is_well_formed(task_id: str) -> None:
+    task = load_task(task_id)
+    assert SLUG.match(task.id)
+    assert len(task.statement) > 100, "a learner must understand the task without the lessons open"
+    probe_ids = {p.id for p in PROBES}
+    for c in task.checks:
+        assert SLUG.match(task.grade_id(c.id)), "grade ids must be valid nbgrader grade_ids"
+        assert c.points > 0
+        assert set(c.probes) <= probe_ids
+        assert c.kind != "policy" or c.fact in POLICY_FACTS
+
+
+def test_scope_secure_sandbox_solution_is_the_issue_text() -> None:
+    expected = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+    assert json.loads(solution_path("scope-secure-sandbox").read_text()) == expected
+
+
+@pytest.mark.parametrize("task_id", TASK_IDS)
+def test_every_solution_scores_full_marks(task_id: str) -> None:
+    g = grade_file(task_id, solution_path(task_id), STATIC)
+    assert g.full_marks, g.feedback()
+    assert g.score == g.max_score == load_task(task_id).max_score
+    assert all(c.passed for c in g.checks)
+
+
+@pytest.mark.parametrize("task_id", [t.id for t in TASKS if t.starter is not None])
+def test_every_starter_fails_with_a_probe_evidence_and_fix(task_id: str) -> None:
+    task = load_task(task_id)
+    g = grade(task, load_policy(task.starter), STATIC)
+    assert not g.full_marks
+    failed = [c for c in g.checks if not c.passed]
+    assert failed
+    for c in failed:
+        assert c.points == 0
+        if task.check(c.id).kind == "policy":
+            assert "Fix:" in c.message
+            continue
+        assert re.search(r"probe [a-z-]+ (succeeded|was blocked)", c.message), c.message
+        assert "Evidence:" in c.message and "Fix:" in c.message, c.message
+
+
+def test_tasks_without_a_starter_fail_an_empty_policy() -> None:
+    for task in TASKS:
+        if task.starter is None:
+            assert not grade(task, load_policy({}), STATIC).full_marks
+
+
+def test_fix_the_naive_setup_partial_marks_and_gist_path() -> None:
+    task = load_task("fix-the-naive-setup")
+    g = grade(task, load_policy(NAIVE), STATIC)
+    assert 0 < g.score < g.max_score
+    leak = g.check("no-secret-leaves")
+    assert not leak.passed
+    assert "exfil-secret" in leak.message and "gist.github.com" in leak.message
+    assert "allowRead" in leak.message  # the fix
+    # the seed's "secure" setup alone is not enough: npm publish is a channel
+    s = grade(task, load_policy(SEED_SECURE), STATIC)
+    assert s.check("build-works").passed
+    assert not s.check("no-secret-leaves").passed
+    assert "registry.npmjs.org" in s.check("no-secret-leaves").message
+
+
+def test_job_check_fix_names_the_missing_host_and_path() -> None:
+    task = load_task("pip-install-only")
+    g = grade(task, load_policy({"filesystem": {}, "network": {"allowedDomains": ["pypi.org"]}}), STATIC)
+    msg = g.check("pip-works").message
+    assert "job-fetch-pypi" in msg and '"files.pythonhosted.org" to network.allowedDomains' in msg
+    assert 'add "/project/out" to filesystem.allowWrite' in msg
+
+
+def test_policy_fact_allowed_domains_present_and_empty() -> None:
+    task = load_task("scope-secure-sandbox")
+    sol = json.loads(solution_path(task.id).read_text())
+    missing = {"filesystem": sol["filesystem"]}
+    g = grade(task, load_policy(missing), STATIC)
+    fact = g.check("allowed-domains-empty")
+    assert not fact.passed and "missing" in fact.message and '"allowedDomains": []' in fact.message
+    # every probe still blocked: omitting the key is no network too; only the fact check loses points
+    assert g.score == g.max_score - fact.max_points
+    listed = {**sol, "network": {"allowedDomains": ["pypi.org"]}}
+    assert "lists pypi.org" in grade(task, load_policy(listed), STATIC).check("allowed-domains-empty").message
+
+
+def test_invalid_policy_scores_zero_with_the_validation_errors() -> None:
+    task = load_task("scope-secure-sandbox")
+    with pytest.raises(PolicyError) as info:
+        load_policy(b'{"filesystem": {"allowWrites": ["/project/out"]}}', name="mine.json")
+    g = grade(task, info.value, STATIC)
+    assert g.score == 0 and g.max_score == task.max_score and not g.valid
+    out = g.to_json()
+    assert out["errors"][0]["pointer"] == "/filesystem/allowWrites"
+    assert all(not c["passed"] and "allowWrites" in c["message"] for c in out["checks"])
+    assert "allowWrite" in g.feedback()
+
+
+def test_missing_file_scores_zero_and_says_so(tmp_path: Path) -> None:
+    g = grade_file("scope-secure-sandbox", tmp_path / "nope.json", STATIC)
+    assert g.score == 0 and "no such file" in g.feedback()
+
+
+def test_grade_json_shape() -> None:
+    g = grade_file("pip-install-only", solution_path("pip-install-only"), STATIC)
+    out = g.to_json()
+    assert set(out) == {"task", "score", "max_score", "backend", "checks"}
+    assert out["backend"] == "static"
+    assert set(out["checks"][0]) == {"id", "points", "max_points", "passed", "message"}
+
+
+@dataclass(frozen=True)
+class _ErrorBackend:
+    """Reports every probe as ``error``, as the Docker backend does when evidence is lost."""
+
+    name: str = "docker"
+
+    def run(self, plan: RunPlan) -> RunResult:
+        r = StaticBackend().run(plan)
+        probes = tuple(replace(p, outcome="error", explanation="the sink died", evidence=("sink stopped",)) for p in r.probes)
+        return replace(r, backend="docker", probes=probes)
+
+
+def test_error_outcome_is_never_counted_as_blocked() -> None:
+    task = load_task("scope-secure-sandbox")
+    g = grade_file(task, solution_path(task.id), _ErrorBackend())
+    for c in g.checks:
+        if task.check(c.id).kind == "policy":
+            assert c.passed
+        else:
+            assert not c.passed
+            assert "could not be collected" in c.message and "Rerun" in c.message
+
+
+def test_docker_evidence_is_quoted() -> None:
+    @dataclass(frozen=True)
+    class Evidence:
+        name: str = "docker"
+
+        def run(self, plan: RunPlan) -> RunResult:
+            r = StaticBackend().run(plan)
+            probes = tuple(replace(p, evidence=(f"canary of x received by gist.github.com: POST /gists ({p.id})",)) for p in r.probes)
+            return replace(r, backend="docker", probes=probes)
+
+    g = grade(load_task("fix-the-naive-setup"), load_policy(NAIVE), Evidence())
+    msg = g.check("no-secret-leaves").message
+    assert "POST /gists (exfil-secret)" in msg and g.backend == "docker"
+
+
+def test_unknown_task_and_check() -> None:
+    with pytest.raises(TaskError, match="unknown task"):
+        load_task("no-such-task")
+    with pytest.raises(TaskError, match="no check"):
+        load_task("scope-secure-sandbox").check("nope")
+
+
+@pytest.mark.parametrize(
+    "broken, fragment",
+    [
+        ({"id": "x", "title": "t", "statement": "s", "starter": None, "checks": []}, "checks"),
+        ({"id": "x", "title": "t", "statement": "s", "starter": None,
+          "checks": [{"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-nothing"]}}]}, "unknown probe"),
+        ({"id": "x", "title": "t", "statement": "s", "starter": None,
+          "checks": [{"id": "a", "points": 1, "description": "d", "require": {"policy": "looks-nice"}}]}, "unknown policy fact"),
+        ({"id": "x", "title": "t", "statement": "s", "starter": None,
+          "checks": [{"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-dotenv"], "succeeded": ["job-read-src"]}}]}, "exactly one"),
+        ({"id": "x", "title": "t", "statement": "s", "starter": {"filesystem": {"allowWrites": []}},
+          "checks": [{"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-dotenv"]}}]}, "starter"),
+    ],
+)
+def test_broken_task_files_are_task_errors(broken: dict[str, object], fragment: str) -> None:
+    with pytest.raises(TaskError, match=fragment):
+        _task_from(broken, "x.json")
+
+
+def test_notebook_helpers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_policy.json").write_text("{}")
+    task = start_task("stop-persistence")
+    assert not (tmp_path / "my_policy.json").exists(), "a stale policy must not be graded"
+    save_policy("my_policy.json", solution_path(task.id).read_text())
+    assert "valid policy" in capsys.readouterr().out
+    g = grade_file(task, "my_policy.json")
+    for c in task.checks:
+        assert_passed(g, c.id)
+        assert_check(task.id, c.id, "my_policy.json")
+    save_policy("my_policy.json", '{"filesystem": {"allowWrite": ["/project"]')
+    assert "not valid yet" in capsys.readouterr().out
+    with pytest.raises(AssertionError, match="not a valid policy"):
+        assert_check(task.id, "no-git-hook", "my_policy.json")
+    save_policy("my_policy.json", json.dumps(task.starter))
+    with pytest.raises(AssertionError, match=r"write-git-hook.*Fix:"):
+        assert_check(task.id, "no-git-hook", "my_policy.json")
+
+
+# --- the CLI commands (grader.cli_grading) -------------------------------------------------
+
+
+def test_cli_grade_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sol = str(solution_path("fix-the-naive-setup"))
+    assert grading_main(["grade", "--task", "fix-the-naive-setup", sol, "--backend", "static"]) == 0
+    naive = tmp_path / "naive.json"
+    naive.write_text(json.dumps(NAIVE))
+    capsys.readouterr()
+    assert grading_main(["grade", "--task", "fix-the-naive-setup", str(naive), "--backend", "static", "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["backend"] == "static" and 0 < out["score"] < out["max_score"]
+    broken = tmp_path / "broken.json"
+    broken.write_text("{nope")
+    assert grading_main(["grade", "--task", "fix-the-naive-setup", str(broken), "--backend", "static", "--json"]) == 2
+    assert json.loads(capsys.readouterr().out)["score"] == 0
+    assert grading_main(["grade", "--task", "no-such-task", sol, "--backend", "static"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown task" in err and "Traceback" not in err
+
+
+def test_cli_tasks_lists_statements(capsys: pytest.CaptureFixture[str]) -> None:
+    assert grading_main(["tasks"]) == 0
+    out = capsys.readouterr().out
+    for t in TASKS:
+        assert t.id in out and t.statement in out
+    assert grading_main(["tasks", "--json"]) == 0
+    assert [t["id"] for t in json.loads(capsys.readouterr().out)] == TASK_IDS
+
+
+def test_cli_grade_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ada.json").write_text(solution_path("pip-install-only").read_text())
+    (subs / "bob.json").write_text("{")
+    out = tmp_path / "out"
+    code = grading_main(["grade-batch", "--task", "pip-install-only", str(subs), "--out", str(out), "--backend", "static", "--workers", "2"])
+    assert code == 0
+    book = json.loads((out / "gradebook.json").read_text())
+    assert [(r["student"], r["status"]) for r in book["rows"]] == [("ada", "ok"), ("bob", "invalid")]
+    assert "students graded" in capsys.readouterr().err
