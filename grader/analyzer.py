@@ -185,7 +185,7 @@ def lint(policy: Policy, world: Optional[World] = None) -> tuple[Problem, ...]:
     for i, entry in enumerate(net.allowedDomains):
         ptr = json_pointer(("network", "allowedDomains", i))
         if entry.startswith("*."):
-            ups = [h.name for h in w.hosts if h.uploads and matches(entry, h.name)]
+            ups = [h.name for h in w.hosts if h.uploads and matches(entry, h.name) and not any(matches(d, h.name) for d in net.deniedDomains)]
             if ups:
                 out.append(Problem(ptr, f'"{entry}" also reaches {", ".join(ups)}, which accept uploads: every subdomain is an exfiltration path. List the exact host the job needs.'))
             apex = entry[2:]

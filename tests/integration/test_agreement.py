@@ -1,0 +1,58 @@
+"""The static analyzer and the Docker run must agree, probe by probe, over a corpus of policies.
+
+The corpus (tests/fixtures/corpus.json) holds the seed's setups, the practice
+solution, the plain container, each precedence and wildcard rule,
+denied-inside-allowed and hostile paths. All runs go at once, four at a time,
+so this also shows that concurrent runs do not see each other (canaries are
+per run: cross-talk would turn a "blocked" into a "succeeded").
+"""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from grader import load_policy, predict
+from grader.outcomes import RunResult
+from grader.plan import build_plan
+
+CORPUS: dict[str, Optional[dict[str, Any]]] = json.loads(
+    (Path(__file__).parent.parent / "fixtures" / "corpus.json").read_text()
+)["policies"]
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+def test_corpus_is_big_enough() -> None:
+    assert len(CORPUS) >= 40
+
+
+@pytest.fixture(scope="module")
+def docker_results(docker_backend: Any) -> dict[str, RunResult]:
+    def run(item: tuple[str, Optional[dict[str, Any]]]) -> tuple[str, RunResult]:
+        name, raw = item
+        policy = load_policy(raw) if raw is not None else None
+        return name, docker_backend.run(build_plan(policy))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(pool.map(run, CORPUS.items()))
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_static_and_docker_agree(name: str, docker_results: dict[str, RunResult]) -> None:
+    raw = CORPUS[name]
+    static = predict(load_policy(raw) if raw is not None else None)
+    real = docker_results[name]
+    assert not real.notes, real.notes
+    mismatches = [
+        f"{o.id}: static={static.outcome(o.id).outcome} docker={o.outcome} evidence={o.evidence}"
+        for o in real.probes
+        if o.outcome != static.outcome(o.id).outcome
+    ]
+    assert mismatches == [], "\n".join(mismatches)
+    # every docker verdict carries evidence collected outside the sandbox
+    assert all(o.evidence for o in real.probes), [o.id for o in real.probes if not o.evidence]
