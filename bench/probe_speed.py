@@ -1,0 +1,59 @@
+"""How long a full probe run takes, against a bare container start of the same image.
+
+Measures, in one run, the median wall time of a full Docker probe run for the
+seed's naive setup, its secure setup and the practice solution, and of a bare
+`docker run --rm --network none <sandbox image> python3 -c pass`, and prints
+each ratio. Target on a 2-core machine with images built: within 4x.
+
+    python bench/probe_speed.py [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import time
+
+from grader import load_policy
+from grader.backends.docker import DockerBackend
+from grader.plan import build_plan
+
+POLICIES = {
+    "naive": {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}},
+    "secure": {"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"allowedDomains": ["registry.npmjs.org"]}},
+    "practice": {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}},
+}
+TARGET = 4.0
+
+
+def _median(f: "callable[[], None]", n: int) -> float:  # type: ignore[valid-type]
+    times = []
+    for _ in range(n):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=5)
+    args = ap.parse_args()
+    backend = DockerBackend.from_env()
+    image = backend.images.sandbox
+    bare = _median(lambda: subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3", "-c", "pass"], check=True), args.repeat)
+    print(f"bare docker run of {image}: median {bare:.2f} s over {args.repeat}")
+    worst = 0.0
+    for name, raw in POLICIES.items():
+        plan = build_plan(load_policy(raw))
+        t = _median(lambda: backend.run(plan), args.repeat)
+        ratio = t / bare
+        worst = max(worst, ratio)
+        print(f"{name:9} full probe run ({len(plan.probes)} probes, network={plan.network}): median {t:.2f} s = {ratio:.1f}x bare")
+    print(f"worst ratio {worst:.1f}x (target <= {TARGET:.0f}x): {'met' if worst <= TARGET else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

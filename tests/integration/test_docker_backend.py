@@ -1,0 +1,185 @@
+"""The Docker backend's promises: evidence, isolation from the host, nothing left behind, nothing leaves the machine."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from grader import load_policy
+from grader.plan import build_plan
+
+pytestmark = pytest.mark.docker
+
+NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
+
+
+def test_naive_setup_leaks_the_ssh_key_with_evidence(docker_backend: Any, no_leftovers: None) -> None:
+    r = docker_backend.run(build_plan(load_policy(NAIVE)))
+    key = r.outcome("read-ssh-key")
+    assert key.outcome == "succeeded" and "canary of /home/user/.ssh/id_rsa" in key.evidence[0]
+    exfil = r.outcome("exfil-secret")
+    assert exfil.outcome == "succeeded"
+    assert any("github.com" in e for e in exfil.evidence), exfil.evidence
+    assert r.outcome("write-shell-rc").outcome == "succeeded"
+    assert r.outcome("net-direct-ip").outcome == "blocked"
+    assert r.backend == "docker" and r.run_id.startswith("sl-")
+
+
+def test_host_is_untouched_by_a_policy_that_names_it(docker_backend: Any, tmp_path: Path, no_leftovers: None) -> None:
+    """allowWrite of / and of host paths selects only the run's world copy; host canaries stay as they were."""
+    canaries = {
+        Path("/home/user/.bashrc"): "host canary: bashrc\n",
+        Path("/project/.env"): "host canary: env\n",
+        tmp_path / "plain.txt": "host canary: tmp\n",
+    }
+    created: list[Path] = []
+    saved: dict[Path, bytes] = {}
+    for p, text in canaries.items():
+        if p.exists():
+            saved[p] = p.read_bytes()
+        else:
+            created.append(p)
+            p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    sock = Path("/var/run/docker.sock")
+    sock_stat = sock.stat() if sock.exists() else None
+    try:
+        policy = load_policy({"filesystem": {"allowWrite": ["/", "/var/run/docker.sock", "/proc", "/sys", "/dev", str(tmp_path)]}})
+        r = docker_backend.run(build_plan(policy))
+        # the world copy was writable, so the probes' writes succeeded there...
+        assert r.outcome("write-shell-rc").outcome == "succeeded"
+        assert r.outcome("tamper-source").outcome == "succeeded"
+        # ...and never on the host
+        for p, text in canaries.items():
+            assert p.read_text() == text, f"{p} changed on the host"
+        if sock_stat is not None:
+            assert sock.stat().st_mtime == sock_stat.st_mtime and sock.is_socket()
+    finally:
+        for p, data in saved.items():
+            p.write_bytes(data)
+        for p in created:
+            p.unlink(missing_ok=True)
+        for d in (Path("/home/user"), Path("/project")):
+            if d.is_dir() and not any(d.iterdir()) and d not in [c.parent for c in saved]:
+                pass  # leave empty dirs alone: they may predate the test
+
+
+def _uplink() -> str:
+    out = subprocess.run(["ip", "route", "show", "default"], capture_output=True, text=True, check=True).stdout.split()
+    return out[out.index("dev") + 1]
+
+
+@pytest.fixture()
+def uplink_counters() -> Iterator[dict[str, Any]]:
+    """iptables counters: packets from the engine's private ranges leaving by the uplink, and DNS to it.
+
+    A positive control counts the same ranges going into bridges, to prove the
+    counters see the run's traffic at all.
+    """
+    if os.geteuid() != 0:
+        pytest.skip("needs root to read iptables counters")
+    dev = _uplink()
+    rules = [
+        ["-o", dev, "-s", "172.16.0.0/12"],
+        ["-o", dev, "-s", "192.168.0.0/16"],
+        ["-o", dev, "-p", "udp", "--dport", "53", "-s", "172.16.0.0/12"],
+        ["-o", "br-+", "-s", "172.16.0.0/12"],
+        ["-o", "br-+", "-s", "192.168.0.0/16"],
+    ]
+    tag = ["-m", "comment", "--comment", "sandbox-lab-test"]
+    for r in rules:
+        subprocess.run(["iptables", "-t", "mangle", "-I", "POSTROUTING", "1", *r, *tag], check=True)
+
+    def read() -> dict[str, int]:
+        text = subprocess.run(["iptables", "-t", "mangle", "-L", "POSTROUTING", "-n", "-v", "-x"], capture_output=True, text=True, check=True).stdout
+        out = {"uplink": 0, "bridges": 0}
+        for line in text.splitlines():
+            if "sandbox-lab-test" in line:
+                pkts = int(line.split()[0])
+                out["uplink" if f" {dev} " in f" {line} " else "bridges"] += pkts
+        return out
+
+    try:
+        yield {"read": read, "dev": dev}
+    finally:
+        for r in rules:
+            subprocess.run(["iptables", "-t", "mangle", "-D", "POSTROUTING", *r, *tag], check=False)
+
+
+def test_no_packet_reaches_the_uplink_from_the_plain_container(docker_backend: Any, uplink_counters: dict[str, Any]) -> None:
+    read = uplink_counters["read"]
+    before = read()
+    r = docker_backend.run(build_plan(None))
+    after = read()
+    assert r.outcome("net-direct-ip").outcome == "succeeded"  # traffic did flow, inside the simulated internet
+    assert after["bridges"] > before["bridges"], "positive control: the counters saw no run traffic at all"
+    assert after["uplink"] == before["uplink"], f"packets left by {uplink_counters['dev']}"
+
+
+def test_unknown_host_name_is_never_resolved_outside(docker_backend: Any) -> None:
+    """Every DNS query of the plain container lands on the run's own DNS server."""
+    r = docker_backend.run(build_plan(None))
+    dns = r.outcome("net-dns-exfil")
+    assert dns.outcome == "succeeded" and "nameserver logged" in dns.evidence[0]
+
+
+def test_cleanup_removes_what_a_killed_grader_left(docker_client: Any, tmp_path: Path) -> None:
+    from grader.backends.docker import LABEL, cleanup, runs_root
+
+    script = (
+        "import time, threading\n"
+        "from grader import load_policy\n"
+        "from grader.plan import build_plan\n"
+        "from grader.backends.docker import DockerBackend\n"
+        "b = DockerBackend.from_env()\n"
+        "print('ready', flush=True)\n"
+        "b.run(build_plan(load_policy({'network': {'allowedDomains': ['github.com']}})))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "ready"
+    # wait until the run has made something, then kill the grader without a chance to clean up
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if docker_client.containers.list(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"}):
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    proc.stdout.close()
+    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})
+    assert left, "the killed run should have left containers behind (otherwise this test proves nothing)"
+    removed = cleanup(docker_client)
+    assert any(proc.pid and "container" in r for r in removed)
+    assert not docker_client.containers.list(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})
+    assert not [n for n in docker_client.networks.list(filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})]
+    root = runs_root()
+    for d in root.iterdir() if root.is_dir() else []:
+        owner = json.loads((d / "owner.json").read_text()) if (d / "owner.json").exists() else {}
+        assert owner.get("pid") != proc.pid
+    # and the next run is correct
+    from grader.backends.docker import DockerBackend
+
+    r = DockerBackend.from_env().run(build_plan(load_policy(NAIVE)))
+    assert r.outcome("read-ssh-key").outcome == "succeeded"
+
+
+LABEL_PID_KEY = "org.sandbox-lab.pid"
+
+
+def test_cli_probe_json_with_docker(tmp_path: Path) -> None:
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(NAIVE))
+    out = subprocess.run([sys.executable, "-m", "grader", "probe", str(f), "--backend", "docker", "--json"], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["backend"] == "docker"
+    assert {"id", "kind", "outcome", "explanation", "evidence"} <= set(data["probes"][0])
