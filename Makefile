@@ -28,7 +28,6 @@ images: venv docker
 
 ## The lessons in JupyterLab, with the Docker backend (prints the URL to open).
 lab: images
-	@$(PY) scripts/make_lesson_notebooks.py --check >/dev/null 2>&1 || true
 	@echo "Open the URL below (start with 00-start-here). Ctrl-C stops the lab."
 	@$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --allow-root \
 	  --ServerApp.root_dir=$(CURDIR)/lessons --LabApp.default_url=/lab/tree/00-start-here/start-here.ipynb

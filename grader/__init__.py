@@ -13,10 +13,20 @@ from .errors import (
     SandboxLabError,
     TaskError,
 )
+from .backends.base import Backend
 from .outcomes import ProbeOutcome, RunResult
 from .policy import Policy, load_policy, policy_schema
+from .plan import build_plan
 from .probes import PROBES
+from .tasks import grade, load_task
 from .world import load_world
+
+
+def run_probes(policy: "Policy | None", backend: "Backend | None" = None) -> RunResult:
+    """Run every probe against a policy (``None``: the plain container) with a backend (default: auto)."""
+    from .backends import default
+
+    return (backend or default()).run(build_plan(policy))
 
 __version__ = "0.1.0"
 
@@ -32,6 +42,10 @@ __all__ = [
     "TaskError",
     "__version__",
     "analyze",
+    "build_plan",
+    "grade",
+    "load_task",
+    "run_probes",
     "lint",
     "load_policy",
     "load_world",

@@ -94,15 +94,19 @@ def cleanup(client: Any, *, everything: bool = False) -> list[str]:
         except ValueError:
             return True
 
-    for c in client.containers.list(all=True, filters={"label": LABEL}):
-        if stale(c.labels):
-            c.remove(force=True, v=True)
-            removed.append(f"container {c.name}")
-    for n in client.networks.list(filters={"label": LABEL}):
-        if stale(n.attrs.get("Labels") or {}):
+    # the low-level list carries labels: no per-container lookup that a concurrent removal could race
+    for c in client.api.containers(all=True, filters={"label": LABEL}):
+        if stale(c.get("Labels") or {}):
             try:
-                n.remove()
-                removed.append(f"network {n.name}")
+                client.api.remove_container(c["Id"], force=True, v=True)
+                removed.append(f"container {c['Names'][0].lstrip('/') if c.get('Names') else c['Id'][:12]}")
+            except docker.errors.NotFound:
+                pass
+    for n in client.api.networks(filters={"label": LABEL}):
+        if stale(n.get("Labels") or {}):
+            try:
+                client.api.remove_network(n["Id"])
+                removed.append(f"network {n['Name']}")
             except docker.errors.APIError:
                 pass
     root = runs_root()

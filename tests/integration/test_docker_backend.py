@@ -149,18 +149,18 @@ def test_cleanup_removes_what_a_killed_grader_left(docker_client: Any, tmp_path:
     # wait until the run has made something, then kill the grader without a chance to clean up
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
-        if docker_client.containers.list(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"}):
+        if docker_client.api.containers(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"}):
             break
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     proc.stdout.close()
-    left = docker_client.containers.list(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})
+    left = docker_client.api.containers(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})
     assert left, "the killed run should have left containers behind (otherwise this test proves nothing)"
     removed = cleanup(docker_client)
-    assert any(proc.pid and "container" in r for r in removed)
-    assert not docker_client.containers.list(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})
-    assert not [n for n in docker_client.networks.list(filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})]
+    assert any("container" in r for r in removed)
+    assert not docker_client.api.containers(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})
+    assert not docker_client.api.networks(filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})
     root = runs_root()
     for d in root.iterdir() if root.is_dir() else []:
         owner = json.loads((d / "owner.json").read_text()) if (d / "owner.json").exists() else {}

@@ -302,7 +302,7 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_is_registered_once() -> None:
     names = [c.name for c in cli.COMMANDS]
-    assert sorted(names) == sorted(set(names)) == ["check", "export", "probe", "schema"]
+    assert sorted(names) == sorted(set(names)) == ["check", "cleanup", "export", "probe", "schema", "setup"]
 
 
 # --- as a real process ----------------------------------------------------------------------

@@ -1,0 +1,230 @@
+"""A learner's first probe, in a real browser: JupyterLab on localhost, Debian's Chromium driven by Playwright.
+
+Opens the naive-vs-secure lesson, runs all cells, presses the policy editor's
+probe button on the naive setup (the SSH key is read and exfiltrated), then types
+a secure policy into the editor and probes again (the exfiltration is blocked).
+The probes run in real containers (Docker backend). Screenshots of every step go
+to ``artifacts/screenshots/`` (gitignored) for a person to look at.
+
+The browser is Debian's ``/usr/bin/chromium`` (``scripts/ensure-browser``),
+never a Playwright browser download. JupyterLab and Chromium are always stopped,
+even when a step fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = "02-naive-vs-secure/naive-vs-secure.ipynb"
+CHROMIUM = "/usr/bin/chromium"
+SHOTS = ROOT / "artifacts" / "screenshots"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+# The secure policy of the "fix the naive setup" task: secrets hidden, one registry reachable.
+SECURE_POLICY = {
+    "filesystem": {
+        "allowWrite": ["/app/workspace/build"],
+        "denyRead": ["/home/user", "/etc/secrets", "/project/.env"],
+    },
+    "network": {"allowedDomains": ["registry.npmjs.org"]},
+}
+
+# Generous: a Docker run takes ~5 s, and the lesson runs about ten sandboxes before the editor.
+SERVER_START_S = 60
+RUN_ALL_MS = 300_000
+PROBE_MS = 120_000
+
+
+def _missing_browser() -> str:
+    """Why the browser cannot be driven here ("" when it can)."""
+    if not os.path.exists(CHROMIUM):
+        return f"{CHROMIUM} is missing: run scripts/ensure-browser (installs Debian's chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is missing: run scripts/ensure-browser (pip installs it, no browser download)"
+    return ""
+
+
+def _require_browser() -> None:
+    problem = _missing_browser()
+    if problem:
+        if os.environ.get("CI"):
+            pytest.fail(f"{problem}; CI is set, so this fails instead of skipping", pytrace=False)
+        pytest.skip(problem)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _lab_settings(settings_dir: Path) -> None:
+    """User settings that keep the page quiet and every cell in the DOM."""
+    def write(plugin: str, name: str, value: dict[str, Any]) -> None:
+        path = settings_dir / plugin / f"{name}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(value))
+
+    # No news/update pop-ups over the notebook (and no network lookups for them).
+    write("@jupyterlab/apputils-extension", "notification", {"fetchNews": "false", "checkForUpdates": False})
+    # Windowing renders only visible cells; the test looks for outputs far down the notebook.
+    write("@jupyterlab/notebook-extension", "tracker", {"windowingMode": "none"})
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)  # the server and the kernels it started
+    try:
+        proc.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+
+@pytest.fixture()
+def lab(tmp_path: Path) -> Iterator[str]:
+    """JupyterLab on a free localhost port, rooted in a copy of lessons/; yields the lesson's URL."""
+    _require_browser()
+    root = tmp_path / "lessons"
+    shutil.copytree(ROOT / "lessons", root)
+    home = tmp_path / "home"
+    home.mkdir()
+    _lab_settings(tmp_path / "lab-settings")
+    port, token = _free_port(), f"sl-{os.getpid()}-{time.monotonic_ns()}"
+    env = dict(os.environ)
+    env.update(
+        SANDBOX_LAB_BACKEND="docker",  # the real thing: fail loudly rather than fall back to predictions
+        SANDBOX_LAB_PROGRESS=str(home / "progress.json"),
+        JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
+        JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "lab-workspaces"),
+        PYTHONUNBUFFERED="1",
+    )
+    log = (tmp_path / "jupyter.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
+         "--port-retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
+         f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}",
+         f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}",
+         "--ServerApp.open_browser=False"],
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"JupyterLab exited with {proc.returncode}:\n{(tmp_path / 'jupyter.log').read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"JupyterLab did not answer in {SERVER_START_S} s:\n{(tmp_path / 'jupyter.log').read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield f"{base}/lab/tree/{LESSON}?token={token}"
+    finally:
+        _stop(proc)
+        log.close()
+
+
+@pytest.fixture()
+def page(tmp_path: Path) -> Iterator[Any]:
+    """A headless Chromium page (Debian's browser, fresh profile); closed even when the test fails."""
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1400, "height": 1000},
+        )
+        try:
+            context.set_default_timeout(60_000)
+            yield context.pages[0] if context.pages else context.new_page()
+        finally:
+            context.close()
+
+
+def _shot(page: Any, step: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"lab-e2e-{step}.png"), full_page=False)
+
+
+def _outcomes(editor: Any) -> dict[str, str]:
+    rows = editor.locator(".sl-probe-board [data-probe]")
+    return {r.get_attribute("data-probe"): r.get_attribute("data-outcome") for r in rows.all()}
+
+
+def _wait_for_outcome(page: Any, probe: str, outcome: str) -> None:
+    page.locator(f'.sl-policy-editor .sl-probe-board [data-probe="{probe}"][data-outcome="{outcome}"]').wait_for(
+        state="attached", timeout=PROBE_MS)
+
+
+def test_naive_policy_leaks_the_ssh_key_and_the_fixed_one_blocks_it(lab: str, page: Any) -> None:
+    page.goto(lab)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+    # The kernel has started when the status bar says so; then run every cell from the Run menu.
+    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+    _shot(page, "1-opened")
+    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+    page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()
+
+    editor = page.locator(".sl-policy-editor").first
+    editor.wait_for(state="attached", timeout=RUN_ALL_MS)
+    # Every cell has finished (no "[*]" prompt left) and the kernel is free for the button's message.
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.jp-InputPrompt')].every(p => !p.textContent.includes('*'))""",
+        timeout=RUN_ALL_MS)
+    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+    editor.scroll_into_view_if_needed()
+    _shot(page, "2-editor")
+
+    # The naive setup: the SSH key is readable and leaves the machine.
+    button = editor.locator("button.sl-probe-button")
+    button.click()
+    _wait_for_outcome(page, "exfil-secret", "succeeded")
+    editor.locator(".sl-backend-note").filter(has_text="docker").wait_for(timeout=PROBE_MS)
+    editor.scroll_into_view_if_needed()
+    _shot(page, "3-naive-probed")
+    naive = _outcomes(editor)
+    assert naive.get("read-ssh-key") == "succeeded", naive
+    assert naive.get("exfil-secret") == "succeeded", naive
+
+    # Type the secure policy into the editor, as a learner would, and probe again.
+    text = editor.locator(".sl-policy-text textarea")
+    text.fill(json.dumps(SECURE_POLICY, indent=2))
+    text.press("Tab")  # leave the field, so the widget's last value is synced
+    page.wait_for_function("el => !el.disabled", arg=button.element_handle(), timeout=30_000)
+    _shot(page, "4-secure-typed")
+    button.click()
+    _wait_for_outcome(page, "exfil-secret", "blocked")
+    editor.scroll_into_view_if_needed()
+    _shot(page, "5-secure-probed")
+    secure = _outcomes(editor)
+    assert secure.get("read-ssh-key") == "blocked", secure
+    assert secure.get("exfil-secret") == "blocked", secure
+    assert secure.get("job-write-build") == "succeeded", secure
