@@ -34,6 +34,7 @@ lab: images
 
 ## The whole suite: unit, Docker integration, notebooks, nbgrader and browser tests.
 test: images
+	@PYTHON=$(PY) scripts/ensure-browser
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## Only the fast tests that need neither Docker nor notebooks.
