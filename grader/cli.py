@@ -271,6 +271,18 @@ def _one_line(exc: BaseException) -> str:
     return text.splitlines()[0]
 
 
+# the first matching class decides: a backend failure is not the learner's fault, an unknown task is
+_EXIT_CODES: tuple[tuple[type[SandboxLabError], int], ...] = (
+    (BackendError, EXIT_BACKEND),
+    (TaskError, EXIT_INVALID),
+    (SandboxLabError, EXIT_BUG),
+)
+
+
+def _exit_code(exc: SandboxLabError) -> int:
+    return next(code for cls, code in _EXIT_CODES if isinstance(exc, cls))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the CLI; return the exit code (the console script exits with it)."""
     parser = build_parser()
@@ -288,15 +300,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except UsageError as exc:
         io.err.write(f"{PROG} {command.name}: error: {exc}\n")
         return EXIT_INVALID
-    except BackendError as exc:
-        io.err.write(f"{PROG}: {_one_line(exc)}\n")
-        return EXIT_BACKEND
-    except TaskError as exc:
-        io.err.write(f"{PROG}: {_one_line(exc)}\n")
-        return EXIT_INVALID
     except SandboxLabError as exc:
         io.err.write(f"{PROG}: {_one_line(exc)}\n")
-        return EXIT_BUG
+        return _exit_code(exc)
     except KeyboardInterrupt:
         io.err.write(f"{PROG}: interrupted\n")
         return EXIT_INTERRUPTED
