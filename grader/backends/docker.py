@@ -5,9 +5,9 @@ what this one runs). Per run it:
 
 1. lays out a fresh copy of the world in a temporary directory, a random
    canary in every file (``_RunDir``);
-2. builds the simulated internet on internal networks when the plan has any
-   network: one ``internet`` container (DNS, HTTP(S), raw TCP sinks) and, for a
-   scoped network, one filtering ``proxy`` between it and the sandbox;
+2. connects the simulated internet (``simnet``) when the plan has any network:
+   the plain container gets an internet of its own; a scoped network gets its
+   own filtering ``proxy`` in front of the backend's shared internet;
 3. starts the sandbox, hardened as the plan says, with only the plan's mounts
    of the world copy, and waits for it under a wall clock;
 4. collects the evidence outside the sandbox and hands it to ``evidence.judge``;
@@ -24,9 +24,10 @@ import os
 import secrets
 import shutil
 import socket
-import tempfile
 import threading
 import time
+import weakref
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -41,25 +42,30 @@ from ..outcomes import ProbeOutcome, RunResult
 from ..plan import RunPlan
 from ..probes import probe as probe_by_id
 from .images import Images, ensure_images
+from .simnet import (
+    LABEL,
+    LABEL_PID,
+    LABEL_ROLE,
+    TCP_PORT,
+    Internet,
+    SharedInternet,
+    container_ip,
+    create_network,
+    runs_root,
+    service_container,
+    start_internet,
+    wait_ready,
+)
 
-__all__ = ["DockerBackend", "cleanup", "client_from_env", "runs_root"]
+__all__ = ["LABEL", "LABEL_PID", "DockerBackend", "cleanup", "client_from_env", "runs_root"]
 
-LABEL = "org.sandbox-lab.run"
-LABEL_ROLE = "org.sandbox-lab.role"
-LABEL_PID = "org.sandbox-lab.pid"
-TCP_PORT = 4444  # the attacker's raw listener
-RUNNER_TIMEOUT = 1.5  # per network attempt inside the sandbox: ample on a local bridge (sub-ms)
-READY_TIMEOUT = 20.0
+HTTP_TIMEOUT = 5.0  # an HTTP exchange inside the sandbox: the proxy answers at once, even to refuse
+CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers in microseconds
 MAX_OUTPUT = 8 * 1024 * 1024
 # TEST-NET-1 (RFC 5737): never routed. Only used where the sandbox has no
 # network interface at all, so no packet can exist; it stands for "the
 # attacker's address" that a hard-coded payload would carry.
 UNROUTABLE_ATTACKER_IP = "192.0.2.66"
-
-
-def runs_root() -> Path:
-    """Where run directories live; ``cleanup`` looks here for leftovers."""
-    return Path(os.environ.get("SANDBOX_LAB_RUNS", Path(tempfile.gettempdir()) / "sandbox-lab-runs"))
 
 
 def client_from_env() -> Any:
@@ -215,20 +221,51 @@ class _RunDir:
             return fh.read(MAX_OUTPUT).decode("utf-8", "replace")
 
 
+def _shutdown(reaper: ThreadPoolExecutor, shared: SharedInternet) -> None:
+    # The last reference to a backend may drop inside a removal it scheduled; a
+    # thread cannot wait for itself, and the removals still queued run anyway.
+    inside = threading.current_thread().name.startswith("sandbox-lab-reaper")
+    reaper.shutdown(wait=not inside)
+    shared.close()
+
+
 class DockerBackend:
     """Runs plans in Docker containers; one sandbox container per run, all probes inside it."""
 
     name = "docker"
 
     def __init__(self, client: Any, images: Images, *, retries: int = 1) -> None:
+        from ..world import load_world
+
         self.client = client
         self.images = images
         self.retries = retries
+        self.shared = SharedInternet(client, images.services, load_world())
+        # Removing a finished run's containers takes a few hundred milliseconds that
+        # nobody waits for: it happens here, behind the result. drain() waits for it.
+        self._reaper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-lab-reaper")
+        self._removals: list[Future[None]] = []
+        # everything goes when the backend does, or at interpreter exit
+        self._finalizer = weakref.finalize(self, _shutdown, self._reaper, self.shared)
 
     @classmethod
     def from_env(cls, progress: Callable[[str], None] = lambda s: None) -> "DockerBackend":
         client = client_from_env()
         return cls(client, ensure_images(client, progress))
+
+    def drain(self) -> None:
+        """Wait until every finished run's containers, networks and directories are removed."""
+        pending, self._removals = self._removals, []
+        wait(pending)
+
+    def close(self) -> None:
+        """Drain, then remove the shared internet (both also happen at exit)."""
+        self.drain()
+        self.shared.close()
+
+    def _remove_later(self, removal: Callable[[], None]) -> None:
+        self._removals = [f for f in self._removals if not f.done()]
+        self._removals.append(self._reaper.submit(removal))
 
     def run(self, plan: RunPlan) -> RunResult:
         last: Optional[InfrastructureError] = None
@@ -239,6 +276,17 @@ class DockerBackend:
                 last = exc
         assert last is not None
         raise last
+
+
+@dataclass
+class _Net:
+    """What the sandbox is attached to for one run."""
+
+    internet: Internet
+    owned: bool  # the plain container's own internet, removed with the run
+    since: dict[str, int]  # log offsets at the start of the run
+    sandbox_network: Any
+    proxy_ip: Optional[str] = None
 
 
 class _Run:
@@ -253,6 +301,8 @@ class _Run:
         self.labels = {LABEL: self.run_id, LABEL_PID: str(os.getpid())}
         self.containers: list[Any] = []
         self.networks: list[Any] = []
+        self.pending: list[tuple[Any, Path]] = []  # services started but not yet ready
+        self.owned_internet: Optional[Internet] = None
         root = runs_root()
         root.mkdir(parents=True, exist_ok=True)
         self.dir = _RunDir(root / self.run_id)
@@ -267,12 +317,16 @@ class _Run:
         try:
             before = self.dir.lay_out(self.plan)
             listener = _HostListener()
-            net = self._start_internet(listener.port) if self.plan.network != "none" else None
+            net = self._connect(listener.port)
             sandbox, timed_out = self._run_sandbox(net, listener.port)
             output = self._output(sandbox)
-            infra = self._infra_problem()
+            infra = self._infra_problem(net)
             if infra and not final:
                 raise InfrastructureError(infra)
+
+            def log(name: str) -> str:
+                return net.internet.read(name, net.since) if net else ""
+
             ev = Evidence(
                 token=self.token,
                 canaries=dict(self.dir.canaries),
@@ -280,9 +334,9 @@ class _Run:
                 before=before,
                 after=self.dir.snapshot(self.plan),
                 network=self.plan.network,
-                http=parse_jsonl(self.dir.read_text("internet/out/http.jsonl")),
-                dns=parse_jsonl(self.dir.read_text("internet/out/dns.jsonl")),
-                tcp=parse_jsonl(self.dir.read_text("internet/out/tcp.jsonl")),
+                http=parse_jsonl(log("http.jsonl")),
+                dns=parse_jsonl(log("dns.jsonl")),
+                tcp=parse_jsonl(log("tcp.jsonl")),
                 proxy=parse_jsonl(self.dir.read_text("proxy/out/proxy.jsonl")),
                 host_hits=tuple(listener.hits),
                 tcp_port=TCP_PORT,
@@ -308,7 +362,10 @@ class _Run:
         finally:
             if listener:
                 listener.close()
-            self._remove_all()
+            try:
+                self.b._remove_later(self._remove_all)
+            except RuntimeError:  # the reaper is shut down (interpreter exit): remove now
+                self._remove_all()
 
     def _remove_all(self) -> None:
         def remove(c: Any) -> None:
@@ -327,93 +384,54 @@ class _Run:
                 n.remove()
             except docker.errors.APIError:
                 pass
+        if self.owned_internet is not None:
+            self.owned_internet.remove()
         shutil.rmtree(self.dir.path, ignore_errors=True)
 
-    # --- the simulated internet ---------------------------------------------------------
+    # --- the network --------------------------------------------------------------------
 
-    def _network(self, suffix: str) -> Any:
-        # internal: no route off the machine. inhibit_ipv4: the bridge gets no
-        # host address, so nothing on the host is reachable from this network.
-        n = self.client.networks.create(
-            f"{self.run_id}-{suffix}", driver="bridge", internal=True, labels=self.labels,
-            options={"com.docker.network.bridge.inhibit_ipv4": "true"},
-        )
-        self.networks.append(n)
-        return n
-
-    def _service(self, role: str, cmd: list[str], network: Any, subdir: str) -> Any:
-        c = self.client.containers.create(
-            self.b.images.services, cmd, name=f"{self.run_id}-{role}", labels={**self.labels, LABEL_ROLE: role},
-            network=network.name, mounts=[Mount("/run/sandbox-lab", str(self.dir.path / subdir), type="bind")],
-            mem_limit="128m", pids_limit=256, nano_cpus=500_000_000,
-            log_config=LogConfig(type="json-file", config={"max-size": "1m"}),
-        )
-        self.containers.append(c)
-        return c
-
-    def _ip(self, container: Any, network: Any) -> str:
-        container.reload()
-        ip: str = container.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
-        return ip
-
-    def _start_internet(self, host_port: int) -> dict[str, Any]:
-        w = self.plan.world
-        inet = self._network("inet")
-        idir = self.dir.path / "internet"
-        (idir / "out").mkdir(parents=True)
-        baseline = self.plan.network == "open"
-        (idir / "internet.json").write_text(json.dumps({
-            "hosts": list(w.host_names),
-            "wildcard_zones": [w.attacker.name],
-            # only the plain container has a "host" to find, and it is a stand-in here
-            "extra_names": ["host.docker.internal"] if baseline else [],
-            "address": None, "bind": "0.0.0.0",
-            "dns_port": 53, "http_port": 80, "https_port": 443,
-            # the attacker's raw listener, and the host's stand-in on the host listener's port
-            "tcp_ports": [TCP_PORT, host_port],
-            "out_dir": "/run/sandbox-lab/out", "nonce": secrets.token_hex(8),
+    def _connect(self, host_port: int) -> Optional[_Net]:
+        """Attach the run to the simulated internet as its plan says (None: no network at all)."""
+        if self.plan.network == "none":
+            return None
+        if self.plan.network == "open":
+            # the plain container sits on the internet's own network: it gets one to itself
+            internet = start_internet(
+                self.client, self.b.images.services, self.plan.world, self.dir.path / "internet",
+                self.run_id, self.labels, host_stand_in_port=host_port,
+            )
+            self.owned_internet = internet
+            return _Net(internet, True, internet.offsets(), internet.network)
+        internet = self.b.shared.get()
+        since = internet.offsets()
+        sbx = create_network(self.client, f"{self.run_id}-sbx", self.labels)
+        self.networks.append(sbx)
+        pdir = self.dir.path / "proxy"
+        (pdir / "out").mkdir(parents=True)
+        (pdir / "proxy.json").write_text(json.dumps({
+            "allowed": list(self.plan.allowed_domains), "denied": list(self.plan.denied_domains),
+            "listen_port": 3128, "dns_server": internet.ip, "dns_port": 53, "out_dir": "/run/sandbox-lab/out",
         }))
-        internet = self._service("internet", ["python3", "/opt/sandbox-lab/internet.py", "/run/sandbox-lab/internet.json"], inet, "internet")
-        internet.start()
-        ip = self._ip(internet, inet)
-        info: dict[str, Any] = {"internet": internet, "ip": ip, "inet": inet}
-        if self.plan.network == "proxy":
-            sbx = self._network("sbx")
-            pdir = self.dir.path / "proxy"
-            (pdir / "out").mkdir(parents=True)
-            (pdir / "proxy.json").write_text(json.dumps({
-                "allowed": list(self.plan.allowed_domains), "denied": list(self.plan.denied_domains),
-                "listen_port": 3128, "dns_server": ip, "dns_port": 53, "out_dir": "/run/sandbox-lab/out",
-            }))
-            proxy = self._service("proxy", ["python3", "/opt/sandbox-lab/proxy.py", "/run/sandbox-lab/proxy.json"], inet, "proxy")
-            sbx.connect(proxy)
-            proxy.start()
-            info.update(proxy=proxy, sbx=sbx, proxy_ip=self._ip(proxy, sbx))
-            self._wait_ready(proxy, pdir / "out" / "ready")
-        self._wait_ready(internet, idir / "out" / "ready")
-        return info
+        proxy = service_container(self.client, self.b.images.services, "proxy", f"{self.run_id}-proxy", self.labels, internet.network, pdir, "proxy.py")
+        self.containers.append(proxy)
+        sbx.connect(proxy)
+        proxy.start()
+        # readiness is awaited after the sandbox is created, so the two overlap
+        self.pending.append((proxy, pdir / "out" / "ready"))
+        return _Net(internet, False, since, sbx, container_ip(proxy, sbx))
 
-    def _wait_ready(self, container: Any, ready: Path) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
-        while time.monotonic() < deadline:
-            if ready.exists():
-                return
-            time.sleep(0.02)
-            if int(time.monotonic() * 50) % 10 == 0:
-                container.reload()
-                if container.status in ("exited", "dead"):
-                    break
-        tail = container.logs(tail=10).decode("utf-8", "replace")
-        raise InfrastructureError(f"{container.name} did not start: {tail.strip()[-400:]}")
-
-    def _infra_problem(self) -> str:
+    def _infra_problem(self, net: Optional[_Net]) -> str:
+        if net is None:
+            return ""
+        problem = net.internet.problem()
+        if problem:
+            return problem
         for c in self.containers:
-            role = c.labels.get(LABEL_ROLE)
-            if role in ("internet", "proxy"):
+            if c.labels.get(LABEL_ROLE) == "proxy":
                 c.reload()
                 if c.status != "running":
                     code = c.attrs.get("State", {}).get("ExitCode")
-                    return f"the {role} service stopped during the run (status {c.status}, exit code {code})"
+                    return f"the proxy stopped during the run (status {c.status}, exit code {code})"
         return ""
 
     # --- the sandbox --------------------------------------------------------------------
@@ -433,14 +451,15 @@ class _Run:
                 mounts.append(Mount(m.target, str(self.dir.path / "mask" / "empty"), type="bind", read_only=True))
         return mounts
 
-    def _run_sandbox(self, net: Optional[dict[str, Any]], host_port: int) -> tuple[Any, bool]:
+    def _run_sandbox(self, net: Optional[_Net], host_port: int) -> tuple[Any, bool]:
         plan, h = self.plan, self.plan.hardening
         rdir = self.dir.path / "run"
         rdir.mkdir()
         env = {"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"}
         cfg: dict[str, Any] = {
-            "token": self.token, "timeout": RUNNER_TIMEOUT, "attacker_host": plan.world.attacker.name,
-            "attacker_ip": net["ip"] if net else UNROUTABLE_ATTACKER_IP, "tcp_port": TCP_PORT,
+            "token": self.token, "timeout": HTTP_TIMEOUT, "connect_timeout": CONNECT_TIMEOUT,
+            "attacker_host": plan.world.attacker.name,
+            "attacker_ip": net.internet.ip if net else UNROUTABLE_ATTACKER_IP, "tcp_port": TCP_PORT,
             "host_port": host_port, "gateway_names": ["host.docker.internal"],
             "hosts": list(plan.world.host_names), "secret_paths": [s.path for s in plan.world.secrets],
             "proxy": None, "ca_file": "/opt/sandbox-lab/run/ca.pem",
@@ -449,17 +468,21 @@ class _Run:
                 for p in map(probe_by_id, plan.probes)
             ],
         }
-        if net:
-            shutil.copy(self.dir.path / "internet" / "out" / "ca.pem", rdir / "ca.pem")
-            env["SSL_CERT_FILE"] = "/opt/sandbox-lab/run/ca.pem"
-            # every DNS query of the sandbox goes to the run's own DNS server (or nowhere)
-            resolv_text = f"nameserver {net['ip']}\noptions timeout:1 attempts:1\n"
-        else:
+        if net is None:
             resolv_text = "# no network: no name server\n"
-        if net and "proxy_ip" in net:
-            cfg["proxy"] = f"http://{net['proxy_ip']}:3128"
-            for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
-                env[k] = cfg["proxy"]
+        else:
+            shutil.copy(net.internet.out / "ca.pem", rdir / "ca.pem")
+            env["SSL_CERT_FILE"] = "/opt/sandbox-lab/run/ca.pem"
+            if net.proxy_ip:
+                # Behind a proxy the sandbox has no name server it can reach: its queries
+                # go to the proxy, which serves no DNS and refuses them at once.
+                resolv_text = f"nameserver {net.proxy_ip}\noptions timeout:1 attempts:1\n"
+                cfg["proxy"] = f"http://{net.proxy_ip}:3128"
+                for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+                    env[k] = cfg["proxy"]
+            else:
+                # the plain container: every DNS query goes to the run's own DNS server
+                resolv_text = f"nameserver {net.internet.ip}\noptions timeout:1 attempts:1\n"
         (rdir / "config.json").write_text(json.dumps(cfg))
         resolv = self.dir.path / "resolv.conf"
         resolv.write_text(resolv_text)
@@ -478,9 +501,11 @@ class _Run:
         if net is None:
             kwargs["network_mode"] = "none"
         else:
-            kwargs["network"] = (net["sbx"] if "sbx" in net else net["inet"]).name
+            kwargs["network"] = net.sandbox_network.name
         sandbox = self.client.containers.create(self.b.images.sandbox, ["python3", "/opt/sandbox-lab/probe_runner.py"], **kwargs)
         self.containers.append(sandbox)
+        for service, ready in self.pending:
+            wait_ready(service, ready)
         sandbox.start()
         try:
             sandbox.wait(timeout=h.timeout_s)

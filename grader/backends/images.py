@@ -133,6 +133,7 @@ def image_specs() -> dict[str, ImageSpec]:
             files=(
                 ("internet.py", services / "internet.py"),
                 ("proxy.py", services / "proxy.py"),
+                ("common.py", services / "common.py"),
                 ("dnswire.py", services / "dnswire.py"),
                 # The allowlist matcher, shared with the static analyzer so the
                 # proxy and the prediction can never disagree on a host.

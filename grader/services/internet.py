@@ -1,9 +1,9 @@
 """The simulated internet: DNS, HTTP, HTTPS and raw TCP sinks answering for every host of one run's world.
 
 Run inside the services image as ``python3 internet.py CONFIG.json``. Standard
-library only; it imports just its neighbours ``domains.py`` and ``dnswire.py``
-(copied beside it in the image) and never the package itself, except as a
-fallback so host-side tests can import it.
+library only; it imports just its neighbours ``domains.py``, ``dnswire.py`` and
+``common.py`` (copied beside it in the image) and never the package itself,
+except as a fallback so host-side tests can import it.
 
 It is a sink, not a judge: it answers every request and records everything it
 receives as JSON lines in ``out_dir`` (``dns.jsonl``, ``http.jsonl``,
@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import signal
 import socket
 import ssl
 import subprocess
@@ -27,18 +26,19 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader import domains
-    from grader.services import dnswire
+    from grader.services import common, dnswire
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
+        import common
         import dnswire
         import domains
     except ImportError:  # on the host: imported from the package
         from grader import domains
-        from grader.services import dnswire
+        from grader.services import common, dnswire
 
 __all__ = ["main"]
 
@@ -66,83 +66,6 @@ _CONFIG_DEFAULTS: dict[str, Any] = {
     "bind": "0.0.0.0",
 }
 _CONFIG_REQUIRED = ("hosts", "out_dir", "nonce")
-
-
-# --- shared plumbing: config, logs, the ready file ------------------------------
-
-
-def _load_config(path: str) -> dict[str, Any]:
-    """Read the config, refusing unknown keys: a typo must not silently change the world."""
-    with open(path, encoding="utf-8") as f:
-        raw = json.load(f)
-    if not isinstance(raw, dict):
-        raise SystemExit(f"{path}: the config must be a JSON object")
-    unknown = sorted(set(raw) - set(_CONFIG_DEFAULTS) - set(_CONFIG_REQUIRED))
-    missing = [key for key in _CONFIG_REQUIRED if key not in raw]
-    if unknown or missing:
-        raise SystemExit(f"{path}: unknown keys {unknown}, missing keys {missing}")
-    return {**_CONFIG_DEFAULTS, **raw}
-
-
-class _JsonlLog:
-    """An append-only JSON-lines file that readers may tail while it grows.
-
-    Each record is one ``os.write`` of a whole line under a lock, so a reader
-    never sees two records interleaved, at worst a last line still missing.
-    """
-
-    def __init__(self, path: str) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._lock = threading.Lock()
-
-    def write(self, record: dict[str, Any]) -> None:
-        line = (json.dumps({"t": time.time(), **record}) + "\n").encode("ascii")
-        with self._lock:
-            os.write(self._fd, line)
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    # 0o644, not mkstemp's 0o600: the grader reads out_dir as another user.
-    tmp = f"{path}.tmp{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def _spawn(target: Callable[..., None], *args: Any) -> None:
-    threading.Thread(target=target, args=args, daemon=True).start()
-
-
-_Handler = Callable[[socket.socket, str], None]  # (connection, client address)
-
-
-def _serve_forever(listener: socket.socket, handle: _Handler, slots: threading.Semaphore) -> None:
-    """Accept connections and run ``handle`` on each in its own thread, whatever it raises."""
-
-    def run(conn: socket.socket, client: str) -> None:
-        try:
-            handle(conn, client)
-        except Exception:  # one broken client must never stop the server
-            print(f"error serving {client}:", file=sys.stderr)
-            traceback.print_exc()
-        finally:
-            conn.close()
-            slots.release()
-
-    while True:
-        slots.acquire()
-        try:
-            conn, addr = listener.accept()
-        except OSError:
-            slots.release()
-            if listener.fileno() == -1:
-                return  # closed at shutdown
-            time.sleep(0.05)  # e.g. out of file descriptors: back off, keep serving
-            continue
-        _spawn(run, conn, addr[0])
 
 
 # --- the world ---------------------------------------------------------------------
@@ -242,10 +165,20 @@ def _make_tls(names: list[str], zones: list[str], workdir: str) -> tuple[ssl.SSL
         return context, pem.read()
 
 
+# --- reading from clients ---------------------------------------------------------------
+
+
+def _reader(conn: socket.socket, idle: float = IDLE_TIMEOUT) -> common.Reader:
+    """A reader whose every read also counts against the connection's overall deadline."""
+    return common.Reader(conn, idle, time.monotonic() + CONNECTION_DEADLINE)
+
+
 # --- DNS -----------------------------------------------------------------------------
 
 
-def _answer_dns(data: bytes, client: str, world: _World, address: str, log: _JsonlLog) -> bytes | None:
+def _answer_dns(
+    data: bytes, client: str, world: _World, address: str, log: common.JsonlLog
+) -> bytes | None:
     """Log one query and build its answer; ``None`` means stay silent (malformed input)."""
     query = dnswire.parse_query(data)
     if query is None:
@@ -266,7 +199,7 @@ def _answer_dns(data: bytes, client: str, world: _World, address: str, log: _Jso
     return dnswire.build_response(query)  # known name, no records of that type
 
 
-def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: _JsonlLog) -> None:
+def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: common.JsonlLog) -> None:
     while True:
         try:
             data, peer = sock.recvfrom(4096)
@@ -282,9 +215,11 @@ def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: _Jsonl
             traceback.print_exc()
 
 
-def _serve_dns_tcp(conn: socket.socket, client: str, world: _World, address: str, log: _JsonlLog) -> None:
+def _serve_dns_tcp(
+    conn: socket.socket, client: str, world: _World, address: str, log: common.JsonlLog
+) -> None:
     """DNS over TCP: length-prefixed messages, several per connection, until the client stops."""
-    reader = _Reader(conn)
+    reader = _reader(conn)
     while True:
         prefix = reader.read_exact(2)
         if len(prefix) < 2:
@@ -297,57 +232,6 @@ def _serve_dns_tcp(conn: socket.socket, client: str, world: _World, address: str
 
 
 # --- HTTP and HTTPS ----------------------------------------------------------------
-
-
-class _TooLarge(Exception):
-    pass
-
-
-class _Reader:
-    """Buffered reads from a socket under an idle timeout and one overall deadline."""
-
-    def __init__(self, sock: socket.socket, idle: float = IDLE_TIMEOUT) -> None:
-        self.sock = sock
-        self.buf = bytearray()
-        self.received = 0
-        self._idle = idle
-        self._deadline = time.monotonic() + CONNECTION_DEADLINE
-
-    def fill(self) -> bool:
-        """Read more; False on EOF or timeout (a silent client is treated as gone)."""
-        remaining = self._deadline - time.monotonic()
-        if remaining <= 0:
-            return False
-        self.sock.settimeout(min(self._idle, remaining))
-        try:
-            chunk = self.sock.recv(65536)
-        except OSError:  # timeout, reset, TLS error: the client is gone either way
-            return False
-        self.buf += chunk
-        self.received += len(chunk)
-        return bool(chunk)
-
-    def read_until(self, marker: bytes, limit: int) -> bytes | None:
-        """Bytes up to and including ``marker``; None if the stream ends first."""
-        while True:
-            index = self.buf.find(marker)
-            if index >= 0:
-                end = index + len(marker)
-                out = bytes(self.buf[:end])
-                del self.buf[:end]
-                return out
-            if len(self.buf) > limit:
-                raise _TooLarge
-            if not self.fill():
-                return None
-
-    def read_exact(self, n: int) -> bytes:
-        """Up to ``n`` bytes: fewer only if the stream ends first."""
-        while len(self.buf) < n and self.fill():
-            pass
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
-        return out
 
 
 @dataclass(frozen=True)
@@ -366,20 +250,13 @@ def _parse_head(head: bytes) -> _Request:
     parts = lines[0].split(" ")
     if len(parts) != 3 or not parts[0] or not parts[2].startswith("HTTP/"):
         raise ValueError("bad request line")
-    headers = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise ValueError("bad header line")
-        headers.append((name.lower(), value.strip()))
+    headers = [(name.lower(), value) for name, value in common.header_fields(lines[1:])]
     if len(headers) > MAX_HEADERS:
-        raise _TooLarge
+        raise common.TooLarge
     return _Request(parts[0], parts[1], parts[2], tuple(headers))
 
 
-def _read_body(reader: _Reader, request: _Request, conn: socket.socket) -> tuple[bytes, bool]:
+def _read_body(reader: common.Reader, request: _Request, conn: socket.socket) -> tuple[bytes, bool]:
     """The request body, at most MAX_BODY bytes; the flag says it was cut short."""
     encoding = (request.header("transfer-encoding") or "").lower()
     length_text = request.header("content-length")
@@ -458,7 +335,7 @@ def _serve_http(
     client: str,
     scheme: str,
     nonce: str,
-    log: _JsonlLog,
+    log: common.JsonlLog,
     tls: ssl.SSLContext | None,
 ) -> None:
     sni = None
@@ -487,9 +364,9 @@ def _remember_sni(sock: Any, name: str | None, _context: ssl.SSLContext) -> None
 
 
 def _handle_request(
-    conn: socket.socket, client: str, scheme: str, nonce: str, log: _JsonlLog, sni: str | None
+    conn: socket.socket, client: str, scheme: str, nonce: str, log: common.JsonlLog, sni: str | None
 ) -> None:
-    reader = _Reader(conn)
+    reader = _reader(conn)
     request: _Request | None = None
     head = b""
     status = "200 OK"
@@ -505,8 +382,8 @@ def _handle_request(
         body, truncated = _read_body(reader, request, conn)
         if truncated:
             status = "413 Content Too Large"
-    except (_TooLarge, ValueError) as exc:
-        too_large = isinstance(exc, _TooLarge)
+    except (common.TooLarge, ValueError) as exc:
+        too_large = isinstance(exc, common.TooLarge)
         status = "431 Request Header Fields Too Large" if too_large else "400 Bad Request"
         # Unparsable input is still evidence: keep the raw bytes as the body.
         body = (b"" if request else head) + bytes(reader.buf)
@@ -532,9 +409,9 @@ def _http_record(
 # --- raw TCP -------------------------------------------------------------------------
 
 
-def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: _JsonlLog) -> None:
+def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: common.JsonlLog) -> None:
     """Read until the peer closes, goes quiet for 3 s, or sends 64 KiB; log it; reply; close."""
-    reader = _Reader(conn, idle=TCP_IDLE)
+    reader = _reader(conn, idle=TCP_IDLE)
     while len(reader.buf) < TCP_MAX and reader.fill():
         pass
     data = bytes(reader.buf[:TCP_MAX])
@@ -553,13 +430,10 @@ def _listen_tcp(bind: str, port: int) -> socket.socket:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python3 internet.py CONFIG.json", file=sys.stderr)
+    started = common.read_command_line(argv, "internet.py", _CONFIG_DEFAULTS, _CONFIG_REQUIRED)
+    if started is None:
         return 2
-    config = _load_config(args[0])
-    out_dir = str(config["out_dir"])
-    os.makedirs(out_dir, mode=0o755, exist_ok=True)
+    _, config, out_dir = started
     nonce = str(config["nonce"])
     names = [domains.normalize_host(n) for n in [*config["hosts"], *config["extra_names"]]]
     zones = [domains.normalize_host(z) for z in config["wildcard_zones"]]
@@ -567,24 +441,22 @@ def main(argv: list[str] | None = None) -> int:
     address = config["address"] or _own_ipv4()
     bind = str(config["bind"])
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # PID 1 in a container ignores SIGTERM otherwise
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = common.stop_on_signals()
 
     # The keys live in a private temp dir only while the context loads them.
     with tempfile.TemporaryDirectory(prefix="sandbox-lab-tls-") as workdir:
         tls, ca_pem = _make_tls(names, zones, workdir)
     tls.sni_callback = _remember_sni
-    _write_atomically(os.path.join(out_dir, "ca.pem"), ca_pem)
+    common.write_atomically(os.path.join(out_dir, "ca.pem"), ca_pem)
 
-    dns_log = _JsonlLog(os.path.join(out_dir, "dns.jsonl"))
-    http_log = _JsonlLog(os.path.join(out_dir, "http.jsonl"))
-    tcp_log = _JsonlLog(os.path.join(out_dir, "tcp.jsonl"))
+    dns_log = common.JsonlLog(os.path.join(out_dir, "dns.jsonl"))
+    http_log = common.JsonlLog(os.path.join(out_dir, "http.jsonl"))
+    tcp_log = common.JsonlLog(os.path.join(out_dir, "tcp.jsonl"))
     slots = threading.Semaphore(MAX_CONNECTIONS)
 
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind((bind, int(config["dns_port"])))
-    listeners: list[tuple[socket.socket, _Handler]] = [
+    listeners: list[tuple[socket.socket, common.Handler]] = [
         (_listen_tcp(bind, int(config["dns_port"])),
          functools.partial(_serve_dns_tcp, world=world, address=address, log=dns_log)),
         (_listen_tcp(bind, int(config["http_port"])),
@@ -595,14 +467,12 @@ def main(argv: list[str] | None = None) -> int:
     for port in map(int, config["tcp_ports"]):
         handler = functools.partial(_serve_tcp, port=port, nonce=nonce, log=tcp_log)
         listeners.append((_listen_tcp(bind, port), handler))
-    _spawn(_serve_dns_udp, udp, world, address, dns_log)
+    common.spawn(_serve_dns_udp, udp, world, address, dns_log)
     for listener, handle in listeners:
-        _spawn(_serve_forever, listener, handle, slots)
+        common.spawn(common.serve_forever, listener, handle, slots)
 
-    ready = {"address": address, "pid": os.getpid()}
-    _write_atomically(os.path.join(out_dir, "ready"), json.dumps(ready).encode("ascii"))
-    while not stop.wait(1.0):
-        pass
+    common.write_ready(out_dir, address)
+    common.wait_for(stop)
     udp.close()
     for listener, _ in listeners:
         listener.close()

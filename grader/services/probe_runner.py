@@ -50,7 +50,10 @@ class Agent:
         self.cfg = cfg
         self.token = cfg["token"]
         self.proxy = cfg.get("proxy")
-        self.timeout = float(cfg.get("timeout", 3.0))
+        self.timeout = float(cfg.get("timeout", 3.0))  # an HTTP exchange: the proxy answers fast, even to refuse
+        # a raw connect to a black hole waits this long; the verdict never rests on it: a
+        # blocked verdict needs the sink's silence, and a bridge answers in microseconds
+        self.connect_timeout = float(cfg.get("connect_timeout", self.timeout))
         ctx = ssl.create_default_context()
         ca = cfg.get("ca_file")
         if ca and os.path.exists(ca):
@@ -99,7 +102,7 @@ class Agent:
 
     def tcp(self, probe, host, port, payload):
         try:
-            with socket.create_connection((host, port), timeout=self.timeout) as s:
+            with socket.create_connection((host, port), timeout=self.connect_timeout) as s:
                 s.sendall(payload)
                 s.shutdown(socket.SHUT_WR)
                 reply = s.recv(256).decode("utf-8", "replace")

@@ -3,8 +3,8 @@
 Run inside the services image as ``python3 proxy.py CONFIG.json``. Standard
 library only; it imports just its neighbours ``domains.py`` (the one
 allowlist matcher, shared with the static analyzer, so prediction and
-enforcement cannot disagree) and ``dnswire.py``, and never the package itself
-except as a fallback so host-side tests can import it.
+enforcement cannot disagree), ``dnswire.py`` and ``common.py``, and never the
+package itself except as a fallback so host-side tests can import it.
 
 It speaks ``CONNECT host:port`` (a blind byte tunnel: the proxy never sees
 inside TLS, which is the lesson) and absolute-form HTTP
@@ -15,28 +15,27 @@ system resolver.
 
 from __future__ import annotations
 
-import json
+import functools
 import os
 import selectors
-import signal
 import socket
 import sys
 import threading
 import time
-import traceback
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader import domains
-    from grader.services import dnswire
+    from grader.services import common, dnswire
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
+        import common
         import dnswire
         import domains
     except ImportError:  # on the host: imported from the package
         from grader import domains
-        from grader.services import dnswire
+        from grader.services import common, dnswire
 
 __all__ = ["Decision", "decide", "main"]
 
@@ -66,46 +65,6 @@ _CONFIG_DEFAULTS: dict[str, Any] = {
     "bind": "0.0.0.0",
 }
 _CONFIG_REQUIRED = ("allowed", "dns_server", "out_dir")
-
-
-# --- shared plumbing: config, logs, the ready file ------------------------------
-
-
-def _load_config(path: str) -> dict[str, Any]:
-    """Read the config, refusing unknown keys: a typo must not silently widen the allowlist."""
-    with open(path, encoding="utf-8") as f:
-        raw = json.load(f)
-    if not isinstance(raw, dict):
-        raise SystemExit(f"{path}: the config must be a JSON object")
-    unknown = sorted(set(raw) - set(_CONFIG_DEFAULTS) - set(_CONFIG_REQUIRED))
-    missing = [key for key in _CONFIG_REQUIRED if key not in raw]
-    if unknown or missing:
-        raise SystemExit(f"{path}: unknown keys {unknown}, missing keys {missing}")
-    return {**_CONFIG_DEFAULTS, **raw}
-
-
-class _JsonlLog:
-    """An append-only JSON-lines file; each record is one ``os.write`` of a whole line, under a lock."""
-
-    def __init__(self, path: str) -> None:
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        self._lock = threading.Lock()
-
-    def write(self, record: dict[str, Any]) -> None:
-        line = (json.dumps({"t": time.time(), **record}) + "\n").encode("ascii")
-        with self._lock:
-            os.write(self._fd, line)
-
-
-def _write_atomically(path: str, data: bytes) -> None:
-    # 0o644, not mkstemp's 0o600: the grader reads out_dir as another user.
-    tmp = f"{path}.tmp{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
 
 
 # --- the decision ----------------------------------------------------------------------
@@ -146,50 +105,6 @@ class _BadRequest(Exception):
     """The client sent something that is not a request this proxy can judge; the text says why."""
 
 
-class _Reader:
-    """Buffered reads from a socket under an idle timeout, plus a deadline for the head."""
-
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock = sock
-        self.buf = bytearray()
-        self.deadline = time.monotonic() + HEAD_DEADLINE
-
-    def fill(self, deadline: float | None = None) -> bool:
-        """Read more; False on EOF, timeout or error (the peer is treated as gone)."""
-        timeout = IDLE_TIMEOUT
-        if deadline is not None:
-            timeout = min(timeout, deadline - time.monotonic())
-            if timeout <= 0:
-                return False
-        self.sock.settimeout(timeout)
-        try:
-            chunk = self.sock.recv(65536)
-        except OSError:
-            return False
-        self.buf += chunk
-        return bool(chunk)
-
-    def read_until(self, marker: bytes, limit: int, deadline: float | None = None) -> bytes | None:
-        while True:
-            index = self.buf.find(marker)
-            if index >= 0:
-                out = bytes(self.buf[: index + len(marker)])
-                del self.buf[: index + len(marker)]
-                return out
-            if len(self.buf) > limit:
-                raise _BadRequest("request head too large")
-            if not self.fill(deadline):
-                return None
-
-    def take(self, limit: int) -> bytes:
-        """Up to ``limit`` bytes, reading once if nothing is buffered; b"" at the end."""
-        if not self.buf and not self.fill():
-            return b""
-        out = bytes(self.buf[:limit])
-        del self.buf[:limit]
-        return out
-
-
 @dataclass(frozen=True)
 class _Head:
     start: tuple[str, str, str]  # request: method, target, version; response: version, status, reason
@@ -204,16 +119,10 @@ def _parse_head(head: bytes) -> _Head:
     parts = lines[0].split(" ", 2)
     if len(parts) != 3 or not all(parts[:2]):
         raise _BadRequest("malformed start line")
-    headers = []
-    for line in lines[1:]:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        # Obsolete line folding and spaces before the colon are classic
-        # smuggling tricks: refuse rather than guess.
-        if not sep or not name or name != name.strip() or line[0] in " \t":
-            raise _BadRequest("malformed header line")
-        headers.append((name, value.strip()))
+    try:
+        headers = common.header_fields(lines[1:])
+    except ValueError as exc:
+        raise _BadRequest(str(exc)) from None
     if len(headers) > MAX_HEADERS:
         raise _BadRequest("too many headers")
     return _Head((parts[0], parts[1], parts[2]), tuple(headers))
@@ -279,7 +188,7 @@ def _send_status(conn: socket.socket, status: int, text: str, body: str) -> None
         pass  # the client left; the decision is logged already
 
 
-def _relay_body(reader: _Reader, upstream: socket.socket, framing: str, length: int) -> None:
+def _relay_body(reader: common.Reader, upstream: socket.socket, framing: str, length: int) -> None:
     """Forward exactly one request body and nothing after it.
 
     Bytes past the body would be a second request on the same connection,
@@ -340,7 +249,7 @@ def _tunnel(a: socket.socket, b: socket.socket) -> None:
                     return  # a reset on either side ends the tunnel
 
 
-def _forward_http(reader: _Reader, client: socket.socket, upstream: socket.socket, head: _Head,
+def _forward_http(reader: common.Reader, client: socket.socket, upstream: socket.socket, head: _Head,
                   host: str, port: int, path: str, framing: tuple[str, int]) -> None:  # fmt: skip
     """Send one absolute-form request to the origin in origin-form, then relay its response."""
     method, _target, version = head.start
@@ -359,7 +268,7 @@ def _forward_http(reader: _Reader, client: socket.socket, upstream: socket.socke
         client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
     _relay_body(reader, upstream, *framing)
 
-    origin = _Reader(upstream)
+    origin = common.Reader(upstream, IDLE_TIMEOUT)
     response_head = origin.read_until(b"\r\n\r\n", MAX_HEAD)
     if response_head is None:
         _send_status(client, 502, "Bad Gateway", f"{host} closed the connection without a response\n")
@@ -386,15 +295,16 @@ class _Settings:
     denied: list[str]
     dns_server: str
     dns_port: int
-    log: _JsonlLog
+    log: common.JsonlLog
 
 
 def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
-    reader = _Reader(conn)
+    reader = common.Reader(conn, IDLE_TIMEOUT)
+    head_deadline = time.monotonic() + HEAD_DEADLINE
     method: str = ""
     port: int | None = None
     try:
-        raw = reader.read_until(b"\r\n\r\n", MAX_HEAD, reader.deadline)
+        raw = reader.read_until(b"\r\n\r\n", MAX_HEAD, head_deadline)
         if raw is None:
             return  # the client left (or stalled) before asking for anything
         head = _parse_head(raw)
@@ -413,7 +323,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         else:
             raise _BadRequest("not a proxy request: send CONNECT host:port or an absolute http:// URL")
         framing = _body_framing(head) if method.upper() != "CONNECT" else ("none", 0)
-    except _BadRequest as exc:
+    except (_BadRequest, common.TooLarge) as exc:
         settings.log.write({"client": client, "method": method[:32], "host": None, "port": port,
                             "path": None, "decision": "deny", "reason": f"malformed request: {exc}"})  # fmt: skip
         _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
@@ -449,7 +359,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         else:
             try:
                 _forward_http(reader, conn, upstream, head, decision.host, port, path, framing)
-            except _BadRequest as exc:
+            except (_BadRequest, common.TooLarge) as exc:
                 _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
 
 
@@ -467,67 +377,32 @@ def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.so
         return None, f"cannot connect to {addresses[0]}:{port}: {exc}"
 
 
-def _serve_forever(listener: socket.socket, handle: Callable[[socket.socket, str], None]) -> None:
-    """Accept connections and run ``handle`` on each in its own thread, whatever it raises."""
-    slots = threading.Semaphore(MAX_CONNECTIONS)
-
-    def run(conn: socket.socket, client: str) -> None:
-        try:
-            handle(conn, client)
-        except Exception:  # one broken client must never stop the proxy
-            print(f"error serving {client}:", file=sys.stderr)
-            traceback.print_exc()
-        finally:
-            conn.close()
-            slots.release()
-
-    while True:
-        slots.acquire()
-        try:
-            conn, addr = listener.accept()
-        except OSError:
-            slots.release()
-            if listener.fileno() == -1:
-                return  # closed at shutdown
-            time.sleep(0.05)  # e.g. out of file descriptors: back off, keep serving
-            continue
-        threading.Thread(target=run, args=(conn, addr[0]), daemon=True).start()
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python3 proxy.py CONFIG.json", file=sys.stderr)
+    started = common.read_command_line(argv, "proxy.py", _CONFIG_DEFAULTS, _CONFIG_REQUIRED)
+    if started is None:
         return 2
-    config = _load_config(args[0])
-    out_dir = str(config["out_dir"])
-    os.makedirs(out_dir, mode=0o755, exist_ok=True)
+    config_path, config, out_dir = started
     try:
         # Normalized the same way the policy loader does, so "GitHub.com." matches.
         allowed = [domains.normalize_pattern(p) for p in config["allowed"]]
         denied = [domains.normalize_pattern(p) for p in config["denied"]]
     except ValueError as exc:
-        raise SystemExit(f"{args[0]}: invalid allowlist entry: {exc}") from None
+        raise SystemExit(f"{config_path}: invalid allowlist entry: {exc}") from None
     settings = _Settings(
         allowed=allowed,
         denied=denied,
         dns_server=str(config["dns_server"]),
         dns_port=int(config["dns_port"]),
-        log=_JsonlLog(os.path.join(out_dir, "proxy.jsonl")),
+        log=common.JsonlLog(os.path.join(out_dir, "proxy.jsonl")),
     )
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # PID 1 in a container ignores SIGTERM otherwise
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop = common.stop_on_signals()
 
     listener = socket.create_server((str(config["bind"]), int(config["listen_port"])), backlog=128)
-    threading.Thread(
-        target=_serve_forever, args=(listener, lambda c, ip: _handle(c, ip, settings)), daemon=True
-    ).start()
-    ready = {"address": listener.getsockname()[0], "pid": os.getpid()}
-    _write_atomically(os.path.join(out_dir, "ready"), json.dumps(ready).encode("ascii"))
-    while not stop.wait(1.0):
-        pass
+    handle = functools.partial(_handle, settings=settings)
+    common.spawn(common.serve_forever, listener, handle, threading.Semaphore(MAX_CONNECTIONS))
+    common.write_ready(out_dir, listener.getsockname()[0])
+    common.wait_for(stop)
     listener.close()
     return 0
 

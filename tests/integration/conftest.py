@@ -12,12 +12,18 @@ def docker_backend(docker_client: Any) -> Any:
     from grader.backends.docker import DockerBackend
     from grader.backends.images import ensure_images
 
-    return DockerBackend(docker_client, ensure_images(docker_client, lambda s: None))
+    backend = DockerBackend(docker_client, ensure_images(docker_client, lambda s: None))
+    yield backend
+    backend.close()
 
 
 @pytest.fixture()
-def no_leftovers(docker_client: Any) -> Any:
-    """Asserts a test leaves no container, network or run directory of its own behind."""
+def no_leftovers(docker_client: Any, docker_backend: Any) -> Any:
+    """Asserts a test leaves no container, network or run directory of its own behind.
+
+    The backend's shared internet lives as long as the backend (the session), so
+    it is not a leftover of any one test; finished runs are drained first.
+    """
     import json
     import os
 
@@ -32,11 +38,14 @@ def no_leftovers(docker_client: Any) -> Any:
             return False
 
     def snapshot() -> tuple[set[str], set[str], set[str]]:
-        cs = {c.name for c in docker_client.containers.list(all=True, filters=mine)}
-        ns = {n.name for n in docker_client.networks.list(filters=mine)}
+        docker_backend.drain()
+        shared = "sl-shared-"
+        cs = {c["Names"][0].lstrip("/") for c in docker_client.api.containers(all=True, filters=mine)}
+        ns = {n["Name"] for n in docker_client.api.networks(filters=mine)}
         root = runs_root()
         ds = {p.name for p in root.iterdir() if owned(p)} if root.is_dir() else set()
-        return cs, ns, ds
+        return ({c for c in cs if not c.startswith(shared)}, {n for n in ns if not n.startswith(shared)},
+                {d for d in ds if not d.startswith(shared)})
 
     before = snapshot()
     yield

@@ -183,3 +183,19 @@ def test_cli_probe_json_with_docker(tmp_path: Path) -> None:
     data = json.loads(out.stdout)
     assert data["backend"] == "docker"
     assert {"id", "kind", "outcome", "explanation", "evidence"} <= set(data["probes"][0])
+
+
+def test_close_removes_the_shared_internet(docker_client: Any) -> None:
+    from grader.backends.docker import DockerBackend
+    from grader.backends.images import find_images
+
+    images = find_images(docker_client)
+    assert images is not None
+    backend = DockerBackend(docker_client, images)
+    r = backend.run(build_plan(load_policy({"network": {"allowedDomains": ["registry.npmjs.org"]}})))
+    assert r.outcome("job-fetch-npm").outcome == "succeeded"
+    shared = backend.shared.get()
+    name, net = shared.container.name, shared.network.name
+    backend.close()
+    assert not docker_client.api.containers(all=True, filters={"name": name})
+    assert not docker_client.api.networks(filters={"name": net})

@@ -1,0 +1,228 @@
+"""The simulated internet's container: the sink and DNS server of the world's hosts, on an internal network.
+
+A run either gets an internet of its own or borrows the backend's shared one:
+
+* the plain container sits on the internet's network itself (ordinary
+  networking), so it gets its own: no other run's traffic is ever beside it;
+* a sandbox behind a proxy never touches the internet's network (only its
+  proxy does), so those runs share one internet, started once per backend.
+  That saves a network and a container start per run.
+
+Logs are read from the offsets a run started at, and every judgement filters by
+the run's own token and canaries, so concurrent runs never count each other's
+traffic. If a shared internet dies it is replaced on the next run, and the run
+that saw it die reports an infrastructure error, never a verdict.
+
+Lives under ``backends/`` because it talks to Docker; only ``docker.py`` uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from docker.types import LogConfig, Mount
+
+from ..errors import InfrastructureError
+from ..world import World
+
+__all__ = [
+    "LABEL",
+    "LABEL_PID",
+    "LABEL_ROLE",
+    "LOGS",
+    "TCP_PORT",
+    "Internet",
+    "SharedInternet",
+    "create_network",
+    "service_container",
+    "start_internet",
+    "wait_ready",
+]
+
+LABEL = "org.sandbox-lab.run"
+LABEL_ROLE = "org.sandbox-lab.role"
+LABEL_PID = "org.sandbox-lab.pid"
+TCP_PORT = 4444  # the attacker's raw listener
+READY_TIMEOUT = 20.0
+LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
+MAX_LOG_READ = 8 * 1024 * 1024
+
+
+def runs_root() -> Path:
+    """Where run directories live; ``cleanup`` looks here for leftovers."""
+    import tempfile
+
+    return Path(os.environ.get("SANDBOX_LAB_RUNS", Path(tempfile.gettempdir()) / "sandbox-lab-runs"))
+
+
+def create_network(client: Any, name: str, labels: dict[str, str]) -> Any:
+    """An internal bridge with no host address: no route off the machine, nothing of the host reachable."""
+    return client.networks.create(
+        name, driver="bridge", internal=True, labels=labels,
+        options={"com.docker.network.bridge.inhibit_ipv4": "true"},
+    )
+
+
+def service_container(client: Any, image: str, role: str, name: str, labels: dict[str, str], network: Any, workdir: Path, script: str) -> Any:
+    """A created (not started) service container running ``script`` with ``workdir`` as /run/sandbox-lab."""
+    return client.containers.create(
+        image, ["python3", f"/opt/sandbox-lab/{script}", f"/run/sandbox-lab/{script.replace('.py', '.json')}"],
+        name=name, labels={**labels, LABEL_ROLE: role},
+        network=network.name, mounts=[Mount("/run/sandbox-lab", str(workdir), type="bind")],
+        mem_limit="128m", pids_limit=256, nano_cpus=500_000_000,
+        log_config=LogConfig(type="json-file", config={"max-size": "1m"}),
+    )
+
+
+def container_ip(container: Any, network: Any) -> str:
+    container.reload()
+    ip: str = container.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
+    return ip
+
+
+def wait_ready(container: Any, ready: Path) -> None:
+    """Wait for a service's ``ready`` file; a service that exits or stalls is an infrastructure error."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    checked = time.monotonic()
+    while time.monotonic() < deadline:
+        if ready.exists():
+            return
+        time.sleep(0.01)
+        if time.monotonic() - checked > 0.25:
+            checked = time.monotonic()
+            container.reload()
+            if container.status in ("exited", "dead"):
+                break
+    tail = container.logs(tail=10).decode("utf-8", "replace")
+    raise InfrastructureError(f"{container.name} did not start: {tail.strip()[-400:]}")
+
+
+@dataclass
+class Internet:
+    """One running internet: its container, its network, its address and where it writes its logs."""
+
+    container: Any
+    network: Any
+    ip: str
+    out: Path
+
+    def offsets(self) -> dict[str, int]:
+        """Where each log ends now: a run reads only what was written after."""
+        return {name: (self.out / name).stat().st_size if (self.out / name).exists() else 0 for name in LOGS}
+
+    def read(self, name: str, since: dict[str, int]) -> str:
+        p = self.out / name
+        if not p.is_file():
+            return ""
+        with p.open("rb") as fh:
+            fh.seek(since.get(name, 0))
+            data = fh.read(MAX_LOG_READ)
+        # a line still being written at the end is cut off by the parser, which skips partial JSON
+        return data.decode("utf-8", "replace")
+
+    def problem(self) -> str:
+        """Empty while the service runs; otherwise what happened to it."""
+        try:
+            self.container.reload()
+        except Exception as exc:  # noqa: BLE001 - gone is a problem too
+            return f"the internet service vanished ({type(exc).__name__})"
+        if self.container.status != "running":
+            code = self.container.attrs.get("State", {}).get("ExitCode")
+            return f"the internet service stopped during the run (status {self.container.status}, exit code {code})"
+        return ""
+
+    def remove(self) -> None:
+        try:
+            self.container.remove(force=True, v=True)
+        except Exception:  # noqa: BLE001 - already gone; cleanup catches the rest
+            pass
+        try:
+            self.network.remove()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def start_internet(
+    client: Any, image: str, world: World, workdir: Path, name: str, labels: dict[str, str], *,
+    host_stand_in_port: Optional[int] = None,
+) -> Internet:
+    """Create the network and the internet container, and wait until every listener is up."""
+    out = workdir / "out"
+    out.mkdir(parents=True, exist_ok=True)
+    tcp_ports = [TCP_PORT] + ([host_stand_in_port] if host_stand_in_port else [])
+    (workdir / "internet.json").write_text(json.dumps({
+        "hosts": list(world.host_names),
+        "wildcard_zones": [world.attacker.name],
+        # only the plain container has a "host" to find, and here it is a stand-in
+        "extra_names": ["host.docker.internal"] if host_stand_in_port else [],
+        "address": None, "bind": "0.0.0.0",
+        "dns_port": 53, "http_port": 80, "https_port": 443,
+        "tcp_ports": tcp_ports,
+        "out_dir": "/run/sandbox-lab/out", "nonce": secrets.token_hex(8),
+    }))
+    network = create_network(client, f"{name}-inet", labels)
+    try:
+        container = service_container(client, image, "internet", f"{name}-internet", labels, network, workdir, "internet.py")
+    except Exception:
+        network.remove()
+        raise
+    net = Internet(container, network, "", out)
+    try:
+        container.start()
+        net.ip = container_ip(container, network)
+        wait_ready(container, out / "ready")
+    except BaseException:
+        net.remove()
+        raise
+    return net
+
+
+class SharedInternet:
+    """The internet that runs behind a proxy borrow, started on first use and replaced if it dies."""
+
+    def __init__(self, client: Any, image: str, world: World) -> None:
+        self._client = client
+        self._image = image
+        self._world = world
+        self._lock = threading.Lock()
+        self._net: Optional[Internet] = None
+        self._dir: Optional[Path] = None
+
+    def get(self) -> Internet:
+        with self._lock:
+            if self._net is not None and not self._net.problem():
+                return self._net
+            self._close_locked()
+            name = "sl-shared-" + secrets.token_hex(4)
+            labels = {LABEL: name, LABEL_PID: str(os.getpid())}
+            root = runs_root()
+            root.mkdir(parents=True, exist_ok=True)
+            self._dir = root / name
+            self._dir.mkdir(mode=0o755)
+            (self._dir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": name}))
+            try:
+                self._net = start_internet(self._client, self._image, self._world, self._dir, name, labels)
+            except BaseException:
+                self._close_locked()
+                raise
+            return self._net
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+    def _close_locked(self) -> None:
+        if self._net is not None:
+            self._net.remove()
+            self._net = None
+        if self._dir is not None:
+            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir = None

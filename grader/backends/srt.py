@@ -1,0 +1,573 @@
+"""The sandbox-runtime backend: runs a plan's probes under the real ``srt`` and judges them like the Docker backend.
+
+Learners write policies in the shape of sandbox-runtime's settings, and
+``export --to srt`` promises that what they learned carries over. This backend
+checks the promise against the tool itself (``@anthropic-ai/sandbox-runtime``,
+pinned in ``tools/srt/package-lock.json``; ``scripts/ensure-srt`` installs it
+and bubblewrap, socat and ripgrep). Per run it:
+
+1. lays out a fresh world copy with per-run canaries under ``<run>/world``
+   (``_RunDir``, shared with the Docker backend so both start from the same
+   files);
+2. exports the policy with ``export(policy, "srt")`` and rebases every path
+   onto that copy (``/home/user/.ssh`` becomes ``<run>/world/home/user/.ssh``),
+   so nothing outside the run directory is ever named in the settings;
+3. starts the simulated internet (``services/internet.py``) on 127.0.0.1 high
+   ports, and a relay that srt uses as its ``parentProxy``: srt's own proxy
+   applies the allowlist, the relay only carries what srt let through into the
+   simulated internet, resolving names with the run's DNS server. No
+   connection and no DNS query leaves the machine;
+4. runs the unchanged probe runner under ``srt`` as the world's unprivileged
+   user, HOME in the world copy, under a wall clock;
+5. collects the evidence outside the sandbox and hands it to ``evidence.judge``,
+   the judgement every real backend shares; then removes everything it made.
+
+Imports: analyzer, evidence, export, plan, probes, the Docker backend's run
+directory, and the services' DNS client. Nothing downstream.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import selectors
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Optional
+from urllib.parse import urlsplit
+
+from ..analyzer import predict
+from ..errors import BackendError, InfrastructureError
+from ..evidence import Evidence, RunnerRecord, judge, parse_jsonl, parse_runner_output
+from ..export import export
+from ..outcomes import ProbeOutcome, RunResult
+from ..plan import RunPlan
+from ..probes import probe as probe_by_id
+from ..services import dnswire
+from .docker import _HostListener, _RunDir, runs_root
+
+__all__ = ["SrtBackend", "SrtUnavailable", "rebase_settings", "srt_cli", "srt_problem", "srt_version"]
+
+PACKAGE = "@anthropic-ai/sandbox-runtime"
+TCP_PORT = 4444  # the port the probes' raw channel targets on the attacker's server
+HTTP_TIMEOUT = 5.0  # one HTTP exchange inside the sandbox: srt's proxy answers at once, even to refuse
+CONNECT_TIMEOUT = 1.0  # a raw connect inside srt's network namespace fails at once: there is no route
+READY_TIMEOUT = 20.0
+RELAY_IDLE = 10.0
+MAX_HEAD = 64 * 1024
+MAX_OUTPUT = 8 * 1024 * 1024
+LOOPBACK = "127.0.0.1"
+_ROOT = Path(__file__).resolve().parents[2]  # the checkout: tools/srt and the grader package live here
+
+# Runs inside srt. The runner takes its proxy from its config; srt hands the
+# sandbox its proxy (with a per-session credential) only in the environment,
+# so this starts the runner unchanged with that one value filled in, passing
+# the config through a pipe: nothing is written anywhere the sandbox shares.
+_BOOT = '''\
+import json, os, sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probe_runner
+with open(sys.argv[1]) as fh:
+    cfg = json.load(fh)
+cfg["proxy"] = os.environ.get("HTTPS_PROXY") or None
+r, w = os.pipe()
+os.write(w, json.dumps(cfg).encode())
+os.close(w)
+probe_runner.CONFIG = "/proc/self/fd/%d" % r
+probe_runner.main()
+'''
+
+
+class SrtUnavailable(BackendError):
+    """sandbox-runtime cannot run here; the message says what is missing and how to get it."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(f"sandbox-runtime (srt) cannot run here: {detail}. Run scripts/ensure-srt, then retry.")
+
+
+def srt_cli() -> Path:
+    """The pinned srt's entry point inside the project-local install (``SANDBOX_LAB_SRT_DIR`` overrides tools/srt)."""
+    base = Path(os.environ.get("SANDBOX_LAB_SRT_DIR", _ROOT / "tools" / "srt"))
+    return base / "node_modules" / PACKAGE / "dist" / "cli.js"
+
+
+def srt_version() -> str:
+    """The installed srt's version, "" when it is not installed."""
+    try:
+        return str(json.loads((srt_cli().parents[1] / "package.json").read_text())["version"])
+    except (OSError, ValueError, KeyError):
+        return ""
+
+
+def srt_problem() -> str:
+    """Why srt cannot run here ("" when it can): what is missing, or bubblewrap's own error."""
+    if sys.platform != "linux":
+        return f"this backend drives srt's Linux sandbox (bubblewrap); this is {sys.platform}"
+    missing = [tool for tool in ("node", "bwrap", "socat", "rg") if shutil.which(tool) is None]
+    if missing:
+        return "missing " + ", ".join(missing)
+    if not srt_cli().is_file():
+        return f"{PACKAGE} is not installed in {srt_cli().parents[3]}"
+    probe = subprocess.run(
+        ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "true"],
+        capture_output=True, text=True, timeout=20,
+    )
+    if probe.returncode != 0:
+        first = (probe.stderr.strip().splitlines() or ["no message"])[0]
+        return f"bubblewrap cannot create a sandbox ({first}); srt needs unprivileged user namespaces"
+    return ""
+
+
+def _rebase(path: str, world: Path) -> str:
+    return str(world) if path == "/" else str(world) + path
+
+
+def rebase_settings(settings: dict[str, Any], world: Path) -> dict[str, Any]:
+    """The exported settings with every filesystem path moved under ``world`` (the run's world copy).
+
+    Every policy path is absolute and normalized (``policy.normalize_path``),
+    so prefixing is exact: "/" becomes the world copy itself, and no path can
+    climb out of it.
+    """
+    fs = {key: [_rebase(p, world) for p in entries] for key, entries in settings["filesystem"].items()}
+    return {**settings, "filesystem": fs, "network": dict(settings["network"])}
+
+
+def _host_addresses() -> list[str]:
+    """This machine's own IPv4 addresses other than loopback: where a sandbox would find host services."""
+    found: list[str] = []
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # UDP connect only picks a route; no packet is sent
+            found.append(s.getsockname()[0])
+        except OSError:
+            pass
+    try:
+        found += [str(a[4][0]) for a in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET)]
+    except OSError:
+        pass
+    return [a for a in dict.fromkeys(found) if not a.startswith("127.")]
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports free for TCP and UDP on loopback, held together so none is picked twice."""
+    held: list[socket.socket] = []
+    ports: list[int] = []
+    try:
+        while len(ports) < count:
+            tcp = socket.socket()
+            held.append(tcp)
+            tcp.bind((LOOPBACK, 0))
+            port = int(tcp.getsockname()[1])
+            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            held.append(udp)
+            try:
+                udp.bind((LOOPBACK, port))
+            except OSError:
+                continue
+            ports.append(port)
+    finally:
+        for sock in held:
+            sock.close()
+    return ports
+
+
+class _Relay:
+    """srt's ``parentProxy``: carries what srt let through into the run's simulated internet, and nowhere else.
+
+    It decides nothing about policy (srt did). It refuses what the simulated
+    internet cannot answer: IP literals (the simulated internet is reached by
+    name only, as behind the Docker backend's proxy), ports without a sink, and
+    names the run's DNS server does not know. Lookups go to that server alone,
+    so a name srt lets through is logged there, as the Docker proxy's are.
+    """
+
+    def __init__(self, dns_port: int, ports: dict[int, int], log_path: Path) -> None:
+        self.dns_port = dns_port
+        self.ports = ports  # requested port -> the sink's loopback port
+        self.log_path = log_path
+        self._lock = threading.Lock()
+        self.sock = socket.create_server((LOOPBACK, 0), backlog=128)
+        self.sock.settimeout(0.2)
+        self.port = int(self.sock.getsockname()[1])
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
+
+    def _log(self, record: dict[str, Any]) -> None:
+        line = json.dumps({"t": time.time(), **record}) + "\n"
+        with self._lock, self.log_path.open("a", encoding="utf-8") as fh:
+            fh.write(line)
+
+    def _decide(self, host: str, port: int) -> str:
+        """"" to forward, else why not."""
+        if not host or host.replace(".", "").isdigit() or ":" in host:
+            return "IP literal: the simulated internet is reached by name only"
+        if port not in self.ports:
+            return f"no sink listens on port {port}"
+        try:
+            if not dnswire.query_a(LOOPBACK, host, self.dns_port, timeout=2.0):
+                return f"{host} does not exist on the simulated internet"
+        except (OSError, ValueError) as exc:
+            return f"lookup failed: {exc}"
+        return ""
+
+    def _handle(self, conn: socket.socket) -> None:
+        upstream: Optional[socket.socket] = None
+        try:
+            conn.settimeout(RELAY_IDLE)
+            buf = b""
+            while b"\r\n\r\n" not in buf and len(buf) < MAX_HEAD:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    return
+                buf += chunk
+            head, _, rest = buf.partition(b"\r\n\r\n")
+            method, target = (head.split(b"\r\n", 1)[0].decode("latin-1").split(" ") + ["", ""])[:2]
+            if method == "CONNECT":
+                host, _, port_s = target.rpartition(":")
+                port = int(port_s) if port_s.isdigit() else 0
+            else:
+                parts = urlsplit(target)
+                host, port = parts.hostname or "", parts.port or 80
+            host = host.strip("[]").lower().rstrip(".")
+            why = self._decide(host, port)
+            self._log({"method": method, "host": host, "port": port, "decision": "deny" if why else "allow", "why": why})
+            if why:
+                conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                return
+            upstream = socket.create_connection((LOOPBACK, self.ports[port]), timeout=3.0)
+            if method == "CONNECT":
+                conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                if rest:
+                    upstream.sendall(rest)
+            else:
+                upstream.sendall(head + b"\r\n\r\n" + rest)  # the sink reads absolute-form targets
+            self._pipe(conn, upstream)
+        except (OSError, ValueError):
+            pass  # one broken connection never stops the relay
+        finally:
+            conn.close()
+            if upstream is not None:
+                upstream.close()
+
+    @staticmethod
+    def _pipe(a: socket.socket, b: socket.socket) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(a, selectors.EVENT_READ, b)
+        sel.register(b, selectors.EVENT_READ, a)
+        try:
+            while True:
+                ready = sel.select(timeout=RELAY_IDLE)
+                if not ready:
+                    return
+                for key, _ in ready:
+                    src: socket.socket = key.fileobj  # type: ignore[assignment]
+                    data = src.recv(65536)
+                    if not data:
+                        return
+                    key.data.sendall(data)
+        finally:
+            sel.close()
+
+
+class SrtBackend:
+    """Runs plans under the real sandbox-runtime; one srt sandbox per run, all probes inside it."""
+
+    name = "srt"
+
+    def __init__(self, *, cwd: str = "", retries: int = 1) -> None:
+        """Args:
+            cwd: the world path srt starts in (default: the world user's home, the Docker
+                sandbox's working directory). It matters: srt's mandatory write
+                protections (shell start-up files, .git/hooks, ...) are found relative to it.
+        """
+        self.cwd = cwd
+        self.retries = retries
+
+    @classmethod
+    def from_env(cls, *, cwd: str = "") -> "SrtBackend":
+        problem = srt_problem()
+        if problem:
+            raise SrtUnavailable(problem)
+        return cls(cwd=cwd)
+
+    def run(self, plan: RunPlan) -> RunResult:
+        if plan.policy is None:
+            # srt has no "plain container": it always sandboxes. The baseline is Docker's.
+            raise BackendError("the plain-container baseline runs on the Docker backend only; srt runs policies")
+        last: Optional[InfrastructureError] = None
+        for attempt in range(self.retries + 1):
+            try:
+                return _Run(plan, self.cwd or plan.world.home).execute(final=attempt == self.retries)
+            except InfrastructureError as exc:
+                last = exc
+        assert last is not None
+        raise last
+
+
+class _Run:
+    """One run of one plan under srt; owns every process, socket and directory it creates."""
+
+    def __init__(self, plan: RunPlan, cwd: str) -> None:
+        self.plan = plan
+        self.cwd = cwd
+        self.run_id = "srt-" + secrets.token_hex(5)
+        self.token = secrets.token_hex(6)
+        root = runs_root()
+        root.mkdir(parents=True, exist_ok=True)
+        self.dir = _RunDir(root / self.run_id)
+        self.dir.path.mkdir(mode=0o755)
+        (self.dir.path / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": self.run_id}))
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def execute(self, *, final: bool) -> RunResult:
+        started = time.monotonic()
+        listener: Optional[_HostListener] = None
+        relay: Optional[_Relay] = None
+        try:
+            before = self.dir.lay_out(self.plan)
+            for m in self.plan.mounts:
+                if m.precreate:
+                    # Docker pre-creates an output file a rule names, so its mount can carry the
+                    # rule's mode. On a real machine it does not exist until the job writes it,
+                    # and srt treats a missing path its own way: that is part of the comparison.
+                    self.dir.host_path(m.source).unlink(missing_ok=True)
+                    before.pop(m.source, None)
+            listener = _HostListener()
+            dns, http, https, tcp = _free_ports(4)
+            internet = self._start_internet(dns, http, https, tcp)
+            relay = _Relay(dns, {443: https, 80: http, TCP_PORT: tcp}, self.dir.path / "proxy.jsonl")
+            settings = self._settings(relay.port)
+            output, timed_out = self._run_srt(settings, tcp, listener.port)
+            records = self._map_back(parse_runner_output(output))
+            if not any(r.probe == "runner" and r.step == "start" for r in records):
+                err = self.dir.read_text("srt.err").strip()[-600:]
+                raise InfrastructureError(f"srt did not start the probe runner: {err or 'no message'}")
+            infra = ""
+            if internet.poll() is not None:
+                infra = f"the simulated internet stopped during the run (exit code {internet.returncode})"
+            elif not relay.alive:
+                infra = "srt's parent proxy (the relay into the simulated internet) stopped during the run"
+            if infra and not final:
+                raise InfrastructureError(infra)
+            ev = Evidence(
+                token=self.token,
+                canaries=dict(self.dir.canaries),
+                records=records,
+                before=before,
+                after=self.dir.snapshot(self.plan),
+                # srt always puts its proxy in front; the simulated internet ran and logged throughout
+                network="proxy",
+                http=parse_jsonl(self.dir.read_text("internet/out/http.jsonl")),
+                dns=parse_jsonl(self.dir.read_text("internet/out/dns.jsonl")),
+                tcp=parse_jsonl(self.dir.read_text("internet/out/tcp.jsonl")),
+                proxy=parse_jsonl(self.dir.read_text("proxy.jsonl")),
+                host_hits=tuple(listener.hits),
+                tcp_port=tcp,
+                host_port=listener.port,
+                infra_problem=infra,
+                timed_out=timed_out,
+            )
+            outcomes = judge(ev, self.plan.world, self.plan.probes)
+            notes = [f"infrastructure error, evidence incomplete: {infra}"] if infra else []
+            if timed_out:
+                notes.append(f"srt was stopped after {self.plan.hardening.timeout_s:.0f} s")
+            return RunResult(
+                backend="srt",
+                sandbox=self.plan.sandbox,
+                policy=self.plan.policy.normalize() if self.plan.policy else None,
+                probes=self._explain(outcomes),
+                notes=tuple(notes),
+                seconds=time.monotonic() - started,
+                run_id=self.run_id,
+                extra={
+                    "srt_version": srt_version(),
+                    "settings": self._unrebased(settings),
+                    # what reached the simulated internet at all: every name looked up, every relay decision
+                    "dns_queries": [str(q.get("qname", "")) for q in ev.dns],
+                    "relay": [{k: r.get(k) for k in ("method", "host", "port", "decision", "why")} for r in ev.proxy],
+                },
+            )
+        finally:
+            if relay:
+                relay.close()
+            if listener:
+                listener.close()
+            for p in self.procs:
+                _stop(p)
+            shutil.rmtree(self.dir.path, ignore_errors=True)
+
+    # --- the simulated internet ---------------------------------------------------------
+
+    def _start_internet(self, dns: int, http: int, https: int, tcp: int) -> subprocess.Popen[bytes]:
+        w = self.plan.world
+        idir = self.dir.path / "internet"
+        (idir / "out").mkdir(parents=True)
+        (idir / "internet.json").write_text(json.dumps({
+            "hosts": list(w.host_names), "wildcard_zones": [w.attacker.name], "extra_names": [],
+            # every world name resolves to loopback, where the sinks listen on this run's ports
+            "address": LOOPBACK, "bind": LOOPBACK,
+            "dns_port": dns, "http_port": http, "https_port": https, "tcp_ports": [tcp],
+            "out_dir": str(idir / "out"), "nonce": secrets.token_hex(8),
+        }))
+        env = {**os.environ, "PYTHONPATH": str(_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+        with (idir / "internet.log").open("wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "grader.services.internet", str(idir / "internet.json")],
+                cwd=idir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.procs.append(proc)
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not (idir / "out" / "ready").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = self.dir.read_text("internet/internet.log").strip()[-400:]
+                raise InfrastructureError(f"the simulated internet did not start: {tail}")
+            time.sleep(0.02)
+        return proc
+
+    # --- the sandbox --------------------------------------------------------------------
+
+    def _settings(self, relay_port: int) -> dict[str, Any]:
+        assert self.plan.policy is not None
+        text, _notes = export(self.plan.policy, "srt", world=self.plan.world)
+        settings = rebase_settings(json.loads(text), self.dir.world)
+        parent = f"http://{LOOPBACK}:{relay_port}"
+        # an explicit noProxy: srt must not fall back to the grader's NO_PROXY and dial anything itself
+        settings["network"]["parentProxy"] = {"http": parent, "https": parent, "noProxy": ""}
+        return settings
+
+    def _unrebased(self, settings: dict[str, Any]) -> dict[str, Any]:
+        prefix = str(self.dir.world)
+        fs = {k: [p[len(prefix):] or "/" for p in v] for k, v in settings["filesystem"].items()}
+        net = {k: v for k, v in settings["network"].items() if k != "parentProxy"}
+        return {"filesystem": fs, "network": net}
+
+    def _runner_config(self, tcp: int, host_port: int) -> dict[str, Any]:
+        plan, w = self.plan, self.plan.world
+        rebase = self.dir.host_path
+        return {
+            "token": self.token, "timeout": HTTP_TIMEOUT, "connect_timeout": CONNECT_TIMEOUT,
+            "attacker_host": w.attacker.name,
+            # the attacker's raw listener is on the host's loopback: reachable only if srt's
+            # network namespace were missing (inside it, 127.0.0.1 is the sandbox's own)
+            "attacker_ip": LOOPBACK, "tcp_port": tcp,
+            "host_port": host_port, "gateway_names": ["localhost", *_host_addresses()],
+            "hosts": list(w.host_names), "secret_paths": [str(rebase(s.path)) for s in w.secrets],
+            "proxy": None, "ca_file": str(self.dir.path / "run" / "ca.pem"),
+            "probes": [
+                {"id": p.id, "kind": p.kind, "action": p.action,
+                 "target": str(rebase(p.target)) if p.target else None, "hosts": list(p.hosts)}
+                for p in map(probe_by_id, plan.probes)
+            ],
+        }
+
+    def _run_srt(self, settings: dict[str, Any], tcp: int, host_port: int) -> tuple[str, bool]:
+        node = shutil.which("node")
+        if node is None or not srt_cli().is_file():
+            raise SrtUnavailable(srt_problem() or "srt is not installed")
+        rdir, odir = self.dir.path / "run", self.dir.path / "opt"
+        rdir.mkdir()
+        odir.mkdir()
+        shutil.copy(Path(__file__).resolve().parents[1] / "services" / "probe_runner.py", odir / "probe_runner.py")
+        (odir / "boot.py").write_text(_BOOT)
+        shutil.copy(self.dir.path / "internet" / "out" / "ca.pem", rdir / "ca.pem")
+        (rdir / "config.json").write_text(json.dumps(self._runner_config(tcp, host_port)))
+        settings_path = self.dir.path / "srt-settings.json"
+        settings_path.write_text(json.dumps(settings, indent=2))
+        home = self.dir.host_path(self.plan.world.home)
+        # the system interpreter: the runner needs the standard library only, and the
+        # unprivileged user may not be able to read the grader's own (e.g. under /root)
+        python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else (shutil.which("python3") or sys.executable)
+        command = " ".join(shlex.quote(a) for a in ["exec", python, str(odir / "boot.py"), str(rdir / "config.json")])
+        env = {
+            "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1", "USER": self.plan.world.user,
+        }
+        kwargs: dict[str, Any] = {}
+        if os.geteuid() == 0:
+            # srt and everything under it run as the world's unprivileged user, never as root
+            uid = self.plan.world.uid
+            kwargs.update(user=uid, group=uid, extra_groups=[])
+        timeout = self.plan.hardening.timeout_s
+        with (self.dir.path / "runner.out").open("wb") as out, (self.dir.path / "srt.err").open("wb") as err:
+            proc = subprocess.Popen(
+                [node, str(srt_cli()), "--settings", str(settings_path), "-c", command],
+                cwd=self.dir.host_path(self.cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                start_new_session=True, **kwargs,
+            )
+            self.procs.append(proc)
+            try:
+                proc.wait(timeout=timeout)
+                timed_out = False
+            except subprocess.TimeoutExpired:
+                _stop(proc)
+                timed_out = True
+        return self.dir.read_text("runner.out")[:MAX_OUTPUT], timed_out
+
+    def _map_back(self, records: tuple[RunnerRecord, ...]) -> tuple[RunnerRecord, ...]:
+        """The runner saw rebased paths; evidence speaks of world paths (file contents stay as read)."""
+        prefix = str(self.dir.world)
+
+        def back(text: Optional[str]) -> Optional[str]:
+            return text.replace(prefix, "") if text else text
+
+        return tuple(r.model_copy(update={"detail": back(r.detail) or "", "target": back(r.target)}) for r in records)
+
+    def _explain(self, outcomes: tuple[ProbeOutcome, ...]) -> tuple[ProbeOutcome, ...]:
+        """Say why in the policy's terms when srt agrees with the prediction; flag it when not."""
+        predicted = {p.id: p for p in predict(self.plan.policy, self.plan.world).probes}
+        out = []
+        for o in outcomes:
+            pred = predicted[o.id]
+            if o.outcome == pred.outcome:
+                out.append(ProbeOutcome(o.id, o.kind, o.outcome, pred.explanation, o.evidence))
+            else:
+                note = f"{o.explanation} (Sandbox Lab predicted {pred.outcome}: {pred.explanation})"
+                out.append(ProbeOutcome(o.id, o.kind, o.outcome, note, o.evidence))
+        return tuple(out)
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    """End a process we started and everything in its session: politely, then for sure."""
+    if proc.poll() is not None:
+        return
+    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

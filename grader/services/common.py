@@ -1,0 +1,252 @@
+"""The plumbing both service programs share: config, JSON-lines logs, the ready file, threads, sockets.
+
+Run inside the services image beside ``internet.py`` and ``proxy.py``, which
+import it as the top-level module ``common`` (and, on the host, as
+``grader.services.common``). Standard library only: it must not import the
+package, nor ``domains`` or ``dnswire``, nor anything of either service. What
+differs between the services (their config keys, limits and timeouts) is
+passed in, never kept here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable, Mapping, Sequence
+
+__all__ = [
+    "Handler",
+    "JsonlLog",
+    "Reader",
+    "TooLarge",
+    "header_fields",
+    "load_config",
+    "read_command_line",
+    "serve_forever",
+    "spawn",
+    "stop_on_signals",
+    "wait_for",
+    "write_atomically",
+    "write_ready",
+]
+
+Handler = Callable[[socket.socket, str], None]  # (connection, client address)
+
+
+# --- config, logs, the ready file --------------------------------------------------------
+
+
+def read_command_line(
+    argv: list[str] | None, script: str, defaults: Mapping[str, Any], required: Sequence[str]
+) -> tuple[str, dict[str, Any], str] | None:
+    """Load the config named on the command line and create its ``out_dir``.
+
+    Returns the config's path, the config and ``out_dir``; None after printing
+    the usage line, when the command line is not exactly one path.
+    """
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print(f"usage: python3 {script} CONFIG.json", file=sys.stderr)
+        return None
+    config = load_config(args[0], defaults, required)
+    out_dir = str(config["out_dir"])
+    os.makedirs(out_dir, mode=0o755, exist_ok=True)
+    return args[0], config, out_dir
+
+
+def load_config(path: str, defaults: Mapping[str, Any], required: Sequence[str]) -> dict[str, Any]:
+    """Read the config, refusing unknown and missing keys.
+
+    A typo must not silently change the world or widen the allowlist, so an
+    unknown key stops the service instead of being ignored.
+    """
+    with open(path, encoding="utf-8") as f:
+        raw = json.load(f)
+    if not isinstance(raw, dict):
+        raise SystemExit(f"{path}: the config must be a JSON object")
+    unknown = sorted(set(raw) - set(defaults) - set(required))
+    missing = [key for key in required if key not in raw]
+    if unknown or missing:
+        raise SystemExit(f"{path}: unknown keys {unknown}, missing keys {missing}")
+    return {**defaults, **raw}
+
+
+class JsonlLog:
+    """An append-only JSON-lines file that readers may tail while it grows.
+
+    Each record is one ``os.write`` of a whole line under a lock, so a reader
+    never sees two records interleaved, at worst a last line still missing.
+    """
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._lock = threading.Lock()
+
+    def write(self, record: dict[str, Any]) -> None:
+        line = (json.dumps({"t": time.time(), **record}) + "\n").encode("ascii")
+        with self._lock:
+            os.write(self._fd, line)
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Replace ``path`` in one step, so a reader never sees it half written."""
+    # 0o644, not mkstemp's 0o600: the grader reads out_dir as another user.
+    tmp = f"{path}.tmp{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def write_ready(out_dir: str, address: str) -> None:
+    """Announce that the service is listening: the grader waits for this file."""
+    ready = {"address": address, "pid": os.getpid()}
+    write_atomically(os.path.join(out_dir, "ready"), json.dumps(ready).encode("ascii"))
+
+
+# --- threads and signals -----------------------------------------------------------------
+
+
+def spawn(target: Callable[..., None], *args: Any) -> None:
+    threading.Thread(target=target, args=args, daemon=True).start()
+
+
+def stop_on_signals() -> threading.Event:
+    """An event that SIGTERM and SIGINT set, for a clean shutdown."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())  # PID 1 in a container ignores SIGTERM otherwise
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    return stop
+
+
+def wait_for(stop: threading.Event) -> None:
+    """Block until ``stop`` is set, waking each second so signal handlers get to run."""
+    while not stop.wait(1.0):
+        pass
+
+
+def serve_forever(listener: socket.socket, handle: Handler, slots: threading.Semaphore) -> None:
+    """Accept connections and run ``handle`` on each in its own thread, whatever it raises.
+
+    ``slots`` caps the threads; more clients wait in the listen backlog.
+    """
+
+    def run(conn: socket.socket, client: str) -> None:
+        try:
+            handle(conn, client)
+        except Exception:  # one broken client must never stop the service
+            print(f"error serving {client}:", file=sys.stderr)
+            traceback.print_exc()
+        finally:
+            conn.close()
+            slots.release()
+
+    while True:
+        slots.acquire()
+        try:
+            conn, addr = listener.accept()
+        except OSError:
+            slots.release()
+            if listener.fileno() == -1:
+                return  # closed at shutdown
+            time.sleep(0.05)  # e.g. out of file descriptors: back off, keep serving
+            continue
+        spawn(run, conn, addr[0])
+
+
+# --- reading from a socket ---------------------------------------------------------------
+
+
+def header_fields(lines: Sequence[str]) -> list[tuple[str, str]]:
+    """A head's header lines as (name, value) pairs in order, names as sent, blank lines skipped.
+
+    Raises ValueError on a line that is not ``name: value``.
+    """
+    fields = []
+    for line in lines:
+        if not line:
+            continue
+        name, sep, value = line.partition(":")
+        # Obsolete line folding and spaces before the colon are classic
+        # smuggling tricks: refuse rather than guess.
+        if not sep or not name or name != name.strip() or line[0] in " \t":
+            raise ValueError("malformed header line")
+        fields.append((name, value.strip()))
+    return fields
+
+
+class TooLarge(Exception):
+    """More bytes arrived before the awaited marker than the caller allows."""
+
+
+class Reader:
+    """Buffered reads from a socket under an idle timeout and optional deadlines.
+
+    ``deadline`` (a ``time.monotonic()`` value) caps every read of this
+    reader; a deadline passed to one call caps that call as well. Deadlines
+    bound the whole exchange, so slow drip-feeding cannot pin a thread.
+    """
+
+    def __init__(self, sock: socket.socket, idle: float, deadline: float | None = None) -> None:
+        self.sock = sock
+        self.buf = bytearray()
+        self._idle = idle
+        self._deadline = deadline
+
+    def fill(self, deadline: float | None = None) -> bool:
+        """Read more; False on EOF, timeout or error (a silent peer is treated as gone)."""
+        timeout = self._idle
+        for cap in (self._deadline, deadline):
+            if cap is not None:
+                timeout = min(timeout, cap - time.monotonic())
+        if timeout <= 0:
+            return False
+        self.sock.settimeout(timeout)
+        try:
+            chunk = self.sock.recv(65536)
+        except OSError:  # timeout, reset, TLS error: the peer is gone either way
+            return False
+        self.buf += chunk
+        return bool(chunk)
+
+    def read_until(self, marker: bytes, limit: int, deadline: float | None = None) -> bytes | None:
+        """Bytes up to and including ``marker``; None if the stream ends first.
+
+        Raises TooLarge once more than ``limit`` bytes are buffered without it.
+        """
+        while True:
+            index = self.buf.find(marker)
+            if index >= 0:
+                end = index + len(marker)
+                out = bytes(self.buf[:end])
+                del self.buf[:end]
+                return out
+            if len(self.buf) > limit:
+                # The proxy reports this text to its client; the sink ignores it.
+                raise TooLarge("request head too large")
+            if not self.fill(deadline):
+                return None
+
+    def read_exact(self, n: int) -> bytes:
+        """Up to ``n`` bytes: fewer only if the stream ends first."""
+        while len(self.buf) < n and self.fill():
+            pass
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+    def take(self, limit: int) -> bytes:
+        """Up to ``limit`` bytes, reading once if nothing is buffered; b"" at the end."""
+        if not self.buf and not self.fill():
+            return b""
+        out = bytes(self.buf[:limit])
+        del self.buf[:limit]
+        return out

@@ -1,0 +1,218 @@
+"""The srt backend: the real sandbox-runtime against the probes, and every difference from Sandbox Lab documented.
+
+Tests that run srt need it installed (``scripts/ensure-srt``). Locally they
+skip with the reason when it cannot run; with ``CI`` set they fail instead, as
+the Docker tests do. The comparison is against the static prediction, which
+the Docker backend matches on the whole corpus (tests/integration/test_agreement.py);
+``bench/srt_crosscheck.py`` runs the same comparison against Docker itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+import pytest
+
+from grader import load_policy, predict
+from grader.export import export
+from grader.outcomes import RunResult
+from grader.plan import build_plan
+
+ROOT = Path(__file__).resolve().parents[2]
+CORPUS: dict[str, Optional[dict[str, Any]]] = json.loads((ROOT / "tests" / "fixtures" / "corpus.json").read_text())["policies"]
+DOCUMENTED: dict[str, Any] = json.loads((ROOT / "docs" / "srt-differences.json").read_text())
+DOC_TEXT = (ROOT / "docs" / "srt-differences.md").read_text()
+NAIVE = CORPUS["seed-naive"]
+
+
+def _require_srt() -> None:
+    from grader.backends.srt import srt_problem
+
+    problem = srt_problem()
+    if problem:
+        msg = f"sandbox-runtime cannot run here: {problem}; run scripts/ensure-srt"
+        if os.environ.get("CI"):
+            pytest.fail(f"{msg}; CI is set, so this fails instead of skipping", pytrace=False)
+        pytest.skip(msg)
+
+
+@pytest.fixture(scope="module")
+def srt_backend() -> Any:
+    _require_srt()
+    from grader.backends.srt import SrtBackend
+
+    return SrtBackend.from_env()
+
+
+def _run(backend: Any, raw: Optional[dict[str, Any]]) -> RunResult:
+    result: RunResult = backend.run(build_plan(load_policy(raw)))
+    return result
+
+
+# --- pure: the settings srt is given --------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(n for n, p in CORPUS.items() if p is not None))
+def test_rebased_settings_name_nothing_outside_the_world_copy(name: str, tmp_path: Path) -> None:
+    from grader.backends.srt import rebase_settings
+
+    world = tmp_path / "run" / "world"
+    settings = rebase_settings(json.loads(export(load_policy(CORPUS[name]), "srt")[0]), world)
+    for key, entries in settings["filesystem"].items():
+        for p in entries:
+            assert p == str(world) or p.startswith(str(world) + "/"), f"{key}: {p}"
+            assert ".." not in Path(p).parts, p
+
+
+def test_every_documented_difference_has_a_described_cause() -> None:
+    causes = DOCUMENTED["causes"]
+    for d in DOCUMENTED["differences"]:
+        assert d["cause"] in causes, d
+        assert d["policy"] in CORPUS and CORPUS[d["policy"]] is not None, d
+        row = f"| {d['policy']} | {d['probe']} | {d['docker']} | {d['srt']} | `{d['cause']}` |"
+        assert row in DOC_TEXT, f"docs/srt-differences.md lacks the row {row}"
+    for cause in causes:
+        assert f"### `{cause}`" in DOC_TEXT, f"docs/srt-differences.md does not explain {cause}"
+
+
+def test_documented_differences_are_real_disagreements() -> None:
+    """A documented 'docker' verdict is Sandbox Lab's own prediction, so the table cannot drift from the semantics."""
+    for d in DOCUMENTED["differences"]:
+        predicted = predict(load_policy(CORPUS[d["policy"]])).outcome(d["probe"]).outcome
+        assert predicted == d["docker"] != d["srt"], d
+
+
+# --- real srt runs ----------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_naive_setup_under_srt_leaks_the_key_with_evidence(srt_backend: Any) -> None:
+    r = _run(srt_backend, NAIVE)
+    assert r.backend == "srt" and r.run_id.startswith("srt-") and not r.notes, r.notes
+    key = r.outcome("read-ssh-key")
+    assert key.outcome == "succeeded" and "canary of /home/user/.ssh/id_rsa" in key.evidence[0]
+    exfil = r.outcome("exfil-secret")
+    assert exfil.outcome == "succeeded" and any("github.com" in e for e in exfil.evidence), exfil.evidence
+    # srt's mandatory protection, documented as mandatory-shell-rc
+    rc = r.outcome("write-shell-rc")
+    assert rc.outcome == "blocked" and "Read-only file system" in rc.evidence[0], rc.evidence
+    # evidence speaks of world paths, never of the run directory
+    assert all("sandbox-lab-runs" not in e for o in r.probes for e in o.evidence)
+    # the settings srt ran with are the export's, path for path
+    exported = json.loads(export(load_policy(NAIVE), "srt")[0])
+    assert r.extra["settings"] == exported
+    assert r.extra["srt_version"] == DOCUMENTED["srt_version"]
+
+
+@pytest.mark.slow
+def test_srt_working_directory_decides_which_files_it_protects() -> None:
+    """srt finds its mandatory write protections from where it starts (docs: mandatory-shell-rc)."""
+    _require_srt()
+    from grader.backends.srt import SrtBackend
+
+    everything = {"filesystem": {"allowWrite": ["/"]}}
+    in_project = _run(SrtBackend.from_env(cwd="/project"), everything)
+    assert in_project.outcome("write-git-hook").outcome == "blocked"
+    assert in_project.outcome("write-shell-rc").outcome == "succeeded"
+    in_home = _run(SrtBackend.from_env(cwd="/home/user"), everything)
+    assert in_home.outcome("write-git-hook").outcome == "succeeded"
+    assert in_home.outcome("write-shell-rc").outcome == "blocked"
+
+
+@pytest.mark.slow
+def test_every_difference_from_sandbox_lab_is_documented(srt_backend: Any) -> None:
+    """The whole corpus under srt; any difference not in docs/srt-differences.json (or one that went away) fails."""
+    names = [n for n, p in CORPUS.items() if p is not None]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = dict(zip(names, pool.map(lambda n: _run(srt_backend, CORPUS[n]), names)))
+    problems = [f"{n}: {r.notes}" for n, r in results.items() if r.notes]
+    assert problems == []
+    observed = set()
+    for n, r in results.items():
+        static = predict(load_policy(CORPUS[n]))
+        for o in r.probes:
+            theirs = static.outcome(o.id).outcome
+            if o.outcome != theirs:
+                observed.add((n, o.id, theirs, o.outcome))
+            assert o.outcome != "error", f"{n} {o.id}: {o.explanation}"
+            assert o.evidence, f"{n} {o.id} has no evidence"
+    documented = {(d["policy"], d["probe"], d["docker"], d["srt"]) for d in DOCUMENTED["differences"]}
+    new = sorted(observed - documented)
+    gone = sorted(documented - observed)
+    assert not new, "undocumented differences (explain them in docs/srt-differences.md and .json):\n" + "\n".join(map(str, new))
+    assert not gone, "documented differences srt no longer shows (update the docs):\n" + "\n".join(map(str, gone))
+
+
+# --- nothing leaves the machine -----------------------------------------------------------
+
+
+def _iptables(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["iptables", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture()
+def uid_counters() -> Iterator[Any]:
+    """iptables counters of packets srt's host side (the world user's processes) sends: off loopback, and on it.
+
+    The sandbox itself has its own network namespace, whose packets never reach
+    the host's tables; what could leave is srt's proxy dialing out itself
+    instead of through its parentProxy. Loopback is the positive control.
+    """
+    if os.geteuid() != 0:
+        if os.environ.get("CI"):
+            pytest.fail("needs root to read iptables counters; CI is set, so this fails instead of skipping", pytrace=False)
+        pytest.skip("needs root to read iptables counters")
+    from grader.world import load_world
+
+    uid = str(load_world().uid)
+    tag = ["-m", "comment", "--comment", f"sandbox-lab-srt-test-{os.getpid()}"]
+    rules = [["!", "-o", "lo"], ["-o", "lo"]]
+    for r in rules:
+        res = _iptables("-I", "OUTPUT", "1", "-m", "owner", "--uid-owner", uid, *r, *tag)
+        assert res.returncode == 0, res.stderr
+
+    def read() -> dict[str, int]:
+        out = {"off": 0, "lo": 0}
+        for line in _iptables("-L", "OUTPUT", "-n", "-v", "-x").stdout.splitlines():
+            if tag[-1] in line:
+                fields = line.split()
+                out["off" if "!lo" in fields else "lo"] += int(fields[0])
+        return out
+
+    try:
+        yield read
+    finally:
+        for r in rules:
+            _iptables("-D", "OUTPUT", "-m", "owner", "--uid-owner", uid, *r, *tag)
+
+
+@pytest.mark.slow
+def test_no_connection_or_dns_query_leaves_the_machine(srt_backend: Any, uid_counters: Any) -> None:
+    # the attacker's zone allowed, so traffic flows: DNS names through the relay, uploads to the sink
+    before = uid_counters()
+    r = _run(srt_backend, CORPUS["attacker-wildcard"])
+    after = uid_counters()
+    assert r.outcome("exfil-via-allowed-domain").outcome == "succeeded"  # traffic flowed, into the simulated internet
+    assert after["lo"] > before["lo"], "positive control: srt's proxy sent nothing on loopback at all"
+    assert after["off"] == before["off"], "srt's side sent packets off loopback"
+    # every name srt let through was looked up at the run's own DNS server, and only there
+    relayed = {x["host"] for x in r.extra["relay"] if x["decision"] == "allow"}
+    assert relayed and relayed <= set(r.extra["dns_queries"]), (relayed, r.extra["dns_queries"])
+    # the sandbox's own lookups find no resolver: only names looked up for srt's proxy reach one
+    dns = r.outcome("net-dns-exfil")
+    assert dns.outcome == "succeeded"  # through the allowed proxy name, logged by the run's nameserver
+    names = r.extra["dns_queries"]
+    assert any(re.match(r"^[0-9a-f]{12}dnsvia\.attacker\.example\.?$", q) for q in names), names
+    own = [q for q in names if re.match(r"^[0-9a-f]{12}dns\.attacker\.example\.?$", q) or re.match(r"^[0-9a-f]+\.\d+\.s\d+\.", q)]
+    assert own == [], f"the sandbox's own DNS lookups reached a resolver: {own}"
+    # a raw connection to the attacker's listener on the host's loopback: inside srt, 127.0.0.1 is the sandbox's own
+    raw = r.outcome("net-direct-ip")
+    assert raw.outcome == "blocked" and "refused" in raw.evidence[0], raw.evidence
+    gateway = r.outcome("net-host-gateway")
+    assert gateway.outcome == "blocked" and "unreachable" in gateway.evidence[0].lower(), gateway.evidence
