@@ -48,13 +48,10 @@ from .simnet import (
     LABEL_ROLE,
     TCP_PORT,
     Internet,
+    ProxyPool,
     SharedInternet,
-    container_ip,
-    create_network,
     runs_root,
-    service_container,
     start_internet,
-    wait_ready,
 )
 
 __all__ = ["LABEL", "LABEL_PID", "DockerBackend", "cleanup", "client_from_env", "runs_root"]
@@ -204,6 +201,9 @@ class _RunDir:
         paths = [f.path for f in plan.world.files] + [o.path for o in plan.world.outputs]
         return [p for p in paths if self.host_path(p).is_file()]
 
+    def read_text(self, rel: str) -> str:
+        return _read_text(self.path / rel)
+
     def snapshot(self, plan: RunPlan) -> dict[str, bytes]:
         out = {}
         for wp in [f.path for f in plan.world.files] + [o.path for o in plan.world.outputs]:
@@ -213,20 +213,22 @@ class _RunDir:
                     out[wp] = fh.read(65536)
         return out
 
-    def read_text(self, rel: str) -> str:
-        p = self.path / rel
-        if not p.is_file():
-            return ""
-        with p.open("rb") as fh:
-            return fh.read(MAX_OUTPUT).decode("utf-8", "replace")
 
 
-def _shutdown(reaper: ThreadPoolExecutor, shared: SharedInternet) -> None:
+def _shutdown(reaper: ThreadPoolExecutor, proxies: ProxyPool, shared: SharedInternet) -> None:
     # The last reference to a backend may drop inside a removal it scheduled; a
     # thread cannot wait for itself, and the removals still queued run anyway.
     inside = threading.current_thread().name.startswith("sandbox-lab-reaper")
     reaper.shutdown(wait=not inside)
+    proxies.close()
     shared.close()
+
+
+def _read_text(p: Path) -> str:
+    if not p.is_file():
+        return ""
+    with p.open("rb") as fh:
+        return fh.read(MAX_OUTPUT).decode("utf-8", "replace")
 
 
 class DockerBackend:
@@ -241,12 +243,13 @@ class DockerBackend:
         self.images = images
         self.retries = retries
         self.shared = SharedInternet(client, images.services, load_world())
+        self.proxies = ProxyPool(client, images.services, self.shared)
         # Removing a finished run's containers takes a few hundred milliseconds that
         # nobody waits for: it happens here, behind the result. drain() waits for it.
         self._reaper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-lab-reaper")
         self._removals: list[Future[None]] = []
         # everything goes when the backend does, or at interpreter exit
-        self._finalizer = weakref.finalize(self, _shutdown, self._reaper, self.shared)
+        self._finalizer = weakref.finalize(self, _shutdown, self._reaper, self.proxies, self.shared)
 
     @classmethod
     def from_env(cls, progress: Callable[[str], None] = lambda s: None) -> "DockerBackend":
@@ -254,13 +257,20 @@ class DockerBackend:
         return cls(client, ensure_images(client, progress))
 
     def drain(self) -> None:
-        """Wait until every finished run's containers, networks and directories are removed."""
+        """Wait until every finished run's containers, networks and directories are removed,
+        and the proxy pool has finished refilling."""
         pending, self._removals = self._removals, []
         wait(pending)
+        self.proxies.settle()
+
+    def standing(self) -> set[str]:
+        """Names of the containers, networks and directories the backend keeps between runs."""
+        return self.proxies.standing() | self.shared.standing()
 
     def close(self) -> None:
-        """Drain, then remove the shared internet (both also happen at exit)."""
+        """Drain, then remove the warm proxies and the shared internet (all also happen at exit)."""
         self.drain()
+        self.proxies.close()
         self.shared.close()
 
     def _remove_later(self, removal: Callable[[], None]) -> None:
@@ -301,8 +311,9 @@ class _Run:
         self.labels = {LABEL: self.run_id, LABEL_PID: str(os.getpid())}
         self.containers: list[Any] = []
         self.networks: list[Any] = []
-        self.pending: list[tuple[Any, Path]] = []  # services started but not yet ready
         self.owned_internet: Optional[Internet] = None
+        self.extra_dirs: list[Path] = []
+        self.proxy_out: Optional[Path] = None
         root = runs_root()
         root.mkdir(parents=True, exist_ok=True)
         self.dir = _RunDir(root / self.run_id)
@@ -337,7 +348,7 @@ class _Run:
                 http=parse_jsonl(log("http.jsonl")),
                 dns=parse_jsonl(log("dns.jsonl")),
                 tcp=parse_jsonl(log("tcp.jsonl")),
-                proxy=parse_jsonl(self.dir.read_text("proxy/out/proxy.jsonl")),
+                proxy=parse_jsonl(_read_text(self.proxy_out / "proxy.jsonl") if self.proxy_out else ""),
                 host_hits=tuple(listener.hits),
                 tcp_port=TCP_PORT,
                 host_port=listener.port,
@@ -386,7 +397,8 @@ class _Run:
                 pass
         if self.owned_internet is not None:
             self.owned_internet.remove()
-        shutil.rmtree(self.dir.path, ignore_errors=True)
+        for d in [self.dir.path, *self.extra_dirs]:
+            shutil.rmtree(d, ignore_errors=True)
 
     # --- the network --------------------------------------------------------------------
 
@@ -402,23 +414,15 @@ class _Run:
             )
             self.owned_internet = internet
             return _Net(internet, True, internet.offsets(), internet.network)
-        internet = self.b.shared.get()
-        since = internet.offsets()
-        sbx = create_network(self.client, f"{self.run_id}-sbx", self.labels)
-        self.networks.append(sbx)
-        pdir = self.dir.path / "proxy"
-        (pdir / "out").mkdir(parents=True)
-        (pdir / "proxy.json").write_text(json.dumps({
-            "allowed": list(self.plan.allowed_domains), "denied": list(self.plan.denied_domains),
-            "listen_port": 3128, "dns_server": internet.ip, "dns_port": 53, "out_dir": "/run/sandbox-lab/out",
-        }))
-        proxy = service_container(self.client, self.b.images.services, "proxy", f"{self.run_id}-proxy", self.labels, internet.network, pdir, "proxy.py")
-        self.containers.append(proxy)
-        sbx.connect(proxy)
-        proxy.start()
-        # readiness is awaited after the sandbox is created, so the two overlap
-        self.pending.append((proxy, pdir / "out" / "ready"))
-        return _Net(internet, False, since, sbx, container_ip(proxy, sbx))
+        warm = self.b.proxies.take()
+        # owned by this run from here on: removed with it
+        self.containers.append(warm.container)
+        self.networks.append(warm.network)
+        self.extra_dirs.append(warm.workdir)
+        self.proxy_out = warm.workdir / "out"
+        since = warm.internet.offsets()
+        warm.hand_over(list(self.plan.allowed_domains), list(self.plan.denied_domains))
+        return _Net(warm.internet, False, since, warm.network, warm.ip)
 
     def _infra_problem(self, net: Optional[_Net]) -> str:
         if net is None:
@@ -504,8 +508,6 @@ class _Run:
             kwargs["network"] = net.sandbox_network.name
         sandbox = self.client.containers.create(self.b.images.sandbox, ["python3", "/opt/sandbox-lab/probe_runner.py"], **kwargs)
         self.containers.append(sandbox)
-        for service, ready in self.pending:
-            wait_ready(service, ready)
         sandbox.start()
         try:
             sandbox.wait(timeout=h.timeout_s)

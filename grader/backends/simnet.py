@@ -219,6 +219,13 @@ class SharedInternet:
         with self._lock:
             self._close_locked()
 
+    def standing(self) -> set[str]:
+        """Names of what this shared internet holds now (container, network, directory)."""
+        with self._lock:
+            if self._net is None or self._dir is None:
+                return set()
+            return {self._net.container.name, self._net.network.name, self._dir.name}
+
     def _close_locked(self) -> None:
         if self._net is not None:
             self._net.remove()
@@ -226,3 +233,160 @@ class SharedInternet:
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
             self._dir = None
+
+
+@dataclass
+class WarmProxy:
+    """A proxy already running in front of the shared internet, with its empty sandbox network.
+
+    It refuses everything until ``hand_over`` writes its run's lists.
+    """
+
+    container: Any
+    network: Any
+    workdir: Path
+    ip: str
+    internet: Internet
+
+    def hand_over(self, allowed: list[str], denied: list[str]) -> None:
+        """Give the proxy its run's lists, atomically: it reads them on the next connection."""
+        tmp = self.workdir / "policy.json.tmp"
+        tmp.write_text(json.dumps({"allowed": allowed, "denied": denied}))
+        os.replace(tmp, self.workdir / "policy.json")
+
+    def remove(self) -> None:
+        for thing in (self.container, self.network):
+            try:
+                thing.remove(**({"force": True, "v": True} if thing is self.container else {}))
+            except Exception:  # noqa: BLE001 - already gone; cleanup catches the rest
+                pass
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+class ProxyPool:
+    """Keeps proxies started ahead of need, so a run behind a proxy does not wait for one to boot.
+
+    A run takes one, hands it its lists and owns it from then on; the pool
+    refills in the background. A proxy made for an internet that has since been
+    replaced is thrown away, never handed out.
+    """
+
+    def __init__(self, client: Any, image: str, shared: SharedInternet, size: int = 2) -> None:
+        self._client = client
+        self._image = image
+        self._shared = shared
+        self._size = size
+        self._lock = threading.Lock()
+        self._warm: list[WarmProxy] = []
+        self._refilling = False
+        self._closed = False
+
+    def take(self) -> WarmProxy:
+        internet = self._shared.get()
+        stale: list[WarmProxy] = []
+        got: Optional[WarmProxy] = None
+        with self._lock:
+            while self._warm and got is None:
+                w = self._warm.pop(0)
+                if w.internet is internet and _running(w.container):
+                    got = w
+                else:
+                    stale.append(w)
+        for w in stale:
+            w.remove()
+        if got is None:
+            got = self._build(internet)
+        self._refill()
+        return got
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until no refill is in progress (so everything the pool made is in ``standing``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._refilling:
+                    return
+            time.sleep(0.02)
+
+    def standing(self) -> set[str]:
+        """Names of what the pool holds now: proxies not yet handed to a run."""
+        with self._lock:
+            return {n for w in self._warm for n in (w.container.name, w.network.name, w.workdir.name)}
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            warm, self._warm = self._warm, []
+        for w in warm:
+            w.remove()
+
+    def _refill(self) -> None:
+        with self._lock:
+            if self._refilling or self._closed or len(self._warm) >= self._size:
+                return
+            self._refilling = True
+        # not a daemon: at exit the interpreter waits for it, then close() removes what it made
+        threading.Thread(target=self._refill_loop, name="sandbox-lab-proxy-pool").start()
+
+    def _refill_loop(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    if self._closed or len(self._warm) >= self._size:
+                        return
+                try:
+                    w = self._build(self._shared.get())
+                except Exception:  # noqa: BLE001 - a run that needs a proxy builds its own and reports
+                    return
+                with self._lock:
+                    if self._closed:
+                        extra: Optional[WarmProxy] = w
+                    else:
+                        self._warm.append(w)
+                        extra = None
+                if extra is not None:
+                    extra.remove()
+                    return
+        finally:
+            with self._lock:
+                self._refilling = False
+
+    def _build(self, internet: Internet) -> WarmProxy:
+        name = "sl-proxy-" + secrets.token_hex(4)
+        labels = {LABEL: name, LABEL_PID: str(os.getpid())}
+        workdir = runs_root() / name
+        (workdir / "out").mkdir(parents=True)
+        (workdir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": name}))
+        (workdir / "proxy.json").write_text(json.dumps({
+            "allowed": [], "policy_file": "/run/sandbox-lab/policy.json",
+            "listen_port": 3128, "dns_server": internet.ip, "dns_port": 53, "out_dir": "/run/sandbox-lab/out",
+        }))
+        network = create_network(self._client, f"{name}-sbx", labels)
+        w = WarmProxy(None, network, workdir, "", internet)
+        try:
+            w.container = service_container(self._client, self._image, "proxy", f"{name}-proxy", labels, internet.network, workdir, "proxy.py")
+            network.connect(w.container)
+            w.container.start()
+            w.ip = container_ip(w.container, network)
+            wait_ready(w.container, workdir / "out" / "ready")
+        except BaseException:
+            if w.container is None:
+                w.container = _Gone()
+            w.remove()
+            raise
+        return w
+
+
+class _Gone:
+    """Stands in for a container that was never created."""
+
+    def remove(self, **_: Any) -> None:
+        return None
+
+
+def _running(container: Any) -> bool:
+    try:
+        container.reload()
+        return bool(container.status == "running")
+    except Exception:  # noqa: BLE001
+        return False

@@ -57,6 +57,7 @@ from .docker import _HostListener, _RunDir, runs_root
 __all__ = ["SrtBackend", "SrtUnavailable", "rebase_settings", "srt_cli", "srt_problem", "srt_version"]
 
 PACKAGE = "@anthropic-ai/sandbox-runtime"
+NODE_MIN = (20, 11)  # what the pinned srt (tools/srt/package.json) declares in its engines field
 TCP_PORT = 4444  # the port the probes' raw channel targets on the attacker's server
 HTTP_TIMEOUT = 5.0  # one HTTP exchange inside the sandbox: srt's proxy answers at once, even to refuse
 CONNECT_TIMEOUT = 1.0  # a raw connect inside srt's network namespace fails at once: there is no route
@@ -117,9 +118,23 @@ def srt_problem() -> str:
         return "missing " + ", ".join(missing)
     if not srt_cli().is_file():
         return f"{PACKAGE} is not installed in {srt_cli().parents[3]}"
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True, timeout=20).stdout.strip()
+    try:
+        major, minor = (int(x) for x in node.lstrip("v").split(".")[:2])
+    except ValueError:
+        major, minor = 0, 0
+    if (major, minor) < NODE_MIN:
+        return f"node {node or '?'} is too old: srt {srt_version()} needs >= {NODE_MIN[0]}.{NODE_MIN[1]}"
+    # bubblewrap runs as whoever runs srt: as root, that is the world's unprivileged user
+    user: dict[str, Any] = {}
+    if os.geteuid() == 0:
+        from ..world import load_world
+
+        uid = load_world().uid
+        user = {"user": uid, "group": uid, "extra_groups": []}
     probe = subprocess.run(
         ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net", "true"],
-        capture_output=True, text=True, timeout=20,
+        capture_output=True, text=True, timeout=20, **user,
     )
     if probe.returncode != 0:
         first = (probe.stderr.strip().splitlines() or ["no message"])[0]
@@ -303,10 +318,11 @@ class SrtBackend:
     name = "srt"
 
     def __init__(self, *, cwd: str = "", retries: int = 1) -> None:
-        """Args:
-            cwd: the world path srt starts in (default: the world user's home, the Docker
-                sandbox's working directory). It matters: srt's mandatory write
-                protections (shell start-up files, .git/hooks, ...) are found relative to it.
+        """A backend that starts srt in ``cwd``, a directory of the world (default: the user's home).
+
+        The home is the Docker sandbox's working directory too. The choice
+        matters: srt finds its mandatory write protections (shell start-up
+        files, .git/hooks, ...) relative to where it starts.
         """
         self.cwd = cwd
         self.retries = retries
@@ -322,10 +338,13 @@ class SrtBackend:
         if plan.policy is None:
             # srt has no "plain container": it always sandboxes. The baseline is Docker's.
             raise BackendError("the plain-container baseline runs on the Docker backend only; srt runs policies")
+        cwd = self.cwd or plan.world.home
+        if cwd != "/" and cwd not in plan.world.directories():
+            raise ValueError(f"cwd {cwd!r} is not a directory of the world: choose one of {', '.join(plan.world.directories())}")
         last: Optional[InfrastructureError] = None
         for attempt in range(self.retries + 1):
             try:
-                return _Run(plan, self.cwd or plan.world.home).execute(final=attempt == self.retries)
+                return _Run(plan, cwd).execute(final=attempt == self.retries)
             except InfrastructureError as exc:
                 last = exc
         assert last is not None
@@ -509,14 +528,17 @@ class _Run:
         # unprivileged user may not be able to read the grader's own (e.g. under /root)
         python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else (shutil.which("python3") or sys.executable)
         command = " ".join(shlex.quote(a) for a in ["exec", python, str(odir / "boot.py"), str(rdir / "config.json")])
+        tmp = self.dir.path / "tmp"  # srt leaves its proxy sockets in TMPDIR: here they go with the run
+        tmp.mkdir(mode=0o700)
         env = {
-            "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+            "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", "TMPDIR": str(tmp),
             "PYTHONDONTWRITEBYTECODE": "1", "USER": self.plan.world.user,
         }
         kwargs: dict[str, Any] = {}
         if os.geteuid() == 0:
             # srt and everything under it run as the world's unprivileged user, never as root
             uid = self.plan.world.uid
+            os.chown(tmp, uid, uid)
             kwargs.update(user=uid, group=uid, extra_groups=[])
         timeout = self.plan.hardening.timeout_s
         with (self.dir.path / "runner.out").open("wb") as out, (self.dir.path / "srt.err").open("wb") as err:

@@ -16,6 +16,7 @@ system resolver.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import selectors
 import socket
@@ -58,6 +59,8 @@ _HOP_BY_HOP = frozenset(
 
 _CONFIG_DEFAULTS: dict[str, Any] = {
     "denied": [],
+    # optional: a file of {"allowed": [...], "denied": [...]} re-read when it changes
+    "policy_file": None,
     "listen_port": 3128,
     "dns_port": 53,
     # Not in the original contract: which local address to listen on.
@@ -289,10 +292,47 @@ def _forward_http(reader: common.Reader, client: socket.socket, upstream: socket
 # --- one client connection ------------------------------------------------------------
 
 
+class _Allowlist:
+    """The allowed and denied entries, optionally re-read from a policy file that may be replaced.
+
+    A proxy started ahead of need (the backend keeps one warm) gets its run's
+    lists later: the backend replaces ``policy_file`` atomically before the
+    sandbox starts, and every connection looks at the file first. Until the
+    file exists, and whenever it cannot be read, everything is refused: the
+    proxy fails closed.
+    """
+
+    def __init__(self, allowed: list[str], denied: list[str], policy_file: str | None) -> None:
+        self._lists = (allowed, denied)
+        self._file = policy_file
+        self._seen: tuple[int, int, int] | None = None
+        self._lock = threading.Lock()
+        if policy_file:
+            self._lists = ([], [])
+
+    def current(self) -> tuple[list[str], list[str]]:
+        if not self._file:
+            return self._lists
+        with self._lock:
+            try:
+                st = os.stat(self._file)
+                key = (st.st_ino, st.st_mtime_ns, st.st_size)
+                if key != self._seen:
+                    with open(self._file, encoding="utf-8") as fh:
+                        raw = json.load(fh)
+                    self._lists = (
+                        [domains.normalize_pattern(p) for p in raw["allowed"]],
+                        [domains.normalize_pattern(p) for p in raw["denied"]],
+                    )
+                    self._seen = key
+            except (OSError, ValueError, KeyError, TypeError):
+                self._lists, self._seen = ([], []), None
+            return self._lists
+
+
 @dataclass(frozen=True)
 class _Settings:
-    allowed: list[str]
-    denied: list[str]
+    allowlist: _Allowlist
     dns_server: str
     dns_port: int
     log: common.JsonlLog
@@ -331,7 +371,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
 
     # The decision comes first, from the name alone: a refused host is never
     # looked up, so a denied name cannot leak through DNS either.
-    decision = decide(raw_host, settings.allowed, settings.denied)
+    decision = decide(raw_host, *settings.allowlist.current())
     # "path" (absolute-form only; None for CONNECT) goes beyond the original
     # contract: a refused request's URL is evidence of what it tried to send.
     record = {"client": client, "method": method[:32], "host": decision.host, "port": port,
@@ -388,9 +428,9 @@ def main(argv: list[str] | None = None) -> int:
         denied = [domains.normalize_pattern(p) for p in config["denied"]]
     except ValueError as exc:
         raise SystemExit(f"{config_path}: invalid allowlist entry: {exc}") from None
+    policy_file = config.get("policy_file")
     settings = _Settings(
-        allowed=allowed,
-        denied=denied,
+        allowlist=_Allowlist(allowed, denied, str(policy_file) if policy_file else None),
         dns_server=str(config["dns_server"]),
         dns_port=int(config["dns_port"]),
         log=common.JsonlLog(os.path.join(out_dir, "proxy.jsonl")),

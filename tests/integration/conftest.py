@@ -21,8 +21,8 @@ def docker_backend(docker_client: Any) -> Any:
 def no_leftovers(docker_client: Any, docker_backend: Any) -> Any:
     """Asserts a test leaves no container, network or run directory of its own behind.
 
-    The backend's shared internet lives as long as the backend (the session), so
-    it is not a leftover of any one test; finished runs are drained first.
+    What the backend keeps between runs (its shared internet, its warm proxies)
+    belongs to no one test; finished runs are drained first.
     """
     import json
     import os
@@ -39,13 +39,12 @@ def no_leftovers(docker_client: Any, docker_backend: Any) -> Any:
 
     def snapshot() -> tuple[set[str], set[str], set[str]]:
         docker_backend.drain()
-        shared = "sl-shared-"
+        keep = docker_backend.standing()
         cs = {c["Names"][0].lstrip("/") for c in docker_client.api.containers(all=True, filters=mine)}
         ns = {n["Name"] for n in docker_client.api.networks(filters=mine)}
         root = runs_root()
         ds = {p.name for p in root.iterdir() if owned(p)} if root.is_dir() else set()
-        return ({c for c in cs if not c.startswith(shared)}, {n for n in ns if not n.startswith(shared)},
-                {d for d in ds if not d.startswith(shared)})
+        return cs - keep, ns - keep, ds - keep
 
     before = snapshot()
     yield

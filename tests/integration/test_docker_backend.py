@@ -185,7 +185,7 @@ def test_cli_probe_json_with_docker(tmp_path: Path) -> None:
     assert {"id", "kind", "outcome", "explanation", "evidence"} <= set(data["probes"][0])
 
 
-def test_close_removes_the_shared_internet(docker_client: Any) -> None:
+def test_close_removes_the_shared_internet_and_warm_proxies(docker_client: Any) -> None:
     from grader.backends.docker import DockerBackend
     from grader.backends.images import find_images
 
@@ -194,8 +194,13 @@ def test_close_removes_the_shared_internet(docker_client: Any) -> None:
     backend = DockerBackend(docker_client, images)
     r = backend.run(build_plan(load_policy({"network": {"allowedDomains": ["registry.npmjs.org"]}})))
     assert r.outcome("job-fetch-npm").outcome == "succeeded"
+    backend.drain()
+    standing = backend.standing()
     shared = backend.shared.get()
-    name, net = shared.container.name, shared.network.name
+    assert {shared.container.name, shared.network.name} <= standing
+    assert any(n.startswith("sl-proxy-") for n in standing), "the pool keeps a proxy warm"
     backend.close()
-    assert not docker_client.api.containers(all=True, filters={"name": name})
-    assert not docker_client.api.networks(filters={"name": net})
+    names = {c["Names"][0].lstrip("/") for c in docker_client.api.containers(all=True)}
+    names |= {n["Name"] for n in docker_client.api.networks()}
+    assert not standing & names, standing & names
+    assert backend.standing() == set()

@@ -372,3 +372,25 @@ def test_allowed_host_missing_from_the_world_gets_502(services: Services) -> Non
     assert record["decision"] == "allow" and "NXDOMAIN" in record["reason"]
     # The lookup went to the run's DNS server, not the host's resolver.
     _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("qname") == "nope.github.com")
+
+
+def test_a_warm_proxy_fails_closed_until_its_policy_file_arrives(services: Services, tmp_path: Path) -> None:
+    """A proxy started ahead of need refuses everything until the backend writes its run's lists."""
+    opt = services.proxy_out.parent / "opt"
+    out = tmp_path / "warm"
+    policy = tmp_path / "policy.json"
+    (port,) = _free_ports(1)
+    config = {"allowed": [], "policy_file": str(policy), "listen_port": port, "bind": LOCALHOST,
+              "dns_server": LOCALHOST, "dns_port": services.dns, "out_dir": str(out)}  # fmt: skip
+    proc = _start("proxy.py", config, opt, out)
+    request = f"GET http://registry.npmjs.org:{services.http}/x HTTP/1.1\r\nHost: registry.npmjs.org\r\n\r\n".encode()
+    try:
+        assert _exchange(port, request).startswith(b"HTTP/1.1 403")  # no file yet: refused
+        tmp = tmp_path / "policy.tmp"
+        tmp.write_text(json.dumps({"allowed": ["registry.npmjs.org"], "denied": []}))
+        os.replace(tmp, policy)
+        assert _exchange(port, request).startswith(b"HTTP/1.1 200")  # the run's list, read at once
+        policy.write_text("{not json")
+        assert _exchange(port, request).startswith(b"HTTP/1.1 403")  # unreadable: closed again
+    finally:
+        _stop(proc)
