@@ -35,6 +35,7 @@ lab: images
 ## The whole suite: unit, Docker integration, notebooks, nbgrader and browser tests.
 test: images
 	@PYTHON=$(PY) scripts/ensure-browser
+	@scripts/ensure-srt
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## Only the fast tests that need neither Docker nor notebooks.

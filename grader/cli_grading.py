@@ -29,7 +29,7 @@ EXIT_NOT_FULL = 1
 EXIT_INVALID = 2
 EXIT_BACKEND = 3
 EXIT_INTERRUPTED = 130
-BACKENDS = ("auto", "docker", "static")
+BACKENDS = ("auto", "docker", "static", "srt")
 
 
 class _Streams(Protocol):

@@ -1,7 +1,8 @@
 """Choosing a backend: ``get(name)`` for an explicit choice, ``default()`` for "the best one that works here".
 
-Three names: ``static`` (the analyzer's predictions, always available),
-``docker`` (real containers; needs an engine that answers) and ``auto``
+Four names: ``static`` (the analyzer's predictions, always available),
+``docker`` (real containers; needs an engine that answers), ``srt`` (the real
+sandbox-runtime, to cross-check; needs scripts/ensure-srt) and ``auto``
 (docker when an engine answers, otherwise static with a notice saying the
 result was predicted, not run). A backend is a value the caller passes on; this
 module keeps none.
@@ -24,7 +25,7 @@ from .static import StaticBackend
 
 __all__ = ["BACKEND_ENV", "BACKEND_NAMES", "Backend", "StaticBackend", "default", "get"]
 
-BACKEND_NAMES = ("static", "docker", "auto")
+BACKEND_NAMES = ("static", "docker", "auto", "srt")
 BACKEND_ENV = "SANDBOX_LAB_BACKEND"  # overrides the name ``default()`` starts from
 
 Progress = Callable[[str], object]  # the return value, if any, is ignored
@@ -78,6 +79,11 @@ def get(name: str, *, progress: Optional[Progress] = None) -> Backend:
         return _static()
     if key == "docker":
         return _docker(progress)
+    if key == "srt":
+        # the real sandbox-runtime, for cross-checking what Sandbox Lab teaches (Linux, bubblewrap)
+        from .srt import SrtBackend
+
+        return SrtBackend.from_env()
     if key == "auto":
         try:
             return _docker(progress)

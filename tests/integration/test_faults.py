@@ -433,7 +433,6 @@ FROZEN = pytest.mark.xfail(strict=True, reason=(
     pytest.param(PROXIED, ("proxy",), "SIGKILL", id="proxied-proxy-dies"),
     pytest.param(None, ("internet",), "SIGKILL", id="plain-internet-dies"),
     pytest.param(PROXIED, ("internet",), "SIGSTOP", id="proxied-internet-hangs", marks=FROZEN),
-    pytest.param(PROXIED, ("proxy",), "SIGSTOP", id="proxied-proxy-hangs", marks=FROZEN),
     pytest.param(None, ("internet",), "SIGSTOP", id="plain-internet-hangs", marks=FROZEN),
 ])
 def test_a_dead_service_never_yields_blocked_without_evidence(docker_client: Any, docker_backend: Any, no_leftovers: None,
@@ -535,7 +534,7 @@ class _Counting:
 
 
 def test_grader_killed_mid_batch_resumes_without_loss_or_regrading(docker_client: Any, docker_backend: Any, tmp_path: Path,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+                                                                  monkeypatch: pytest.MonkeyPatch, no_leftovers: None) -> None:
     runs = tmp_path / "runs"
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(runs))  # this process's cleanup and runs look here, as the child's do
     task = load_task("stop-persistence")
@@ -587,7 +586,6 @@ def test_grader_killed_mid_batch_resumes_without_loss_or_regrading(docker_client
     # and every row is right: the Docker grades equal the static ones (which the agreement corpus pins)
     static = grade_batch(task, subs, StaticBackend(), workers=1)
     assert [(r.student, r.score, r.status) for r in book.rows] == [(r.student, r.score, r.status) for r in static.rows]
-    assert not docker_client.api.containers(all=True, filters={"label": MINE})
 
 
 # --- what the sandbox can reach ----------------------------------------------------------------
@@ -704,3 +702,217 @@ def test_metadata_docker_socket_host_and_other_runs_are_unreachable(hostile: _Ho
         assert res[path].startswith(("FileNotFoundError", "PermissionError")), (path, res[path])
     assert token.encode() not in other_sink.logs()
     assert hits == [b"local check\n"], hits
+
+
+# --- the engine goes away mid-batch -----------------------------------------------------------
+
+
+class _EngineLine:
+    """A Unix socket that forwards to the engine's: cut it and this grader loses the engine; restore it and it is back.
+
+    It stands for a ``dockerd`` restart as the grader sees it (every call fails,
+    then the engine answers again) without restarting the engine that other
+    runs on this machine share.
+    """
+
+    def __init__(self, path: Path, target: str) -> None:
+        self.path, self.target = path, target
+        self._live: list[socket.socket] = []
+        self._lock = threading.Lock()
+        self._server: Optional[socket.socket] = None
+
+    def restore(self) -> None:
+        self.path.unlink(missing_ok=True)
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(self.path))
+        server.listen(64)
+        self._server = server
+        threading.Thread(target=self._accept, args=(server,), daemon=True).start()
+
+    def cut(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+        with self._lock:
+            live, self._live = self._live, []
+        for s in live:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+        self.path.unlink(missing_ok=True)
+
+    def _accept(self, server: socket.socket) -> None:
+        while True:
+            try:
+                a, _ = server.accept()
+            except OSError:
+                return  # cut
+            b = socket.socket(socket.AF_UNIX)
+            try:
+                b.connect(self.target)
+            except OSError:
+                a.close()
+                b.close()
+                continue
+            with self._lock:
+                self._live += [a, b]
+            for src, dst in ((a, b), (b, a)):
+                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+
+    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        with self._lock:  # the second pump of a pair closes both
+            pair_done = src not in self._live
+            for s in (src, dst):
+                if s in self._live:
+                    self._live.remove(s)
+        if pair_done:
+            src.close()
+            dst.close()
+
+
+def _engine_line(tmp_path: Path) -> _EngineLine:
+    engine = (os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock").removeprefix("unix://")
+    if not Path(engine).is_socket():
+        pytest.skip(f"the engine is not on a local Unix socket ({engine}); there is no line to cut here")
+    line = _EngineLine(tmp_path / "engine.sock", engine)
+    line.restore()
+    return line
+
+
+class _ThreadErrors:
+    """Collects exceptions that escape threads (a removal thread dying mid-outage) instead of losing them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.seen: list[str] = []
+        monkeypatch.setattr(threading, "excepthook", lambda a: self.seen.append(f"{a.thread.name if a.thread else '?'}: {a.exc_type.__name__}"))
+
+
+def _mine_now(client: Any) -> tuple[set[str], set[str]]:
+    return ({c["Id"] for c in client.api.containers(all=True, filters={"label": MINE})},
+            {n["Id"] for n in client.api.networks(filters={"label": MINE})})
+
+
+def _remove(client: Any, containers: set[str], networks: set[str]) -> None:
+    for cid in containers:
+        try:
+            client.api.remove_container(cid, force=True, v=True)
+        except Exception:  # noqa: BLE001 - already gone
+            pass
+    for nid in networks:
+        try:
+            client.api.remove_network(nid)
+        except Exception:  # noqa: BLE001
+            pass
+
+
+def test_engine_gone_mid_batch_gives_error_rows_that_a_rerun_grades(docker_client: Any, docker_backend: Any, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the gradebook says when the engine goes away mid-batch. What the outage leaves behind is the next test's."""
+    import docker
+
+    line = _engine_line(tmp_path)
+    threads = _ThreadErrors(monkeypatch)
+    before = _mine_now(docker_client)
+    client = docker.DockerClient(base_url=f"unix://{line.path}", version=docker_client.api.api_version, timeout=60)
+    backend = DockerBackend(client, docker_backend.images, retries=0)
+    task = load_task("stop-persistence")
+    subs, journal = tmp_path / "class", tmp_path / "journal.jsonl"
+    total = _write_class(subs, 24)
+    outage = threading.Event()
+
+    def cut_for_a_while() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if journal.exists() and journal.read_text().count("\n") >= len(_BROKEN) + 4:
+                break
+            time.sleep(0.02)
+        line.cut()
+        outage.set()
+        time.sleep(3.0)
+        line.restore()
+
+    cutter = threading.Thread(target=cut_for_a_while, daemon=True)
+    cutter.start()
+    try:
+        first = grade_batch(task, subs, backend, workers=2, dedupe=False, journal=journal)
+        cutter.join(timeout=30)
+        assert outage.is_set()
+        failed = {r.student for r in first.rows if r.status == "error"}
+        assert failed, "no run met the outage: this test proves nothing"
+        assert all("rerun" in r.feedback for r in first.rows if r.status == "error")
+        static = {r.student: r for r in grade_batch(task, subs, StaticBackend(), workers=1).rows}
+        for r in first.rows:  # graded during the outage: right, or an error; never a wrong score
+            if r.status != "error":
+                assert (r.score, r.status) == (static[r.student].score, static[r.student].status), r.student
+
+        counting = _Counting(backend)
+        second = grade_batch(task, subs, counting, workers=4, dedupe=False, journal=journal)
+        assert counting.calls == len(failed)  # only the errors are graded again
+        assert len(second.rows) == total
+        assert [(r.student, r.score, r.status) for r in second.rows] == [
+            (r.student, static[r.student].score, static[r.student].status) for r in second.rows]
+    finally:
+        _close(backend)
+        client.close()
+        line.cut()
+        after = _mine_now(docker_client)
+        _remove(docker_client, after[0] - before[0], after[1] - before[1])  # the outage's leftovers: see the next test
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "an engine outage mid-run escapes as requests' ConnectionError (not a BackendError), kills the removal "
+    "threads, and leaves the run's containers labelled with a live pid, which cleanup() skips (see the report)"))
+def test_engine_gone_mid_run_is_a_backend_error_and_leaves_nothing_once_it_is_back(
+    docker_client: Any, docker_backend: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import docker
+
+    from grader.errors import BackendError
+
+    line = _engine_line(tmp_path)
+    threads = _ThreadErrors(monkeypatch)
+    before = _mine_now(docker_client)
+    client = docker.DockerClient(base_url=f"unix://{line.path}", version=docker_client.api.api_version, timeout=60)
+    backend = DockerBackend(client, docker_backend.images, retries=0)
+    outcome: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            backend.run(build_plan(load_policy(PROXIED)))
+        except BaseException as exc:  # noqa: BLE001 - kept for the assertion
+            outcome.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    try:
+        t.start()
+        deadline = time.monotonic() + 60
+        while not docker_client.api.containers(filters={"label": [f"{LABEL_ROLE}=sandbox", MINE]}):
+            assert time.monotonic() < deadline and t.is_alive(), "the run never started its sandbox"
+            time.sleep(0.01)
+        line.cut()  # the run is waiting on its sandbox: the engine goes away under it
+        time.sleep(2.0)
+        line.restore()
+        t.join(timeout=120)
+        assert outcome and isinstance(outcome[0], BackendError), outcome
+        cleanup(docker_client)  # what `sandbox-lab cleanup` does once the engine is back
+        left = _mine_now(docker_client)
+        assert (left[0] - before[0], left[1] - before[1]) == (set(), set()), "the outage left containers or networks"
+        assert threads.seen == [], threads.seen
+    finally:
+        _close(backend)
+        client.close()
+        line.cut()
+        after = _mine_now(docker_client)
+        _remove(docker_client, after[0] - before[0], after[1] - before[1])

@@ -91,9 +91,27 @@ def test_documented_differences_are_real_disagreements() -> None:
 # --- real srt runs ----------------------------------------------------------------------
 
 
+def _mine() -> set[str]:
+    """This process's srt run directories, and srt's proxy sockets anywhere in /tmp."""
+    from grader.backends.docker import runs_root
+
+    root = runs_root()
+    runs = {p.name for p in root.glob("srt-*") if f'"pid": {os.getpid()},' in _read(p / "owner.json")} if root.is_dir() else set()
+    return runs | {p.name for p in Path("/tmp").glob("srt-mux-*.sock")}
+
+
+def _read(p: Path) -> str:
+    try:
+        return p.read_text()
+    except OSError:
+        return ""
+
+
 @pytest.mark.slow
 def test_naive_setup_under_srt_leaks_the_key_with_evidence(srt_backend: Any) -> None:
+    left = _mine()
     r = _run(srt_backend, NAIVE)
+    assert _mine() - left == set(), "the run left its directory or srt's sockets behind"
     assert r.backend == "srt" and r.run_id.startswith("srt-") and not r.notes, r.notes
     key = r.outcome("read-ssh-key")
     assert key.outcome == "succeeded" and "canary of /home/user/.ssh/id_rsa" in key.evidence[0]
