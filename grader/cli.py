@@ -34,6 +34,7 @@ from .export import TARGETS, export
 from .plan import build_plan
 from .policy import Policy, load_policy, policy_schema
 from .report import render_check, render_json, render_policy_error, render_text, result_json, summary
+from .srt_notes import srt_differences
 
 __all__ = ["COMMANDS", "EXIT_BACKEND", "EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "Command", "main"]
 
@@ -120,6 +121,7 @@ def _run_check(args: argparse.Namespace, io: Streams) -> int:
         return EXIT_INVALID
     warnings = lint(policy)
     findings = predict(policy)
+    srt = srt_differences(policy)  # where the real sandbox-runtime would not do what these verdicts say
     if args.json:
         io.out.write(_dump({
             "valid": True,
@@ -128,8 +130,10 @@ def _run_check(args: argparse.Namespace, io: Streams) -> int:
             "warnings": [{"pointer": w.pointer, "message": w.message} for w in warnings],
             "findings": result_json(findings)["probes"],
             "summary": summary(findings),
+            "srt_differences": [{"pointer": w.pointer, "message": w.message, "cause": cause} for cause, w in srt],
         }))
     else:
+        warnings += tuple(w for _, w in srt)
         io.out.write(render_check(policy, args.policy, warnings, findings, color=_color(args.color, io.out), width=_width()))
     return EXIT_OK
 

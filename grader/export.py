@@ -17,9 +17,12 @@ Three targets:
 Exports never claim more than they can: each returns the file text and a list
 of sentences, one per difference between Sandbox Lab's reading of the policy
 and the target's (allow-only reads, precedence, mandatory protections, ``~``,
-paths that do not exist yet, ...). The CLI prints them as ``#`` comments.
+paths that do not exist yet, ...). The CLI prints them as ``#`` comments. For
+srt and Claude Code, the policy-specific ones are ``srt_notes.srt_warnings``,
+the one table of what sandbox-runtime 0.0.78 was measured to do differently
+(``docs/srt-differences.md``), each line with the JSON pointer of its entry.
 
-Imports: access, plan, policy, world, paths. Nothing downstream.
+Imports: access, plan, policy, srt_notes, world, paths. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from .access import access_for
 from .paths import HOME, covers
 from .plan import RunPlan, build_plan
 from .policy import Policy
+from .srt_notes import srt_warnings
 from .world import World, load_world
 
 __all__ = ["TARGETS", "Target", "export"]
@@ -100,49 +104,16 @@ def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
         if any(covers(d, entry) for d in deny_read) and access.read(entry).allowed:
             _add(allow_read, entry)
 
-    for d in fs.denyRead:
-        for a in allow_read:
-            if covers(a, d):
-                same = a == d
-                notes.append(
-                    f'denyRead "{d}" '
-                    + ("names the same path as" if same else "lies inside")
-                    + f' allowRead "{a}": Sandbox Lab hides it ('
-                    + ("on the same path deny wins" if same else "the most specific rule wins")
-                    + "); srt's allowRead takes precedence over denyRead, so srt lets the agent read it."
-                )
-    for entry in fs.allowWrite:
-        for d in fs.denyWrite:
-            if covers(d, entry) and d != entry:
-                notes.append(
-                    f'allowWrite "{entry}" lies inside denyWrite "{d}": Sandbox Lab lets the agent write it '
-                    "(the most specific rule wins); srt's denyWrite takes precedence over allowWrite, so srt keeps it read-only."
-                )
-        seen = access.read(entry)
-        if not seen.allowed and seen.rule and seen.rule[0] == "denyRead":
-            notes.append(
-                f'allowWrite "{entry}" is hidden by denyRead "{seen.rule[1]}": in Sandbox Lab writes there never reach '
-                "the real file; srt's result for a writable path inside an unreadable one depends on the platform. "
-                "Remove one of the two rules."
-            )
-
     notes.append(
         f'"~": Sandbox Lab reads "~" as {HOME} and this export writes every path out in full; srt expands "~" to the '
         f"home of whoever runs it. If that is not {HOME}, write ~/... instead of {HOME}/... ."
     )
-    protected = [
-        f for f in world.files if f.role in ("persistence", "settings") and access.write(f.path).allowed
-    ]
     notes.append(
-        "mandatory protections: srt always write-protects shell start-up files (.bashrc, .zshrc, ...), .git/hooks, "
-        ".git/config and its own settings files, whatever allowWrite says; Sandbox Lab has no such exceptions"
-        + (
-            ", so these writes that Sandbox Lab allows would be refused by srt: "
-            + ", ".join(f"{f.path} ({f.label})" for f in protected)
-            if protected
-            else ""
-        )
-        + "."
+        "mandatory protections: whatever allowWrite says, srt 0.0.78 on Linux write-protects shell start-up files "
+        "(.bashrc, .zshrc, .profile, ...), .git/hooks and .git/config, but only in the directory srt starts in and "
+        "up to 3 levels below it (mandatoryDenySearchDepth); elsewhere they are as writable as allowWrite makes them. "
+        "It does not protect its own settings file (~/.srt-settings.json). Sandbox Lab has no such exceptions. "
+        "Protect all of them with denyWrite rather than rely on srt."
     )
     notes.append(
         'wildcards: "*.example.com" matches strict subdomains only, never example.com itself; the same in srt.'
@@ -154,8 +125,9 @@ def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
     ]
     notes.append(
         "paths that do not exist yet: srt applies a rule to the path as it exists when the sandbox starts "
-        "(on Linux, bubblewrap can only mount what exists), so a rule for a path created later may not apply; "
-        "Sandbox Lab applies it whenever the path appears. Create such paths before starting srt"
+        "(on Linux, bubblewrap can only mount what exists): an allowWrite of a path created later grants nothing, "
+        "and a denyRead of one hides nothing; Sandbox Lab applies a rule whenever the path appears. Create such "
+        "paths before starting srt"
         + (": " + ", ".join(dict.fromkeys(missing)) if missing else "")
         + "."
     )
@@ -168,6 +140,8 @@ def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
             f'"{e}" reaches beyond the simulated machine\'s data roots ({", ".join(world.roots)}): Sandbox Lab '
             "judges only those and never mounts anything else; srt applies the rule to that path of your real machine."
         )
+    # where srt 0.0.78 was measured to differ, entry by entry: one table, shared with `sandbox-lab check`
+    notes.extend(str(w) for w in srt_warnings(policy, world))
 
     settings = {
         "filesystem": {

@@ -298,6 +298,23 @@ allow downloads and refuse uploads to the same host; closing that needs a read-o
 An even tighter read rule is `allowRead: ["/app/workspace"]`: everything not listed is unreadable.
 """),
     md("""
+## What the real sandbox-runtime does differently
+
+These verdicts follow Sandbox Lab's rules. The tool whose settings format you are writing,
+sandbox-runtime (`srt`, version 0.0.78 on Linux), was run on the same attacks and differs in places:
+
+* It blocks writes to `~/.bashrc`-like files and `.git/hooks` by itself, but **only in the directory it
+  starts in and up to 3 levels below**, and it does **not** protect its own `~/.srt-settings.json`.
+  Don't rely on either: keep `~` out of `allowWrite`, or `denyWrite` each one.
+* A path in both `allowRead` and `denyRead` is **readable** there; so is one in both `allowWrite` and
+  `denyRead`. An `allowWrite` inside a `denyWrite` stays **read-only**. Name each path in one list.
+* Rules apply only to paths that **exist when srt starts**: granting a file the job creates later grants nothing.
+* srt reads everything by default: translate with `sandbox-lab export --to srt`, which makes `allowRead` mean "only these".
+
+`sandbox-lab check my_policy.json` flags the first three where a policy relies on them (lines tagged `[srt 0.0.78]`);
+[docs/srt-differences.md](../../docs/srt-differences.md) has the measurements.
+"""),
+    md("""
 ## Your turn
 
 The editor starts from the naive setup. Change it until no attack succeeds while

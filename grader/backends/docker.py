@@ -121,6 +121,22 @@ def cleanup(client: Any, *, everything: bool = False) -> list[str]:
             except (OSError, ValueError):
                 pid = 0
             if everything or not _pid_alive(pid):
+                # A SIGKILLed srt run leaves the host processes it listed in <run>/pids running (the
+                # simulated internet; srt and the socat bridges it started in its session). End every
+                # process of those sessions whose command line names this run directory, and nothing
+                # else: a pid reused since by an unrelated process never matches.
+                try:
+                    listed = {int(x) for x in (d / "pids").read_text().split()} - {0, 1}
+                except (OSError, ValueError):
+                    listed = set()
+                for proc in Path("/proc").iterdir() if listed else ():
+                    try:
+                        session = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[3])
+                        if session in listed and (str(d) + "/").encode() in (proc / "cmdline").read_bytes():
+                            os.kill(int(proc.name), 9)  # SIGKILL: it serves a run that no longer exists
+                            removed.append(f"process {proc.name}")
+                    except (OSError, ValueError, IndexError):
+                        pass  # not a process, gone already, or not ours to signal
                 shutil.rmtree(d, ignore_errors=True)
                 removed.append(f"directory {d}")
     return removed

@@ -366,6 +366,17 @@ class _Run:
         (self.dir.path / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": self.run_id}))
         self.procs: list[subprocess.Popen[bytes]] = []
 
+    def _track(self, proc: subprocess.Popen[bytes]) -> None:
+        """Own ``proc``: stopped when the run ends, and listed in ``<run>/pids`` for ``cleanup``.
+
+        Each process starts its own session, so a SIGKILLed grader leaves it
+        running; ``backends.docker.cleanup`` ends the pids listed here once the
+        owner is gone, and only those whose command line names this run directory.
+        """
+        self.procs.append(proc)
+        with (self.dir.path / "pids").open("a", encoding="utf-8") as fh:
+            fh.write(f"{proc.pid}\n")
+
     # --- lifecycle ----------------------------------------------------------------------
 
     def execute(self, *, final: bool) -> RunResult:
@@ -465,7 +476,7 @@ class _Run:
                 cwd=idir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        self.procs.append(proc)
+        self._track(proc)
         deadline = time.monotonic() + READY_TIMEOUT
         while not (idir / "out" / "ready").exists():
             if proc.poll() is not None or time.monotonic() > deadline:
@@ -547,7 +558,7 @@ class _Run:
                 cwd=self.dir.host_path(self.cwd), env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                 start_new_session=True, **kwargs,
             )
-            self.procs.append(proc)
+            self._track(proc)
             try:
                 proc.wait(timeout=timeout)
                 timed_out = False

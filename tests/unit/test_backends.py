@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -98,3 +99,37 @@ def test_unknown_name() -> None:
 def test_reason_is_extracted_from_the_message() -> None:
     assert backends._reason(DockerUnavailable("socket refused")) == "socket refused"
     assert backends._reason(DockerUnavailable()) == "No Docker engine answers"
+
+
+def test_cleanup_ends_only_the_listed_processes_that_name_the_run_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed srt run leaves host processes; cleanup ends those listed in <run>/pids that name its directory."""
+    import json
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from grader.backends.docker import cleanup
+
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
+    run = tmp_path / "srt-0123456789"
+    run.mkdir()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (run / "owner.json").write_text(json.dumps({"pid": dead.pid, "run": run.name}))
+    sleep = [sys.executable, "-c", "import time; time.sleep(60)"]
+    ours = subprocess.Popen([*sleep, str(run / "internet" / "internet.json")], start_new_session=True)
+    other = subprocess.Popen([*sleep, str(tmp_path / "srt-0123456789x")])  # a neighbour's path: spared
+    (run / "pids").write_text(f"{ours.pid}\n{other.pid}\n999999999\n1\n")
+    api = SimpleNamespace(containers=lambda **k: [], networks=lambda **k: [])
+    try:
+        removed = cleanup(SimpleNamespace(api=api))
+        assert ours.wait(timeout=5) == -9
+        assert other.poll() is None
+        assert f"process {ours.pid}" in removed and f"directory {run}" in removed
+        assert not run.exists()
+    finally:
+        other.kill()
+        other.wait()
+        if ours.poll() is None:
+            ours.kill()
+            ours.wait()

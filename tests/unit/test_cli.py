@@ -64,7 +64,10 @@ def test_check_valid_prints_normal_form_warnings_and_findings(capsys: pytest.Cap
     assert code == 0 and err == ""
     assert f"{NAIVE} is a valid policy" in out
     assert '"allowWrite": [\n      "/home/user"\n    ]' in out  # normalized: the trailing slash is gone
-    assert "2 warnings:" in out and "/network/allowedDomains/0" in out
+    # 2 of Sandbox Lab's own, then 2 where the real srt differs (shell start-up file, its own settings)
+    assert "4 warnings:" in out and "/network/allowedDomains/0" in out
+    assert out.count("/filesystem/allowWrite/0: [srt 0.0.78] ") == 2
+    assert "only in the directory srt starts in" in out and "does not protect its own settings file" in out
     assert out.index("Attacks") < out.index("Jobs")
     assert "10 of 16 attacks succeeded; 1 of 5 jobs work" in out
 
@@ -82,10 +85,11 @@ def test_check_json_valid_shape(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "check", SECURE, "--json")
     data = json.loads(out)
     assert code == 0
-    assert set(data) == {"valid", "source", "policy", "warnings", "findings", "summary"}
+    assert set(data) == {"valid", "source", "policy", "warnings", "findings", "summary", "srt_differences"}
     assert data["valid"] is True
     assert data["policy"]["network"]["allowedDomains"] == ["registry.npmjs.org"]
     assert data["warnings"] == []
+    assert data["srt_differences"] == []
     assert all(set(f) == PROBE_KEYS for f in data["findings"])
     assert {f["id"]: f["outcome"] for f in data["findings"]}["exfil-secret"] == "succeeded"
 
@@ -93,6 +97,16 @@ def test_check_json_valid_shape(capsys: pytest.CaptureFixture[str]) -> None:
 def test_check_json_warnings_shape(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads(run(capsys, "check", NAIVE, "--json")[1])
     assert data["warnings"] and all(set(w) == {"pointer", "message"} for w in data["warnings"])
+
+
+def test_check_json_lists_srt_differences_under_their_own_key(capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads(run(capsys, "check", NAIVE, "--json")[1])
+    srt = data["srt_differences"]
+    assert [(d["pointer"], d["cause"]) for d in srt] == [
+        ("/filesystem/allowWrite/0", "mandatory-shell-rc"), ("/filesystem/allowWrite/0", "settings-not-protected"),
+    ]
+    assert all(set(d) == {"pointer", "message", "cause"} and d["message"].startswith("[srt 0.0.78] ") for d in srt)
+    assert not any("[srt " in w["message"] for w in data["warnings"])  # the existing key keeps its meaning
 
 
 def test_check_json_invalid_shape(capsys: pytest.CaptureFixture[str], bad_policy: str) -> None:

@@ -1,0 +1,134 @@
+"""Warnings where the real sandbox-runtime (srt 0.0.78) would not do what Sandbox Lab's verdicts say."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from grader import load_policy
+from grader.paths import normalize_path
+from grader.srt_notes import PREFIX, RULES, srt_differences, srt_warnings
+
+REPO = Path(__file__).parents[2]
+CORPUS: dict[str, Optional[dict[str, Any]]] = json.loads((REPO / "tests" / "fixtures" / "corpus.json").read_text())["policies"]
+DOCUMENTED: dict[str, Any] = json.loads((REPO / "docs" / "srt-differences.json").read_text())
+CAUSE = {r.id: r.cause for r in RULES}
+
+
+def _resolve(raw: dict[str, Any], pointer: str) -> Any:
+    value: Any = raw
+    for part in pointer.strip("/").split("/"):
+        value = value[int(part)] if isinstance(value, list) else value[part]
+    return value
+
+
+# (policy, rule id, pointer of the entry concerned)
+FIRES = [
+    pytest.param({"filesystem": {"allowRead": ["/project"], "denyRead": ["/project"]}},
+                 "allow-read-wins", "/filesystem/denyRead/0", id="allow-read-wins"),
+    pytest.param({"filesystem": {"allowRead": ["/app/workspace", "/project/"], "denyRead": ["/etc/secrets", "/project"]}},
+                 "allow-read-wins", "/filesystem/denyRead/1", id="allow-read-wins-normalized"),
+    pytest.param({"filesystem": {"allowWrite": ["/home/user/.ssh"], "denyRead": ["/home/user/.ssh"]}},
+                 "allow-write-reopens-read", "/filesystem/allowWrite/0", id="allow-write-reopens-read"),
+    pytest.param({"filesystem": {"denyWrite": ["/project"], "allowWrite": ["/project", "/project/out"]}},
+                 "deny-write-wins", "/filesystem/allowWrite/1", id="deny-write-wins"),
+    pytest.param({"filesystem": {"allowWrite": ["/project/out/result.txt"]}},
+                 "missing-write-target", "/filesystem/allowWrite/0", id="missing-write-target"),
+    pytest.param({"filesystem": {"allowWrite": ["/project/out"], "denyRead": ["/home/user/.ssh", "/project/out/token.txt"]}},
+                 "missing-read-deny", "/filesystem/denyRead/1", id="missing-read-deny"),
+    pytest.param({"filesystem": {"allowWrite": ["/app/workspace/build", "~"]}},
+                 "mandatory-shell-rc", "/filesystem/allowWrite/1", id="mandatory-shell-rc-home"),
+    pytest.param({"filesystem": {"allowWrite": ["/project"], "denyRead": ["/project/.env"]}},
+                 "mandatory-shell-rc", "/filesystem/allowWrite/0", id="mandatory-shell-rc-git-hooks"),
+    pytest.param({"filesystem": {"allowWrite": ["/home/user"], "denyWrite": ["/home/user/.bashrc"]}},
+                 "settings-not-protected", "/filesystem/allowWrite/0", id="settings-not-protected"),
+    pytest.param({"network": {"allowedDomains": ["registry.npmjs.org", "10.0.0.1"]}},
+                 "ip-literal-reachable", "/network/allowedDomains/1", id="ip-literal-reachable"),
+]
+
+
+@pytest.mark.parametrize(("raw", "rule", "pointer"), FIRES)
+def test_each_rule_fires_with_the_pointer_of_its_entry(raw: dict[str, Any], rule: str, pointer: str) -> None:
+    found = srt_differences(load_policy(raw))
+    assert (CAUSE[rule], pointer) in [(cause, w.pointer) for cause, w in found], found
+    for _, w in found:
+        assert w.message.startswith(PREFIX)
+        entry = _resolve(raw, w.pointer)
+        shown = entry if w.pointer.startswith("/network") else normalize_path(entry)
+        assert f'"{shown}"' in w.message, (shown, w.message)  # the message names the entry it points at
+
+
+def test_every_rule_is_exercised_and_ids_are_unique() -> None:
+    assert len(CAUSE) == len(RULES)
+    assert {p.values[1] for p in FIRES} == set(CAUSE)
+
+
+def test_messages_say_what_srt_does_and_how_to_agree() -> None:
+    for rule in RULES:
+        assert "srt" in rule.message and "both tools" in rule.message, rule.id
+
+
+def test_every_documented_cause_has_a_rule() -> None:
+    assert set(DOCUMENTED["causes"]) <= set(CAUSE.values())
+
+
+@pytest.mark.parametrize("diff", DOCUMENTED["differences"], ids=lambda d: f"{d['policy']}-{d['probe']}")
+def test_every_documented_difference_is_warned_about(diff: dict[str, str]) -> None:
+    raw = CORPUS[diff["policy"]]
+    assert raw is not None
+    assert diff["cause"] in {cause for cause, _ in srt_differences(load_policy(raw))}
+
+
+PLAIN = [
+    "seed-secure", "practice-solution", "empty-policy", "read-root-only", "deny-read-root", "read-src-only",
+    "allow-file-inside-denied-home", "write-allow-deny-same-path", "project-writable-hooks-and-env-protected",
+    "tilde-ssh-readable-only", "dotdot-path", "github-apex", "github-wildcard-minus-uploads", "pypi-download",
+    "fix-naive-solution", "pip-install-only", "hide-etc-secrets", "etc-secrets-writable",
+    "workspace-writable-src-protected", "hide-one-key-file", "read-one-credentials-file", "stop-persistence",
+]
+
+
+@pytest.mark.parametrize("name", PLAIN)
+def test_no_warning_for_plain_policies(name: str) -> None:
+    raw = CORPUS[name]
+    assert raw is not None
+    assert srt_warnings(load_policy(raw)) == ()
+
+
+def test_rules_that_agree_give_no_warning() -> None:
+    agree = [
+        # a denyRead strictly inside an allowRead stays hidden in srt too
+        {"filesystem": {"allowRead": ["/project"], "denyRead": ["/project/.env"]}},
+        # an allowWrite strictly inside a denyRead is bound back, readable, in both
+        {"filesystem": {"denyRead": ["/home/user"], "allowWrite": ["/home/user/.aws"]}},
+        # a missing file inside a granted directory that exists: srt lets the job create it
+        {"filesystem": {"allowWrite": ["/project/out", "/project/out/result.txt"]}},
+        # a missing path inside an existing denied directory is hidden with it
+        {"filesystem": {"denyRead": ["/home/user", "/home/user/.gnupg"]}},
+        # allow-only reads: the export denies the whole data root, which exists
+        {"filesystem": {"allowRead": ["/project/src"], "denyRead": ["/home/user/.gnupg"]}},
+        # the same path in allowWrite and denyWrite: read-only in both
+        {"filesystem": {"allowWrite": ["/home/user/.bashrc"], "denyWrite": ["/home/user/.bashrc"]}},
+        # protected by the policy itself
+        {"filesystem": {"allowWrite": ["/home/user"], "denyWrite": ["/home/user/.bashrc", "/home/user/.srt-settings.json"]}},
+    ]
+    for raw in agree:
+        assert srt_warnings(load_policy(raw)) == (), raw
+
+
+def test_one_warning_per_entry_naming_every_file_it_opens() -> None:
+    found = srt_warnings(load_policy({"filesystem": {"allowWrite": ["/"]}}))
+    assert [w.pointer for w in found] == ["/filesystem/allowWrite/0"] * 2
+    rc, settings = (w.message for w in found)
+    assert "/home/user/.bashrc" in rc and "/project/.git/hooks/pre-commit" in rc
+    assert 'add "/home/user/.bashrc", "/project/.git/hooks" to denyWrite' in rc
+    assert "only in the directory srt starts in" in rc
+    assert "does not protect its own settings file" in settings and '"/home/user/.srt-settings.json"' in settings
+
+
+def test_srt_warnings_are_the_problems_of_srt_differences() -> None:
+    policy = load_policy(CORPUS["seed-naive"])
+    assert srt_warnings(policy) == tuple(w for _, w in srt_differences(policy))
