@@ -14,6 +14,7 @@ the same verdicts as the static prediction: the machine stayed usable.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import secrets
@@ -26,17 +27,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import pytest
 
 from grader import load_policy, predict
 from grader.backends.docker import LABEL, LABEL_PID, LABEL_ROLE, DockerBackend, cleanup
-from grader.batch import Submission, grade_batch
+from grader.backends.static import StaticBackend
+from grader.batch import grade_batch
 from grader.errors import InfrastructureError
 from grader.outcomes import RunResult
 from grader.plan import Hardening, RunPlan, build_plan
-from grader.backends.static import StaticBackend
 from grader.tasks import load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
@@ -46,12 +47,6 @@ PROXIED = {"network": {"allowedDomains": ["github.com"]}}  # a proxy, an interne
 NETWORK_PROBES = ("net-direct-ip", "net-dns-exfil", "net-attacker-domain", "net-host-gateway",
                   "exfil-via-allowed-domain", "exfil-secret", "job-fetch-npm", "job-fetch-pypi")
 MINE = f"{LABEL_PID}={os.getpid()}"  # other engineers' runs share this engine: only ever touch our own
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _services_up(docker_backend: Any) -> None:
-    """One proxied run first: a backend may keep a shared service up between runs, and that is no leftover."""
-    docker_backend.run(build_plan(load_policy(PROXIED)))
 
 
 def _outcomes(r: RunResult) -> dict[str, str]:
@@ -469,6 +464,37 @@ def test_a_service_that_dies_once_is_retried_and_the_retry_is_right(docker_clien
     assert r.run_id != killer.runs_seen[0]
 
 
+def test_a_sandbox_killed_mid_run_gives_errors_never_blocked(docker_client: Any, docker_backend: Any, no_leftovers: None) -> None:
+    """What a dockerd restart does to a run in flight: its sandbox dies. Unfinished probes are errors."""
+    killed: list[str] = []
+    stop = threading.Event()
+
+    def kill_the_sandbox() -> None:
+        while not stop.is_set() and not killed:
+            for c in docker_client.api.containers(filters={"label": [f"{LABEL_ROLE}=sandbox", MINE]}):  # running ones
+                try:
+                    docker_client.api.kill(c["Id"])
+                    killed.append(c["Names"][0])
+                except Exception:  # noqa: BLE001 - it ended meanwhile
+                    pass
+            time.sleep(0.005)
+
+    t = threading.Thread(target=kill_the_sandbox, daemon=True)
+    t.start()
+    try:
+        r = docker_backend.run(build_plan(load_policy(PROXIED)))
+    finally:
+        stop.set()
+        t.join(timeout=10)
+    assert killed, "the sandbox was never seen running: this test proves nothing"
+    static = predict(load_policy(PROXIED))
+    assert any(o.outcome == "error" for o in r.probes), "every probe finished before the kill: this test proves nothing"
+    for o in r.probes:
+        assert o.outcome in (static.outcome(o.id).outcome, "error"), (o.id, o.outcome, o.evidence)
+        if o.outcome != "error":
+            assert o.evidence, o.id
+
+
 # --- load: 8 runs at once --------------------------------------------------------------------
 
 EIGHT = ("seed-naive", "seed-secure", "plain-container", "github-wildcard-minus-uploads",
@@ -817,13 +843,18 @@ def _remove(client: Any, containers: set[str], networks: set[str]) -> None:
             pass
 
 
+# docker-py does not close the socket of a connect() that fails (the engine's socket is gone): not ours to fix
+DOCKER_PY_SOCKET_LEAK = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+@DOCKER_PY_SOCKET_LEAK
 def test_engine_gone_mid_batch_gives_error_rows_that_a_rerun_grades(docker_client: Any, docker_backend: Any, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """What the gradebook says when the engine goes away mid-batch. What the outage leaves behind is the next test's."""
     import docker
 
     line = _engine_line(tmp_path)
-    threads = _ThreadErrors(monkeypatch)
+    _ThreadErrors(monkeypatch)  # removal threads die in the outage: that bug is the next test's, keep it off pytest's books
     before = _mine_now(docker_client)
     client = docker.DockerClient(base_url=f"unix://{line.path}", version=docker_client.api.api_version, timeout=60)
     backend = DockerBackend(client, docker_backend.images, retries=0)
@@ -869,8 +900,10 @@ def test_engine_gone_mid_batch_gives_error_rows_that_a_rerun_grades(docker_clien
         line.cut()
         after = _mine_now(docker_client)
         _remove(docker_client, after[0] - before[0], after[1] - before[1])  # the outage's leftovers: see the next test
+        gc.collect()  # the leaked sockets' warnings land here, under this test's filter, not at the session's end
 
 
+@DOCKER_PY_SOCKET_LEAK
 @pytest.mark.xfail(strict=True, reason=(
     "an engine outage mid-run escapes as requests' ConnectionError (not a BackendError), kills the removal "
     "threads, and leaves the run's containers labelled with a live pid, which cleanup() skips (see the report)"))
@@ -916,3 +949,5 @@ def test_engine_gone_mid_run_is_a_backend_error_and_leaves_nothing_once_it_is_ba
         line.cut()
         after = _mine_now(docker_client)
         _remove(docker_client, after[0] - before[0], after[1] - before[1])
+        outcome.clear()
+        gc.collect()
