@@ -57,6 +57,8 @@ class Hardening:
     mem_bytes: int = 256 * 1024 * 1024
     nano_cpus: int = 1_000_000_000  # one core of two: other runs and the machine stay usable
     tmp_bytes: int = 16 * 1024 * 1024  # private /tmp; filling it fills only this
+    shm_bytes: int = 1024 * 1024  # /dev/shm is another writable tmpfs: keep it tiny (Docker's default is 64 MiB)
+    nofile: int = 1024  # open files: a connection flood stops here, whatever the daemon's default
     timeout_s: float = 60.0  # wall clock, then the container is killed
 
 

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import docker
-from docker.types import LogConfig, Mount
+import requests
+from docker.types import LogConfig, Mount, Ulimit
 
 from ..analyzer import predict
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
@@ -48,6 +49,8 @@ from .simnet import (
     LABEL_ROLE,
     TCP_PORT,
     Internet,
+    Leftovers,
+    beat_after,
     ProxyPool,
     SharedInternet,
     runs_root,
@@ -59,10 +62,11 @@ __all__ = ["LABEL", "LABEL_PID", "DockerBackend", "cleanup", "client_from_env", 
 HTTP_TIMEOUT = 5.0  # an HTTP exchange inside the sandbox: the proxy answers at once, even to refuse
 CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers in microseconds
 MAX_OUTPUT = 8 * 1024 * 1024
-# TEST-NET-1 (RFC 5737): never routed. Only used where the sandbox has no
-# network interface at all, so no packet can exist; it stands for "the
-# attacker's address" that a hard-coded payload would carry.
-UNROUTABLE_ATTACKER_IP = "192.0.2.66"
+# TEST-NET-2 (RFC 5737), a documentation address. Only used where the sandbox
+# has no network interface at all (network_mode=none), so no packet can exist
+# whatever the address; it stands for the attacker's address that a
+# hard-coded payload would carry.
+UNROUTABLE_ATTACKER_IP = "198.51.100.66"
 
 
 def client_from_env() -> Any:
@@ -231,13 +235,14 @@ class _RunDir:
 
 
 
-def _shutdown(reaper: ThreadPoolExecutor, proxies: ProxyPool, shared: SharedInternet) -> None:
+def _shutdown(reaper: ThreadPoolExecutor, proxies: ProxyPool, shared: SharedInternet, leftovers: Leftovers) -> None:
     # The last reference to a backend may drop inside a removal it scheduled; a
     # thread cannot wait for itself, and the removals still queued run anyway.
     inside = threading.current_thread().name.startswith("sandbox-lab-reaper")
     reaper.shutdown(wait=not inside)
     proxies.close()
     shared.close()
+    leftovers.retry()
 
 
 def _read_text(p: Path) -> str:
@@ -258,14 +263,15 @@ class DockerBackend:
         self.client = client
         self.images = images
         self.retries = retries
-        self.shared = SharedInternet(client, images.services, load_world())
-        self.proxies = ProxyPool(client, images.services, self.shared)
+        self.leftovers = Leftovers()
+        self.shared = SharedInternet(client, images.services, load_world(), self.leftovers)
+        self.proxies = ProxyPool(client, images.services, self.shared, self.leftovers)
         # Removing a finished run's containers takes a few hundred milliseconds that
         # nobody waits for: it happens here, behind the result. drain() waits for it.
         self._reaper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-lab-reaper")
         self._removals: list[Future[None]] = []
         # everything goes when the backend does, or at interpreter exit
-        self._finalizer = weakref.finalize(self, _shutdown, self._reaper, self.proxies, self.shared)
+        self._finalizer = weakref.finalize(self, _shutdown, self._reaper, self.proxies, self.shared, self.leftovers)
 
     @classmethod
     def from_env(cls, progress: Callable[[str], None] = lambda s: None) -> "DockerBackend":
@@ -277,6 +283,7 @@ class DockerBackend:
         and the proxy pool has finished refilling."""
         pending, self._removals = self._removals, []
         wait(pending)
+        self.leftovers.retry()
         self.proxies.settle()
 
     def standing(self) -> set[str]:
@@ -288,8 +295,11 @@ class DockerBackend:
         self.drain()
         self.proxies.close()
         self.shared.close()
+        self.leftovers.retry()
 
     def _remove_later(self, removal: Callable[[], None]) -> None:
+        if len(self.leftovers):
+            self._reaper.submit(self.leftovers.retry)
         self._removals = [f for f in self._removals if not f.done()]
         self._removals.append(self._reaper.submit(removal))
 
@@ -346,8 +356,9 @@ class _Run:
             listener = _HostListener()
             net = self._connect(listener.port)
             sandbox, timed_out = self._run_sandbox(net, listener.port)
+            finished = time.time()
             output = self._output(sandbox)
-            infra = self._infra_problem(net)
+            infra = self._infra_problem(net, finished)
             if infra and not final:
                 raise InfrastructureError(infra)
 
@@ -384,8 +395,11 @@ class _Run:
                 seconds=time.monotonic() - started,
                 run_id=self.run_id,
             )
-        except docker.errors.DockerException as exc:
-            raise BackendError(f"Docker failed during run {self.run_id}: {str(exc).splitlines()[0][:200]}") from None
+        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+            raise BackendError(
+                f"the Docker engine failed during run {self.run_id}: {str(exc).splitlines()[0][:200]}. "
+                "Check that it answers (`docker info`), then rerun."
+            ) from None
         finally:
             if listener:
                 listener.close()
@@ -395,24 +409,16 @@ class _Run:
                 self._remove_all()
 
     def _remove_all(self) -> None:
-        def remove(c: Any) -> None:
-            try:
-                c.remove(force=True, v=True)
-            except docker.errors.APIError:
-                pass  # already gone; `sandbox-lab cleanup` catches anything that is not
-
+        remove = self.b.leftovers.remove  # a failed removal is kept and retried, never dropped
         threads = [threading.Thread(target=remove, args=(c,)) for c in self.containers]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         for n in self.networks:
-            try:
-                n.remove()
-            except docker.errors.APIError:
-                pass
+            remove(n)
         if self.owned_internet is not None:
-            self.owned_internet.remove()
+            self.owned_internet.remove(self.b.leftovers)
         for d in [self.dir.path, *self.extra_dirs]:
             shutil.rmtree(d, ignore_errors=True)
 
@@ -426,7 +432,7 @@ class _Run:
             # the plain container sits on the internet's own network: it gets one to itself
             internet = start_internet(
                 self.client, self.b.images.services, self.plan.world, self.dir.path / "internet",
-                self.run_id, self.labels, host_stand_in_port=host_port,
+                self.run_id, self.labels, self.b.leftovers, host_stand_in_port=host_port,
             )
             self.owned_internet = internet
             return _Net(internet, True, internet.offsets(), internet.network)
@@ -440,12 +446,15 @@ class _Run:
         warm.hand_over(list(self.plan.allowed_domains), list(self.plan.denied_domains))
         return _Net(warm.internet, False, since, warm.network, warm.ip)
 
-    def _infra_problem(self, net: Optional[_Net]) -> str:
+    def _infra_problem(self, net: Optional[_Net], finished: float) -> str:
+        """Empty only if every recorder still runs and answered after the sandbox finished."""
         if net is None:
             return ""
-        problem = net.internet.problem()
+        problem = net.internet.problem(answered_after=finished)
         if problem:
             return problem
+        if self.proxy_out is not None and not beat_after(self.proxy_out, finished):
+            return "the proxy stopped answering (no heartbeat after the sandbox finished)"
         for c in self.containers:
             if c.labels.get(LABEL_ROLE) == "proxy":
                 c.reload()
@@ -510,7 +519,8 @@ class _Run:
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
             user=h.user, environment=env, working_dir="/home/user", hostname="sandbox",
             mounts=self._mounts(resolv), read_only=h.read_only_root,
-            tmpfs={"/tmp": f"size={h.tmp_bytes},mode=1777"},
+            tmpfs={"/tmp": f"size={h.tmp_bytes},mode=1777"}, shm_size=h.shm_bytes,
+            ulimits=[Ulimit(name="nofile", soft=h.nofile, hard=h.nofile)],
             pids_limit=h.pids_limit, mem_limit=h.mem_bytes, memswap_limit=h.mem_bytes, nano_cpus=h.nano_cpus,
             log_config=LogConfig(type="json-file", config={"max-size": "8m"}),
         )
@@ -528,8 +538,17 @@ class _Run:
         try:
             sandbox.wait(timeout=h.timeout_s)
             return sandbox, False
-        except Exception:  # noqa: BLE001 - requests' ReadTimeout: the wall clock ran out
-            sandbox.kill()
+        except requests.exceptions.RequestException:
+            # The SDK reports its read timeout in more than one way; ask the engine
+            # instead: still running means the wall clock ran out (an engine that
+            # does not answer raises here, and the run is a backend error).
+            sandbox.reload()
+            if sandbox.status != "running":
+                return sandbox, False
+            try:
+                sandbox.kill()
+            except docker.errors.APIError:
+                pass  # it finished between the check and the kill (409)
             return sandbox, True
 
     def _output(self, sandbox: Any) -> str:

@@ -28,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+import docker
+from docker.models.containers import Container
+from docker.models.networks import Network
 from docker.types import LogConfig, Mount
 
 from ..errors import InfrastructureError
@@ -35,6 +38,7 @@ from ..world import World
 
 __all__ = [
     "LABEL",
+    "Leftovers",
     "LABEL_PID",
     "LABEL_ROLE",
     "LOGS",
@@ -54,6 +58,54 @@ TCP_PORT = 4444  # the attacker's raw listener
 READY_TIMEOUT = 20.0
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
 MAX_LOG_READ = 8 * 1024 * 1024
+
+
+class Leftovers:
+    """Containers and networks whose removal failed (the engine was away), kept to try again.
+
+    A removal that fails is never just dropped: the thing stays labelled with a
+    live grader's pid, so ``cleanup`` would skip it. The backend retries these
+    when it drains, before each run's removal and when it closes.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[Any] = []
+
+    def remove(self, thing: Any) -> None:
+        try:
+            _remove_one(thing)
+        except docker.errors.NotFound:
+            pass
+        except Exception:  # noqa: BLE001 - the engine may be away: keep it for the next try
+            with self._lock:
+                self._items.append(thing)
+
+    def retry(self) -> None:
+        with self._lock:
+            items, self._items = self._items, []
+        for thing in sorted(items, key=lambda t: isinstance(t, Network)):  # containers before their networks
+            self.remove(thing)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+def _remove_one(thing: Any) -> None:
+    if isinstance(thing, Network):
+        thing.reload()
+        # a network still holding containers (warm proxies of a dead internet) cannot go: detach them first
+        for c in thing.attrs.get("Containers") or {}:
+            try:
+                thing.disconnect(c, force=True)
+            except docker.errors.APIError:
+                pass
+        thing.remove()
+    elif isinstance(thing, Container):
+        thing.remove(force=True, v=True)
+    else:
+        thing.remove()
 
 
 def runs_root() -> Path:
@@ -105,6 +157,28 @@ def wait_ready(container: Any, ready: Path) -> None:
     raise InfrastructureError(f"{container.name} did not start: {tail.strip()[-400:]}")
 
 
+BEAT_WAIT = 3.0  # how long to wait for a service's first heartbeat after the sandbox finished
+
+
+def beat_after(out: Path, after: float, timeout: float = BEAT_WAIT) -> bool:
+    """True once the service writing ``out/heartbeat`` has passed a self-check later than ``after``.
+
+    Evidence of silence counts only from a recorder shown to answer after the
+    sandbox finished: a service that runs but hangs stops beating.
+    """
+    deadline = time.monotonic() + timeout
+    path = out / "heartbeat"
+    while True:
+        try:
+            if path.stat().st_mtime > after:
+                return True
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+
+
 @dataclass
 class Internet:
     """One running internet: its container, its network, its address and where it writes its logs."""
@@ -128,8 +202,8 @@ class Internet:
         # a line still being written at the end is cut off by the parser, which skips partial JSON
         return data.decode("utf-8", "replace")
 
-    def problem(self) -> str:
-        """Empty while the service runs; otherwise what happened to it."""
+    def problem(self, answered_after: Optional[float] = None) -> str:
+        """Empty while the service runs (and answered after ``answered_after``, if given); else what is wrong."""
         try:
             self.container.reload()
         except Exception as exc:  # noqa: BLE001 - gone is a problem too
@@ -137,21 +211,17 @@ class Internet:
         if self.container.status != "running":
             code = self.container.attrs.get("State", {}).get("ExitCode")
             return f"the internet service stopped during the run (status {self.container.status}, exit code {code})"
+        if answered_after is not None and not beat_after(self.out, answered_after):
+            return "the internet service stopped answering (no heartbeat after the sandbox finished)"
         return ""
 
-    def remove(self) -> None:
-        try:
-            self.container.remove(force=True, v=True)
-        except Exception:  # noqa: BLE001 - already gone; cleanup catches the rest
-            pass
-        try:
-            self.network.remove()
-        except Exception:  # noqa: BLE001
-            pass
+    def remove(self, leftovers: Leftovers) -> None:
+        leftovers.remove(self.container)
+        leftovers.remove(self.network)
 
 
 def start_internet(
-    client: Any, image: str, world: World, workdir: Path, name: str, labels: dict[str, str], *,
+    client: Any, image: str, world: World, workdir: Path, name: str, labels: dict[str, str], leftovers: Leftovers, *,
     host_stand_in_port: Optional[int] = None,
 ) -> Internet:
     """Create the network and the internet container, and wait until every listener is up."""
@@ -171,8 +241,8 @@ def start_internet(
     network = create_network(client, f"{name}-inet", labels)
     try:
         container = service_container(client, image, "internet", f"{name}-internet", labels, network, workdir, "internet.py")
-    except Exception:
-        network.remove()
+    except BaseException:
+        leftovers.remove(network)
         raise
     net = Internet(container, network, "", out)
     try:
@@ -180,7 +250,7 @@ def start_internet(
         net.ip = container_ip(container, network)
         wait_ready(container, out / "ready")
     except BaseException:
-        net.remove()
+        net.remove(leftovers)
         raise
     return net
 
@@ -188,8 +258,9 @@ def start_internet(
 class SharedInternet:
     """The internet that runs behind a proxy borrow, started on first use and replaced if it dies."""
 
-    def __init__(self, client: Any, image: str, world: World) -> None:
+    def __init__(self, client: Any, image: str, world: World, leftovers: Leftovers) -> None:
         self._client = client
+        self._leftovers = leftovers
         self._image = image
         self._world = world
         self._lock = threading.Lock()
@@ -209,7 +280,7 @@ class SharedInternet:
             self._dir.mkdir(mode=0o755)
             (self._dir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": name}))
             try:
-                self._net = start_internet(self._client, self._image, self._world, self._dir, name, labels)
+                self._net = start_internet(self._client, self._image, self._world, self._dir, name, labels, self._leftovers)
             except BaseException:
                 self._close_locked()
                 raise
@@ -228,7 +299,7 @@ class SharedInternet:
 
     def _close_locked(self) -> None:
         if self._net is not None:
-            self._net.remove()
+            self._net.remove(self._leftovers)
             self._net = None
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
@@ -242,7 +313,7 @@ class WarmProxy:
     It refuses everything until ``hand_over`` writes its run's lists.
     """
 
-    container: Any
+    container: Optional[Any]
     network: Any
     workdir: Path
     ip: str
@@ -254,12 +325,10 @@ class WarmProxy:
         tmp.write_text(json.dumps({"allowed": allowed, "denied": denied}))
         os.replace(tmp, self.workdir / "policy.json")
 
-    def remove(self) -> None:
-        for thing in (self.container, self.network):
-            try:
-                thing.remove(**({"force": True, "v": True} if thing is self.container else {}))
-            except Exception:  # noqa: BLE001 - already gone; cleanup catches the rest
-                pass
+    def remove(self, leftovers: Leftovers) -> None:
+        if self.container is not None:
+            leftovers.remove(self.container)
+        leftovers.remove(self.network)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
@@ -271,8 +340,9 @@ class ProxyPool:
     replaced is thrown away, never handed out.
     """
 
-    def __init__(self, client: Any, image: str, shared: SharedInternet, size: int = 2) -> None:
+    def __init__(self, client: Any, image: str, shared: SharedInternet, leftovers: Leftovers, size: int = 2) -> None:
         self._client = client
+        self._leftovers = leftovers
         self._image = image
         self._shared = shared
         self._size = size
@@ -293,7 +363,7 @@ class ProxyPool:
                 else:
                     stale.append(w)
         for w in stale:
-            w.remove()
+            w.remove(self._leftovers)
         if got is None:
             got = self._build(internet)
         self._refill()
@@ -311,14 +381,14 @@ class ProxyPool:
     def standing(self) -> set[str]:
         """Names of what the pool holds now: proxies not yet handed to a run."""
         with self._lock:
-            return {n for w in self._warm for n in (w.container.name, w.network.name, w.workdir.name)}
+            return {n for w in self._warm for n in (w.container.name if w.container else "", w.network.name, w.workdir.name) if n}
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             warm, self._warm = self._warm, []
         for w in warm:
-            w.remove()
+            w.remove(self._leftovers)
 
     def _refill(self) -> None:
         with self._lock:
@@ -345,7 +415,7 @@ class ProxyPool:
                         self._warm.append(w)
                         extra = None
                 if extra is not None:
-                    extra.remove()
+                    extra.remove(self._leftovers)
                     return
         finally:
             with self._lock:
@@ -370,18 +440,9 @@ class ProxyPool:
             w.ip = container_ip(w.container, network)
             wait_ready(w.container, workdir / "out" / "ready")
         except BaseException:
-            if w.container is None:
-                w.container = _Gone()
-            w.remove()
+            w.remove(self._leftovers)
             raise
         return w
-
-
-class _Gone:
-    """Stands in for a container that was never created."""
-
-    def remove(self, **_: Any) -> None:
-        return None
 
 
 def _running(container: Any) -> bool:

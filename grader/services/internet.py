@@ -429,6 +429,17 @@ def _listen_tcp(bind: str, port: int) -> socket.socket:
     return socket.create_server((bind, port), backlog=128)
 
 
+def _self_check(dns_port: int, http_port: int, tcp_ports: list[int]) -> None:
+    """One round trip through every kind of listener (raises if one does not answer)."""
+    dnswire.query_a("127.0.0.1", "heartbeat.invalid", dns_port, 1.0)
+    reply = common.exchange(http_port, b"GET /__heartbeat HTTP/1.1\r\nHost: heartbeat.invalid\r\nConnection: close\r\n\r\n")
+    if not reply.startswith(b"HTTP/1.1 "):
+        raise OSError("http listener gave no answer")
+    for port in tcp_ports[:1]:
+        if not common.exchange(port, b"heartbeat\n"):
+            raise OSError("tcp listener gave no answer")
+
+
 def main(argv: list[str] | None = None) -> int:
     started = common.read_command_line(argv, "internet.py", _CONFIG_DEFAULTS, _CONFIG_REQUIRED)
     if started is None:
@@ -472,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
         common.spawn(common.serve_forever, listener, handle, slots)
 
     common.write_ready(out_dir, address)
+    common.heartbeat(out_dir, functools.partial(
+        _self_check, int(config["dns_port"]), int(config["http_port"]), [int(p) for p in config["tcp_ports"]],
+    ))
     common.wait_for(stop)
     udp.close()
     for listener, _ in listeners:

@@ -417,6 +417,13 @@ def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.so
         return None, f"cannot connect to {addresses[0]}:{port}: {exc}"
 
 
+def _self_check(port: int) -> None:
+    """A request to the proxy's own listener; any HTTP answer (a refusal included) shows it decides."""
+    reply = common.exchange(port, b"GET http://heartbeat.invalid/ HTTP/1.1\r\nHost: heartbeat.invalid\r\n\r\n")
+    if not reply.startswith(b"HTTP/1.1 "):
+        raise OSError("proxy gave no answer")
+
+
 def main(argv: list[str] | None = None) -> int:
     started = common.read_command_line(argv, "proxy.py", _CONFIG_DEFAULTS, _CONFIG_REQUIRED)
     if started is None:
@@ -442,6 +449,8 @@ def main(argv: list[str] | None = None) -> int:
     handle = functools.partial(_handle, settings=settings)
     common.spawn(common.serve_forever, listener, handle, threading.Semaphore(MAX_CONNECTIONS))
     common.write_ready(out_dir, listener.getsockname()[0])
+    port = int(config["listen_port"])
+    common.heartbeat(out_dir, lambda: _self_check(port))
     common.wait_for(stop)
     listener.close()
     return 0

@@ -394,3 +394,26 @@ def test_a_warm_proxy_fails_closed_until_its_policy_file_arrives(services: Servi
         assert _exchange(port, request).startswith(b"HTTP/1.1 403")  # unreadable: closed again
     finally:
         _stop(proc)
+
+
+def test_each_service_beats_only_while_it_answers(services: Services) -> None:
+    """The heartbeat follows real self-checks: a stopped (hung) service stops beating."""
+    import signal
+
+    for out in (services.internet_out, services.proxy_out):
+        beat = out / "heartbeat"
+        deadline = time.monotonic() + 5
+        while not beat.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        first = float(beat.read_text())
+        time.sleep(0.6)
+        assert float(beat.read_text()) > first, f"{out.name} stopped beating"
+    pid = json.loads((services.proxy_out / "ready").read_text())["pid"]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(0.3)
+        frozen = (services.proxy_out / "heartbeat").read_text()
+        time.sleep(0.8)
+        assert (services.proxy_out / "heartbeat").read_text() == frozen
+    finally:
+        os.kill(pid, signal.SIGCONT)
