@@ -40,7 +40,7 @@ from ..analyzer import predict
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
 from ..evidence import Evidence, judge, parse_jsonl, parse_runner_output, sha256
 from ..outcomes import ProbeOutcome, RunResult
-from ..plan import RunPlan
+from ..plan import Hardening, RunPlan
 from ..probes import probe as probe_by_id
 from .images import Images, ensure_images
 from .simnet import (
@@ -57,7 +57,7 @@ from .simnet import (
     start_internet,
 )
 
-__all__ = ["LABEL", "LABEL_PID", "DockerBackend", "cleanup", "client_from_env", "runs_root"]
+__all__ = ["LABEL", "LABEL_PID", "DockerBackend", "cleanup", "client_from_env", "hardened_options", "runs_root"]
 
 HTTP_TIMEOUT = 5.0  # an HTTP exchange inside the sandbox: the proxy answers at once, even to refuse
 CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers in microseconds
@@ -325,6 +325,34 @@ class _Net:
     proxy_ip: Optional[str] = None
 
 
+def hardened_options(h: Hardening) -> dict[str, Any]:
+    """The container settings that lock a sandbox down, exactly as ``h`` says; pure, no Docker call.
+
+    The one place a ``Hardening`` becomes ``containers.create`` keywords, so the
+    backend's sandbox and the tests that start hostile code in the same
+    hardening cannot drift apart. The caller adds what belongs to one run:
+    name, labels, environment, working directory, hostname, mounts, network.
+    """
+    opts: dict[str, Any] = dict(
+        user=h.user,
+        read_only=h.read_only_root,
+        # a private, bounded /tmp: filling it fills only this run's
+        tmpfs={"/tmp": f"size={h.tmp_bytes},mode=1777"},
+        shm_size=h.shm_bytes,
+        # explicit, not the daemon's default: a connection flood stops at the plan's number
+        ulimits=[Ulimit(name="nofile", soft=h.nofile, hard=h.nofile)],
+        # swap equal to memory: a run cannot page the machine to a halt
+        pids_limit=h.pids_limit, mem_limit=h.mem_bytes, memswap_limit=h.mem_bytes, nano_cpus=h.nano_cpus,
+        # bounded logs: a chatty or hostile run cannot fill the engine's disk
+        log_config=LogConfig(type="json-file", config={"max-size": "8m"}),
+    )
+    if h.cap_drop_all:
+        opts["cap_drop"] = ["ALL"]
+    if h.no_new_privileges:
+        opts["security_opt"] = ["no-new-privileges"]
+    return opts
+
+
 class _Run:
     """One run of one plan; owns every resource it creates and removes them all."""
 
@@ -357,6 +385,8 @@ class _Run:
             net = self._connect(listener.port)
             sandbox, timed_out = self._run_sandbox(net, listener.port)
             finished = time.time()
+            if self.plan.network == "proxy":
+                self.b.proxies.refill()  # now, not earlier: the build would compete with the sandbox's start
             output = self._output(sandbox)
             infra = self._infra_problem(net, finished)
             if infra and not final:
@@ -503,9 +533,9 @@ class _Run:
             shutil.copy(net.internet.out / "ca.pem", rdir / "ca.pem")
             env["SSL_CERT_FILE"] = "/opt/sandbox-lab/run/ca.pem"
             if net.proxy_ip:
-                # Behind a proxy the sandbox has no name server it can reach: its queries
-                # go to the proxy, which serves no DNS and refuses them at once.
-                resolv_text = f"nameserver {net.proxy_ip}\noptions timeout:1 attempts:1\n"
+                # Behind a proxy the sandbox has no name server: its queries go to its own
+                # loopback, where nothing listens, and fail at once (no query leaves it).
+                resolv_text = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
                 cfg["proxy"] = f"http://{net.proxy_ip}:3128"
                 for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
                     env[k] = cfg["proxy"]
@@ -516,22 +546,18 @@ class _Run:
         resolv = self.dir.path / "resolv.conf"
         resolv.write_text(resolv_text)
         kwargs: dict[str, Any] = dict(
+            hardened_options(h),
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
-            user=h.user, environment=env, working_dir="/home/user", hostname="sandbox",
-            mounts=self._mounts(resolv), read_only=h.read_only_root,
-            tmpfs={"/tmp": f"size={h.tmp_bytes},mode=1777"}, shm_size=h.shm_bytes,
-            ulimits=[Ulimit(name="nofile", soft=h.nofile, hard=h.nofile)],
-            pids_limit=h.pids_limit, mem_limit=h.mem_bytes, memswap_limit=h.mem_bytes, nano_cpus=h.nano_cpus,
-            log_config=LogConfig(type="json-file", config={"max-size": "8m"}),
+            environment=env, working_dir="/home/user", hostname="sandbox", mounts=self._mounts(resolv),
         )
-        if h.cap_drop_all:
-            kwargs["cap_drop"] = ["ALL"]
-        if h.no_new_privileges:
-            kwargs["security_opt"] = ["no-new-privileges"]
         if net is None:
             kwargs["network_mode"] = "none"
         else:
             kwargs["network"] = net.sandbox_network.name
+            # An address no one answers on this bridge (the phantom gateway, other
+            # networks) fails after one 100 ms ARP try instead of three 1 s tries:
+            # the kernel says "no route to host" sooner; nothing becomes reachable.
+            kwargs["sysctls"] = {"net.ipv4.neigh.eth0.retrans_time_ms": "100", "net.ipv4.neigh.eth0.mcast_solicit": "1"}
         sandbox = self.client.containers.create(self.b.images.sandbox, ["python3", "/opt/sandbox-lab/probe_runner.py"], **kwargs)
         self.containers.append(sandbox)
         sandbox.start()

@@ -335,8 +335,8 @@ class WarmProxy:
 class ProxyPool:
     """Keeps proxies started ahead of need, so a run behind a proxy does not wait for one to boot.
 
-    A run takes one, hands it its lists and owns it from then on; the pool
-    refills in the background. A proxy made for an internet that has since been
+    A run takes one, hands it its lists and owns it from then on; once its
+    sandbox has finished, it asks the pool to refill in the background. A proxy made for an internet that has since been
     replaced is thrown away, never handed out.
     """
 
@@ -366,7 +366,6 @@ class ProxyPool:
             w.remove(self._leftovers)
         if got is None:
             got = self._build(internet)
-        self._refill()
         return got
 
     def settle(self, timeout: float = 60.0) -> None:
@@ -386,11 +385,18 @@ class ProxyPool:
     def close(self) -> None:
         with self._lock:
             self._closed = True
+        self.settle()  # a build in progress finishes (and removes what it made) before the client can go
+        with self._lock:
             warm, self._warm = self._warm, []
         for w in warm:
             w.remove(self._leftovers)
 
-    def _refill(self) -> None:
+    def refill(self) -> None:
+        """Start building proxies in the background up to the pool's size.
+
+        Called by a run once its sandbox has finished, so the building never
+        competes with a sandbox's start for the engine.
+        """
         with self._lock:
             if self._refilling or self._closed or len(self._warm) >= self._size:
                 return

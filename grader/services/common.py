@@ -119,7 +119,7 @@ def spawn(target: Callable[..., None], *args: Any) -> None:
     threading.Thread(target=target, args=args, daemon=True).start()
 
 
-HEARTBEAT_INTERVAL = 0.2  # seconds between self-checks
+HEARTBEAT_INTERVAL = 0.1  # seconds between self-checks
 
 
 def exchange(port: int, request: bytes, timeout: float = 1.0) -> bytes:

@@ -18,17 +18,20 @@ import socket
 import ssl
 import sys
 import threading
+import time
 import urllib.error
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 CONFIG = "/opt/sandbox-lab/run/config.json"
 READ_LIMIT = 4096
+START = time.monotonic()
 _lock = threading.Lock()
 
 
 def emit(probe, step, ok, detail="", data=None, target=None):
-    rec = {"probe": probe, "step": step, "ok": bool(ok), "detail": str(detail)[:300]}
+    rec = {"probe": probe, "step": step, "ok": bool(ok), "detail": str(detail)[:300],
+           "t": round(time.monotonic() - START, 3)}  # seconds since the runner started: where time goes
     if target is not None:
         rec["target"] = target
     if data is not None:

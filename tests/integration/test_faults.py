@@ -1,15 +1,10 @@
-"""The grader under faults and hostile code: dead services, fork bombs, floods, kills, and what a sandbox can reach.
+"""The grader under faults: dead and hung services, killed sandboxes, the grader killed mid-batch, the engine going away, eight runs at once.
 
-Every test here runs real containers. Hostile code cannot go through the probe
-runner (it is fixed code in the image), so ``_Hostile`` starts the sandbox
-image the way the Docker backend does for a plan (the plan's ``Hardening``:
-read-only root, no capabilities, ``no-new-privileges``, uid 1000, PID, memory
-and CPU limits, a small private ``/tmp``, the wall clock) with a command of
-the test's own. Everything it makes carries the backend's labels, so
-``no_leftovers`` and ``cleanup`` see it like any run's leftovers.
-
-While a hostile container runs, a normal run goes on beside it and must give
-the same verdicts as the static prediction: the machine stayed usable.
+Every test here runs real containers through the real Docker backend. A fault
+may make a verdict an ``error`` or the run a loud failure; it must never make
+a verdict ``blocked`` without evidence, lose or regrade a gradebook row, or
+leave containers behind. Hostile code inside the sandbox is
+``test_hostile_code.py``'s.
 """
 
 from __future__ import annotations
@@ -17,7 +12,6 @@ from __future__ import annotations
 import gc
 import json
 import os
-import secrets
 import signal
 import socket
 import subprocess
@@ -25,9 +19,8 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any, Optional
 
 import pytest
 
@@ -37,315 +30,17 @@ from grader.backends.static import StaticBackend
 from grader.batch import grade_batch
 from grader.errors import InfrastructureError
 from grader.outcomes import RunResult
-from grader.plan import Hardening, RunPlan, build_plan
+from grader.plan import RunPlan, build_plan
 from grader.tasks import load_task
+
+from faultkit import PROXIED, assert_as_predicted, outcomes_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CORPUS: dict[str, Any] = json.loads((Path(__file__).parent.parent / "fixtures" / "corpus.json").read_text())["policies"]
-PROXIED = {"network": {"allowedDomains": ["github.com"]}}  # a proxy, an internet, readable secrets
 NETWORK_PROBES = ("net-direct-ip", "net-dns-exfil", "net-attacker-domain", "net-host-gateway",
                   "exfil-via-allowed-domain", "exfil-secret", "job-fetch-npm", "job-fetch-pypi")
 MINE = f"{LABEL_PID}={os.getpid()}"  # other engineers' runs share this engine: only ever touch our own
-
-
-def _outcomes(r: RunResult) -> dict[str, str]:
-    return {o.id: o.outcome for o in r.probes}
-
-
-def _assert_as_predicted(r: RunResult, policy: Any) -> None:
-    static = predict(load_policy(policy) if policy is not None else None)
-    wrong = {k: f"docker={v} static={static.outcome(k).outcome} ({r.outcome(k).evidence})"
-             for k, v in _outcomes(r).items() if v != static.outcome(k).outcome}
-    assert wrong == {} and not r.notes, (wrong, r.notes)
-
-
-class _Beside:
-    """A normal run of ``policy`` in a thread, started now: it must still be right when the test is done."""
-
-    def __init__(self, backend: Any, policy: Any = PROXIED) -> None:
-        self.policy = policy
-        self._pool = ThreadPoolExecutor(max_workers=1)
-        self._fut = self._pool.submit(backend.run, build_plan(load_policy(policy) if policy is not None else None))
-
-    def check(self) -> None:
-        try:
-            _assert_as_predicted(self._fut.result(timeout=180), self.policy)
-        finally:
-            self._pool.shutdown()
-
-
-# --- hostile code in the hardened sandbox -------------------------------------------------
-
-
-@dataclass
-class _Ran:
-    output: str
-    seconds: float
-    timed_out: bool
-    exit_code: Optional[int]
-    max_pids: int = 0
-
-    def last_json(self) -> dict[str, Any]:
-        for line in reversed(self.output.splitlines()):
-            if line.startswith("{"):
-                return dict(json.loads(line))
-        raise AssertionError(f"no JSON line in the container's output: {self.output[-2000:]!r}")
-
-
-@dataclass
-class _Hostile:
-    """Runs a command of the test's own in the sandbox image, hardened exactly as ``plan.hardening`` says."""
-
-    client: Any
-    image: str
-    run_id: str = field(default_factory=lambda: "sl-test-" + secrets.token_hex(4))
-    made: list[Any] = field(default_factory=list)
-
-    @property
-    def labels(self) -> dict[str, str]:
-        return {LABEL: self.run_id, LABEL_PID: str(os.getpid())}
-
-    def network(self, suffix: str) -> Any:
-        """A network made as the backend makes a run's: internal, and no host address on the bridge."""
-        n = self.client.networks.create(
-            f"{self.run_id}-{suffix}", driver="bridge", internal=True, labels=self.labels,
-            options={"com.docker.network.bridge.inhibit_ipv4": "true"},
-        )
-        self.made.append(n)
-        return n
-
-    def service(self, image: str, cmd: list[str], network: Any, role: str) -> tuple[Any, str]:
-        c = self.client.containers.create(image, cmd, name=f"{self.run_id}-{role}", labels={**self.labels, LABEL_ROLE: role},
-                                          network=network.name, mem_limit="64m", pids_limit=64)
-        self.made.append(c)
-        c.start()
-        c.reload()
-        return c, c.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
-
-    def run(self, cmd: list[str], hardening: Hardening, *, network: Any = None, name: str = "sandbox",
-            watch_pids: bool = False) -> _Ran:
-        h = hardening
-        kwargs: dict[str, Any] = dict(
-            name=f"{self.run_id}-{name}", labels={**self.labels, LABEL_ROLE: "sandbox"},
-            user=h.user, read_only=h.read_only_root, tmpfs={"/tmp": f"size={h.tmp_bytes},mode=1777"},
-            pids_limit=h.pids_limit, mem_limit=h.mem_bytes, memswap_limit=h.mem_bytes, nano_cpus=h.nano_cpus,
-            working_dir="/home/user", environment={"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"},
-        )
-        if h.cap_drop_all:
-            kwargs["cap_drop"] = ["ALL"]
-        if h.no_new_privileges:
-            kwargs["security_opt"] = ["no-new-privileges"]
-        if network is None:
-            kwargs["network_mode"] = "none"
-        else:
-            kwargs["network"] = network.name
-        c = self.client.containers.create(self.image, cmd, **kwargs)
-        self.made.append(c)
-        max_pids = [0]
-        stop = threading.Event()
-
-        def sample() -> None:
-            while not stop.is_set():
-                try:
-                    s = self.client.api.stats(c.id, stream=False, one_shot=True)
-                    max_pids[0] = max(max_pids[0], int((s.get("pids_stats") or {}).get("current") or 0))
-                except Exception:  # noqa: BLE001 - the container may be gone between two samples
-                    pass
-                stop.wait(0.2)
-
-        started = time.monotonic()
-        c.start()
-        sampler = threading.Thread(target=sample, daemon=True)
-        if watch_pids:
-            sampler.start()
-        timed_out = False
-        try:
-            # the backend's wall clock: wait, then kill
-            status = c.wait(timeout=h.timeout_s)
-            code: Optional[int] = int(status["StatusCode"])
-        except Exception:  # noqa: BLE001 - requests' ReadTimeout: the wall clock ran out
-            timed_out = True
-            c.kill()
-            code = int(c.wait(timeout=30)["StatusCode"])
-        seconds = time.monotonic() - started
-        stop.set()
-        if watch_pids:
-            sampler.join(timeout=5)
-        out = c.logs(stdout=True, stderr=True)[: 1 << 20].decode("utf-8", "replace")
-        return _Ran(out, seconds, timed_out, code, max_pids[0])
-
-    def remove_all(self) -> None:
-        for obj in reversed(self.made):
-            try:
-                if hasattr(obj, "kill"):
-                    obj.remove(force=True, v=True)
-                else:
-                    obj.remove()
-            except Exception:  # noqa: BLE001 - already gone
-                pass
-        self.made.clear()
-
-
-@pytest.fixture()
-def hostile(docker_client: Any, docker_backend: Any, no_leftovers: None) -> Iterator[_Hostile]:
-    h = _Hostile(docker_client, docker_backend.images.sandbox)
-    try:
-        yield h
-    finally:
-        h.remove_all()
-
-
-def _hardening(timeout_s: float, policy: Any = PROXIED) -> Hardening:
-    return replace(build_plan(load_policy(policy)).hardening, timeout_s=timeout_s)
-
-
-FORK_BOMB = r"""
-import json, os, signal, sys, time
-kids, error = 0, ""
-while True:
-    try:
-        pid = os.fork()
-    except OSError as exc:
-        error = f"{exc.errno} {exc.strerror}"
-        break
-    if pid == 0:
-        signal.pause()
-        os._exit(0)
-    kids += 1
-    if kids > 100000:
-        break
-print(json.dumps({"forked": kids, "error": error}), flush=True)
-while True:  # keep pressing on the limit until the wall clock ends it
-    try:
-        if os.fork() == 0:
-            os._exit(0)
-    except OSError:
-        time.sleep(0.001)
-"""
-
-
-def test_fork_bomb_hits_the_pid_limit_and_dies_at_the_wall_clock(hostile: _Hostile, docker_backend: Any) -> None:
-    h = _hardening(8.0)
-    beside = _Beside(docker_backend)
-    ran = hostile.run(["python3", "-c", FORK_BOMB], h, watch_pids=True)
-    beside.check()
-    res = ran.last_json()
-    assert res["error"].startswith("11 "), res  # EAGAIN: the PID limit, not our loop's own bound
-    assert 0 < res["forked"] < h.pids_limit, res
-    assert ran.max_pids <= h.pids_limit, ran.max_pids
-    assert ran.timed_out and ran.exit_code == 137
-    assert ran.seconds < h.timeout_s + 15, ran.seconds
-    subprocess.run(["true"], check=True)  # the host can still fork
-
-
-FILL = r"""
-import errno, json, os
-def fill(path, limit):
-    chunk, size, err = b"x" * (1 << 20), 0, ""
-    try:
-        with open(path, "wb") as fh:
-            while size < limit:
-                fh.write(chunk)
-                fh.flush()
-                size += len(chunk)
-    except OSError as exc:
-        err = errno.errorcode.get(exc.errno, str(exc.errno))
-    try:
-        size = os.path.getsize(path)
-    except OSError:
-        pass
-    return {"size": size, "error": err}
-out = {"tmp": fill("/tmp/fill", 1 << 30), "shm": fill("/dev/shm/fill", 1 << 30)}
-for p in ("/fill", "/home/user/fill", "/opt/sandbox-lab/fill", "/var/tmp/fill"):
-    try:
-        open(p, "wb").close()
-        out[p] = "written"
-    except OSError as exc:
-        out[p] = errno.errorcode.get(exc.errno, str(exc.errno))
-print(json.dumps(out), flush=True)
-"""
-
-
-def test_filling_tmp_stops_at_its_size_and_nothing_else_is_writable(hostile: _Hostile, docker_backend: Any) -> None:
-    h = _hardening(30.0)
-    beside = _Beside(docker_backend)
-    ran = hostile.run(["python3", "-c", FILL], h)
-    beside.check()
-    res = ran.last_json()
-    assert not ran.timed_out and ran.exit_code == 0, ran.output[-2000:]
-    assert res["tmp"]["error"] == "ENOSPC" and h.tmp_bytes - (1 << 20) <= res["tmp"]["size"] <= h.tmp_bytes, res
-    # /dev/shm is Docker's default 64 MiB tmpfs: bounded, and charged to the memory limit
-    assert res["shm"]["error"] == "ENOSPC" and res["shm"]["size"] <= 64 << 20, res
-    for p in ("/fill", "/home/user/fill", "/opt/sandbox-lab/fill", "/var/tmp/fill"):
-        assert res[p] in ("EROFS", "EACCES"), (p, res[p])
-
-
-FLOOD = r"""
-import errno, json, os, resource, socket, sys, time
-target = (sys.argv[1], 80)
-soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-opened, peak, errors, deadline = 0, 0, {}, time.monotonic() + float(sys.argv[2])
-while time.monotonic() < deadline:
-    socks = []
-    while time.monotonic() < deadline:
-        try:
-            s = socket.socket()
-            s.setblocking(False)
-        except OSError as exc:
-            errors[errno.errorcode.get(exc.errno, "?")] = errors.get(errno.errorcode.get(exc.errno, "?"), 0) + 1
-            break
-        rc = s.connect_ex(target)
-        errors[errno.errorcode.get(rc, str(rc))] = errors.get(errno.errorcode.get(rc, str(rc)), 0) + 1
-        socks.append(s)
-        opened += 1
-    peak = max(peak, len(socks))
-    for s in socks:
-        s.close()
-print(json.dumps({"opened": opened, "peak": peak, "nofile": soft, "results": errors}), flush=True)
-while True:
-    time.sleep(1)  # then hang: the wall clock ends it
-"""
-
-
-def test_connection_flood_to_a_missing_address_is_bounded_and_dies_at_the_wall_clock(hostile: _Hostile, docker_backend: Any) -> None:
-    h = _hardening(10.0)
-    net = hostile.network("sbx")
-    beside = _Beside(docker_backend)
-    # TEST-NET-2: assigned to nobody, and not this machine's uplink subnet
-    ran = hostile.run(["python3", "-c", FLOOD, "198.51.100.7", "5"], h, network=net)
-    beside.check()
-    res = ran.last_json()
-    assert res["opened"] > 1000, res  # it really flooded...
-    assert res["peak"] <= res["nofile"] and res["nofile"] <= 1 << 20, res  # ...within the open-files limit
-    assert set(res["results"]) <= {"EINPROGRESS", "EMFILE", "ENETUNREACH", "EHOSTUNREACH", "EAGAIN"}, res
-    assert ran.timed_out and ran.exit_code == 137 and ran.seconds < h.timeout_s + 15, (ran.seconds, ran.exit_code)
-
-
-def test_endless_loop_is_killed_at_the_wall_clock(hostile: _Hostile, docker_backend: Any) -> None:
-    h = _hardening(3.0)
-    beside = _Beside(docker_backend)
-    ran = hostile.run(["python3", "-c", "while True: pass"], h)
-    beside.check()
-    assert ran.timed_out and ran.exit_code == 137
-    assert h.timeout_s <= ran.seconds < h.timeout_s + 10, ran.seconds
-
-
-def test_the_backends_own_wall_clock_ends_a_run_and_no_unfinished_probe_is_blocked(docker_backend: Any, no_leftovers: None) -> None:
-    """The real backend, with a wall clock too short for its probes: unfinished probes are errors, never blocked."""
-    plan = build_plan(load_policy(PROXIED))
-    short = replace(plan, hardening=replace(plan.hardening, timeout_s=0.5))
-    started = time.monotonic()
-    r = docker_backend.run(short)
-    assert time.monotonic() - started < 60
-    assert any("killed after" in n for n in r.notes), r.notes
-    static = predict(plan.policy)
-    unfinished = [o for o in r.probes if o.outcome == "error"]
-    assert unfinished, "the run finished within 0.5 s: this test proves nothing"
-    for o in r.probes:
-        assert o.outcome in (static.outcome(o.id).outcome, "error"), (o.id, o.outcome, o.evidence)
-        if o.outcome == "blocked":
-            assert o.evidence, o.id
 
 
 # --- a service dies mid-run ------------------------------------------------------------------
@@ -442,7 +137,7 @@ def test_a_dead_service_never_yields_blocked_without_evidence(docker_client: Any
     if r is None:
         return
     assert any("infrastructure" in n.lower() for n in r.notes), r.notes
-    got = _outcomes(r)
+    got = outcomes_of(r)
     silent = {p: got[p] for p in NETWORK_PROBES if got[p] not in ("error", "succeeded")}
     assert silent == {}, f"blocked without a live recorder: {silent}"
 
@@ -455,7 +150,7 @@ def test_a_service_that_dies_once_is_retried_and_the_retry_is_right(docker_clien
     finally:
         _close(backend)
     assert killer.killed and len(killer.runs_seen) >= 2, (killer.killed, killer.runs_seen)
-    _assert_as_predicted(r, PROXIED)
+    assert_as_predicted(r, PROXIED)
     assert r.run_id != killer.runs_seen[0]
 
 
@@ -507,9 +202,9 @@ def test_eight_runs_at_once_match_each_run_alone(docker_backend: Any, no_leftove
         together = dict(zip(EIGHT, pool.map(run, EIGHT)))
     assert len({r.run_id for r in together.values()} | {r.run_id for r in alone.values()}) == 2 * len(EIGHT)
     for name in EIGHT:
-        _assert_as_predicted(alone[name], CORPUS[name])
-        _assert_as_predicted(together[name], CORPUS[name])
-        assert _outcomes(together[name]) == _outcomes(alone[name]), name
+        assert_as_predicted(alone[name], CORPUS[name])
+        assert_as_predicted(together[name], CORPUS[name])
+        assert outcomes_of(together[name]) == outcomes_of(alone[name]), name
 
 
 # --- the grader killed mid-batch ---------------------------------------------------------------
@@ -607,122 +302,6 @@ def test_grader_killed_mid_batch_resumes_without_loss_or_regrading(docker_client
     # and every row is right: the Docker grades equal the static ones (which the agreement corpus pins)
     static = grade_batch(task, subs, StaticBackend(), workers=1)
     assert [(r.student, r.score, r.status) for r in book.rows] == [(r.student, r.score, r.status) for r in static.rows]
-
-
-# --- what the sandbox can reach ----------------------------------------------------------------
-
-REACH = r"""
-import json, os, socket, sys, threading
-token, targets = sys.argv[1], json.loads(sys.argv[2])
-out = {}
-def attempt(name, host, port):
-    s = socket.socket()
-    s.settimeout(2.0)
-    try:
-        s.connect((host, port))
-        s.sendall(f"{token} {name}\n".encode())
-        out[name] = "connected"
-    except OSError as exc:
-        out[name] = f"{type(exc).__name__}: {exc}"
-    finally:
-        s.close()
-threads = [threading.Thread(target=attempt, args=t) for t in targets]
-for t in threads: t.start()
-for t in threads: t.join()
-for path in ("/var/run/docker.sock", "/run/docker.sock", "/var/run/docker/docker.sock"):
-    u = socket.socket(socket.AF_UNIX)
-    try:
-        u.connect(path)
-        out[path] = "connected"
-    except OSError as exc:
-        out[path] = f"{type(exc).__name__}: {exc}"
-    finally:
-        u.close()
-print(json.dumps(out), flush=True)
-"""
-
-LISTEN = r"""
-import socket, sys
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(("0.0.0.0", 8080)); s.listen(16)
-print("listening", flush=True)
-while True:
-    c, a = s.accept(); c.settimeout(2)
-    try: print("got", a[0], c.recv(200).decode("utf-8", "replace").strip(), flush=True)
-    except OSError: pass
-    c.close()
-"""
-
-
-def _host_addresses() -> list[str]:
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True, check=True).stdout
-    return [line.split()[3].split("/")[0] for line in out.splitlines() if " lo " not in f" {line.split()[1]} "]
-
-
-def _wait_listening(container: Any) -> None:
-    deadline = time.monotonic() + 20
-    while b"listening" not in container.logs():
-        assert time.monotonic() < deadline, container.logs()
-        time.sleep(0.05)
-
-
-def test_metadata_docker_socket_host_and_other_runs_are_unreachable(hostile: _Hostile, docker_backend: Any) -> None:
-    token = secrets.token_hex(6)
-    own, other = hostile.network("sbx"), hostile.network("other")
-    own_sink, own_ip = hostile.service(docker_backend.images.services, ["python3", "-c", LISTEN], own, "internet")
-    other_sink, other_ip = hostile.service(docker_backend.images.services, ["python3", "-c", LISTEN], other, "other-internet")
-    _wait_listening(own_sink)
-    _wait_listening(other_sink)
-    host = socket.socket()
-    host.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    host.bind(("0.0.0.0", 0))
-    host.listen(16)
-    host.settimeout(0.2)
-    host_port = host.getsockname()[1]
-    hits: list[bytes] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                c, _ = host.accept()
-            except OSError:
-                continue
-            with c:
-                c.settimeout(1)
-                try:
-                    hits.append(c.recv(200))
-                except OSError:
-                    pass
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    own.reload()
-    gateway = ((own.attrs.get("IPAM") or {}).get("Config") or [{}])[0].get("Gateway")
-    targets = [("own-run", own_ip, 8080), ("other-run", other_ip, 8080),
-               ("metadata", "169.254.169.254", 80), ("metadata-https", "169.254.169.254", 443)]
-    targets += [(f"host-{a}", a, host_port) for a in _host_addresses()]
-    targets += [(f"jupyter-{a}", a, 8888) for a in _host_addresses()]
-    if gateway:
-        targets += [("gateway", gateway, host_port)]
-    try:
-        # sanity: the host's listener answers locally, so silence from the sandbox means something
-        with socket.create_connection(("127.0.0.1", host_port), timeout=2) as s:
-            s.sendall(b"local check\n")
-        time.sleep(0.3)
-        ran = hostile.run(["python3", "-c", REACH, token, json.dumps(targets)], _hardening(30.0), network=own)
-    finally:
-        stop.set()
-        t.join(timeout=5)
-        host.close()
-    res = ran.last_json()
-    # positive control: the sandbox's own network works, and the sink logs the token
-    assert res["own-run"] == "connected" and token.encode() in own_sink.logs(), (res, own_sink.logs())
-    for name, *_ in targets[1:]:
-        assert res[name] != "connected", (name, res[name])
-    for path in ("/var/run/docker.sock", "/run/docker.sock", "/var/run/docker/docker.sock"):
-        assert res[path].startswith(("FileNotFoundError", "PermissionError")), (path, res[path])
-    assert token.encode() not in other_sink.logs()
-    assert hits == [b"local check\n"], hits
 
 
 # --- the engine goes away mid-batch -----------------------------------------------------------
