@@ -296,6 +296,7 @@ class DockerBackend:
         self.proxies.close()
         self.shared.close()
         self.leftovers.retry()
+        self.leftovers.sweep(self.client)
 
     def _remove_later(self, removal: Callable[[], None]) -> None:
         if len(self.leftovers):
@@ -362,7 +363,7 @@ class _Run:
         self.plan = plan
         self.run_id = "sl-" + secrets.token_hex(5)
         self.token = secrets.token_hex(6)
-        self.labels = {LABEL: self.run_id, LABEL_PID: str(os.getpid())}
+        self.labels = backend.leftovers.labels(self.run_id)
         self.containers: list[Any] = []
         self.networks: list[Any] = []
         self.owned_internet: Optional[Internet] = None

@@ -38,6 +38,7 @@ from ..world import World
 
 __all__ = [
     "LABEL",
+    "LABEL_BACKEND",
     "Leftovers",
     "LABEL_PID",
     "LABEL_ROLE",
@@ -54,6 +55,7 @@ __all__ = [
 LABEL = "org.sandbox-lab.run"
 LABEL_ROLE = "org.sandbox-lab.role"
 LABEL_PID = "org.sandbox-lab.pid"
+LABEL_BACKEND = "org.sandbox-lab.backend"  # which backend object made it: close() sweeps its own
 TCP_PORT = 4444  # the attacker's raw listener
 READY_TIMEOUT = 20.0
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
@@ -71,6 +73,27 @@ class Leftovers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._items: list[Any] = []
+        self.owner = secrets.token_hex(6)  # the backend's id, on every label it sets
+
+    def labels(self, run: str) -> dict[str, str]:
+        return {LABEL: run, LABEL_PID: str(os.getpid()), LABEL_BACKEND: self.owner}
+
+    def sweep(self, client: Any) -> None:
+        """Remove everything labelled with this owner, even what a lost response never named.
+
+        A container whose creation was under way when the engine went away
+        exists without anyone holding it; the label finds it.
+        """
+        mine = {"label": f"{LABEL_BACKEND}={self.owner}"}
+        try:
+            for c in client.api.containers(all=True, filters=mine):
+                self.remove(client.containers.get(c["Id"]))
+            for n in client.api.networks(filters=mine):
+                self.remove(client.networks.get(n["Id"]))
+        except docker.errors.NotFound:
+            pass
+        except Exception:  # noqa: BLE001 - engine away: `sandbox-lab cleanup` finds them by pid later
+            pass
 
     def remove(self, thing: Any) -> None:
         try:
@@ -273,7 +296,7 @@ class SharedInternet:
                 return self._net
             self._close_locked()
             name = "sl-shared-" + secrets.token_hex(4)
-            labels = {LABEL: name, LABEL_PID: str(os.getpid())}
+            labels = self._leftovers.labels(name)
             root = runs_root()
             root.mkdir(parents=True, exist_ok=True)
             self._dir = root / name
@@ -429,7 +452,7 @@ class ProxyPool:
 
     def _build(self, internet: Internet) -> WarmProxy:
         name = "sl-proxy-" + secrets.token_hex(4)
-        labels = {LABEL: name, LABEL_PID: str(os.getpid())}
+        labels = self._leftovers.labels(name)
         workdir = runs_root() / name
         (workdir / "out").mkdir(parents=True)
         (workdir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": name}))
