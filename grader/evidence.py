@@ -26,11 +26,13 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from .access import Network
 from .domains import matches
-from .outcomes import ProbeOutcome
+from .analyzer import predict
+from .outcomes import ProbeOutcome, RunResult
+from .plan import RunPlan
 from .probes import PROBES, Probe
 from .world import World
 
-__all__ = ["Evidence", "RunnerRecord", "judge", "parse_jsonl", "parse_runner_output", "write_marker"]
+__all__ = ["Evidence", "RunnerRecord", "judge", "parse_jsonl", "parse_runner_output", "run_result", "write_marker"]
 
 MAX_LOG_LINES = 20_000  # a flood from inside the sandbox is cut here, not in the grader's memory
 
@@ -288,3 +290,41 @@ def judge(ev: Evidence, world: World, probe_ids: Iterable[str]) -> tuple[ProbeOu
         outcome, why, proof = verdict
         out.append(ProbeOutcome(p.id, p.kind, outcome, why, proof))  # type: ignore[arg-type]
     return tuple(out)
+
+
+def _explain(outcomes: tuple[ProbeOutcome, ...], plan: RunPlan, disagreement: str) -> tuple[ProbeOutcome, ...]:
+    """Say why in the policy's terms when a run agrees with the prediction; flag it when not."""
+    predicted = {p.id: p for p in predict(plan.policy, plan.world).probes}
+    out = []
+    for o in outcomes:
+        pred = predicted[o.id]
+        if o.outcome == pred.outcome:
+            out.append(ProbeOutcome(o.id, o.kind, o.outcome, pred.explanation, o.evidence))
+        else:
+            note = f"{o.explanation} ({disagreement} {pred.outcome}: {pred.explanation})"
+            out.append(ProbeOutcome(o.id, o.kind, o.outcome, note, o.evidence))
+    return tuple(out)
+
+
+def run_result(
+    ev: Evidence, plan: RunPlan, *, backend: str, run_id: str, seconds: float, stopped: str,
+    disagreement: str, extra: Optional[dict[str, Any]] = None,
+) -> RunResult:
+    """A real run's result: every probe judged from ``ev`` and explained against the static prediction.
+
+    ``stopped`` names what the wall clock ended ("the sandbox was killed");
+    ``disagreement`` introduces the prediction when the run differs from it.
+    """
+    notes = [f"infrastructure error, evidence incomplete: {ev.infra_problem}"] if ev.infra_problem else []
+    if ev.timed_out:
+        notes.append(f"{stopped} after {plan.hardening.timeout_s:.0f} s")
+    return RunResult(
+        backend=backend,
+        sandbox=plan.sandbox,
+        policy=plan.policy.normalize() if plan.policy else None,
+        probes=_explain(judge(ev, plan.world, plan.probes), plan, disagreement),
+        notes=tuple(notes),
+        seconds=seconds,
+        run_id=run_id,
+        extra=extra or {},
+    )

@@ -36,10 +36,9 @@ import docker
 import requests
 from docker.types import LogConfig, Mount, Ulimit
 
-from ..analyzer import predict
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
-from ..evidence import Evidence, judge, parse_jsonl, parse_runner_output, sha256
-from ..outcomes import ProbeOutcome, RunResult
+from ..evidence import Evidence, parse_jsonl, parse_runner_output, run_result, sha256
+from ..outcomes import RunResult
 from ..plan import Hardening, RunPlan
 from ..probes import probe as probe_by_id
 from .images import Images, ensure_images
@@ -413,18 +412,9 @@ class _Run:
                 infra_problem=infra,
                 timed_out=timed_out,
             )
-            outcomes = judge(ev, self.plan.world, self.plan.probes)
-            notes = [f"infrastructure error, evidence incomplete: {infra}"] if infra else []
-            if timed_out:
-                notes.append(f"the sandbox was killed after {self.plan.hardening.timeout_s:.0f} s")
-            return RunResult(
-                backend="docker",
-                sandbox=self.plan.sandbox,
-                policy=self.plan.policy.normalize() if self.plan.policy else None,
-                probes=self._explain(outcomes),
-                notes=tuple(notes),
-                seconds=time.monotonic() - started,
-                run_id=self.run_id,
+            return run_result(
+                ev, self.plan, backend="docker", run_id=self.run_id, seconds=time.monotonic() - started,
+                stopped="the sandbox was killed", disagreement="the static prediction was",
             )
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise BackendError(
@@ -581,16 +571,3 @@ class _Run:
     def _output(self, sandbox: Any) -> str:
         raw: bytes = sandbox.logs(stdout=True, stderr=False)
         return raw[:MAX_OUTPUT].decode("utf-8", "replace")
-
-    def _explain(self, outcomes: tuple[ProbeOutcome, ...]) -> tuple[ProbeOutcome, ...]:
-        """Say why in the policy's terms when the run agrees with the prediction; flag it when not."""
-        predicted = {p.id: p for p in predict(self.plan.policy, self.plan.world).probes}
-        out = []
-        for o in outcomes:
-            pred = predicted[o.id]
-            if o.outcome == pred.outcome:
-                out.append(ProbeOutcome(o.id, o.kind, o.outcome, pred.explanation, o.evidence))
-            else:
-                note = f"{o.explanation} (the static prediction was {pred.outcome}: {pred.explanation})"
-                out.append(ProbeOutcome(o.id, o.kind, o.outcome, note, o.evidence))
-        return tuple(out)

@@ -140,10 +140,19 @@ def runs_root() -> Path:
 
 def create_network(client: Any, name: str, labels: dict[str, str]) -> Any:
     """An internal bridge with no host address: no route off the machine, nothing of the host reachable."""
-    return client.networks.create(
-        name, driver="bridge", internal=True, labels=labels,
-        options={"com.docker.network.bridge.inhibit_ipv4": "true"},
-    )
+    for attempt in range(4):
+        try:
+            return client.networks.create(
+                name, driver="bridge", internal=True, labels=labels,
+                options={"com.docker.network.bridge.inhibit_ipv4": "true"},
+            )
+        except docker.errors.APIError as exc:
+            # Two processes creating networks at once can be handed the same subnet
+            # by the engine (Docker 20.10); the loser is refused and simply asks again.
+            if "conflicts with" not in str(exc) and "overlap" not in str(exc) or attempt == 3:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def service_container(client: Any, image: str, role: str, name: str, labels: dict[str, str], network: Any, workdir: Path, script: str) -> Any:

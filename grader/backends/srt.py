@@ -44,11 +44,10 @@ from pathlib import Path
 from typing import Any, Optional
 from urllib.parse import urlsplit
 
-from ..analyzer import predict
 from ..errors import BackendError, InfrastructureError
-from ..evidence import Evidence, RunnerRecord, judge, parse_jsonl, parse_runner_output
+from ..evidence import Evidence, RunnerRecord, parse_jsonl, parse_runner_output, run_result
 from ..export import export
-from ..outcomes import ProbeOutcome, RunResult
+from ..outcomes import RunResult
 from ..plan import RunPlan
 from ..probes import probe as probe_by_id
 from ..services import dnswire
@@ -427,18 +426,9 @@ class _Run:
                 infra_problem=infra,
                 timed_out=timed_out,
             )
-            outcomes = judge(ev, self.plan.world, self.plan.probes)
-            notes = [f"infrastructure error, evidence incomplete: {infra}"] if infra else []
-            if timed_out:
-                notes.append(f"srt was stopped after {self.plan.hardening.timeout_s:.0f} s")
-            return RunResult(
-                backend="srt",
-                sandbox=self.plan.sandbox,
-                policy=self.plan.policy.normalize() if self.plan.policy else None,
-                probes=self._explain(outcomes),
-                notes=tuple(notes),
-                seconds=time.monotonic() - started,
-                run_id=self.run_id,
+            return run_result(
+                ev, self.plan, backend="srt", run_id=self.run_id, seconds=time.monotonic() - started,
+                stopped="srt was stopped", disagreement="Sandbox Lab predicted",
                 extra={
                     "srt_version": srt_version(),
                     "settings": self._unrebased(settings),
@@ -575,19 +565,6 @@ class _Run:
             return text.replace(prefix, "") if text else text
 
         return tuple(r.model_copy(update={"detail": back(r.detail) or "", "target": back(r.target)}) for r in records)
-
-    def _explain(self, outcomes: tuple[ProbeOutcome, ...]) -> tuple[ProbeOutcome, ...]:
-        """Say why in the policy's terms when srt agrees with the prediction; flag it when not."""
-        predicted = {p.id: p for p in predict(self.plan.policy, self.plan.world).probes}
-        out = []
-        for o in outcomes:
-            pred = predicted[o.id]
-            if o.outcome == pred.outcome:
-                out.append(ProbeOutcome(o.id, o.kind, o.outcome, pred.explanation, o.evidence))
-            else:
-                note = f"{o.explanation} (Sandbox Lab predicted {pred.outcome}: {pred.explanation})"
-                out.append(ProbeOutcome(o.id, o.kind, o.outcome, note, o.evidence))
-        return tuple(out)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
