@@ -469,7 +469,11 @@ class ProxyPool:
             "allowed": [], "policy_file": "/run/sandbox-lab/policy.json",
             "listen_port": 3128, "dns_server": internet.ip, "dns_port": 53, "out_dir": "/run/sandbox-lab/out",
         }))
-        network = create_network(self._client, f"{name}-sbx", labels)
+        try:
+            network = create_network(self._client, f"{name}-sbx", labels)
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)  # nothing else was made yet
+            raise
         w = WarmProxy(None, network, workdir, "", internet)
         try:
             w.container = service_container(self._client, self._image, "proxy", f"{name}-proxy", labels, internet.network, workdir, "proxy.py")
