@@ -11,11 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from .probes import ProbeKind
-
-__all__ = ["Outcome", "ProbeOutcome", "RunResult"]
+__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "RunResult"]
 
 Outcome = Literal["blocked", "succeeded", "error"]
+ProbeKind = Literal["attack", "job"]  # an attack should be blocked; a job is legitimate work that should succeed
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from .errors import PolicyError, Problem, TaskError
 from .outcomes import ProbeOutcome, RunResult
 from .plan import build_plan
 from .policy import Policy, load_policy
-from .probes import PROBES, Probe, probe
+from .probes import PROBES, probe
 from .world import load_world
 
 __all__ = [
@@ -349,73 +349,6 @@ def _evidence(o: ProbeOutcome) -> str:
     return o.explanation.rstrip(".")
 
 
-def _parent(path: str) -> str:
-    return path.rsplit("/", 1)[0] or "/"
-
-
-def _rule_text(rule: Optional[tuple[str, str]]) -> str:
-    return f'{rule[0]} "{rule[1]}"' if rule else ""
-
-
-def _fix_attack(p: Probe, access: Access) -> str:
-    """A concrete fix for an attack that got through, naming the rule that let it."""
-    world = access.world
-    if p.action == "read" and p.target:
-        d = access.read(p.target)
-        hide = _parent(p.target) if p.target.count("/") > 2 else p.target
-        narrow = f" or narrow {_rule_text(d.rule)}" if d.rule else ""
-        return (
-            f'add "{hide}" to filesystem.denyRead{narrow}; or list only what the job needs in '
-            "filesystem.allowRead, which makes everything else unreadable"
-        )
-    if p.action == "write" and p.target:
-        d = access.write(p.target)
-        deny = "/project/.git" if p.target.startswith("/project/.git/") else p.target
-        if d.rule and d.rule[0] == "allowWrite":
-            return f'narrow {_rule_text(d.rule)} to the directory the job writes, or add "{deny}" to filesystem.denyWrite'
-        return f'add "{deny}" to filesystem.denyWrite'
-    if p.id in ("net-direct-ip", "net-dns-exfil", "net-host-gateway"):
-        return (
-            'write "allowedDomains": [] if the job needs no network; otherwise list only the exact hosts it needs '
-            f'(a "*.{world.attacker.name}" wildcard lets names under the attacker\'s domain be looked up)'
-        )
-    if p.id == "net-attacker-domain":
-        return f"remove every network.allowedDomains entry that matches {world.attacker.name}"
-    upload_hosts = [h.name for h in world.hosts if h.uploads and access.reach(h.name).allowed]
-    if p.id == "exfil-via-allowed-domain":
-        return (
-            f"remove the hosts that accept uploads ({', '.join(upload_hosts) or 'none'}) from network.allowedDomains; "
-            'list exact host names, since a "*." wildcard also reaches upload hosts such as gist.github.com'
-        )
-    if p.id == "exfil-secret":
-        readable = [s.path for s in world.secrets if access.read(s.path).allowed]
-        return (
-            "cut one side of the path: make the secrets unreadable ("
-            + ", ".join(readable)
-            + ') with filesystem.denyRead or a narrow filesystem.allowRead, or remove every host that accepts uploads '
-            f"({', '.join(upload_hosts) or 'none'}) from network.allowedDomains"
-        )
-    return "tighten the policy so this attack is blocked"  # pragma: no cover - every attack probe is handled above
-
-
-def _fix_job(p: Probe, access: Access) -> str:
-    """A concrete fix for legitimate work the policy blocks."""
-    if p.action == "fetch":
-        missing = [h for h in p.hosts if not access.reach(h).allowed]
-        return "add " + ", ".join(f'"{h}"' for h in missing) + " to network.allowedDomains (exact host names, no wildcards)"
-    if p.action == "read" and p.target:
-        d = access.read(p.target)
-        if d.rule and d.rule[0] == "denyRead":
-            return f'remove or narrow {_rule_text(d.rule)}, which hides it'
-        return f'add "{_parent(p.target)}" to filesystem.allowRead'
-    if p.action == "write" and p.target:
-        d = access.write(p.target)
-        if d.rule and d.rule[0] in ("denyWrite", "denyRead"):
-            return f'remove or narrow {_rule_text(d.rule)}, which keeps it from being written'
-        return f'add "{_parent(p.target)}" to filesystem.allowWrite'
-    return "loosen the policy just enough for this to work"  # pragma: no cover
-
-
 def _judge_probes(check: Check, run: RunResult, access: Access) -> CheckResult:
     want = "blocked" if check.kind == "blocked" else "succeeded"
     problems: list[str] = []
@@ -428,7 +361,7 @@ def _judge_probes(check: Check, run: RunResult, access: Access) -> CheckResult:
                 "counted as passed. Rerun the grader (start Docker first if it stopped)."
             )
         elif o.outcome != want:
-            fix = (check.fix or (_fix_attack(p, access) if want == "blocked" else _fix_job(p, access))).rstrip(".")
+            fix = (check.fix or p.fix(p, access)).rstrip(".")
             if want == "blocked":
                 problems.append(f"probe {pid} succeeded ({p.story}) Evidence: {_evidence(o)}. Fix: {fix}.")
             else:

@@ -37,10 +37,11 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
-from ..evidence import Evidence, parse_jsonl, parse_runner_output, run_result, sha256
+from ..evidence import Evidence, Markers, parse_jsonl, parse_runner_output, sha256
 from ..outcomes import RunResult
+from ..verdicts import run_result
 from ..plan import Hardening, RunPlan
-from ..probes import probe as probe_by_id
+from ..probes import OrderContext, orders_for
 from .images import Images, ensure_images
 from .simnet import (
     LABEL,
@@ -506,17 +507,16 @@ class _Run:
         rdir = self.dir.path / "run"
         rdir.mkdir()
         env = {"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"}
+        orders = OrderContext(
+            markers=Markers(self.token, plan.world.attacker.name),
+            attacker_ip=net.internet.ip if net else UNROUTABLE_ATTACKER_IP, tcp_port=TCP_PORT,
+            host_port=host_port, gateway_names=("host.docker.internal",),
+            hosts=plan.world.host_names, loot=tuple(s.path for s in plan.world.secrets),
+        )
         cfg: dict[str, Any] = {
-            "token": self.token, "timeout": HTTP_TIMEOUT, "connect_timeout": CONNECT_TIMEOUT,
-            "attacker_host": plan.world.attacker.name,
-            "attacker_ip": net.internet.ip if net else UNROUTABLE_ATTACKER_IP, "tcp_port": TCP_PORT,
-            "host_port": host_port, "gateway_names": ["host.docker.internal"],
-            "hosts": list(plan.world.host_names), "secret_paths": [s.path for s in plan.world.secrets],
+            "timeout": HTTP_TIMEOUT, "connect_timeout": CONNECT_TIMEOUT,
             "proxy": None, "ca_file": "/opt/sandbox-lab/run/ca.pem",
-            "probes": [
-                {"id": p.id, "kind": p.kind, "action": p.action, "target": p.target, "hosts": list(p.hosts)}
-                for p in map(probe_by_id, plan.probes)
-            ],
+            "probes": orders_for(plan.probes, orders),
         }
         if net is None:
             resolv_text = "# no network: no name server\n"

