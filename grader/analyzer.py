@@ -24,6 +24,7 @@ from .outcomes import ProbeOutcome, RunResult
 from .paths import covers
 from .policy import Policy
 from .probes import PROBES
+from .scope import predict_scope
 from .world import World, load_world
 
 __all__ = ["Channel", "ExfilPath", "analyze", "channels", "exfil_paths", "lint", "predict"]
@@ -50,6 +51,7 @@ def predict(policy: Optional[Policy], world: Optional[World] = None, *, notes: t
         policy=policy.normalize() if policy else None,
         probes=analyze(access),
         notes=notes,
+        scope=predict_scope(access),
     )
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "RunResult"]
+__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "Reach", "RunResult", "Scope"]
 
 Outcome = Literal["blocked", "succeeded", "error"]
 ProbeKind = Literal["attack", "job"]  # an attack should be blocked; a job is legitimate work that should succeed
@@ -35,6 +35,39 @@ class ProbeOutcome:
 
 
 @dataclass(frozen=True)
+class Reach:
+    """A host the sandbox can talk to, and whether it accepts uploads (an open channel out)."""
+
+    host: str
+    uploads: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"host": self.host, "uploads": self.uploads}
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Everything a sandbox grants, path by path and host by host: measured by a real run's scope scan, or predicted.
+
+    Not a sample: every world file (``readable``: its content can be read;
+    ``writable``: it can be changed), every world directory (``writable``: a new
+    file can be created in it) and every host, plus a fresh name under every
+    allowed wildcard (``reachable``). Sorted, so two scopes compare with ``==``.
+    """
+
+    readable: tuple[str, ...] = ()
+    writable: tuple[str, ...] = ()
+    reachable: tuple[Reach, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "readable": list(self.readable),
+            "writable": list(self.writable),
+            "reachable": [r.to_json() for r in self.reachable],
+        }
+
+
+@dataclass(frozen=True)
 class RunResult:
     """All probe outcomes of one run of one sandbox."""
 
@@ -46,6 +79,7 @@ class RunResult:
     seconds: float = 0.0
     run_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    scope: Optional[Scope] = None  # None when the run could not measure it
 
     def outcome(self, probe_id: str) -> ProbeOutcome:
         for p in self.probes:
@@ -61,6 +95,8 @@ class RunResult:
             "policy": self.policy,
             "probes": [p.to_json(with_evidence=with_evidence) for p in self.probes],
         }
+        if self.scope is not None:
+            out["scope"] = self.scope.to_json()
         if self.notes:
             out["notes"] = list(self.notes)
         if with_evidence:

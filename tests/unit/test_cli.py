@@ -149,7 +149,9 @@ def test_probe_static_json_has_exactly_the_stable_shape(capsys: pytest.CaptureFi
     code, out, _ = run(capsys, "probe", PRACTICE, "--backend", "static", "--json")
     data = json.loads(out)
     assert code == 0
-    assert set(data) == {"backend", "policy", "probes"}
+    assert set(data) == {"backend", "policy", "probes", "scope"}
+    assert set(data["scope"]) == {"readable", "writable", "reachable"}
+    assert data["scope"]["readable"] == ["/project/src/main.py"]
     assert data["backend"] == "static"
     assert data["policy"]["filesystem"]["allowRead"] == ["/project/src"]
     assert [p["id"] for p in data["probes"]] == [p.id for p in grader.PROBES]

@@ -93,7 +93,7 @@ def test_markdown_escapes_table_breakers_and_html() -> None:
 
 def test_json_is_the_stable_run_shape() -> None:
     static = json.loads(render_json(predict(NAIVE)))
-    assert set(static) == {"backend", "policy", "probes"}
+    assert set(static) == {"backend", "policy", "probes", "scope"}
     real = result_json(docker_result())
     assert set(real) == {"backend", "policy", "probes", "notes", "run_id", "seconds"}
     assert all("evidence" in p for p in real["probes"])
