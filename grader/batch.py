@@ -45,6 +45,7 @@ __all__ = [
     "Row",
     "Submission",
     "grade_batch",
+    "output_files",
     "read_submissions",
 ]
 
@@ -141,12 +142,18 @@ class Gradebook:
 
     def write(self, out_dir: Union[str, os.PathLike[str]]) -> tuple[Path, Path]:
         """Write ``gradebook.csv`` and ``gradebook.json`` into ``out_dir`` (created if needed)."""
-        d = Path(out_dir)
-        d.mkdir(parents=True, exist_ok=True)
-        csv_path, json_path = d / "gradebook.csv", d / "gradebook.json"
+        files = output_files(out_dir)
+        csv_path, json_path = files["csv"], files["json"]
+        csv_path.parent.mkdir(parents=True, exist_ok=True)
         _atomic_write(csv_path, self.to_csv())
         _atomic_write(json_path, json.dumps(self.to_json(), indent=2) + "\n")
         return csv_path, json_path
+
+
+def output_files(out: Union[str, os.PathLike[str]]) -> dict[str, Path]:
+    """Where ``grade_batch(out=...)`` writes: the gradebook as ``csv`` and ``json``, and the ``journal`` of finished rows."""
+    d = Path(out)
+    return {"csv": d / "gradebook.csv", "json": d / "gradebook.json", "journal": d / "journal.jsonl"}
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -347,12 +354,12 @@ def grade_batch(
         workers: backend runs at once (bounded thread pool).
         dedupe: grade each distinct normalized policy once and share its grade.
         journal: JSONL file of finished rows; rows found there are not graded again.
-            Defaults to ``out/journal.jsonl`` when ``out`` is given.
+            Defaults to ``output_files(out)["journal"]`` when ``out`` is given.
         progress: called with (rows done, rows in all) as rows finish.
     """
     started = time.monotonic()
     subs = inputs if isinstance(inputs, list) else read_submissions(inputs)
-    jpath = Path(journal) if journal is not None else (Path(out) / "journal.jsonl" if out is not None else None)
+    jpath = Path(journal) if journal is not None else (output_files(out)["journal"] if out is not None else None)
     done_before = _load_journal(jpath, task) if jpath else {}
     log = _Journal(jpath, task)
     rows: dict[str, Row] = {}

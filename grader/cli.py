@@ -1,231 +1,123 @@
-"""The ``sandbox-lab`` command line: parse arguments, call the package, map every outcome to an exit code.
+"""The ``sandbox-lab`` command line: the one command registry, the parser, and every outcome mapped to an exit code.
 
-Thin on purpose (httpx's ``_main.py`` is the model): each subcommand is one
-``_run_<name>`` function plus one ``Command`` entry in ``COMMANDS``, and all the
-work happens in the package. This is the only module that reads argv, writes
-to the terminal or chooses exit codes:
+Thin on purpose (httpx's ``_main.py`` is the model): a command is one entry of
+``COMMANDS`` (its name, help, arguments and a ``run_<name>`` body from
+``cli_commands.py``), and all the work happens in the package. Nothing else
+registers a command. Defaults are read from the API function the command
+calls (``api_default``), never typed a second time. Every command shares one
+exit-code table (``cli_core.EXIT_CODES``, printed by ``--help``):
 
-    0    the command did its job (a run that completed, whatever the attacks did)
-    1    an unexpected internal error (a bug: please report it)
-    2    an invalid policy or invalid usage
-    3    the backend is unavailable or failed (no Docker engine, a broken run)
-    130  interrupted (Ctrl-C)
+    0    done; for grade, full marks
+    1    graded below full marks
+    2    invalid policy or usage
+    3    backend unavailable or failed
+    4    internal error (a bug: please report it)
+    130  interrupted
 
-No traceback reaches a learner: every ``SandboxLabError`` becomes a clean
-message (``SANDBOX_LAB_DEBUG=1`` shows the traceback of an internal error).
+No traceback reaches a learner: every exception becomes one clean message on
+stderr, or ``{"error": ..., "problems": [...]}`` on stdout under ``--json``
+(``SANDBOX_LAB_DEBUG=1`` shows the traceback of an internal error).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import shutil
 import sys
-from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, TextIO
+from typing import NoReturn, Optional, Sequence
 
-from . import __version__
-from . import backends
-from .analyzer import lint, predict
-from .cli_grading import add_grading_commands
-from .errors import BackendError, PolicyError, SandboxLabError, TaskError
-from .export import TARGETS, export
-from .plan import build_plan
-from .policy import Policy, load_policy, policy_schema
-from .report import render_check, render_json, render_policy_error, render_text, result_json, summary
-from .srt_notes import srt_differences
+from . import __version__, backends
+from .batch import grade_batch
+from .cli_commands import (
+    error_json,
+    run_check,
+    run_cleanup,
+    run_export,
+    run_grade,
+    run_grade_batch,
+    run_probe,
+    run_schema,
+    run_setup,
+    run_tasks,
+)
+from .cli_core import (
+    EXIT_BACKEND,
+    EXIT_CODES,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_NOT_FULL,
+    EXIT_OK,
+    PROG,
+    Command,
+    Streams,
+    UsageError,
+    api_default,
+    arg,
+    dump,
+    one_line,
+)
+from .errors import BackendError, PolicyError, SandboxLabError
+from .export import TARGETS
+from .report import render_policy_error
 
-__all__ = ["COMMANDS", "EXIT_BACKEND", "EXIT_BUG", "EXIT_INTERRUPTED", "EXIT_INVALID", "EXIT_OK", "Command", "main"]
-
-EXIT_OK = 0
-EXIT_BUG = 1
-EXIT_INVALID = 2
-EXIT_BACKEND = 3
-EXIT_INTERRUPTED = 130
-
-PROG = "sandbox-lab"
-
-
-@dataclass(frozen=True)
-class Streams:
-    """Where a command writes: results to ``out``, messages and progress to ``err``."""
-
-    out: TextIO
-    err: TextIO
-
-
-@dataclass(frozen=True)
-class Arg:
-    """One ``add_argument`` call, kept as data so a command is declared in one place."""
-
-    flags: tuple[str, ...]
-    options: tuple[tuple[str, Any], ...] = ()  # keyword arguments, as pairs: nothing here is mutable
-
-
-def arg(*flags: str, **options: Any) -> Arg:
-    return Arg(flags, tuple(options.items()))
-
-
-@dataclass(frozen=True)
-class Command:
-    """A subcommand: its name, one line of help, its arguments and the function that runs it."""
-
-    name: str
-    help: str
-    run: Callable[[argparse.Namespace, Streams], int]
-    args: tuple[Arg, ...] = ()
-    description: str = ""
+__all__ = [
+    "COMMANDS",
+    "EXIT_BACKEND",
+    "EXIT_CODES",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_INVALID",
+    "EXIT_NOT_FULL",
+    "EXIT_OK",
+    "Command",
+    "Streams",
+    "build_parser",
+    "main",
+]
 
 
-class UsageError(Exception):
-    """Arguments that parse but do not make sense together; exit code 2."""
-
-
-# --- helpers --------------------------------------------------------------------------------
-
-
-def _color(choice: str, stream: TextIO) -> bool:
-    if choice == "always":
-        return True
-    if choice == "never":
-        return False
-    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
-        return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
-
-
-def _width() -> int:
-    return max(60, min(160, shutil.get_terminal_size((100, 24)).columns))
-
-
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, indent=2, ensure_ascii=False) + "\n"
-
-
-def _load(path: str) -> Policy:
-    return load_policy(path)
-
-
-# --- commands -------------------------------------------------------------------------------
-
-
-def _run_check(args: argparse.Namespace, io: Streams) -> int:
+def _positive(text: str) -> int:
     try:
-        policy = _load(args.policy)
-    except PolicyError as exc:
-        if not args.json:
-            raise
-        io.out.write(_dump({"valid": False, "source": exc.source, "errors": exc.as_json()}))
-        return EXIT_INVALID
-    warnings = lint(policy)
-    findings = predict(policy)
-    srt = srt_differences(policy)  # where the real sandbox-runtime would not do what these verdicts say
-    if args.json:
-        io.out.write(_dump({
-            "valid": True,
-            "source": args.policy,
-            "policy": policy.normalize(),
-            "warnings": [{"pointer": w.pointer, "message": w.message} for w in warnings],
-            "findings": result_json(findings)["probes"],
-            "summary": summary(findings),
-            "srt_differences": [{"pointer": w.pointer, "message": w.message, "cause": cause} for cause, w in srt],
-        }))
-    else:
-        warnings += tuple(w for _, w in srt)
-        io.out.write(render_check(policy, args.policy, warnings, findings, color=_color(args.color, io.out), width=_width()))
-    return EXIT_OK
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
 
 
-def _run_probe(args: argparse.Namespace, io: Streams) -> int:
-    policy: Optional[Policy] = None
-    if args.plain_container:
-        if args.policy:
-            io.err.write(f"{PROG}: note: --plain-container runs the plain container; {args.policy} is not used.\n")
-    elif args.policy is None:
-        raise UsageError("probe needs a POLICY file (or --plain-container for the plain-container baseline)")
-    else:
-        policy = _load(args.policy)
-
-    def progress(line: str) -> None:
-        io.err.write(f"{PROG}: {line}\n")
-        io.err.flush()
-
-    try:
-        backend = backends.get(args.backend, progress=progress) if args.backend else backends.default(progress=progress)
-    except ValueError as exc:  # only from a bad SANDBOX_LAB_BACKEND: --backend has fixed choices
-        raise UsageError(f"{backends.BACKEND_ENV}: {exc}") from None
-    result = backend.run(build_plan(policy))
-    if args.json:
-        for note in result.notes:
-            io.err.write(f"{PROG}: note: {note}\n")
-        io.out.write(render_json(result))
-    else:
-        warnings = lint(policy) if policy is not None else ()
-        io.out.write(render_text(result, warnings=warnings, color=_color(args.color, io.out), width=_width()))
-    return EXIT_OK
-
-
-def _run_schema(args: argparse.Namespace, io: Streams) -> int:
-    io.out.write(_dump(policy_schema()))
-    return EXIT_OK
-
-
-def _run_export(args: argparse.Namespace, io: Streams) -> int:
-    text, notes = export(_load(args.policy), args.to)
-    io.out.write(text)
-    for note in notes:
-        io.err.write(f"# {note}\n")
-    return EXIT_OK
-
+# --- arguments several commands share ---------------------------------------------------------
 
 _POLICY = arg("policy", metavar="POLICY", help="the policy file (JSON)")
-_JSON = arg("--json", action="store_true", help="print machine-readable JSON instead of text")
+_JSON = arg("--json", action="store_true", help="print machine-readable JSON on stdout, errors included")
 _COLOR = arg(
     "--color", choices=("auto", "always", "never"), default="auto",
     help="colour the table: red where an attack succeeded, green where a job works (default: auto, i.e. on a terminal)",
 )
-
-def _run_setup(args: argparse.Namespace, io: Streams) -> int:
-    from .backends.docker import client_from_env
-    from .backends.images import ensure_images
-
-    def progress(line: str) -> None:
-        io.err.write(f"{PROG}: {line}\n")
-        io.err.flush()
-
-    images = ensure_images(client_from_env(), progress, rebuild=args.rebuild)
-    io.out.write(f"sandbox image:  {images.sandbox}\nservices image: {images.services}\n")
-    return EXIT_OK
+_BACKEND = arg(
+    "--backend", choices=backends.BACKEND_NAMES, default=None,  # None: backends.default() decides
+    help="static: predict; docker: run real containers; srt: the real sandbox-runtime; "
+    f"auto: docker when an engine answers, else static with a notice. Default: ${backends.BACKEND_ENV}, "
+    f"else {api_default(backends.default, 'prefer')}.",
+)
+_TASK = arg("--task", required=True, metavar="ID", help=f"the task id (see `{PROG} tasks`)")
 
 
-def _run_cleanup(args: argparse.Namespace, io: Streams) -> int:
-    from .backends.docker import cleanup, client_from_env
-
-    removed = cleanup(client_from_env(), everything=args.all)
-    for item in removed:
-        io.out.write(f"removed {item}\n")
-    io.out.write(f"{len(removed)} leftover(s) removed\n")
-    return EXIT_OK
-
+# --- the registry: one entry per command ------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
     Command(
-        "check", "validate a policy and predict what it allows", _run_check,
+        "check", "validate a policy and predict what it allows", run_check,
         (_POLICY, _JSON, _COLOR),
         "Validate POLICY, print it as Sandbox Lab reads it, its warnings and the static findings. "
         "Exit 0 when valid, 2 when not (the problems go to stderr, or into the JSON with --json).",
     ),
     Command(
-        "probe", "run the exfiltration probes against a policy", _run_probe,
+        "probe", "run the exfiltration probes against a policy", run_probe,
         (
             arg("policy", metavar="POLICY", nargs="?", help="the policy file (JSON); optional with --plain-container"),
-            arg(
-                "--backend", choices=backends.BACKEND_NAMES, default=None,
-                help="static: predict; docker: run real containers; auto (default): docker when an engine answers, "
-                f"else static with a notice. ${backends.BACKEND_ENV} changes the default.",
-            ),
+            _BACKEND,
             arg("--plain-container", action="store_true", help="probe the plain container (home and projects mounted read-write, ordinary networking) instead of a policy"),
             _JSON,
             _COLOR,
@@ -233,30 +125,92 @@ COMMANDS: tuple[Command, ...] = (
         "Run every probe of the catalogue against the sandbox POLICY describes and report what happened. "
         "Exit 0 when the run completed, 2 for an invalid policy, 3 when the backend is unavailable or failed.",
     ),
-    Command("schema", "print the policy's JSON Schema (for editors)", _run_schema),
     Command(
-        "setup", "build the Docker images the probes run in (once; reused until a Dockerfile changes)", _run_setup,
-        (arg("--rebuild", action="store_true", help="rebuild the sandbox and services images even if current"),),
+        "tasks", "list the graded practice tasks", run_tasks, (_JSON,),
+        "List the graded practice tasks with their statements.",
     ),
     Command(
-        "cleanup", "remove containers, networks and directories left by killed runs", _run_cleanup,
-        (arg("--all", action="store_true", help="also remove what runs still in progress are using"),),
+        "grade", "grade a policy on a practice task", run_grade,
+        (_TASK, _POLICY, _BACKEND, _JSON),
+        "Grade POLICY on a practice task; every lost point names the probe, the evidence and a fix. "
+        "Exit 0 full marks, 1 not full marks, 2 invalid policy or unknown task, 3 backend failed.",
     ),
     Command(
-        "export", "translate a policy for sandbox-runtime, Claude Code or docker run", _run_export,
-        (_POLICY, arg("--to", required=True, choices=TARGETS, help="the target format")),
+        "grade-batch", "grade a class's submissions into a gradebook", run_grade_batch,
+        (
+            _TASK,
+            arg("inputs", metavar="DIR_OR_CSV", help="a directory of policy files or a CSV"),
+            arg("--out", metavar="DIR", help="where to write the gradebook and journal (default: grades-<task>)"),
+            arg(
+                "--workers", type=_positive, metavar="N", default=api_default(grade_batch, "workers"),
+                help="runs at once (default: %(default)s)",
+            ),
+            arg(
+                "--dedupe", action=argparse.BooleanOptionalAction, default=api_default(grade_batch, "dedupe"),
+                help="grade identical policies once (default: %(default)s); --no-dedupe grades every submission",
+            ),
+            _BACKEND,
+            _JSON,
+        ),
+        "Grade every submission (a directory with one policy file per student, or a CSV with "
+        "student,policy_path or student,policy_json) and write gradebook.csv and gradebook.json. Identical "
+        "policies are graded once; a broken submission gets a row with its error. Finished rows are kept in "
+        "OUT/journal.jsonl, so rerunning an interrupted batch resumes it. Exit 0 when the batch finished, "
+        "whatever the scores.",
+    ),
+    Command("schema", "print the policy's JSON Schema (for editors)", run_schema),
+    Command(
+        "setup", "build the Docker images the probes run in (once; reused until a Dockerfile changes)", run_setup,
+        (
+            # SUPPRESS: left out, ensure_images' own default applies (its module needs the Docker SDK)
+            arg("--rebuild", action="store_true", default=argparse.SUPPRESS, help="rebuild the sandbox and services images even if current"),
+            _JSON,
+        ),
+    ),
+    Command(
+        "cleanup", "remove containers, networks and directories left by killed runs", run_cleanup,
+        (
+            arg("--all", dest="everything", action="store_true", default=argparse.SUPPRESS, help="also remove what runs still in progress are using"),
+            _JSON,
+        ),
+    ),
+    Command(
+        "export", "translate a policy for sandbox-runtime, Claude Code or docker run", run_export,
+        (_POLICY, arg("--to", required=True, choices=TARGETS, help="the target format"), _JSON),
         "Print the translated file on stdout and, as # comments on stderr, every place where the target's "
-        "semantics differ from Sandbox Lab's.",
+        "semantics differ from Sandbox Lab's (with --json, both go into one object: text and warnings).",
     ),
 )
 
 
+# --- the parser -------------------------------------------------------------------------------
+
+
+class _ArgumentError(Exception):
+    """argparse's own usage error, caught so that ``--json`` can report it as JSON."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _ArgumentError(self, message)
+
+
+def _epilog() -> str:
+    rows = "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES)
+    return f"exit codes (the same for every command):\n{rows}"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The whole parser: one subparser per entry of ``COMMANDS``."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Write a JSON sandbox policy for an AI agent's tool execution, then watch attacks against it.",
-        epilog="Exit codes: 0 done, 1 internal error, 2 invalid policy or usage, 3 backend unavailable or failed, 130 interrupted.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     sub = parser.add_subparsers(dest="command_name", metavar="COMMAND")
@@ -266,64 +220,84 @@ def build_parser() -> argparse.ArgumentParser:
         for a in cmd.args:
             p.add_argument(*a.flags, **dict(a.options))
         p.set_defaults(command=cmd)
-    add_grading_commands(sub)
     return parser
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0]
+# --- exceptions to exit codes -----------------------------------------------------------------
 
-
-# the first matching class decides: a backend failure is not the learner's fault, an unknown task is
-_EXIT_CODES: tuple[tuple[type[SandboxLabError], int], ...] = (
+# the first matching class decides: a backend failure is not the learner's fault; every other error
+# Sandbox Lab raises on purpose is about something the user gave (a policy, a task id, an input file)
+_ERROR_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (BackendError, EXIT_BACKEND),
-    (TaskError, EXIT_INVALID),
-    (SandboxLabError, EXIT_BUG),
+    (SandboxLabError, EXIT_INVALID),
+    (UsageError, EXIT_INVALID),
+    (KeyboardInterrupt, EXIT_INTERRUPTED),
 )
 
 
-def _exit_code(exc: SandboxLabError) -> int:
-    return next(code for cls, code in _EXIT_CODES if isinstance(exc, cls))
+def _internal(exc: BaseException) -> str:
+    return (
+        f"internal error: {type(exc).__name__}: {one_line(exc)}. This is a bug in Sandbox Lab; "
+        "please report it (set SANDBOX_LAB_DEBUG=1 to see the traceback)."
+    )
+
+
+def _report(exc: BaseException, command: Command, io: Streams, as_json: bool) -> int:
+    """Write ``exc`` as one message (or one JSON object) and return its exit code."""
+    code = next((c for cls, c in _ERROR_CODES if isinstance(exc, cls)), EXIT_INTERNAL)
+    if isinstance(exc, KeyboardInterrupt):
+        message = str(exc) or "interrupted"
+    elif code == EXIT_INTERNAL:
+        message = _internal(exc)
+    else:
+        message = one_line(exc)
+    problems = exc.as_json() if isinstance(exc, PolicyError) else []
+    if as_json:
+        io.out.write(dump(error_json(message, problems)))
+    elif isinstance(exc, PolicyError):
+        io.err.write(render_policy_error(exc))
+    elif isinstance(exc, UsageError):
+        io.err.write(f"{PROG} {command.name}: error: {message}\n")
+    else:
+        io.err.write(f"{PROG}: {message}\n")
+    return code
+
+
+def _silence_stdout() -> None:
+    # the reader went away (e.g. `| head`): keep Python from complaining again when it flushes stdout at exit
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the CLI; return the exit code (the console script exits with it)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     io = Streams(sys.stdout, sys.stderr)
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help, --version, or a usage error argparse already printed
-        return exc.code if isinstance(exc.code, int) else EXIT_INVALID
+    except SystemExit as exc:  # --help or --version
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    except _ArgumentError as exc:
+        if "--json" in argv:
+            io.out.write(dump(error_json(f"{exc.parser.prog}: {exc}")))
+        else:
+            exc.parser.print_usage(io.err)
+            io.err.write(f"{exc.parser.prog}: error: {exc}\n")
+        return EXIT_INVALID
     command: Command = args.command
+    as_json = bool(getattr(args, "json", False))
     try:
         return command.run(args, io)
-    except PolicyError as exc:
-        io.err.write(render_policy_error(exc))
-        return EXIT_INVALID
-    except UsageError as exc:
-        io.err.write(f"{PROG} {command.name}: error: {exc}\n")
-        return EXIT_INVALID
-    except SandboxLabError as exc:
-        io.err.write(f"{PROG}: {_one_line(exc)}\n")
-        return _exit_code(exc)
-    except KeyboardInterrupt:
-        io.err.write(f"{PROG}: interrupted\n")
-        return EXIT_INTERRUPTED
     except BrokenPipeError:
-        # the reader went away (e.g. `| head`): stop quietly, and keep Python from
-        # complaining again when it flushes stdout at exit
-        try:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-        except (OSError, ValueError):
-            pass
-        return EXIT_BUG
-    except Exception as exc:  # noqa: BLE001 - a bug, but still no traceback for a learner
-        if os.environ.get("SANDBOX_LAB_DEBUG"):
+        _silence_stdout()
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a bug is still reported without a traceback for a learner
+        if os.environ.get("SANDBOX_LAB_DEBUG") and not isinstance(exc, (SandboxLabError, UsageError)):
             raise
-        io.err.write(
-            f"{PROG}: internal error: {type(exc).__name__}: {_one_line(exc)}. This is a bug in Sandbox Lab; "
-            "please report it (set SANDBOX_LAB_DEBUG=1 to see the traceback).\n"
-        )
-        return EXIT_BUG
+        return _report(exc, command, io, as_json)
+    except KeyboardInterrupt as exc:
+        return _report(exc, command, io, as_json)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import grader
-from grader import backends, cli
+from grader import backends, cli, cli_commands
 from grader.backends.static import StaticBackend
 from grader.errors import DockerUnavailable, InfrastructureError
 from grader.outcomes import RunResult
@@ -254,9 +254,9 @@ def test_an_internal_error_is_reported_without_a_traceback(capsys: pytest.Captur
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("unexpected")
 
-    monkeypatch.setattr(cli, "predict", boom)
+    monkeypatch.setattr(cli_commands, "predict", boom)
     code, _, err = run(capsys, "check", NAIVE)
-    assert code == 1
+    assert code == 4
     assert "internal error: RuntimeError: unexpected" in err and "SANDBOX_LAB_DEBUG" in err
 
 
@@ -318,7 +318,7 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_is_registered_once() -> None:
     names = [c.name for c in cli.COMMANDS]
-    assert sorted(names) == sorted(set(names)) == ["check", "cleanup", "export", "probe", "schema", "setup"]
+    assert sorted(names) == sorted(set(names)) == ["check", "cleanup", "export", "grade", "grade-batch", "probe", "schema", "setup", "tasks"]
 
 
 # --- as a real process ----------------------------------------------------------------------
@@ -333,3 +333,346 @@ def test_python_dash_m_grader_check_as_a_subprocess(tmp_path: Path) -> None:
     failed = subprocess.run([sys.executable, "-m", "grader", "check", str(bad)], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert failed.returncode == 2
     assert "Traceback" not in failed.stderr and '"*" allows every host' in failed.stderr
+
+
+# --- one exit-code table for every command --------------------------------------------------
+
+TASK = "scope-secure-sandbox"  # PRACTICE is its reference solution
+
+
+def test_help_prints_the_exit_code_table(capsys: pytest.CaptureFixture[str]) -> None:
+    out = run(capsys, "--help")[1]
+    assert "exit codes" in out
+    for code, meaning in cli.EXIT_CODES:
+        assert f"  {code:<4} {meaning}" in out
+    assert [code for code, _ in cli.EXIT_CODES] == [0, 1, 2, 3, 4, 130]
+
+
+def test_readme_documents_the_same_exit_code_table() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    lines = readme[readme.index("### Exit codes"):].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    table = lines[start:start + next(i for i, line in enumerate(lines[start:]) if not line.startswith("|"))]
+    rows = table[2:]  # after the header and its rule
+    documented = [tuple(cell.strip() for cell in row.strip("|").split("|")) for row in rows]
+    assert documented == [(str(code), meaning) for code, meaning in cli.EXIT_CODES]
+
+
+def _interrupt(*args: Any, **kwargs: Any) -> Any:
+    raise KeyboardInterrupt
+
+
+def _bug(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("unexpected")
+
+
+@pytest.mark.usefixtures("no_engine")
+def test_every_exit_code_is_reachable(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, bad_policy: str) -> None:
+    reached = {
+        run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "static")[0]: "full marks",
+        run(capsys, "grade", "--task", TASK, NAIVE, "--backend", "static")[0]: "below full marks",
+        run(capsys, "check", bad_policy)[0]: "invalid policy",
+        run(capsys, "probe", PRACTICE, "--backend", "docker")[0]: "no engine",
+    }
+    monkeypatch.setattr(cli_commands, "predict", _bug)
+    reached[run(capsys, "check", NAIVE)[0]] = "internal error"
+    monkeypatch.setattr(cli_commands, "predict", _interrupt)
+    reached[run(capsys, "check", NAIVE)[0]] = "interrupted"
+    assert reached == {0: "full marks", 1: "below full marks", 2: "invalid policy", 3: "no engine", 4: "internal error", 130: "interrupted"}
+    assert sorted(reached) == sorted(code for code, _ in cli.EXIT_CODES)
+
+
+def test_an_internal_error_is_not_a_grade_below_full_marks(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import grader.tasks
+
+    monkeypatch.setattr(grader.tasks, "grade", _bug)
+    code, out, err = run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "static")
+    assert code == cli.EXIT_INTERNAL == 4 and out == ""
+    assert "internal error: RuntimeError: unexpected" in err
+
+
+def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANDBOX_LAB_DEBUG", "1")
+    monkeypatch.setattr(cli_commands, "predict", _bug)
+    with pytest.raises(RuntimeError, match="unexpected"):
+        cli.main(["check", NAIVE])
+
+
+@pytest.mark.parametrize("json_flag", [[], ["--json"]])
+def test_ctrl_c_in_grade_batch_is_130_and_says_how_to_resume(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, json_flag: list[str]
+) -> None:
+    import grader.batch
+
+    monkeypatch.setattr(grader.batch, "grade", _interrupt)
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ada.json").write_text(Path(PRACTICE).read_text())
+    code, out, err = run(capsys, "grade-batch", "--task", TASK, str(subs), "--out", str(tmp_path / "out"), "--backend", "static", *json_flag)
+    assert code == 130
+    message = json.loads(out)["error"] if json_flag else err.splitlines()[-1]
+    assert "interrupted" in message and str(tmp_path / "out" / "journal.jsonl") in message and "rerun" in message
+
+
+def test_a_closed_pipe_stops_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Closed:
+        def write(self, text: str) -> int:
+            raise BrokenPipeError
+
+        def fileno(self) -> int:
+            raise ValueError("no descriptor")
+
+    monkeypatch.setattr(sys, "stdout", Closed())
+    assert cli.main(["schema"]) == cli.EXIT_INTERRUPTED
+
+
+# --- --json everywhere, errors included -------------------------------------------------------
+
+
+@pytest.fixture
+def fake_docker(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
+    """setup and cleanup against a recorded fake: what each API function was called with."""
+    from grader.backends import docker as docker_backend
+    from grader.backends import images as images_module
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+
+    def ensure_images(client: Any, progress: Any, **kwargs: Any) -> Any:
+        calls.append(("ensure_images", kwargs))
+        progress("building (pretend)")
+        return images_module.Images(sandbox="sandbox-lab/sandbox:0123456789ab", services="sandbox-lab/services:0123456789ab")
+
+    def cleanup(client: Any, **kwargs: Any) -> list[str]:
+        calls.append(("cleanup", kwargs))
+        return ["container sandbox-lab-run-1", "network sandbox-lab-net-1"]
+
+    monkeypatch.setattr(docker_backend, "client_from_env", lambda: object())
+    monkeypatch.setattr(images_module, "ensure_images", ensure_images)
+    monkeypatch.setattr(docker_backend, "cleanup", cleanup)
+    return calls
+
+
+@pytest.fixture
+def submissions(tmp_path: Path) -> Path:
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ada.json").write_text(Path(PRACTICE).read_text())
+    (subs / "bob.json").write_text(Path(NAIVE).read_text())
+    (subs / "eve.json").write_text("{")
+    return subs
+
+
+@pytest.mark.usefixtures("fake_docker")
+def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, submissions: Path) -> None:
+    out_dir = tmp_path / "grades"
+    argvs = {
+        "check": ["check", NAIVE],
+        "probe": ["probe", NAIVE, "--backend", "static"],
+        "tasks": ["tasks"],
+        "grade": ["grade", "--task", TASK, NAIVE, "--backend", "static"],
+        "grade-batch": ["grade-batch", "--task", TASK, str(submissions), "--out", str(out_dir), "--backend", "static"],
+        "export": ["export", PRACTICE, "--to", "srt"],
+        "setup": ["setup"],
+        "cleanup": ["cleanup"],
+    }
+    with_json = {c.name for c in cli.COMMANDS if any("--json" in a.flags for a in c.args)}
+    assert with_json == set(argvs)  # schema prints JSON anyway
+    data = {}
+    for name, argv in argvs.items():
+        code, out, _ = run(capsys, *argv, "--json")
+        assert code in (0, 1), name
+        data[name] = json.loads(out)
+    assert data["grade"]["backend"] == "static" and data["grade"]["score"] < data["grade"]["max_score"]
+    batch = data["grade-batch"]
+    assert batch["task"] == TASK and batch["backend"] == "static"
+    assert [(r["student"], r["status"]) for r in batch["rows"]] == [("ada", "ok"), ("bob", "ok"), ("eve", "invalid")]
+    assert batch["counts"]["full_marks"] == 1 and batch["runs"] == 2
+    assert batch["files"] == {"csv": str(out_dir / "gradebook.csv"), "json": str(out_dir / "gradebook.json"), "journal": str(out_dir / "journal.jsonl")}
+    assert all(Path(p).is_file() for p in batch["files"].values())
+    assert "/project/src" in json.loads(data["export"]["text"])["filesystem"]["allowRead"]
+    assert data["export"]["target"] == "srt" and any("allow-only reads" in w for w in data["export"]["warnings"])
+    assert data["setup"] == {"sandbox": "sandbox-lab/sandbox:0123456789ab", "services": "sandbox-lab/services:0123456789ab"}
+    assert data["cleanup"] == {"removed": ["container sandbox-lab-run-1", "network sandbox-lab-net-1"], "count": 2}
+
+
+def test_export_json_holds_the_text_and_the_warnings_of_the_text_mode(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "export", PRACTICE, "--to", "srt", "--json")
+    data = json.loads(out)
+    assert code == 0 and err == ""
+    assert data["warnings"]
+    _, text, comments = run(capsys, "export", PRACTICE, "--to", "srt")
+    assert data["text"] == text and [f"# {w}" for w in data["warnings"]] == comments.splitlines()
+
+
+@pytest.mark.usefixtures("no_engine")
+@pytest.mark.parametrize(
+    ("argv", "code", "fragment", "problems"),
+    [
+        (["probe", "BAD", "--backend", "static"], 2, "is not a valid policy (3 problems)", 3),
+        (["export", "BAD", "--to", "srt"], 2, "is not a valid policy (3 problems)", 3),
+        (["grade", "--task", "no-such-task", PRACTICE, "--backend", "static"], 2, "unknown task", 0),
+        (["grade-batch", "--task", TASK, "MISSING", "--backend", "static"], 2, "no such directory or CSV file", 0),
+        (["probe", PRACTICE, "--backend", "docker"], 3, "No Docker engine answers (connection refused)", 0),
+        (["probe", "--backend", "static"], 2, "needs a POLICY", 0),
+        (["grade", PRACTICE], 2, "the following arguments are required: --task", 0),
+        (["grade-batch", "--task", TASK, "x", "--workers", "0"], 2, "must be at least 1", 0),
+        (["frobnicate"], 2, "invalid choice", 0),
+    ],
+)
+def test_errors_under_json_are_json_on_stdout(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, bad_policy: str, argv: list[str], code: int, fragment: str, problems: int
+) -> None:
+    argv = [bad_policy if a == "BAD" else str(tmp_path / "missing") if a == "MISSING" else a for a in argv]
+    got, out, err = run(capsys, *argv, "--json")
+    data = json.loads(out)
+    assert got == code and err == ""
+    assert set(data) == {"error", "problems"}
+    assert fragment in data["error"] and len(data["problems"]) == problems
+    assert all(set(p) == {"pointer", "message"} for p in data["problems"])
+    assert run(capsys, *argv)[0] == code  # the same exit code without --json
+
+
+def test_check_and_grade_add_the_shared_error_keys_to_their_own_json(capsys: pytest.CaptureFixture[str], bad_policy: str) -> None:
+    code, out, _ = run(capsys, "check", bad_policy, "--json")
+    data = json.loads(out)
+    assert code == 2 and data["valid"] is False and data["problems"] == data["errors"] and "not a valid policy" in data["error"]
+    code, out, _ = run(capsys, "grade", "--task", TASK, bad_policy, "--backend", "static", "--json")
+    data = json.loads(out)
+    assert code == 2 and data["score"] == 0 and data["problems"] == data["errors"] and "not a valid policy" in data["error"]
+
+
+def test_internal_error_and_interrupt_under_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cli_commands, "predict", _bug)
+    code, out, err = run(capsys, "check", NAIVE, "--json")
+    assert code == 4 and err == ""
+    assert json.loads(out)["error"].startswith("internal error: RuntimeError: unexpected")
+    monkeypatch.setattr(cli_commands, "predict", _interrupt)
+    code, out, _ = run(capsys, "check", NAIVE, "--json")
+    assert code == 130 and json.loads(out) == {"error": "interrupted", "problems": []}
+
+
+def test_setup_and_cleanup_without_an_engine_exit_3(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.backends import docker as docker_backend
+
+    def refuse() -> Any:
+        raise DockerUnavailable("connection refused")
+
+    monkeypatch.setattr(docker_backend, "client_from_env", refuse)
+    for command in ("setup", "cleanup"):
+        code, out, err = run(capsys, command)
+        assert code == 3 and out == "" and err.startswith("sandbox-lab: ") and err.count("\n") == 1, command
+        code, out, err = run(capsys, command, "--json")
+        assert code == 3 and err == "" and json.loads(out)["problems"] == [], command
+
+
+# --- SANDBOX_LAB_BACKEND, for every command that picks a backend --------------------------------
+
+BACKEND_ARGV = {
+    "probe": ["probe", PRACTICE, "--json"],
+    "grade": ["grade", "--task", TASK, PRACTICE, "--json"],
+    "grade-batch": ["grade-batch", "--task", TASK, "SUBS", "--out", "OUT", "--json"],
+}
+
+
+def test_the_backend_commands_are_all_tested() -> None:
+    picks = {c.name for c in cli.COMMANDS if any("--backend" in a.flags for a in c.args)}
+    assert picks == set(BACKEND_ARGV)
+
+
+def _argv(name: str, submissions: Path, tmp_path: Path) -> list[str]:
+    return [str(submissions) if a == "SUBS" else str(tmp_path / "out") if a == "OUT" else a for a in BACKEND_ARGV[name]]
+
+
+@pytest.mark.parametrize("name", sorted(BACKEND_ARGV))
+def test_backend_environment_variable_is_honoured(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, submissions: Path, name: str
+) -> None:
+    monkeypatch.setattr(backends, "_docker", lambda progress: pytest.fail("docker must not be tried"))
+    monkeypatch.setenv(backends.BACKEND_ENV, "static")
+    code, out, _ = run(capsys, *_argv(name, submissions, tmp_path))
+    assert code == 0 and json.loads(out)["backend"] == "static"
+
+
+@pytest.mark.parametrize("name", sorted(BACKEND_ARGV))
+def test_a_bad_backend_environment_variable_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, submissions: Path, name: str
+) -> None:
+    monkeypatch.setenv(backends.BACKEND_ENV, "podman")
+    argv = _argv(name, submissions, tmp_path)
+    code, out, err = run(capsys, *[a for a in argv if a != "--json"])
+    assert code == 2 and out == ""
+    assert err == (
+        f"sandbox-lab {name}: error: SANDBOX_LAB_BACKEND: unknown backend 'podman'; choose one of: "
+        f"{', '.join(backends.BACKEND_NAMES)}\n"
+    )
+    code, out, _ = run(capsys, *argv)
+    assert code == 2 and "SANDBOX_LAB_BACKEND" in json.loads(out)["error"]
+    assert not (tmp_path / "out").exists()  # nothing graded, nothing left behind
+    # --backend still wins over the variable
+    assert run(capsys, *argv, "--backend", "static")[0] == 0
+
+
+@pytest.mark.usefixtures("no_engine")
+@pytest.mark.parametrize("name", sorted(BACKEND_ARGV))
+def test_backend_docker_from_the_environment_does_not_fall_back(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, submissions: Path, name: str
+) -> None:
+    monkeypatch.setenv(backends.BACKEND_ENV, "docker")
+    code, out, _ = run(capsys, *_argv(name, submissions, tmp_path))
+    assert code == 3 and "No Docker engine answers" in json.loads(out)["error"]
+
+
+# --- defaults come from the API -----------------------------------------------------------------
+
+
+def test_grade_batch_defaults_are_the_api_defaults() -> None:
+    import inspect
+
+    from grader.batch import grade_batch
+
+    api = inspect.signature(grade_batch).parameters
+    args = cli.build_parser().parse_args(["grade-batch", "--task", TASK, "subs"])
+    assert args.workers == api["workers"].default
+    assert args.dedupe == api["dedupe"].default
+    assert args.backend is None  # backends.default() decides, honouring SANDBOX_LAB_BACKEND
+    flipped = cli.build_parser().parse_args(["grade-batch", "--task", TASK, "subs", "--no-dedupe", "--workers", "7"])
+    assert flipped.dedupe is False and flipped.workers == 7
+
+
+def test_help_shows_the_api_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    import inspect
+
+    from grader.batch import grade_batch
+
+    out = run(capsys, "grade-batch", "--help")[1]
+    assert f"(default: {inspect.signature(grade_batch).parameters['workers'].default})" in " ".join(out.split())
+    assert f"else {inspect.signature(backends.default).parameters['prefer'].default}" in " ".join(out.split())
+
+
+@pytest.mark.parametrize("name", ["probe", "grade", "grade-batch"])
+def test_backend_flag_has_no_default_of_its_own(name: str) -> None:
+    argv = {"probe": ["probe", NAIVE], "grade": ["grade", "--task", TASK, NAIVE], "grade-batch": ["grade-batch", "--task", TASK, "subs"]}[name]
+    assert cli.build_parser().parse_args(argv).backend is None
+
+
+def test_setup_and_cleanup_flags_leave_the_api_default_alone(capsys: pytest.CaptureFixture[str], fake_docker: list[tuple[str, dict[str, Any]]]) -> None:
+    assert run(capsys, "setup")[0] == run(capsys, "setup", "--rebuild")[0] == 0
+    assert run(capsys, "cleanup")[0] == run(capsys, "cleanup", "--all")[0] == 0
+    # left out, a flag is not passed, so the function's own default applies
+    assert fake_docker == [("ensure_images", {}), ("ensure_images", {"rebuild": True}), ("cleanup", {}), ("cleanup", {"everything": True})]
+
+
+def test_setup_and_cleanup_flags_turn_on_what_the_api_leaves_off() -> None:
+    import inspect
+
+    from grader.backends.docker import cleanup
+    from grader.backends.images import ensure_images
+
+    # a store_true flag means something only while the API's default is False
+    assert inspect.signature(ensure_images).parameters["rebuild"].default is False
+    assert inspect.signature(cleanup).parameters["everything"].default is False
+
+
+def test_no_backend_name_table_of_its_own() -> None:
+    choices = [dict(a.options)["choices"] for c in cli.COMMANDS for a in c.args if "--backend" in a.flags]
+    assert len(choices) == len(BACKEND_ARGV) and all(c is backends.BACKEND_NAMES for c in choices)

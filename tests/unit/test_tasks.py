@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from grader.backends.static import StaticBackend
-from grader.cli_grading import main as grading_main
+from grader.cli import main as grading_main
 from grader.errors import PolicyError, TaskError
 from grader.outcomes import RunResult
 from grader.plan import RunPlan
@@ -236,7 +236,7 @@ def test_notebook_helpers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
         assert_check(task.id, "no-git-hook", "my_policy.json")
 
 
-# --- the CLI commands (grader.cli_grading) -------------------------------------------------
+# --- the CLI commands (grader.cli) ---------------------------------------------------------
 
 
 def test_cli_grade_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
