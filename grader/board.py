@@ -1,15 +1,19 @@
-"""The probe board as HTML and SVG strings: pure rendering for the widgets, the lessons and their HTML export.
+"""Sandbox Lab's HTML: the probe board and every other view, as HTML and SVG strings, for the widgets, the lessons and their export.
 
-Everything here is a function from values to a string, testable without a
-kernel; ``widgets.py`` puts the strings into ipywidgets. Every string that came
-from a policy, a container or the question bank is escaped: a hostile path such
-as ``/x/<script>`` in a policy, or evidence a container wrote, must show as text.
+The one HTML renderer of a run (the CLI renders text and JSON in ``report``),
+with one palette. Everything here is a function from values to a string,
+testable without a kernel; ``widgets.py`` only puts the strings into
+ipywidgets. Every string that came from a policy, a container or the question
+bank is escaped and its control characters shown as escapes: a hostile path
+such as ``/x/<script>`` in a policy, or evidence a container wrote, must show
+as text. How a run was obtained is said by ``wording.backend_phrase`` and how
+an outcome looks by ``wording.tone``, as in the text report.
 
 The exfiltration picture is drawn from ``analyzer.exfil_paths`` (which secrets
 can reach which hosts over which channel), so it explains the table next to it.
 
-Imports: analyzer, access, backends (types only), outcomes, policy, probes,
-progress, quiz, report, world. Nothing imports this but ``widgets``.
+Imports: analyzer, access, errors, outcomes, policy, probes, progress, quiz,
+report, wording, world. Nothing imports this but ``widgets``.
 """
 
 from __future__ import annotations
@@ -26,73 +30,79 @@ from .probes import PROBES, probe
 from .progress import LESSONS, Progress
 from .quiz import Question
 from .report import summary
+from .wording import Tone, backend_phrase, printable, tone
 from .world import World, load_world
 
 __all__ = [
-    "backend_label",
+    "answer_html",
+    "backend_note_html",
     "board_html",
     "catalogue_html",
     "comparison_html",
     "describe_backend",
+    "editor_html",
+    "error_html",
     "exfil_svg",
+    "failed_html",
     "paths_for",
     "problems_html",
     "progress_html",
+    "prompt_html",
     "question_html",
     "reach_html",
 ]
 
-_RED, _GREEN, _AMBER, _GREY = "#b42318", "#067647", "#b54708", "#475467"
-_BG = {"bad": "#fee4e2", "good": "#dcfae6", "warn": "#fef0c7", "plain": "transparent"}
+# The palette of every view: ink and background per ``wording.tone``.
+_RED, _GREEN, _AMBER, _GREY, _MUTED = "#b42318", "#067647", "#b54708", "#475467", "#98a2b3"
+_INK: dict[Tone, str] = {"bad": _RED, "good": _GREEN, "warn": _AMBER, "plain": _GREY}
+_BG: dict[Tone, str] = {"bad": "#fee4e2", "good": "#dcfae6", "warn": "#fef0c7", "plain": "transparent"}
 _CHANNEL_COLOURS = {"upload": _RED, "dns": "#6941c6", "direct": _AMBER}
 _CHANNEL_WORDS = {"upload": "upload", "dns": "DNS queries", "direct": "direct connection"}
 
 
 def _h(text: object) -> str:
-    return html.escape(str(text), quote=True)
+    """Untrusted text as HTML: escaped, and its control characters shown, not passed on."""
+    return html.escape(printable(str(text)), quote=True)
 
 
 # --- which backend ------------------------------------------------------------------------
 
 
-def backend_label(result: RunResult) -> str:
-    """Say how a result was obtained: "ran in Docker ..." or "predicted: ..."."""
-    if result.backend == "docker":
-        extra = f" (run {result.run_id}, {result.seconds:.1f} s)" if result.run_id else ""
-        return f"ran in Docker: real containers, evidence collected outside the sandbox{extra}"
-    if result.backend == "static":
-        if any("no docker engine" in n.lower() for n in result.notes):
-            return "predicted: no Docker engine, so the static analyzer predicted these outcomes (nothing was run)"
-        return "predicted: the static backend was chosen, so these outcomes are the analyzer's predictions (nothing was run)"
-    return f"ran with the {result.backend} backend"
+def _how(result: RunResult) -> str:
+    return backend_phrase(result.backend, result.notes, run_id=result.run_id, seconds=result.seconds)
 
 
 def describe_backend(backend: object) -> str:
-    """One paragraph for a lesson's output: which backend is active and what that means here."""
-    name = getattr(backend, "name", type(backend).__name__)
-    notice = getattr(backend, "notice", "")
-    if name == "docker":
-        return "Backend: docker. Every probe runs as a real attack inside real containers on this machine."
+    """One paragraph for a lesson's output: which backend is active and what its results will say."""
+    name = str(getattr(backend, "name", type(backend).__name__))
+    notice = str(getattr(backend, "notice", ""))
+    text = f"Backend: {name}. Results below: {backend_phrase(name, (notice,) if notice else ())}."
+    if notice:
+        text += f" (note: {notice})"
     if name == "static":
-        why = f" ({notice})" if notice else " (chosen with SANDBOX_LAB_BACKEND=static)"
-        return (
-            f"Backend: static{why}. No Docker engine is used here, for example on Binder: every outcome below "
-            "is PREDICTED by the analyzer from your policy, not observed. Run the lab with Docker to watch the "
-            "attacks for real."
-        )
-    return f"Backend: {name}."
+        text += (" This is how the lab runs without Docker, for example on Binder: every outcome is a prediction, "
+                 "not an observation. Run the lab with Docker to watch the attacks for real.")
+    return text
+
+
+def backend_note_html(result: Optional[RunResult], *, backend: str = "") -> str:
+    """The note beside the probe button: how ``result`` was obtained, or (no result) that ``backend`` failed."""
+    if result is None:
+        return f"<small>{_h(backend or '?')} backend failed</small>"
+    return f"<small>{_h(_how(result))}</small>"
+
+
+def failed_html(message: str) -> str:
+    """The board of a run that failed: the machinery's message, never a traceback."""
+    return f'<div class="sl-board sl-failed" style="color:{_AMBER}"><strong>The run failed:</strong> {_h(message)}</div>'
+
+
+def error_html(message: str) -> str:
+    """Any other view that could not be drawn (e.g. an unreadable progress file), with the reason."""
+    return f'<div class="sl-error" style="color:{_AMBER}">{_h(message)}</div>'
 
 
 # --- the probe table ----------------------------------------------------------------------
-
-
-def _tone(p: ProbeOutcome) -> str:
-    """Red where an attack succeeded, green where a job works, amber where a job is broken or nothing was judged."""
-    if p.outcome == "error":
-        return "warn"
-    if p.kind == "attack":
-        return "bad" if p.outcome == "succeeded" else "plain"
-    return "good" if p.outcome == "succeeded" else "warn"
 
 
 def _story(probe_id: str) -> str:
@@ -103,15 +113,14 @@ def _story(probe_id: str) -> str:
 
 
 def _row(p: ProbeOutcome) -> str:
-    tone = _tone(p)
-    colour = {"bad": _RED, "good": _GREEN, "warn": _AMBER, "plain": _GREY}[tone]
-    mark = {"bad": "✗ ", "good": "✓ ", "warn": "! ", "plain": "✓ " if p.kind == "attack" else ""}[tone]
+    how = tone(p)
+    mark = {"bad": "✗ ", "good": "✓ ", "warn": "! ", "plain": "✓ " if p.kind == "attack" else ""}[how]
     evidence = "".join(f'<div class="sl-evidence"><small>evidence: <code>{_h(e)}</code></small></div>' for e in p.evidence)
     return (
-        f'<tr class="sl-row sl-{_h(p.kind)} sl-{_h(p.outcome)} sl-tone-{tone}" data-probe="{_h(p.id)}" '
-        f'data-outcome="{_h(p.outcome)}" data-kind="{_h(p.kind)}" style="background:{_BG[tone]}">'
+        f'<tr class="sl-row sl-{_h(p.kind)} sl-{_h(p.outcome)} sl-tone-{how}" data-probe="{_h(p.id)}" '
+        f'data-outcome="{_h(p.outcome)}" data-kind="{_h(p.kind)}" style="background:{_BG[how]}">'
         f'<td style="padding:3px 6px;vertical-align:top"><code>{_h(p.id)}</code><br><small>{_h(_story(p.id))}</small></td>'
-        f'<td style="padding:3px 6px;vertical-align:top;color:{colour};font-weight:bold;white-space:nowrap">{mark}{_h(p.outcome)}</td>'
+        f'<td style="padding:3px 6px;vertical-align:top;color:{_INK[how]};font-weight:bold;white-space:nowrap">{mark}{_h(p.outcome)}</td>'
         f'<td style="padding:3px 6px;vertical-align:top"><small>{_h(p.explanation)}</small>{evidence}</td></tr>'
     )
 
@@ -152,7 +161,7 @@ def board_html(result: Optional[RunResult], *, only: Optional[Iterable[str]] = N
     what = "the plain container (no policy)" if result.sandbox == "baseline" else "this policy"
     parts = [
         f'<div class="sl-board" data-backend="{_h(result.backend)}" data-sandbox="{_h(result.sandbox)}">',
-        f'<p class="sl-backend" style="margin:2px 0"><strong>{_h(backend_label(result))}</strong></p>',
+        f'<p class="sl-backend" style="margin:2px 0"><strong>{_h(_how(result))}</strong></p>',
         f'<p class="sl-summary" style="margin:2px 0">Against {_h(what)}: {_h(summary(result))}.</p>',
         *(f'<p class="sl-note" style="margin:2px 0"><small><em>note: {_h(n)}</em></small></p>' for n in result.notes),
         '<table class="sl-probe-table" style="border-collapse:collapse;width:100%">',
@@ -208,8 +217,8 @@ def exfil_svg(paths: Sequence[ExfilPath], *, why_none: str = "") -> str:
         f'<svg class="sl-exfil-svg" xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 700 {height}" '
         f'style="max-width:700px" role="img" aria-label="{len(paths)} exfiltration paths" data-paths="{len(paths)}" '
         'font-family="sans-serif" font-size="12">',
-        f'<text x="10" y="20" font-weight="bold">readable secrets</text>',
-        f'<text x="460" y="20" font-weight="bold">channels out (host: how)</text>',
+        '<text x="10" y="20" font-weight="bold">readable secrets</text>',
+        '<text x="460" y="20" font-weight="bold">channels out (host: how)</text>',
     ]
     for p in paths:
         y1 = ys[(p.secret, p.label)] + 14
@@ -223,7 +232,7 @@ def exfil_svg(paths: Sequence[ExfilPath], *, why_none: str = "") -> str:
         )
     for (path, label), y in ys.items():
         out.append(
-            f'<g class="sl-secret" data-secret="{_h(path)}"><rect x="10" y="{y}" width="{box_w}" height="28" rx="4" fill="#fee4e2" stroke="{_RED}"/>'
+            f'<g class="sl-secret" data-secret="{_h(path)}"><rect x="10" y="{y}" width="{box_w}" height="28" rx="4" fill="{_BG["bad"]}" stroke="{_RED}"/>'
             f'<text x="16" y="{y + 12}">{_h(label)}</text><text x="16" y="{y + 24}" fill="{_GREY}" font-size="10">{_h(path)}</text></g>'
         )
     for (kind, host), y in yc.items():
@@ -247,11 +256,10 @@ def _cell(name: str, result: Optional[RunResult], probe_id: str) -> str:
         p = None
     if p is None:
         return "<td></td>"
-    tone = _tone(p)
-    colour = {"bad": _RED, "good": _GREEN, "warn": _AMBER, "plain": _GREY}[tone]
+    how = tone(p)
     return (
         f'<td data-sandbox="{_h(name)}" data-probe="{_h(p.id)}" data-outcome="{_h(p.outcome)}" title="{_h(p.explanation)}" '
-        f'style="padding:3px 6px;background:{_BG[tone]};color:{colour};font-weight:bold">{_h(p.outcome)}</td>'
+        f'style="padding:3px 6px;background:{_BG[how]};color:{_INK[how]};font-weight:bold">{_h(p.outcome)}</td>'
     )
 
 
@@ -292,7 +300,17 @@ def comparison_html(results: Mapping[str, Union[RunResult, str]]) -> str:
     return "\n".join(parts) + "\n"
 
 
-# --- policy problems, host decisions ------------------------------------------------------
+# --- the policy editor, policy problems, host decisions -----------------------------------
+
+
+def editor_html(policy_text: str, status_html: str, note_html: str, board: str) -> str:
+    """The policy editor's state as static HTML (for exports): the policy, its problems, the backend note and the board.
+
+    ``status_html``, ``note_html`` and ``board`` are HTML this module made; ``policy_text`` is the learner's text.
+    """
+    text = policy_text.replace("\r\n", "\n")
+    return (f'<div class="sl-policy-editor"><pre class="sl-policy-text">{_h(text)}</pre>'
+            f"{status_html}<p>{note_html}</p>{board}</div>")
 
 
 def problems_html(errors: Sequence[Problem], warnings: Sequence[Problem] = ()) -> str:
@@ -350,9 +368,22 @@ def catalogue_html() -> str:
 # --- quiz and progress --------------------------------------------------------------------
 
 
+def prompt_html(q: Question) -> str:
+    """A question's kind and prompt, as the quiz widget and the static export both show it."""
+    label = "Understanding check" if q.kind == "check" else "Recall"
+    return f"<p><small>{label}</small><br><strong>{_h(q.prompt)}</strong></p>"
+
+
+def answer_html(correct: bool, feedback: str, *, unsaved: str = "") -> str:
+    """``quiz.check_answer``'s feedback, green when right and red when not; ``unsaved`` says why progress was not kept."""
+    body = "<br>".join(_h(line) for line in feedback.splitlines())
+    note = f"<br><small>(progress not saved: {_h(unsaved)})</small>" if unsaved else ""
+    return f'<div style="color:{_GREEN if correct else _RED}">{body}{note}</div>'
+
+
 def question_html(q: Question, *, reveal: bool = False) -> str:
     """A question as static HTML (for exports); the model answer sits in a closed ``<details>``."""
-    parts = [f'<div class="sl-question" data-question="{_h(q.id)}"><p><strong>{_h(q.prompt)}</strong></p>']
+    parts = [f'<div class="sl-question" data-question="{_h(q.id)}">{prompt_html(q)}']
     if q.choices:
         parts.append("<ol type='a'>" + "".join(f"<li>{_h(c.text)}</li>" for c in q.choices) + "</ol>")
     answer = (f"({q.answer}) " if q.answer else "") + q.model_answer
@@ -370,7 +401,7 @@ def progress_html(progress: Progress, *, questions: Sequence[Question] = (), tas
         out = []
         for item_id, title in items:
             done = progress.is_done(item_id)
-            mark = f'<span style="color:{_GREEN}">✓</span>' if done else '<span style="color:#98a2b3">○</span>'
+            mark = f'<span style="color:{_GREEN}">✓</span>' if done else f'<span style="color:{_MUTED}">○</span>'
             out.append(f'<li data-item="{_h(item_id)}" data-done="{str(done).lower()}">{mark} {_h(title)} <small><code>{_h(item_id)}</code></small></li>')
         return "".join(out)
 

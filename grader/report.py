@@ -1,36 +1,33 @@
-"""Rendering findings for people and programs: text (optionally coloured), Markdown, escaped HTML and JSON.
+"""Rendering findings for the terminal and for programs: text (optionally coloured) and JSON.
 
 Pure functions from values to strings: no printing, no terminal detection, no
-I/O. The CLI decides where the string goes and whether colour is wanted; the
-widgets put the HTML in a notebook.
+I/O. The CLI decides where the string goes and whether colour is wanted. The
+one HTML rendering of a run is the probe board (``board.py``), which a
+notebook shows; both say how a run was obtained with ``wording.backend_phrase``
+and colour outcomes by ``wording.tone``.
 
 Everything that came from a policy or a container (paths, host names,
-explanations that quote them, evidence) is untrusted text. HTML output escapes
-all of it; text and Markdown output replace control characters, so evidence
-cannot smuggle terminal escape sequences or break the table.
+explanations that quote them, evidence) is untrusted text. Text output
+replaces control characters, so evidence cannot smuggle terminal escape
+sequences or break the table.
 
-Imports: outcomes, probes, errors, policy (types only). Nothing downstream.
+Imports: outcomes, wording, errors, policy (types only). Nothing downstream.
 """
 
 from __future__ import annotations
 
-import html
 import json
-import re
 import textwrap
-from typing import Any, Iterable, Literal, Optional, Sequence
+from typing import Any, Sequence
 
 from .errors import PolicyError, Problem
 from .outcomes import ProbeOutcome, RunResult
 from .policy import Policy
+from .wording import Tone, backend_phrase, printable, tone
 
 __all__ = [
-    "Format",
-    "render",
     "render_check",
-    "render_html",
     "render_json",
-    "render_markdown",
     "render_policy",
     "render_policy_error",
     "render_text",
@@ -39,26 +36,14 @@ __all__ = [
     "summary",
 ]
 
-Format = Literal["text", "markdown", "html", "json"]
-
-_RED = "\x1b[31m"
-_GREEN = "\x1b[32m"
-_YELLOW = "\x1b[33m"
+_ANSI: dict[Tone, str] = {"bad": "\x1b[31m", "good": "\x1b[32m", "warn": "\x1b[33m"}  # red, green, yellow
 _BOLD = "\x1b[1m"
 _DIM = "\x1b[2m"
 _RESET = "\x1b[0m"
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_HTML_COLOURS = {"bad": "#b42318", "good": "#067647", "error": "#b54708"}
-
-
-def _clean(text: str) -> str:
-    """Untrusted text made safe for a terminal: control characters (ESC, CR, ...) shown as escapes."""
-    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
-
 
 def _one_line(text: str) -> str:
-    return _clean(text.replace("\r\n", "\n").replace("\n", " / "))
+    return printable(text.replace("\r\n", "\n").replace("\n", " / "))
 
 
 def _attacks(result: RunResult) -> list[ProbeOutcome]:
@@ -67,15 +52,6 @@ def _attacks(result: RunResult) -> list[ProbeOutcome]:
 
 def _jobs(result: RunResult) -> list[ProbeOutcome]:
     return [p for p in result.probes if p.kind == "job"]
-
-
-def _tone(p: ProbeOutcome) -> Optional[Literal["bad", "good", "error"]]:
-    """Red where an attack succeeded, green where a job works, amber where nothing could be judged."""
-    if p.outcome == "error":
-        return "error"
-    if p.outcome == "succeeded":
-        return "bad" if p.kind == "attack" else "good"
-    return None
 
 
 def summary(result: RunResult) -> str:
@@ -90,21 +66,19 @@ def summary(result: RunResult) -> str:
     return line
 
 
-def _heading(result: RunResult) -> str:
+def _heading(result: RunResult) -> list[str]:
+    """What was probed, then how the outcomes were obtained (the board's first two lines, in text)."""
     what = "the plain container (no policy)" if result.sandbox == "baseline" else "your policy"
-    how = "predicted by the static analyzer" if result.backend == "static" else f"run with the {result.backend} backend"
-    extra = f", run {result.run_id} in {result.seconds:.1f} s" if result.run_id else ""
-    return f"Probes against {what}, {how}{extra}"
+    how = backend_phrase(result.backend, result.notes, run_id=result.run_id, seconds=result.seconds)
+    return [f"Probes against {what}", _one_line(how)]
 
 
 # --- text ---------------------------------------------------------------------------------
 
 
-def _paint(text: str, tone: Optional[str], color: bool) -> str:
-    if not color or tone is None:
-        return text
-    code = {"bad": _RED, "good": _GREEN, "error": _YELLOW}[tone]
-    return f"{code}{text}{_RESET}"
+def _paint(text: str, how: Tone, color: bool) -> str:
+    code = _ANSI.get(how)
+    return f"{code}{text}{_RESET}" if color and code else text
 
 
 def _text_section(title: str, probes: Sequence[ProbeOutcome], *, color: bool, width: int) -> list[str]:
@@ -118,7 +92,7 @@ def _text_section(title: str, probes: Sequence[ProbeOutcome], *, color: bool, wi
     pad = " " * (id_w + out_w + 4)
     for p in probes:
         wrapped = textwrap.wrap(_one_line(p.explanation), expl_w) or [""]
-        outcome = _paint(f"{p.outcome:<{out_w}}", _tone(p), color)
+        outcome = _paint(f"{p.outcome:<{out_w}}", tone(p), color)
         lines.append(f"{p.id:<{id_w}}  {outcome}  {wrapped[0]}")
         lines.extend(pad + w for w in wrapped[1:])
         for ev in p.evidence:
@@ -134,11 +108,13 @@ def render_text(
     """A readable table: attack probes first, then job probes, each with its outcome and why.
 
     Args:
-        color: ANSI colours (red where an attack succeeded, green where a job
-            works); the caller decides, e.g. only when writing to a terminal.
+        color: ANSI colours by ``wording.tone`` (red where an attack
+            succeeded, green where a job works, yellow where a job is broken
+            or nothing was judged); the caller decides, e.g. only when
+            writing to a terminal.
         width: the line width the explanation column wraps to.
     """
-    lines = [_heading(result)]
+    lines = _heading(result)
     lines.extend(f"note: {_one_line(n)}" for n in result.notes)
     lines.append("")
     lines.extend(_text_section("Attacks (blocked is good)", _attacks(result), color=color, width=width))
@@ -183,93 +159,7 @@ def render_check(
 
 def render_policy_error(err: PolicyError) -> str:
     """An invalid policy, as text: the file, then each problem with its JSON pointer and a fix."""
-    return _clean(str(err)) + "\n"
-
-
-# --- Markdown -----------------------------------------------------------------------------
-
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]|~])")
-
-
-def _md(text: str) -> str:
-    """Untrusted text as one Markdown table cell: HTML escaped, Markdown punctuation backslashed."""
-    return _MD_SPECIAL.sub(r"\\\1", html.escape(_one_line(text), quote=False))
-
-
-def _md_section(title: str, probes: Sequence[ProbeOutcome]) -> list[str]:
-    if not probes:
-        return []
-    lines = [f"### {title}", "", "| id | outcome | explanation |", "|---|---|---|"]
-    for p in probes:
-        tone = _tone(p)
-        mark = {"bad": " ⚠", "good": " ✓", "error": " ?"}.get(tone or "", "")
-        cell = _md(p.explanation)
-        if p.evidence:
-            cell += "<br>" + "<br>".join(f"evidence: {_md(e)}" for e in p.evidence)
-        outcome = f"**{p.outcome}**{mark}" if tone else p.outcome
-        lines.append(f"| `{p.id}` | {outcome} | {cell} |")
-    return lines + [""]
-
-
-def render_markdown(result: RunResult, *, warnings: Sequence[Problem] = ()) -> str:
-    """The findings as Markdown: a heading, the summary, then one table for attacks and one for jobs."""
-    lines = [f"## {_md(_heading(result))}", "", f"**{_md(summary(result))}**", ""]
-    lines.extend(f"> note: {_md(n)}" for n in result.notes)
-    if result.notes:
-        lines.append("")
-    lines.extend(_md_section("Attacks (blocked is good)", _attacks(result)))
-    lines.extend(_md_section("Jobs (succeeded is good)", _jobs(result)))
-    if warnings:
-        lines.append("### Warnings")
-        lines.append("")
-        lines.extend(f"- `{_md(w.pointer)}`: {_md(w.message)}" for w in warnings)
-        lines.append("")
-    return "\n".join(lines)
-
-
-# --- HTML ---------------------------------------------------------------------------------
-
-
-def _h(text: str) -> str:
-    return html.escape(_clean(text), quote=True)
-
-
-def _html_rows(probes: Iterable[ProbeOutcome]) -> list[str]:
-    rows = []
-    for p in probes:
-        tone = _tone(p)
-        style = f' style="color:{_HTML_COLOURS[tone]};font-weight:bold"' if tone else ""
-        evidence = "".join(f'<div class="sl-evidence"><small>evidence: {_h(e)}</small></div>' for e in p.evidence)
-        rows.append(
-            f'<tr class="sl-{p.kind} sl-{p.outcome}"><td><code>{_h(p.id)}</code></td>'
-            f"<td{style}>{_h(p.outcome)}</td><td>{_h(p.explanation)}{evidence}</td></tr>"
-        )
-    return rows
-
-
-def _html_table(title: str, probes: Sequence[ProbeOutcome]) -> list[str]:
-    if not probes:
-        return []
-    return [
-        f"<h4>{_h(title)}</h4>",
-        '<table class="sl-probes"><thead><tr><th>id</th><th>outcome</th><th>explanation</th></tr></thead><tbody>',
-        *_html_rows(probes),
-        "</tbody></table>",
-    ]
-
-
-def render_html(result: RunResult, *, warnings: Sequence[Problem] = ()) -> str:
-    """The findings as an HTML fragment for a notebook; every string from a policy or container is escaped."""
-    parts = ['<div class="sandbox-lab-report">', f"<h3>{_h(_heading(result))}</h3>", f"<p><strong>{_h(summary(result))}</strong></p>"]
-    parts.extend(f'<p class="sl-note"><em>note: {_h(n)}</em></p>' for n in result.notes)
-    parts.extend(_html_table("Attacks (blocked is good)", _attacks(result)))
-    parts.extend(_html_table("Jobs (succeeded is good)", _jobs(result)))
-    if warnings:
-        parts.append("<h4>Warnings</h4><ul>")
-        parts.extend(f"<li><code>{_h(w.pointer)}</code>: {_h(w.message)}</li>" for w in warnings)
-        parts.append("</ul>")
-    parts.append("</div>")
-    return "\n".join(parts) + "\n"
+    return printable(str(err)) + "\n"
 
 
 # --- JSON ---------------------------------------------------------------------------------
@@ -292,18 +182,3 @@ def result_json(result: RunResult) -> dict[str, Any]:
 def render_json(result: RunResult) -> str:
     """``result_json`` as indented JSON text."""
     return json.dumps(result_json(result), indent=2, ensure_ascii=False) + "\n"
-
-
-def render(
-    result: RunResult, fmt: Format = "text", *, warnings: Sequence[Problem] = (), color: bool = False, width: int = 100
-) -> str:
-    """Render in one of the four formats (``color`` and ``width`` apply to text only)."""
-    if fmt == "text":
-        return render_text(result, warnings=warnings, color=color, width=width)
-    if fmt == "markdown":
-        return render_markdown(result, warnings=warnings)
-    if fmt == "html":
-        return render_html(result, warnings=warnings)
-    if fmt == "json":
-        return render_json(result)
-    raise ValueError(f"unknown format {fmt!r}; choose text, markdown, html or json")

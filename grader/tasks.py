@@ -34,6 +34,7 @@ from .outcomes import ProbeOutcome, RunResult
 from .plan import build_plan
 from .policy import Policy, load_policy
 from .probes import PROBES, probe
+from .wording import backend_phrase
 from .world import load_world
 
 __all__ = [
@@ -334,11 +335,7 @@ class Grade:
 
 
 def _backend_phrase(name: str) -> str:
-    if name == "docker":
-        return "docker backend: the probes really ran in containers"
-    if name == "static":
-        return "static backend: outcomes predicted from the policy, not run"
-    return f"{name} backend"
+    return backend_phrase(name)
 
 
 def _evidence(o: ProbeOutcome) -> str:

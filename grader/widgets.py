@@ -1,9 +1,10 @@
 """The lessons' ipywidgets front-ends: policy editor, probe board, side-by-side runs, quiz and progress board.
 
-The only module that imports ipywidgets. It holds no policy or grading logic:
-it validates with ``load_policy``/``lint``, runs with a ``Backend`` and
-``build_plan``, grades quiz answers with ``quiz.check_answer``, records progress
-with ``progress.mark_done``, and draws with the pure functions of ``board``.
+The only module that imports ipywidgets. It holds no policy, grading or
+rendering logic: it validates with ``load_policy``/``lint``, runs with a
+``Backend`` and ``build_plan``, grades quiz answers with ``quiz.check_answer``,
+records progress with ``progress.mark_done``, and draws every piece of HTML
+with the pure functions of ``board``.
 
 Each widget also carries a ``text/html`` rendering of its current state, so an
 exported notebook (``scripts/lessons_html.py``) shows the board without a
@@ -94,7 +95,7 @@ class ProbeBoard(_HTMLFallback, W.HTML):  # type: ignore[misc]
 
     def show_error(self, message: str) -> None:
         self.result = None
-        self.value = f'<div class="sl-board sl-failed" style="color:#b54708"><strong>The run failed:</strong> {board._h(message)}</div>'
+        self.value = board.failed_html(message)
 
     def _html_fallback(self) -> str:
         return str(self.value)
@@ -178,17 +179,16 @@ class PolicyEditor(_HTMLFallback, W.VBox):  # type: ignore[misc]
             self.button.disabled, self.button.description = False, "Probe this policy"
         if isinstance(outcome, str):
             self.board.show_error(outcome)
-            self.backend_note.value = f"<small>{board._h(getattr(self._backend, 'name', '?'))} backend failed</small>"
+            self.backend_note.value = board.backend_note_html(None, backend=str(getattr(self._backend, "name", "?")))
             self.last_result = None
             return None
         self.board.show(outcome)
-        self.backend_note.value = f"<small>{board._h(board.backend_label(outcome))}</small>"
+        self.backend_note.value = board.backend_note_html(outcome)
         self.last_result = outcome
         return outcome
 
     def _html_fallback(self) -> str:
-        return (f'<div class="sl-policy-editor"><pre class="sl-policy-text">{board._h(self.policy_text)}</pre>'
-                f"{self.status.value}<p>{self.backend_note.value}</p>{self.board.value}</div>")
+        return board.editor_html(self.policy_text, self.status.value, self.backend_note.value, self.board.value)
 
 
 # --- several sandboxes ----------------------------------------------------------------------
@@ -230,8 +230,7 @@ class Quiz(_HTMLFallback, W.VBox):  # type: ignore[misc]
         self.question = question(question_id)
         self._record = record_progress
         q = self.question
-        label = "Understanding check" if q.kind == "check" else "Recall"
-        self.prompt = W.HTML(f"<p><small>{label}</small><br><strong>{board._h(q.prompt)}</strong></p>")
+        self.prompt = W.HTML(board.prompt_html(q))
         if q.type == "choice":
             self.input: W.Widget = W.RadioButtons(options=[(f"({c.key}) {c.text}", c.key) for c in q.choices],
                                                   value=None, layout=W.Layout(width="100%"))
@@ -254,15 +253,13 @@ class Quiz(_HTMLFallback, W.VBox):  # type: ignore[misc]
         value = self.input.value
         correct, text = check_answer(self.question.id, value if isinstance(value, str) else "")
         self.correct = correct
-        colour = "#067647" if correct else "#b42318"
-        body = "<br>".join(board._h(line) for line in text.splitlines())
-        note = ""
+        unsaved = ""
         if correct and self._record:
             try:
                 mark_done(f"quiz:{self.question.id}")
             except (OSError, ProgressError) as exc:
-                note = f"<br><small>(progress not saved: {board._h(exc)})</small>"
-        self.feedback.value = f'<div style="color:{colour}">{body}{note}</div>'
+                unsaved = str(exc)
+        self.feedback.value = board.answer_html(correct, text, unsaved=unsaved)
         return correct, text
 
     def _html_fallback(self) -> str:
@@ -298,7 +295,7 @@ class ProgressBoard(_HTMLFallback, W.VBox):  # type: ignore[misc]
         try:
             progress = load_progress()
         except ProgressError as exc:
-            self.html.value = f'<div style="color:#b54708">{board._h(exc)}</div>'
+            self.html.value = board.error_html(str(exc))
             return
         self.html.value = board.progress_html(progress, questions=load_questions(), tasks=_tasks())
 

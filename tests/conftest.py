@@ -9,7 +9,8 @@ is a broken pipeline, not a reason to pass.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +31,24 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     """True when the run was started with ``--update-goldens``."""
     return bool(request.config.getoption("--update-goldens"))
+
+
+GOLDENS = Path(__file__).parent / "fixtures" / "goldens"
+
+
+@pytest.fixture(scope="session")
+def golden(update_goldens: bool) -> Callable[[str, str], None]:
+    """``golden(name, text)``: compare ``text`` with ``tests/fixtures/goldens/<name>`` (or rewrite it with --update-goldens)."""
+
+    def check(name: str, text: str) -> None:
+        path = GOLDENS / name
+        if update_goldens:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        assert path.exists(), f"missing golden {path}: run pytest --update-goldens"
+        assert text == path.read_text(encoding="utf-8"), f"{name} differs from its golden file; refresh with --update-goldens if intended"
+
+    return check
 
 
 def _in_ci() -> bool:

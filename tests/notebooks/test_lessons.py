@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from grader.tasks import SOLUTIONS_ENV, all_tasks, solution_path
+from grader.wording import backend_phrase
 
 nbformat = pytest.importorskip("nbformat", reason="the notebook stack is in the 'lab' extra")
 nbclient = pytest.importorskip("nbclient", reason="the notebook stack is in the 'lab' extra")
@@ -112,10 +113,7 @@ def test_lesson_runs_top_to_bottom(path: Path, backend: str, tmp_path: Path, mon
 
 # --- graded task notebooks ----------------------------------------------------------------
 
-_PHRASE = {  # how a Grade names its backend (grader.tasks._backend_phrase)
-    "static": "static backend: outcomes predicted from the policy, not run",
-    "docker": "docker backend: the probes really ran in containers",
-}
+_PHRASE = {b: backend_phrase(b) for b in ("static", "docker")}  # how a Grade names its backend
 
 
 def _task_copy(path: Path, root: Path) -> Path:

@@ -1,30 +1,22 @@
-"""Rendering: the summary line, the table order and colours, escaping of untrusted text, and golden reports."""
+"""Text and JSON rendering: the summary line, the table order and colours, control characters, and golden reports.
+
+The HTML rendering of a run is the probe board: tests/unit/test_board.py.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-
-import pytest
 
 from grader import load_policy
 from grader.analyzer import lint, predict
 from grader.errors import PolicyError, Problem
 from grader.outcomes import ProbeOutcome, RunResult
-from grader.report import (
-    render,
-    render_check,
-    render_html,
-    render_json,
-    render_markdown,
-    render_policy_error,
-    render_text,
-    result_json,
-    summary,
-)
+from grader.report import render_check, render_json, render_policy_error, render_text, result_json, summary
+from grader.wording import backend_phrase
 
 REPO = Path(__file__).parents[2]
-GOLDENS = REPO / "tests" / "fixtures" / "goldens"
 NAIVE = load_policy(REPO / "examples" / "naive.json")
 HOSTILE = "<script>alert(1)</script>\x1b[2J\x1b]8;;http://x\x07 & | `x` *y*\r\nnext"
 
@@ -60,6 +52,12 @@ def test_text_puts_attacks_before_jobs_even_when_the_result_does_not() -> None:
     assert "run sl-0123456789 in 1.2 s" in text or "run sl-0123456789 in 1.3 s" in text
 
 
+def test_text_says_how_the_run_was_obtained_in_the_shared_words() -> None:
+    assert render_text(docker_result()).splitlines()[1] == backend_phrase("docker", run_id="sl-0123456789", seconds=1.25)
+    assert render_text(predict(NAIVE)).splitlines()[:2] == ["Probes against your policy", backend_phrase("static")]
+    assert render_text(predict(None)).startswith("Probes against the plain container (no policy)\n")
+
+
 def test_text_colours_only_when_asked() -> None:
     plain = render_text(docker_result())
     assert "\x1b" not in plain
@@ -67,28 +65,14 @@ def test_text_colours_only_when_asked() -> None:
     assert "\x1b[31msucceeded" in coloured  # attack succeeded: red
     assert "\x1b[32msucceeded" in coloured  # job works: green
     assert "\x1b[33merror" in coloured
+    assert "\x1b[33mblocked" in coloured  # a broken job: amber, as on the board
+    assert "\x1b[31mblocked" not in coloured and "\x1b[32mblocked" not in coloured
 
 
 def test_text_neutralizes_control_characters_from_a_container() -> None:
     for text in (render_text(docker_result()), render_text(docker_result(), color=True)):
         assert "\x1b[2J" not in text and "\x07" not in text and "\r" not in text
         assert "\\x1b[2J" in text
-
-
-def test_html_escapes_everything_from_a_policy_or_a_container() -> None:
-    out = render_html(docker_result())
-    assert "<script>" not in out and "&lt;script&gt;" in out
-    assert "\x1b" not in out and "\x07" not in out
-    assert out.count("<table") == 2
-
-
-def test_markdown_escapes_table_breakers_and_html() -> None:
-    out = render_markdown(docker_result())
-    rows = [line for line in out.splitlines() if line.startswith("| `read-ssh-key`")]
-    assert len(rows) == 1
-    row = rows[0]
-    assert "<script>" not in row and "&lt;script&gt;" in row
-    assert row.count(" | ") == 2 and "\\|" in row
 
 
 def test_json_is_the_stable_run_shape() -> None:
@@ -101,19 +85,9 @@ def test_json_is_the_stable_run_shape() -> None:
     assert baseline["sandbox"] == "baseline" and baseline["policy"] is None
 
 
-def test_render_dispatches_on_format() -> None:
-    result = predict(NAIVE)
-    assert render(result, "json") == render_json(result)
-    assert render(result, "markdown") == render_markdown(result)
-    assert render(result, "html") == render_html(result)
-    with pytest.raises(ValueError):
-        render(result, "pdf")  # type: ignore[arg-type]
-
-
 def test_warnings_are_listed_with_their_pointers() -> None:
     w = [Problem("/network/allowedDomains/0", "a <b>warning</b>")]
     assert "/network/allowedDomains/0: a <b>warning</b>" in render_text(predict(NAIVE), warnings=w)
-    assert "&lt;b&gt;" in render_html(predict(NAIVE), warnings=w)
 
 
 def test_policy_error_text_is_the_errors_own_message() -> None:
@@ -121,23 +95,10 @@ def test_policy_error_text_is_the_errors_own_message() -> None:
     assert render_policy_error(err) == "p.json is not a valid policy (2 problems)\n  /a: first\n  /b: second\n"
 
 
-def _golden(name: str, text: str, update: bool) -> None:
-    path = GOLDENS / name
-    if update:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    assert path.exists(), f"missing golden {path}: run pytest --update-goldens"
-    assert text == path.read_text(encoding="utf-8"), f"{name} differs from its golden file; refresh with --update-goldens if intended"
+def test_golden_reports(golden: Callable[[str, str], None]) -> None:
+    golden("naive-static.txt", render_text(predict(NAIVE), warnings=lint(NAIVE)))
+    golden("naive-static.json", render_json(predict(NAIVE)))
 
 
-@pytest.mark.parametrize(
-    ("name", "fmt"),
-    [("naive-static.txt", "text"), ("naive-static.md", "markdown"), ("naive-static.html", "html"), ("naive-static.json", "json")],
-)
-def test_golden_reports(update_goldens: bool, name: str, fmt: str) -> None:
-    text = render(predict(NAIVE), fmt, warnings=lint(NAIVE))  # type: ignore[arg-type]
-    _golden(name, text, update_goldens)
-
-
-def test_golden_check(update_goldens: bool) -> None:
-    _golden("naive-check.txt", render_check(NAIVE, "examples/naive.json", lint(NAIVE), predict(NAIVE)), update_goldens)
+def test_golden_check(golden: Callable[[str, str], None]) -> None:
+    golden("naive-check.txt", render_check(NAIVE, "examples/naive.json", lint(NAIVE), predict(NAIVE)))

@@ -1,0 +1,159 @@
+"""The HTML views (board.py): rows and colours, escaping of everything untrusted, the exfiltration picture, the golden board."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+from grader import load_policy, predict
+from grader.board import (
+    answer_html,
+    backend_note_html,
+    board_html,
+    comparison_html,
+    describe_backend,
+    editor_html,
+    error_html,
+    exfil_svg,
+    failed_html,
+    paths_for,
+    problems_html,
+    prompt_html,
+    question_html,
+)
+from grader.backends import StaticBackend
+from grader.errors import Problem
+from grader.outcomes import ProbeOutcome, RunResult
+from grader.probes import PROBES
+from grader.quiz import question
+from grader.wording import backend_phrase
+
+NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
+PRACTICE = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+REPO_NAIVE = Path(__file__).parents[2] / "examples" / "naive.json"
+HOSTILE = '<script>alert("x")</script>&'
+TERMINAL = "\x1b[2J\x1b]8;;http://x\x07\r\nnext"  # escape sequences a container could write into evidence
+
+
+def test_board_rows_carry_probe_and_outcome_attributes_attacks_first() -> None:
+    result = predict(load_policy(NAIVE))
+    out = board_html(result)
+    rows = re.findall(r'<tr class="sl-row sl-(attack|job)[^"]*" data-probe="([^"]+)" data-outcome="([^"]+)"', out)
+    assert [pid for _, pid, _ in rows] == [p.id for p in sorted(PROBES, key=lambda p: p.kind != "attack")]
+    assert ("attack", "exfil-secret", "succeeded") in rows
+    assert ("job", "job-write-out", "blocked") in rows
+    kinds = [k for k, _, _ in rows]
+    assert kinds == sorted(kinds)  # "attack" < "job": all attacks come first
+
+
+def test_board_colours_succeeded_attacks_red_and_working_jobs_green() -> None:
+    out = board_html(predict(load_policy(NAIVE)))
+    assert re.search(r'data-probe="write-shell-rc" data-outcome="succeeded"[^>]*style="background:#fee4e2"', out)
+    assert re.search(r'data-probe="job-read-src" data-outcome="succeeded"[^>]*style="background:#dcfae6"', out)
+
+
+def test_board_escapes_hostile_evidence_explanations_and_notes() -> None:
+    outcome = ProbeOutcome("read-ssh-key", "attack", "succeeded", f"read {HOSTILE}", (f"canary at {HOSTILE}",))
+    result = RunResult("docker", "policy", None, (outcome,), notes=(HOSTILE,), run_id=HOSTILE)
+    out = board_html(result)
+    assert "<script>" not in out
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;" in out
+
+
+def test_hostile_policy_paths_are_escaped_in_the_board_and_the_picture() -> None:
+    policy = load_policy({"filesystem": {"allowWrite": ["/project/out/<img src=x onerror=alert(1)>"]},
+                          "network": {"allowedDomains": ["gist.github.com"]}})
+    out = board_html(predict(policy)) + comparison_html({HOSTILE: predict(policy)})
+    assert "<img" not in out and "<script>" not in out
+
+
+def test_problems_are_listed_with_their_pointer_and_escaped() -> None:
+    out = problems_html([Problem("/network/allowedDomains/0", f"bad {HOSTILE}")], [Problem("/filesystem/allowWrite/0", "warn")])
+    assert 'data-pointer="/network/allowedDomains/0"' in out
+    assert "<code>/filesystem/allowWrite/0</code>" in out
+    assert "<script>" not in out
+
+
+def test_svg_draws_the_naive_policys_exfil_paths() -> None:
+    result = predict(load_policy(NAIVE))
+    paths = paths_for(result)
+    svg = exfil_svg(paths)
+    drawn = set(re.findall(r'<path class="sl-path" data-secret="([^"]+)" data-host="([^"]+)" data-channel="([^"]+)"', svg))
+    assert ("/home/user/.ssh/id_rsa", "gist.github.com", "upload") in drawn
+    assert ("/etc/secrets/db_password", "api.github.com", "upload") in drawn
+    assert len(drawn) == len(paths) == 8
+    assert svg.startswith("<svg") and svg.endswith("</svg>")
+
+
+def test_svg_draws_no_path_for_the_practice_solution() -> None:
+    result = predict(load_policy(PRACTICE))
+    assert paths_for(result) == ()
+    out = board_html(result)
+    assert 'class="sl-path"' not in out
+    assert "No exfiltration path" in out
+
+
+def test_baseline_picture_includes_direct_and_dns_channels() -> None:
+    svg = exfil_svg(paths_for(predict(None)))
+    assert 'data-channel="direct"' in svg and 'data-channel="dns"' in svg
+
+
+def test_comparison_marks_each_cell_and_reports_failed_runs() -> None:
+    out = comparison_html({"naive": predict(load_policy(NAIVE)), "broken": "BackendError: <boom>"})
+    assert 'data-sandbox="naive" data-probe="exfil-secret" data-outcome="succeeded"' in out
+    assert "&lt;boom&gt;" in out
+
+
+def test_question_html_hides_the_model_answer_in_closed_details() -> None:
+    out = question_html(question("check-standard-docker"))
+    assert "<details><summary>" in out and "bridge networking" in out
+
+
+def test_board_shows_control_characters_from_a_container_as_escapes() -> None:
+    outcome = ProbeOutcome("read-ssh-key", "attack", "succeeded", f"read {TERMINAL}", (TERMINAL,))
+    out = board_html(RunResult("docker", "policy", None, (outcome,), notes=(TERMINAL,), run_id="sl-1"))
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out
+    assert "\\x1b[2J" in out
+
+
+def test_board_says_how_the_run_was_obtained_in_the_shared_words() -> None:
+    static = predict(load_policy(NAIVE), notes=("predicted, not run: no Docker engine answers (test)",))
+    assert f"<strong>{backend_phrase('static', static.notes)}</strong>" in board_html(static)
+    assert "predicted: no Docker engine" in backend_note_html(static)
+    real = RunResult("docker", "policy", None, (), run_id="sl-0123456789", seconds=2.0)
+    assert backend_phrase("docker", run_id="sl-0123456789", seconds=2.0) in board_html(real)
+    assert "ran in Docker" in board_html(real) and "predicted" not in board_html(real)
+    assert backend_note_html(None, backend="<docker>") == "<small>&lt;docker&gt; backend failed</small>"
+
+
+def test_describe_backend_names_the_backend_and_uses_the_shared_words() -> None:
+    chosen = describe_backend(StaticBackend())
+    assert chosen.startswith("Backend: static. ") and backend_phrase("static") in chosen and "Binder" in chosen
+    fallback = describe_backend(StaticBackend(notice="predicted, not run: no Docker engine answers (test)"))
+    assert backend_phrase("static", ("no Docker engine answers",)) in fallback and "(test)" in fallback
+
+    class Docker:
+        name = "docker"
+
+    assert describe_backend(Docker()) == f"Backend: docker. Results below: {backend_phrase('docker')}."
+
+
+def test_messages_and_the_editor_export_are_escaped() -> None:
+    for out in (failed_html(HOSTILE), error_html(HOSTILE), answer_html(False, HOSTILE, unsaved=HOSTILE),
+                editor_html(HOSTILE, "", "", "")):
+        assert "<script>" not in out and "&lt;script&gt;" in out
+    assert 'class="sl-board sl-failed"' in failed_html("boom")
+    assert "progress not saved" in answer_html(True, "Correct.", unsaved="disk full")
+    assert "progress not saved" not in answer_html(True, "Correct.")
+
+
+def test_quiz_prompt_is_the_same_in_the_widget_and_the_export() -> None:
+    q = question("check-standard-docker")
+    assert prompt_html(q) in question_html(q) and "Understanding check" in prompt_html(q)
+    assert "Recall" in prompt_html(question("recall-two-axes"))
+
+
+def test_golden_board(golden: Callable[[str, str], None]) -> None:
+    """The board of the naive example policy, as a learner sees it (static backend)."""
+    golden("naive-static.html", board_html(predict(load_policy(REPO_NAIVE))))
