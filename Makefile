@@ -42,6 +42,15 @@ test: images
 unit: venv
 	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
 
+## The lessons' notebooks from their sources. To edit a lesson, edit lessons/0N-*/<name>.md (MyST
+## Markdown; or the .ipynb in `make lab`, which saves both), then run `make lessons`: jupytext --sync
+## writes the other file of each pair from the newer one. Task notebooks are regenerated from grader/tasks/*.json.
+## tests/unit/test_lesson_pairs.py fails while a pair or a task notebook is out of date.
+.PHONY: lessons
+lessons: venv
+	$(VENV)/bin/jupytext --sync lessons/0*/*.md
+	$(PY) scripts/make_task_notebooks.py
+
 lessons-html: venv
 	$(PY) scripts/lessons_html.py
 

@@ -13,8 +13,12 @@ One notebook per task, at ``lessons/<order>-task-<id>/task.ipynb``:
    a hidden re-grade of the file so a notebook variable cannot be faked;
 6. a "why" question, graded by hand.
 
-Run it after changing a task or this script; the notebooks are committed
-without outputs. ``--check`` exits 1 if a committed notebook differs.
+Run it after changing a task or this script (``make lessons`` does); the
+notebooks are committed without outputs. ``--check`` exits 1 if a committed
+notebook differs; tests/unit/test_lesson_pairs.py regenerates them into a
+temporary directory and compares. Unlike the lessons (``lessons/0N-*``, MyST
+Markdown paired with their notebooks by jupytext), a task notebook has no
+text source: it derives from ``grader/tasks/<id>.json`` and this script.
 """
 
 from __future__ import annotations
@@ -150,33 +154,38 @@ def build(task: Task) -> nbformat.NotebookNode:
         cell["id"] = str(cell.metadata["nbgrader"]["grade_id"])[-64:]  # stable ids: regenerating changes nothing
     nb = new_notebook(cells=cells)
     nb.metadata = {
+        # lessons/jupytext.toml pairs every notebook under lessons/ with a .md; a task is generated, not
+        # edited, and a task.md beside it would be released by nbgrader with the solution in it.
+        "jupytext": {"formats": "ipynb"},
         "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
         "language_info": {"name": "python"},
     }
     return nb
 
 
-def notebook_path(task: Task) -> Path:
-    return REPO / "lessons" / f"{task.order:02d}-task-{task.id}" / "task.ipynb"
+def notebook_path(task: Task, lessons: Path = REPO / "lessons") -> Path:
+    return lessons / f"{task.order:02d}-task-{task.id}" / "task.ipynb"
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if a committed notebook is out of date")
+    parser.add_argument("--lessons", type=Path, default=REPO / "lessons",
+                        help="the course's source directory to write (or check) the notebooks in (default: lessons/)")
     args = parser.parse_args(argv)
     stale = []
     for task in all_tasks():
         nb = build(task)
         nbformat.validate(nb)
         text = nbformat.writes(nb) + "\n"
-        path = notebook_path(task)
+        path = notebook_path(task, args.lessons)
         if args.check:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(path)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
-        print(path.relative_to(REPO))
+        print(path.relative_to(REPO) if path.is_relative_to(REPO) else path)
     if stale:
         print("out of date (run scripts/make_task_notebooks.py):", *map(str, stale), sep="\n  ", file=sys.stderr)
         return 1
