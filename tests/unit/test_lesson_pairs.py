@@ -80,7 +80,7 @@ def pair_problems(lessons: Path) -> list[str]:
         nb = {p.stem for p in folder.glob("*.ipynb")}
         if not md | nb:
             problems.append(f"{folder.name}: no lesson notebook")
-        problems += [f"{folder.name}/{s}.ipynb has no {s}.md source (jupytext --set-formats {PAIRED} it)"
+        problems += [f"{folder.name}/{s}.ipynb has no {s}.md source (make one: jupytext --sync lessons/{folder.name}/{s}.ipynb)"
                      for s in sorted(nb - md)]
         problems += [f"{folder.name}/{s}.md has no {s}.ipynb ({fix})" for s in sorted(md - nb)]
         for stem in sorted(md & nb):
