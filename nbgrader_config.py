@@ -36,3 +36,20 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 c.Execute.timeout = 300
 
 # Solution delimiters stay nbgrader's defaults (### BEGIN SOLUTION / ### END SOLUTION).
+
+# Scores are computed by Sandbox Lab in nbgrader's own process, never by the
+# learner's kernel: after nbgrader executes a submission, GradePolicies reads
+# the policy the submission contains (parsed, never executed), grades it (Docker
+# where an engine answers, else the static prediction, said so) and sets every
+# rubric cell's outcome before SaveAutoGrades records it (grader/autograde.py).
+from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
+)
+
+from grader.autograde import GradePolicies  # noqa: E402
+
+c.Autograde.autograde_preprocessors = [
+    Execute, GradePolicies, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata,
+]

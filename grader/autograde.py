@@ -1,0 +1,239 @@
+"""Scores computed by the grader, not by the learner's kernel: Sandbox Lab's step in ``nbgrader autograde``.
+
+nbgrader's tests run in the learner's kernel, so anything a learner defines
+there (``assert_passed = lambda *a: None``, a patched ``builtins``, a rewritten
+``my_policy.json``) could decide a score. ``GradePolicies`` is an nbgrader
+preprocessor that runs after nbgrader has executed a submission and before it
+saves the scores. It:
+
+1. finds the task from the rubric cells' ``grade_id``s (locked cells, restored
+   from the gradebook by nbgrader, so a learner cannot rename them);
+2. reads the policy the submission contains, by the rule in ``policy_source``:
+   the string literal assigned to ``policy_json`` in the policy cell, parsed
+   with ``ast`` (never executed); only when the cell holds no such literal, the
+   ``my_policy.json`` the learner submitted beside the notebook;
+3. grades it in this process (Docker when an engine answers, otherwise the
+   static prediction, and the feedback says *predicted*), through the same
+   deduplicating, parallel path as ``grade-batch``: the first notebook of a
+   run grades every submission of the assignment at once;
+4. rewrites the outputs of every rubric cell (points, or an error with the
+   feedback) and of the notebook's feedback cell. nbgrader's ``SaveAutoGrades``
+   then records exactly those scores.
+
+The process-wide cache below is deliberate: nbgrader builds a new
+preprocessor for every notebook, and one ``nbgrader autograde`` must grade a
+class once, not once per student.
+
+Imports: batch, backends, errors, policy, tasks. Only nbgrader's autograde runs it.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from nbconvert.preprocessors import Preprocessor
+import nbformat
+from nbformat import NotebookNode
+from traitlets import Bool, Unicode
+
+from . import backends
+from .backends.base import Backend
+from .batch import Row, Submission, grade_batch
+from .errors import SandboxLabError
+from .tasks import Task, all_tasks
+
+__all__ = ["GradePolicies", "PolicySource", "find_task", "policy_source"]
+
+BACKEND_ENV = "SANDBOX_LAB_AUTOGRADE_BACKEND"  # "docker", "static" or "auto" (the default)
+POLICY_FILE = "my_policy.json"
+NOT_A_LITERAL = (
+    "the policy cell does not set policy_json to a string literal, and no my_policy.json was submitted. "
+    'Write your policy as policy_json = r"""{ ... }""" in the policy cell.'
+)
+
+
+@dataclass(frozen=True)
+class PolicySource:
+    """The policy a submission contains, and where it was found (for feedback)."""
+
+    text: Optional[str]  # None: no policy found
+    origin: str  # "policy cell", "my_policy.json" or why nothing was found
+
+
+def _grade_id(cell: NotebookNode) -> str:
+    return str(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
+
+
+def find_task(nb: NotebookNode) -> Optional[Task]:
+    """The task whose policy cell and every rubric cell this notebook holds (None: not a task notebook)."""
+    ids = {_grade_id(c) for c in nb.cells}
+    for task in all_tasks():
+        if f"{task.id}-policy" in ids and all(task.grade_id(c.id) in ids for c in task.checks):
+            return task
+    return None
+
+
+def _literal(source: str) -> Optional[str]:
+    """The last top-level ``policy_json = "<literal>"`` of a cell, never executing anything."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    found: Optional[str] = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "policy_json" for t in node.targets):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue  # computed, not written: not a literal
+            if isinstance(value, str):
+                found = value
+    return found
+
+
+def policy_source(nb: NotebookNode, task: Task, submitted_dir: Optional[Path]) -> PolicySource:
+    """The policy a submission contains: the policy cell's literal wins; else the submitted my_policy.json."""
+    cells = [c for c in nb.cells if _grade_id(c) == f"{task.id}-policy"]
+    if cells:
+        text = _literal(cells[0].source)
+        if text is not None:
+            return PolicySource(text, "the policy cell")
+    if submitted_dir is not None:
+        path = submitted_dir / POLICY_FILE
+        if path.is_file():
+            try:
+                return PolicySource(path.read_text(encoding="utf-8"), f"{POLICY_FILE} (submitted)")
+            except (OSError, UnicodeDecodeError) as exc:
+                return PolicySource(None, f"{POLICY_FILE} could not be read: {exc}")
+    return PolicySource(None, NOT_A_LITERAL)
+
+
+# --- one grading of the class per process -----------------------------------------------------
+
+_lock = threading.Lock()
+_rows: dict[tuple[str, str, str], Row] = {}  # (task, student, sha256 of the policy) → row
+_backend: Optional[Backend] = None
+
+
+def _grading_backend() -> Backend:
+    global _backend
+    if _backend is None:
+        name = os.environ.get(BACKEND_ENV, "").strip() or "auto"
+        _backend = backends.get(name)
+    return _backend
+
+
+def _submission(student: str, found: PolicySource) -> Submission:
+    if found.text is None:
+        return Submission(student, found.origin, None, found.origin)
+    return Submission(student, found.origin, found.text.encode("utf-8"))
+
+
+def _grade(task: Task, subs: list[Submission]) -> None:
+    todo = [s for s in subs if (task.id, s.student, s.sha256) not in _rows]
+    if not todo:
+        return
+    book = grade_batch(task, todo, _grading_backend())
+    by_student = {r.student: r for r in book.rows}
+    for sub in todo:
+        _rows[(task.id, sub.student, sub.sha256)] = by_student[sub.student]
+
+
+def _classmates(coursedir: Any, assignment: str, task: Task, only: str) -> list[Submission]:
+    """Every submission of this assignment nbgrader will grade in this run (the first notebook grades them all)."""
+    root = Path(coursedir.root) / coursedir.submitted_directory
+    out = []
+    for folder in sorted(root.glob(f"*/{assignment}")):
+        student = folder.parent.name
+        if only not in ("", "*") and student != only:
+            continue
+        notebooks = sorted(folder.glob("*.ipynb"))
+        if not notebooks:
+            continue
+        try:
+            nb = _read(str(notebooks[0]))
+        except Exception:  # noqa: BLE001 - a broken notebook is graded (as nothing) when its turn comes
+            continue
+        out.append(_submission(student, policy_source(nb, task, folder)))
+    return out
+
+
+# --- rewriting the notebook ---------------------------------------------------------------------
+
+
+_nbformat_read: Any = nbformat.read  # nbformat ships no type information
+
+
+def _read(path: str) -> Any:
+    return _nbformat_read(path, as_version=4)
+
+
+_node: Any = NotebookNode
+
+
+def _stream(text: str) -> Any:
+    return _node({"output_type": "stream", "name": "stdout", "text": text + "\n"})
+
+
+def _error(text: str) -> Any:
+    return _node({"output_type": "error", "ename": "AssertionError", "evalue": text, "traceback": [f"AssertionError: {text}"]})
+
+
+def _rewrite(nb: NotebookNode, task: Task, row: Row, found: PolicySource) -> NotebookNode:
+    checks = {str(c["id"]): c for c in row.checks}
+    header = f"Graded by Sandbox Lab outside your kernel, from {found.origin}; nothing your notebook defines changes this."
+    for cell in nb.cells:
+        gid = _grade_id(cell)
+        if cell.cell_type != "code":
+            continue
+        if gid == f"{task.id}-grade":
+            cell.outputs = [_stream(header + "\n" + row.feedback)]
+            continue
+        for check in task.checks:
+            if gid == task.grade_id(check.id):
+                c = checks.get(check.id)
+                if c is not None and c.get("passed"):
+                    cell.outputs = [_stream(f"{task.id}/{check.id}: {c['points']}/{c['max_points']} ({row.backend}). {c['message']}")]
+                else:
+                    why = c["message"] if c is not None else row.feedback
+                    cell.outputs = [_error(f"{task.id}/{check.id}: 0/{check.points} ({row.backend or 'not graded'}). {why}")]
+    return nb
+
+
+class GradePolicies(Preprocessor):
+    """nbgrader autograde step: grade the submission's policy here and set every rubric cell's outcome."""
+
+    enabled = Bool(True)  # nbconvert preprocessors are off unless enabled
+    submitted_directory = Unicode("", help="where the submission's own files are (found from the course when empty)").tag(config=True)
+
+    def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        task = find_task(nb)
+        if task is None:
+            return nb, resources  # a lesson, not a task: nothing to grade here
+        info = resources.get("nbgrader", {})
+        student, assignment = str(info.get("student", "")), str(info.get("assignment", ""))
+        coursedir = self.config.CourseDirectory
+        folder = Path(self.submitted_directory) if self.submitted_directory else (
+            Path(coursedir.root or ".") / (coursedir.submitted_directory or "submitted") / student / assignment
+        )
+        found = policy_source(nb, task, folder if folder.is_dir() else None)
+        sub = _submission(student, found)
+        with _lock:
+            key = (task.id, student, sub.sha256)
+            if key not in _rows:
+                try:
+                    only = str(coursedir.student_id) if "student_id" in coursedir else ""
+                    class_ = _classmates(coursedir, assignment, task, only) if coursedir.root else []
+                    _grade(task, [s for s in class_ if s.student != student] + [sub])
+                except SandboxLabError as exc:
+                    self.log.error("Sandbox Lab could not grade %s: %s", student, exc)
+                    raise
+            row = _rows[key]
+        self.log.info("Sandbox Lab graded %s/%s: %s/%s (%s)", student, task.id, row.score, row.max_score, row.backend)
+        return _rewrite(nb, task, row, found), resources

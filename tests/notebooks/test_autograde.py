@@ -1,0 +1,146 @@
+"""Autograding nobody can talk their way around: scores come from the grader's process, not the learner's kernel.
+
+Each submission below attacks the notebook a different way. Whatever the
+learner's kernel does, ``nbgrader autograde`` must give each exactly the score
+its policy earns, as ``grade()`` computes it outside any notebook:
+
+* ``redefine``: the naive policy, and ``assert_passed = assert_check = lambda *a, **k: None``
+  (before this step existed, that one line gave every autograded cell its points);
+* ``builtins``: the naive policy, and a cell that patches ``builtins.AssertionError``
+  and replaces ``grader.tasks`` in ``sys.modules`` with a module whose asserts pass;
+* ``rewrite``: the naive policy in the cell, and the reference written into
+  ``my_policy.json`` right after it (the kernel grades the file; the grader the cell);
+* ``raises``: the reference policy, then the cell raises;
+* ``nosave``: the reference policy, never saved to ``my_policy.json``;
+* ``computed``: a policy built by code (no literal) and no submitted file: invalid, 0.
+
+The grading backend is static here (fast); the Docker variant runs the
+reference and the redefinition attack for real.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from grader.backends.static import StaticBackend
+from grader.policy import load_policy
+from grader.tasks import grade, load_task, solution_path
+
+pytestmark = [pytest.mark.notebook, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+TASK = load_task("scope-secure-sandbox")
+ASSIGNMENT = f"{TASK.order:02d}-task-{TASK.id}"
+STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
+NAIVE = json.dumps({"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}})
+REFERENCE = solution_path(TASK.id).read_text().strip()
+
+ATTACKS = {
+    "reference": f'policy_json = r"""{REFERENCE}"""',
+    "redefine": f'policy_json = r"""{NAIVE}"""\nassert_passed = assert_check = lambda *a, **k: None',
+    "builtins": (
+        f'policy_json = r"""{NAIVE}"""\n'
+        "import builtins, sys, types\n"
+        "class _Never(Exception):\n    pass\n"
+        "builtins.AssertionError = _Never\n"
+        "_fake = types.ModuleType('grader.tasks')\n"
+        "_fake.assert_passed = _fake.assert_check = lambda *a, **k: None\n"
+        "sys.modules['grader.tasks'] = _fake\n"
+        "assert_passed = assert_check = _fake.assert_passed"
+    ),
+    "rewrite": (
+        f'policy_json = r"""{NAIVE}"""\n'
+        "save_policy('my_policy.json', policy_json)\n"
+        f"open('my_policy.json', 'w').write(r'''{REFERENCE}''')\n"
+        "STOP_SAVE = True"
+    ),
+    "raises": f'policy_json = r"""{REFERENCE}"""\nraise RuntimeError("the learner\'s cell fails after the policy")',
+    "nosave": f'policy_json = r"""{REFERENCE}"""\nsave_policy = lambda *a, **k: None',
+    "computed": 'policy_json = json.dumps({"filesystem": {"allowRead": ["/project/src"]}})\nimport json',
+}
+
+
+def _nbgrader(course: Path, *args: str, backend: str = "static") -> str:
+    env = {**os.environ, "SANDBOX_LAB_AUTOGRADE_BACKEND": backend, "PYTHONPATH": str(REPO)}
+    env.pop("SANDBOX_LAB_BACKEND", None)
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True, text=True, timeout=900)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{output[-3000:]}"
+    return output
+
+
+def _submit(course: Path, released: nbformat.NotebookNode, student: str, source: str) -> None:
+    nb = nbformat.from_dict(json.loads(json.dumps(released)))
+    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"{TASK.id}-policy"]
+    assert len(cells) == 1 and STUB in cells[0].source
+    cell = cells[0]
+    # the learner replaces the whole cell (its starter assignment and the save call) with their code
+    cell.source = source + ("" if "save_policy" in source or "raise" in source.splitlines()[-1] else "\nsave_policy('my_policy.json', policy_json)")
+    folder = course / "submitted" / student / ASSIGNMENT
+    folder.mkdir(parents=True)
+    nbformat.write(nb, folder / "task.ipynb")
+    (folder / "timestamp.txt").write_text("2026-11-30 10:00:00.000000 UTC")
+
+
+def _course(root: Path, students: dict[str, str], backend: str) -> Path:
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    shutil.copytree(REPO / "lessons" / ASSIGNMENT, root / "lessons" / ASSIGNMENT)
+    _nbgrader(root, "generate_assignment", ASSIGNMENT, "--force", backend=backend)
+    released = nbformat.read(root / "release" / ASSIGNMENT / "task.ipynb", as_version=4)
+    for student, source in students.items():
+        _submit(root, released, student, source)
+    _nbgrader(root, "autograde", ASSIGNMENT, "--force", backend=backend)
+    _nbgrader(root, "generate_feedback", ASSIGNMENT, "--force", backend=backend)
+    _nbgrader(root, "export", backend=backend)
+    return root
+
+
+def _scores(course: Path) -> dict[str, float]:
+    with (course / "grades.csv").open(newline="") as fh:
+        return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == ASSIGNMENT}
+
+
+def _earned(policy_text: str) -> int:
+    return grade(TASK, load_policy(policy_text), StaticBackend()).score
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _course(tmp_path_factory.mktemp("course"), ATTACKS, "static")
+
+
+def test_each_submission_gets_exactly_what_its_policy_earns(course: Path) -> None:
+    scores = _scores(course)
+    full, naive = _earned(REFERENCE), _earned(NAIVE)
+    assert full == TASK.max_score and naive < full
+    expected = {"reference": full, "redefine": naive, "builtins": naive, "rewrite": naive, "raises": full, "nosave": full, "computed": 0}
+    assert scores == {k: float(v) for k, v in expected.items()}
+
+
+def test_feedback_says_who_graded_and_how(course: Path) -> None:
+    html = (course / "feedback" / "redefine" / ASSIGNMENT / "task.html").read_text()
+    assert "Graded by Sandbox Lab outside your kernel" in html
+    assert "predicted" in html  # the static backend says so
+    assert "exfil-secret" in html and "Fix:" in html
+    computed = (course / "feedback" / "computed" / ASSIGNMENT / "task.html").read_text()
+    assert "string literal" in computed
+
+
+@pytest.mark.docker
+def test_docker_grades_the_reference_in_full_and_the_redefinition_attack_at_zero(tmp_path: Path) -> None:
+    course = _course(tmp_path, {"reference": ATTACKS["reference"], "redefine": ATTACKS["redefine"]}, "docker")
+    scores = _scores(course)
+    assert scores["reference"] == float(TASK.max_score)
+    assert scores["redefine"] == float(_earned(NAIVE))
+    assert _earned(NAIVE) == 0, "the naive setup earns nothing on this task"
+    html = (course / "feedback" / "reference" / ASSIGNMENT / "task.html").read_text()
+    assert "ran in Docker" in html
