@@ -49,7 +49,8 @@ from nbgrader.preprocessors import (  # noqa: E402
 
 from grader.autograde import GradePolicies  # noqa: E402
 
-c.Autograde.autograde_preprocessors = [
-    Execute, GradePolicies, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-    AssignLatePenalties, CheckCellMetadata,
-]
+if os.environ.get("SANDBOX_LAB_AUTOGRADE_STEP", "on") != "off":  # "off" only for bench/autograde.py's baseline
+    c.Autograde.autograde_preprocessors = [
+        Execute, GradePolicies, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+        AssignLatePenalties, CheckCellMetadata,
+    ]
