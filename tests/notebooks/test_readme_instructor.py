@@ -8,9 +8,8 @@ on it and without ``VIRTUAL_ENV``, since the README says the commands work
 without activating it. Where the README says an instructor puts something in
 place (a student's notebook in ``submitted/``, ``my_policy.json``, a
 ``submissions/`` folder), the test does, then checks that every command
-succeeded and left what it promises. The notebooks grade with the static
-backend unless ``SANDBOX_LAB_BACKEND`` says otherwise; ``sandbox-lab grade``
-and ``grade-batch`` use their default, ``auto`` (Docker where an engine answers).
+succeeded and left what it promises. Grading uses the static backend unless
+``SANDBOX_LAB_BACKEND`` says otherwise (Docker works too, only slower).
 """
 
 from __future__ import annotations
