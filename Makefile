@@ -8,17 +8,35 @@ STAMP  := $(VENV)/.installed
 PORT   ?= 8888
 PYTEST_ARGS ?=
 
+# Every recipe runs as if the virtualenv were activated: tools the project runs
+# by name (nbgrader's `alembic`, `jupyter`, the lab's formgrader, whatever a test
+# starts) are this project's, found in .venv/bin before anything else on the
+# machine, and every subprocess inherits that. BASE_PATH is the PATH make was
+# started with: the virtualenv is made by the machine's Python, never by itself.
+BASE_PATH := $(PATH)
+export VIRTUAL_ENV := $(CURDIR)/$(VENV)
+export PATH := $(VIRTUAL_ENV)/bin:$(BASE_PATH)
+
+# JupyterLab reads settings overrides from <prefix>/share/jupyter/lab/settings:
+# no "get notified about official Jupyter news?" pop-up and no update check (no
+# requests to jupyter.org) in any lab this virtualenv runs. Binder: binder/postBuild.
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/sandbox-lab.json
+
 .PHONY: lab test unit docker images venv lessons-html bench cleanup clean
 
 $(STAMP): pyproject.toml
-	@$(PYTHON) -m venv $(VENV) 2>/dev/null || { \
+	@env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
 	  echo "python3 -m venv failed; installing python3-venv"; \
-	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv && $(PYTHON) -m venv $(VENV); }
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv && env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[lab,test]'
 	@touch $(STAMP)
 
-venv: $(STAMP)
+$(LAB_SETTINGS): binder/lab-settings.json $(STAMP)
+	@mkdir -p $(dir $@)
+	cp binder/lab-settings.json $@
+
+venv: $(STAMP) $(LAB_SETTINGS)
 
 docker:
 	@scripts/ensure-docker
@@ -27,10 +45,12 @@ images: venv docker
 	@$(PY) -m grader setup
 
 ## The lessons in JupyterLab, with the Docker backend (prints the URL to open).
+# The server's root is the repository, the nbgrader course: the formgrader
+# (Nbgrader menu) only works when the course lies inside the server's root.
 lab: images
 	@echo "Open the URL below (start with 00-start-here). Ctrl-C stops the lab."
 	@$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --allow-root \
-	  --ServerApp.root_dir=$(CURDIR)/lessons --LabApp.default_url=/lab/tree/00-start-here/start-here.ipynb
+	  --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/lessons/00-start-here/start-here.ipynb
 
 ## The whole suite: unit, Docker integration, notebooks, nbgrader and browser tests.
 test: images

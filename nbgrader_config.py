@@ -12,10 +12,21 @@ which). Set ``SANDBOX_LAB_BACKEND=static`` for fast, Docker-free autograding.
 """
 
 import os
+import sys
 
 c = get_config()  # noqa: F821 - provided by traitlets when nbgrader loads this file
 
 _ROOT = os.path.dirname(os.path.abspath(__file__))
+
+# nbgrader migrates its gradebook by running the ``alembic`` executable by name.
+# It is installed next to the Python that runs nbgrader (``.venv/bin``), which
+# is not on PATH when the venv is not activated (``.venv/bin/nbgrader ...``, the
+# formgrader of a lab started by path): put that directory first, so the tools
+# of this environment are found and never ones from elsewhere on the machine.
+_BIN = os.path.dirname(sys.executable) if sys.executable else ""
+_PATH = os.environ.get("PATH", "")
+if _BIN and _PATH.split(os.pathsep)[0] != _BIN:
+    os.environ["PATH"] = os.pathsep.join([_BIN, *(p for p in _PATH.split(os.pathsep) if p and p != _BIN)])
 
 c.CourseDirectory.course_id = "sandbox-lab"
 c.CourseDirectory.root = _ROOT

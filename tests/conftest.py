@@ -1,19 +1,28 @@
-"""Shared test machinery: the ``docker`` marker and ``--update-goldens`` (after otter-grader's test/conftest.py).
+"""Shared test machinery: the ``docker`` marker, ``--update-goldens`` (after otter-grader's test/conftest.py),
+the environment's tools first on ``PATH``, and a run that leaves the host as it found it.
 
 A test that needs Docker says so with ``@pytest.mark.docker`` (and usually the
 ``docker_client`` fixture). When no engine answers, such a test is skipped
 with the reason locally, and fails when ``CI`` is set: in CI a missing engine
 is a broken pipeline, not a reason to pass.
+
+Every subprocess a test starts finds the tools of the Python running the
+tests (``.venv/bin``: nbgrader's ``alembic``, ``jupyter``) before anything else
+on the machine, however pytest was started. At the end of the session, the
+run fails if a watched host path appeared during it (``hostcheck.py``).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+import hostcheck
 
 NO_ENGINE = "no Docker engine answers: run scripts/ensure-docker"
 
@@ -103,3 +112,42 @@ def docker_client(request: pytest.FixtureRequest) -> Iterator[Any]:
     client.ping()
     yield client
     client.close()
+
+
+def _venv_bin_first() -> None:
+    """Put the directory of the running Python first on PATH (and name its venv), as `make` does."""
+    bindir = os.path.dirname(sys.executable)
+    rest = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p and p != bindir]
+    os.environ["PATH"] = os.pathsep.join([bindir, *rest])
+    if sys.prefix != sys.base_prefix:
+        os.environ["VIRTUAL_ENV"] = sys.prefix
+
+
+_HOST_BEFORE = pytest.StashKey[frozenset[str]]()
+_HOST_NEW = pytest.StashKey[list[str]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _venv_bin_first()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_HOST_BEFORE] = hostcheck.snapshot()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_HOST_BEFORE, None)
+    if before is None:
+        return
+    new = hostcheck.appeared(before, hostcheck.snapshot())
+    if new:
+        session.config.stash[_HOST_NEW] = new
+        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    new = config.stash.get(_HOST_NEW, None)
+    if new:
+        terminalreporter.write_sep("=", "the host changed during this run", red=True, bold=True)
+        terminalreporter.write_line(hostcheck.message(new), red=True)

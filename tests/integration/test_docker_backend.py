@@ -41,16 +41,19 @@ def test_host_is_untouched_by_a_policy_that_names_it(docker_backend: Any, tmp_pa
         tmp_path / "plain.txt": "host canary: tmp\n",
     }
     created: list[Path] = []
+    made_dirs: list[Path] = []  # directories this test made for its canaries, shallow first
     saved: dict[Path, bytes] = {}
     for p, text in canaries.items():
         if p.exists():
             saved[p] = p.read_bytes()
         else:
             created.append(p)
+            made_dirs += [d for d in reversed(p.parents) if not d.exists() and d not in made_dirs]
             p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     sock = Path("/var/run/docker.sock")
     sock_stat = sock.stat() if sock.exists() else None
+    left: list[str] = []
     try:
         policy = load_policy({"filesystem": {"allowWrite": ["/", "/var/run/docker.sock", "/proc", "/sys", "/dev", str(tmp_path)]}})
         r = docker_backend.run(build_plan(policy))
@@ -63,13 +66,18 @@ def test_host_is_untouched_by_a_policy_that_names_it(docker_backend: Any, tmp_pa
         if sock_stat is not None:
             assert sock.stat().st_mtime == sock_stat.st_mtime and sock.is_socket()
     finally:
+        # Put back what was there, and remove what this test made (only that):
+        # directories deepest first, and only while empty.
         for p, data in saved.items():
             p.write_bytes(data)
         for p in created:
             p.unlink(missing_ok=True)
-        for d in (Path("/home/user"), Path("/project")):
-            if d.is_dir() and not any(d.iterdir()) and d not in [c.parent for c in saved]:
-                pass  # leave empty dirs alone: they may predate the test
+        for d in reversed(made_dirs):
+            try:
+                d.rmdir()
+            except OSError as exc:
+                left.append(f"{d} ({exc.strerror})")
+    assert not left, f"directories this test made could not be removed: {', '.join(left)}; something else wrote into them"
 
 
 def _uplink() -> str:
