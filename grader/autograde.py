@@ -50,7 +50,7 @@ from .tasks import Task, all_tasks
 
 __all__ = ["GradePolicies", "PolicySource", "find_task", "policy_source"]
 
-BACKEND_ENV = "SANDBOX_LAB_AUTOGRADE_BACKEND"  # "docker", "static" or "auto" (the default)
+BACKEND_ENV = "SANDBOX_LAB_AUTOGRADE_BACKEND"  # "docker", "static" or "auto"; else SANDBOX_LAB_BACKEND; else "auto"
 POLICY_FILE = "my_policy.json"
 NOT_A_LITERAL = (
     "the policy cell does not set policy_json to a string literal, and no my_policy.json was submitted. "
@@ -124,7 +124,9 @@ _backend: Optional[Backend] = None
 def _grading_backend() -> Backend:
     global _backend
     if _backend is None:
-        name = os.environ.get(BACKEND_ENV, "").strip() or "auto"
+        # not backends.default(): nbgrader sets NBGRADER_EXECUTION=autograde around this step too,
+        # and default() gives the learner's kernel the static backend there
+        name = os.environ.get(BACKEND_ENV, "").strip() or os.environ.get(backends.BACKEND_ENV, "").strip() or "auto"
         _backend = backends.get(name)
     return _backend
 
