@@ -181,7 +181,7 @@ def _why_none(result: RunResult) -> str:
     acc = _access(result, load_world())
     if acc is None:
         return ""
-    readable = [s for s in acc.world.secrets if acc.read(s.path).allowed]
+    readable = [s for s in acc.world.loot if acc.read(s.path).allowed]
     chans = channels(acc)
     if not readable and not chans:
         return "No secret is readable and no channel leads out."

@@ -59,5 +59,5 @@ def exfil_paths(access: Access) -> tuple[ExfilPath, ...]:
     """Which secrets can reach which hosts over which channel: what the probe board draws."""
     chans = channels(access)
     return tuple(
-        ExfilPath(s.path, s.label, c) for s in access.world.secrets if access.read(s.path).allowed for c in chans
+        ExfilPath(s.path, s.label, c) for s in access.world.loot if access.read(s.path).allowed for c in chans
     )

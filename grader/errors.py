@@ -6,6 +6,7 @@ escape the CLI or the widgets. The tree::
     SandboxLabError
     ├── PolicyError (ValueError)        a policy file that cannot be used
     ├── TaskError (LookupError)         an unknown task, a broken task file
+    ├── WorldError (ValueError)         a world file (world.json) that does not describe a world
     └── BackendError (RuntimeError)     the machinery failed, not the policy
         ├── DockerUnavailable           no engine answers
         ├── ImageBuildError             images could not be built
@@ -30,6 +31,7 @@ __all__ = [
     "ProbeTimeout",
     "SandboxLabError",
     "TaskError",
+    "WorldError",
     "json_pointer",
 ]
 
@@ -82,6 +84,17 @@ class PolicyError(SandboxLabError, ValueError):
 
 class TaskError(SandboxLabError, LookupError):
     """An unknown task id or a task file that does not describe a task."""
+
+
+class WorldError(SandboxLabError, ValueError):
+    """A world file that cannot be used, with every problem found (as ``PolicyError`` lists a policy's)."""
+
+    def __init__(self, source: str, problems: Iterable[Problem]) -> None:
+        self.source = source
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        n = len(self.problems)
+        head = f"{source} is not a valid world ({n} problem{'s' if n != 1 else ''})"
+        super().__init__("\n".join([head, *(f"  {p}" for p in self.problems)]))
 
 
 class BackendError(SandboxLabError, RuntimeError):

@@ -374,7 +374,7 @@ def _steal_orders(p: Probe, ctx: OrderContext) -> list[Step]:
 def _steal_predict(p: Probe, access: Access) -> Prediction:
     world = access.world
     chans = channels(access)
-    readable = [s for s in world.secrets if access.read(s.path).allowed]
+    readable = [s for s in world.loot if access.read(s.path).allowed]
     if readable and chans:
         s, c = readable[0], chans[0]
         what = s.label.split(" (")[0]
@@ -392,7 +392,7 @@ def _steal_predict(p: Probe, access: Access) -> Prediction:
 
 
 def _steal_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
-    seen = canary_sightings(ev, world, [s.path for s in world.secrets])
+    seen = canary_sightings(ev, world, [s.path for s in world.loot])
     if seen:
         return "succeeded", f"{len(seen)} secret(s) left the sandbox.", tuple(seen[:6])
     reads = [r for r in attempts(ev, p.id) if r.step == "read"]
@@ -407,7 +407,7 @@ def _steal_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 
 
 def _steal_fix(p: Probe, access: Access) -> str:
-    readable = [s.path for s in access.world.secrets if access.read(s.path).allowed]
+    readable = [s.path for s in access.world.loot if access.read(s.path).allowed]
     return (
         "cut one side of the path: make the secrets unreadable ("
         + ", ".join(readable)

@@ -118,28 +118,49 @@ def _missing_read_deny(c: _Ctx) -> Iterator[Hit]:
         yield _ptr("denyRead", i), {"path": d, "parent": c.nearest_existing(d)}
 
 
-def _writable_by_entry(c: _Ctx, roles: tuple[str, ...]) -> Iterator[tuple[int, list[tuple[str, str]]]]:
-    """Per allowWrite entry (its first index): the world files of ``roles`` it makes writable, with their labels."""
-    fs = c.policy.filesystem
-    granted: dict[str, list[tuple[str, str]]] = {}
-    for f in c.world.files:
-        if f.role not in roles:
-            continue
-        w = c.access.write(f.path)
-        if w.allowed and w.rule is not None and w.rule[0] == "allowWrite":
-            granted.setdefault(w.rule[1], []).append((f.path, f.label))
-    for entry, files in granted.items():
-        yield fs.allowWrite.index(entry), files
+# What srt refuses to write wherever it finds them below its working directory: DANGEROUS_FILES and
+# getDangerousDirectories() in its sandbox-utils, plus .git/hooks and .git/config. Other persistence
+# paths of the world (~/.local/bin, ~/.ssh/authorized_keys, a Makefile) are not on its list.
+_SRT_FILES = (".gitconfig", ".gitmodules", ".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".ripgreprc", ".mcp.json")
+_SRT_DIRS = (".vscode", ".idea", ".claude/commands", ".claude/agents", ".git/hooks")
 
 
 def _protect_target(path: str) -> str:
-    """What to denyWrite for a persistence file: the whole hooks directory for a git hook, else the file."""
-    head, sep, _ = path.partition("/.git/hooks/")
-    return head + "/.git/hooks" if sep else path
+    """What to denyWrite for a path srt protects: the whole protected directory it lies in, else the file."""
+    for d in _SRT_DIRS:
+        head, sep, _ = (path + "/").partition(f"/{d}/")
+        if sep:
+            return f"{head}/{d}"
+    return path
+
+
+def _srt_protects(path: str) -> bool:
+    inside = any(f"/{d}/" in path + "/" for d in _SRT_DIRS)
+    return inside or path.rsplit("/", 1)[-1] in _SRT_FILES or path.endswith("/.git/config")
+
+
+def _writable_by_entry(c: _Ctx, roles: tuple[str, ...], srt_list: bool = False) -> Iterator[tuple[int, list[tuple[str, str]]]]:
+    """Per allowWrite entry (its first index): the world paths of ``roles`` it makes writable, with their labels.
+
+    Files come first; a directory is named only when none of its files is. With ``srt_list``, only
+    paths on srt's own list.
+    """
+    fs = c.policy.filesystem
+    granted: dict[str, dict[str, str]] = {}
+    for e in c.world.entries():
+        if e.role not in roles or (srt_list and not _srt_protects(e.path)):
+            continue
+        w = c.access.write(e.path)
+        if w.allowed and w.rule is not None and w.rule[0] == "allowWrite":
+            paths = granted.setdefault(w.rule[1], {})
+            if not any(covers(e.path, p) for p in paths):
+                paths[e.path] = e.label
+    for entry, paths in granted.items():
+        yield fs.allowWrite.index(entry), list(paths.items())
 
 
 def _mandatory_shell_rc(c: _Ctx) -> Iterator[Hit]:
-    for i, files in _writable_by_entry(c, ("persistence",)):
+    for i, files in _writable_by_entry(c, ("persistence",), srt_list=True):
         yield _ptr("allowWrite", i), {
             "entry": c.policy.filesystem.allowWrite[i],
             "files": ", ".join(f"{p} ({label})" for p, label in files),
@@ -148,12 +169,14 @@ def _mandatory_shell_rc(c: _Ctx) -> Iterator[Hit]:
 
 
 def _settings_not_protected(c: _Ctx) -> Iterator[Hit]:
-    for i, files in _writable_by_entry(c, ("settings",)):
-        yield _ptr("allowWrite", i), {
-            "entry": c.policy.filesystem.allowWrite[i],
-            "files": ", ".join(p for p, _ in files),
-            "fix": _quoted([p for p, _ in files]),
-        }
+    for i, files in _writable_by_entry(c, ("agent-config",)):
+        files = [(p, label) for p, label in files if p in {f.path for f in c.world.files}]  # its settings file, not a folder
+        if files:
+            yield _ptr("allowWrite", i), {
+                "entry": c.policy.filesystem.allowWrite[i],
+                "files": ", ".join(p for p, _ in files),
+                "fix": _quoted([p for p, _ in files]),
+            }
 
 
 def _ip_literal(c: _Ctx) -> Iterator[Hit]:
@@ -214,7 +237,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "mandatory-shell-rc", "mandatory-shell-rc", _mandatory_shell_rc,
         'allowWrite "{entry}" makes {files} writable, and Sandbox Lab has no exception for such files. srt refuses '
-        "writes to shell start-up files (.bashrc, .profile, ...) and .git/hooks, but only in the directory srt starts "
+        "writes to shell start-up files and the like (.bashrc, .profile, .gitconfig, .mcp.json, ...), .git/hooks, "
+        ".git/config and editor and agent folders (.vscode, .idea, .claude/commands, .claude/agents), but only in the directory srt starts "
         "in and up to 3 levels below it: started in /home/user it blocks ~/.bashrc but not /project/.git/hooks, "
         "started in /project the reverse. Do not rely on it: add {fix} to denyWrite so both tools refuse these writes.",
     ),

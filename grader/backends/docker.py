@@ -511,7 +511,7 @@ class _Run:
             markers=Markers(self.token, plan.world.attacker.name),
             attacker_ip=net.internet.ip if net else UNROUTABLE_ATTACKER_IP, tcp_port=TCP_PORT,
             host_port=host_port, gateway_names=("host.docker.internal",),
-            hosts=plan.world.host_names, loot=tuple(s.path for s in plan.world.secrets),
+            hosts=plan.world.host_names, loot=tuple(s.path for s in plan.world.loot),
         )
         cfg: dict[str, Any] = {
             "timeout": HTTP_TIMEOUT, "connect_timeout": CONNECT_TIMEOUT,

@@ -502,7 +502,7 @@ class _Run:
             # network namespace were missing (inside it, 127.0.0.1 is the sandbox's own)
             attacker_ip=LOOPBACK, tcp_port=tcp,
             host_port=host_port, gateway_names=("localhost", *_host_addresses()),
-            hosts=w.host_names, loot=tuple(s.path for s in w.secrets),
+            hosts=w.host_names, loot=tuple(s.path for s in w.loot),
             rebase=lambda path: str(rebase(path)),
         )
         return {

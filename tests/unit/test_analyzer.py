@@ -98,18 +98,27 @@ def test_wildcard_for_the_attackers_zone_opens_dns_exfiltration() -> None:
 
 
 def test_denied_domains_close_a_channel() -> None:
-    got = outcomes({"network": {"allowedDomains": ["*.github.com"], "deniedDomains": ["gist.github.com", "api.github.com"]}})
+    every_upload_host = ["gist.github.com", "api.github.com", "uploads.github.com", "npm.pkg.github.com"]
+    got = outcomes({"network": {"allowedDomains": ["*.github.com"], "deniedDomains": every_upload_host}})
     assert got["exfil-via-allowed-domain"] == "blocked"
+
+
+def test_a_wildcard_minus_a_blocklist_misses_upload_hosts() -> None:
+    # real github.com takes release assets at uploads.github.com: denying gist and api is not enough
+    policy = load_policy({"network": {"allowedDomains": ["*.github.com"], "deniedDomains": ["gist.github.com", "api.github.com"]}})
+    assert sorted(c.host for c in channels(access_for(policy, load_world()))) == ["npm.pkg.github.com", "uploads.github.com"]
+    assert outcomes(policy.normalize())["exfil-via-allowed-domain"] == "succeeded"
 
 
 def test_exfil_paths_pair_every_readable_secret_with_every_channel() -> None:
     access = access_for(load_policy(NAIVE), load_world())
     chans = channels(access)
-    assert sorted(c.host for c in chans) == ["api.github.com", "gist.github.com"]
+    assert sorted(c.host for c in chans) == ["api.github.com", "gist.github.com", "npm.pkg.github.com", "uploads.github.com"]
     assert {c.kind for c in chans} == {"upload"}
     paths = exfil_paths(access)
-    assert len(paths) == 4 * 2
-    assert {p.secret for p in paths} == {s.path for s in load_world().secrets}
+    loot = load_world().loot  # secrets and credentials: the naive policy reads them all
+    assert len(paths) == len(loot) * 4
+    assert {p.secret for p in paths} == {s.path for s in loot} > {s.path for s in load_world().secrets}
 
 
 # --- every probe, every time ----------------------------------------------------------------

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from grader import load_policy, predict
+from grader import load_policy, load_world, predict
 from grader.board import (
     answer_html,
     backend_note_html,
@@ -82,7 +82,8 @@ def test_svg_draws_the_naive_policys_exfil_paths() -> None:
     drawn = set(re.findall(r'<path class="sl-path" data-secret="([^"]+)" data-host="([^"]+)" data-channel="([^"]+)"', svg))
     assert ("/home/user/.ssh/id_rsa", "gist.github.com", "upload") in drawn
     assert ("/etc/secrets/db_password", "api.github.com", "upload") in drawn
-    assert len(drawn) == len(paths) == 8
+    assert ("/home/user/.npmrc", "uploads.github.com", "upload") in drawn  # credentials are loot too
+    assert len(drawn) == len(paths) == len(load_world().loot) * 4  # every secret and credential, four upload hosts
     assert svg.startswith("<svg") and svg.endswith("</svg>")
 
 

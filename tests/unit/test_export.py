@@ -82,7 +82,7 @@ def test_mandatory_protections_are_partial_and_leave_srts_own_settings_writable(
     assert has_note(notes, "mandatory protections", "does not protect its own settings file (~/.srt-settings.json)")
     assert not has_note(notes, "own settings files")  # the old claim, wrong for 0.0.78
     assert has_note(notes, '/filesystem/allowWrite/0: [srt 0.0.78] allowWrite "/home/user" makes /home/user/.bashrc',
-                    'add "/home/user/.bashrc" to denyWrite')
+                    'add "/home/user/.bashrc", ', '"/home/user/.profile"', "to denyWrite")
     assert has_note(notes, "/home/user/.srt-settings.json", "does not protect its own settings file",
                     'Add "/home/user/.srt-settings.json" to denyWrite')
     _, notes = srt(SECURE)

@@ -84,11 +84,14 @@ def test_every_documented_difference_is_warned_about(diff: dict[str, str]) -> No
 
 PLAIN = [
     "seed-secure", "practice-solution", "empty-policy", "read-root-only", "deny-read-root", "read-src-only",
-    "allow-file-inside-denied-home", "write-allow-deny-same-path", "project-writable-hooks-and-env-protected",
+    "allow-file-inside-denied-home", "write-allow-deny-same-path",
     "tilde-ssh-readable-only", "dotdot-path", "github-apex", "github-wildcard-minus-uploads", "pypi-download",
     "fix-naive-solution", "pip-install-only", "hide-etc-secrets", "etc-secrets-writable",
-    "workspace-writable-src-protected", "hide-one-key-file", "read-one-credentials-file", "stop-persistence",
+    "hide-one-key-file", "read-one-credentials-file",
 ]
+# Writable projects whose .git/hooks at most is denied: srt started in the project also refuses its
+# .git/config, .mcp.json, .vscode, shell files and the like (the world has them), so these warn.
+PROJECT_WRITABLE = ["project-writable-hooks-and-env-protected", "workspace-writable-src-protected", "stop-persistence"]
 
 
 @pytest.mark.parametrize("name", PLAIN)
@@ -96,6 +99,18 @@ def test_no_warning_for_plain_policies(name: str) -> None:
     raw = CORPUS[name]
     assert raw is not None
     assert srt_warnings(load_policy(raw)) == ()
+
+
+@pytest.mark.parametrize("name", PROJECT_WRITABLE)
+def test_a_writable_project_warns_about_what_srt_protects_there(name: str) -> None:
+    raw = CORPUS[name]
+    assert raw is not None
+    found = srt_differences(load_policy(raw))
+    assert [cause for cause, _ in found] == [CAUSE["mandatory-shell-rc"]]
+    root = raw["filesystem"]["allowWrite"][0]
+    message = found[0][1].message
+    assert f'"{root}/.git/config"' in message and f'"{root}/.mcp.json"' in message and f'"{root}/.vscode"' in message
+    assert f"{root}/Makefile" not in message  # not on srt's list
 
 
 def test_rules_that_agree_give_no_warning() -> None:
@@ -112,8 +127,12 @@ def test_rules_that_agree_give_no_warning() -> None:
         {"filesystem": {"allowRead": ["/project/src"], "denyRead": ["/home/user/.gnupg"]}},
         # the same path in allowWrite and denyWrite: read-only in both
         {"filesystem": {"allowWrite": ["/home/user/.bashrc"], "denyWrite": ["/home/user/.bashrc"]}},
-        # protected by the policy itself
-        {"filesystem": {"allowWrite": ["/home/user"], "denyWrite": ["/home/user/.bashrc", "/home/user/.srt-settings.json"]}},
+        # protected by the policy itself: every path of the home on srt's list, and its settings
+        {"filesystem": {"allowWrite": ["/home/user"], "denyWrite": [
+            "/home/user/.bashrc", "/home/user/.bash_profile", "/home/user/.zshrc", "/home/user/.zprofile",
+            "/home/user/.profile", "/home/user/.gitconfig", "/home/user/.gitmodules", "/home/user/.ripgreprc",
+            "/home/user/.mcp.json", "/home/user/.vscode", "/home/user/.idea", "/home/user/.claude/commands",
+            "/home/user/.claude/agents", "/home/user/.srt-settings.json"]}},
     ]
     for raw in agree:
         assert srt_warnings(load_policy(raw)) == (), raw
@@ -124,7 +143,10 @@ def test_one_warning_per_entry_naming_every_file_it_opens() -> None:
     assert [w.pointer for w in found] == ["/filesystem/allowWrite/0"] * 2
     rc, settings = (w.message for w in found)
     assert "/home/user/.bashrc" in rc and "/project/.git/hooks/pre-commit" in rc
-    assert 'add "/home/user/.bashrc", "/project/.git/hooks" to denyWrite' in rc
+    assert 'add "/home/user/.bashrc", ' in rc and '"/project/.git/hooks", ' in rc and '"/project/.git/config"' in rc
+    # a protected folder is denied whole; paths srt does not protect are not claimed to be
+    assert '"/project/.vscode"' in rc and '"/project/.vscode/settings.json"' not in rc.split("add ")[-1]
+    assert "authorized_keys" not in rc and "Makefile" not in rc and ".local/bin" not in rc
     assert "only in the directory srt starts in" in rc
     assert "does not protect its own settings file" in settings and '"/home/user/.srt-settings.json"' in settings
 
