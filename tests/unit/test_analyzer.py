@@ -151,6 +151,23 @@ def test_lint_warns_about_a_github_wildcard() -> None:
     assert 'does not match github.com itself' in text
 
 
+@pytest.mark.parametrize(
+    ("wildcard", "upload_hosts"),
+    [
+        ("*.github.com", ["gist.github.com", "api.github.com", "uploads.github.com", "npm.pkg.github.com"]),
+        ("*.pypi.org", ["upload.pypi.org", "test.pypi.org"]),
+        ("*.npmjs.org", ["registry.npmjs.org"]),
+        ("*.githubusercontent.com", []),  # raw files, release assets, gists: downloads only
+        ("*.pythonhosted.org", []),
+        ("*.npmjs.com", []),  # the website; publishing goes to registry.npmjs.org
+    ],
+)
+def test_lint_names_every_upload_host_a_wildcard_reaches(wildcard: str, upload_hosts: list[str]) -> None:
+    found = [w.message for w in lint(load_policy({"network": {"allowedDomains": [wildcard]}})) if "accept uploads" in w.message]
+    expected = [f'"{wildcard}" also reaches {", ".join(upload_hosts)}, which accept uploads'] if upload_hosts else []
+    assert [m.split(":")[0] for m in found] == expected
+
+
 def test_secure_and_practice_policies_have_no_warnings() -> None:
     assert lint(load_policy(SECURE)) == ()
     assert lint(load_policy(PRACTICE)) == ()
