@@ -33,7 +33,7 @@ from .world import World
 __all__ = [
     "Evidence", "Markers", "RunnerRecord", "Verdict", "attacker_reads", "attempts", "canary_sightings",
     "dns_payloads", "failures", "finished", "http_hits", "in_zone", "judge_read", "judge_write", "net_blocked",
-    "parse_jsonl", "parse_runner_output", "sha256", "write_marker",
+    "parse_jsonl", "parse_runner_output", "sha256", "timed_out", "write_marker",
 ]
 
 # (outcome, why, evidence): what a probe's judge returns
@@ -174,6 +174,11 @@ def failures(ev: Evidence, pid: str, limit: int = 2) -> str:
     return "; ".join(fails)
 
 
+def timed_out(ev: Evidence, pid: str) -> list[str]:
+    """The probe's HTTP requests that got no answer in time: never evidence that something was blocked."""
+    return [r.detail for r in attempts(ev, pid) if r.step == "http" and not r.ok and "timed out" in r.detail.lower()]
+
+
 def in_zone(host: str, zone: str) -> bool:
     return host == zone or matches(f"*.{zone}", host)
 
@@ -270,6 +275,11 @@ def net_blocked(pid: str, ev: Evidence, what: str) -> Verdict:
         return "blocked", f"{what} went nowhere.", (f"the sandbox had no network interface but loopback (network_mode=none); the runner: {failures(ev, pid)}",)
     if ev.infra_problem:
         return "error", f"Cannot tell: {ev.infra_problem}.", ()
+    late = timed_out(ev, pid)
+    if late:
+        # A refusal is fast (the proxy answers at once; no route fails at once). A request that
+        # timed out may have been on its way when the run ended: its silence proves nothing.
+        return "error", f"Cannot tell: {what} timed out before any answer ({late[0]}). Rerun; if it persists, the machine is overloaded.", ()
     denied = [r for r in ev.proxy if r.get("decision") == "deny" and ev.token in str(r.get("host", "")) + str(r.get("path", ""))]
     extra = f"; the proxy refused {len(denied)} request(s)" if denied else ""
     return "blocked", f"{what} arrived nowhere.", (f"nothing from this probe reached the simulated internet's logs{extra}; the runner: {failures(ev, pid)}",)

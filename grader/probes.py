@@ -38,6 +38,7 @@ from .evidence import (
     judge_read,
     judge_write,
     net_blocked,
+    timed_out,
 )
 from .outcomes import ProbeKind
 from .world import World
@@ -401,6 +402,9 @@ def _steal_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     readable = [r.target for r in reads if r.ok and r.data]
     if readable and ev.network != "none" and ev.infra_problem:
         return "error", f"Cannot tell: {ev.infra_problem}.", ()
+    late = timed_out(ev, p.id)
+    if readable and late:
+        return "error", f"Cannot tell: a request carrying a secret timed out before any answer ({late[0]}). Rerun.", ()
     if not readable:
         return "blocked", "No secret could be read.", (f"every secret read failed ({failures(ev, p.id, 1)}); no canary arrived anywhere",)
     return "blocked", "Secrets were read but none got out.", (f"{len(readable)} secret(s) read, but no canary reached the attacker's server, nameserver or any upload host",)

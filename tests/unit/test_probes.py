@@ -41,10 +41,13 @@ class FakeNet:
         self.host_hits: list[str] = []
 
 
-def _agent(net: FakeNet) -> probe_runner.Agent:
+def _agent(net: FakeNet, *, slow: bool = False) -> probe_runner.Agent:
     agent = probe_runner.Agent({"timeout": 1})
 
     def http(pid: str, method: str, url: str, body: bytes | None = None) -> bool:
+        if slow:  # an overloaded machine: nothing answers in time
+            probe_runner.emit(pid, "http", False, f"{method} {url}: URLError: <urlopen error timed out>", target=url)
+            return False
         u = urlsplit(url)
         net.http.append({"host": u.hostname, "method": method, "path": u.path, "scheme": u.scheme,
                          "body": (body or b"").decode(), "body_len": len(body or b"")})
@@ -80,7 +83,7 @@ def _lay_out(world: World, root: Path) -> tuple[dict[str, str], dict[str, str]]:
     return canaries, before
 
 
-def _run(tmp_path: Path, *, arrive: bool) -> tuple[Evidence, World]:
+def _run(tmp_path: Path, *, arrive: bool, slow: bool = False) -> tuple[Evidence, World]:
     world = load_world()
     token = secrets.token_hex(6)
     canaries, before = _lay_out(world, tmp_path)
@@ -90,7 +93,7 @@ def _run(tmp_path: Path, *, arrive: bool) -> tuple[Evidence, World]:
         loot=tuple(s.path for s in world.secrets), rebase=lambda p: str(tmp_path / p.lstrip("/")),
     )
     net = FakeNet(token)
-    agent = _agent(net)
+    agent = _agent(net, slow=slow)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         for spec in json.loads(json.dumps(orders_for(tuple(p.id for p in PROBES), ctx))):  # as the runner reads it
@@ -140,6 +143,14 @@ def test_when_nothing_arrives_every_network_probe_is_blocked_with_evidence(tmp_p
         if p.action in ("net", "exfil", "fetch"):
             assert verdicts[p.id].outcome == "blocked", (p.id, verdicts[p.id])
             assert verdicts[p.id].evidence
+
+
+def test_a_request_that_timed_out_is_never_taken_for_blocked(tmp_path: Path) -> None:
+    ev, world = _run(tmp_path, arrive=False, slow=True)
+    verdicts = {o.id: o for o in judge(ev, world, [p.id for p in PROBES])}
+    for pid in ("net-attacker-domain", "exfil-via-allowed-domain", "exfil-secret", "job-fetch-npm", "net-dns-exfil"):
+        assert verdicts[pid].outcome == "error", (pid, verdicts[pid])
+        assert "timed out" in verdicts[pid].explanation
 
 
 def test_a_marker_from_another_run_proves_nothing(tmp_path: Path) -> None:
