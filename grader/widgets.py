@@ -15,6 +15,10 @@ kernel or a widget manager.
 Stable CSS classes for browser tests: ``sl-policy-text`` (the JSON textarea),
 ``sl-probe-button``, ``sl-policy-status``, ``sl-backend-note``,
 ``sl-probe-board``; every probe row carries ``data-probe`` and ``data-outcome``.
+Questions: ``sl-quiz`` with ``sl-quiz-input``, ``sl-quiz-button``,
+``sl-quiz-feedback`` and ``sl-rating-button``; ``sl-prediction-quiz`` with
+``sl-prediction-probe`` (the checkboxes), ``sl-prediction-button`` and
+``sl-prediction-result``.
 """
 
 from __future__ import annotations
