@@ -12,13 +12,14 @@ an outcome looks by ``wording.tone``, as in the text report.
 The exfiltration picture is drawn from ``analyzer.exfil_paths`` (which secrets
 can reach which hosts over which channel), so it explains the table next to it.
 
-Imports: analyzer, access, errors, outcomes, policy, probes, progress, quiz,
-report, wording, world. Nothing imports this but ``widgets``.
+Imports: analyzer, access, errors, outcomes, policy, prediction, probes,
+progress, quiz, report, wording, world. Nothing imports this but ``widgets``.
 """
 
 from __future__ import annotations
 
 import html
+import json
 from typing import Iterable, Mapping, Optional, Sequence, Union
 
 from .access import Access, access_for, baseline_access
@@ -27,17 +28,20 @@ from .errors import Problem
 from .outcomes import ProbeOutcome, RunResult
 from .policy import Policy, parse_policy
 from .probes import PROBES, probe
-from .progress import LESSONS, Progress
-from .quiz import Question
+from .prediction import PredictionScore
+from .progress import LESSONS, Attempt, Progress
+from .quiz import ChoiceVerdict, Question, RecallHint, right_key
 from .report import summary
 from .wording import Tone, backend_phrase, printable, tone
 from .world import World, load_world
 
 __all__ = [
     "answer_html",
+    "ask_html",
     "backend_note_html",
     "board_html",
     "catalogue_html",
+    "choice_result_html",
     "comparison_html",
     "describe_backend",
     "editor_html",
@@ -45,11 +49,15 @@ __all__ = [
     "exfil_svg",
     "failed_html",
     "paths_for",
+    "prediction_html",
     "problems_html",
     "progress_html",
     "prompt_html",
     "question_html",
+    "rating_html",
     "reach_html",
+    "recall_reveal_html",
+    "scenario_html",
 ]
 
 # The palette of every view: ink and background per ``wording.tone``.
@@ -367,18 +375,122 @@ def catalogue_html() -> str:
 
 # --- quiz and progress --------------------------------------------------------------------
 
+_QUIZ_LABELS = {"choice": "Choose one", "text": "Recall: write your answer first", "predict": "Predict, then run"}
+
 
 def prompt_html(q: Question) -> str:
-    """A question's kind and prompt, as the quiz widget and the static export both show it."""
-    label = "Understanding check" if q.kind == "check" else "Recall"
-    return f"<p><small>{label}</small><br><strong>{_h(q.prompt)}</strong></p>"
+    """A question's kind and prompt, as the quiz widgets and the static export both show them."""
+    label = ("Understanding check" if q.kind == "check" else "Recall") + f" · {_QUIZ_LABELS[q.type]}"
+    return f"<p><small>{_h(label)}</small><br><strong>{_h(q.prompt)}</strong></p>"
 
 
 def answer_html(correct: bool, feedback: str, *, unsaved: str = "") -> str:
-    """``quiz.check_answer``'s feedback, green when right and red when not; ``unsaved`` says why progress was not kept."""
+    """Feedback text (e.g. ``quiz.check_answer``'s), green when right and red when not; ``unsaved`` says why progress was not kept."""
     body = "<br>".join(_h(line) for line in feedback.splitlines())
     note = f"<br><small>(progress not saved: {_h(unsaved)})</small>" if unsaved else ""
     return f'<div style="color:{_GREEN if correct else _RED}">{body}{note}</div>'
+
+
+def ask_html(q: Question) -> str:
+    """A graded choice question: its prompt and options under the bank's letters, and nothing of the answer."""
+    options = "".join(f'<li data-key="{_h(c.key)}"><strong>{_h(c.key)}</strong>) {_h(c.text)}</li>' for c in q.choices)
+    return (f'<div class="sl-question sl-graded" data-question="{_h(q.id)}">{prompt_html(q)}'
+            f"<ul style='list-style:none;padding-left:8px'>{options}</ul></div>")
+
+
+def _counted_html(attempt: Optional[Attempt], this_one: bool, unsaved: str) -> str:
+    """Whether this attempt is the one the progress board counts."""
+    if unsaved:
+        return f'<p class="sl-attempt"><small style="color:{_AMBER}">(progress not saved: {_h(unsaved)})</small></p>'
+    if attempt is None:
+        return ""
+    if this_one:
+        return f'<p class="sl-attempt" data-first="true"><small>First attempt recorded on your progress board: {_h(attempt.result)}.</small></p>'
+    return (f'<p class="sl-attempt" data-first="false"><small>Only your first attempt counts on the progress board '
+            f"({_h(attempt.result)}); this one is not recorded.</small></p>")
+
+
+def _model_answer_html(q: Question, prefix: str = "") -> str:
+    rubric = "".join(f"<li>{_h(r)}</li>" for r in q.rubric)
+    return (f'<div class="sl-model-answer"><p><strong>Model answer:</strong> {_h(prefix)}{_h(q.model_answer)}</p>'
+            f"<p><em>Why:</em> {_h(q.reasoning)}</p>"
+            + (f"<p><strong>A full answer</strong></p><ul class='sl-rubric'>{rubric}</ul>" if rubric else "") + "</div>")
+
+
+def choice_result_html(q: Question, verdict: ChoiceVerdict, letters: Mapping[str, str], *, reveal: bool,
+                       attempt: Optional[Attempt] = None, this_one: bool = False, unsaved: str = "") -> str:
+    """A judged pick, under the letters the learner saw (``letters``: bank key → shown letter).
+
+    The model answer is drawn only when ``reveal`` is true: the widget sets it
+    once the first attempt is recorded, so a wrong click cannot show the answer
+    before the board has counted it.
+    """
+    shown = letters.get(verdict.chosen, verdict.chosen)
+    if verdict.correct:
+        head = f'<p style="color:{_GREEN}"><strong>✓ Right:</strong> ({_h(shown)}).</p>'
+    else:
+        note = f" {_h(verdict.note)}" if verdict.note and reveal else ""
+        head = f'<p style="color:{_RED}"><strong>✗ Not quite:</strong> ({_h(shown)}) is not the answer.{note}</p>'
+    body = _model_answer_html(q, f"({letters.get(verdict.right, verdict.right)}) ") if reveal else (
+        "<p><em>The model answer appears once your first attempt is recorded.</em></p>")
+    return (f'<div class="sl-quiz-result" data-correct="{str(verdict.correct).lower()}" data-revealed="{str(reveal).lower()}">'
+            f"{head}{body}{_counted_html(attempt, this_one, unsaved)}</div>")
+
+
+def recall_reveal_html(q: Question, hint: RecallHint) -> str:
+    """After a written answer: what the hint found, the model answer and its rubric, and the request to rate oneself."""
+    rows = "".join(
+        f'<li data-idea="{_h(h.idea)}" data-found="{str(bool(h.found)).lower()}">'
+        + (f'<span style="color:{_GREEN}">✓</span> {_h(h.idea)} <small>(you wrote “{_h(h.found)}”)</small>' if h.found
+           else f'<span style="color:{_MUTED}">○</span> {_h(h.idea)} <small>(not found in your words)</small>')
+        + "</li>" for h in hint.hits)
+    return (f'<div class="sl-recall-reveal"><p><small>Hint: the key ideas, looked for as whole words. It cannot read meaning: '
+            f"compare your answer with the model answer yourself.</small></p><ul style='list-style:none;padding-left:8px'>{rows}</ul>"
+            f"{_model_answer_html(q)}<p><strong>How did you do?</strong> Rate your own answer against the rubric.</p></div>")
+
+
+def rating_html(rating: str, *, attempt: Optional[Attempt] = None, this_one: bool = False, unsaved: str = "") -> str:
+    """The learner's self-rating, and whether it is the one the board counts."""
+    return f'<div class="sl-rating" data-rating="{_h(rating)}"><p>You rated your answer: <strong>{_h(rating)}</strong>.</p>{_counted_html(attempt, this_one, unsaved)}</div>'
+
+
+def scenario_html(q: Question) -> str:
+    """A predict question's sandbox: its policy as JSON, or the plain container."""
+    if q.scenario is None:
+        return ""
+    if q.scenario.policy is None:
+        what = "<p>The sandbox: <strong>a plain Docker container</strong> (default bridge networking; home and projects mounted).</p>"
+    else:
+        what = f"<p>The sandbox's policy:</p><pre class='sl-scenario-policy'>{_h(json.dumps(q.scenario.policy, indent=2))}</pre>"
+    return (f'<div class="sl-scenario" data-question="{_h(q.id)}">{what}'
+            "<p><small>Tick each probe you expect to <strong>succeed</strong>, then run the sandbox.</small></p></div>")
+
+
+def prediction_html(q: Question, score: PredictionScore, *, attempt: Optional[Attempt] = None, this_one: bool = False,
+                    unsaved: str = "") -> str:
+    """A prediction scored probe by probe against the run, saying how the run was obtained; then the model answer."""
+    how = backend_phrase(score.backend, score.notes)
+    against = "what really happened" if score.observed else "the static analyzer's prediction (nothing was run)"
+    rows = []
+    for c in score.calls:
+        verdict = {True: ("✓ right", _GREEN), False: ("✗ wrong", _RED), None: ("no verdict", _AMBER)}[c.right]
+        evidence = "".join(f'<div class="sl-evidence"><small>evidence: <code>{_h(e)}</code></small></div>' for e in c.evidence)
+        rows.append(
+            f'<tr data-probe="{_h(c.probe)}" data-predicted="{"succeeded" if c.predicted else "blocked"}" '
+            f'data-outcome="{_h(c.outcome)}" data-right="{"" if c.right is None else str(c.right).lower()}">'
+            f'<td style="padding:2px 6px"><code>{_h(c.probe)}</code><br><small>{_h(c.story)}</small></td>'
+            f'<td style="padding:2px 6px">{"succeeds" if c.predicted else "blocked"}</td>'
+            f'<td style="padding:2px 6px">{_h(c.outcome)}<br><small>{_h(c.explanation)}</small>{evidence}</td>'
+            f'<td style="padding:2px 6px;color:{verdict[1]};font-weight:bold;white-space:nowrap">{verdict[0]}</td></tr>')
+    return (
+        f'<div class="sl-prediction" data-question="{_h(q.id)}" data-backend="{_h(score.backend)}" '
+        f'data-observed="{str(score.observed).lower()}" data-right="{score.right}" data-judged="{score.judged}">'
+        f'<p class="sl-backend" style="margin:2px 0"><strong>{_h(how)}</strong></p>'
+        f"<p><strong>Your prediction: {_h(score.result)}</strong>, compared with {_h(against)}.</p>"
+        '<table class="sl-prediction-table" style="border-collapse:collapse"><thead><tr><th style="text-align:left">probe</th>'
+        '<th style="text-align:left">you predicted</th><th style="text-align:left">outcome</th><th style="text-align:left">your call</th>'
+        f'</tr></thead><tbody>{"".join(rows)}</tbody></table>{_model_answer_html(q)}{_counted_html(attempt, this_one, unsaved)}</div>'
+    )
 
 
 def question_html(q: Question, *, reveal: bool = False) -> str:
@@ -386,40 +498,53 @@ def question_html(q: Question, *, reveal: bool = False) -> str:
     parts = [f'<div class="sl-question" data-question="{_h(q.id)}">{prompt_html(q)}']
     if q.choices:
         parts.append("<ol type='a'>" + "".join(f"<li>{_h(c.text)}</li>" for c in q.choices) + "</ol>")
-    answer = (f"({q.answer}) " if q.answer else "") + q.model_answer
-    parts.append(
-        f'<details{" open" if reveal else ""}><summary>Model answer (answer first!)</summary>'
-        f"<p>{_h(answer)}</p><p><em>Why:</em> {_h(q.reasoning)}</p></details></div>"
-    )
+    parts.append(scenario_html(q))
+    prefix = f"({right_key(q)}) " if q.type == "choice" else ""
+    parts.append(f'<details{" open" if reveal else ""}><summary>Model answer (answer first!)</summary>'
+                 f"{_model_answer_html(q, prefix)}</details></div>")
     return "\n".join(parts)
 
 
-def progress_html(progress: Progress, *, questions: Sequence[Question] = (), tasks: Sequence[tuple[str, str]] = ()) -> str:
-    """The score board: lessons, questions and tasks, each solved or not."""
+def _question_row(progress: Progress, q: Question) -> tuple[str, str, bool, str]:
+    """(item id, title, solved, mark) of a question: solved only by a right first attempt."""
+    item = f"quiz:{q.id}"
+    title = q.prompt if len(q.prompt) < 70 else q.prompt[:67] + "..."
+    first = progress.first_attempt(item)
+    if first is None:
+        return item, title, False, f'<span style="color:{_MUTED}">○</span>'
+    colour = _GREEN if first.solved else (_AMBER if first.score > 0 else _RED)
+    mark = "✓" if first.solved else ("◐" if first.score > 0 else "✗")
+    return item, f"{title} (first attempt: {first.result})", first.solved, f'<span style="color:{colour}">{mark}</span>'
 
-    def rows(items: Sequence[tuple[str, str]]) -> str:
+
+def progress_html(progress: Progress, *, questions: Sequence[Question] = (), tasks: Sequence[tuple[str, str]] = ()) -> str:
+    """The score board: lessons, questions (their first attempt) and tasks, each solved or not."""
+
+    def row(item_id: str, title: str, done: bool, mark: str) -> str:
+        return f'<li data-item="{_h(item_id)}" data-done="{str(done).lower()}">{mark} {_h(title)} <small><code>{_h(item_id)}</code></small></li>'
+
+    def done_rows(items: Sequence[tuple[str, str]]) -> list[tuple[str, str, bool, str]]:
         out = []
         for item_id, title in items:
             done = progress.is_done(item_id)
-            mark = f'<span style="color:{_GREEN}">✓</span>' if done else f'<span style="color:{_MUTED}">○</span>'
-            out.append(f'<li data-item="{_h(item_id)}" data-done="{str(done).lower()}">{mark} {_h(title)} <small><code>{_h(item_id)}</code></small></li>')
-        return "".join(out)
+            out.append((item_id, title, done, f'<span style="color:{_GREEN}">✓</span>' if done else f'<span style="color:{_MUTED}">○</span>'))
+        return out
 
-    groups: list[tuple[str, list[tuple[str, str]]]] = [
-        ("Lessons", [(i, f"{t} (~{m} min)") for i, t, m in LESSONS]),
-        ("Questions", [(f"quiz:{q.id}", q.prompt if len(q.prompt) < 70 else q.prompt[:67] + "...") for q in questions]),
-        ("Tasks", list(tasks)),
+    groups: list[tuple[str, list[tuple[str, str, bool, str]]]] = [
+        ("Lessons", done_rows([(i, f"{t} (~{m} min)") for i, t, m in LESSONS])),
+        ("Questions (only the first attempt counts)", [_question_row(progress, q) for q in questions]),
+        ("Tasks", done_rows(tasks)),
     ]
-    known = {i for _, items in groups for i, _ in items}
-    other = [(i, i) for i in sorted(progress.done) if i not in known]
+    known = {r[0] for _, rows in groups for r in rows}
+    other = done_rows([(i, i) for i in sorted(progress.done) if i not in known])
     if other:
         groups.append(("Other", other))
-    total = sum(len(items) for _, items in groups[:3])
-    solved = sum(progress.is_done(i) for _, items in groups[:3] for i, _ in items)
+    total = sum(len(rows) for _, rows in groups[:3])
+    solved = sum(r[2] for _, rows in groups[:3] for r in rows)
     parts = [f'<div class="sl-progress" data-solved="{solved}" data-total="{total}"><p><strong>Solved {solved} of {total}</strong> '
              f"<small>(kept in <code>{_h(progress.path)}</code>)</small></p>"]
-    for title, items in groups:
-        if items:
-            parts.append(f"<h4 style='margin:6px 0 2px'>{_h(title)}</h4><ul style='list-style:none;padding-left:8px'>{rows(items)}</ul>")
+    for title, rows in groups:
+        if rows:
+            parts.append(f"<h4 style='margin:6px 0 2px'>{_h(title)}</h4><ul style='list-style:none;padding-left:8px'>{''.join(row(*r) for r in rows)}</ul>")
     parts.append("</div>")
     return "\n".join(parts)

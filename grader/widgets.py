@@ -1,10 +1,12 @@
-"""The lessons' ipywidgets front-ends: policy editor, probe board, side-by-side runs, quiz and progress board.
+"""The lessons' ipywidgets front-ends: policy editor, probe board, side-by-side runs, questions and progress board.
 
 The only module that imports ipywidgets. It holds no policy, grading or
 rendering logic: it validates with ``load_policy``/``lint``, runs with a
-``Backend`` and ``build_plan``, grades quiz answers with ``quiz.check_answer``,
-records progress with ``progress.mark_done``, and draws every piece of HTML
-with the pure functions of ``board``.
+``Backend`` and ``build_plan``, judges answers with ``quiz`` (``judge_choice``,
+``recall_hint``, ``choice_order``) and ``prediction.score_prediction``, records
+progress with ``progress`` (``mark_done``; ``record_attempt``, which keeps only
+a question's first attempt), and draws every piece of HTML with the pure
+functions of ``board``.
 
 Each widget also carries a ``text/html`` rendering of its current state, so an
 exported notebook (``scripts/lessons_html.py``) shows the board without a
@@ -13,12 +15,17 @@ kernel or a widget manager.
 Stable CSS classes for browser tests: ``sl-policy-text`` (the JSON textarea),
 ``sl-probe-button``, ``sl-policy-status``, ``sl-backend-note``,
 ``sl-probe-board``; every probe row carries ``data-probe`` and ``data-outcome``.
+Questions: ``sl-quiz`` with ``sl-quiz-input``, ``sl-quiz-button``,
+``sl-quiz-feedback`` and ``sl-rating-button``; ``sl-prediction-quiz`` with
+``sl-prediction-probe`` (the checkboxes), ``sl-prediction-button`` and
+``sl-prediction-result``.
 """
 
 from __future__ import annotations
 
+import html
 import json
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Iterable, Mapping, Optional, Union
 
 import ipywidgets as W
 
@@ -29,15 +36,32 @@ from .errors import PolicyError, Problem, SandboxLabError
 from .outcomes import RunResult
 from .plan import build_plan
 from .policy import Policy, load_policy
-from .progress import ProgressError, load_progress, mark_done
-from .quiz import check_answer, load_questions, question, questions_for
+from .prediction import PredictionScore, scenario_policy, score_prediction
+from .probes import probe
+from .progress import Attempt, ProgressError, learner_seed, load_progress, mark_done, record_attempt
+from .quiz import (
+    RATINGS,
+    Choice,
+    ChoiceVerdict,
+    InvalidAnswer,
+    RecallHint,
+    choice_order,
+    judge_choice,
+    load_questions,
+    question,
+    questions_for,
+    rating_score,
+    recall_hint,
+)
 
 __all__ = [
     "PolicyEditor",
+    "Prediction",
     "ProbeBoard",
     "ProgressBoard",
     "Quiz",
     "SideBySide",
+    "ask",
     "finish_lesson",
     "probe_board",
     "quizzes",
@@ -220,50 +244,219 @@ def side_by_side(policies: Mapping[str, PolicyInput], backend: Optional[Backend]
     return SideBySide(results)
 
 
-# --- quiz -----------------------------------------------------------------------------------
+# --- questions ------------------------------------------------------------------------------
+
+
+def _record(enabled: bool, item_id: str, result: str, score: float) -> tuple[Optional[Attempt], bool, str]:
+    """Record an attempt (only a first one is kept): (the attempt that counts, whether it is this one, why not saved)."""
+    if not enabled:
+        return None, False, ""
+    try:
+        attempt, this_one = record_attempt(item_id, result, score)
+    except (OSError, ProgressError) as exc:
+        return None, False, str(exc)
+    return attempt, this_one, ""
+
+
+def _show(widget: W.Widget, visible: bool) -> None:
+    widget.layout.display = "" if visible else "none"
 
 
 class Quiz(_HTMLFallback, W.VBox):  # type: ignore[misc]
-    """One question: answer, then see whether it is right, the model answer and its reasoning."""
+    """One choice or recall question, asked so that the answer comes before any help.
+
+    Choice: the options in this learner's order (``quiz.choice_order``); the
+    first pick is recorded, and only then does the model answer show. Recall:
+    the learner writes an answer, then sees the hint, the model answer and its
+    rubric, and rates themselves; the first rating is recorded.
+    """
 
     def __init__(self, question_id: str, *, record_progress: bool = True) -> None:
-        self.question = question(question_id)
-        self._record = record_progress
-        q = self.question
+        q = question(question_id)
+        if q.type == "predict":
+            raise InvalidAnswer(f"{q.id} is a predict question: show it with Prediction({q.id!r})")
+        self.question = q
+        self._record_progress = record_progress
         self.prompt = W.HTML(board.prompt_html(q))
-        if q.type == "choice":
-            self.input: W.Widget = W.RadioButtons(options=[(f"({c.key}) {c.text}", c.key) for c in q.choices],
-                                                  value=None, layout=W.Layout(width="100%"))
-        else:
-            self.input = W.Textarea(placeholder="Your answer, in a sentence", layout=W.Layout(width="100%"))
-        self.input.add_class("sl-quiz-input")
-        self.button = W.Button(description="Check answer")
-        self.button.add_class("sl-quiz-button")
+        self.note = W.HTML()
         self.feedback = W.HTML()
         self.feedback.add_class("sl-quiz-feedback")
-        self.correct: Optional[bool] = None
-        super().__init__([self.prompt, self.input, self.button, self.feedback])
+        self.verdict: Optional[ChoiceVerdict] = None
+        self.hint: Optional[RecallHint] = None
+        self.rating: Optional[str] = None
+        self.attempt: Optional[Attempt] = None  # the attempt the board counts, once there is one
+        self.letters: dict[str, str] = {}
+        if q.type == "choice":
+            seed = ""
+            if record_progress:
+                try:
+                    seed = learner_seed()
+                except (OSError, ProgressError) as exc:
+                    self.note.value = board.error_html(f"Options in the bank's order (progress file: {exc})")
+            self.order: tuple[Choice, ...] = choice_order(q, seed)
+            self.letters = {c.key: "abcdefghijklmnopqrstuvwxyz"[i] for i, c in enumerate(self.order)}
+            self.input: W.Widget = W.RadioButtons(options=[(f"({self.letters[c.key]}) {c.text}", c.key) for c in self.order],
+                                                  value=None, layout=W.Layout(width="100%"))
+            self.button = W.Button(description="Check answer")
+            self.button.on_click(lambda _b: self.check())
+            self.ratings = W.HBox([])
+        else:
+            self.order = ()
+            self.input = W.Textarea(placeholder="Your answer, in a sentence or two. Write it before you look.",
+                                    layout=W.Layout(width="100%"))
+            self.button = W.Button(description="Show the model answer")
+            self.button.on_click(lambda _b: self.reveal())
+            buttons = []
+            for rating in RATINGS:
+                b = W.Button(description=rating)
+                b.add_class("sl-rating-button")
+                b.on_click(lambda _b, r=rating: self.rate(r))
+                buttons.append(b)
+            self.ratings = W.HBox(buttons)
+            _show(self.ratings, False)
+        self.input.add_class("sl-quiz-input")
+        self.button.add_class("sl-quiz-button")
+        self.rated = W.HTML()
+        super().__init__([self.prompt, self.note, self.input, self.button, self.feedback, self.ratings, self.rated])
         self.add_class("sl-quiz")
-        self.button.on_click(lambda _b: self.check())
 
-    def check(self, answer: Optional[str] = None) -> tuple[bool, str]:
-        """Grade ``answer`` (or what the widget holds); reveal the model answer and its reasoning."""
+    def check(self, answer: Optional[str] = None) -> Optional[ChoiceVerdict]:
+        """Judge a pick (``answer``: an option's bank key or text; default: what the widget holds), record it, then reveal."""
+        q = self.question
+        if q.type != "choice":
+            self.reveal(answer)
+            return None
+        try:
+            verdict = judge_choice(q, self.input.value if answer is None else answer)
+        except InvalidAnswer as exc:
+            self.feedback.value = board.answer_html(False, str(exc))
+            return None
+        self.input.value = verdict.chosen
+        attempt, this_one, unsaved = _record(self._record_progress, f"quiz:{q.id}", "right" if verdict.correct else "wrong",
+                                             1.0 if verdict.correct else 0.0)
+        self.verdict, self.attempt = verdict, attempt
+        # The model answer only once the first attempt is on record (or nothing is recorded at all).
+        reveal = attempt is not None or not self._record_progress
+        self.feedback.value = board.choice_result_html(q, verdict, self.letters, reveal=reveal, attempt=attempt,
+                                                       this_one=this_one, unsaved=unsaved)
+        return verdict
+
+    def reveal(self, answer: Optional[str] = None) -> Optional[RecallHint]:
+        """Recall: take the written answer (it cannot be changed after), show the hint, the model answer and the rubric."""
+        q = self.question
         if answer is not None:
             self.input.value = answer
-        value = self.input.value
-        correct, text = check_answer(self.question.id, value if isinstance(value, str) else "")
-        self.correct = correct
-        unsaved = ""
-        if correct and self._record:
-            try:
-                mark_done(f"quiz:{self.question.id}")
-            except (OSError, ProgressError) as exc:
-                unsaved = str(exc)
-        self.feedback.value = board.answer_html(correct, text, unsaved=unsaved)
-        return correct, text
+        try:
+            hint = recall_hint(q, self.input.value)
+        except InvalidAnswer as exc:
+            self.feedback.value = board.answer_html(False, str(exc))
+            return None
+        self.hint = hint
+        self.input.disabled = self.button.disabled = True
+        self.feedback.value = board.recall_reveal_html(q, hint)
+        _show(self.ratings, True)
+        return hint
+
+    def rate(self, rating: str) -> Optional[Attempt]:
+        """Recall: the learner's own rating of their answer (``quiz.RATINGS``); the first one is recorded."""
+        if self.hint is None:
+            self.rated.value = board.answer_html(False, "Write your answer and show the model answer first.")
+            return None
+        try:
+            score = rating_score(rating)
+        except InvalidAnswer as exc:
+            self.rated.value = board.answer_html(False, str(exc))
+            return None
+        attempt, this_one, unsaved = _record(self._record_progress, f"quiz:{self.question.id}", rating, score)
+        self.rating, self.attempt = rating, attempt
+        self.rated.value = board.rating_html(rating, attempt=attempt, this_one=this_one, unsaved=unsaved)
+        return attempt
 
     def _html_fallback(self) -> str:
-        return board.question_html(self.question)
+        q = self.question
+        asked = board.prompt_html(q) + "".join(
+            f"<p>({self.letters[c.key]}) {html.escape(c.text)}</p>" for c in self.order)
+        return f'<div class="sl-quiz" data-question="{html.escape(q.id)}">{asked}{self.feedback.value}{self.rated.value}</div>'
+
+
+class Prediction(_HTMLFallback, W.VBox):  # type: ignore[misc]
+    """Predict, then run: tick the probes expected to succeed against a scenario's sandbox, run it, see each call scored."""
+
+    def __init__(self, question_id: str, *, backend: Optional[Backend] = None, record_progress: bool = True) -> None:
+        q = question(question_id)
+        if q.type != "predict" or q.scenario is None:
+            raise InvalidAnswer(f"{q.id} is not a predict question: show it with Quiz({q.id!r})")
+        self.question = q
+        self._backend = backend
+        self._record_progress = record_progress
+        self.prompt = W.HTML(board.prompt_html(q))
+        self.scenario = W.HTML(board.scenario_html(q))
+        self.boxes = {pid: W.Checkbox(value=False, description=f"{pid}: {probe(pid).story}", indent=False,
+                                      layout=W.Layout(width="100%")) for pid in q.scenario.probes}
+        for box in self.boxes.values():
+            box.add_class("sl-prediction-probe")
+        self.button = W.Button(description="Run it", icon="play", button_style="warning",
+                               tooltip="Run this sandbox and compare your prediction with what happens")
+        self.button.add_class("sl-prediction-button")
+        self.view = W.HTML()
+        self.view.add_class("sl-prediction-result")
+        self.result: Optional[RunResult] = None
+        self.score: Optional[PredictionScore] = None
+        self.attempt: Optional[Attempt] = None
+        super().__init__([self.prompt, self.scenario, *self.boxes.values(), self.button, self.view])
+        self.add_class("sl-prediction-quiz")
+        self.button.on_click(lambda _b: self.run())
+
+    @property
+    def predicted(self) -> tuple[str, ...]:
+        """The probes ticked as "will succeed"."""
+        return tuple(pid for pid, box in self.boxes.items() if box.value)
+
+    def run(self, predicted: Optional[Iterable[str]] = None) -> Optional[PredictionScore]:
+        """Run the scenario (once) and score the prediction (``predicted``, or the ticked boxes) against it."""
+        q = self.question
+        if predicted is not None:
+            chosen = set(predicted)
+            unknown = chosen - set(self.boxes)
+            if unknown:
+                self.view.value = board.error_html(f"not probes of this question: {', '.join(sorted(unknown))}")
+                return None
+            for pid, box in self.boxes.items():
+                box.value = pid in chosen
+        self.button.disabled, self.button.description = True, "Running…"
+        if self._backend is None:
+            self._backend = default()  # chosen on first use, then kept by this widget only
+        out = _run(self._backend, scenario_policy(q))
+        if isinstance(out, str):  # the machinery failed: nothing is scored, the learner may try again
+            self.view.value = board.failed_html(out)
+            self.button.disabled, self.button.description = False, "Run it"
+            return None
+        score = score_prediction(q, self.predicted, out)
+        attempt, this_one, unsaved = (
+            _record(self._record_progress, f"quiz:{q.id}", score.result, score.score) if score.judged else (None, False, ""))
+        self.result, self.score, self.attempt = out, score, attempt
+        for box in self.boxes.values():  # the prediction that was scored stays on screen as it was
+            box.disabled = True
+        self.button.description = "Ran"
+        self.view.value = board.prediction_html(q, score, attempt=attempt, this_one=this_one, unsaved=unsaved)
+        return score
+
+    def _html_fallback(self) -> str:
+        ticks = "".join(f"<p>{'☑' if box.value else '☐'} {html.escape(str(box.description))}</p>" for box in self.boxes.values())
+        return f'<div class="sl-prediction-quiz">{self.prompt.value}{self.scenario.value}{ticks}{self.view.value}</div>'
+
+
+class _Asked(_HTMLFallback, W.HTML):  # type: ignore[misc]
+    def _html_fallback(self) -> str:
+        return str(self.value)
+
+
+def ask(question_id: str) -> W.HTML:
+    """A graded choice question, shown with the bank's letters and nothing of the answer (the answer goes in a cell)."""
+    q = question(question_id)
+    if q.type != "choice":
+        raise InvalidAnswer(f"{q.id} is not a choice question")
+    return _Asked(value=board.ask_html(q))
 
 
 # --- progress -------------------------------------------------------------------------------
@@ -313,5 +506,5 @@ def finish_lesson(item_id: str) -> ProgressBoard:
 
 
 def quizzes(*, lesson: Optional[str] = None, kind: Optional[str] = None) -> W.VBox:
-    """Every question of a lesson (or kind), one Quiz each."""
-    return W.VBox([Quiz(q.id) for q in questions_for(lesson=lesson, kind=kind)])
+    """Every question of a lesson (or kind): a Quiz each, a Prediction for a predict question."""
+    return W.VBox([Prediction(q.id) if q.type == "predict" else Quiz(q.id) for q in questions_for(lesson=lesson, kind=kind)])

@@ -8,8 +8,8 @@ Usage (from the repository root; ``make lessons-html`` runs it)::
 The static backend is the default: the export needs no Docker and is the same
 on every machine. Widgets are exported through the ``text/html`` rendering
 each Sandbox Lab widget carries (the live widget views need a kernel), so the
-boards, editors and quizzes show as static HTML; quiz model answers sit in
-closed ``<details>`` blocks. The learner's progress file is never touched.
+boards, editors and quizzes show as static HTML; a question not yet answered
+shows without its model answer. The learner's progress file is never touched.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The learner's progress file: round trip, first completion kept, corrupt files reported and left alone."""
+"""The learner's progress file: round trip, first completion and first attempt kept, corrupt files reported and left alone."""
 
 from __future__ import annotations
 
@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from grader.progress import ProgressError, load_progress, mark_done, progress_path, reset_progress
+from grader.progress import (
+    Attempt,
+    ProgressError,
+    learner_seed,
+    load_progress,
+    mark_done,
+    progress_path,
+    record_attempt,
+    reset_progress,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -25,18 +34,74 @@ def test_progress_round_trip(_progress_file: Path) -> None:
     mark_done("l01-why-sandbox", now=300.0)  # the first completion is kept
     again = load_progress()
     assert again.done == {"l01-why-sandbox": 100.0, "task:scope-secure-sandbox": 200.0}
-    assert json.loads(_progress_file.read_text())["version"] == 1
+    assert json.loads(_progress_file.read_text())["version"] == 2
     reset_progress()
     assert load_progress().done == {}
+
+
+def test_only_the_first_attempt_is_recorded(_progress_file: Path) -> None:
+    first, this_one = record_attempt("quiz:recall-two-axes", "wrong", 0.0, now=10.0)
+    assert this_one and first == Attempt(10.0, "wrong", 0.0) and not first.solved
+    again, this_one = record_attempt("quiz:recall-two-axes", "right", 1.0, now=20.0)
+    assert not this_one and again == first  # answering again after the feedback earns nothing
+    mark_done("l02-naive-vs-secure", now=30.0)  # other writes keep it
+    loaded = load_progress()
+    assert loaded.first_attempt("quiz:recall-two-axes") == first and loaded.is_done("l02-naive-vs-secure")
+    assert json.loads(_progress_file.read_text())["first"] == {"quiz:recall-two-axes": {"at": 10.0, "result": "wrong", "score": 0.0}}
+
+
+@pytest.mark.parametrize(("result", "score"), [("", 1.0), ("right", 1.5), ("right", -0.1), ("right", float("nan"))])
+def test_an_attempt_needs_a_result_and_a_score_from_0_to_1(result: str, score: float) -> None:
+    with pytest.raises(ValueError):
+        record_attempt("quiz:x", result, score)
+
+
+def test_a_version_1_file_reads_and_keeps_its_completions(_progress_file: Path) -> None:
+    _progress_file.write_text(json.dumps({"version": 1, "done": {"l01-why-sandbox": 5.0}}))
+    assert load_progress().first == {}
+    record_attempt("quiz:recall-two-axes", "got it", 1.0, now=6.0)
+    data = json.loads(_progress_file.read_text())
+    assert data["done"] == {"l01-why-sandbox": 5.0} and data["version"] == 2
+
+
+def test_the_learner_seed_is_made_once_and_kept(_progress_file: Path) -> None:
+    seed = learner_seed()
+    assert len(seed) == 16 and learner_seed() == seed
+    mark_done("l01-why-sandbox")
+    assert learner_seed() == seed and load_progress().learner == seed
+    reset_progress()
+    assert learner_seed() != seed  # a reset starts a new order (2**-64 chance of the same)
 
 
 def test_corrupt_progress_file_is_reported_not_overwritten(_progress_file: Path) -> None:
     _progress_file.write_text("{not json")
     with pytest.raises(ProgressError, match="not valid JSON"):
         mark_done("l01-why-sandbox")
+    with pytest.raises(ProgressError, match="not valid JSON"):
+        record_attempt("quiz:recall-two-axes", "right", 1.0)
+    with pytest.raises(ProgressError, match="not valid JSON"):
+        learner_seed()
     assert _progress_file.read_text() == "{not json"
+
+
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        ({"done": {}, "first": {"quiz:a": {"at": 1, "result": "right", "score": 2}}}, "first attempt at 'quiz:a'"),
+        ({"done": {}, "first": {"quiz:a": {"at": 1, "score": 1}}}, "first attempt at 'quiz:a'"),
+        ({"done": {}, "first": []}, "not a progress record"),
+        ({"done": {}, "learner": 7}, "not a progress record"),
+        ({"done": {"x": True}}, "not a progress record"),
+    ],
+)
+def test_a_malformed_first_attempt_is_reported(_progress_file: Path, data: object, words: str) -> None:
+    _progress_file.write_text(json.dumps(data))
+    with pytest.raises(ProgressError, match=words):
+        load_progress()
 
 
 def test_mark_done_rejects_empty_ids() -> None:
     with pytest.raises(ValueError):
         mark_done("  ")
+    with pytest.raises(ValueError):
+        record_attempt(" ", "right", 1.0)

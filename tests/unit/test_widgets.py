@@ -1,4 +1,4 @@
-"""The lessons' widgets: the policy editor, the probe board, side-by-side runs, the quiz and the progress board.
+"""The lessons' widgets: the policy editor, the probe board, side-by-side runs, the questions and the progress board.
 
 What they draw is tested in test_board.py; here, that they wire validation,
 runs, grading and progress to that HTML.
@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from grader.backends import StaticBackend
+from grader.errors import BackendError
 from grader.progress import load_progress, mark_done
+from grader.quiz import InvalidAnswer, choice_order, right_key
 from grader.wording import backend_phrase
 
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
@@ -73,12 +75,148 @@ def test_side_by_side_shows_an_invalid_policy_as_a_message() -> None:
     assert isinstance(view.results["bad"], str) and "/network/allowedDomains/0" in view.results["bad"]
 
 
-def test_quiz_widget_reveals_feedback_and_records_progress() -> None:
+# --- questions --------------------------------------------------------------------------------
+
+
+def test_a_choice_quiz_shows_the_options_in_this_learner_s_order() -> None:
     quiz = widgets.Quiz("check-standard-docker")
+    q = quiz.question
+    seed = load_progress().learner
+    assert seed  # made on first use, kept in the progress file
+    assert quiz.order == choice_order(q, seed) and widgets.Quiz("check-standard-docker").order == quiz.order
+    labels = [label for label, _ in quiz.input.options]
+    assert [key for _, key in quiz.input.options] == [c.key for c in quiz.order]
+    assert [label[:3] for label in labels] == ["(a)", "(b)", "(c)", "(d)"]  # letters by position, not the bank's
     assert quiz.feedback.value == ""
-    correct, _ = quiz.check("b")
-    assert correct and "bridge networking" in quiz.feedback.value
-    assert load_progress().is_done("quiz:check-standard-docker")
+
+
+def test_only_the_first_pick_counts_and_the_answer_shows_once_it_is_recorded() -> None:
+    quiz = widgets.Quiz("check-standard-docker")
+    wrong = next(c.key for c in quiz.order if c.key != right_key(quiz.question))
+    verdict = quiz.check(wrong)
+    assert verdict is not None and not verdict.correct and quiz.input.value == wrong
+    assert 'data-revealed="true"' in quiz.feedback.value and "bridge networking" in quiz.feedback.value
+    assert f"({quiz.letters[right_key(quiz.question)]})" in quiz.feedback.value  # the right option under the learner's letter
+    assert 'data-first="true"' in quiz.feedback.value
+    again = quiz.check(right_key(quiz.question))
+    assert again is not None and again.correct and 'data-first="false"' in quiz.feedback.value
+    first = load_progress().first_attempt("quiz:check-standard-docker")
+    assert first is not None and (first.result, first.score) == ("wrong", 0.0)
+    board = widgets.ProgressBoard().html.value
+    assert 'data-item="quiz:check-standard-docker" data-done="false"' in board and "first attempt: wrong" in board
+
+
+def test_no_model_answer_before_the_first_attempt_is_on_record(_progress_file: Path) -> None:
+    _progress_file.write_text("{broken")
+    quiz = widgets.Quiz("check-standard-docker")
+    assert "bank&#x27;s order" in quiz.note.value or "bank's order" in quiz.note.value
+    assert quiz.order == quiz.question.choices
+    quiz.check("a")
+    assert 'data-revealed="false"' in quiz.feedback.value and "bridge networking" not in quiz.feedback.value
+    assert "progress not saved" in quiz.feedback.value
+    assert _progress_file.read_text() == "{broken"
+
+
+def test_an_answer_that_is_no_option_is_refused_and_not_recorded() -> None:
+    quiz = widgets.Quiz("check-standard-docker")
+    assert quiz.check("z") is None and "not one of the options" in quiz.feedback.value
+    assert quiz.check() is None and "choose one option" in quiz.feedback.value
+    assert load_progress().first == {}
+
+
+def test_a_recall_quiz_takes_the_answer_first_then_reveals_then_takes_a_rating() -> None:
+    quiz = widgets.Quiz("recall-two-axes")
+    assert quiz.ratings.layout.display == "none"
+    assert quiz.rate("got it") is None and load_progress().first == {}  # nothing to rate yet
+    assert quiz.reveal("egress") is None and "Model answer" not in quiz.feedback.value
+    hint = quiz.reveal("read and write permissions plus egress")
+    assert hint is not None and hint.complete
+    assert quiz.input.disabled and quiz.button.disabled and quiz.ratings.layout.display == ""
+    out = quiz.feedback.value
+    assert "Model answer" in out and "sl-rubric" in out and 'data-found="true"' in out and "egress" in out
+    first = quiz.rate("partly")
+    assert first is not None and (first.result, first.score) == ("partly", 0.5)
+    assert 'data-first="true"' in quiz.rated.value
+    assert quiz.rate("got it") == first and 'data-first="false"' in quiz.rated.value
+    board = widgets.ProgressBoard().html.value
+    assert 'data-item="quiz:recall-two-axes" data-done="false"' in board and "first attempt: partly" in board
+    assert ["got it", "partly", "missed"] == [b.description for b in quiz.ratings.children]
+
+
+def test_a_recall_hint_that_finds_an_idea_missing_says_so() -> None:
+    quiz = widgets.Quiz("recall-two-axes")
+    quiz.reveal("user profiles and networking")
+    assert quiz.feedback.value.count('data-found="false"') == 1
+
+
+def test_an_unanswered_quiz_exports_without_its_answer() -> None:
+    for qid in ("check-standard-docker", "recall-two-axes"):
+        quiz = widgets.Quiz(qid)
+        html = quiz._repr_mimebundle_()["text/html"]
+        assert quiz.question.prompt[:20] in html
+        assert "Model answer" not in html and quiz.question.reasoning[:30] not in html
+
+
+def test_a_predict_question_is_not_a_quiz_and_a_quiz_is_not_a_prediction() -> None:
+    with pytest.raises(InvalidAnswer, match="Prediction"):
+        widgets.Quiz("predict-standard-docker")
+    with pytest.raises(InvalidAnswer, match="Quiz"):
+        widgets.Prediction("recall-two-axes")
+
+
+def test_ask_shows_a_graded_question_with_the_bank_s_letters_and_no_answer() -> None:
+    view = widgets.ask("check-etc-secrets-github")
+    assert 'data-key="a"' in view.value and "Model answer" not in view.value and "gist" in view.value
+    assert view._repr_mimebundle_()["text/html"] == view.value
+    with pytest.raises(InvalidAnswer):
+        widgets.ask("recall-two-axes")
+
+
+def test_predict_then_run_scores_the_ticked_probes_against_the_run() -> None:
+    view = widgets.Prediction("predict-etc-secrets-github", backend=StaticBackend())
+    assert view.view.value == "" and "sl-board" not in view._repr_mimebundle_()["text/html"]
+    view.boxes["read-etc-secrets"].value = True
+    view.boxes["read-ssh-key"].value = True
+    score = view.run()
+    assert score is not None and view.predicted == ("read-etc-secrets", "read-ssh-key")
+    assert score.result == "3/6 right" and not score.observed
+    out = view.view.value
+    assert backend_phrase("static") in out  # on Binder the outcome is labelled predicted
+    assert 'data-probe="read-ssh-key" data-predicted="succeeded" data-outcome="blocked" data-right="false"' in out
+    assert 'data-probe="read-etc-secrets" data-predicted="succeeded" data-outcome="succeeded" data-right="true"' in out
+    assert "Model answer" in out and all(b.disabled for b in view.boxes.values()) and view.button.disabled
+    first = load_progress().first_attempt("quiz:predict-etc-secrets-github")
+    assert first is not None and first.result == "3/6 right" and first.score == 0.5
+    assert "☑ read-etc-secrets" in view._repr_mimebundle_()["text/html"]
+
+
+def test_predict_then_run_with_a_prediction_given_in_code() -> None:
+    view = widgets.Prediction("predict-standard-docker", backend=StaticBackend())
+    score = view.run(["read-ssh-key", "write-shell-rc", "net-direct-ip", "net-dns-exfil", "exfil-secret"])
+    assert score is not None and score.result == "6/6 right"
+    assert 'data-item="quiz:predict-standard-docker" data-done="true"' in widgets.ProgressBoard().html.value
+    again = widgets.Prediction("predict-standard-docker", backend=StaticBackend())
+    assert again.run(["no-such-probe"]) is None and "no-such-probe" in again.view.value
+
+
+def test_a_run_that_fails_scores_nothing_and_can_be_retried() -> None:
+    class Broken:
+        name = "docker"
+
+        def run(self, plan: object) -> object:
+            raise BackendError("the engine went away")
+
+    view = widgets.Prediction("predict-standard-docker", backend=Broken())
+    assert view.run(["read-ssh-key"]) is None
+    assert "sl-failed" in view.view.value and "the engine went away" in view.view.value
+    assert not view.button.disabled and not any(b.disabled for b in view.boxes.values())
+    assert load_progress().first == {}
+
+
+def test_quizzes_builds_a_prediction_for_each_predict_question() -> None:
+    box = widgets.quizzes(lesson="l05-check-yourself")
+    kinds = [type(w).__name__ for w in box.children]
+    assert kinds.count("Prediction") == 2 and kinds.count("Quiz") == 2
 
 
 def test_progress_board_lists_lessons_questions_and_tasks() -> None:
