@@ -20,6 +20,12 @@ saves the scores. It:
    feedback) and of the notebook's feedback cell. nbgrader's ``SaveAutoGrades``
    then records exactly those scores.
 
+Lessons with graded multiple-choice letters (lesson 05) get the same
+treatment: a grade cell that checks ``is_option("<question>", answer_x)`` is
+scored here, from the string literal ``answer_x = "c"`` in the answers cell,
+against the question bank's hashed key. A ``str`` subclass or a patched
+``strip`` in the kernel changes nothing.
+
 The process-wide cache below is deliberate: nbgrader builds a new
 preprocessor for every notebook, and one ``nbgrader autograde`` must grade a
 class once, not once per student.
@@ -46,6 +52,7 @@ from . import backends
 from .backends.base import Backend
 from .batch import Row, Submission, grade_batch
 from .errors import SandboxLabError
+from .quiz import answer_hash, question
 from .tasks import Task, all_tasks
 
 __all__ = ["GradePolicies", "PolicySource", "find_task", "policy_source"]
@@ -95,6 +102,70 @@ def _literal(source: str) -> Optional[str]:
             if isinstance(value, str):
                 found = value
     return found
+
+
+def _literals(source: str) -> dict[str, str]:
+    """Every top-level ``name = "<string literal>"`` of a cell (the last one wins), never executing anything."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {}
+    out: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            try:
+                value = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+            for t in node.targets:
+                if isinstance(t, ast.Name) and isinstance(value, str):
+                    out[t.id] = value
+    return out
+
+
+def _asked(source: str) -> Optional[tuple[str, str]]:
+    """(question id, variable) of a grade cell that checks ``is_option("<question>", <variable>)``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "is_option"
+                and len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+                and isinstance(node.args[1], ast.Name)):
+            return node.args[0].value, node.args[1].id
+    return None
+
+
+def grade_answers(nb: NotebookNode) -> dict[str, bool]:
+    """Score every graded multiple-choice cell from the answers' literals; rewrite its outputs. grade_id → right?"""
+    answers: dict[str, str] = {}
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            answers.update(_literals(cell.source))
+    scored: dict[str, bool] = {}
+    for cell in nb.cells:
+        md = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.cell_type != "code" or not md.get("grade"):
+            continue
+        asked = _asked(cell.source)
+        if asked is None:
+            continue
+        qid, var = asked
+        try:
+            key = question(qid).answer_sha256
+        except (KeyError, SandboxLabError):
+            continue
+        given = answers.get(var)
+        right = given is not None and answer_hash(qid, given.strip().lower()) == key
+        scored[_grade_id(cell)] = right
+        if right:
+            cell.outputs = [_stream(f"{qid}: right (checked by Sandbox Lab outside your kernel).")]
+        elif given is None:
+            cell.outputs = [_error(f'{qid}: no answer. Write {var} = "<letter>" in the answers cell.')]
+        else:
+            cell.outputs = [_error(f"{qid}: {given!r} is not the right option (checked by Sandbox Lab outside your kernel).")]
+    return scored
 
 
 def policy_source(nb: NotebookNode, task: Task, submitted_dir: Optional[Path]) -> PolicySource:
@@ -215,9 +286,10 @@ class GradePolicies(Preprocessor):
     submitted_directory = Unicode("", help="where the submission's own files are (found from the course when empty)").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
+        grade_answers(nb)
         task = find_task(nb)
         if task is None:
-            return nb, resources  # a lesson, not a task: nothing to grade here
+            return nb, resources  # a lesson, not a task: no policy to grade
         info = resources.get("nbgrader", {})
         student, assignment = str(info.get("student", "")), str(info.get("assignment", ""))
         coursedir = self.config.CourseDirectory

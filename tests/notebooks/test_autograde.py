@@ -144,3 +144,39 @@ def test_docker_grades_the_reference_in_full_and_the_redefinition_attack_at_zero
     assert _earned(NAIVE) == 0, "the naive setup earns nothing on this task"
     html = (course / "feedback" / "reference" / ASSIGNMENT / "task.html").read_text()
     assert "ran in Docker" in html
+
+
+LESSON = "05-check-yourself"
+RIGHT = 'answer_etc_secrets = "c"\nanswer_standard_docker = "b"'
+FAKED = (  # wrong letters, and a str whose strip() equals anything: the old hidden test passed it
+    "class _Any(str):\n"
+    "    def strip(self):\n"
+    "        return self\n"
+    "    def lower(self):\n"
+    "        return self\n"
+    "    def __eq__(self, other):\n"
+    "        return True\n"
+    "    __hash__ = str.__hash__\n"
+    'answer_etc_secrets = _Any("a")\n'
+    'answer_standard_docker = "a"'
+)
+
+
+def test_lesson_letters_are_checked_outside_the_kernel(tmp_path: Path) -> None:
+    root = tmp_path
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    shutil.copytree(REPO / "lessons" / LESSON, root / "lessons" / LESSON, ignore=shutil.ignore_patterns("*.md"))
+    _nbgrader(root, "generate_assignment", LESSON, "--force")
+    released = nbformat.read(root / "release" / LESSON / "check-yourself.ipynb", as_version=4)
+    for student, source in {"right": RIGHT, "faked": FAKED}.items():
+        nb = nbformat.from_dict(json.loads(json.dumps(released)))
+        cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "l05-answers")
+        cell.source = source
+        folder = root / "submitted" / student / LESSON
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / "check-yourself.ipynb")
+    _nbgrader(root, "autograde", LESSON, "--force")
+    _nbgrader(root, "export")
+    with (root / "grades.csv").open(newline="") as fh:
+        scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == LESSON}
+    assert scores == {"right": 2.0, "faked": 0.0}
