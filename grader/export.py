@@ -22,7 +22,7 @@ srt and Claude Code, the policy-specific ones are ``srt_notes.srt_warnings``,
 the one table of what sandbox-runtime 0.0.78 was measured to do differently
 (``docs/srt-differences.md``), each line with the JSON pointer of its entry.
 
-Imports: access, plan, policy, srt_notes, world, paths. Nothing downstream.
+Imports: access, plan, policy, srt_notes, world, paths, and the services' ports. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from .access import access_for
 from .paths import HOME, covers
 from .plan import RunPlan, build_plan
 from .policy import Policy
+from .services.common import DNS_PORT, PROXY_PORT
 from .srt_notes import srt_warnings
 from .world import World, load_world
 
@@ -43,7 +44,6 @@ __all__ = ["TARGETS", "Target", "export"]
 Target = Literal["srt", "claude-code", "docker"]
 TARGETS: tuple[Target, ...] = ("srt", "claude-code", "docker")
 
-PROXY_PORT = 3128  # the services image's egress proxy listens here (as in the Docker backend)
 HIDDEN_TMPFS = "size=64k,mode=0755"  # an empty private directory over a hidden one, as the Docker backend mounts it
 
 
@@ -269,7 +269,7 @@ def _docker(policy: Policy, world: World) -> tuple[str, list[str]]:
     if plan.network == "proxy":
         proxy_cfg = json.dumps({
             "allowed": list(plan.allowed_domains), "denied": list(plan.denied_domains),
-            "listen_port": PROXY_PORT, "dns_server": "__DNS__", "dns_port": 53, "out_dir": "/run/sandbox-lab/out",
+            "listen_port": PROXY_PORT, "dns_server": "__DNS__", "dns_port": DNS_PORT, "out_dir": "/run/sandbox-lab/out",
         })
         # normalized host patterns hold only [a-z0-9.*-]: safe inside an unquoted here-document
         proxy_cfg = proxy_cfg.replace('"__DNS__"', '"${DNS_SERVER}"')

@@ -1,18 +1,22 @@
-"""The ``Backend`` protocol: anything that turns a ``RunPlan`` into a ``RunResult``.
+"""The ``Backend`` protocol: anything that turns a ``RunPlan`` into a ``RunResult``, and lets go of what it holds when closed.
 
 Modelled on httpx's transports: one small protocol, a pure implementation
-(``static``) and a real one (``docker``) behind it, chosen by the caller and
-passed in, never kept in a global.
+(``static``) and real ones (``docker``, ``srt``) behind it, chosen by the
+caller and passed in, never kept in a global. Whoever creates a backend closes
+it, most simply with ``with backends.get(name) as backend:``.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from types import TracebackType
+from typing import Optional, Protocol, TypeVar, runtime_checkable
 
 from ..outcomes import RunResult
 from ..plan import RunPlan
 
-__all__ = ["Backend"]
+__all__ = ["Backend", "Closing"]
+
+_C = TypeVar("_C", bound="Closing")
 
 
 @runtime_checkable
@@ -27,3 +31,30 @@ class Backend(Protocol):
     def run(self, plan: RunPlan) -> RunResult:
         """Run every probe of ``plan``; a failed probe is an ``error`` outcome, not an exception."""
         ...
+
+    def close(self) -> None:
+        """Let go of what the backend keeps between runs (containers, networks, directories); safe to call twice."""
+        ...
+
+    def __enter__(self) -> Backend:
+        ...
+
+    def __exit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        ...
+
+
+class Closing:
+    """``with backend:`` for every backend: the backend itself on the way in, ``close()`` on the way out."""
+
+    def close(self) -> None:
+        """Nothing to let go of; backends that keep something between runs override this."""
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(
+        self, exc_type: Optional[type[BaseException]], exc: Optional[BaseException], tb: Optional[TracebackType]
+    ) -> None:
+        self.close()

@@ -3,8 +3,8 @@
 The only module that imports ``docker`` (apart from ``images``, which builds
 what this one runs). Per run it:
 
-1. lays out a fresh copy of the world in a temporary directory, a random
-   canary in every file (``_RunDir``);
+1. lays out a fresh copy of the world in its run directory, a random
+   canary in every file (``runs.RunDir``, shared with the srt backend);
 2. connects the simulated internet (``simnet``) when the plan has any network:
    the plain container gets an internet of its own; a scoped network gets its
    own filtering ``proxy`` in front of the backend's shared internet;
@@ -14,21 +14,20 @@ what this one runs). Per run it:
 5. removes every container, network and directory it made, whatever happened.
 
 Every object is labelled ``org.sandbox-lab.run=<run id>`` so ``cleanup`` can
-remove what a killed run left behind.
+remove what a killed run left behind (``sweep`` is this backend's part of
+``runs.cleanup``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
-import socket
 import threading
 import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -37,31 +36,31 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
-from ..evidence import Evidence, Markers, parse_jsonl, parse_runner_output, sha256
+from ..evidence import Evidence, parse_jsonl, parse_runner_output
 from ..outcomes import RunResult
 from ..verdicts import run_result
 from ..plan import Hardening, RunPlan
-from ..probes import OrderContext, orders_for
+from ..services.common import PROXY_PORT, TCP_SINK_PORT
+from . import runs
+from .base import Closing
 from .images import Images, ensure_images
+from .runs import MAX_OUTPUT, HostListener, RunDir, read_text, run_with_retries, runner_config, runs_root
 from .simnet import (
     LABEL,
     LABEL_PID,
     LABEL_ROLE,
-    TCP_PORT,
     Internet,
     Leftovers,
     beat_after,
     ProxyPool,
     SharedInternet,
-    runs_root,
     start_internet,
 )
 
-__all__ = ["LABEL", "LABEL_PID", "DockerBackend", "cleanup", "client_from_env", "hardened_options", "runs_root"]
+__all__ = ["LABEL", "LABEL_PID", "DockerBackend", "cleanup", "client_from_env", "hardened_options", "runs_root", "sweep"]
 
 HTTP_TIMEOUT = 5.0  # an HTTP exchange inside the sandbox: the proxy answers at once, even to refuse
 CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers in microseconds
-MAX_OUTPUT = 8 * 1024 * 1024
 # TEST-NET-2 (RFC 5737), a documentation address. Only used where the sandbox
 # has no network interface at all (network_mode=none), so no packet can exist
 # whatever the address; it stands for the attacker's address that a
@@ -79,25 +78,23 @@ def client_from_env() -> Any:
         raise DockerUnavailable(str(exc).splitlines()[0][:160]) from None
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
 def cleanup(client: Any, *, everything: bool = False) -> list[str]:
-    """Remove leftovers of runs whose grader process is gone (or of all runs, with ``everything``)."""
+    """Remove leftovers of runs whose grader process is gone (or of all runs, with ``everything``).
+
+    Every real backend's leftovers, not only Docker's: this is ``runs.cleanup``
+    with ``client`` as the engine to sweep.
+    """
+    return runs.cleanup(everything=everything, engine=client)
+
+
+def sweep(scope: runs.Scope) -> list[str]:
+    """This backend's part of ``runs.cleanup``: labelled containers and networks of the runs in ``scope``."""
+    client = scope.engine if scope.engine is not None else client_from_env()
     removed: list[str] = []
 
     def stale(labels: dict[str, str]) -> bool:
-        if everything:
-            return True
         try:
-            return not _pid_alive(int(labels.get(LABEL_PID, "0")))
+            return scope.gone(int(labels.get(LABEL_PID, "0")))
         except ValueError:
             return True
 
@@ -116,123 +113,7 @@ def cleanup(client: Any, *, everything: bool = False) -> list[str]:
                 removed.append(f"network {n['Name']}")
             except docker.errors.APIError:
                 pass
-    root = runs_root()
-    if root.is_dir():
-        for d in root.iterdir():
-            owner = d / "owner.json"
-            try:
-                pid = int(json.loads(owner.read_text()).get("pid", 0))
-            except (OSError, ValueError):
-                pid = 0
-            if everything or not _pid_alive(pid):
-                # A SIGKILLed srt run leaves the host processes it listed in <run>/pids running (the
-                # simulated internet; srt and the socat bridges it started in its session). End every
-                # process of those sessions whose command line names this run directory, and nothing
-                # else: a pid reused since by an unrelated process never matches.
-                try:
-                    listed = {int(x) for x in (d / "pids").read_text().split()} - {0, 1}
-                except (OSError, ValueError):
-                    listed = set()
-                for proc in Path("/proc").iterdir() if listed else ():
-                    try:
-                        session = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[3])
-                        if session in listed and (str(d) + "/").encode() in (proc / "cmdline").read_bytes():
-                            os.kill(int(proc.name), 9)  # SIGKILL: it serves a run that no longer exists
-                            removed.append(f"process {proc.name}")
-                    except (OSError, ValueError, IndexError):
-                        pass  # not a process, gone already, or not ours to signal
-                shutil.rmtree(d, ignore_errors=True)
-                removed.append(f"directory {d}")
     return removed
-
-
-class _HostListener:
-    """A TCP listener on the real host: if a sandbox's token ever arrives here, the host was reachable."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("0.0.0.0", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port: int = self.sock.getsockname()[1]
-        self.hits: list[str] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.settimeout(1.0)
-                try:
-                    self.hits.append(conn.recv(1024).decode("utf-8", "replace"))
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
-
-
-@dataclass
-class _RunDir:
-    """The run's private directory: the world copy, masks, and what the services write."""
-
-    path: Path
-    canaries: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def world(self) -> Path:
-        return self.path / "world"
-
-    def host_path(self, world_path: str) -> Path:
-        return self.world / world_path.lstrip("/")
-
-    def lay_out(self, plan: RunPlan) -> dict[str, str]:
-        """Write the world with fresh canaries; return each file's sha256 before the run."""
-        w = plan.world
-        for d in w.directories():
-            self.host_path(d).mkdir(parents=True, exist_ok=True)
-        for f in w.files:
-            self.canaries[f.path] = secrets.token_hex(16)
-            p = self.host_path(f.path)
-            p.write_text(f.content.replace("{canary}", self.canaries[f.path]), encoding="utf-8")
-            p.chmod(f.mode)
-        for m in plan.mounts:
-            if m.precreate:
-                self.host_path(m.source).touch()
-        (self.path / "mask").mkdir()
-        (self.path / "mask" / "empty").touch(mode=0o444)
-        uid = plan.world.uid
-        for p in [self.world, *self.world.rglob("*")]:
-            try:
-                os.chown(p, uid, uid)
-            except PermissionError:  # not root: let the sandbox's uid write where the policy allows
-                p.chmod(p.stat().st_mode | 0o666 | (0o111 if p.is_dir() else 0))
-        return {wp: sha256(self.host_path(wp).read_bytes()) for wp in self._judged_paths(plan)}
-
-    def _judged_paths(self, plan: RunPlan) -> list[str]:
-        paths = [f.path for f in plan.world.files] + [o.path for o in plan.world.outputs]
-        return [p for p in paths if self.host_path(p).is_file()]
-
-    def read_text(self, rel: str) -> str:
-        return _read_text(self.path / rel)
-
-    def snapshot(self, plan: RunPlan) -> dict[str, bytes]:
-        out = {}
-        for wp in [f.path for f in plan.world.files] + [o.path for o in plan.world.outputs]:
-            p = self.host_path(wp)
-            if p.is_file() and not p.is_symlink():
-                with p.open("rb") as fh:
-                    out[wp] = fh.read(65536)
-        return out
-
 
 
 def _shutdown(reaper: ThreadPoolExecutor, proxies: ProxyPool, shared: SharedInternet, leftovers: Leftovers) -> None:
@@ -245,14 +126,7 @@ def _shutdown(reaper: ThreadPoolExecutor, proxies: ProxyPool, shared: SharedInte
     leftovers.retry()
 
 
-def _read_text(p: Path) -> str:
-    if not p.is_file():
-        return ""
-    with p.open("rb") as fh:
-        return fh.read(MAX_OUTPUT).decode("utf-8", "replace")
-
-
-class DockerBackend:
+class DockerBackend(Closing):
     """Runs plans in Docker containers; one sandbox container per run, all probes inside it."""
 
     name = "docker"
@@ -305,14 +179,7 @@ class DockerBackend:
         self._removals.append(self._reaper.submit(removal))
 
     def run(self, plan: RunPlan) -> RunResult:
-        last: Optional[InfrastructureError] = None
-        for attempt in range(self.retries + 1):
-            try:
-                return _Run(self, plan).execute(final=attempt == self.retries)
-            except InfrastructureError as exc:
-                last = exc
-        assert last is not None
-        raise last
+        return run_with_retries(lambda final: _Run(self, plan).execute(final=final), self.retries)
 
 
 @dataclass
@@ -369,20 +236,16 @@ class _Run:
         self.owned_internet: Optional[Internet] = None
         self.extra_dirs: list[Path] = []
         self.proxy_out: Optional[Path] = None
-        root = runs_root()
-        root.mkdir(parents=True, exist_ok=True)
-        self.dir = _RunDir(root / self.run_id)
-        self.dir.path.mkdir(mode=0o755)
-        (self.dir.path / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": self.run_id}))
+        self.dir = RunDir.create(self.run_id)
 
     # --- lifecycle ----------------------------------------------------------------------
 
     def execute(self, *, final: bool) -> RunResult:
         started = time.monotonic()
-        listener: Optional[_HostListener] = None
+        listener: Optional[HostListener] = None
         try:
             before = self.dir.lay_out(self.plan)
-            listener = _HostListener()
+            listener = HostListener()
             net = self._connect(listener.port)
             sandbox, timed_out = self._run_sandbox(net, listener.port)
             finished = time.time()
@@ -406,9 +269,9 @@ class _Run:
                 http=parse_jsonl(log("http.jsonl")),
                 dns=parse_jsonl(log("dns.jsonl")),
                 tcp=parse_jsonl(log("tcp.jsonl")),
-                proxy=parse_jsonl(_read_text(self.proxy_out / "proxy.jsonl") if self.proxy_out else ""),
+                proxy=parse_jsonl(read_text(self.proxy_out / "proxy.jsonl") if self.proxy_out else ""),
                 host_hits=tuple(listener.hits),
-                tcp_port=TCP_PORT,
+                tcp_port=TCP_SINK_PORT,
                 host_port=listener.port,
                 infra_problem=infra,
                 timed_out=timed_out,
@@ -507,17 +370,11 @@ class _Run:
         rdir = self.dir.path / "run"
         rdir.mkdir()
         env = {"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"}
-        orders = OrderContext(
-            markers=Markers(self.token, plan.world.attacker.name),
-            attacker_ip=net.internet.ip if net else UNROUTABLE_ATTACKER_IP, tcp_port=TCP_PORT,
-            host_port=host_port, gateway_names=("host.docker.internal",),
-            hosts=plan.world.host_names, loot=tuple(s.path for s in plan.world.loot),
+        cfg = runner_config(
+            plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
+            attacker_ip=net.internet.ip if net else UNROUTABLE_ATTACKER_IP, tcp_port=TCP_SINK_PORT,
+            host_port=host_port, gateway_names=["host.docker.internal"], ca_file="/opt/sandbox-lab/run/ca.pem",
         )
-        cfg: dict[str, Any] = {
-            "timeout": HTTP_TIMEOUT, "connect_timeout": CONNECT_TIMEOUT,
-            "proxy": None, "ca_file": "/opt/sandbox-lab/run/ca.pem",
-            "probes": orders_for(plan.probes, orders),
-        }
         if net is None:
             resolv_text = "# no network: no name server\n"
         else:
@@ -527,7 +384,7 @@ class _Run:
                 # Behind a proxy the sandbox has no name server: its queries go to its own
                 # loopback, where nothing listens, and fail at once (no query leaves it).
                 resolv_text = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
-                cfg["proxy"] = f"http://{net.proxy_ip}:3128"
+                cfg["proxy"] = f"http://{net.proxy_ip}:{PROXY_PORT}"
                 for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
                     env[k] = cfg["proxy"]
             else:

@@ -34,7 +34,9 @@ from docker.models.networks import Network
 from docker.types import LogConfig, Mount
 
 from ..errors import InfrastructureError
+from ..services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT, TCP_SINK_PORT
 from ..world import World
+from .runs import make_run_dir
 
 __all__ = [
     "LABEL",
@@ -43,7 +45,6 @@ __all__ = [
     "LABEL_PID",
     "LABEL_ROLE",
     "LOGS",
-    "TCP_PORT",
     "Internet",
     "SharedInternet",
     "create_network",
@@ -56,7 +57,6 @@ LABEL = "org.sandbox-lab.run"
 LABEL_ROLE = "org.sandbox-lab.role"
 LABEL_PID = "org.sandbox-lab.pid"
 LABEL_BACKEND = "org.sandbox-lab.backend"  # which backend object made it: close() sweeps its own
-TCP_PORT = 4444  # the attacker's raw listener
 READY_TIMEOUT = 20.0
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
 MAX_LOG_READ = 8 * 1024 * 1024
@@ -129,13 +129,6 @@ def _remove_one(thing: Any) -> None:
         thing.remove(force=True, v=True)
     else:
         thing.remove()
-
-
-def runs_root() -> Path:
-    """Where run directories live; ``cleanup`` looks here for leftovers."""
-    import tempfile
-
-    return Path(os.environ.get("SANDBOX_LAB_RUNS", Path(tempfile.gettempdir()) / "sandbox-lab-runs"))
 
 
 def create_network(client: Any, name: str, labels: dict[str, str]) -> Any:
@@ -259,14 +252,14 @@ def start_internet(
     """Create the network and the internet container, and wait until every listener is up."""
     out = workdir / "out"
     out.mkdir(parents=True, exist_ok=True)
-    tcp_ports = [TCP_PORT] + ([host_stand_in_port] if host_stand_in_port else [])
+    tcp_ports = [TCP_SINK_PORT] + ([host_stand_in_port] if host_stand_in_port else [])
     (workdir / "internet.json").write_text(json.dumps({
         "hosts": list(world.host_names),
         "wildcard_zones": [world.attacker.name],
         # only the plain container has a "host" to find, and here it is a stand-in
         "extra_names": ["host.docker.internal"] if host_stand_in_port else [],
         "address": None, "bind": "0.0.0.0",
-        "dns_port": 53, "http_port": 80, "https_port": 443,
+        "dns_port": DNS_PORT, "http_port": HTTP_PORT, "https_port": HTTPS_PORT,
         "tcp_ports": tcp_ports,
         "out_dir": "/run/sandbox-lab/out", "nonce": secrets.token_hex(8),
     }))
@@ -306,11 +299,7 @@ class SharedInternet:
             self._close_locked()
             name = "sl-shared-" + secrets.token_hex(4)
             labels = self._leftovers.labels(name)
-            root = runs_root()
-            root.mkdir(parents=True, exist_ok=True)
-            self._dir = root / name
-            self._dir.mkdir(mode=0o755)
-            (self._dir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": name}))
+            self._dir = make_run_dir(name)
             try:
                 self._net = start_internet(self._client, self._image, self._world, self._dir, name, labels, self._leftovers)
             except BaseException:
@@ -462,12 +451,11 @@ class ProxyPool:
     def _build(self, internet: Internet) -> WarmProxy:
         name = "sl-proxy-" + secrets.token_hex(4)
         labels = self._leftovers.labels(name)
-        workdir = runs_root() / name
-        (workdir / "out").mkdir(parents=True)
-        (workdir / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": name}))
+        workdir = make_run_dir(name)
+        (workdir / "out").mkdir()
         (workdir / "proxy.json").write_text(json.dumps({
             "allowed": [], "policy_file": "/run/sandbox-lab/policy.json",
-            "listen_port": 3128, "dns_server": internet.ip, "dns_port": 53, "out_dir": "/run/sandbox-lab/out",
+            "listen_port": PROXY_PORT, "dns_server": internet.ip, "dns_port": DNS_PORT, "out_dir": "/run/sandbox-lab/out",
         }))
         try:
             network = create_network(self._client, f"{name}-sbx", labels)

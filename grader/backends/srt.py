@@ -7,23 +7,24 @@ pinned in ``tools/srt/package-lock.json``; ``scripts/ensure-srt`` installs it
 and bubblewrap, socat and ripgrep). Per run it:
 
 1. lays out a fresh world copy with per-run canaries under ``<run>/world``
-   (``_RunDir``, shared with the Docker backend so both start from the same
-   files);
+   (``runs.RunDir``, shared with the Docker backend so both start from the
+   same files);
 2. exports the policy with ``export(policy, "srt")`` and rebases every path
    onto that copy (``/home/user/.ssh`` becomes ``<run>/world/home/user/.ssh``),
    so nothing outside the run directory is ever named in the settings;
 3. starts the simulated internet (``services/internet.py``) on 127.0.0.1 high
-   ports, and a relay that srt uses as its ``parentProxy``: srt's own proxy
-   applies the allowlist, the relay only carries what srt let through into the
-   simulated internet, resolving names with the run's DNS server. No
+   ports, and Sandbox Lab's egress proxy (``services/proxy.py``, the one the
+   Docker backend runs) on 127.0.0.1 as srt's ``parentProxy``: srt's own proxy
+   applies the allowlist, the parent only carries what srt let through into
+   the simulated internet, resolving names with the run's DNS server. No
    connection and no DNS query leaves the machine;
 4. runs the unchanged probe runner under ``srt`` as the world's unprivileged
    user, HOME in the world copy, under a wall clock;
 5. collects the evidence outside the sandbox and hands it to ``evidence.judge``,
    the judgement every real backend shares; then removes everything it made.
 
-Imports: analyzer, evidence, export, plan, probes, the Docker backend's run
-directory, and the services' DNS client. Nothing downstream.
+Imports: evidence, export, plan, the shared run machinery (``runs``) and the
+services' ports. Never the Docker backend nor the docker SDK. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -31,40 +32,33 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import selectors
 import shlex
 import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
-from urllib.parse import urlsplit
 
 from ..errors import BackendError, InfrastructureError
-from ..evidence import Evidence, Markers, RunnerRecord, parse_jsonl, parse_runner_output
+from ..evidence import Evidence, RunnerRecord, parse_jsonl, parse_runner_output
 from ..export import export
 from ..outcomes import RunResult
 from ..verdicts import run_result
 from ..plan import RunPlan
-from ..probes import OrderContext, orders_for
-from ..services import dnswire
-from .docker import _HostListener, _RunDir, runs_root
+from ..services.common import HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
+from .base import Closing
+from .runs import MAX_OUTPUT, HostListener, RunDir, Scope, run_with_retries, runner_config
 
-__all__ = ["SrtBackend", "SrtUnavailable", "rebase_settings", "srt_cli", "srt_problem", "srt_version"]
+__all__ = ["SrtBackend", "SrtUnavailable", "rebase_settings", "srt_cli", "srt_problem", "srt_version", "sweep"]
 
 PACKAGE = "@anthropic-ai/sandbox-runtime"
 NODE_MIN = (20, 11)  # what the pinned srt (tools/srt/package.json) declares in its engines field
-TCP_PORT = 4444  # the port the probes' raw channel targets on the attacker's server
 HTTP_TIMEOUT = 5.0  # one HTTP exchange inside the sandbox: srt's proxy answers at once, even to refuse
 CONNECT_TIMEOUT = 1.0  # a raw connect inside srt's network namespace fails at once: there is no route
 READY_TIMEOUT = 20.0
-RELAY_IDLE = 10.0
-MAX_HEAD = 64 * 1024
-MAX_OUTPUT = 8 * 1024 * 1024
 LOOPBACK = "127.0.0.1"
 _ROOT = Path(__file__).resolve().parents[2]  # the checkout: tools/srt and the grader package live here
 
@@ -196,124 +190,12 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
-class _Relay:
-    """srt's ``parentProxy``: carries what srt let through into the run's simulated internet, and nowhere else.
+class SrtBackend(Closing):
+    """Runs plans under the real sandbox-runtime; one srt sandbox per run, all probes inside it.
 
-    It decides nothing about policy (srt did). It refuses what the simulated
-    internet cannot answer: IP literals (the simulated internet is reached by
-    name only, as behind the Docker backend's proxy), ports without a sink, and
-    names the run's DNS server does not know. Lookups go to that server alone,
-    so a name srt lets through is logged there, as the Docker proxy's are.
+    It keeps nothing between runs (each run stops its processes and removes its
+    directory before it returns), so ``close()`` has nothing to do.
     """
-
-    def __init__(self, dns_port: int, ports: dict[int, int], log_path: Path) -> None:
-        self.dns_port = dns_port
-        self.ports = ports  # requested port -> the sink's loopback port
-        self.log_path = log_path
-        self._lock = threading.Lock()
-        self.sock = socket.create_server((LOOPBACK, 0), backlog=128)
-        self.sock.settimeout(0.2)
-        self.port = int(self.sock.getsockname()[1])
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
-
-    @property
-    def alive(self) -> bool:
-        return self._thread.is_alive()
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            threading.Thread(target=self._handle, args=(conn,), daemon=True).start()
-
-    def _log(self, record: dict[str, Any]) -> None:
-        line = json.dumps({"t": time.time(), **record}) + "\n"
-        with self._lock, self.log_path.open("a", encoding="utf-8") as fh:
-            fh.write(line)
-
-    def _decide(self, host: str, port: int) -> str:
-        """"" to forward, else why not."""
-        if not host or host.replace(".", "").isdigit() or ":" in host:
-            return "IP literal: the simulated internet is reached by name only"
-        if port not in self.ports:
-            return f"no sink listens on port {port}"
-        try:
-            if not dnswire.query_a(LOOPBACK, host, self.dns_port, timeout=2.0):
-                return f"{host} does not exist on the simulated internet"
-        except (OSError, ValueError) as exc:
-            return f"lookup failed: {exc}"
-        return ""
-
-    def _handle(self, conn: socket.socket) -> None:
-        upstream: Optional[socket.socket] = None
-        try:
-            conn.settimeout(RELAY_IDLE)
-            buf = b""
-            while b"\r\n\r\n" not in buf and len(buf) < MAX_HEAD:
-                chunk = conn.recv(65536)
-                if not chunk:
-                    return
-                buf += chunk
-            head, _, rest = buf.partition(b"\r\n\r\n")
-            method, target = (head.split(b"\r\n", 1)[0].decode("latin-1").split(" ") + ["", ""])[:2]
-            if method == "CONNECT":
-                host, _, port_s = target.rpartition(":")
-                port = int(port_s) if port_s.isdigit() else 0
-            else:
-                parts = urlsplit(target)
-                host, port = parts.hostname or "", parts.port or 80
-            host = host.strip("[]").lower().rstrip(".")
-            why = self._decide(host, port)
-            self._log({"method": method, "host": host, "port": port, "decision": "deny" if why else "allow", "why": why})
-            if why:
-                conn.sendall(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-                return
-            upstream = socket.create_connection((LOOPBACK, self.ports[port]), timeout=3.0)
-            if method == "CONNECT":
-                conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-                if rest:
-                    upstream.sendall(rest)
-            else:
-                upstream.sendall(head + b"\r\n\r\n" + rest)  # the sink reads absolute-form targets
-            self._pipe(conn, upstream)
-        except (OSError, ValueError):
-            pass  # one broken connection never stops the relay
-        finally:
-            conn.close()
-            if upstream is not None:
-                upstream.close()
-
-    @staticmethod
-    def _pipe(a: socket.socket, b: socket.socket) -> None:
-        sel = selectors.DefaultSelector()
-        sel.register(a, selectors.EVENT_READ, b)
-        sel.register(b, selectors.EVENT_READ, a)
-        try:
-            while True:
-                ready = sel.select(timeout=RELAY_IDLE)
-                if not ready:
-                    return
-                for key, _ in ready:
-                    src: socket.socket = key.fileobj  # type: ignore[assignment]
-                    data = src.recv(65536)
-                    if not data:
-                        return
-                    key.data.sendall(data)
-        finally:
-            sel.close()
-
-
-class SrtBackend:
-    """Runs plans under the real sandbox-runtime; one srt sandbox per run, all probes inside it."""
 
     name = "srt"
 
@@ -341,14 +223,7 @@ class SrtBackend:
         cwd = self.cwd or plan.world.home
         if cwd != "/" and cwd not in plan.world.directories():
             raise ValueError(f"cwd {cwd!r} is not a directory of the world: choose one of {', '.join(plan.world.directories())}")
-        last: Optional[InfrastructureError] = None
-        for attempt in range(self.retries + 1):
-            try:
-                return _Run(plan, cwd).execute(final=attempt == self.retries)
-            except InfrastructureError as exc:
-                last = exc
-        assert last is not None
-        raise last
+        return run_with_retries(lambda final: _Run(plan, cwd).execute(final=final), self.retries)
 
 
 class _Run:
@@ -359,19 +234,16 @@ class _Run:
         self.cwd = cwd
         self.run_id = "srt-" + secrets.token_hex(5)
         self.token = secrets.token_hex(6)
-        root = runs_root()
-        root.mkdir(parents=True, exist_ok=True)
-        self.dir = _RunDir(root / self.run_id)
-        self.dir.path.mkdir(mode=0o755)
-        (self.dir.path / "owner.json").write_text(json.dumps({"pid": os.getpid(), "run": self.run_id}))
+        self.dir = RunDir.create(self.run_id)
         self.procs: list[subprocess.Popen[bytes]] = []
 
     def _track(self, proc: subprocess.Popen[bytes]) -> None:
         """Own ``proc``: stopped when the run ends, and listed in ``<run>/pids`` for ``cleanup``.
 
         Each process starts its own session, so a SIGKILLed grader leaves it
-        running; ``backends.docker.cleanup`` ends the pids listed here once the
-        owner is gone, and only those whose command line names this run directory.
+        running; ``sweep`` (this backend's part of ``runs.cleanup``) ends the
+        pids listed here once the owner is gone, and only those whose command
+        line names this run directory.
         """
         self.procs.append(proc)
         with (self.dir.path / "pids").open("a", encoding="utf-8") as fh:
@@ -381,8 +253,7 @@ class _Run:
 
     def execute(self, *, final: bool) -> RunResult:
         started = time.monotonic()
-        listener: Optional[_HostListener] = None
-        relay: Optional[_Relay] = None
+        listener: Optional[HostListener] = None
         try:
             before = self.dir.lay_out(self.plan)
             for m in self.plan.mounts:
@@ -392,11 +263,10 @@ class _Run:
                     # and srt treats a missing path its own way: that is part of the comparison.
                     self.dir.host_path(m.source).unlink(missing_ok=True)
                     before.pop(m.source, None)
-            listener = _HostListener()
-            dns, http, https, tcp = _free_ports(4)
-            internet = self._start_internet(dns, http, https, tcp)
-            relay = _Relay(dns, {443: https, 80: http, TCP_PORT: tcp}, self.dir.path / "proxy.jsonl")
-            settings = self._settings(relay.port)
+            listener = HostListener()
+            dns, http, https, tcp, proxy_port = _free_ports(5)
+            internet, parent = self._start_services(dns, http, https, tcp, proxy_port)
+            settings = self._settings(proxy_port)
             output, timed_out = self._run_srt(settings, tcp, listener.port)
             records = self._map_back(parse_runner_output(output))
             if not any(r.probe == "runner" and r.step == "start" for r in records):
@@ -405,8 +275,8 @@ class _Run:
             infra = ""
             if internet.poll() is not None:
                 infra = f"the simulated internet stopped during the run (exit code {internet.returncode})"
-            elif not relay.alive:
-                infra = "srt's parent proxy (the relay into the simulated internet) stopped during the run"
+            elif parent.poll() is not None:
+                infra = f"srt's parent proxy (services/proxy.py) stopped during the run (exit code {parent.returncode})"
             if infra and not final:
                 raise InfrastructureError(infra)
             ev = Evidence(
@@ -420,7 +290,7 @@ class _Run:
                 http=parse_jsonl(self.dir.read_text("internet/out/http.jsonl")),
                 dns=parse_jsonl(self.dir.read_text("internet/out/dns.jsonl")),
                 tcp=parse_jsonl(self.dir.read_text("internet/out/tcp.jsonl")),
-                proxy=parse_jsonl(self.dir.read_text("proxy.jsonl")),
+                proxy=parse_jsonl(self.dir.read_text("proxy/out/proxy.jsonl")),
                 host_hits=tuple(listener.hits),
                 tcp_port=tcp,
                 host_port=listener.port,
@@ -433,56 +303,76 @@ class _Run:
                 extra={
                     "srt_version": srt_version(),
                     "settings": self._unrebased(settings),
-                    # what reached the simulated internet at all: every name looked up, every relay decision
+                    # what reached the simulated internet at all: every name looked up, and every
+                    # decision of srt's parent proxy but its own heartbeats
                     "dns_queries": [str(q.get("qname", "")) for q in ev.dns],
-                    "relay": [{k: r.get(k) for k in ("method", "host", "port", "decision", "why")} for r in ev.proxy],
+                    "relay": [
+                        {"method": r.get("method"), "host": r.get("host"), "port": r.get("port"),
+                         "decision": r.get("decision"), "why": r.get("reason")}
+                        for r in ev.proxy if r.get("host") != HEARTBEAT_HOST
+                    ],
                 },
             )
         finally:
-            if relay:
-                relay.close()
             if listener:
                 listener.close()
             for p in self.procs:
                 _stop(p)
             shutil.rmtree(self.dir.path, ignore_errors=True)
 
-    # --- the simulated internet ---------------------------------------------------------
+    # --- the simulated internet and srt's parent proxy ---------------------------------
 
-    def _start_internet(self, dns: int, http: int, https: int, tcp: int) -> subprocess.Popen[bytes]:
+    def _start_services(self, dns: int, http: int, https: int, tcp: int, proxy_port: int) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:
+        """The simulated internet and, in front of it, srt's parent proxy, both on loopback; started together."""
         w = self.plan.world
-        idir = self.dir.path / "internet"
-        (idir / "out").mkdir(parents=True)
-        (idir / "internet.json").write_text(json.dumps({
+        internet = self._start_service("internet", {
             "hosts": list(w.host_names), "wildcard_zones": [w.attacker.name], "extra_names": [],
             # every world name resolves to loopback, where the sinks listen on this run's ports
             "address": LOOPBACK, "bind": LOOPBACK,
             "dns_port": dns, "http_port": http, "https_port": https, "tcp_ports": [tcp],
-            "out_dir": str(idir / "out"), "nonce": secrets.token_hex(8),
-        }))
+            "nonce": secrets.token_hex(8),
+        })
+        parent = self._start_service("proxy", {
+            # srt's own proxy applied the policy; this one carries what srt let through, refusing
+            # only what the simulated internet cannot answer (IP literals, unknown names, other ports)
+            "allowed": [], "any_host": True, "listen_port": proxy_port, "bind": LOOPBACK,
+            "dns_server": LOOPBACK, "dns_port": dns,
+            "upstream_ports": {str(HTTPS_PORT): https, str(HTTP_PORT): http, str(TCP_SINK_PORT): tcp},
+        })
+        self._wait_ready("the simulated internet", "internet", internet)
+        self._wait_ready("srt's parent proxy", "proxy", parent)
+        return internet, parent
+
+    def _start_service(self, script: str, config: dict[str, Any]) -> subprocess.Popen[bytes]:
+        """Start ``grader.services.<script>`` on the host with ``config``, in ``<run>/<script>``; tracked."""
+        sdir = self.dir.path / script
+        (sdir / "out").mkdir(parents=True)
+        (sdir / f"{script}.json").write_text(json.dumps({**config, "out_dir": str(sdir / "out")}))
         env = {**os.environ, "PYTHONPATH": str(_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
-        with (idir / "internet.log").open("wb") as log:
+        with (sdir / f"{script}.log").open("wb") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "grader.services.internet", str(idir / "internet.json")],
-                cwd=idir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                [sys.executable, "-m", f"grader.services.{script}", str(sdir / f"{script}.json")],
+                cwd=sdir, env=env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
         self._track(proc)
-        deadline = time.monotonic() + READY_TIMEOUT
-        while not (idir / "out" / "ready").exists():
-            if proc.poll() is not None or time.monotonic() > deadline:
-                tail = self.dir.read_text("internet/internet.log").strip()[-400:]
-                raise InfrastructureError(f"the simulated internet did not start: {tail}")
-            time.sleep(0.02)
         return proc
+
+    def _wait_ready(self, name: str, script: str, proc: subprocess.Popen[bytes]) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        while not (self.dir.path / script / "out" / "ready").exists():
+            if proc.poll() is not None or time.monotonic() > deadline:
+                tail = self.dir.read_text(f"{script}/{script}.log").strip()[-400:]
+                raise InfrastructureError(f"{name} did not start: {tail}")
+            time.sleep(0.02)
 
     # --- the sandbox --------------------------------------------------------------------
 
-    def _settings(self, relay_port: int) -> dict[str, Any]:
+    def _settings(self, proxy_port: int) -> dict[str, Any]:
         assert self.plan.policy is not None
         text, _notes = export(self.plan.policy, "srt", world=self.plan.world)
         settings = rebase_settings(json.loads(text), self.dir.world)
-        parent = f"http://{LOOPBACK}:{relay_port}"
+        parent = f"http://{LOOPBACK}:{proxy_port}"
         # an explicit noProxy: srt must not fall back to the grader's NO_PROXY and dial anything itself
         settings["network"]["parentProxy"] = {"http": parent, "https": parent, "noProxy": ""}
         return settings
@@ -494,22 +384,14 @@ class _Run:
         return {"filesystem": fs, "network": net}
 
     def _runner_config(self, tcp: int, host_port: int) -> dict[str, Any]:
-        plan, w = self.plan, self.plan.world
-        rebase = self.dir.host_path
-        orders = OrderContext(
-            markers=Markers(self.token, w.attacker.name),
+        return runner_config(
+            self.plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
             # the attacker's raw listener is on the host's loopback: reachable only if srt's
             # network namespace were missing (inside it, 127.0.0.1 is the sandbox's own)
             attacker_ip=LOOPBACK, tcp_port=tcp,
-            host_port=host_port, gateway_names=("localhost", *_host_addresses()),
-            hosts=w.host_names, loot=tuple(s.path for s in w.loot),
-            rebase=lambda path: str(rebase(path)),
+            host_port=host_port, gateway_names=["localhost", *_host_addresses()],
+            ca_file=str(self.dir.path / "run" / "ca.pem"), path=lambda p: str(self.dir.host_path(p)),
         )
-        return {
-            "timeout": HTTP_TIMEOUT, "connect_timeout": CONNECT_TIMEOUT,
-            "proxy": None, "ca_file": str(self.dir.path / "run" / "ca.pem"),
-            "probes": orders_for(plan.probes, orders),
-        }
 
     def _run_srt(self, settings: dict[str, Any], tcp: int, host_port: int) -> tuple[str, bool]:
         node = shutil.which("node")
@@ -581,3 +463,29 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             return
         except subprocess.TimeoutExpired:
             continue
+
+
+def sweep(scope: Scope) -> list[str]:
+    """This backend's part of ``runs.cleanup``: the host processes that runs in ``scope`` left running.
+
+    A SIGKILLed srt run leaves the processes it listed in ``<run>/pids``
+    running (the simulated internet, the parent proxy; srt and the socat
+    bridges it started in its session). End every process of those sessions
+    whose command line names this run directory, and nothing else: a pid
+    reused since by an unrelated process never matches.
+    """
+    removed: list[str] = []
+    for d in scope.stale_dirs():
+        try:
+            listed = {int(x) for x in (d / "pids").read_text().split()} - {0, 1}
+        except (OSError, ValueError):
+            continue
+        for proc in Path("/proc").iterdir():
+            try:
+                session = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[3])
+                if session in listed and (str(d) + "/").encode() in (proc / "cmdline").read_bytes():
+                    os.kill(int(proc.name), signal.SIGKILL)  # it serves a run that no longer exists
+                    removed.append(f"process {proc.name}")
+            except (OSError, ValueError, IndexError):
+                pass  # not a process, gone already, or not ours to signal
+    return removed

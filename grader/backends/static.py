@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from ..analyzer import predict
 from ..outcomes import RunResult
 from ..plan import RunPlan
+from .base import Closing
 
 __all__ = ["StaticBackend"]
 
 
 @dataclass(frozen=True)
-class StaticBackend:
-    """Predicts outcomes from the policy and the world alone."""
+class StaticBackend(Closing):
+    """Predicts outcomes from the policy and the world alone; holds nothing, so ``close()`` does nothing."""
 
     name: str = "static"
     notice: str = ""

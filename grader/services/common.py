@@ -1,4 +1,4 @@
-"""The plumbing both service programs share: config, JSON-lines logs, the ready file, threads, sockets.
+"""The plumbing both service programs share: ports, config, JSON-lines logs, the ready file, threads, sockets, HTTP heads.
 
 Run inside the services image beside ``internet.py`` and ``proxy.py``, which
 import it as the top-level module ``common`` (and, on the host, as
@@ -6,6 +6,10 @@ import it as the top-level module ``common`` (and, on the host, as
 package, nor ``domains`` or ``dnswire``, nor anything of either service. What
 differs between the services (their config keys, limits and timeouts) is
 passed in, never kept here.
+
+The ports below are the one place they are written: the services take them as
+their defaults, and the backends (``grader.backends``) import them from here to
+configure the services and the probe runner.
 """
 
 from __future__ import annotations
@@ -18,15 +22,25 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
 __all__ = [
+    "DNS_PORT",
+    "HEARTBEAT_HOST",
+    "HTTPS_PORT",
+    "HTTP_PORT",
+    "PROXY_PORT",
+    "TCP_SINK_PORT",
+    "BadHead",
     "Handler",
+    "Head",
     "JsonlLog",
     "Reader",
     "TooLarge",
     "header_fields",
     "load_config",
+    "parse_head",
     "read_command_line",
     "serve_forever",
     "spawn",
@@ -37,6 +51,21 @@ __all__ = [
 ]
 
 Handler = Callable[[socket.socket, str], None]  # (connection, client address)
+
+
+# --- ports and names ---------------------------------------------------------------------
+
+# Where the services listen inside the services image. On the host (the srt
+# backend, the tests) they listen on free loopback ports instead, given in
+# their configs; these are then the ports a client *asks* for.
+DNS_PORT = 53
+HTTP_PORT = 80
+HTTPS_PORT = 443
+TCP_SINK_PORT = 4444  # the attacker's raw listener: what the probes' raw channel targets
+PROXY_PORT = 3128  # the egress proxy, the sandbox's only way out behind a policy
+# The name the services' self-checks ask for: reserved (RFC 6761), so it never
+# exists, and a reader of the logs can tell a heartbeat from a sandbox's request.
+HEARTBEAT_HOST = "heartbeat.invalid"
 
 
 # --- config, logs, the ready file --------------------------------------------------------
@@ -217,7 +246,54 @@ def header_fields(lines: Sequence[str]) -> list[tuple[str, str]]:
 
 
 class TooLarge(Exception):
-    """More bytes arrived before the awaited marker than the caller allows."""
+    """More bytes arrived before the awaited marker (or more header lines) than the caller allows."""
+
+
+class BadHead(ValueError):
+    """Bytes that are not an HTTP head; the text says what is wrong."""
+
+
+@dataclass(frozen=True)
+class Head:
+    """One HTTP head: its start line in three parts and its header fields as sent, in order."""
+
+    start: tuple[str, str, str]  # request: method, target, version; response: version, status, reason
+    headers: tuple[tuple[str, str], ...]  # (name as sent, value)
+
+    def values(self, name: str) -> list[str]:
+        """Every value of the header ``name`` (compared case-insensitively), in order."""
+        wanted = name.lower()
+        return [v for k, v in self.headers if k.lower() == wanted]
+
+    def value(self, name: str) -> str | None:
+        """The first value of the header ``name``, None when there is none."""
+        found = self.values(name)
+        return found[0] if found else None
+
+
+def parse_head(raw: bytes, max_headers: int, *, response: bool = False) -> Head:
+    """Parse a request head (or, with ``response``, a response head), up to and including its blank line.
+
+    The one HTTP head parser of the services: the sink and the proxy read the
+    same bytes the same way. A request line is exactly ``METHOD SP TARGET SP
+    HTTP/x``; a response line is ``HTTP/x SP STATUS SP reason`` (the reason may
+    hold spaces). Raises BadHead on anything else, or on a malformed header
+    line, and TooLarge past ``max_headers`` header lines.
+    """
+    lines = raw.decode("latin-1").split("\r\n")
+    parts = lines[0].split(" ", 2)
+    if len(parts) != 3 or not parts[0] or not parts[1]:
+        raise BadHead("malformed start line")
+    version = parts[0] if response else parts[2]
+    if not version.startswith("HTTP/") or " " in version:
+        raise BadHead("malformed start line")
+    try:
+        headers = header_fields(lines[1:])
+    except ValueError as exc:
+        raise BadHead(str(exc)) from None
+    if len(headers) > max_headers:
+        raise TooLarge("too many headers")
+    return Head((parts[0], parts[1], parts[2]), tuple(headers))
 
 
 class Reader:

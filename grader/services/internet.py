@@ -57,9 +57,9 @@ _CONFIG_DEFAULTS: dict[str, Any] = {
     "wildcard_zones": [],
     "extra_names": [],
     "address": None,
-    "dns_port": 53,
-    "http_port": 80,
-    "https_port": 443,
+    "dns_port": common.DNS_PORT,
+    "http_port": common.HTTP_PORT,
+    "https_port": common.HTTPS_PORT,
     "tcp_ports": [],
     # Not in the original contract: which local address to listen on.
     # Containers keep 0.0.0.0; host-side tests use 127.0.0.1.
@@ -234,36 +234,14 @@ def _serve_dns_tcp(
 # --- HTTP and HTTPS ----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Request:
-    method: str
-    target: str
-    version: str
-    headers: tuple[tuple[str, str], ...]  # names lower-cased, in order
-
-    def header(self, name: str) -> str | None:
-        return next((value for key, value in self.headers if key == name), None)
-
-
-def _parse_head(head: bytes) -> _Request:
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[0] or not parts[2].startswith("HTTP/"):
-        raise ValueError("bad request line")
-    headers = [(name.lower(), value) for name, value in common.header_fields(lines[1:])]
-    if len(headers) > MAX_HEADERS:
-        raise common.TooLarge
-    return _Request(parts[0], parts[1], parts[2], tuple(headers))
-
-
-def _read_body(reader: common.Reader, request: _Request, conn: socket.socket) -> tuple[bytes, bool]:
+def _read_body(reader: common.Reader, request: common.Head, conn: socket.socket) -> tuple[bytes, bool]:
     """The request body, at most MAX_BODY bytes; the flag says it was cut short."""
-    encoding = (request.header("transfer-encoding") or "").lower()
-    length_text = request.header("content-length")
+    encoding = (request.value("transfer-encoding") or "").lower()
+    length_text = request.value("content-length")
     chunked = encoding.rsplit(",", 1)[-1].strip() == "chunked"
     if not chunked and not length_text:
         return b"", False
-    if (request.header("expect") or "").lower() == "100-continue":
+    if (request.value("expect") or "").lower() == "100-continue":
         conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")  # spares curl its 1 s wait
     if not chunked:
         if not length_text or not length_text.isdigit():
@@ -286,11 +264,12 @@ def _read_body(reader: common.Reader, request: _Request, conn: socket.socket) ->
         reader.read_exact(2)
 
 
-def _host_of(request: _Request | None, sni: str | None) -> str:
+def _host_of(request: common.Head | None, sni: str | None) -> str:
     """The Host header (or SNI) as a normalized name, without port: what the grader matches on."""
-    raw = request.header("host") if request else None
-    if request and request.target.lower().startswith(("http://", "https://")):
-        raw = request.target.split("/", 3)[2]
+    raw = request.value("host") if request else None
+    target = request.start[1] if request else ""
+    if target.lower().startswith(("http://", "https://")):
+        raw = target.split("/", 3)[2]
     if not raw:
         return (sni or "").lower()
     if raw.startswith("["):
@@ -367,7 +346,7 @@ def _handle_request(
     conn: socket.socket, client: str, scheme: str, nonce: str, log: common.JsonlLog, sni: str | None
 ) -> None:
     reader = _reader(conn)
-    request: _Request | None = None
+    request: common.Head | None = None
     head = b""
     status = "200 OK"
     try:
@@ -378,7 +357,7 @@ def _handle_request(
             if reader.buf:
                 log.write(_http_record(client, scheme, None, sni, bytes(reader.buf)))
             return
-        request = _parse_head(head)
+        request = common.parse_head(head, MAX_HEADERS)
         body, truncated = _read_body(reader, request, conn)
         if truncated:
             status = "413 Content Too Large"
@@ -389,18 +368,18 @@ def _handle_request(
         body = (b"" if request else head) + bytes(reader.buf)
     log.write(_http_record(client, scheme, request, sni, body))
     payload = {"ok": status.startswith("200"), "host": _host_of(request, sni), "nonce": nonce}
-    _respond(conn, status, payload, head_only=request is not None and request.method == "HEAD")
+    _respond(conn, status, payload, head_only=request is not None and request.start[0] == "HEAD")
 
 
 def _http_record(
-    client: str, scheme: str, request: _Request | None, sni: str | None, body: bytes
+    client: str, scheme: str, request: common.Head | None, sni: str | None, body: bytes
 ) -> dict[str, Any]:
     return {
         "client": client,
         "scheme": scheme,
         "host": _host_of(request, sni),
-        "method": request.method if request else "",
-        "path": _path_of(request.target) if request else "",
+        "method": request.start[0] if request else "",
+        "path": _path_of(request.start[1]) if request else "",
         "body": body[:LOGGED_BODY].decode("utf-8", errors="replace"),
         "body_len": len(body),
     }
@@ -431,8 +410,10 @@ def _listen_tcp(bind: str, port: int) -> socket.socket:
 
 def _self_check(dns_port: int, http_port: int, tcp_ports: list[int]) -> None:
     """One round trip through every kind of listener (raises if one does not answer)."""
-    dnswire.query_a("127.0.0.1", "heartbeat.invalid", dns_port, 1.0)
-    reply = common.exchange(http_port, b"GET /__heartbeat HTTP/1.1\r\nHost: heartbeat.invalid\r\nConnection: close\r\n\r\n")
+    host = common.HEARTBEAT_HOST
+    dnswire.query_a("127.0.0.1", host, dns_port, 1.0)
+    request = f"GET /__heartbeat HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    reply = common.exchange(http_port, request.encode("ascii"))
     if not reply.startswith(b"HTTP/1.1 "):
         raise OSError("http listener gave no answer")
     for port in tcp_ports[:1]:

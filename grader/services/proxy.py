@@ -11,6 +11,11 @@ inside TLS, which is the lesson) and absolute-form HTTP
 (``GET http://host/path``). Every decision is written to ``proxy.jsonl`` in
 ``out_dir``, and every lookup goes to the run's own DNS server, never to the
 system resolver.
+
+It also serves as sandbox-runtime's ``parentProxy`` (the srt backend starts it
+on the host's loopback): there srt's own proxy has applied the policy already,
+so ``any_host`` lets every name through this one, and ``upstream_ports`` sends
+each port to the loopback port its sink really listens on, and nowhere else.
 """
 
 from __future__ import annotations
@@ -61,8 +66,15 @@ _CONFIG_DEFAULTS: dict[str, Any] = {
     "denied": [],
     # optional: a file of {"allowed": [...], "denied": [...]} re-read when it changes
     "policy_file": None,
-    "listen_port": 3128,
-    "dns_port": 53,
+    "listen_port": common.PROXY_PORT,
+    "dns_port": common.DNS_PORT,
+    # True only behind another proxy that has applied the policy (srt's): every
+    # name passes the allowlist. IP literals and names the world lacks still fail.
+    "any_host": False,
+    # {"requested port": port to dial}: when given, no other port is dialed. On
+    # the host's loopback the sinks listen on free ports, and any other port
+    # there is the host's own service, which a sandbox must never reach.
+    "upstream_ports": None,
     # Not in the original contract: which local address to listen on.
     # Containers keep 0.0.0.0; host-side tests use 127.0.0.1.
     "bind": "0.0.0.0",
@@ -83,8 +95,12 @@ class Decision:
     reason: str
 
 
-def decide(raw_host: str, allowed: list[str], denied: list[str]) -> Decision:
-    """Judge a requested host by name only; nothing here touches the network."""
+def decide(raw_host: str, allowed: list[str], denied: list[str], *, any_host: bool = False) -> Decision:
+    """Judge a requested host by name only; nothing here touches the network.
+
+    ``any_host`` skips the lists (another proxy in front applied them); a
+    name must still be valid, and IP literals are still refused.
+    """
     try:
         host = domains.normalize_host(raw_host)
     except ValueError:
@@ -93,6 +109,8 @@ def decide(raw_host: str, allowed: list[str], denied: list[str]) -> Decision:
         # Refused even when listed: an address would skip the name the policy
         # is written in, and the run's DNS server would never see the lookup.
         return Decision(host, False, 403, IP_LITERAL)
+    if any_host:
+        return Decision(host, True, 200, "any host: the proxy in front applied the policy")
     if not domains.host_allowed(host, allowed, denied):
         hit = next((p for p in denied if domains.matches(p, host)), None)
         reason = f'matches denied entry "{hit}"' if hit else "not in the allowed list"
@@ -106,29 +124,6 @@ def decide(raw_host: str, allowed: list[str], denied: list[str]) -> Decision:
 
 class _BadRequest(Exception):
     """The client sent something that is not a request this proxy can judge; the text says why."""
-
-
-@dataclass(frozen=True)
-class _Head:
-    start: tuple[str, str, str]  # request: method, target, version; response: version, status, reason
-    headers: tuple[tuple[str, str], ...]  # original spelling, in order
-
-    def values(self, name: str) -> list[str]:
-        return [v for k, v in self.headers if k.lower() == name]
-
-
-def _parse_head(head: bytes) -> _Head:
-    lines = head.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) != 3 or not all(parts[:2]):
-        raise _BadRequest("malformed start line")
-    try:
-        headers = common.header_fields(lines[1:])
-    except ValueError as exc:
-        raise _BadRequest(str(exc)) from None
-    if len(headers) > MAX_HEADERS:
-        raise _BadRequest("too many headers")
-    return _Head((parts[0], parts[1], parts[2]), tuple(headers))
 
 
 def _split_authority(authority: str, default_port: int | None) -> tuple[str, int]:
@@ -145,7 +140,7 @@ def _split_authority(authority: str, default_port: int | None) -> tuple[str, int
     return host, int(port_text)
 
 
-def _body_framing(head: _Head) -> tuple[str, int]:
+def _body_framing(head: common.Head) -> tuple[str, int]:
     """How the request body is delimited: ("none"|"length"|"chunked", length)."""
     encodings = head.values("transfer-encoding")
     lengths = set(head.values("content-length"))
@@ -252,7 +247,7 @@ def _tunnel(a: socket.socket, b: socket.socket) -> None:
                     return  # a reset on either side ends the tunnel
 
 
-def _forward_http(reader: common.Reader, client: socket.socket, upstream: socket.socket, head: _Head,
+def _forward_http(reader: common.Reader, client: socket.socket, upstream: socket.socket, head: common.Head,
                   host: str, port: int, path: str, framing: tuple[str, int]) -> None:  # fmt: skip
     """Send one absolute-form request to the origin in origin-form, then relay its response."""
     method, _target, version = head.start
@@ -277,8 +272,8 @@ def _forward_http(reader: common.Reader, client: socket.socket, upstream: socket
         _send_status(client, 502, "Bad Gateway", f"{host} closed the connection without a response\n")
         return
     try:
-        response = _parse_head(response_head)
-    except _BadRequest:
+        response = common.parse_head(response_head, MAX_HEADERS, response=True)
+    except (common.BadHead, common.TooLarge):
         _send_status(client, 502, "Bad Gateway", f"{host} sent a malformed response\n")
         return
     # The response closes the connection, whatever the origin said about keep-alive.
@@ -336,6 +331,8 @@ class _Settings:
     dns_server: str
     dns_port: int
     log: common.JsonlLog
+    any_host: bool = False
+    upstream_ports: dict[int, int] | None = None  # requested port -> port to dial; None: dial as requested
 
 
 def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
@@ -347,7 +344,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         raw = reader.read_until(b"\r\n\r\n", MAX_HEAD, head_deadline)
         if raw is None:
             return  # the client left (or stalled) before asking for anything
-        head = _parse_head(raw)
+        head = common.parse_head(raw, MAX_HEADERS)
         method, target, _version = head.start
         path = ""
         if method.upper() == "CONNECT":
@@ -363,7 +360,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         else:
             raise _BadRequest("not a proxy request: send CONNECT host:port or an absolute http:// URL")
         framing = _body_framing(head) if method.upper() != "CONNECT" else ("none", 0)
-    except (_BadRequest, common.TooLarge) as exc:
+    except (_BadRequest, common.BadHead, common.TooLarge) as exc:
         settings.log.write({"client": client, "method": method[:32], "host": None, "port": port,
                             "path": None, "decision": "deny", "reason": f"malformed request: {exc}"})  # fmt: skip
         _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
@@ -371,7 +368,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
 
     # The decision comes first, from the name alone: a refused host is never
     # looked up, so a denied name cannot leak through DNS either.
-    decision = decide(raw_host, *settings.allowlist.current())
+    decision = decide(raw_host, *settings.allowlist.current(), any_host=settings.any_host)
     # "path" (absolute-form only; None for CONNECT) goes beyond the original
     # contract: a refused request's URL is evidence of what it tried to send.
     record = {"client": client, "method": method[:32], "host": decision.host, "port": port,
@@ -411,15 +408,21 @@ def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.so
         return None, f"DNS lookup failed: {exc}"
     if not addresses:
         return None, "no such host (NXDOMAIN)"
+    dial = port
+    if settings.upstream_ports is not None:
+        if port not in settings.upstream_ports:
+            return None, f"no sink listens on port {port}"
+        dial = settings.upstream_ports[port]
     try:
-        return socket.create_connection((addresses[0], port), timeout=CONNECT_TIMEOUT), ""
+        return socket.create_connection((addresses[0], dial), timeout=CONNECT_TIMEOUT), ""
     except OSError as exc:
         return None, f"cannot connect to {addresses[0]}:{port}: {exc}"
 
 
 def _self_check(port: int) -> None:
     """A request to the proxy's own listener; any HTTP answer (a refusal included) shows it decides."""
-    reply = common.exchange(port, b"GET http://heartbeat.invalid/ HTTP/1.1\r\nHost: heartbeat.invalid\r\n\r\n")
+    host = common.HEARTBEAT_HOST
+    reply = common.exchange(port, f"GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\n\r\n".encode("ascii"))
     if not reply.startswith(b"HTTP/1.1 "):
         raise OSError("proxy gave no answer")
 
@@ -436,11 +439,14 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         raise SystemExit(f"{config_path}: invalid allowlist entry: {exc}") from None
     policy_file = config.get("policy_file")
+    ports = config["upstream_ports"]
     settings = _Settings(
         allowlist=_Allowlist(allowed, denied, str(policy_file) if policy_file else None),
         dns_server=str(config["dns_server"]),
         dns_port=int(config["dns_port"]),
         log=common.JsonlLog(os.path.join(out_dir, "proxy.jsonl")),
+        any_host=config["any_host"] is True,
+        upstream_ports={int(k): int(v) for k, v in ports.items()} if ports is not None else None,
     )
 
     stop = common.stop_on_signals()

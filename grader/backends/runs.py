@@ -1,0 +1,321 @@
+"""What every real backend does around a run: its directory and owner record, the host listener, the runner's config, retries, cleanup.
+
+The Docker and srt backends differ in how they start a sandbox, not in what a
+run is. Each run gets a private directory under ``runs_root()`` holding a copy
+of the world with fresh canaries (``RunDir``) and an owner record
+(``owner.json``: the grader's pid), so ``cleanup`` can tell a dead grader's
+leftovers from a live one's; a listener on the real host catches a sandbox
+that reaches it (``HostListener``); the probe runner is told the same things
+in the same shape (``runner_config``); and a run whose infrastructure (not
+its sandbox) failed is tried once more (``run_with_retries``). Both backends
+use this module, and neither imports the other.
+
+Imports: errors, evidence, outcomes, plan, probes, and the standard library.
+Never ``docker``: the srt backend must work where the docker SDK is missing.
+Nothing downstream.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..errors import InfrastructureError
+from ..evidence import Markers, sha256
+from ..outcomes import RunResult
+from ..plan import RunPlan
+from ..probes import OrderContext, orders_for
+
+__all__ = [
+    "CLEANERS",
+    "MAX_OUTPUT",
+    "HostListener",
+    "Owner",
+    "RunDir",
+    "Scope",
+    "cleanup",
+    "make_run_dir",
+    "pid_alive",
+    "read_owner",
+    "read_text",
+    "run_with_retries",
+    "runner_config",
+    "runs_root",
+]
+
+OWNER = "owner.json"
+MAX_OUTPUT = 8 * 1024 * 1024  # the most read back of anything a run wrote: a hostile run cannot fill memory
+
+# Every real backend's part of ``cleanup``, in the order it runs: each module
+# named here has ``sweep(scope) -> list[str]``. A table rather than a
+# registration at import time, because cleanup must find every backend's
+# leftovers in a process that never imported that backend (the CLI, after a
+# killed grader). Engine objects go first (they hold mounts of run directories),
+# host processes next, the run directories themselves last (``cleanup``).
+CLEANERS = ("docker", "srt")
+
+
+# --- the run directory and its owner -------------------------------------------------
+
+
+def runs_root() -> Path:
+    """Where run directories live (``SANDBOX_LAB_RUNS`` overrides); ``cleanup`` looks here for leftovers."""
+    return Path(os.environ.get("SANDBOX_LAB_RUNS", Path(tempfile.gettempdir()) / "sandbox-lab-runs"))
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who made a run directory: the grader process and the run's name."""
+
+    pid: int
+    run: str
+
+
+def make_run_dir(name: str) -> Path:
+    """A new directory ``runs_root()/name`` with its owner record; the only place an owner record is written.
+
+    The record names this process, so ``cleanup`` removes the directory once
+    this process is gone, and never while it lives.
+    """
+    root = runs_root()
+    root.mkdir(parents=True, exist_ok=True)
+    path = root / name
+    path.mkdir(mode=0o755)  # exists already: a name collision, never reuse another run's directory
+    # json.dumps' own spacing, as before: tests look for '"pid": N,' in the text
+    (path / OWNER).write_text(json.dumps({"pid": os.getpid(), "run": name}))
+    return path
+
+
+def read_owner(directory: Path) -> Optional[Owner]:
+    """The owner record of a run directory; None when it is missing or unreadable."""
+    try:
+        raw = json.loads((directory / OWNER).read_text())
+        return Owner(int(raw["pid"]), str(raw["run"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    """True while a process ``pid`` exists (also one we may not signal)."""
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def read_text(path: Path, limit: int = MAX_OUTPUT) -> str:
+    """At most ``limit`` bytes of a file a run wrote, as text; "" when there is none."""
+    if not path.is_file():
+        return ""
+    with path.open("rb") as fh:
+        return fh.read(limit).decode("utf-8", "replace")
+
+
+@dataclass
+class RunDir:
+    """The run's private directory: the world copy, masks, and what the services write."""
+
+    path: Path
+    canaries: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def create(cls, run_id: str) -> "RunDir":
+        return cls(make_run_dir(run_id))
+
+    @property
+    def world(self) -> Path:
+        return self.path / "world"
+
+    def host_path(self, world_path: str) -> Path:
+        return self.world / world_path.lstrip("/")
+
+    def lay_out(self, plan: RunPlan) -> dict[str, str]:
+        """Write the world with fresh canaries; return each file's sha256 before the run."""
+        w = plan.world
+        for d in w.directories():
+            self.host_path(d).mkdir(parents=True, exist_ok=True)
+        for f in w.files:
+            self.canaries[f.path] = secrets.token_hex(16)
+            p = self.host_path(f.path)
+            p.write_text(f.content.replace("{canary}", self.canaries[f.path]), encoding="utf-8")
+            p.chmod(f.mode)
+        for m in plan.mounts:
+            if m.precreate:
+                self.host_path(m.source).touch()
+        (self.path / "mask").mkdir()
+        (self.path / "mask" / "empty").touch(mode=0o444)
+        uid = plan.world.uid
+        for p in [self.world, *self.world.rglob("*")]:
+            try:
+                os.chown(p, uid, uid)
+            except PermissionError:  # not root: let the sandbox's uid write where the policy allows
+                p.chmod(p.stat().st_mode | 0o666 | (0o111 if p.is_dir() else 0))
+        return {wp: sha256(self.host_path(wp).read_bytes()) for wp in self._judged_paths(plan)}
+
+    def _judged_paths(self, plan: RunPlan) -> list[str]:
+        paths = [f.path for f in plan.world.files] + [o.path for o in plan.world.outputs]
+        return [p for p in paths if self.host_path(p).is_file()]
+
+    def read_text(self, rel: str) -> str:
+        return read_text(self.path / rel)
+
+    def snapshot(self, plan: RunPlan) -> dict[str, bytes]:
+        out = {}
+        for wp in [f.path for f in plan.world.files] + [o.path for o in plan.world.outputs]:
+            p = self.host_path(wp)
+            if p.is_file() and not p.is_symlink():
+                with p.open("rb") as fh:
+                    out[wp] = fh.read(65536)
+        return out
+
+
+# --- the host listener -------------------------------------------------------------
+
+
+class HostListener:
+    """A TCP listener on the real host: if a sandbox's token ever arrives here, the host was reachable."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(16)
+        self.sock.settimeout(0.2)
+        self.port: int = self.sock.getsockname()[1]
+        self.hits: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.settimeout(1.0)
+                try:
+                    self.hits.append(conn.recv(1024).decode("utf-8", "replace"))
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=2)
+        self.sock.close()
+
+
+# --- the runner's config, and retries ------------------------------------------------
+
+
+def runner_config(
+    plan: RunPlan, *, token: str, timeout: float, connect_timeout: float, attacker_ip: str, tcp_port: int,
+    host_port: int, gateway_names: list[str], ca_file: str, path: Callable[[str], str] = str,
+) -> dict[str, Any]:
+    """What the probe runner is told (``services/probe_runner.py`` reads it as JSON): the host writes every order.
+
+    Args:
+        token: this run's marker, in everything the runner sends.
+        attacker_ip: where the runner's raw channel connects; ``tcp_port`` is
+            the attacker's raw listener there.
+        host_port: the ``HostListener``'s port, for the host-gateway probe.
+        gateway_names: names that mean "the host" from inside this sandbox.
+        path: turns a world path into the path the runner opens (srt runs on
+            a rebased copy of the world; Docker mounts it where it belongs).
+    """
+    w = plan.world
+    orders = OrderContext(
+        markers=Markers(token, w.attacker.name), attacker_ip=attacker_ip, tcp_port=tcp_port,
+        host_port=host_port, gateway_names=tuple(gateway_names),
+        hosts=w.host_names, loot=tuple(s.path for s in w.loot), rebase=path,
+    )
+    return {
+        "timeout": timeout, "connect_timeout": connect_timeout,
+        "proxy": None, "ca_file": ca_file,
+        "probes": orders_for(plan.probes, orders),
+    }
+
+
+def run_with_retries(attempt: Callable[[bool], RunResult], retries: int) -> RunResult:
+    """``attempt(final)`` until it returns: an ``InfrastructureError`` is tried again, ``retries`` times at most.
+
+    Only the last attempt has ``final`` set: it reports an infrastructure
+    problem as an ``error`` outcome instead of raising, so a flaky service
+    never turns into a verdict and never into a crash either.
+    """
+    last: Optional[InfrastructureError] = None
+    for n in range(retries + 1):
+        try:
+            return attempt(n == retries)
+        except InfrastructureError as exc:
+            last = exc
+    assert last is not None
+    raise last
+
+
+# --- cleanup -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which runs a cleanup removes: those whose grader process is gone, or, with ``everything``, all.
+
+    ``engine`` is a Docker client for the Docker backend's sweep; None lets it
+    connect from the environment.
+    """
+
+    everything: bool = False
+    engine: Any = None
+
+    def gone(self, pid: int) -> bool:
+        """True if what ``pid`` made is to be removed now."""
+        return self.everything or not pid_alive(pid)
+
+    def stale_dirs(self) -> list[Path]:
+        """Run directories to remove. One without a readable owner record is being made right now: kept."""
+        root = runs_root()
+        if not root.is_dir():
+            return []
+        out = []
+        for d in sorted(root.iterdir()):
+            owner = read_owner(d)
+            if self.everything or (owner is not None and not pid_alive(owner.pid)):
+                out.append(d)
+        return out
+
+
+def cleanup(*, everything: bool = False, engine: Any = None) -> list[str]:
+    """Remove what runs of dead graders left behind (or of every grader, with ``everything``); say what went.
+
+    Walks ``CLEANERS`` (each backend's own leftovers: containers, networks,
+    host processes), then removes the run directories. A backend whose module
+    cannot be imported for a missing dependency (the docker SDK) has nothing
+    this process could reach, and is passed over.
+    """
+    scope = Scope(everything=everything, engine=engine)
+    removed: list[str] = []
+    for name in CLEANERS:
+        try:
+            module = importlib.import_module(f"{__package__}.{name}")
+        except ImportError as exc:
+            if exc.name is None or exc.name.startswith(f"{__package__}."):
+                raise  # our own module is broken: say so, never skip it
+            continue
+        removed += module.sweep(scope)
+    for d in scope.stale_dirs():
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(f"directory {d}")
+    return removed
