@@ -36,7 +36,7 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
-from ..evidence import Evidence, parse_jsonl, parse_runner_output
+from ..evidence import parse_runner_output
 from ..outcomes import RunResult
 from ..verdicts import run_result
 from ..plan import Hardening, RunPlan
@@ -44,7 +44,16 @@ from ..services.common import PROXY_PORT, TCP_SINK_PORT
 from . import runs
 from .base import Closing
 from .images import Images, ensure_images
-from .runs import MAX_OUTPUT, HostListener, RunDir, read_text, run_with_retries, runner_config, runs_root
+from .runs import (
+    MAX_OUTPUT,
+    HostListener,
+    RunDir,
+    gather_evidence,
+    read_text,
+    run_with_retries,
+    runner_config,
+    runs_root,
+)
 from .simnet import (
     LABEL,
     LABEL_PID,
@@ -256,25 +265,15 @@ class _Run:
             if infra and not final:
                 raise InfrastructureError(infra)
 
-            def log(name: str) -> str:
+            def logs(name: str) -> str:
+                if name == "proxy.jsonl":
+                    return read_text(self.proxy_out / name) if self.proxy_out else ""
                 return net.internet.read(name, net.since) if net else ""
 
-            ev = Evidence(
-                token=self.token,
-                canaries=dict(self.dir.canaries),
-                records=parse_runner_output(output),
-                before=before,
-                after=self.dir.snapshot(self.plan),
-                network=self.plan.network,
-                http=parse_jsonl(log("http.jsonl")),
-                dns=parse_jsonl(log("dns.jsonl")),
-                tcp=parse_jsonl(log("tcp.jsonl")),
-                proxy=parse_jsonl(read_text(self.proxy_out / "proxy.jsonl") if self.proxy_out else ""),
-                host_hits=tuple(listener.hits),
-                tcp_port=TCP_SINK_PORT,
-                host_port=listener.port,
-                infra_problem=infra,
-                timed_out=timed_out,
+            ev = gather_evidence(
+                self.dir, self.plan, token=self.token, records=parse_runner_output(output), before=before,
+                network=self.plan.network, logs=logs, listener=listener, tcp_port=TCP_SINK_PORT,
+                infra=infra, timed_out=timed_out,
             )
             return run_result(
                 ev, self.plan, backend="docker", run_id=self.run_id, seconds=time.monotonic() - started,

@@ -209,24 +209,14 @@ def _ensure_image(
             return tag
         progress(f"building {tag}")
         began = time.monotonic()
-        try:
-            client.images.build(
-                fileobj=_context_tar(entries),
-                custom_context=True,
-                tag=tag,
-                buildargs={"BASE": base_id},
-                labels={LABEL_HASH: digest, LABEL_IMAGE: spec.name},
-                rm=True,
-                forcerm=True,
-                # Never reach for a registry: the base is local by construction.
-                pull=False,
-                nocache=rebuild,
-            )
-        except docker.errors.BuildError as exc:
-            raise ImageBuildError(
-                f"Building {tag} from {spec.dockerfile} failed: {exc.msg}\n"
-                f"{_build_log_tail(exc.build_log)}"
-            ) from exc
+        _build(
+            client, tag, spec.dockerfile,
+            fileobj=_context_tar(entries),
+            custom_context=True,
+            buildargs={"BASE": base_id},
+            labels={LABEL_HASH: digest, LABEL_IMAGE: spec.name},
+            nocache=rebuild,
+        )
     progress(f"built {tag} in {time.monotonic() - began:.1f}s")
     return tag
 
@@ -316,22 +306,12 @@ def _base_from_slim(client: Any, progress: Progress) -> str:
         f"{' '.join(_BASE_PACKAGES)} \\\n"
         " && rm -rf /var/lib/apt/lists/*\n"
     )
-    try:
-        image, _ = client.images.build(
-            fileobj=io.BytesIO(dockerfile.encode()),
-            tag=BASE_TAG,
-            labels={LABEL_BASE: "1"},
-            rm=True,
-            forcerm=True,
-            pull=False,
-        )
-    except docker.errors.BuildError as exc:
-        raise ImageBuildError(
-            f"Building {BASE_TAG} from {_SLIM} failed: {exc.msg}\n"
-            f"{_build_log_tail(exc.build_log)}\n"
-            "apt-get needs a Debian mirror; check the network, or remove "
-            f"{_SLIM} to fall back to debootstrap."
-        ) from exc
+    image = _build(
+        client, BASE_TAG, _SLIM,
+        hint=f"apt-get needs a Debian mirror; check the network, or remove {_SLIM} to fall back to debootstrap.",
+        fileobj=io.BytesIO(dockerfile.encode()),
+        labels={LABEL_BASE: "1"},
+    )
     return str(image.id)
 
 
@@ -550,6 +530,21 @@ def _build_lock(progress: Progress) -> Iterator[None]:
 
 
 # --- docker plumbing ------------------------------------------------------------------
+
+
+def _build(client: Any, tag: str, source: object, *, hint: str = "", **options: Any) -> Any:
+    """Build ``tag`` the way every build here is made; a failed build says what from, and its log's tail.
+
+    Never reaches for a registry (``pull=False``): every base is local by
+    construction. Intermediate containers go even when a step fails.
+    """
+    try:
+        image, _ = client.images.build(tag=tag, rm=True, forcerm=True, pull=False, **options)
+    except docker.errors.BuildError as exc:
+        raise ImageBuildError(
+            f"Building {tag} from {source} failed: {exc.msg}\n{_build_log_tail(exc.build_log)}" + (f"\n{hint}" if hint else "")
+        ) from exc
+    return image
 
 
 def _get(client: Any, ref: str) -> Any:

@@ -10,7 +10,7 @@ in the same shape (``runner_config``); and a run whose infrastructure (not
 its sandbox) failed is tried once more (``run_with_retries``). Both backends
 use this module, and neither imports the other.
 
-Imports: errors, evidence, outcomes, plan, probes, and the standard library.
+Imports: access, errors, evidence, outcomes, plan, probes, and the standard library.
 Never ``docker``: the srt backend must work where the docker SDK is missing.
 Nothing downstream.
 """
@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from ..access import Network
 from ..errors import InfrastructureError
-from ..evidence import Markers, sha256
+from ..evidence import Evidence, Markers, RunnerRecord, parse_jsonl, sha256
 from ..outcomes import RunResult
 from ..plan import RunPlan
 from ..probes import OrderContext, orders_for
@@ -43,6 +44,7 @@ __all__ = [
     "RunDir",
     "Scope",
     "cleanup",
+    "gather_evidence",
     "make_run_dir",
     "pid_alive",
     "read_owner",
@@ -218,7 +220,7 @@ class HostListener:
         self.sock.close()
 
 
-# --- the runner's config, and retries ------------------------------------------------
+# --- the runner's config, the evidence, retries ---------------------------------------
 
 
 def runner_config(
@@ -247,6 +249,40 @@ def runner_config(
         "proxy": None, "ca_file": ca_file,
         "probes": orders_for(plan.probes, orders),
     }
+
+
+def gather_evidence(
+    run_dir: RunDir, plan: RunPlan, *, token: str, records: tuple[RunnerRecord, ...], before: dict[str, str],
+    network: Network, logs: Callable[[str], str], listener: HostListener, tcp_port: int, infra: str, timed_out: bool,
+) -> Evidence:
+    """A run's evidence, collected outside the sandbox once it has finished.
+
+    Args:
+        records: what the probe runner reported (paths as world paths).
+        before: each judged file's sha256 before the run (``RunDir.lay_out``).
+        logs: the text a recorder wrote since the run started, by file name:
+            the simulated internet's ``http.jsonl``, ``dns.jsonl`` and
+            ``tcp.jsonl``, and the proxy's ``proxy.jsonl`` ("" for none).
+        tcp_port: the port of the attacker's raw listener the runner was told.
+        infra: why a recorder's silence proves nothing ("" when all answered).
+    """
+    return Evidence(
+        token=token,
+        canaries=dict(run_dir.canaries),
+        records=records,
+        before=before,
+        after=run_dir.snapshot(plan),
+        network=network,
+        http=parse_jsonl(logs("http.jsonl")),
+        dns=parse_jsonl(logs("dns.jsonl")),
+        tcp=parse_jsonl(logs("tcp.jsonl")),
+        proxy=parse_jsonl(logs("proxy.jsonl")),
+        host_hits=tuple(listener.hits),
+        tcp_port=tcp_port,
+        host_port=listener.port,
+        infra_problem=infra,
+        timed_out=timed_out,
+    )
 
 
 def run_with_retries(attempt: Callable[[bool], RunResult], retries: int) -> RunResult:

@@ -43,14 +43,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..errors import BackendError, InfrastructureError
-from ..evidence import Evidence, RunnerRecord, parse_jsonl, parse_runner_output
+from ..evidence import RunnerRecord, parse_runner_output
 from ..export import export
 from ..outcomes import RunResult
 from ..verdicts import run_result
 from ..plan import RunPlan
 from ..services.common import HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
 from .base import Closing
-from .runs import MAX_OUTPUT, HostListener, RunDir, Scope, run_with_retries, runner_config
+from .runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, run_with_retries, runner_config
 
 __all__ = ["SrtBackend", "SrtUnavailable", "rebase_settings", "srt_cli", "srt_problem", "srt_version", "sweep"]
 
@@ -279,23 +279,12 @@ class _Run:
                 infra = f"srt's parent proxy (services/proxy.py) stopped during the run (exit code {parent.returncode})"
             if infra and not final:
                 raise InfrastructureError(infra)
-            ev = Evidence(
-                token=self.token,
-                canaries=dict(self.dir.canaries),
-                records=records,
-                before=before,
-                after=self.dir.snapshot(self.plan),
+            ev = gather_evidence(
+                self.dir, self.plan, token=self.token, records=records, before=before,
                 # srt always puts its proxy in front; the simulated internet ran and logged throughout
                 network="proxy",
-                http=parse_jsonl(self.dir.read_text("internet/out/http.jsonl")),
-                dns=parse_jsonl(self.dir.read_text("internet/out/dns.jsonl")),
-                tcp=parse_jsonl(self.dir.read_text("internet/out/tcp.jsonl")),
-                proxy=parse_jsonl(self.dir.read_text("proxy/out/proxy.jsonl")),
-                host_hits=tuple(listener.hits),
-                tcp_port=tcp,
-                host_port=listener.port,
-                infra_problem=infra,
-                timed_out=timed_out,
+                logs=lambda name: self.dir.read_text(f"{'proxy' if name == 'proxy.jsonl' else 'internet'}/out/{name}"),
+                listener=listener, tcp_port=tcp, infra=infra, timed_out=timed_out,
             )
             return run_result(
                 ev, self.plan, backend="srt", run_id=self.run_id, seconds=time.monotonic() - started,

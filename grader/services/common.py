@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import sys
@@ -38,7 +39,10 @@ __all__ = [
     "JsonlLog",
     "Reader",
     "TooLarge",
+    "exchange",
+    "expect_http",
     "header_fields",
+    "heartbeat",
     "load_config",
     "parse_head",
     "read_command_line",
@@ -159,6 +163,16 @@ def exchange(port: int, request: bytes, timeout: float = 1.0) -> bytes:
         return sock.recv(64)
 
 
+def expect_http(port: int, target: str, what: str) -> None:
+    """Ask one of this service's own HTTP listeners for ``target``; raise OSError unless an HTTP answer comes.
+
+    Any status counts (a refusal too): the listener read a request and decided.
+    """
+    request = f"GET {target} HTTP/1.1\r\nHost: {HEARTBEAT_HOST}\r\nConnection: close\r\n\r\n"
+    if not exchange(port, request.encode("ascii")).startswith(b"HTTP/1.1 "):
+        raise OSError(f"{what} gave no answer")
+
+
 def heartbeat(out_dir: str, check: Callable[[], None]) -> None:
     """Rewrite ``out_dir/heartbeat`` after each successful self-check, forever.
 
@@ -237,12 +251,21 @@ def header_fields(lines: Sequence[str]) -> list[tuple[str, str]]:
         if not line:
             continue
         name, sep, value = line.partition(":")
-        # Obsolete line folding and spaces before the colon are classic
-        # smuggling tricks: refuse rather than guess.
-        if not sep or not name or name != name.strip() or line[0] in " \t":
+        # Obsolete line folding, spaces before the colon and bare CR, LF or NUL
+        # (which some servers take for a line end) are classic smuggling
+        # tricks: refuse rather than guess.
+        if not sep or not name or name != name.strip() or line[0] in " \t" or _FORBIDDEN.search(line):
             raise ValueError("malformed header line")
         fields.append((name, value.strip()))
     return fields
+
+
+_FORBIDDEN = re.compile(r"[\r\n\x00]")
+# RFC 9112: a method is a token, a target has no white space or control
+# character, a version is HTTP/<digit>.<digit>; a status is three digits, and a
+# reason phrase is printable (obs-text allowed).
+_REQUEST_LINE = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+) ([^\x00-\x20\x7f]+) (HTTP/[0-9]\.[0-9])")
+_STATUS_LINE = re.compile(r"(HTTP/[0-9]\.[0-9]) ([0-9]{3}) ([\t\x20-\x7e\x80-\xff]*)")
 
 
 class TooLarge(Exception):
@@ -276,16 +299,13 @@ def parse_head(raw: bytes, max_headers: int, *, response: bool = False) -> Head:
 
     The one HTTP head parser of the services: the sink and the proxy read the
     same bytes the same way. A request line is exactly ``METHOD SP TARGET SP
-    HTTP/x``; a response line is ``HTTP/x SP STATUS SP reason`` (the reason may
-    hold spaces). Raises BadHead on anything else, or on a malformed header
-    line, and TooLarge past ``max_headers`` header lines.
+    HTTP/d.d``; a response line is ``HTTP/d.d SP STATUS SP reason`` (the
+    reason may hold spaces). Raises BadHead on anything else, or on a malformed
+    header line, and TooLarge past ``max_headers`` header lines.
     """
     lines = raw.decode("latin-1").split("\r\n")
-    parts = lines[0].split(" ", 2)
-    if len(parts) != 3 or not parts[0] or not parts[1]:
-        raise BadHead("malformed start line")
-    version = parts[0] if response else parts[2]
-    if not version.startswith("HTTP/") or " " in version:
+    start = (_STATUS_LINE if response else _REQUEST_LINE).fullmatch(lines[0])
+    if start is None:
         raise BadHead("malformed start line")
     try:
         headers = header_fields(lines[1:])
@@ -293,7 +313,7 @@ def parse_head(raw: bytes, max_headers: int, *, response: bool = False) -> Head:
         raise BadHead(str(exc)) from None
     if len(headers) > max_headers:
         raise TooLarge("too many headers")
-    return Head((parts[0], parts[1], parts[2]), tuple(headers))
+    return Head((start[1], start[2], start[3]), tuple(headers))
 
 
 class Reader:

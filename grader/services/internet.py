@@ -410,12 +410,8 @@ def _listen_tcp(bind: str, port: int) -> socket.socket:
 
 def _self_check(dns_port: int, http_port: int, tcp_ports: list[int]) -> None:
     """One round trip through every kind of listener (raises if one does not answer)."""
-    host = common.HEARTBEAT_HOST
-    dnswire.query_a("127.0.0.1", host, dns_port, 1.0)
-    request = f"GET /__heartbeat HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
-    reply = common.exchange(http_port, request.encode("ascii"))
-    if not reply.startswith(b"HTTP/1.1 "):
-        raise OSError("http listener gave no answer")
+    dnswire.query_a("127.0.0.1", common.HEARTBEAT_HOST, dns_port, 1.0)
+    common.expect_http(http_port, "/__heartbeat", "http listener")
     for port in tcp_ports[:1]:
         if not common.exchange(port, b"heartbeat\n"):
             raise OSError("tcp listener gave no answer")

@@ -421,10 +421,7 @@ def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.so
 
 def _self_check(port: int) -> None:
     """A request to the proxy's own listener; any HTTP answer (a refusal included) shows it decides."""
-    host = common.HEARTBEAT_HOST
-    reply = common.exchange(port, f"GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\n\r\n".encode("ascii"))
-    if not reply.startswith(b"HTTP/1.1 "):
-        raise OSError("proxy gave no answer")
+    common.expect_http(port, f"http://{common.HEARTBEAT_HOST}/", "proxy")
 
 
 def main(argv: list[str] | None = None) -> int:

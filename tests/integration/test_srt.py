@@ -93,7 +93,7 @@ def test_documented_differences_are_real_disagreements() -> None:
 
 def _mine() -> set[str]:
     """This process's srt run directories, and srt's proxy sockets anywhere in /tmp."""
-    from grader.backends.docker import runs_root
+    from grader.backends.runs import runs_root
 
     root = runs_root()
     runs = {p.name for p in root.glob("srt-*") if f'"pid": {os.getpid()},' in _read(p / "owner.json")} if root.is_dir() else set()

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from grader.services import dnswire
+from grader.services import common, dnswire
 
 SERVICES = Path(__file__).resolve().parents[2] / "grader" / "services"
 HOSTS = [
@@ -203,6 +203,65 @@ def test_dnswire_round_trip() -> None:
 )
 def test_dnswire_rejects_malformed_queries(packet: bytes) -> None:
     assert dnswire.parse_query(packet) is None
+
+
+# --- the HTTP head parser, pure ------------------------------------------------------------
+
+
+def test_parse_head_reads_a_request_and_a_response() -> None:
+    head = common.parse_head(b"GET http://x.example/a?b HTTP/1.1\r\nHost: x.example\r\nX-A: 1\r\nx-a:  2 \r\n\r\n", 10)
+    assert head.start == ("GET", "http://x.example/a?b", "HTTP/1.1")
+    assert head.headers == (("Host", "x.example"), ("X-A", "1"), ("x-a", "2"))  # names as sent, in order
+    assert head.values("X-a") == ["1", "2"] and head.value("host") == "x.example" and head.value("te") is None
+    response = common.parse_head(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n", 10, response=True)
+    assert response.start == ("HTTP/1.1", "502", "Bad Gateway")  # the reason may hold spaces
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"",
+        b"\r\n\r\n",
+        b"GET\r\n\r\n",
+        b"GET /\r\n\r\n",
+        b"GET  HTTP/1.1\r\n\r\n",  # no target
+        b" / HTTP/1.1\r\n\r\n",  # no method
+        b"GET / FTP/1.0\r\n\r\n",
+        b"GET /a b HTTP/1.1\r\n\r\n",  # a space inside the target
+        b"GET / HTTP/1.1 extra\r\n\r\n",
+        b"GET / HTTP/1.1\r\nno colon here\r\n\r\n",
+        b"GET / HTTP/1.1\r\n: no name\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost : x\r\n\r\n",  # space before the colon: a smuggling trick
+        b"GET / HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n",  # obsolete line folding
+        b"\xff\xfe / HTTP/1.1\n\n",  # not a token, and bare newlines
+        b"GET / HTTP/1.1\nX-Injected: 1\r\n\r\n",  # a bare LF inside the version
+        b"GET /\x00 HTTP/1.1\r\n\r\n",
+        b"GET / HTTP/1.1\r\nX-A: 1\nX-Injected: 2\r\n\r\n",  # a bare LF inside a value
+        b"GET / HTTP/1.1\r\nX-A: 1\x00\r\n\r\n",
+    ],
+    ids=["empty", "blank", "method-only", "no-version", "no-target", "no-method", "not-http", "space-in-target",
+         "extra-field", "no-colon", "no-name", "space-before-colon", "folded", "bare-newlines", "lf-in-version",
+         "nul-in-target", "lf-in-value", "nul-in-value"],
+)
+def test_parse_head_refuses_malformed_requests(raw: bytes) -> None:
+    with pytest.raises(common.BadHead):
+        common.parse_head(raw, 10)
+
+
+def test_parse_head_refuses_a_response_line_as_a_request_and_the_reverse() -> None:
+    with pytest.raises(common.BadHead):
+        common.parse_head(b"HTTP/1.1 200 OK\r\n\r\n", 10)
+    with pytest.raises(common.BadHead):
+        common.parse_head(b"GET / HTTP/1.1\r\n\r\n", 10, response=True)
+    with pytest.raises(common.BadHead):
+        common.parse_head(b"HTTP/1.1 two hundred OK\r\n\r\n", 10, response=True)
+
+
+def test_parse_head_caps_the_number_of_headers() -> None:
+    raw = b"GET / HTTP/1.1\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(11)) + b"\r\n"
+    with pytest.raises(common.TooLarge):
+        common.parse_head(raw, 10)
+    assert len(common.parse_head(raw, 11).headers) == 11
 
 
 # --- the simulated internet ----------------------------------------------------------------
@@ -394,6 +453,65 @@ def test_a_warm_proxy_fails_closed_until_its_policy_file_arrives(services: Servi
         assert _exchange(port, request).startswith(b"HTTP/1.1 403")  # unreadable: closed again
     finally:
         _stop(proc)
+
+
+# --- the proxy as srt's parent: any host, only the sinks' ports ------------------------------
+
+
+@pytest.fixture()
+def parent_proxy(services: Services, tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    """The proxy as the srt backend runs it: every name passes, each port goes to its sink's loopback port."""
+    opt = services.proxy_out.parent / "opt"
+    out = tmp_path / "parent"
+    (port,) = _free_ports(1)
+    config = {"allowed": [], "any_host": True, "listen_port": port, "bind": LOCALHOST,
+              "dns_server": LOCALHOST, "dns_port": services.dns, "out_dir": str(out),
+              "upstream_ports": {"80": services.http, "443": services.https, "4444": services.tcp}}  # fmt: skip
+    proc = _start("proxy.py", config, opt, out)
+    try:
+        yield port, out / "proxy.jsonl"
+    finally:
+        _stop(proc)
+
+
+def test_the_parent_proxy_lets_any_known_name_through_to_its_sink(services: Services, parent_proxy: tuple[int, Path]) -> None:
+    port, log = parent_proxy
+    token = uuid.uuid4().hex
+    # pypi.org is in no allowlist here: srt's proxy in front has decided already
+    response = _exchange(port, f"GET http://pypi.org/simple/{token} HTTP/1.1\r\n\r\n".encode())
+    assert response.startswith(b"HTTP/1.1 200") and _body_json(response)["host"] == "pypi.org"
+    _wait_for(services.internet_out / "http.jsonl", lambda r: token in r["path"] and r["host"] == "pypi.org")
+    record = _wait_for(log, lambda r: r["host"] == "pypi.org")
+    assert record["decision"] == "allow" and record["port"] == 80
+    with socket.create_connection((LOCALHOST, port), timeout=5) as sock:
+        sock.sendall(b"CONNECT x1.attacker.example:4444 HTTP/1.1\r\n\r\n")
+        assert sock.recv(64).startswith(b"HTTP/1.1 200")
+        sock.sendall(f"{token}.direct\n".encode())
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(64) == f"ok {services.nonce}\n".encode()
+    _wait_for(services.internet_out / "tcp.jsonl", lambda r: r["data"] == f"{token}.direct\n")
+
+
+def test_the_parent_proxy_dials_no_port_but_the_sinks(services: Services, parent_proxy: tuple[int, Path]) -> None:
+    """On the host's loopback any other port is the host's own service: never dialed, whatever the name."""
+    port, log = parent_proxy
+    with socket.create_server((LOCALHOST, 0)) as host_service:
+        other = host_service.getsockname()[1]
+        host_service.settimeout(0.5)
+        head = _exchange(port, f"CONNECT github.com:{other} HTTP/1.1\r\n\r\n".encode())
+        assert head.startswith(b"HTTP/1.1 502")
+        with pytest.raises(socket.timeout):
+            host_service.accept()
+    record = _wait_for(log, lambda r: r["port"] == other)
+    assert record["reason"].endswith(f"no sink listens on port {other}")
+
+
+def test_the_parent_proxy_still_refuses_ip_literals_and_unknown_names(parent_proxy: tuple[int, Path]) -> None:
+    port, log = parent_proxy
+    assert _exchange(port, b"CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 403")
+    assert _wait_for(log, lambda r: r["host"] == LOCALHOST)["reason"] == IP_LITERAL
+    assert _exchange(port, b"CONNECT nowhere.example:443 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")
+    assert "NXDOMAIN" in _wait_for(log, lambda r: r["host"] == "nowhere.example")["reason"]
 
 
 def test_each_service_beats_only_while_it_answers(services: Services) -> None:
