@@ -99,7 +99,8 @@ def run_probe(args: argparse.Namespace, io: Streams) -> int:
         raise UsageError("probe needs a POLICY file (or --plain-container for the plain-container baseline)")
     else:
         policy = load_policy(args.policy)
-    result = pick_backend(args, io).run(build_plan(policy))
+    with pick_backend(args, io) as backend:
+        result = backend.run(build_plan(policy))
     if args.json:
         for note in result.notes:
             io.err.write(f"{PROG}: note: {note}\n")
@@ -159,7 +160,8 @@ def run_grade(args: argparse.Namespace, io: Streams) -> int:
         policy = load_policy(args.policy)
     except PolicyError as exc:
         policy = exc  # graded as 0 with its problems as feedback, never against a default policy
-    result = grade(task, policy, pick_backend(args, io))
+    with pick_backend(args, io) as backend:
+        result = grade(task, policy, backend)
     if args.json:
         data = result.to_json()
         if isinstance(policy, PolicyError):
@@ -179,17 +181,17 @@ def run_grade_batch(args: argparse.Namespace, io: Streams) -> int:
     task = load_task(args.task)
     out = Path(args.out) if args.out else Path(f"grades-{task.id}")
     files = output_files(out)
-    backend = pick_backend(args, io)
-    try:
-        book = grade_batch(
-            task, args.inputs, backend, workers=args.workers, dedupe=args.dedupe,
-            out=out, progress=ProgressBar(f"{task.id}", io.err),
-        )
-    except KeyboardInterrupt:
-        io.err.write("\n")  # the progress bar may be mid-line on a terminal
-        raise KeyboardInterrupt(
-            f"interrupted; finished rows are kept in {files['journal']}: rerun the same command to resume"
-        ) from None
+    with pick_backend(args, io) as backend:
+        try:
+            book = grade_batch(
+                task, args.inputs, backend, workers=args.workers, dedupe=args.dedupe,
+                out=out, progress=ProgressBar(f"{task.id}", io.err),
+            )
+        except KeyboardInterrupt:
+            io.err.write("\n")  # the progress bar may be mid-line on a terminal
+            raise KeyboardInterrupt(
+                f"interrupted; finished rows are kept in {files['journal']}: rerun the same command to resume"
+            ) from None
     io.err.write(book.summary() + "\n")
     if args.json:
         io.out.write(dump({

@@ -12,6 +12,7 @@ import pytest
 
 import grader
 from grader import backends, cli, cli_commands
+from grader.backends.base import Closing
 from grader.backends.static import StaticBackend
 from grader.errors import DockerUnavailable, InfrastructureError
 from grader.outcomes import RunResult
@@ -226,7 +227,7 @@ def test_backend_environment_variable_changes_the_default(capsys: pytest.Capture
     assert code == 2 and "SANDBOX_LAB_BACKEND" in err and "unknown backend" in err
 
 
-class _Failing:
+class _Failing(Closing):  # the CLI closes every backend it creates
     name = "docker"
 
     def run(self, plan: RunPlan) -> RunResult:

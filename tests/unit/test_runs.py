@@ -114,24 +114,37 @@ def test_the_host_listener_records_what_reaches_it() -> None:
 # --- the runner's config, retries -----------------------------------------------------
 
 
+def _paths(value: Any, key: str = "") -> list[str]:
+    """Every string under a "path" key, anywhere in the runner's config."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _paths(v, k)]
+    if isinstance(value, list):
+        return [p for v in value for p in _paths(v, key)]
+    return [value] if key == "path" and isinstance(value, str) else []
+
+
+def _without_paths(value: Any, key: str = "") -> Any:
+    if isinstance(value, dict):
+        return {k: _without_paths(v, k) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_without_paths(v, key) for v in value]
+    return None if key == "path" else value
+
+
 def test_runner_config_maps_every_world_path_and_nothing_else() -> None:
     plan = build_plan(load_policy({}))
-    plain = runs.runner_config(
-        plan, token="t0k", timeout=5.0, connect_timeout=1.0, attacker_ip="198.51.100.66", tcp_port=4444,
+    common: dict[str, Any] = dict(
+        token="t0k", timeout=5.0, connect_timeout=1.0, attacker_ip="198.51.100.66", tcp_port=4444,
         host_port=1234, gateway_names=["host.docker.internal"], ca_file="/ca.pem",
     )
-    rebased = runs.runner_config(
-        plan, token="t0k", timeout=5.0, connect_timeout=1.0, attacker_ip="198.51.100.66", tcp_port=4444,
-        host_port=1234, gateway_names=["host.docker.internal"], ca_file="/ca.pem", path=lambda p: "/run/world" + p,
-    )
-    assert plain["secret_paths"] and all(p.startswith("/") for p in plain["secret_paths"])
-    assert rebased["secret_paths"] == ["/run/world" + p for p in plain["secret_paths"]]
-    for a, b in zip(plain["probes"], rebased["probes"]):
-        assert b["target"] == ("/run/world" + a["target"] if a["target"] else a["target"])
-        assert {**a, "target": None} == {**b, "target": None}
-    assert {k: v for k, v in plain.items() if k not in ("secret_paths", "probes")} == \
-        {k: v for k, v in rebased.items() if k not in ("secret_paths", "probes")}
-    assert plain["proxy"] is None and plain["token"] == "t0k" and len(plain["probes"]) == len(plan.probes)
+    plain = runs.runner_config(plan, **common)
+    rebased = runs.runner_config(plan, **common, path=lambda p: "/run/world" + p)
+    assert _paths(plain) and all(p.startswith("/") for p in _paths(plain))
+    assert _paths(rebased) == ["/run/world" + p for p in _paths(plain)]
+    assert _without_paths(plain) == _without_paths(rebased)
+    assert plain["proxy"] is None and plain["ca_file"] == "/ca.pem"
+    assert [o["id"] for o in plain["probes"]] == list(plan.probes)
+    assert "t0k" in json.dumps(plain["probes"])  # the run's marker is in what the runner sends
 
 
 def test_retries_try_again_only_after_an_infrastructure_error_and_say_which_try_is_final() -> None:
