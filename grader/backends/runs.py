@@ -1,4 +1,4 @@
-"""What every real backend does around a run: its directory and owner record, the host listener, the runner's config, retries, cleanup.
+"""What every real backend does around a run: its directory, owner record, host listener, runner config, retries, cleanup.
 
 The Docker and srt backends differ in how they start a sandbox, not in what a
 run is. Each run gets a private directory under ``runs_root()`` holding a copy
@@ -6,9 +6,10 @@ of the world with fresh canaries (``RunDir``) and an owner record
 (``owner.json``: the grader's pid), so ``cleanup`` can tell a dead grader's
 leftovers from a live one's; a listener on the real host catches a sandbox
 that reaches it (``HostListener``); the probe runner is told the same things
-in the same shape (``runner_config``); and a run whose infrastructure (not
-its sandbox) failed is tried once more (``run_with_retries``). Both backends
-use this module, and neither imports the other.
+in the same shape (``runner_config``); the evidence is gathered the same way
+(``gather_evidence``); a run whose infrastructure (not its sandbox) failed is
+tried once more (``run_with_retries``); and each backend's leftovers are swept
+by one ``cleanup``. Both backends use this module; neither imports the other.
 
 Imports: access, errors, evidence, outcomes, plan, probes, and the standard library.
 Never ``docker``: the srt backend must work where the docker SDK is missing.

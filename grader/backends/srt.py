@@ -311,7 +311,9 @@ class _Run:
 
     # --- the simulated internet and srt's parent proxy ---------------------------------
 
-    def _start_services(self, dns: int, http: int, https: int, tcp: int, proxy_port: int) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:
+    def _start_services(
+        self, dns: int, http: int, https: int, tcp: int, proxy_port: int
+    ) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:
         """The simulated internet and, in front of it, srt's parent proxy, both on loopback; started together."""
         w = self.plan.world
         internet = self._start_service("internet", {
