@@ -101,16 +101,28 @@ class BackendError(SandboxLabError, RuntimeError):
     """The grading machinery failed; the policy was not judged."""
 
 
+def in_checkout(script: str) -> bool:
+    """Is this package running from a Sandbox Lab checkout that has ``scripts/<script>``? (A wheel has no scripts.)"""
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[1] / "scripts" / script).is_file()
+
+
 class DockerUnavailable(BackendError):
     """No Docker engine answers."""
 
     def __init__(self, detail: str = "") -> None:
         self.detail = detail
+        how = (
+            "Start it with `scripts/ensure-docker` (as root on Debian/Ubuntu)"
+            if in_checkout("ensure-docker")
+            else "Install and start Docker (Debian/Ubuntu: `sudo apt-get install docker.io && sudo systemctl start docker`; "
+            "elsewhere Docker Desktop), or point DOCKER_HOST at an engine"
+        )
         msg = (
             "No Docker engine answers"
             + (f" ({detail})" if detail else "")
-            + ". Start it with `scripts/ensure-docker` (as root on Debian/Ubuntu), "
-            "or use `--backend static` for a prediction without Docker."
+            + f". {how}, or use `--backend static` for a prediction without Docker."
         )
         super().__init__(msg)
 

@@ -322,7 +322,7 @@ def _base_from_debootstrap(client: Any, progress: Progress) -> str:
             f"No base image: {_SLIM} is not available locally and cannot be pulled, "
             "and debootstrap (which builds a Debian base from a Debian mirror alone) "
             "is not installed.\n"
-            "Fix: run `sudo scripts/ensure-docker`, or `sudo apt-get install debootstrap`, "
+            "Fix: `sudo apt-get install debootstrap` (from a Sandbox Lab checkout: `sudo scripts/ensure-docker`), "
             f"or make {_SLIM} available (`docker pull {_SLIM}` where a registry works, "
             "or `docker load`)."
         )

@@ -42,7 +42,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ..errors import BackendError, InfrastructureError
+from ..errors import BackendError, InfrastructureError, in_checkout
+from ..srt_notes import SRT_VERSION
 from ..evidence import RunnerRecord, parse_runner_output
 from ..export import export
 from ..outcomes import RunResult
@@ -86,7 +87,13 @@ class SrtUnavailable(BackendError):
 
     def __init__(self, detail: str) -> None:
         self.detail = detail
-        super().__init__(f"sandbox-runtime (srt) cannot run here: {detail}. Run scripts/ensure-srt, then retry.")
+        how = (
+            "Run scripts/ensure-srt, then retry"
+            if in_checkout("ensure-srt")
+            else f"Install it (npm install {PACKAGE}@{SRT_VERSION} into a directory, with node >= 20, bubblewrap, "
+            "socat and ripgrep) and set SANDBOX_LAB_SRT_DIR to that directory, or use a Sandbox Lab checkout's scripts/ensure-srt"
+        )
+        super().__init__(f"sandbox-runtime (srt) cannot run here: {detail}. {how}.")
 
 
 def srt_cli() -> Path:
