@@ -18,7 +18,8 @@ from .outcomes import ProbeOutcome, RunResult
 from .policy import Policy, load_policy, policy_schema
 from .plan import build_plan
 from .probes import PROBES
-from .tasks import grade, load_task
+from .grading import grade
+from .tasks import load_task
 from .world import load_world
 
 

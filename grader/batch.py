@@ -16,7 +16,7 @@ Built for an instructor with a class of 300:
   resumes where it stopped: a row whose student id and file sha256 are in the
   journal is not graded again.
 
-Imports: tasks, policy, errors, backends.base. Nothing downstream.
+Imports: tasks, grading, policy, errors, backends.base. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from typing import IO, Any, Callable, Literal, Optional, Union
 from .backends.base import Backend
 from .errors import PolicyError, SandboxLabError
 from .policy import Policy, load_policy
-from .tasks import Grade, Task, grade
+from .grading import Grade, grade
+from .tasks import Task
 
 __all__ = [
     "Gradebook",

@@ -137,7 +137,7 @@ def run_tasks(args: argparse.Namespace, io: Streams) -> int:
     if args.json:
         io.out.write(dump([
             {"id": t.id, "title": t.title, "statement": t.statement, "max_score": t.max_score,
-             "starter": t.starter, "checks": [{"id": c.id, "points": c.points, "description": c.description} for c in t.checks]}
+             "needs": t.needs.to_json(), "starter": t.starter, "checks": [{"id": c.id, "points": c.points, "description": c.description} for c in t.checks]}
             for t in tasks
         ]))
         return EXIT_OK
@@ -152,7 +152,8 @@ def run_tasks(args: argparse.Namespace, io: Streams) -> int:
 
 
 def run_grade(args: argparse.Namespace, io: Streams) -> int:
-    from .tasks import grade, load_task
+    from .grading import grade
+    from .tasks import load_task
 
     task = load_task(args.task)
     policy: Policy | PolicyError

@@ -96,6 +96,22 @@ def _deny_write_wins(c: _Ctx) -> Iterator[Hit]:
             yield _ptr("allowWrite", i), {"path": e, "deny": outer[0]}
 
 
+# What a directory must not hold for check to advise granting it whole: widening a grant
+# to make the tools agree must never open a secret or something that runs later.
+_NEVER_WIDEN_OVER = frozenset({"secret", "credential", "persistence", "settings", "agent-config"})
+
+
+def _create_first(c: _Ctx, parent: str) -> str:
+    held = [f"{f.path} ({f.label})" for f in c.world.files if f.role in _NEVER_WIDEN_OVER and covers(parent, f.path)]
+    if not held:
+        return f'grant the directory that will hold it ("{parent}"), or create the path before starting srt.'
+    return (
+        f'create the path before starting srt. Do not grant the directory that would hold it ("{parent}") '
+        f"instead: it also holds {', '.join(held[:3])}{' and more' if len(held) > 3 else ''}, which the agent could then "
+        "change."
+    )
+
+
 def _missing_write_target(c: _Ctx) -> Iterator[Hit]:
     fs = c.policy.filesystem
     for i, e in enumerate(fs.allowWrite):
@@ -103,7 +119,8 @@ def _missing_write_target(c: _Ctx) -> Iterator[Hit]:
             continue
         if any(covers(a, e) and c.exists(a) for a in fs.allowWrite):
             continue  # an existing directory above it is granted: srt lets the job create it there
-        yield _ptr("allowWrite", i), {"path": e, "parent": c.nearest_existing(e)}
+        parent = c.nearest_existing(e)
+        yield _ptr("allowWrite", i), {"path": e, "parent": parent, "advice": _create_first(c, parent)}
 
 
 def _missing_read_deny(c: _Ctx) -> Iterator[Hit]:
@@ -224,8 +241,7 @@ RULES: tuple[Rule, ...] = (
         "missing-write-target", "missing-path-at-start", _missing_write_target,
         'allowWrite "{path}" names a path that does not exist when the sandbox starts (a job creates it). Sandbox Lab '
         "lets the job create it; srt (Linux) applies a rule only to a path that exists at start, so this grant binds "
-        'nothing and the write fails ("Read-only file system"). For both tools to agree, grant the directory that '
-        'will hold it ("{parent}"), or create the path before starting srt.',
+        'nothing and the write fails ("Read-only file system"). For both tools to agree, {advice}',
     ),
     Rule(
         "missing-read-deny", "missing-path-at-start", _missing_read_deny,

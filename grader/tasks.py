@@ -1,18 +1,20 @@
-"""Graded practice tasks: their definitions (data in ``grader/tasks/*.json``) and ``grade(task, policy, backend) -> Grade``.
+"""Graded practice tasks: their definitions, as data in ``grader/tasks/*.json``, loaded and validated.
 
-A task is a statement, an optional starting policy and a rubric. A rubric is a
-list of checks with points; each check requires some probes ``blocked`` (an
-attack is stopped), some probes ``succeeded`` (the legitimate job still
-works), or one fact of the policy itself (``POLICY_FACTS``: deliberately few).
+A task is a statement, what its job needs (``needs.Needs``: the paths it reads
+and writes, the hosts it talks to), an optional starting policy and a rubric. A
+rubric is a list of checks with points; each check requires some probes
+``blocked`` (an attack is stopped), some probes ``succeeded`` (the legitimate
+job still works), the sandbox's scope to stay within the needs on one axis
+(``least``: ``read``, ``write`` or ``network``), or one fact of the policy
+itself (``POLICY_FACTS``: deliberately few).
 
-Grading runs the policy once through the backend the caller passes and judges
-every check from that one ``RunResult``. Every lost point is explained: the
-probe, the evidence (the Docker backend's, or the static explanation) and a
-concrete fix. A probe whose evidence could not be collected (``error``) fails
-its check and says to rerun; it is never counted as blocked.
+Full marks must mean least privilege, so a task file is refused unless its
+rubric has all three ``least`` checks, and unless its needs cover every probe
+its job checks require to succeed (otherwise full marks would be impossible).
+Grading itself lives in ``grading``; notebook helpers in ``notebook``.
 
-Imports: policy, plan, probes, outcomes, access, world, errors, backends.base
-(the protocol only). Nothing downstream (no report, no CLI).
+Imports: errors, needs, paths, domains, policy, probes, world. Nothing downstream
+(no grading, no backends, no report, no CLI).
 """
 
 from __future__ import annotations
@@ -20,53 +22,46 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .access import Access, access_for
-from .backends.base import Backend
-from .errors import PolicyError, Problem, TaskError
-from .outcomes import ProbeOutcome, RunResult
-from .plan import build_plan
-from .policy import Policy, load_policy
+from .domains import normalize_pattern
+from .errors import PolicyError, TaskError
+from .needs import Axis, HostNeed, Needs
+from .paths import covers, normalize_path
+from .policy import load_policy
 from .probes import PROBES, probe
-from .wording import backend_phrase
 from .world import load_world
 
 __all__ = [
+    "LEAST_AXES",
     "POLICY_FACTS",
     "SOLUTIONS_ENV",
     "Check",
-    "CheckResult",
-    "Grade",
+    "CheckKind",
     "Task",
     "all_tasks",
-    "assert_check",
-    "assert_passed",
-    "grade",
-    "grade_file",
     "load_task",
-    "save_policy",
     "solution_path",
-    "solution_text",
-    "start_task",
     "task_ids",
 ]
 
 # The policy facts a check may require. Few and explicit: everything else is
-# judged by probes, i.e. by what the sandbox really lets happen.
+# judged by probes and by the scope, i.e. by what the sandbox really lets happen.
 POLICY_FACTS: dict[str, str] = {
     "allowedDomains-present-and-empty": "network.allowedDomains is written explicitly and is empty",
 }
+LEAST_AXES: tuple[Axis, ...] = get_args(Axis)
+
+CheckKind = Literal["blocked", "succeeded", "policy", "least"]
 
 SOLUTIONS_ENV = "SANDBOX_LAB_SOLUTIONS"  # where solutions/ is, when the package is not run from the repo
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _PROBE_IDS = frozenset(p.id for p in PROBES)
-_EVIDENCE_SHOWN = 3  # evidence lines quoted per probe; the full list is in `sandbox-lab probe --json`
 
 
 # --- task files (untrusted-ish JSON: validated with pydantic) ------------------------------
@@ -76,16 +71,54 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+def _world_path(raw: str) -> str:
+    path = normalize_path(raw)
+    if load_world().root_of(path) is None:
+        raise ValueError(f"{path} is outside the simulated machine ({', '.join(load_world().roots)}); a job can only need world paths")
+    return path
+
+
+def _world_host(raw: str) -> str:
+    host = normalize_pattern(raw)
+    if host.startswith("*."):
+        raise ValueError(f'"{host}" is a wildcard; a job needs exact hosts. Name each one, e.g. "{host[2:]}".')
+    if host not in load_world().host_names:
+        raise ValueError(f'"{host}" is not a host of the simulated internet; known: {", ".join(load_world().host_names)}')
+    return host
+
+
+WorldPath = Annotated[str, AfterValidator(_world_path)]
+WorldHost = Annotated[str, AfterValidator(_world_host)]
+
+
+class _HostNeedFile(_Strict):
+    host: WorldHost = Field(description="an exact host of the simulated internet the job talks to")
+    use: Literal["download", "upload"] = Field(description="whether the job only downloads from it, or also uploads to it")
+
+    @model_validator(mode="after")
+    def _uploads_exist(self) -> "_HostNeedFile":
+        if self.use == "upload" and not load_world().host(self.host).uploads:
+            raise ValueError(f'{self.host} accepts no uploads in the world; write "use": "download"')
+        return self
+
+
+class _NeedsFile(_Strict):
+    read: tuple[WorldPath, ...] = Field(description="paths the job reads (each with what lies below it)")
+    write: tuple[WorldPath, ...] = Field(description="paths the job writes or creates files in")
+    hosts: tuple[_HostNeedFile, ...] = Field(description="hosts the job talks to; [] for no network")
+
+
 class _Require(_Strict):
     blocked: Optional[tuple[str, ...]] = None
     succeeded: Optional[tuple[str, ...]] = None
     policy: Optional[str] = None
+    least: Optional[Axis] = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "_Require":
-        given = [k for k in ("blocked", "succeeded", "policy") if getattr(self, k) is not None]
+        given = [k for k in ("blocked", "succeeded", "policy", "least") if getattr(self, k) is not None]
         if len(given) != 1:
-            raise ValueError('give exactly one of "blocked", "succeeded" or "policy"')
+            raise ValueError('give exactly one of "blocked", "succeeded", "policy" or "least"')
         for pid in (self.blocked or ()) + (self.succeeded or ()):
             if pid not in _PROBE_IDS:
                 raise ValueError(f"unknown probe {pid!r}")
@@ -116,6 +149,7 @@ class _TaskFile(_Strict):
     order: int = 100
     title: str
     statement: str
+    needs: _NeedsFile
     starter: Optional[dict[str, Any]]
     checks: tuple[_CheckFile, ...] = Field(min_length=1)
 
@@ -131,20 +165,21 @@ class _TaskFile(_Strict):
 
 @dataclass(frozen=True)
 class Check:
-    """One rubric line: points for probes blocked, probes succeeded, or a policy fact."""
+    """One rubric line: points for probes blocked, probes succeeded, the scope within the needs, or a policy fact."""
 
     id: str
     points: int
     description: str
-    kind: Literal["blocked", "succeeded", "policy"]
+    kind: CheckKind
     probes: tuple[str, ...] = ()
     fact: str = ""
     fix: Optional[str] = None
+    axis: Optional[Axis] = None  # for kind "least"
 
 
 @dataclass(frozen=True)
 class Task:
-    """A graded practice task: statement, starting policy (or None) and rubric."""
+    """A graded practice task: statement, the job's needs, starting policy (or None) and rubric."""
 
     id: str
     title: str
@@ -152,6 +187,7 @@ class Task:
     starter: Optional[dict[str, Any]]
     checks: tuple[Check, ...]
     order: int = 100
+    needs: Needs = Needs()
 
     @property
     def max_score(self) -> int:
@@ -168,27 +204,58 @@ class Task:
         return f"{self.id}-{check_id}"
 
 
+def _check_from(c: _CheckFile) -> Check:
+    r = c.require
+    if r.blocked is not None:
+        return Check(c.id, c.points, c.description, "blocked", r.blocked, fix=c.fix)
+    if r.succeeded is not None:
+        return Check(c.id, c.points, c.description, "succeeded", r.succeeded, fix=c.fix)
+    if r.least is not None:
+        return Check(c.id, c.points, c.description, "least", fix=c.fix, axis=r.least)
+    return Check(c.id, c.points, c.description, "policy", fact=r.policy or "", fix=c.fix)
+
+
+def _consistency(tf: _TaskFile, needs: Needs) -> list[str]:
+    """What makes full marks impossible or meaningless: a job probe outside the needs, a missing least check."""
+    problems = []
+    for i, c in enumerate(tf.checks):
+        for j, pid in enumerate(c.require.succeeded or ()):
+            p = probe(pid)
+            where = f"/checks/{i}/require/succeeded/{j}"
+            if p.action == "read" and p.target and not any(covers(n, p.target) for n in needs.readable):
+                problems.append(f"{where}: {pid} reads {p.target}, which needs.read does not cover; add it to needs.read")
+            elif p.action == "write" and p.target and not any(covers(n, p.target) for n in needs.write):
+                problems.append(f"{where}: {pid} writes {p.target}, which needs.write does not cover; add it to needs.write")
+            for h in p.hosts:
+                if h not in needs.host_names:
+                    problems.append(f'{where}: {pid} fetches from {h}, which needs.hosts does not list; add {{"host": "{h}", "use": "download"}}')
+    axes = {c.require.least for c in tf.checks}
+    for axis in LEAST_AXES:
+        if axis not in axes:
+            problems.append(
+                f'/checks: no check requires {{"least": "{axis}"}}. Full marks must mean the sandbox grants the job '
+                f"what it needs and nothing else: add a least-{axis} check"
+            )
+    return problems
+
+
 def _task_from(data: Any, source: str) -> Task:
     try:
         tf = _TaskFile.model_validate(data)
     except ValidationError as exc:
         lines = [f"  /{'/'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
         raise TaskError(f"{source} does not describe a task:\n" + "\n".join(lines)) from None
-    checks = []
-    for c in tf.checks:
-        r = c.require
-        if r.blocked is not None:
-            checks.append(Check(c.id, c.points, c.description, "blocked", r.blocked, fix=c.fix))
-        elif r.succeeded is not None:
-            checks.append(Check(c.id, c.points, c.description, "succeeded", r.succeeded, fix=c.fix))
-        else:
-            checks.append(Check(c.id, c.points, c.description, "policy", fact=r.policy or "", fix=c.fix))
+    n = tf.needs
+    needs = Needs(n.read, n.write, tuple(HostNeed(h.host, h.use) for h in n.hosts))
+    problems = _consistency(tf, needs)
+    if problems:
+        raise TaskError(f"{source} does not describe a task:\n" + "\n".join(f"  {p}" for p in problems))
     if tf.starter is not None:
         try:
             load_policy(tf.starter, name=f"{source}: starter")
         except PolicyError as exc:
             raise TaskError(f"{source}: the starter is not a valid policy:\n{exc}") from None
-    return Task(tf.id, tf.title, tf.statement, tf.starter, tuple(checks), tf.order)
+    return Task(tf.id, tf.title, tf.statement, tf.starter, tuple(_check_from(c) for c in tf.checks), tf.order, needs)
 
 
 def task_ids() -> tuple[str, ...]:
@@ -247,234 +314,3 @@ def solution_path(task_id: str) -> Path:
         f"no reference solution for {task_id!r} (looked in {', '.join(str(c) for c in candidates)}); "
         f"set {SOLUTIONS_ENV} to the repository's solutions/ directory"
     )
-
-
-def solution_text(task_id: str) -> str:
-    """The reference solution's JSON text."""
-    return solution_path(task_id).read_text(encoding="utf-8")
-
-
-# --- grading ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One rubric line, judged."""
-
-    id: str
-    points: int
-    max_points: int
-    passed: bool
-    message: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "points": self.points, "max_points": self.max_points, "passed": self.passed, "message": self.message}
-
-
-@dataclass(frozen=True)
-class Grade:
-    """The grade of one policy on one task: a result per check, and why points were lost."""
-
-    task: str
-    backend: str
-    checks: tuple[CheckResult, ...]
-    errors: tuple[Problem, ...] = ()  # validation problems: set only when the policy was invalid
-    source: str = ""  # the policy's file name or label, for messages
-    notes: tuple[str, ...] = field(default=())  # from the run, e.g. "predicted, not run: ..."
-
-    @property
-    def score(self) -> int:
-        return sum(c.points for c in self.checks)
-
-    @property
-    def max_score(self) -> int:
-        return sum(c.max_points for c in self.checks)
-
-    @property
-    def valid(self) -> bool:
-        return not self.errors
-
-    @property
-    def full_marks(self) -> bool:
-        return self.valid and self.score == self.max_score
-
-    def check(self, check_id: str) -> CheckResult:
-        for c in self.checks:
-            if c.id == check_id:
-                return c
-        raise TaskError(f"task {self.task!r} has no check {check_id!r}; its checks: {', '.join(c.id for c in self.checks)}")
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "task": self.task,
-            "score": self.score,
-            "max_score": self.max_score,
-            "backend": self.backend,
-            "checks": [c.to_json() for c in self.checks],
-        }
-        if self.errors:
-            out["errors"] = [{"pointer": p.pointer, "message": p.message} for p in self.errors]
-        if self.notes:
-            out["notes"] = list(self.notes)
-        return out
-
-    def feedback(self) -> str:
-        """Plain-text feedback: the score, which backend judged, and every lost point explained."""
-        lines = [f"{self.task}: {self.score}/{self.max_score} ({_backend_phrase(self.backend)})"]
-        lines += [f"  note: {n}" for n in self.notes]
-        if self.errors:
-            lines.append(f"  {self.source or 'the policy'} is not a valid policy ({len(self.errors)} problem{'s' if len(self.errors) != 1 else ''}):")
-            lines += [f"    {p.pointer}: {p.message}" for p in self.errors]
-        for c in self.checks:
-            mark = "PASS" if c.passed else "FAIL"
-            lines.append(f"  [{mark}] {c.id} ({c.points}/{c.max_points}): {c.message}")
-        return "\n".join(lines)
-
-    def __str__(self) -> str:
-        return self.feedback()
-
-
-def _backend_phrase(name: str) -> str:
-    return backend_phrase(name)
-
-
-def _evidence(o: ProbeOutcome) -> str:
-    if o.evidence:
-        shown = "; ".join(o.evidence[:_EVIDENCE_SHOWN])
-        more = len(o.evidence) - _EVIDENCE_SHOWN
-        return shown + (f" (and {more} more)" if more > 0 else "")
-    return o.explanation.rstrip(".")
-
-
-def _judge_probes(check: Check, run: RunResult, access: Access) -> CheckResult:
-    want = "blocked" if check.kind == "blocked" else "succeeded"
-    problems: list[str] = []
-    for pid in check.probes:
-        o = run.outcome(pid)
-        p = probe(pid)
-        if o.outcome == "error":
-            problems.append(
-                f"probe {pid}: the evidence could not be collected ({_evidence(o)}), so this check cannot be "
-                "counted as passed. Rerun the grader (start Docker first if it stopped)."
-            )
-        elif o.outcome != want:
-            fix = (check.fix or p.fix(p, access)).rstrip(".")
-            if want == "blocked":
-                problems.append(f"probe {pid} succeeded ({p.story}) Evidence: {_evidence(o)}. Fix: {fix}.")
-            else:
-                problems.append(f"probe {pid} was blocked ({p.story}) Evidence: {_evidence(o)}. Fix: {fix}.")
-    if problems:
-        return CheckResult(check.id, 0, check.points, False, f"{check.description} Not met: " + " ".join(problems))
-    return CheckResult(check.id, check.points, check.points, True, check.description)
-
-
-def _judge_fact(check: Check, policy: Policy) -> CheckResult:
-    if check.fact == "allowedDomains-present-and-empty":
-        domains = policy.network.allowedDomains
-        if not policy.allowed_domains_written:
-            msg = (
-                "network.allowedDomains is missing. Omitting it also means no network here, but a reader (or another "
-                'tool) cannot tell that you meant it. Fix: write "network": {"allowedDomains": []}.'
-            )
-        elif domains:
-            msg = (
-                f"network.allowedDomains lists {', '.join(domains)}; the job needs no network. "
-                'Fix: empty it: "allowedDomains": [].'
-            )
-        else:
-            return CheckResult(check.id, check.points, check.points, True, check.description)
-        return CheckResult(check.id, 0, check.points, False, f"{check.description} Not met: {msg}")
-    raise TaskError(f"unknown policy fact {check.fact!r}")  # pragma: no cover - validated at load time
-
-
-def _invalid(task: Task, error: PolicyError, backend_name: str) -> Grade:
-    problems = error.problems or (Problem("/", "not a valid policy"),)
-    listed = "; ".join(f"{p.pointer}: {p.message.rstrip('.')}" for p in problems)
-    msg = f"Not graded: {error.source} is not a valid policy ({listed}). Fix that first, then grade again."
-    results = tuple(CheckResult(c.id, 0, c.points, False, msg) for c in task.checks)
-    return Grade(task.id, backend_name, results, problems, source=error.source)
-
-
-def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Backend) -> Grade:
-    """Grade one policy on one task with one run of ``backend``.
-
-    An invalid policy (``PolicyError``) scores 0 with its validation problems as
-    feedback; it is never graded against a default. A failure of the grading
-    machinery itself raises ``BackendError``: the policy was not judged.
-    """
-    if isinstance(policy_or_error, PolicyError):
-        return _invalid(task, policy_or_error, backend.name)
-    policy = policy_or_error
-    needs_run = any(c.kind != "policy" for c in task.checks)
-    run = backend.run(build_plan(policy)) if needs_run else None
-    access = access_for(policy, load_world())
-    results = []
-    for c in task.checks:
-        if c.kind == "policy":
-            results.append(_judge_fact(c, policy))
-        else:
-            assert run is not None
-            results.append(_judge_probes(c, run, access))
-    return Grade(task.id, run.backend if run else backend.name, tuple(results), notes=run.notes if run else ())
-
-
-def grade_file(task_or_id: Union[Task, str], path: Union[str, os.PathLike[str]], backend: Optional[Backend] = None) -> Grade:
-    """Load the policy file at ``path`` and grade it; a missing or invalid file scores 0 with the reason.
-
-    ``backend`` defaults to the static backend (instant; no Docker needed).
-    """
-    task = load_task(task_or_id) if isinstance(task_or_id, str) else task_or_id
-    if backend is None:
-        from .backends.static import StaticBackend
-
-        backend = StaticBackend()
-    try:
-        policy: Union[Policy, PolicyError] = load_policy(path, name=Path(path).name)
-    except PolicyError as exc:
-        policy = exc
-    return grade(task, policy, backend)
-
-
-# --- notebook helpers ---------------------------------------------------------------------
-
-
-def save_policy(path: Union[str, os.PathLike[str]], policy_json: str) -> None:
-    """Write the learner's policy text to ``path`` as it is, then say whether it is valid.
-
-    The text is saved even when invalid: grading then reports every problem,
-    with its JSON pointer, instead of silently grading something else.
-    """
-    Path(path).write_text(policy_json.strip() + "\n", encoding="utf-8")
-    try:
-        load_policy(path, name=Path(path).name)
-    except PolicyError as exc:
-        print(f"Saved {path}, but it is not valid yet:\n{exc}")
-        return
-    print(f"Saved {path}: a valid policy.")
-
-
-def start_task(task_id: str, policy_path: Union[str, os.PathLike[str]] = "my_policy.json") -> Task:
-    """Begin a task in a notebook: return it, and remove a policy file left by an earlier run.
-
-    A stale ``my_policy.json`` must never be graded in place of what the
-    notebook writes now (nbgrader copies a student's files before re-running).
-    """
-    task = load_task(task_id)
-    Path(policy_path).unlink(missing_ok=True)
-    return task
-
-
-def assert_passed(result: Grade, check_id: str) -> None:
-    """Raise ``AssertionError`` with the feedback if the check failed (an nbgrader test cell calls this)."""
-    c = result.check(check_id)
-    if not c.passed:
-        head = f"{result.task}/{check_id}: 0/{c.max_points}. "
-        if result.errors:
-            head += "The policy is not valid: " + "; ".join(f"{p.pointer}: {p.message}" for p in result.errors) + " "
-        raise AssertionError(head + c.message)
-    print(f"{result.task}/{check_id}: {c.points}/{c.max_points} ({result.backend}). {c.message}")
-
-
-def assert_check(task_id: str, check_id: str, path: Union[str, os.PathLike[str]], backend: Optional[Backend] = None) -> None:
-    """Grade the policy file at ``path`` afresh and assert one check (static backend unless one is given)."""
-    assert_passed(grade_file(task_id, path, backend), check_id)

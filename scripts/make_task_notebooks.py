@@ -59,8 +59,9 @@ WHY: dict[str, tuple[str, str]] = {
     "stop-persistence": (
         "Why is a writable .git/hooks or ~/.bashrc an escape from the sandbox, even though nothing runs there during the agent's session?",
         "Those files run later, outside the sandbox, with the user's full rights and network: the hook at the next git "
-        "commit, .bashrc in the next shell. Writing them plants code that the sandbox never sees run. Denying writes "
-        "to .git (its config can also point at other hooks) and to the home directory removes that path.",
+        "commit, .bashrc in the next shell. Writing them plants code that the sandbox never sees run. Granting writes "
+        "only to /project/src and /project/out, the two places the job needs, leaves .git (whose config can also point "
+        "at other hooks), the home directory and every other start-up file read-only.",
     ),
     "deny-inside-allow": (
         "The starter denied writing /project/.env. Why did that not protect the API token, and why does denyRead on /project/.env win over allowRead on /project?",
@@ -98,14 +99,15 @@ def build(task: Task) -> nbformat.NotebookNode:
         new_markdown_cell(
             f"# Practice task: {task.title}\n\n"
             f"{task.statement}\n\n"
+            f"**What the job needs:** it {task.needs.in_words()}. Anything your policy grants beyond that costs points.\n\n"
             f"**How it is graded.** Your policy is run against the probe suite: attacks a compromised agent would try, "
-            f"and the legitimate job. Each rubric line is worth points ({task.max_score} in all, plus a question at the end):\n\n"
+            f"and the legitimate job; and every path and host it grants is compared with the job's needs. Each rubric line is worth points ({task.max_score} in all, plus a question at the end):\n\n"
             f"| check | points | what it needs |\n|---|---|---|\n{rubric}\n",
             metadata=_meta(f"{tid}-intro"),
         ),
         new_code_cell(
             "from grader.backends import default\n"
-            "from grader.tasks import assert_check, assert_passed, grade_file, save_policy, solution_text, start_task\n\n"
+            "from grader.notebook import assert_check, assert_passed, grade_file, save_policy, solution_text, start_task\n\n"
             f'TASK = start_task("{tid}")\n'
             "backend = default()  # docker where an engine answers, otherwise the static prediction\n"
             'print(f"Grading backend: {backend.name}")',

@@ -10,7 +10,8 @@ import pytest
 from grader.backends import get
 from grader.backends.base import Backend
 from grader.policy import load_policy
-from grader.tasks import Grade, all_tasks, grade, grade_file, load_task, solution_path
+from grader.grading import Grade, grade, grade_file
+from grader.tasks import all_tasks, load_task, solution_path
 
 pytestmark = pytest.mark.docker
 

@@ -21,7 +21,8 @@ import pytest
 
 from grader.backends.static import StaticBackend
 from grader.policy import load_policy
-from grader.tasks import grade, load_task, solution_path
+from grader.grading import grade
+from grader.tasks import load_task, solution_path
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 

@@ -384,9 +384,9 @@ def test_every_exit_code_is_reachable(capsys: pytest.CaptureFixture[str], monkey
 
 
 def test_an_internal_error_is_not_a_grade_below_full_marks(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import grader.tasks
+    import grader.grading
 
-    monkeypatch.setattr(grader.tasks, "grade", _bug)
+    monkeypatch.setattr(grader.grading, "grade", _bug)
     code, out, err = run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "static")
     assert code == cli.EXIT_INTERNAL == 4 and out == ""
     assert "internal error: RuntimeError: unexpected" in err

@@ -154,3 +154,19 @@ def test_one_warning_per_entry_naming_every_file_it_opens() -> None:
 def test_srt_warnings_are_the_problems_of_srt_differences() -> None:
     policy = load_policy(CORPUS["seed-naive"])
     assert srt_warnings(policy) == tuple(w for _, w in srt_differences(policy))
+
+
+@pytest.mark.parametrize("entry", ["~/.profile", "/home/user/.config/autostart/x.desktop", "/project/.git/config"])
+def test_check_never_advises_granting_a_parent_that_holds_secrets_or_what_runs_later(entry: str) -> None:
+    """To make srt agree, the advice may be to create the path first, never to widen the grant over a secret."""
+    found = [w for cause, w in srt_differences(load_policy({"filesystem": {"allowWrite": [entry]}})) if cause == "missing-path-at-start"]
+    assert found, entry
+    message = found[0].message
+    assert "create the path before starting srt" in message
+    assert "grant the directory that will hold it" not in message
+    assert "Do not grant the directory that would hold it" in message
+
+
+def test_check_still_advises_granting_a_harmless_parent() -> None:
+    found = [w for cause, w in srt_differences(load_policy({"filesystem": {"allowWrite": ["/project/out/result.txt"]}})) if cause == "missing-path-at-start"]
+    assert 'grant the directory that will hold it ("/project/out")' in found[0].message

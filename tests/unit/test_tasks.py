@@ -1,4 +1,8 @@
-"""Graded tasks: the rubric logic, with the static backend (no Docker)."""
+"""Graded tasks: task files, the rubric logic and the notebook helpers, with the static backend (no Docker).
+
+The least-privilege checks (``least-read``, ``least-write``, ``least-network``)
+and the over-grants they report are tested in ``test_needs.py``.
+"""
 
 from __future__ import annotations
 
@@ -16,19 +20,9 @@ from grader.outcomes import RunResult
 from grader.plan import RunPlan
 from grader.policy import load_policy
 from grader.probes import PROBES
-from grader.tasks import (
-    POLICY_FACTS,
-    _task_from,
-    all_tasks,
-    assert_check,
-    assert_passed,
-    grade,
-    grade_file,
-    load_task,
-    save_policy,
-    solution_path,
-    start_task,
-)
+from grader.grading import grade, grade_file
+from grader.notebook import assert_check, assert_passed, save_policy, start_task
+from grader.tasks import POLICY_FACTS, _task_from, all_tasks, load_task, solution_path
 
 STATIC = StaticBackend()
 TASKS = all_tasks()
@@ -54,6 +48,9 @@ def test_task_file_is_well_formed(task_id: str) -> None:
         assert c.points > 0
         assert set(c.probes) <= probe_ids
         assert c.kind != "policy" or c.fact in POLICY_FACTS
+        assert c.kind != "least" or c.id == f"least-{c.axis}"
+    for word in task.needs.read + task.needs.write + task.needs.host_names:
+        assert word in task.statement, f"the statement must state what the job needs, in words: {word}"
 
 
 def test_scope_secure_sandbox_solution_is_the_issue_text() -> None:
@@ -80,6 +77,10 @@ def test_every_starter_fails_with_a_probe_evidence_and_fix(task_id: str) -> None
         assert c.points == 0
         if task.check(c.id).kind == "policy":
             assert "Fix:" in c.message
+            continue
+        if task.check(c.id).kind == "least":
+            assert "is more than the job needs:" in c.message, c.message
+            assert re.search(r"(Remove it|Narrow it to|Replace it with|List only|add \"[^\"]+\" to filesystem)", c.message), c.message
             continue
         assert re.search(r"probe [a-z-]+ (succeeded|was blocked)", c.message), c.message
         assert "Evidence:" in c.message and "Fix:" in c.message, c.message
@@ -161,7 +162,7 @@ class _ErrorBackend:
     def run(self, plan: RunPlan) -> RunResult:
         r = StaticBackend().run(plan)
         probes = tuple(replace(p, outcome="error", explanation="the sink died", evidence=("sink stopped",)) for p in r.probes)
-        return replace(r, backend="docker", probes=probes)
+        return replace(r, backend="docker", probes=probes, scope=None)
 
 
 def test_error_outcome_is_never_counted_as_blocked() -> None:
@@ -170,6 +171,9 @@ def test_error_outcome_is_never_counted_as_blocked() -> None:
     for c in g.checks:
         if task.check(c.id).kind == "policy":
             assert c.passed
+        elif task.check(c.id).kind == "least":
+            assert not c.passed
+            assert "could not be measured" in c.message and "Rerun" in c.message
         else:
             assert not c.passed
             assert "could not be collected" in c.message and "Rerun" in c.message
@@ -197,23 +201,64 @@ def test_unknown_task_and_check() -> None:
         load_task("scope-secure-sandbox").check("nope")
 
 
+NEEDS = {"read": ["/project/src"], "write": ["/project/out"], "hosts": []}
+LEAST = [{"id": f"least-{a}", "points": 1, "description": "d", "require": {"least": a}} for a in ("read", "write", "network")]
+
+
+_DROP = object()  # a key given this value is removed
+
+
+def _task(**change: object) -> dict[str, object]:
+    """A valid task file, with ``change`` applied (a key set to ``_DROP`` is removed)."""
+    base: dict[str, object] = {
+        "id": "x", "title": "t", "statement": "s", "needs": NEEDS, "starter": None,
+        "checks": [{"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-dotenv"]}}, *LEAST],
+    }
+    base.update(change)
+    return {k: v for k, v in base.items() if v is not _DROP}
+
+
+def _checks(*extra: dict[str, object]) -> list[dict[str, object]]:
+    return [*extra, *LEAST]
+
+
+def test_the_valid_task_file_of_these_tests_loads() -> None:
+    task = _task_from(_task(), "x.json")
+    assert [c.kind for c in task.checks] == ["blocked", "least", "least", "least"]
+    assert task.needs.read == ("/project/src",) and task.needs.hosts == ()
+
+
 @pytest.mark.parametrize(
     "broken, fragment",
     [
-        ({"id": "x", "title": "t", "statement": "s", "starter": None, "checks": []}, "checks"),
-        ({"id": "x", "title": "t", "statement": "s", "starter": None,
-          "checks": [{"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-nothing"]}}]}, "unknown probe"),
-        ({"id": "x", "title": "t", "statement": "s", "starter": None,
-          "checks": [{"id": "a", "points": 1, "description": "d", "require": {"policy": "looks-nice"}}]}, "unknown policy fact"),
-        ({"id": "x", "title": "t", "statement": "s", "starter": None,
-          "checks": [{"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-dotenv"], "succeeded": ["job-read-src"]}}]}, "exactly one"),
-        ({"id": "x", "title": "t", "statement": "s", "starter": {"filesystem": {"allowWrites": []}},
-          "checks": [{"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-dotenv"]}}]}, "starter"),
+        (_task(checks=[]), "checks"),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-nothing"]}})), "unknown probe"),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"policy": "looks-nice"}})), "unknown policy fact"),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-dotenv"], "succeeded": ["job-read-src"]}})), "exactly one"),
+        (_task(starter={"filesystem": {"allowWrites": []}}), "starter"),
+        # the job's needs: stated, inside the world, exact hosts the world knows
+        (_task(needs=_DROP), r"/needs: Field required"),
+        (_task(needs={**NEEDS, "read": ["/srv/data"]}), r"/needs/read/0: .*outside the simulated machine"),
+        (_task(needs={**NEEDS, "write": ["project/out"]}), r"/needs/write/0: .*relative path"),
+        (_task(needs={**NEEDS, "hosts": [{"host": "*.pypi.org", "use": "download"}]}), r"/needs/hosts/0/host: .*wildcard"),
+        (_task(needs={**NEEDS, "hosts": [{"host": "webhook.site", "use": "upload"}]}), r"/needs/hosts/0/host: .*not a host of the simulated internet"),
+        (_task(needs={**NEEDS, "hosts": [{"host": "pypi.org", "use": "upload"}]}), r"/needs/hosts/0: .*accepts no uploads"),
+        (_task(needs={**NEEDS, "hosts": [{"host": "pypi.org", "use": "both"}]}), r"/needs/hosts/0/use: "),
+        (_task(needs={**NEEDS, "reads": []}), r"/needs/reads: Extra inputs"),
+        # full marks must be reachable, and must mean least privilege
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"succeeded": ["job-fetch-pypi"]}})),
+         r"/checks/0/require/succeeded/0: job-fetch-pypi fetches from pypi.org, which needs.hosts does not list"),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"succeeded": ["job-write-build"]}})),
+         r"/checks/0/require/succeeded/0: job-write-build writes /app/workspace/build/bundle.js, which needs.write does not cover"),
+        (_task(checks=[{"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-dotenv"]}}, *LEAST[:2]]),
+         r'/checks: no check requires \{"least": "network"\}'),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"least": "everything"}})), r"/checks/0/require/least: "),
     ],
 )
 def test_broken_task_files_are_task_errors(broken: dict[str, object], fragment: str) -> None:
-    with pytest.raises(TaskError, match=fragment):
+    with pytest.raises(TaskError, match=fragment) as info:
         _task_from(broken, "x.json")
+    assert "x.json" in str(info.value) and "Traceback" not in str(info.value)
 
 
 def test_notebook_helpers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -12,7 +12,8 @@ from grader.board import board_html, describe_backend
 from grader.outcomes import Outcome, ProbeOutcome
 from grader.probes import ProbeKind
 from grader.report import render_text
-from grader.tasks import grade, load_task
+from grader.grading import grade
+from grader.tasks import load_task
 from grader.wording import backend_phrase, printable, tone
 
 NAIVE = load_policy(Path(__file__).parents[2] / "examples" / "naive.json")

@@ -1,0 +1,249 @@
+"""Grading a policy on a task: ``grade(task, policy, backend) -> Grade``, one run judged check by check.
+
+Grading runs the policy once through the backend the caller passes and judges
+every check from that one ``RunResult``: probes by their outcomes, ``least-*``
+checks by the run's scope against the task's needs (``needs.overgrants``), and
+the few policy facts from the policy itself. Every lost point is explained:
+the probe and its evidence (the Docker backend's, or the static explanation),
+or each over-granted path or host with the rule that grants it, the harm and
+the narrowest change. Evidence that could not be collected never passes: a
+probe that ended in ``error`` fails its check, and so does a ``least-*`` check
+when the run could not measure its scope; both say to rerun.
+
+Imports: tasks, needs, policy, plan, probes, outcomes, access, world, errors,
+wording, backends.base (the protocol only; the static backend lazily, as the
+default of ``grade_file``). Nothing downstream (no report, no CLI, no widgets).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from .access import Access, access_for
+from .backends.base import Backend
+from .errors import PolicyError, Problem, TaskError
+from .needs import Overgrant, explain_overgrants, overgrants
+from .outcomes import ProbeOutcome, RunResult
+from .plan import build_plan
+from .policy import Policy, load_policy
+from .probes import probe
+from .tasks import Check, Task, load_task
+from .wording import backend_phrase
+from .world import load_world
+
+__all__ = ["CheckResult", "Grade", "grade", "grade_file", "overgrants_of"]
+
+_EVIDENCE_SHOWN = 3  # evidence lines quoted per probe; the full list is in `sandbox-lab probe --json`
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One rubric line, judged."""
+
+    id: str
+    points: int
+    max_points: int
+    passed: bool
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "points": self.points, "max_points": self.max_points, "passed": self.passed, "message": self.message}
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The grade of one policy on one task: a result per check, and why points were lost."""
+
+    task: str
+    backend: str
+    checks: tuple[CheckResult, ...]
+    errors: tuple[Problem, ...] = ()  # validation problems: set only when the policy was invalid
+    source: str = ""  # the policy's file name or label, for messages
+    notes: tuple[str, ...] = field(default=())  # from the run, e.g. "predicted, not run: ..."
+    overgrants: tuple[Overgrant, ...] = ()  # every path and host granted beyond the job's needs (the board lists them)
+
+    @property
+    def score(self) -> int:
+        return sum(c.points for c in self.checks)
+
+    @property
+    def max_score(self) -> int:
+        return sum(c.max_points for c in self.checks)
+
+    @property
+    def valid(self) -> bool:
+        return not self.errors
+
+    @property
+    def full_marks(self) -> bool:
+        return self.valid and self.score == self.max_score
+
+    def check(self, check_id: str) -> CheckResult:
+        for c in self.checks:
+            if c.id == check_id:
+                return c
+        raise TaskError(f"task {self.task!r} has no check {check_id!r}; its checks: {', '.join(c.id for c in self.checks)}")
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "task": self.task,
+            "score": self.score,
+            "max_score": self.max_score,
+            "backend": self.backend,
+            "checks": [c.to_json() for c in self.checks],
+        }
+        if self.overgrants:
+            out["overgrants"] = [o.to_json() for o in self.overgrants]
+        if self.errors:
+            out["errors"] = [{"pointer": p.pointer, "message": p.message} for p in self.errors]
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+    def feedback(self) -> str:
+        """Plain-text feedback: the score, which backend judged, and every lost point explained."""
+        lines = [f"{self.task}: {self.score}/{self.max_score} ({backend_phrase(self.backend)})"]
+        lines += [f"  note: {n}" for n in self.notes]
+        if self.errors:
+            lines.append(f"  {self.source or 'the policy'} is not a valid policy ({len(self.errors)} problem{'s' if len(self.errors) != 1 else ''}):")
+            lines += [f"    {p.pointer}: {p.message}" for p in self.errors]
+        for c in self.checks:
+            mark = "PASS" if c.passed else "FAIL"
+            lines.append(f"  [{mark}] {c.id} ({c.points}/{c.max_points}): {c.message}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.feedback()
+
+
+def _evidence(o: ProbeOutcome) -> str:
+    if o.evidence:
+        shown = "; ".join(o.evidence[:_EVIDENCE_SHOWN])
+        more = len(o.evidence) - _EVIDENCE_SHOWN
+        return shown + (f" (and {more} more)" if more > 0 else "")
+    return o.explanation.rstrip(".")
+
+
+def _judge_probes(check: Check, run: RunResult, access: Access) -> CheckResult:
+    want = "blocked" if check.kind == "blocked" else "succeeded"
+    problems: list[str] = []
+    for pid in check.probes:
+        o = run.outcome(pid)
+        p = probe(pid)
+        if o.outcome == "error":
+            problems.append(
+                f"probe {pid}: the evidence could not be collected ({_evidence(o)}), so this check cannot be "
+                "counted as passed. Rerun the grader (start Docker first if it stopped)."
+            )
+        elif o.outcome != want:
+            fix = (check.fix or p.fix(p, access)).rstrip(".")
+            if want == "blocked":
+                problems.append(f"probe {pid} succeeded ({p.story}) Evidence: {_evidence(o)}. Fix: {fix}.")
+            else:
+                problems.append(f"probe {pid} was blocked ({p.story}) Evidence: {_evidence(o)}. Fix: {fix}.")
+    if problems:
+        return CheckResult(check.id, 0, check.points, False, f"{check.description} Not met: " + " ".join(problems))
+    return CheckResult(check.id, check.points, check.points, True, check.description)
+
+
+_AXIS_WORDS = {"read": "read", "write": "write or create", "network": "reach"}
+
+
+def _judge_least(check: Check, run: RunResult, found: Optional[tuple[Overgrant, ...]]) -> CheckResult:
+    if found is None:
+        return CheckResult(
+            check.id, 0, check.points, False,
+            f"{check.description} Not met: the scope (every path the agent can {_AXIS_WORDS[check.axis or 'read']}) "
+            f"could not be measured in this run ({run.backend}), so least privilege cannot be judged, and it is never "
+            "assumed. Rerun the grader (start Docker first if it stopped).",
+        )
+    mine = [o for o in found if o.axis == check.axis]
+    if not mine:
+        return CheckResult(check.id, check.points, check.points, True, check.description)
+    what = " ".join(explain_overgrants(mine))
+    fix = f" Fix: {check.fix.rstrip('.')}." if check.fix else ""
+    return CheckResult(check.id, 0, check.points, False, f"{check.description} Not met: {what}{fix}")
+
+
+def _judge_fact(check: Check, policy: Policy) -> CheckResult:
+    if check.fact == "allowedDomains-present-and-empty":
+        domains = policy.network.allowedDomains
+        if not policy.allowed_domains_written:
+            msg = (
+                "network.allowedDomains is missing. Omitting it also means no network here, but a reader (or another "
+                'tool) cannot tell that you meant it. Fix: write "network": {"allowedDomains": []}.'
+            )
+        elif domains:
+            msg = (
+                f"network.allowedDomains lists {', '.join(domains)}; the job needs no network. "
+                'Fix: empty it: "allowedDomains": [].'
+            )
+        else:
+            return CheckResult(check.id, check.points, check.points, True, check.description)
+        return CheckResult(check.id, 0, check.points, False, f"{check.description} Not met: {msg}")
+    raise TaskError(f"unknown policy fact {check.fact!r}")  # pragma: no cover - validated at load time
+
+
+def _invalid(task: Task, error: PolicyError, backend_name: str) -> Grade:
+    problems = error.problems or (Problem("/", "not a valid policy"),)
+    listed = "; ".join(f"{p.pointer}: {p.message.rstrip('.')}" for p in problems)
+    msg = f"Not graded: {error.source} is not a valid policy ({listed}). Fix that first, then grade again."
+    results = tuple(CheckResult(c.id, 0, c.points, False, msg) for c in task.checks)
+    return Grade(task.id, backend_name, results, problems, source=error.source)
+
+
+def overgrants_of(task: Task, run: RunResult, access: Access) -> Optional[tuple[Overgrant, ...]]:
+    """Every path and host ``run`` grants beyond ``task``'s needs; None when the run could not measure its scope."""
+    if run.scope is None:
+        return None
+    return overgrants(run.scope, task.needs, access)
+
+
+def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Backend) -> Grade:
+    """Grade one policy on one task with one run of ``backend``.
+
+    An invalid policy (``PolicyError``) scores 0 with its validation problems as
+    feedback; it is never graded against a default. A failure of the grading
+    machinery itself raises ``BackendError``: the policy was not judged.
+    """
+    if isinstance(policy_or_error, PolicyError):
+        return _invalid(task, policy_or_error, backend.name)
+    policy = policy_or_error
+    needs_run = any(c.kind != "policy" for c in task.checks)
+    run = backend.run(build_plan(policy)) if needs_run else None
+    access = access_for(policy, load_world())
+    found = overgrants_of(task, run, access) if run is not None else None
+    results = []
+    for c in task.checks:
+        if c.kind == "policy":
+            results.append(_judge_fact(c, policy))
+        elif c.kind == "least":
+            assert run is not None
+            results.append(_judge_least(c, run, found))
+        else:
+            assert run is not None
+            results.append(_judge_probes(c, run, access))
+    return Grade(
+        task.id, run.backend if run else backend.name, tuple(results),
+        notes=run.notes if run else (), overgrants=found or (),
+    )
+
+
+def grade_file(task_or_id: Union[Task, str], path: Union[str, os.PathLike[str]], backend: Optional[Backend] = None) -> Grade:
+    """Load the policy file at ``path`` and grade it; a missing or invalid file scores 0 with the reason.
+
+    ``backend`` defaults to the static backend (instant; no Docker needed).
+    """
+    task = load_task(task_or_id) if isinstance(task_or_id, str) else task_or_id
+    if backend is None:
+        from .backends.static import StaticBackend
+
+        backend = StaticBackend()
+    try:
+        policy: Union[Policy, PolicyError] = load_policy(path, name=Path(path).name)
+    except PolicyError as exc:
+        policy = exc
+    return grade(task, policy, backend)

@@ -1,0 +1,71 @@
+"""What a task notebook calls: start a task, save the learner's policy, grade it, and assert one check.
+
+Each helper prints or raises in a learner's words; none holds grading logic
+(that is ``grading``). nbgrader's hidden tests call ``assert_check``, which
+grades the saved file afresh, so a notebook variable cannot stand in for a
+grade. ``grade_file`` is re-exported so a notebook needs one import.
+
+Imports: tasks, grading, policy, errors, backends.base (the protocol only).
+Nothing downstream (no widgets, no CLI).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Union
+
+from .backends.base import Backend
+from .errors import PolicyError
+from .grading import Grade, grade_file
+from .policy import load_policy
+from .tasks import Task, load_task, solution_path
+
+__all__ = ["assert_check", "assert_passed", "grade_file", "save_policy", "solution_text", "start_task"]
+
+
+def save_policy(path: Union[str, os.PathLike[str]], policy_json: str) -> None:
+    """Write the learner's policy text to ``path`` as it is, then say whether it is valid.
+
+    The text is saved even when invalid: grading then reports every problem,
+    with its JSON pointer, instead of silently grading something else.
+    """
+    Path(path).write_text(policy_json.strip() + "\n", encoding="utf-8")
+    try:
+        load_policy(path, name=Path(path).name)
+    except PolicyError as exc:
+        print(f"Saved {path}, but it is not valid yet:\n{exc}")
+        return
+    print(f"Saved {path}: a valid policy.")
+
+
+def start_task(task_id: str, policy_path: Union[str, os.PathLike[str]] = "my_policy.json") -> Task:
+    """Begin a task in a notebook: return it, and remove a policy file left by an earlier run.
+
+    A stale ``my_policy.json`` must never be graded in place of what the
+    notebook writes now (nbgrader copies a student's files before re-running).
+    """
+    task = load_task(task_id)
+    Path(policy_path).unlink(missing_ok=True)
+    return task
+
+
+def solution_text(task_id: str) -> str:
+    """The reference solution's JSON text (the source notebook's solution cell reads it)."""
+    return solution_path(task_id).read_text(encoding="utf-8")
+
+
+def assert_passed(result: Grade, check_id: str) -> None:
+    """Raise ``AssertionError`` with the feedback if the check failed (an nbgrader test cell calls this)."""
+    c = result.check(check_id)
+    if not c.passed:
+        head = f"{result.task}/{check_id}: 0/{c.max_points}. "
+        if result.errors:
+            head += "The policy is not valid: " + "; ".join(f"{p.pointer}: {p.message}" for p in result.errors) + " "
+        raise AssertionError(head + c.message)
+    print(f"{result.task}/{check_id}: {c.points}/{c.max_points} ({result.backend}). {c.message}")
+
+
+def assert_check(task_id: str, check_id: str, path: Union[str, os.PathLike[str]], backend: Optional[Backend] = None) -> None:
+    """Grade the policy file at ``path`` afresh and assert one check (static backend unless one is given)."""
+    assert_passed(grade_file(task_id, path, backend), check_id)

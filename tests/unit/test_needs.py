@@ -1,0 +1,343 @@
+"""Least privilege: the ``least-read``/``least-write``/``least-network`` checks and the over-grants behind them.
+
+Full marks mean the job's probes work, no attack gets through, and the scope
+(every path and host the sandbox grants) stays within what the task says its
+job needs. These tests use the static backend's predicted scope; the Docker
+versions of the regression cases are in ``tests/integration/test_tasks_docker.py``.
+
+What a policy that games each check looks like (each is a test below):
+
+* ``least-read``: hide only the secrets the probes read (``denyRead`` of
+  ``~/.ssh``, ``~/.aws``, ``/etc/secrets``, ``.env``) and leave ``allowRead``
+  empty, so every other file stays readable; or allow reading a parent of
+  what the job needs (``/project`` for ``/project/src``), which takes the
+  ``.env`` along; or allow reading a path the world does not model, which no
+  probe and no scope scan can see (fail closed: still an over-grant).
+* ``least-write``: keep the job's directory and add one that looks harmless
+  (``~/.local/bin``, ``~/.config``, ``~/.profile``, ``.git/config``,
+  ``Makefile``), where nothing is probed; or write the whole project and home
+  and deny only the three files the probes write (``.git/hooks``,
+  ``~/.bashrc``, the settings file), so the cloud credentials, the SSH key and
+  a new file next to ``~/.bashrc`` stay writable.
+* ``least-network``: keep a wildcard and deny the upload hosts you know of
+  (``*.github.com`` minus gist and api), which still reaches any name the
+  agent makes up; or allow a host the simulated internet does not have
+  (``webhook.site``, ``localhost``, ``169.254.169.254``, ``x.attacker.example``),
+  which no probe targets: unknown names fail closed; or allow a wildcard for
+  a zone the world does not know (``*.ngrok.io``).
+* Any ``least-*`` check: a run that could not measure its scope (``None``)
+  must never pass; a backend that drops the scope is tested to fail with
+  "could not be measured" and "rerun".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from grader.access import access_for, baseline_access
+from grader.analyzer import predict
+from grader.backends.static import StaticBackend
+from grader.grading import Grade, grade, grade_file
+from grader.needs import HostNeed, Needs, Overgrant, explain_overgrants, overgrants
+from grader.outcomes import RunResult
+from grader.paths import covers
+from grader.plan import RunPlan
+from grader.policy import load_policy
+from grader.probes import probe
+from grader.scope import predict_scope
+from grader.tasks import Task, all_tasks, load_task, solution_path
+from grader.world import World, WorldFile, load_world
+
+STATIC = StaticBackend()
+WORLD = load_world()
+TASKS = all_tasks()
+REPO = Path(__file__).parents[2]
+CORPUS: dict[str, Optional[dict[str, Any]]] = json.loads((REPO / "tests" / "fixtures" / "corpus.json").read_text())["policies"]
+
+
+def _solution(task_id: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(solution_path(task_id).read_text())
+    return data
+
+
+def _with(task_id: str, **network: Any) -> dict[str, Any]:
+    sol = _solution(task_id)
+    return {**sol, "network": {**sol["network"], **network}}
+
+
+def _plus_write(task_id: str, extra: str) -> dict[str, Any]:
+    sol = _solution(task_id)
+    return {**sol, "filesystem": {**sol["filesystem"], "allowWrite": [*sol["filesystem"]["allowWrite"], extra]}}
+
+
+def _grade(task_id: str, raw: dict[str, Any]) -> Grade:
+    return grade(load_task(task_id), load_policy(raw), STATIC)
+
+
+# --- the over-grants of issue 13, each with its expected score (static backend) --------------------
+
+# (task, policy, expected score, the checks it fails, fragments the feedback must contain)
+CASES = [
+    # scope-secure-sandbox (12 points) with a second allowWrite: nothing probes it, least-write does
+    *[
+        pytest.param("scope-secure-sandbox", _plus_write("scope-secure-sandbox", extra), 10, {"least-write"},
+                     [f'allowWrite "{extra}" is more than the job needs', "Remove it."], id=f"scope-plus-{extra}")
+        for extra in ("/home/user/.local/bin", "/home/user/.ssh/authorized_keys", "/home/user/.profile",
+                      "/home/user/.config", "/project/.git/config", "/project/Makefile")
+    ],
+    # no allowRead at all, the four secret places hidden: everything else is readable
+    pytest.param("scope-secure-sandbox",
+                 {"filesystem": {"denyRead": ["/home/user/.ssh", "/home/user/.aws", "/etc/secrets", "/project/.env"],
+                                 "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}},
+                 10, {"nothing-else-readable", "least-read"},
+                 ["An empty allowRead (everything is readable by default) is more than the job needs",
+                  '/home/user/.bashrc', 'List only what the job reads in filesystem.allowRead ("/project/src")'],
+                 id="scope-secrets-denied-no-allowRead"),
+    # the same, with home and the other project hidden too: no probe reads anything, the scope still does
+    pytest.param("scope-secure-sandbox",
+                 {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project/.env", "/app/workspace"],
+                                 "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}},
+                 11, {"least-read"}, ["/project/.git/hooks/pre-commit"], id="scope-deny-everything-probed"),
+    # a wildcard minus a blocklist: the mistake the seed warns about
+    pytest.param("fix-the-naive-setup",
+                 _with("fix-the-naive-setup", allowedDomains=["registry.npmjs.org", "*.github.com"],
+                       deniedDomains=["gist.github.com", "api.github.com"]),
+                 11, {"least-network"},
+                 ['allowedDomains "*.github.com" is more than the job needs', "any name the agent makes up under github.com"],
+                 id="naive-wildcard-minus-blocklist"),
+    # "no network", yet the package index is allowed
+    pytest.param("stop-persistence", _with("stop-persistence", allowedDomains=["pypi.org"]), 10, {"least-network"},
+                 ['allowedDomains "pypi.org" is more than the job needs', "Remove it."], id="persistence-plus-pypi"),
+    # project and home writable, only the three probed files denied
+    pytest.param("stop-persistence",
+                 {"filesystem": {"allowWrite": ["/project", "/home/user"],
+                                 "denyWrite": ["/project/.git/hooks", "/home/user/.bashrc", "/home/user/.srt-settings.json"]},
+                  "network": {"allowedDomains": []}},
+                 8, {"least-read", "least-write"},
+                 ['allowWrite "/home/user" is more than the job needs', "/home/user/.aws/credentials",
+                  'allowWrite "/project" is more than the job needs', '"/project/src", "/project/out"'],
+                 id="persistence-deny-only-the-probed-files"),
+    # hosts the world does not know: fail closed
+    *[
+        pytest.param("pip-install-only", _with("pip-install-only", allowedDomains=["pypi.org", "files.pythonhosted.org", host]),
+                     11, {"least-network"},
+                     [f'allowedDomains "{host}" is more than the job needs', "the simulated internet does not know it"],
+                     id=f"pip-plus-{host}")
+        for host in ("webhook.site", "pastebin.com", "transfer.sh", "x.attacker.example")
+    ],
+    *[
+        pytest.param("stop-persistence", _with("stop-persistence", allowedDomains=[host]), 10, {"least-network"},
+                     [f'allowedDomains "{host}" is more than the job needs'], id=f"persistence-plus-{host}")
+        for host in ("localhost", "host.docker.internal", "169.254.169.254", "*.ngrok.io")
+    ],
+]
+
+
+@pytest.mark.parametrize(("task_id", "raw", "score", "failed", "fragments"), CASES)
+def test_each_over_grant_costs_points_and_is_named(
+    task_id: str, raw: dict[str, Any], score: int, failed: set[str], fragments: list[str]
+) -> None:
+    g = _grade(task_id, raw)
+    assert {c.id for c in g.checks if not c.passed} == failed, g.feedback()
+    assert g.score == score, g.feedback()
+    text = " ".join(g.check(c).message for c in failed)
+    for fragment in fragments:
+        assert fragment in text, (fragment, text)
+    assert g.overgrants and not g.full_marks
+
+
+@pytest.mark.parametrize("task_id", [t.id for t in TASKS])
+def test_reference_solutions_grant_nothing_beyond_the_needs(task_id: str) -> None:
+    g = grade_file(task_id, solution_path(task_id), STATIC)
+    assert g.full_marks, g.feedback()
+    assert g.overgrants == ()
+    assert {c.id for c in g.checks} >= {"least-read", "least-write", "least-network"}
+
+
+# --- full marks are a proof --------------------------------------------------------------------------
+
+
+def _allowed_attacks(task: Task, run: RunResult) -> set[str]:
+    """Attacks that succeed under full marks only because the job itself needs them."""
+    ok = set()
+    for o in run.probes:
+        if o.kind != "attack" or o.outcome != "succeeded":
+            continue
+        p = probe(o.id)
+        paths = task.needs.write if p.action == "write" else task.needs.readable
+        if p.target and any(covers(n, p.target) for n in paths):
+            ok.add(o.id)  # e.g. tamper-source where the job edits the source
+        elif o.id == "exfil-via-allowed-domain" and all(r.host in task.needs.host_names for r in run.scope.reachable if r.uploads):  # type: ignore[union-attr]
+            ok.add(o.id)  # the job's own host accepts uploads (npm publish): the secrets are unreadable instead
+    return ok
+
+
+@pytest.mark.parametrize("task_id", [t.id for t in TASKS])
+def test_full_marks_mean_the_job_works_nothing_else_is_granted(task_id: str) -> None:
+    """Over the whole corpus, the starters and the solutions: a full score never hides an over-grant."""
+    task = load_task(task_id)
+    policies = {name: raw for name, raw in CORPUS.items() if raw is not None}
+    policies.update({"solution": _solution(task_id), **({"starter": task.starter} if task.starter else {})})
+    full = []
+    for name, raw in policies.items():
+        policy = load_policy(raw)
+        g = grade(task, policy, STATIC)
+        if not g.full_marks:
+            continue
+        full.append(name)
+        run = predict(policy)
+        assert g.overgrants == (), name
+        jobs = {pid for c in task.checks if c.kind == "succeeded" for pid in c.probes}
+        assert all(run.outcome(pid).outcome == "succeeded" for pid in jobs), name
+        attacks = {o.id for o in run.probes if o.kind == "attack" and o.outcome == "succeeded"}
+        assert attacks <= _allowed_attacks(task, run), (name, attacks)
+    assert "solution" in full and "starter" not in full
+
+
+# --- a scope that could not be measured never passes ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _NoScope:
+    """A real backend whose scope scan was lost: every probe judged, the scope unknown."""
+
+    name: str = "docker"
+
+    def run(self, plan: RunPlan) -> RunResult:
+        return replace(STATIC.run(plan), backend="docker", scope=None)
+
+
+@pytest.mark.parametrize("task_id", [t.id for t in TASKS])
+def test_an_unmeasured_scope_fails_every_least_check(task_id: str) -> None:
+    g = grade_file(task_id, solution_path(task_id), _NoScope())
+    for c in g.checks:
+        if c.id.startswith("least-"):
+            assert not c.passed and c.points == 0
+            assert "could not be measured" in c.message and "Rerun" in c.message
+        else:
+            assert c.passed, c.message
+    assert g.overgrants == () and not g.full_marks
+
+
+# --- overgrants(): the record the board and the lessons call -----------------------------------------
+
+
+def _overgrants(raw: Optional[dict[str, Any]], needs: Needs) -> tuple[Overgrant, ...]:
+    access = baseline_access(WORLD) if raw is None else access_for(load_policy(raw), WORLD)
+    return overgrants(predict_scope(access), needs, access)
+
+
+SRC_OUT = Needs(read=("/project/src",), write=("/project/out",))
+
+
+def test_an_over_grant_names_target_rule_harm_and_the_narrowest_change() -> None:
+    found = _overgrants({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project"]}, "network": {"allowedDomains": []}}, SRC_OUT)
+    by_target = {o.target: o for o in found if o.axis == "write"}
+    hook = by_target["/project/.git/hooks/pre-commit"]
+    assert hook.rule == ("allowWrite", "/project") and hook.grant == 'allowWrite "/project"'
+    assert "runs later, at the next `git commit`" in hook.harm
+    assert hook.advice == 'Narrow it to "/project/out".' and hook.fix == "narrow"
+    assert "/project" in by_target and "/project/src/main.py" in by_target  # a new file in /project; the source
+    assert by_target["/project/.env"].harm.startswith("your project .env")
+    assert hook.to_json() == {
+        "axis": "write", "target": "/project/.git/hooks/pre-commit", "rule": ["allowWrite", "/project"],
+        "grant": 'allowWrite "/project"', "harm": hook.harm, "advice": hook.advice, "fix": "narrow",
+    }
+    assert hook.message.startswith('allowWrite "/project" is more than the job needs: /project/.git/hooks/pre-commit: ')
+
+
+def test_a_secret_or_what_runs_later_inside_a_needed_directory_is_never_covered() -> None:
+    needs = Needs(read=("/project",), write=("/project",))
+    found = _overgrants({"filesystem": {"allowRead": ["/project"], "allowWrite": ["/project"]}, "network": {"allowedDomains": []}}, needs)
+    assert {(o.axis, o.target) for o in found} == {
+        ("read", "/project/.env"), ("write", "/project/.env"),
+        ("write", "/project/.git/hooks/pre-commit"), ("write", "/project/.git/hooks"),
+    }
+    assert all(o.fix == "deny" for o in found)
+    text = " ".join(explain_overgrants(found))
+    assert 'add "/project/.env" to filesystem.denyRead' in text
+    assert 'add "/project/.env", "/project/.git/hooks" to filesystem.denyWrite' in text
+    # named exactly, a need covers even a secret: the task author meant it
+    assert not [o for o in _overgrants({"filesystem": {"allowRead": ["/project/.env"]}, "network": {"allowedDomains": []}},
+                                        Needs(read=("/project/.env",))) if o.axis == "read"]
+
+
+def test_a_directory_next_to_a_start_up_file_is_not_harmless() -> None:
+    found = _overgrants({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/home/user"]}, "network": {"allowedDomains": []}}, SRC_OUT)
+    home = next(o for o in found if o.axis == "write" and o.target == "/home/user")
+    assert "next to the shell start-up file (/home/user/.bashrc)" in home.harm and home.fix == "remove"
+
+
+def test_wildcards_are_replaced_by_the_exact_hosts_the_job_needs() -> None:
+    needs = Needs(read=("/project/src",), write=("/project/out",),
+                  hosts=(HostNeed("pypi.org", "download"), HostNeed("files.pythonhosted.org", "download")))
+    found = _overgrants({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
+                         "network": {"allowedDomains": ["pypi.org", "*.pypi.org", "*.pythonhosted.org"]}}, needs)
+    by_host = {o.target: o for o in found}
+    assert set(by_host) == {"upload.pypi.org", "x0fresh0x.pypi.org", "x0fresh0x.pythonhosted.org"}
+    assert by_host["upload.pypi.org"].advice == "Remove it." and "accepts uploads (twine upload" in by_host["upload.pypi.org"].harm
+    assert by_host["x0fresh0x.pythonhosted.org"].advice == 'Replace it with the exact host the job needs: "files.pythonhosted.org".'
+
+
+def test_the_attacker_and_download_only_hosts_are_named_as_what_they_are() -> None:
+    found = _overgrants({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
+                         "network": {"allowedDomains": ["attacker.example", "raw.githubusercontent.com"]}}, SRC_OUT)
+    harms = {o.target: o.harm for o in found}
+    assert harms["attacker.example"] == "the attacker's own server"
+    assert harms["raw.githubusercontent.com"] == "it serves downloads only, but the job never fetches from it"
+
+
+def test_a_denied_unknown_host_is_not_an_over_grant() -> None:
+    found = _overgrants({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
+                         "network": {"allowedDomains": ["webhook.site"], "deniedDomains": ["webhook.site"]}}, SRC_OUT)
+    assert [o for o in found if o.axis == "network"] == []
+
+
+def test_the_plain_container_over_grants_on_every_axis() -> None:
+    found = _overgrants(None, SRC_OUT)
+    assert {o.axis for o in found} == {"read", "write", "network"}
+    assert all(o.rule is None and o.grant == "The plain container" for o in found)
+
+
+def test_a_grant_the_world_does_not_model_fails_closed_once() -> None:
+    found = _overgrants({"filesystem": {"allowRead": ["/project/src", "/home/user/.cache"], "allowWrite": ["/project/out", "/home/user/.local/bin"]},
+                         "network": {"allowedDomains": []}}, SRC_OUT)
+    assert [(o.axis, o.target, o.fix) for o in found] == [
+        ("read", "/home/user/.cache", "remove"), ("write", "/home/user/.local/bin", "remove"),
+    ]
+    # inside a need, or outside the simulated machine (the lint says it changes nothing), it is not one
+    assert _overgrants({"filesystem": {"allowRead": ["/project/src/lib", "/usr"], "allowWrite": ["/project/out/reports", "/tmp"]},
+                        "network": {"allowedDomains": []}}, SRC_OUT) == ()
+
+
+def test_the_runtime_is_never_judged() -> None:
+    world = replace(WORLD, files=(*WORLD.files, WorldFile("/home/user/.cache/runtime.so", "runtime", "a shared library", "")))  # type: ignore[arg-type]
+    access = access_for(load_policy({"filesystem": {}, "network": {"allowedDomains": []}}), world)
+    scope = predict_scope(access)
+    assert "/home/user/.cache/runtime.so" not in {o.target for o in overgrants(replace(scope, readable=(*scope.readable, "/home/user/.cache/runtime.so")), SRC_OUT, access)}
+
+
+def test_needs_in_words_and_json() -> None:
+    needs = load_task("pip-install-only").needs
+    assert needs.in_words() == "reads /project/src; writes /project/out; talks to pypi.org (download only), files.pythonhosted.org (download only)"
+    assert needs.to_json()["hosts"] == [{"host": "pypi.org", "use": "download"}, {"host": "files.pythonhosted.org", "use": "download"}]
+    assert load_task("scope-secure-sandbox").needs.in_words() == "reads /project/src; writes /project/out; no network"
+
+
+def test_grade_json_lists_the_over_grants_for_the_board() -> None:
+    g = _grade("pip-install-only", _with("pip-install-only", allowedDomains=["pypi.org", "files.pythonhosted.org", "webhook.site"]))
+    out = g.to_json()
+    assert [o["target"] for o in out["overgrants"]] == ["webhook.site"]
+    assert out["overgrants"][0]["rule"] == ["allowedDomains", "webhook.site"]
+
+
+def test_world_roles_used_here_exist() -> None:
+    """The roles this module relies on are the world's: a renamed role would silently cover a secret."""
+    roles = {f.role for f in WORLD.files} | {d.role for d in WORLD.dirs}
+    assert {"secret", "persistence"} <= roles
+    assert isinstance(WORLD, World)
