@@ -1,8 +1,16 @@
-"""Graded tasks against real containers: every reference solution earns full marks, the naive setup does not."""
+"""Graded tasks against real containers: every reference solution earns full marks, the naive setup does not,
+and every over-grant of tests/fixtures/overgrants.json loses the points it loses on the static backend.
+
+The least-* checks judge the scope a real run measures with its scope scan; a
+run without a scope fails them ("could not be measured"), so these tests pass
+only where the Docker backend measures the scope.
+"""
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +24,7 @@ from grader.tasks import all_tasks, load_task, solution_path
 pytestmark = pytest.mark.docker
 
 TASK_IDS = [t.id for t in all_tasks()]
+CASES: list[dict[str, Any]] = json.loads((Path(__file__).parents[1] / "fixtures" / "overgrants.json").read_text())["cases"]
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
 
 
@@ -51,3 +60,21 @@ def test_naive_setup_loses_points_with_upload_evidence(backend: Backend) -> None
     assert "received by" in leak.message and ("gist.github.com" in leak.message or "api.github.com" in leak.message), leak.message
     assert "Fix:" in leak.message
     assert not g.check("build-works").passed
+
+
+@pytest.fixture(scope="module")
+def case_grades(backend: Backend) -> dict[str, Grade]:
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        grades = pool.map(lambda c: grade(load_task(c["task"]), load_policy(c["policy"]), backend), CASES)
+        return {c["id"]: g for c, g in zip(CASES, grades)}
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_each_over_grant_costs_points_with_docker(case_grades: dict[str, Grade], case: dict[str, Any]) -> None:
+    g = case_grades[case["id"]]
+    assert g.backend == "docker"
+    assert {c.id for c in g.checks if not c.passed} == set(case["fails"]), g.feedback()
+    assert g.score == case["score"], g.feedback()
+    text = " ".join(g.check(c).message for c in case["fails"])
+    for fragment in case["says"]:
+        assert fragment in text, (fragment, text)

@@ -70,72 +70,30 @@ def _with(task_id: str, **network: Any) -> dict[str, Any]:
     return {**sol, "network": {**sol["network"], **network}}
 
 
-def _plus_write(task_id: str, extra: str) -> dict[str, Any]:
-    sol = _solution(task_id)
-    return {**sol, "filesystem": {**sol["filesystem"], "allowWrite": [*sol["filesystem"]["allowWrite"], extra]}}
-
-
 def _grade(task_id: str, raw: dict[str, Any]) -> Grade:
     return grade(load_task(task_id), load_policy(raw), STATIC)
 
 
 # --- the over-grants of issue 13, each with its expected score (static backend) --------------------
 
-# (task, policy, expected score, the checks it fails, fragments the feedback must contain)
+# The cases are data, shared with the Docker test: tests/fixtures/overgrants.json
 CASES = [
-    # scope-secure-sandbox (12 points) with a second allowWrite: nothing probes it, least-write does
-    *[
-        pytest.param("scope-secure-sandbox", _plus_write("scope-secure-sandbox", extra), 10, {"least-write"},
-                     [f'allowWrite "{extra}" is more than the job needs', "Remove it."], id=f"scope-plus-{extra}")
-        for extra in ("/home/user/.local/bin", "/home/user/.ssh/authorized_keys", "/home/user/.profile",
-                      "/home/user/.config", "/project/.git/config", "/project/Makefile")
-    ],
-    # no allowRead at all, the four secret places hidden: everything else is readable
-    pytest.param("scope-secure-sandbox",
-                 {"filesystem": {"denyRead": ["/home/user/.ssh", "/home/user/.aws", "/etc/secrets", "/project/.env"],
-                                 "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}},
-                 10, {"nothing-else-readable", "least-read"},
-                 ["An empty allowRead (everything is readable by default) is more than the job needs",
-                  '/home/user/.bashrc', 'List only what the job reads in filesystem.allowRead ("/project/src")'],
-                 id="scope-secrets-denied-no-allowRead"),
-    # the same, with home and the other project hidden too: no probe reads anything, the scope still does
-    pytest.param("scope-secure-sandbox",
-                 {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project/.env", "/app/workspace"],
-                                 "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}},
-                 11, {"least-read"}, ["/project/.git/hooks/pre-commit"], id="scope-deny-everything-probed"),
-    # a wildcard minus a blocklist: the mistake the seed warns about
-    pytest.param("fix-the-naive-setup",
-                 _with("fix-the-naive-setup", allowedDomains=["registry.npmjs.org", "*.github.com"],
-                       deniedDomains=["gist.github.com", "api.github.com"]),
-                 11, {"least-network"},
-                 ['allowedDomains "*.github.com" is more than the job needs', "any name the agent makes up under github.com"],
-                 id="naive-wildcard-minus-blocklist"),
-    # "no network", yet the package index is allowed
-    pytest.param("stop-persistence", _with("stop-persistence", allowedDomains=["pypi.org"]), 10, {"least-network"},
-                 ['allowedDomains "pypi.org" is more than the job needs', "Remove it."], id="persistence-plus-pypi"),
-    # project and home writable, only the three probed files denied
-    pytest.param("stop-persistence",
-                 {"filesystem": {"allowWrite": ["/project", "/home/user"],
-                                 "denyWrite": ["/project/.git/hooks", "/home/user/.bashrc", "/home/user/.srt-settings.json"]},
-                  "network": {"allowedDomains": []}},
-                 8, {"least-read", "least-write"},
-                 ['allowWrite "/home/user" is more than the job needs', "/home/user/.aws/credentials",
-                  'allowWrite "/project" is more than the job needs', '"/project/src", "/project/out"'],
-                 id="persistence-deny-only-the-probed-files"),
-    # hosts the world does not know: fail closed
-    *[
-        pytest.param("pip-install-only", _with("pip-install-only", allowedDomains=["pypi.org", "files.pythonhosted.org", host]),
-                     11, {"least-network"},
-                     [f'allowedDomains "{host}" is more than the job needs', "the simulated internet does not know it"],
-                     id=f"pip-plus-{host}")
-        for host in ("webhook.site", "pastebin.com", "transfer.sh", "x.attacker.example")
-    ],
-    *[
-        pytest.param("stop-persistence", _with("stop-persistence", allowedDomains=[host]), 10, {"least-network"},
-                     [f'allowedDomains "{host}" is more than the job needs'], id=f"persistence-plus-{host}")
-        for host in ("localhost", "host.docker.internal", "169.254.169.254", "*.ngrok.io")
-    ],
+    pytest.param(c["task"], c["policy"], c["score"], set(c["fails"]), c["says"], id=c["id"])
+    for c in json.loads((REPO / "tests" / "fixtures" / "overgrants.json").read_text())["cases"]
 ]
+
+
+def test_the_cases_cover_every_over_grant_of_issue_13() -> None:
+    def entries(task: str, section: str, key: str) -> set[str]:
+        return {e for p in CASES if p.values[0] == task for e in p.values[1].get(section, {}).get(key, [])}
+
+    assert {"/home/user/.local/bin", "/home/user/.ssh/authorized_keys", "/home/user/.profile", "/home/user/.config",
+            "/project/.git/config", "/project/Makefile"} <= entries("scope-secure-sandbox", "filesystem", "allowWrite")
+    assert {"webhook.site", "pastebin.com", "transfer.sh", "x.attacker.example"} <= entries("pip-install-only", "network", "allowedDomains")
+    assert {"pypi.org", "localhost", "host.docker.internal", "169.254.169.254", "*.ngrok.io"} <= entries("stop-persistence", "network", "allowedDomains")
+    assert "*.github.com" in entries("fix-the-naive-setup", "network", "allowedDomains")
+    assert {"scope-secrets-denied-no-allowRead", "persistence-deny-only-the-probed-files"} <= {p.id for p in CASES}
+    assert all(p.values[2] < load_task(p.values[0]).max_score for p in CASES)
 
 
 @pytest.mark.parametrize(("task_id", "raw", "score", "failed", "fragments"), CASES)
