@@ -7,7 +7,7 @@ its policy earns, as ``grade()`` computes it outside any notebook:
 * ``redefine``: the naive policy, and ``assert_passed = assert_check = lambda *a, **k: None``
   (before this step existed, that one line gave every autograded cell its points);
 * ``builtins``: the naive policy, and a cell that patches ``builtins.AssertionError``
-  and replaces ``grader.tasks`` in ``sys.modules`` with a module whose asserts pass;
+  and replaces ``grader.notebook`` in ``sys.modules`` with a module whose asserts pass;
 * ``rewrite``: the naive policy in the cell, and the reference written into
   ``my_policy.json`` right after it (the kernel grades the file; the grader the cell);
 * ``raises``: the reference policy, then the cell raises;
@@ -33,7 +33,8 @@ import pytest
 
 from grader.backends.static import StaticBackend
 from grader.policy import load_policy
-from grader.tasks import grade, load_task, solution_path
+from grader.grading import grade
+from grader.tasks import load_task, solution_path
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 
@@ -52,9 +53,9 @@ ATTACKS = {
         "import builtins, sys, types\n"
         "class _Never(Exception):\n    pass\n"
         "builtins.AssertionError = _Never\n"
-        "_fake = types.ModuleType('grader.tasks')\n"
+        "_fake = types.ModuleType('grader.notebook')\n"
         "_fake.assert_passed = _fake.assert_check = lambda *a, **k: None\n"
-        "sys.modules['grader.tasks'] = _fake\n"
+        "sys.modules['grader.notebook'] = _fake\n"
         "assert_passed = assert_check = _fake.assert_passed"
     ),
     "rewrite": (

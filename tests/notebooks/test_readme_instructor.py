@@ -26,7 +26,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.tasks import load_task, solution_text
+from grader.notebook import solution_text
+from grader.tasks import load_task
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 
