@@ -46,9 +46,11 @@ Fix = Literal["remove", "narrow", "replace", "deny", "list"]  # the kind of chan
 # Roles a directory need never covers. Reading a secret is the first half of every leak;
 # writing what runs later is an escape from the sandbox (the world's roles; old and new names).
 _SECRET_ROLES = frozenset({"secret", "credential"})
-_LATER_ROLES = frozenset({"persistence", "settings", "agent-config"})
+_LATER_ROLES = frozenset({"persistence", "agent-config"})
 _RUNTIME = "runtime"
 _SHOWN_HARMS = 3  # harms spelt out per rule in a check's message; every target is still named
+# The order over-grants are listed in: what leaks or runs later first.
+_RANK = {role: i for i, role in enumerate(("secret", "credential", "persistence", "agent-config", "private", "source", "job-input", "job-output"))}
 
 
 @dataclass(frozen=True)
@@ -104,15 +106,21 @@ class Overgrant:
     harm: str  # what an agent can do with it, from the world's roles and stories
     advice: str  # the narrowest change that still does the job
     fix: Fix = "remove"
+    role: Optional[str] = None  # the world's role of the path ("secret", "persistence", ...); None for hosts and unknown paths
+
+    @property
+    def what(self) -> str:
+        """The target and its harm; the harm alone where the rule names the target itself."""
+        return self.harm if self.rule is not None and self.rule[1] == self.target else f"{self.target}: {self.harm}"
 
     @property
     def message(self) -> str:
-        return f"{self.grant} is more than the job needs: {self.target}: {self.harm}. {self.advice}"
+        return f"{self.grant} is more than the job needs: {self.what}. {self.advice}"
 
     def to_json(self) -> dict[str, Any]:
         return {
             "axis": self.axis, "target": self.target, "rule": list(self.rule) if self.rule else None,
-            "grant": self.grant, "harm": self.harm, "advice": self.advice, "fix": self.fix,
+            "grant": self.grant, "harm": self.harm, "advice": self.advice, "fix": self.fix, "role": self.role,
         }
 
 
@@ -120,13 +128,10 @@ class Overgrant:
 
 
 def _role(world: World, path: str) -> Optional[str]:
-    for f in world.files:
-        if f.path == path:
-            return str(f.role)
-    for d in world.dirs:
-        if d.path == path:
-            return str(d.role)
-    return None
+    try:
+        return str(world.entry(path).role)
+    except KeyError:
+        return None  # not in the world: judged by the needs alone
 
 
 def _is_file(world: World, path: str) -> bool:
@@ -135,43 +140,44 @@ def _is_file(world: World, path: str) -> bool:
 
 def _later_beside(world: World, directory: str) -> Optional[str]:
     """A file or directory right inside ``directory`` that runs later (its label and path), if any."""
-    for f in world.files:
-        if f.role in _LATER_ROLES and f.path.rsplit("/", 1)[0] == directory:
-            return f"{f.label} ({f.path})"
-    for d in world.dirs:
-        if d.role in _LATER_ROLES and d.path.rsplit("/", 1)[0] == directory:
-            return f"{d.label} ({d.path})"
+    for e in world.entries():
+        if e.role in _LATER_ROLES and e.path.rsplit("/", 1)[0] == directory:
+            return f"{e.label} ({e.path})"
     return None
 
 
+def _sentence(story: str) -> str:
+    """A world story as a clause after a colon: no final full stop, a lower-case first word (not an acronym)."""
+    text = story.strip().rstrip(".")
+    first = text.split(" ", 1)[0]
+    if first[:1].isupper() and not (len(first) > 1 and first.isupper()):  # "A", "The", but not "MCP" or "SSH"
+        text = text[0].lower() + text[1:]
+    return text
+
+
 def _read_harm(world: World, path: str) -> str:
-    for f in world.files:
-        if f.path == path:
-            if f.role in _SECRET_ROLES:
-                return f"your {f.label}, a secret the job never uses: one channel out and it is gone"
-            return f"{f.label}, which the job never reads"
-    return "a path the job never reads"
+    try:
+        e = world.entry(path)
+    except KeyError:
+        return "a path the job never reads"
+    if e.role in _SECRET_ROLES or e.role == "private":
+        return _sentence(e.story) if e.story else f"your {e.label}, which the job never uses"
+    return f"{e.label}, which the job never reads"
 
 
 def _write_harm(world: World, path: str) -> str:
-    for f in world.files:
-        if f.path == path:
-            if f.role in _LATER_ROLES and f.runs_later:
-                if f.role == "persistence":
-                    return f"{f.label}: whatever the agent writes there runs later, at {f.runs_later}"
-                return f"{f.label}: {f.runs_later}"
-            if f.role in _LATER_ROLES:
-                return f"{f.label}: it runs later, outside the sandbox"
-            if f.role in _SECRET_ROLES:
-                return f"your {f.label}: the agent can replace it with one of its own"
-            return f"{f.label}: the agent can change it, and the job never writes it"
+    try:
+        e = world.entry(path)
+    except KeyError:
+        e = None
+    if e is not None and e.role in _SECRET_ROLES and _is_file(world, path):
+        return f"your {e.label}: the agent can replace it with one of its own"
+    if e is not None and e.story:
+        return _sentence(e.story)
     beside = _later_beside(world, path)
     if beside:
         return f"a new file there sits next to the {beside}, and a new start-up file, hook or config there runs later just the same"
-    for d in world.dirs:
-        if d.path == path:
-            return f"{d.label}: the agent can create files there, and the job never writes them"
-    return "the agent can create new files there, and the job never writes them"
+    return "the agent can change or create files there, and the job never writes them"
 
 
 def _host_harm(world: World, host: str) -> str:
@@ -291,7 +297,8 @@ def _path_overgrants(axis: Axis, paths: tuple[str, ...], needs: Needs, access: A
         rule = decision.rule if decision.allowed else None  # measured, but no rule explains it
         shown = decision if decision.allowed else Decision(False, None, decision.why)
         fix, advice = _path_advice(axis, path, shown, needs, sensitive)
-        out.append(Overgrant(axis, path, rule, _grant_words(axis, shown, access), harm, advice, fix))
+        out.append(Overgrant(axis, path, rule, _grant_words(axis, shown, access), harm, advice, fix, _role(world, path)))
+    out.sort(key=lambda o: (_RANK.get(o.role or "", len(_RANK)), o.target))  # the worst first: their harms are spelt out
     return out
 
 
@@ -351,8 +358,13 @@ def overgrants(scope: Scope, needs: Needs, access: Access) -> tuple[Overgrant, .
     behind each grant and the narrowest change. Reads first, then writes, then
     hosts, each in the scope's order.
     """
-    reads = _path_overgrants("read", scope.readable, needs, access)
     writes = _path_overgrants("write", scope.writable, needs, access)
+    written = {o.target for o in writes}
+    reads = [
+        o for o in _path_overgrants("read", scope.readable, needs, access)
+        # a grant to write makes a path readable too: said once, on the write axis, unless reading it is the leak
+        if not (o.rule and o.rule[0] == "allowWrite" and o.target in written and not _read_sensitive(access.world, o.target))
+    ]
     reads += _unmodelled_grants("read", reads, needs, access)
     writes += _unmodelled_grants("write", writes, needs, access)
     return tuple(reads + writes + _host_overgrants(scope, needs, access))
@@ -369,7 +381,7 @@ def explain_overgrants(found: tuple[Overgrant, ...] | list[Overgrant]) -> tuple[
         groups.setdefault((o.axis, o.grant), []).append(o)
     out = []
     for (axis, grant), items in groups.items():
-        parts = [f"{o.target}: {o.harm}" if i < _SHOWN_HARMS else o.target for i, o in enumerate(items)]
+        parts = [o.what if i < _SHOWN_HARMS else o.target for i, o in enumerate(items)]
         denies = [o for o in items if o.fix == "deny"]
         others = list(dict.fromkeys(o.advice for o in items if o.fix != "deny"))
         advice = others[:]

@@ -98,11 +98,11 @@ def _deny_write_wins(c: _Ctx) -> Iterator[Hit]:
 
 # What a directory must not hold for check to advise granting it whole: widening a grant
 # to make the tools agree must never open a secret or something that runs later.
-_NEVER_WIDEN_OVER = frozenset({"secret", "credential", "persistence", "settings", "agent-config"})
+_NEVER_WIDEN_OVER = frozenset({"secret", "credential", "persistence", "agent-config"})
 
 
 def _create_first(c: _Ctx, parent: str) -> str:
-    held = [f"{f.path} ({f.label})" for f in c.world.files if f.role in _NEVER_WIDEN_OVER and covers(parent, f.path)]
+    held = [f"{e.path} ({e.label})" for e in c.world.entries() if e.role in _NEVER_WIDEN_OVER and covers(parent, e.path)]
     if not held:
         return f'grant the directory that will hold it ("{parent}"), or create the path before starting srt.'
     return (

@@ -198,13 +198,13 @@ def test_an_over_grant_names_target_rule_harm_and_the_narrowest_change() -> None
     by_target = {o.target: o for o in found if o.axis == "write"}
     hook = by_target["/project/.git/hooks/pre-commit"]
     assert hook.rule == ("allowWrite", "/project") and hook.grant == 'allowWrite "/project"'
-    assert "runs later, at the next `git commit`" in hook.harm
+    assert hook.harm == "whatever is added here runs at the next `git commit`, outside the sandbox"  # the world's story
     assert hook.advice == 'Narrow it to "/project/out".' and hook.fix == "narrow"
     assert "/project" in by_target and "/project/src/main.py" in by_target  # a new file in /project; the source
     assert by_target["/project/.env"].harm.startswith("your project .env")
     assert hook.to_json() == {
         "axis": "write", "target": "/project/.git/hooks/pre-commit", "rule": ["allowWrite", "/project"],
-        "grant": 'allowWrite "/project"', "harm": hook.harm, "advice": hook.advice, "fix": "narrow",
+        "grant": 'allowWrite "/project"', "harm": hook.harm, "advice": hook.advice, "fix": "narrow", "role": "persistence",
     }
     assert hook.message.startswith('allowWrite "/project" is more than the job needs: /project/.git/hooks/pre-commit: ')
 
@@ -212,14 +212,16 @@ def test_an_over_grant_names_target_rule_harm_and_the_narrowest_change() -> None
 def test_a_secret_or_what_runs_later_inside_a_needed_directory_is_never_covered() -> None:
     needs = Needs(read=("/project",), write=("/project",))
     found = _overgrants({"filesystem": {"allowRead": ["/project"], "allowWrite": ["/project"]}, "network": {"allowedDomains": []}}, needs)
-    assert {(o.axis, o.target) for o in found} == {
-        ("read", "/project/.env"), ("write", "/project/.env"),
-        ("write", "/project/.git/hooks/pre-commit"), ("write", "/project/.git/hooks"),
-    }
+    assert {o.target for o in found if o.axis == "read"} == {"/project/.env"}
+    written = {o.target for o in found if o.axis == "write"}
+    later = set(WORLD.paths_with_role("persistence", "agent-config"))
+    assert {p for p in later if p.startswith("/project/")} <= written
+    assert "/project/.env" in written and "/project/.git" in written  # .git holds its config: a new file there runs later too
+    assert not written & {"/project", "/project/src", "/project/src/main.py", "/project/out"}
     assert all(o.fix == "deny" for o in found)
     text = " ".join(explain_overgrants(found))
     assert 'add "/project/.env" to filesystem.denyRead' in text
-    assert 'add "/project/.env", "/project/.git/hooks" to filesystem.denyWrite' in text
+    assert '"/project/.git"' in text and '"/project/.gitconfig"' in text and '"/project/.git/hooks"' not in text  # the outermost only
     # named exactly, a need covers even a secret: the task author meant it
     assert not [o for o in _overgrants({"filesystem": {"allowRead": ["/project/.env"]}, "network": {"allowedDomains": []}},
                                         Needs(read=("/project/.env",))) if o.axis == "read"]
@@ -228,7 +230,7 @@ def test_a_secret_or_what_runs_later_inside_a_needed_directory_is_never_covered(
 def test_a_directory_next_to_a_start_up_file_is_not_harmless() -> None:
     found = _overgrants({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/home/user"]}, "network": {"allowedDomains": []}}, SRC_OUT)
     home = next(o for o in found if o.axis == "write" and o.target == "/home/user")
-    assert "next to the shell start-up file (/home/user/.bashrc)" in home.harm and home.fix == "remove"
+    assert "beside the start-up files" in home.harm and home.fix == "remove"  # the world's story of /home/user
 
 
 def test_wildcards_are_replaced_by_the_exact_hosts_the_job_needs() -> None:
@@ -237,7 +239,7 @@ def test_wildcards_are_replaced_by_the_exact_hosts_the_job_needs() -> None:
     found = _overgrants({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
                          "network": {"allowedDomains": ["pypi.org", "*.pypi.org", "*.pythonhosted.org"]}}, needs)
     by_host = {o.target: o for o in found}
-    assert set(by_host) == {"upload.pypi.org", "x0fresh0x.pypi.org", "x0fresh0x.pythonhosted.org"}
+    assert set(by_host) == {"upload.pypi.org", "test.pypi.org", "x0fresh0x.pypi.org", "x0fresh0x.pythonhosted.org"}
     assert by_host["upload.pypi.org"].advice == "Remove it." and "accepts uploads (twine upload" in by_host["upload.pypi.org"].harm
     assert by_host["x0fresh0x.pythonhosted.org"].advice == 'Replace it with the exact host the job needs: "files.pythonhosted.org".'
 

@@ -156,7 +156,7 @@ def test_srt_warnings_are_the_problems_of_srt_differences() -> None:
     assert srt_warnings(policy) == tuple(w for _, w in srt_differences(policy))
 
 
-@pytest.mark.parametrize("entry", ["~/.profile", "/home/user/.config/autostart/x.desktop", "/project/.git/config"])
+@pytest.mark.parametrize("entry", ["~/.bash_login", "/home/user/.config/autostart/x.desktop", "/home/user/.local/bin/git", "/project/.vscode/tasks.json"])
 def test_check_never_advises_granting_a_parent_that_holds_secrets_or_what_runs_later(entry: str) -> None:
     """To make srt agree, the advice may be to create the path first, never to widen the grant over a secret."""
     found = [w for cause, w in srt_differences(load_policy({"filesystem": {"allowWrite": [entry]}})) if cause == "missing-path-at-start"]
