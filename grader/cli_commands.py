@@ -144,6 +144,7 @@ def run_tasks(args: argparse.Namespace, io: Streams) -> int:
     for t in tasks:
         io.out.write(f"{t.id}  ({t.max_score} points)  {t.title}\n")
         io.out.write(f"    {t.statement}\n")
+        io.out.write(f"    the job needs: it {t.needs.in_words()}\n")
         if t.starter is not None:
             io.out.write(f"    starting policy: {json.dumps(t.starter)}\n")
         io.out.write("\n")

@@ -149,14 +149,18 @@ def _judge_probes(check: Check, run: RunResult, access: Access) -> CheckResult:
     return CheckResult(check.id, check.points, check.points, True, check.description)
 
 
-_AXIS_WORDS = {"read": "read", "write": "write or create", "network": "reach"}
+_SCOPE_WORDS = {
+    "read": "every path the agent can read",
+    "write": "every path the agent can change or create a file in",
+    "network": "every host the agent can reach",
+}
 
 
 def _judge_least(check: Check, run: RunResult, found: Optional[tuple[Overgrant, ...]]) -> CheckResult:
     if found is None:
         return CheckResult(
             check.id, 0, check.points, False,
-            f"{check.description} Not met: the scope (every path the agent can {_AXIS_WORDS[check.axis or 'read']}) "
+            f"{check.description} Not met: the scope ({_SCOPE_WORDS[check.axis or 'read']}) "
             f"could not be measured in this run ({run.backend}), so least privilege cannot be judged, and it is never "
             "assumed. Rerun the grader (start Docker first if it stopped).",
         )

@@ -44,7 +44,7 @@ HostUse = Literal["download", "upload"]
 Fix = Literal["remove", "narrow", "replace", "deny", "list"]  # the kind of change ``advice`` spells out
 
 # Roles a directory need never covers. Reading a secret is the first half of every leak;
-# writing what runs later is an escape from the sandbox (the world's roles; old and new names).
+# writing what runs later is an escape from the sandbox.
 _SECRET_ROLES = frozenset({"secret", "credential"})
 _LATER_ROLES = frozenset({"persistence", "agent-config"})
 _RUNTIME = "runtime"
@@ -355,8 +355,9 @@ def overgrants(scope: Scope, needs: Needs, access: Access) -> tuple[Overgrant, .
 
     ``scope`` is what a run measured (or the static backend predicted);
     ``access`` is the same policy read against the world, which names the rule
-    behind each grant and the narrowest change. Reads first, then writes, then
-    hosts, each in the scope's order.
+    behind each grant and the narrowest change. Reads first, then writes (each
+    with secrets and credentials first, then what runs later, then by path),
+    then hosts in the scope's order.
     """
     writes = _path_overgrants("write", scope.writable, needs, access)
     written = {o.target for o in writes}
@@ -373,8 +374,8 @@ def overgrants(scope: Scope, needs: Needs, access: Access) -> tuple[Overgrant, .
 def explain_overgrants(found: tuple[Overgrant, ...] | list[Overgrant]) -> tuple[str, ...]:
     """One sentence per granting rule: every target it over-grants, the first harms, and the change to make.
 
-    e.g. ``allowWrite "/home/user/.local/bin" is more than the job needs: /home/user/.local/bin: anything
-    the agent drops there runs in your next shell. Remove it.``
+    e.g. ``allowWrite "/home/user/.local/bin" is more than the job needs: a program dropped here shadows
+    git, python or ls in every shell the user opens. Remove it.``
     """
     groups: dict[tuple[Axis, str], list[Overgrant]] = {}
     for o in found:

@@ -306,9 +306,11 @@ def test_cli_tasks_lists_statements(capsys: pytest.CaptureFixture[str]) -> None:
     assert grading_main(["tasks"]) == 0
     out = capsys.readouterr().out
     for t in TASKS:
-        assert t.id in out and t.statement in out
+        assert t.id in out and t.statement in out and f"the job needs: it {t.needs.in_words()}" in out
     assert grading_main(["tasks", "--json"]) == 0
-    assert [t["id"] for t in json.loads(capsys.readouterr().out)] == TASK_IDS
+    listed = json.loads(capsys.readouterr().out)
+    assert [t["id"] for t in listed] == TASK_IDS
+    assert [t["needs"] for t in listed] == [t.needs.to_json() for t in TASKS]
 
 
 def test_cli_grade_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
