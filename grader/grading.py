@@ -25,7 +25,7 @@ from typing import Any, Optional, Union
 from .access import Access, access_for
 from .backends.base import Backend
 from .errors import PolicyError, Problem, TaskError
-from .needs import Overgrant, explain_overgrants, overgrants
+from .needs import Needs, Overgrant, explain_overgrants, overgrants, ungranted
 from .outcomes import ProbeOutcome, RunResult
 from .plan import build_plan
 from .policy import Policy, load_policy
@@ -156,20 +156,30 @@ _SCOPE_WORDS = {
 }
 
 
-def _judge_least(check: Check, run: RunResult, found: Optional[tuple[Overgrant, ...]]) -> CheckResult:
-    if found is None:
+_VERBS = {"read": "read", "write": "write", "network": "reach"}
+
+
+def _judge_least(check: Check, run: RunResult, needs: Needs, found: Optional[tuple[Overgrant, ...]]) -> CheckResult:
+    axis = check.axis or "read"
+    if found is None or run.scope is None:
         return CheckResult(
             check.id, 0, check.points, False,
-            f"{check.description} Not met: the scope ({_SCOPE_WORDS[check.axis or 'read']}) "
+            f"{check.description} Not met: the scope ({_SCOPE_WORDS[axis]}) "
             f"could not be measured in this run ({run.backend}), so least privilege cannot be judged, and it is never "
             "assumed. Rerun the grader (start Docker first if it stopped).",
         )
-    mine = [o for o in found if o.axis == check.axis]
-    if not mine:
+    problems = list(explain_overgrants([o for o in found if o.axis == axis]))
+    short = ungranted(run.scope, needs, axis)
+    if short:
+        # granting nothing is not least privilege: an empty sandbox would pass every least-* check
+        problems.append(
+            f"the agent cannot {_VERBS[axis]} {', '.join(short)}, which the job needs: least privilege is exactly what "
+            "the job needs, not less. Grant " + ", ".join(f'"{n}"' for n in short) + " (the job checks say which rule)."
+        )
+    if not problems:
         return CheckResult(check.id, check.points, check.points, True, check.description)
-    what = " ".join(explain_overgrants(mine))
     fix = f" Fix: {check.fix.rstrip('.')}." if check.fix else ""
-    return CheckResult(check.id, 0, check.points, False, f"{check.description} Not met: {what}{fix}")
+    return CheckResult(check.id, 0, check.points, False, f"{check.description} Not met: {' '.join(problems)}{fix}")
 
 
 def _judge_fact(check: Check, policy: Policy) -> CheckResult:
@@ -226,7 +236,7 @@ def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Back
             results.append(_judge_fact(c, policy))
         elif c.kind == "least":
             assert run is not None
-            results.append(_judge_least(c, run, found))
+            results.append(_judge_least(c, run, task.needs, found))
         else:
             assert run is not None
             results.append(_judge_probes(c, run, access))

@@ -37,7 +37,7 @@ from .paths import covers
 from .scope import FRESH_LABEL, NEW_FILE
 from .world import World
 
-__all__ = ["Axis", "HostNeed", "Needs", "Overgrant", "explain_overgrants", "overgrants"]
+__all__ = ["Axis", "HostNeed", "Needs", "Overgrant", "explain_overgrants", "overgrants", "ungranted"]
 
 Axis = Literal["read", "write", "network"]
 HostUse = Literal["download", "upload"]
@@ -348,6 +348,20 @@ def _host_overgrants(scope: Scope, needs: Needs, access: Access) -> list[Overgra
         fix, advice = _host_advice(shown, needs)
         out.append(Overgrant("network", host, shown.rule, grant, _host_harm(world, host), advice, fix))
     return out
+
+
+def ungranted(scope: Scope, needs: Needs, axis: Axis) -> tuple[str, ...]:
+    """The needs on ``axis`` that ``scope`` does not grant: least privilege is the needs exactly, not nothing at all.
+
+    A read need is granted when something below it is readable; a write need
+    when it, or something below it, is writable; a host when it is reachable.
+    (A task's needs are checked at load time to name measurable world paths.)
+    """
+    if axis == "network":
+        reached = {r.host for r in scope.reachable}
+        return tuple(h for h in needs.host_names if h not in reached)
+    paths, granted = (needs.read, scope.readable) if axis == "read" else (needs.write, scope.writable)
+    return tuple(n for n in paths if not any(covers(n, p) for p in granted))
 
 
 def overgrants(scope: Scope, needs: Needs, access: Access) -> tuple[Overgrant, ...]:

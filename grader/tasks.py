@@ -216,8 +216,16 @@ def _check_from(c: _CheckFile) -> Check:
 
 
 def _consistency(tf: _TaskFile, needs: Needs) -> list[str]:
-    """What makes full marks impossible or meaningless: a job probe outside the needs, a missing least check."""
+    """What makes full marks impossible or meaningless: an unmeasurable need, a job probe outside the needs, a missing least check."""
     problems = []
+    world = load_world()
+    files = [f.path for f in world.files if f.role != "runtime"]
+    for i, n in enumerate(needs.read):
+        if not any(covers(n, f) for f in files):
+            problems.append(f"/needs/read/{i}: no world file lies in {n}, so no run can show the job reading it; name a directory that holds one")
+    for i, n in enumerate(needs.write):
+        if not any(covers(n, p) for p in [*files, *world.directories()]):
+            problems.append(f"/needs/write/{i}: the world has nothing at {n}, so no run can show the job writing it; name a world directory or file")
     for i, c in enumerate(tf.checks):
         for j, pid in enumerate(c.require.succeeded or ()):
             p = probe(pid)

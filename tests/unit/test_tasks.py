@@ -245,6 +245,8 @@ def test_the_valid_task_file_of_these_tests_loads() -> None:
         (_task(needs={**NEEDS, "hosts": [{"host": "pypi.org", "use": "upload"}]}), r"/needs/hosts/0: .*accepts no uploads"),
         (_task(needs={**NEEDS, "hosts": [{"host": "pypi.org", "use": "both"}]}), r"/needs/hosts/0/use: "),
         (_task(needs={**NEEDS, "reads": []}), r"/needs/reads: Extra inputs"),
+        (_task(needs={**NEEDS, "read": ["/project/out"]}), r"/needs/read/0: no world file lies in /project/out"),
+        (_task(needs={**NEEDS, "write": ["/project/out", "/project/tmp"]}), r"/needs/write/1: the world has nothing at /project/tmp"),
         # full marks must be reachable, and must mean least privilege
         (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"succeeded": ["job-fetch-pypi"]}})),
          r"/checks/0/require/succeeded/0: job-fetch-pypi fetches from pypi.org, which needs.hosts does not list"),
