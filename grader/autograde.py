@@ -168,9 +168,19 @@ def grade_answers(nb: NotebookNode) -> dict[str, bool]:
     return scored
 
 
+def _unchanged(cell: NotebookNode) -> bool:
+    """Is this solution cell exactly as nbgrader released it (its checksum unchanged)? Then nothing was answered."""
+    from nbgrader.utils import compute_checksum
+
+    expected = cell.get("metadata", {}).get("nbgrader", {}).get("checksum")
+    return bool(expected) and bool(compute_checksum(cell) == expected)
+
+
 def policy_source(nb: NotebookNode, task: Task, submitted_dir: Optional[Path]) -> PolicySource:
     """The policy a submission contains: the policy cell's literal wins; else the submitted my_policy.json."""
     cells = [c for c in nb.cells if _grade_id(c) == f"{task.id}-policy"]
+    if cells and _unchanged(cells[0]):
+        return PolicySource(None, "the policy cell is as it was released: write your policy there (no answer, no points)")
     if cells:
         text = _literal(cells[0].source)
         if text is not None:
