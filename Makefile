@@ -22,7 +22,7 @@ export PATH := $(VIRTUAL_ENV)/bin:$(BASE_PATH)
 # requests to jupyter.org) in any lab this virtualenv runs. Binder: binder/postBuild.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/sandbox-lab.json
 
-.PHONY: lab test unit docker images venv lessons-html bench cleanup clean
+.PHONY: lab lab-instructor test unit docker images venv lessons-html bench cleanup clean
 
 $(STAMP): pyproject.toml
 	@env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -44,11 +44,24 @@ docker:
 images: venv docker
 	@$(PY) -m grader setup
 
-## The lessons in JupyterLab, with the Docker backend (prints the URL to open).
-# The server's root is the repository, the nbgrader course: the formgrader
-# (Nbgrader menu) only works when the course lies inside the server's root.
-lab: images
+## The lessons in JupyterLab as a learner gets them (no solutions, no filled answers), with the Docker backend.
+# learner/ holds what nbgrader releases (scripts/learner-lessons), rebuilt when a lesson changes;
+# a learner's earlier copy is kept beside it, never overwritten.
+LEARNER := learner
+$(LEARNER)/.built: $(wildcard lessons/*/*.ipynb) nbgrader_config.py scripts/learner-lessons $(STAMP)
+	@PYTHON=$(PY) scripts/learner-lessons $(LEARNER)
+	@touch $@
+
+lab: images $(LEARNER)/.built
 	@echo "Open the URL below (start with 00-start-here). Ctrl-C stops the lab."
+	@$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --allow-root \
+	  --ServerApp.root_dir=$(CURDIR)/$(LEARNER) --LabApp.default_url=/lab/tree/00-start-here/start-here.ipynb
+
+## For instructors: the course's sources (solutions, hidden tests) and the formgrader (menu Nbgrader).
+# The server's root is the repository, the nbgrader course: the formgrader
+# only works when the course lies inside the server's root.
+lab-instructor: images
+	@echo "Instructor lab: the sources, with solutions. Open the URL below. Ctrl-C stops the lab."
 	@$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --allow-root \
 	  --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/lessons/00-start-here/start-here.ipynb
 
@@ -63,7 +76,7 @@ unit: venv
 	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
 
 ## The lessons' notebooks from their sources. To edit a lesson, edit lessons/0N-*/<name>.md (MyST
-## Markdown; or the .ipynb in `make lab`, which saves both), then run `make lessons`: jupytext --sync
+## Markdown; or the .ipynb in `make lab-instructor`, which saves both), then run `make lessons`: jupytext --sync
 ## writes the other file of each pair from the newer one. Task notebooks are regenerated from grader/tasks/*.json.
 ## tests/unit/test_lesson_pairs.py fails while a pair or a task notebook is out of date.
 .PHONY: lessons
@@ -77,9 +90,10 @@ lessons-html: venv
 bench: images
 	$(PY) bench/probe_speed.py
 	$(PY) bench/batch.py
+	$(PY) bench/autograde.py
 
 cleanup: venv
 	$(PY) -m grader cleanup
 
 clean:
-	rm -rf $(VENV) build release submitted autograded feedback gradebook.db .pytest_cache
+	rm -rf $(VENV) build release submitted autograded feedback gradebook.db .pytest_cache $(LEARNER)

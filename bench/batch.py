@@ -32,7 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grader.backends import get  # noqa: E402
 from grader.batch import ProgressBar, Submission, grade_batch, read_submissions  # noqa: E402
-from grader.tasks import load_task, solution_path  # noqa: E402
+from grader.tasks import load_task  # noqa: E402
+
+
+def solution_path(task_id: str) -> Path:
+    return Path(__file__).resolve().parent.parent / "solutions" / f"{task_id}.json"
 
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
 SEED_SECURE = {"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"allowedDomains": ["registry.npmjs.org"]}}

@@ -1,9 +1,9 @@
 """What a task notebook calls: start a task, save the learner's policy, grade it, and assert one check.
 
 Each helper prints or raises in a learner's words; none holds grading logic
-(that is ``grading``). nbgrader's hidden tests call ``assert_check``, which
-grades the saved file afresh, so a notebook variable cannot stand in for a
-grade. ``grade_file`` is re-exported so a notebook needs one import.
+(that is ``grading``). These run in the learner's kernel, so they only give
+feedback: scores are set by the grader's own process (``autograde``).
+Reference solutions are not part of the package. ``grade_file`` is re-exported so a notebook needs one import.
 
 Imports: tasks, grading, policy, errors, backends.base (the protocol only).
 Nothing downstream (no widgets, no CLI).
@@ -19,9 +19,9 @@ from .backends.base import Backend
 from .errors import PolicyError
 from .grading import Grade, grade_file
 from .policy import load_policy
-from .tasks import Task, load_task, solution_path
+from .tasks import Task, load_task
 
-__all__ = ["assert_check", "assert_passed", "grade_file", "save_policy", "solution_text", "start_task"]
+__all__ = ["assert_check", "assert_passed", "grade_file", "save_policy", "start_task"]
 
 
 def save_policy(path: Union[str, os.PathLike[str]], policy_json: str) -> None:
@@ -48,11 +48,6 @@ def start_task(task_id: str, policy_path: Union[str, os.PathLike[str]] = "my_pol
     task = load_task(task_id)
     Path(policy_path).unlink(missing_ok=True)
     return task
-
-
-def solution_text(task_id: str) -> str:
-    """The reference solution's JSON text (the source notebook's solution cell reads it)."""
-    return solution_path(task_id).read_text(encoding="utf-8")
 
 
 def assert_passed(result: Grade, check_id: str) -> None:

@@ -40,13 +40,11 @@ from .world import load_world
 __all__ = [
     "LEAST_AXES",
     "POLICY_FACTS",
-    "SOLUTIONS_ENV",
     "Check",
     "CheckKind",
     "Task",
     "all_tasks",
     "load_task",
-    "solution_path",
     "task_ids",
 ]
 
@@ -59,7 +57,6 @@ LEAST_AXES: tuple[Axis, ...] = get_args(Axis)
 
 CheckKind = Literal["blocked", "succeeded", "policy", "least"]
 
-SOLUTIONS_ENV = "SANDBOX_LAB_SOLUTIONS"  # where solutions/ is, when the package is not run from the repo
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _PROBE_IDS = frozenset(p.id for p in PROBES)
 
@@ -301,24 +298,3 @@ def all_tasks() -> tuple[Task, ...]:
     return tuple(sorted((load_task(t) for t in _task_files()), key=lambda t: (t.order, t.id)))
 
 
-# --- reference solutions ------------------------------------------------------------------
-
-
-def solution_path(task_id: str) -> Path:
-    """The reference solution of a task: ``solutions/<id>.json`` in the repository.
-
-    Solutions live once, in ``solutions/`` next to the package (an editable
-    install or a checkout); ``SANDBOX_LAB_SOLUTIONS`` points elsewhere.
-    """
-    candidates = []
-    if os.environ.get(SOLUTIONS_ENV):
-        candidates.append(Path(os.environ[SOLUTIONS_ENV]))
-    candidates.append(Path(__file__).resolve().parent.parent / "solutions")
-    for folder in candidates:
-        path = folder / f"{task_id}.json"
-        if path.is_file():
-            return path
-    raise TaskError(
-        f"no reference solution for {task_id!r} (looked in {', '.join(str(c) for c in candidates)}); "
-        f"set {SOLUTIONS_ENV} to the repository's solutions/ directory"
-    )

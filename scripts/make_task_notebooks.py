@@ -6,11 +6,14 @@ One notebook per task, at ``lessons/<order>-task-<id>/task.ipynb``:
 1. narrative (Markdown): the threat and the goal, and the rubric;
 2. setup (locked): the task, and the backend that will judge (said aloud);
 3. the learner's policy (solution cell): a starter, the reference solution
-   loaded from ``solutions/<id>.json`` inside ``### BEGIN SOLUTION``, then
-   ``save_policy`` writes ``my_policy.json``;
+   from ``solutions/<id>.json`` written inline inside ``### BEGIN SOLUTION``
+   (the instructor's source only: nbgrader strips it on release, and no
+   solution helper exists in the package), then ``save_policy`` writes
+   ``my_policy.json``;
 4. grading (locked): one run of the policy, feedback printed;
-5. one autograded cell per rubric check (``grade_id`` ``<task>-<check>``), with
-   a hidden re-grade of the file so a notebook variable cannot be faked;
+5. one autograded cell per rubric check (``grade_id`` ``<task>-<check>``): a
+   preview in the learner's kernel; at autograde time the grader's own process
+   grades the policy cell and sets each cell's outcome (grader/autograde.py);
 6. a "why" question, graded by hand.
 
 Run it after changing a task or this script (``make lessons`` does); the
@@ -107,7 +110,7 @@ def build(task: Task) -> nbformat.NotebookNode:
         ),
         new_code_cell(
             "from grader.backends import default\n"
-            "from grader.notebook import assert_check, assert_passed, grade_file, save_policy, solution_text, start_task\n\n"
+            "from grader.notebook import assert_passed, grade_file, save_policy, start_task\n\n"
             f'TASK = start_task("{tid}")\n'
             "backend = default()  # docker where an engine answers, otherwise the static prediction\n"
             'print(f"Grading backend: {backend.name}")',
@@ -122,7 +125,7 @@ def build(task: Task) -> nbformat.NotebookNode:
         new_code_cell(
             f'policy_json = r"""\n{_policy_text(starter)}\n"""\n'
             "### BEGIN SOLUTION\n"
-            "policy_json = solution_text(TASK.id)\n"
+            f'policy_json = r"""\n{_reference(tid)}\n"""\n'
             "### END SOLUTION\n"
             'save_policy("my_policy.json", policy_json)',
             metadata=_meta(f"{tid}-policy", solution=True, locked=False),
@@ -138,11 +141,9 @@ def build(task: Task) -> nbformat.NotebookNode:
         ),
     ]
     for c in task.checks:
+        # feedback only: at autograde time the grader sets these cells' outcomes (grader/autograde.py)
         cells.append(new_code_cell(
-            f'assert_passed(result, "{c.id}")\n'
-            "### BEGIN HIDDEN TESTS\n"
-            f'assert_check(TASK.id, "{c.id}", "my_policy.json")  # re-graded from the file, not from notebook variables\n'
-            "### END HIDDEN TESTS",
+            f'assert_passed(result, "{c.id}")',
             metadata=_meta(task.grade_id(c.id), grade=True, points=c.points),
         ))
     cells += [
@@ -163,6 +164,11 @@ def build(task: Task) -> nbformat.NotebookNode:
         "language_info": {"name": "python"},
     }
     return nb
+
+
+def _reference(task_id: str) -> str:
+    """The reference solution, inlined into the instructor's source notebook only (nbgrader strips it on release)."""
+    return (REPO / "solutions" / f"{task_id}.json").read_text(encoding="utf-8").strip()
 
 
 def notebook_path(task: Task, lessons: Path = REPO / "lessons") -> Path:

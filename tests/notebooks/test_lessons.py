@@ -8,7 +8,7 @@ the learner's record.
 The graded task notebooks (``lessons/1N-task-<id>/task.ipynb``) are nbgrader
 source notebooks: they are run from a temporary copy of their folder (they write
 ``my_policy.json`` to the working directory; their reference solution comes
-from ``solutions/`` through ``grader.tasks.solution_path``), and must score full
+inline in the source notebook, generated from ``solutions/``), and must score full
 marks. Their released versions, made by ``nbgrader generate_assignment`` in a
 temporary copy of the course as ``test_nbgrader.py`` does, must contain no
 solution: no nbgrader solution or hidden-test block, no reference policy.
@@ -27,7 +27,8 @@ from typing import Any
 
 import pytest
 
-from grader.tasks import SOLUTIONS_ENV, all_tasks, solution_path
+from grader.tasks import all_tasks
+from reference import solution_path
 from grader.wording import backend_phrase
 
 nbformat = pytest.importorskip("nbformat", reason="the notebook stack is in the 'lab' extra")
@@ -130,7 +131,6 @@ def test_task_runs_top_to_bottom(path: Path, backend: str, tmp_path: Path, monke
     task = TASKS[path.parent.name]
     monkeypatch.setenv("SANDBOX_LAB_BACKEND", backend)  # the kernel inherits the environment
     monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path / "progress.json"))
-    monkeypatch.delenv(SOLUTIONS_ENV, raising=False)  # solutions/ found next to the package, as in `make lab`
     folder = _task_copy(path, tmp_path)
     nb = _execute(folder / "task.ipynb", folder)  # the kernel's working directory: where my_policy.json goes
     text = "\n".join(_texts(nb))
@@ -191,7 +191,7 @@ def test_released_task_has_no_solution(path: Path, released: Path) -> None:
     # nothing of what the source notebook hides: solution code, the model answer, hidden tests
     source = "\n".join(c.source for c in nbformat.read(path, as_version=4).cells)
     hidden = _blocks(source, "SOLUTION") + _blocks(source, "HIDDEN TESTS")
-    assert len(hidden) == 2 + len(task.checks), "one solution code cell, one model answer, one hidden test per check"
+    assert len(hidden) == 2, "one solution code cell and one model answer (scores come from the grader, not hidden tests)"
     for block in hidden:
         assert _no_space(block) not in _no_space(text), f"released: {block[:200]}"
     assert "solution_text(" not in text and "solution_path(" not in text

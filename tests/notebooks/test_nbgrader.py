@@ -22,7 +22,8 @@ import pytest
 from grader.backends.static import StaticBackend
 from grader.policy import load_policy
 from grader.grading import grade
-from grader.tasks import load_task, solution_path
+from grader.tasks import load_task
+from reference import solution_path
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 

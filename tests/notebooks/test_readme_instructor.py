@@ -26,7 +26,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from grader.notebook import solution_text
+from reference import solution_text
 from grader.tasks import load_task
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]

@@ -15,7 +15,8 @@ from grader.batch import ProgressBar, grade_batch, read_submissions
 from grader.errors import BackendError, SandboxLabError
 from grader.outcomes import RunResult
 from grader.plan import RunPlan
-from grader.tasks import load_task, solution_path
+from grader.tasks import load_task
+from reference import solution_path
 
 TASK = load_task("fix-the-naive-setup")
 SOLUTION = solution_path(TASK.id).read_text()

@@ -52,7 +52,8 @@ from grader.plan import RunPlan
 from grader.policy import load_policy
 from grader.probes import probe
 from grader.scope import predict_scope
-from grader.tasks import Task, all_tasks, load_task, solution_path
+from grader.tasks import Task, all_tasks, load_task
+from reference import solution_path
 from grader.world import World, WorldFile, load_world
 
 STATIC = StaticBackend()

@@ -22,7 +22,8 @@ from grader.policy import load_policy
 from grader.probes import PROBES
 from grader.grading import grade, grade_file
 from grader.notebook import assert_check, assert_passed, save_policy, start_task
-from grader.tasks import POLICY_FACTS, _task_from, all_tasks, load_task, solution_path
+from grader.tasks import POLICY_FACTS, _task_from, all_tasks, load_task
+from reference import solution_path
 
 STATIC = StaticBackend()
 TASKS = all_tasks()
