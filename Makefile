@@ -22,7 +22,7 @@ export PATH := $(VIRTUAL_ENV)/bin:$(BASE_PATH)
 # requests to jupyter.org) in any lab this virtualenv runs. Binder: binder/postBuild.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/sandbox-lab.json
 
-.PHONY: lab lab-instructor test unit docker images venv lessons-html bench cleanup clean
+.PHONY: lab lab-instructor test typecheck unit docker images venv lessons-html bench cleanup clean
 
 $(STAMP): pyproject.toml
 	@env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -66,13 +66,17 @@ lab-instructor: images
 	  --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/lessons/00-start-here/start-here.ipynb
 
 ## The whole suite: unit, Docker integration, notebooks, nbgrader and browser tests.
-test: images
+test: images typecheck
 	@PYTHON=$(PY) scripts/ensure-browser
 	@scripts/ensure-srt
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+## mypy --strict on grader/ (configured in pyproject.toml); the import-layer contract is tests/unit/test_layers.py.
+typecheck: venv
+	$(PY) -m mypy
+
 ## Only the fast tests that need neither Docker nor notebooks.
-unit: venv
+unit: venv typecheck
 	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
 
 ## The lessons' notebooks from their sources. To edit a lesson, edit lessons/0N-*/<name>.md (MyST

@@ -29,7 +29,7 @@ def run_probes(policy: "Policy | None", backend: "Backend | None" = None) -> Run
 
     return (backend or default()).run(build_plan(policy))
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "PROBES",

@@ -26,7 +26,8 @@ import os
 import sys
 from typing import NoReturn, Optional, Sequence
 
-from . import __version__, backends
+from . import backends
+from .version import __version__
 from .batch import grade_batch
 from .cli_commands import (
     error_json,

@@ -1,0 +1,148 @@
+"""The architecture, checked: the import layers of STYLE.md, and a test for every module.
+
+Data flows one way: policy → plan → run → outcomes → grade → report, judged
+against one world. ``LAYERS`` writes that order down, lowest first; a module
+may import only from strictly lower layers (a package's ``__init__`` re-exports
+its own layer). A new module must be placed here, or this test fails. The
+services run inside containers on the standard library alone: they import
+nothing of the package but their shared ``common``.
+
+Every module has a test module named after it, or a line in tests/README.md
+that names the test covering it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = REPO / "grader"
+
+LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
+    # vocabulary: imports nothing of the package (services.common: stdlib only, shared with the containers)
+    {"errors", "paths", "domains", "outcomes", "version", "services.common"},
+    # the inputs: the learner's policy, the simulated world, and words shared by every renderer
+    {"policy", "world", "wording", "progress"},
+    # the semantics of the policy language
+    {"access"},
+    # what a policy grants, and what a real run leaves behind
+    {"channels", "scope", "evidence", "srt_notes"},
+    # one record per probe
+    {"probes"},
+    # policy → predictions, plan, needs; the question bank
+    {"analyzer", "plan", "needs", "quiz"},
+    # run: judging real runs; export to the real tools
+    {"verdicts", "prediction", "export"},
+    {"backends.base", "backends.images", "backends.runs"},
+    {"backends.static", "backends.simnet"},
+    {"backends.docker", "backends.srt"},
+    {"backends"},
+    # grade
+    {"tasks"},
+    {"grading"},
+    {"batch", "notebook"},
+    {"autograde"},
+    # report
+    {"report"},
+    {"board"},
+    {"widgets"},
+    # the edge: argv and exit codes
+    {"cli_core"},
+    {"cli_commands"},
+    {"cli"},
+    {"__main__", ""},  # "" is grader/__init__.py: the public API re-exports every layer
+))
+SERVICES = ("services.probe_runner", "services.proxy", "services.internet", "services.dnswire")
+
+
+def _name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """The package modules ``path`` imports (relative or absolute), as dotted names under grader."""
+    name = _name(path)
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    if name == "":
+        package = []
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level:
+            base = package[: len(package) - (node.level - 1)]
+            if node.module:
+                target = ".".join(base + node.module.split("."))
+                found.add(target)
+            else:
+                found.update(".".join(base + [a.name]) for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "grader":
+            found.add(node.module.partition(".")[2])
+        elif isinstance(node, ast.Import):
+            found.update(a.name.partition(".")[2] for a in node.names if a.name.split(".")[0] == "grader")
+    known = {_name(p) for p in PACKAGE.rglob("*.py")}
+    out = set()
+    for f in found:
+        while f and f not in known:  # "from .backends import base" names a module; "from .x import y" names x
+            f = f.rpartition(".")[0]
+        if f != name:
+            out.add(f)
+    return out
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "services" not in p.parts or p.name == "common.py")
+LAYER_OF = {m: i for i, layer in enumerate(LAYERS) for m in layer}
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
+def test_a_module_imports_only_from_lower_layers(path: Path) -> None:
+    name = _name(path)
+    assert name in LAYER_OF, f"{name or 'grader/__init__'} is in no layer: place it in LAYERS (tests/unit/test_layers.py)"
+    mine = LAYER_OF[name]
+    upward = sorted(d for d in _imports(path) if LAYER_OF.get(d, -1) >= mine and not (path.name == "__init__.py" and d.startswith(name)))
+    assert not upward, f"{name} (layer {mine}) imports {upward} from its own layer or above"
+
+
+# what the services image carries beside the services: flat scripts, standard library only
+IN_IMAGE = {"common", "dnswire", "domains"}
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_services_use_the_standard_library_and_the_files_beside_them_only(service: str) -> None:
+    """In the image the services are flat scripts; on the host they fall back to the same files in the package."""
+    tree = ast.parse((PACKAGE / (service.replace(".", "/") + ".py")).read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"{service} uses a relative import; the container has no package"
+            if (node.module or "").split(".")[0] == "grader":
+                assert {a.name for a in node.names} <= IN_IMAGE, f"{service} imports {node.module}: not in the image"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                assert a.name.split(".")[0] != "grader", f"{service} imports {a.name}"
+    assert LAYER_OF["domains"] == 0, "domains runs in the image: it must import nothing of the package"
+
+
+def test_the_contract_can_fail(tmp_path: Path) -> None:
+    """A low module that imports a high one is caught (the checker is not vacuous)."""
+    assert "grading" in _imports(PACKAGE / "batch.py")
+    assert LAYER_OF["errors"] < LAYER_OF["grading"]
+
+
+def test_every_module_has_a_test() -> None:
+    readme = (REPO / "tests" / "README.md").read_text(encoding="utf-8")
+    tests = {p.stem for p in (REPO / "tests").rglob("test_*.py")}
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = str(path.relative_to(REPO))
+        stem = path.parent.name if path.name == "__init__.py" else path.stem
+        if f"test_{stem}" in tests:
+            continue
+        line = next((ln for ln in readme.splitlines() if f"`{rel}`" in ln), "")
+        named = [t for t in tests if t in line]
+        if not named:
+            missing.append(rel)
+    assert not missing, f"no test module named after these, and no line in tests/README.md naming one: {missing}"
