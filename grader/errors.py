@@ -18,8 +18,13 @@ This module imports nothing from the rest of the package.
 
 from __future__ import annotations
 
+import difflib
+
 from dataclasses import dataclass
-from typing import Iterable, Sequence, Union
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence, Union
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 __all__ = [
     "BackendError",
@@ -32,6 +37,7 @@ __all__ = [
     "SandboxLabError",
     "TaskError",
     "WorldError",
+    "field_problem",
     "json_pointer",
 ]
 
@@ -99,6 +105,19 @@ class WorldError(SandboxLabError, ValueError):
 
 class BackendError(SandboxLabError, RuntimeError):
     """The grading machinery failed; the policy was not judged."""
+
+
+def field_problem(ptr: str, kind: str, key: str, model: "Optional[type[BaseModel]]") -> Problem:
+    """The message for the two pydantic errors every data file shares: an unknown key (with "did you mean")
+    or a missing one (with the field's description). ``model`` is the pydantic model at that place, if known."""
+    known = list(model.model_fields) if model else []
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f' Did you mean "{close[0]}"?' if close else f" Known keys here: {', '.join(known)}."
+        return Problem(ptr, "unknown key (usually a typo)." + hint)
+    field = model.model_fields.get(key) if model else None
+    why = f": {field.description}" if field and field.description else ""
+    return Problem(ptr, f'missing. Add "{key}"{why}.')
 
 
 def in_checkout(script: str) -> bool:

@@ -106,6 +106,8 @@ def _fix_network(p: Probe, access: Access) -> str:
 
 
 # --- reading a world file -------------------------------------------------------------------
+# The read and write families mirror each other line for line (orders, predict, judge, fixes):
+# they are two axes of one language, kept apart so each can say its own thing to a learner.
 
 
 def _read_orders(p: Probe, ctx: OrderContext) -> list[Step]:

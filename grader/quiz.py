@@ -49,7 +49,7 @@ from typing import Any, Iterable, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import PolicyError, Problem, SandboxLabError, json_pointer
+from .errors import PolicyError, Problem, SandboxLabError, field_problem, json_pointer
 from .policy import parse_policy
 from .probes import PROBES
 from .progress import LESSONS
@@ -208,16 +208,8 @@ def _problem_from(err: dict[str, Any], data: Any) -> Problem:
             return Problem(ptr, f'keys are not stored as text. Replace "answer" with "answer_sha256": {example}.')
         if len(loc) == 3 and loc[2] == "keywords":
             return Problem(ptr, 'replaced by "key_ideas": [{"idea": "the network axis", "words": ["network", "egress"]}].')
-        model = _model_at(loc[:-1])
-        known = list(model.model_fields) if model else []
-        close = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
-        hint = f' Did you mean "{close[0]}"?' if close else f" Known keys here: {', '.join(known)}."
-        return Problem(ptr, "unknown key (usually a typo)." + hint)
-    if kind == "missing":
-        model = _model_at(loc[:-1])
-        field = model.model_fields.get(str(loc[-1])) if model else None
-        why = f": {field.description}" if field and field.description else ""
-        return Problem(ptr, f'missing. Add "{loc[-1]}"{why}.')
+    if kind in ("extra_forbidden", "missing"):
+        return field_problem(ptr, kind, str(loc[-1]), _model_at(loc[:-1]))
     if kind == "literal_error":
         return Problem(ptr, f"must be {err.get('ctx', {}).get('expected', 'one of the listed values')}.")
     if kind in ("model_type", "model_attributes_type", "dict_type"):

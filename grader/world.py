@@ -25,7 +25,7 @@ from typing import Any, Literal, Optional, Sequence, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
-from .errors import Problem, WorldError, json_pointer
+from .errors import Problem, WorldError, field_problem, json_pointer
 from .paths import covers
 
 __all__ = ["LOOT_ROLES", "ROLES", "Host", "Role", "World", "WorldDir", "WorldFile", "load_world", "parse_world", "read_world"]
@@ -256,16 +256,8 @@ def _problem_from(err: dict[str, Any]) -> Problem:
     loc = tuple(err["loc"])
     ptr = json_pointer(loc)
     kind = err["type"]
-    if kind == "extra_forbidden":
-        model = _model_at(loc[:-1])
-        known = list(model.model_fields) if model else []
-        hint = _did_you_mean(str(loc[-1]), known) or f" Known keys here: {', '.join(known)}."
-        return Problem(ptr, "unknown key (usually a typo)." + hint)
-    if kind == "missing":
-        model = _model_at(loc[:-1])
-        field = model.model_fields.get(str(loc[-1])) if model else None
-        why = f": {field.description}" if field and field.description else ""
-        return Problem(ptr, f'missing. Add "{loc[-1]}"{why}.')
+    if kind in ("extra_forbidden", "missing"):
+        return field_problem(ptr, kind, str(loc[-1]), _model_at(loc[:-1]))
     if kind == "literal_error" and loc and loc[-1] == "role":
         given = str(err.get("input"))
         return Problem(ptr, f'unknown role "{given}".{_did_you_mean(given, ROLES)} Use one of: {", ".join(ROLES)}.')
