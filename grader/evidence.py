@@ -134,6 +134,28 @@ class Markers:
         """Stolen data rides in names ``<hex>.<seq><suffix>``; ``dns_payloads`` reads them back."""
         return f".{label}.{self.token}.{self.attacker}"
 
+    # --- the scope scan (``scope.measure_scope`` reads these back) ---
+
+    @property
+    def scan_path(self) -> str:  # what the scan asks every host for, through the proxy and directly
+        return f"/scan/{self.token}"
+
+    @property
+    def scan_text(self) -> str:  # what the scan appends to every world file and writes into every new file
+        return f"\n# sandbox-lab-scan {self.token}\n"
+
+    @property
+    def scan_label(self) -> str:  # the label the scan makes up under an allowed wildcard: this run's own name
+        return f"{self.token}scan"
+
+    def scan_dns(self, host: str) -> str:
+        """A name under ``host`` the scan looks up with the sandbox's own resolver."""
+        return f"{self.token}scand.{host}"
+
+    def is_scan(self, record: dict[str, Any]) -> bool:
+        """A proxy or sink record the scope scan caused (not a probe's attempt)."""
+        return self.scan_path in str(record.get("path") or "") or self.scan_label in str(record.get("host") or "")
+
 
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -236,6 +258,7 @@ def judge_read(pid: str, target: str, ev: Evidence) -> Verdict:
     """A read succeeded iff the file's per-run canary came out of the sandbox."""
     canary = ev.canaries[target]
     seen = [r for r in ev.records if r.data and canary in r.data]
+    seen.sort(key=lambda r: r.probe != pid)  # its own read first: the scope scan reads every file too
     if seen:
         return "succeeded", f"The sandbox read {target}.", (f"the run's canary of {target} appeared in the sandbox's output ({seen[0].detail})",)
     tries = [r for r in attempts(ev, pid) if r.step == "read"]
@@ -248,17 +271,25 @@ def judge_read(pid: str, target: str, ev: Evidence) -> Verdict:
 
 
 def judge_write(pid: str, target: str, ev: Evidence) -> Verdict:
-    """A write succeeded iff the world copy changed after the run."""
+    """A write succeeded iff the probe's own marker is in the world copy after the run.
+
+    Its own marker, not any change: the scope scan appends to every world file
+    in the same run, so a changed file alone does not say whose write landed.
+    """
     before = ev.before.get(target)
     after = ev.after.get(target)
     marker = write_marker(ev.token, pid).encode()
-    if after is not None and (marker in after or (before is not None and sha256(after) != before) or (before is None)):
-        how = "now contains the probe's marker" if marker in after else "changed"
-        return "succeeded", f"The sandbox changed {target}.", (f"{target} in the world copy {how} after the run",)
+    if after is not None and marker in after:
+        return "succeeded", f"The sandbox changed {target}.", (f"{target} in the world copy now contains the probe's marker after the run",)
     tries = [r for r in attempts(ev, pid) if r.step == "write"]
     if not tries:
         return "error", "The write was never attempted (the probe did not run).", ()
-    state = "unchanged (same sha256 before and after)" if before is not None else "still absent"
+    if after is None:
+        state = "still absent"
+    elif before is not None and sha256(after) == before:
+        state = "unchanged (same sha256 before and after)"
+    else:
+        state = "without the probe's marker"
     detail = tries[0].detail if not tries[0].ok else f"{tries[0].detail}, into a private stand-in that is thrown away"
     return "blocked", f"{target} was not changed.", (f"{target} in the world copy is {state}; the write: {detail}",)
 
@@ -280,6 +311,8 @@ def net_blocked(pid: str, ev: Evidence, what: str) -> Verdict:
         # A refusal is fast (the proxy answers at once; no route fails at once). A request that
         # timed out may have been on its way when the run ended: its silence proves nothing.
         return "error", f"Cannot tell: {what} timed out before any answer ({late[0]}). Rerun; if it persists, the machine is overloaded.", ()
-    denied = [r for r in ev.proxy if r.get("decision") == "deny" and ev.token in str(r.get("host", "")) + str(r.get("path", ""))]
+    scan = Markers(ev.token, "")
+    denied = [r for r in ev.proxy if r.get("decision") == "deny" and ev.token in str(r.get("host", "")) + str(r.get("path", ""))
+              and not scan.is_scan(r)]
     extra = f"; the proxy refused {len(denied)} request(s)" if denied else ""
     return "blocked", f"{what} arrived nowhere.", (f"nothing from this probe reached the simulated internet's logs{extra}; the runner: {failures(ev, pid)}",)

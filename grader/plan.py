@@ -81,6 +81,8 @@ class RunPlan:
     mounts: tuple[Mount, ...]
     hardening: Hardening
     probes: tuple[str, ...] = field(default_factory=lambda: tuple(p.id for p in PROBES))
+    scan: bool = True  # a real run also measures the whole scope (every world path and host); off only to time it
+
 
     @property
     def access(self) -> Access:

@@ -15,7 +15,11 @@ Probes of one shape (every read, every write, every download) share one family
 of functions; adding a probe or a world path to read is one line in ``PROBES``.
 This is the shape of ``srt_notes.RULES``: a table of records, not branches.
 
-Pure. Imports: access, channels, evidence, outcomes, world. Nothing downstream.
+The scope scan (``scan_orders``) lives here too: the same kind of orders,
+trying every world path and host instead of a sample, with its markers in
+``Markers`` beside the probes'; ``scope.measure_scope`` judges it.
+
+Pure. Imports: access, channels, evidence, outcomes, scope, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -41,12 +45,17 @@ from .evidence import (
     timed_out,
 )
 from .outcomes import ProbeKind
+from .scope import SCAN_IDS, new_file, scan_name, scanned_dirs, scanned_files, scanned_hosts
 from .world import World
 
-__all__ = ["PROBES", "OrderContext", "Probe", "ProbeKind", "Step", "orders_for", "probe"]
+__all__ = ["PROBES", "SCAN_WIDTH", "OrderContext", "Probe", "ProbeKind", "Step", "orders_for", "probe", "scan_orders"]
 
 Action = Literal["read", "write", "net", "exfil", "fetch"]
 Step = dict[str, Any]  # one order for the runner: {"op": "read" | "write" | "http" | "tcp" | "tcp_gateways" | "dns" | "steal", ...}
+# How many of one scan entry's steps the runner carries out at once: enough to hide
+# the network's round trips, few enough that the scan's threads stay far below
+# the sandbox's pids limit next to the probes' own.
+SCAN_WIDTH = 8
 Prediction = tuple[bool, str]
 
 
@@ -477,6 +486,31 @@ def probe(probe_id: str) -> Probe:
     return _BY_ID[probe_id]
 
 
-def orders_for(probe_ids: tuple[str, ...], ctx: OrderContext) -> list[dict[str, Any]]:
-    """The runner's orders for these probes: one entry per probe, its steps built by the host."""
-    return [{"id": pid, "steps": probe(pid).orders(probe(pid), ctx)} for pid in probe_ids]
+def scan_orders(access: Access, ctx: OrderContext) -> list[dict[str, Any]]:
+    """The scope scan's orders: read every world file, append to it, create a file in every world
+    directory, and ask every scanned host for the scan's path through the proxy and directly, and
+    look a name under it up with the sandbox's own resolver.
+
+    One entry per kind of attempt (``scope.SCAN_IDS``), so an unfinished part is told apart.
+    """
+    m, world = ctx.markers, access.world
+    files = scanned_files(world)
+    reads = [{"op": "read", "path": ctx.rebase(p)} for p in files]
+    writes = [{"op": "write", "path": ctx.rebase(p), "text": m.scan_text, "append": True}
+              for p in [*files, *map(new_file, scanned_dirs(world))]]
+    net: list[Step] = []
+    for host in scanned_hosts(access):
+        name = scan_name(m, host)
+        url = f"http://{name}{m.scan_path}"  # plain HTTP: the proxy logs the path, and no TLS handshake to wait for
+        net += [{"op": "http", "method": "GET", "url": url, "via": "proxy"},
+                {"op": "http", "method": "GET", "url": url, "via": "direct"},
+                {"op": "dns", "name": m.scan_dns(name)}]
+    steps = dict(zip(SCAN_IDS, (reads, writes, net)))
+    return [{"id": sid, "steps": steps[sid], "parallel": SCAN_WIDTH} for sid in SCAN_IDS]
+
+
+def orders_for(probe_ids: tuple[str, ...], ctx: OrderContext, *, scan: Optional[Access] = None) -> list[dict[str, Any]]:
+    """The runner's orders for these probes: one entry per probe, its steps built by the host;
+    then, given the sandbox's ``Access``, the scope scan's entries."""
+    out = [{"id": pid, "steps": probe(pid).orders(probe(pid), ctx)} for pid in probe_ids]
+    return out + (scan_orders(scan, ctx) if scan is not None else [])

@@ -1,11 +1,12 @@
 """A real run's result: every probe judged from evidence, then explained against the static prediction.
 
 Each probe's judge lives in its record (``probes.py``); this module runs them,
-turns an unfinished probe into ``error`` (never ``blocked``), and builds the
+turns an unfinished probe into ``error`` (never ``blocked``), measures the
+scope from the scan's evidence (``scope.measure_scope``), and builds the
 ``RunResult`` every real backend returns. One function for every backend, so
 they cannot differ in how they read the same facts.
 
-Imports: analyzer, evidence, outcomes, plan, probes, world. Nothing downstream.
+Imports: analyzer, evidence, outcomes, plan, probes, scope, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .evidence import Evidence, finished
 from .outcomes import ProbeOutcome, RunResult
 from .plan import RunPlan
 from .probes import PROBES
+from .scope import measure_scope
 from .world import World
 
 __all__ = ["judge", "run_result"]
@@ -65,6 +67,9 @@ def run_result(
     notes = [f"infrastructure error, evidence incomplete: {ev.infra_problem}"] if ev.infra_problem else []
     if ev.timed_out:
         notes.append(f"{stopped} after {plan.hardening.timeout_s:.0f} s")
+    scope, unmeasured = measure_scope(ev, plan.access) if plan.scan else (None, "")
+    if unmeasured:
+        notes.append(f"scope not measured: {unmeasured}")
     return RunResult(
         backend=backend,
         sandbox=plan.sandbox,
@@ -74,4 +79,5 @@ def run_result(
         seconds=seconds,
         run_id=run_id,
         extra=extra or {},
+        scope=scope,
     )

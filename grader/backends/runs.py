@@ -11,7 +11,7 @@ in the same shape (``runner_config``); the evidence is gathered the same way
 tried once more (``run_with_retries``); and each backend's leftovers are swept
 by one ``cleanup``. Both backends use this module; neither imports the other.
 
-Imports: access, errors, evidence, outcomes, plan, probes, and the standard library.
+Imports: access, errors, evidence, outcomes, plan, probes, scope, and the standard library.
 Never ``docker``: the srt backend must work where the docker SDK is missing.
 Nothing downstream.
 """
@@ -36,6 +36,7 @@ from ..evidence import Evidence, Markers, RunnerRecord, parse_jsonl, sha256
 from ..outcomes import RunResult
 from ..plan import RunPlan
 from ..probes import OrderContext, orders_for
+from ..scope import new_file, scanned_dirs
 
 __all__ = [
     "CLEANERS",
@@ -168,20 +169,26 @@ class RunDir:
         return {wp: sha256(self.host_path(wp).read_bytes()) for wp in self._judged_paths(plan)}
 
     def _judged_paths(self, plan: RunPlan) -> list[str]:
-        paths = [f.path for f in plan.world.files] + [o.path for o in plan.world.outputs]
-        return [p for p in paths if self.host_path(p).is_file()]
+        return [p for p in _watched(plan) if self.host_path(p).is_file()]
 
     def read_text(self, rel: str) -> str:
         return read_text(self.path / rel)
 
     def snapshot(self, plan: RunPlan) -> dict[str, bytes]:
         out = {}
-        for wp in [f.path for f in plan.world.files] + [o.path for o in plan.world.outputs]:
+        for wp in _watched(plan):
             p = self.host_path(wp)
             if p.is_file() and not p.is_symlink():
                 with p.open("rb") as fh:
                     out[wp] = fh.read(65536)
         return out
+
+
+def _watched(plan: RunPlan) -> list[str]:
+    """Every world path judged before and after a run: each file, each output, and the scope
+    scan's new file in each directory (absent before, so present after means it was created)."""
+    w = plan.world
+    return [f.path for f in w.files] + [o.path for o in w.outputs] + [new_file(d) for d in scanned_dirs(w)]
 
 
 # --- the host listener -------------------------------------------------------------
@@ -217,6 +224,11 @@ class HostListener:
 
     def close(self) -> None:
         self._stop.set()
+        try:
+            # wakes the accept() that waits in the thread: every run would otherwise wait out its timeout
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._thread.join(timeout=2)
         self.sock.close()
 
@@ -248,7 +260,8 @@ def runner_config(
     return {
         "timeout": timeout, "connect_timeout": connect_timeout,
         "proxy": None, "ca_file": ca_file,
-        "probes": orders_for(plan.probes, orders),
+        # the probes, then the scope scan (every world path and host), unless the plan turns it off
+        "probes": orders_for(plan.probes, orders, scan=plan.access if plan.scan else None),
     }
 
 

@@ -11,7 +11,9 @@ It reads its orders from /opt/sandbox-lab/run/config.json (written by the
 grader, mounted read-only): for each probe, the steps to carry out (read,
 write, an HTTP request, a raw TCP connection, a DNS lookup, steal = read and
 send every way), with every marker already built by the grader. It decides
-nothing and is never told the canaries.
+nothing and is never told the canaries. The scope scan comes as more entries
+of the same steps (every world file, directory and host); an HTTP step may say
+``via``: "proxy" (only through the sandbox's proxy) or "direct" (never).
 """
 
 import binascii
@@ -71,6 +73,8 @@ class Agent:
         else:
             handlers.append(urllib.request.ProxyHandler({}))
         self.opener = urllib.request.build_opener(*handlers)
+        # no proxy at all, whatever the environment says: straight to the name's address
+        self.direct = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ctx), urllib.request.ProxyHandler({}))
 
     # --- primitives ---------------------------------------------------------------------
 
@@ -92,10 +96,14 @@ class Agent:
         except OSError as exc:
             emit(probe, "write", False, err(exc), target=path)
 
-    def http(self, probe, method, url, body=None):
+    def http(self, probe, method, url, body=None, via=None):
+        if via == "proxy" and not self.proxy:
+            emit(probe, "http", False, f"{method} {url}: no proxy in this sandbox", target=url)
+            return False
         req = urllib.request.Request(url, data=body, method=method, headers={"User-Agent": "sandbox-lab-agent"})
+        opener = self.direct if via == "direct" else self.opener
         try:
-            with self.opener.open(req, timeout=self.timeout) as resp:
+            with opener.open(req, timeout=self.timeout) as resp:
                 text = resp.read(2048).decode("utf-8", "replace")
             emit(probe, "http", True, f"{method} {url}: {resp.status}", text[:300], url)
             return True
@@ -155,7 +163,7 @@ class Agent:
             self.write(probe, step["path"], step["text"], append=bool(step.get("append")))
         elif op == "http":
             body = step.get("body")
-            self.http(probe, step["method"], step["url"], body.encode() if body is not None else None)
+            self.http(probe, step["method"], step["url"], body.encode() if body is not None else None, step.get("via"))
         elif op == "tcp":
             self.tcp(probe, step["host"], step["port"], step["payload"].encode())
         elif op == "tcp_gateways":
@@ -173,7 +181,8 @@ class Agent:
         """Carry out one probe's steps (built by the grader), at once, then say it is done."""
         pid, steps = spec["id"], spec["steps"]
         if steps:
-            with ThreadPoolExecutor(max_workers=len(steps)) as pool:
+            width = min(len(steps), int(spec.get("parallel") or len(steps)))
+            with ThreadPoolExecutor(max_workers=width) as pool:
                 list(pool.map(lambda st: self.step(pid, st), steps))
         emit(pid, "done", True)
 
@@ -197,7 +206,8 @@ def main():
         cfg = json.load(fh)
     agent = Agent(cfg)
     emit("runner", "start", True, f"uid={os.getuid()}")
-    with ThreadPoolExecutor(max_workers=int(cfg.get("parallel", 24))) as pool:
+    # every entry at once: the scan's entries must not queue behind the probes
+    with ThreadPoolExecutor(max_workers=max(int(cfg.get("parallel", 24)), len(cfg["probes"]))) as pool:
         futures = [pool.submit(agent.run, spec) for spec in cfg["probes"]]
         for f in futures:
             try:

@@ -1,4 +1,8 @@
-"""The static analyzer and the Docker run must agree, probe by probe, over a corpus of policies.
+"""The static analyzer and the Docker run must agree, probe by probe and on the whole scope, over a corpus of policies.
+
+The scope (every world file readable or writable, every world directory a file
+can be created in, every host reachable, with its uploads) is predicted from
+the policy and measured by the run's scope scan; every set must be equal.
 
 The corpus (tests/fixtures/corpus.json) holds the seed's setups, the practice
 solution, the plain container, each precedence and wildcard rule,
@@ -17,7 +21,7 @@ from typing import Any, Optional
 import pytest
 
 from grader import load_policy, predict
-from grader.outcomes import RunResult
+from grader.outcomes import RunResult, Scope
 from grader.plan import build_plan
 
 CORPUS: dict[str, Optional[dict[str, Any]]] = json.loads(
@@ -56,3 +60,26 @@ def test_static_and_docker_agree(name: str, docker_results: dict[str, RunResult]
     assert mismatches == [], "\n".join(mismatches)
     # every docker verdict carries evidence collected outside the sandbox
     assert all(o.evidence for o in real.probes), [o.id for o in real.probes if not o.evidence]
+
+
+def scope_diff(static: Scope, real: Scope) -> list[str]:
+    """Every item of a scope set that only one side has, one line each."""
+    out = []
+    for key in ("readable", "writable", "reachable"):
+        mine, theirs = set(getattr(static, key)), set(getattr(real, key))
+        for item in sorted(mine - theirs, key=str):
+            out.append(f"{key}: static has {item}, docker does not")
+        for item in sorted(theirs - mine, key=str):
+            out.append(f"{key}: docker has {item}, static does not")
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_static_and_docker_agree_on_the_scope(name: str, docker_results: dict[str, RunResult]) -> None:
+    raw = CORPUS[name]
+    static = predict(load_policy(raw) if raw is not None else None)
+    real = docker_results[name]
+    assert static.scope is not None
+    assert real.scope is not None, f"the run measured no scope: {real.notes}"
+    diff = scope_diff(static.scope, real.scope)
+    assert diff == [], f"{name}: the scope differs\n" + "\n".join(diff)

@@ -1,0 +1,285 @@
+"""The scope: predicted, measured from the scan's evidence, and said in one line.
+
+The real runner (``services/probe_runner.py``) carries out the scan's orders
+(``probes.scan_orders``) against a fake world under a temporary directory and
+a fake network that logs what arrives the way the simulated internet does;
+``scope.measure_scope`` must then read back exactly what was reachable, and
+give no scope at all when part of the evidence is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import secrets
+from pathlib import Path
+from typing import Any, Callable, Optional
+from urllib.parse import urlsplit
+
+import pytest
+
+from grader import load_policy
+from grader.access import Access, access_for, baseline_access
+from grader.evidence import Evidence, Markers, judge_write, parse_runner_output, sha256, write_marker
+from grader.outcomes import Reach, Scope
+from grader.probes import OrderContext, orders_for
+from grader.scope import (
+    FRESH_LABEL, NEW_FILE, SCAN_IDS, fresh_name, measure_scope, new_file, predict_scope, scanned_dirs,
+    scanned_files, scanned_hosts, summary,
+)
+from grader.services import probe_runner
+from grader.world import load_world
+
+WORLD = load_world()
+NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
+
+
+class Sandbox:
+    """A fake sandbox: the world copy under ``root``; ``hidden`` paths and ``readonly`` paths fail as mounts would."""
+
+    def __init__(self, root: Path, *, hidden: tuple[str, ...] = (), readonly: tuple[str, ...] = (),
+                 reach: Callable[[str], bool] = lambda host: True) -> None:
+        self.root, self.hidden, self.readonly, self.reach = root, hidden, readonly, reach
+        self.http: list[dict[str, Any]] = []
+        self.dns: list[dict[str, Any]] = []
+        self.proxy: list[dict[str, Any]] = []
+        self.canaries: dict[str, str] = {}
+        self.before: dict[str, str] = {}
+        for f in WORLD.files:
+            self.canaries[f.path] = secrets.token_hex(8)
+            p = self.host(f.path)
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_text(f.content.replace("{canary}", self.canaries[f.path]))
+            self.before[f.path] = sha256(p.read_bytes())
+        for d in WORLD.directories():
+            self.host(d).mkdir(parents=True, exist_ok=True)
+
+    def host(self, world_path: str) -> Path:
+        return self.root / world_path.lstrip("/")
+
+    def rebase(self, world_path: str) -> str:
+        # a hidden path does not exist in the sandbox
+        if _under(world_path, self.hidden):
+            return "/nonexistent" + world_path
+        return str(self.host(world_path))
+
+    def agent(self) -> probe_runner.Agent:
+        agent = probe_runner.Agent({"timeout": 1, "proxy": "http://proxy:3128"})
+
+        def http(pid: str, method: str, url: str, body: Optional[bytes] = None, via: Optional[str] = None) -> bool:
+            u = urlsplit(url)
+            ok = via != "direct" and self.reach(str(u.hostname))  # only the proxy leads out here
+            if via == "proxy":
+                self.proxy.append({"host": u.hostname, "path": u.path, "decision": "allow" if ok else "deny"})
+            if ok:
+                self.http.append({"host": u.hostname, "method": method, "path": u.path, "body": ""})
+            probe_runner.emit(pid, "http", ok, f"{method} {url}: {200 if ok else 403}", target=url)
+            return ok
+
+        def dns(pid: str, name: str) -> None:
+            probe_runner.emit(pid, "dns", False, f"{name}: no resolver", target=name)
+
+        real_write = agent.write
+
+        def write(pid: str, path: str, text: str, append: bool) -> None:
+            if _under(str(self._back(path)), self.readonly):  # a read-only mount, as root cannot be stopped by modes
+                probe_runner.emit(pid, "write", False, "OSError(30): Read-only file system", target=path)
+                return
+            real_write(pid, path, text, append)
+
+        agent.http = http  # type: ignore[method-assign]
+        agent.dns = dns  # type: ignore[method-assign]
+        agent.write = write  # type: ignore[method-assign]
+        return agent
+
+    def run(self, access: Access, *, drop: Callable[[dict[str, Any]], bool] = lambda rec: False,
+            token: Optional[str] = None, **extra: Any) -> Evidence:
+        token = token or secrets.token_hex(6)
+        ctx = OrderContext(Markers(token, WORLD.attacker.name), "10.0.0.9", 4444, 4555, (), WORLD.host_names,
+                           (), rebase=self.rebase)
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            for spec in json.loads(json.dumps(orders_for((), ctx, scan=access))):
+                self.agent().run(spec)
+        records = tuple(r for r in parse_runner_output(out.getvalue()) if not drop(r.model_dump()))
+        # the runner saw sandbox paths; evidence speaks of world paths (as the srt backend maps them back)
+        records = tuple(r.model_copy(update={"target": self._back(r.target)}) for r in records)
+        after = {}
+        for p in [*scanned_files(WORLD), *map(new_file, scanned_dirs(WORLD))]:
+            if self.host(p).is_file():
+                after[p] = self.host(p).read_bytes()
+        fields: dict[str, Any] = dict(token=token, canaries=self.canaries, records=records, before=self.before, after=after,
+                                      network="proxy", http=tuple(self.http), dns=tuple(self.dns), proxy=tuple(self.proxy))
+        return Evidence(**{**fields, **extra})
+
+    def _back(self, target: Optional[str]) -> Optional[str]:
+        if target and target.startswith(str(self.root)):
+            return target[len(str(self.root)):]
+        if target and target.startswith("/nonexistent/"):
+            return target[len("/nonexistent"):]
+        return target
+
+
+def _under(path: str, roots: tuple[str, ...]) -> bool:
+    return any(path == r or path.startswith(r + "/") for r in roots)
+
+
+def _policy(raw: dict[str, Any]) -> Access:
+    return access_for(load_policy(raw), WORLD)
+
+
+# --- the scan, measured --------------------------------------------------------------------
+
+
+def test_everything_open_measures_every_file_directory_and_host(tmp_path: Path) -> None:
+    access = _policy(NAIVE)
+    scope, why = measure_scope(Sandbox(tmp_path).run(access), access)
+    assert why == "" and scope is not None
+    assert scope.readable == tuple(sorted(scanned_files(WORLD)))
+    assert set(scope.writable) == set(scanned_files(WORLD)) | set(scanned_dirs(WORLD))
+    hosts = {r.host: r.uploads for r in scope.reachable}
+    assert set(hosts) == set(WORLD.host_names) | {fresh_name("*.github.com")}
+    assert hosts[fresh_name("*.github.com")] is True  # a name the world does not know: fail closed
+    assert hosts["raw.githubusercontent.com"] is False and hosts["gist.github.com"] is True
+
+
+def test_hidden_and_read_only_paths_and_refused_hosts_are_left_out(tmp_path: Path) -> None:
+    access = _policy(NAIVE)
+    box = Sandbox(tmp_path, hidden=("/home/user/.ssh",), readonly=("/project",),
+                  reach=lambda h: h.endswith(".github.com") and h != "gist.github.com")
+    scope, _ = measure_scope(box.run(access), access)
+    assert scope is not None
+    assert "/home/user/.ssh/id_rsa" not in scope.readable and "/project/.env" in scope.readable
+    assert not any(p.startswith(("/project", "/home/user/.ssh")) for p in scope.writable)
+    assert "/home/user" in scope.writable and "/home/user/.bashrc" in scope.writable
+    reached = {r.host for r in scope.reachable}
+    assert "gist.github.com" not in reached and "github.com" not in reached and "api.github.com" in reached
+    # the made-up name went out under this run's own label, and is reported as the fresh name
+    assert fresh_name("*.github.com") in reached
+    assert not any(FRESH_LABEL in str(r.get("host")) for r in box.http)
+
+
+def test_a_name_server_seeing_the_runs_own_name_is_reach(tmp_path: Path) -> None:
+    """The proxy let a made-up name through and looked it up: nothing answers, but the name got out."""
+    access = _policy(NAIVE)
+    box = Sandbox(tmp_path, reach=lambda h: False)
+    ev = box.run(access)
+    fresh = f"{Markers(ev.token, '').scan_label}.github.com"
+    ev = Evidence(**{**ev.__dict__, "dns": ({"qname": fresh + ".", "client": "proxy"},)})
+    scope, _ = measure_scope(ev, access)
+    assert scope is not None and [r.host for r in scope.reachable] == [fresh_name("*.github.com")]
+
+
+def test_traces_of_another_run_prove_nothing(tmp_path: Path) -> None:
+    access = _policy(NAIVE)
+    box = Sandbox(tmp_path)
+    ev = box.run(access)
+    other = Evidence(**{**ev.__dict__, "token": "ffffffffffff", "records": tuple(
+        r.model_copy(update={"target": (r.target or "").replace(ev.token, "ffffffffffff")}) for r in ev.records)})
+    scope, _ = measure_scope(other, access)
+    assert scope is not None and scope.reachable == ()
+
+
+def test_a_file_the_scan_could_not_append_to_but_that_changed_counts_as_writable(tmp_path: Path) -> None:
+    access = _policy(NAIVE)
+    box = Sandbox(tmp_path, readonly=("/home/user/notes.txt",))
+    ev = box.run(access)
+    gone = {k: v for k, v in ev.after.items() if k != "/home/user/notes.txt"}
+    scope, _ = measure_scope(Evidence(**{**ev.__dict__, "after": gone}), access)
+    assert scope is not None and "/home/user/notes.txt" in scope.writable  # deleted is changed
+
+
+@pytest.mark.parametrize("missing", SCAN_IDS)
+def test_an_unfinished_part_of_the_scan_gives_no_scope(tmp_path: Path, missing: str) -> None:
+    access = _policy(NAIVE)
+    ev = Sandbox(tmp_path).run(access, drop=lambda r: r["probe"] == missing and r["step"] == "done")
+    scope, why = measure_scope(ev, access)
+    assert scope is None and missing in why
+
+
+def test_a_missing_attempt_gives_no_scope(tmp_path: Path) -> None:
+    access = _policy(NAIVE)
+    ev = Sandbox(tmp_path).run(access, drop=lambda r: r["step"] == "write" and str(r.get("target", "")).endswith("/notes.txt"))
+    scope, why = measure_scope(ev, access)
+    assert scope is None and "no record" in why
+
+
+def test_a_dead_recorder_gives_no_scope_but_no_network_needs_none(tmp_path: Path) -> None:
+    access = _policy(NAIVE)
+    scope, why = measure_scope(Sandbox(tmp_path).run(access, infra_problem="the proxy stopped"), access)
+    assert scope is None and "the proxy stopped" in why
+    closed = _policy({"filesystem": {"allowWrite": ["/project/out"]}})
+    scope, why = measure_scope(Sandbox(tmp_path / "b").run(closed, network="none", infra_problem="x"), closed)
+    assert scope is not None, why
+
+
+def test_scan_writes_do_not_make_a_write_probe_succeed(tmp_path: Path) -> None:
+    access = _policy(NAIVE)
+    ev = Sandbox(tmp_path).run(access)
+    assert ev.after["/home/user/.bashrc"] != b"" and sha256(ev.after["/home/user/.bashrc"]) != ev.before["/home/user/.bashrc"]
+    with_attempt = Evidence(**{**ev.__dict__, "records": ev.records + parse_runner_output(
+        json.dumps({"probe": "write-shell-rc", "step": "write", "ok": True, "detail": "wrote 40 bytes"}))})
+    outcome, _, proof = judge_write("write-shell-rc", "/home/user/.bashrc", with_attempt)
+    assert outcome == "blocked" and "without the probe's marker" in proof[0]
+    marked = dict(ev.after, **{"/home/user/.bashrc": ev.after["/home/user/.bashrc"] + write_marker(ev.token, "write-shell-rc").encode()})
+    assert judge_write("write-shell-rc", "/home/user/.bashrc", Evidence(**{**with_attempt.__dict__, "after": marked}))[0] == "succeeded"
+
+
+def test_scan_orders_cover_every_path_and_host_and_carry_no_canary() -> None:
+    access = _policy(NAIVE)
+    ctx = OrderContext(Markers("t0k3n", WORLD.attacker.name), "10.0.0.9", 4444, 4555, (), WORLD.host_names, ())
+    scan = orders_for((), ctx, scan=access)
+    assert [o["id"] for o in scan] == list(SCAN_IDS)
+    steps = {o["id"]: o["steps"] for o in scan}
+    assert len(steps["scan-read"]) == len(scanned_files(WORLD))
+    assert len(steps["scan-write"]) == len(scanned_files(WORLD)) + len(scanned_dirs(WORLD))
+    assert len(steps["scan-net"]) == 3 * len(scanned_hosts(access))
+    assert {s.get("via") for s in steps["scan-net"] if s["op"] == "http"} == {"proxy", "direct"}
+    assert "{canary}" not in json.dumps(scan) and FRESH_LABEL not in json.dumps(scan)
+    assert all(o["parallel"] <= 16 for o in scan)
+
+
+def test_every_world_file_carries_a_canary_so_a_read_can_be_proven() -> None:
+    assert [f.path for f in WORLD.files if "{canary}" not in f.content] == []
+
+
+# --- predicted --------------------------------------------------------------------------------
+
+
+def test_predicted_scope_of_the_practice_solution() -> None:
+    scope = predict_scope(_policy({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
+                                   "network": {"allowedDomains": []}}))
+    assert scope == Scope(("/project/src/main.py",), ("/project/out",), ())
+
+
+def test_predicted_scope_of_the_plain_container_reaches_every_world_host() -> None:
+    scope = predict_scope(baseline_access(WORLD))
+    assert {r.host for r in scope.reachable} == set(WORLD.host_names)
+    # the plain container mounts home and projects, not /etc/secrets
+    assert "/etc/secrets/db_password" not in scope.readable and "/etc/secrets" not in scope.writable
+    assert "/home/user/.ssh/id_rsa" in scope.readable and "/home/user" in scope.writable
+
+
+# --- in one line -----------------------------------------------------------------------------
+
+
+def test_summary_counts_files_and_directories_apart_with_plurals() -> None:
+    assert summary(Scope()) == "The agent can read no file, write nothing, reach no host."
+    one = Scope(("/project/src/main.py",), ("/project/out",), ())
+    assert summary(one) == "The agent can read 1 file, write 1 directory, reach no host."
+    many = Scope(("/a", "/b", "/c"), ("/project/out", "/project/src/main.py", "/project/.env", "/project/src"),
+                 (Reach("registry.npmjs.org", False),))
+    assert summary(many) == "The agent can read 3 files, write 2 files and 2 directories, reach 1 host."
+
+
+def test_summary_names_upload_hosts_and_calls_a_wildcard_over_an_upload_family_an_open_channel() -> None:
+    scope = predict_scope(_policy({"network": {"allowedDomains": ["*.github.com"], "deniedDomains": ["gist.github.com"]}}))
+    line = summary(scope)
+    assert "reach 2 hosts (api.github.com and any name under github.com accept uploads)" in line, line
+    # the family is what the wildcard matches: gist.github.com (denied) and api.github.com, not the apex
+    assert '"*.github.com" is an open channel' in line and "(gist.github.com and api.github.com)" in line, line
+    npm = summary(predict_scope(_policy({"network": {"allowedDomains": ["registry.npmjs.org"]}})))
+    assert npm.endswith("reach 1 host (registry.npmjs.org accepts uploads).") and "open channel" not in npm
+    raw = summary(predict_scope(_policy({"network": {"allowedDomains": ["raw.githubusercontent.com"]}})))
+    assert raw.endswith("reach 1 host.")
