@@ -31,7 +31,7 @@ from .probes import PROBES, probe
 from .prediction import PredictionScore
 from .progress import LESSONS, Attempt, Progress
 from .quiz import ChoiceVerdict, Question, RecallHint, right_key
-from .report import summary
+from .report import scope_line, summary
 from .wording import Tone, backend_phrase, printable, tone
 from .world import World, load_world
 
@@ -154,7 +154,7 @@ def paths_for(result: RunResult, world: Optional[World] = None) -> tuple[ExfilPa
 
 
 def board_html(result: Optional[RunResult], *, only: Optional[Iterable[str]] = None, picture: bool = True) -> str:
-    """The probe board: which backend ran, a summary, the table (attacks first) and the exfiltration picture.
+    """The probe board: the scope in one line, which backend ran, a summary, the table (attacks first) and the exfiltration picture.
 
     Args:
         only: probe ids to show (all when None), for a lesson that focuses on a few.
@@ -169,6 +169,7 @@ def board_html(result: Optional[RunResult], *, only: Optional[Iterable[str]] = N
     what = "the plain container (no policy)" if result.sandbox == "baseline" else "this policy"
     parts = [
         f'<div class="sl-board" data-backend="{_h(result.backend)}" data-sandbox="{_h(result.sandbox)}">',
+        f'<p class="sl-scope" style="margin:2px 0"><strong>{_h(scope_line(result))}</strong></p>',
         f'<p class="sl-backend" style="margin:2px 0"><strong>{_h(_how(result))}</strong></p>',
         f'<p class="sl-summary" style="margin:2px 0">Against {_h(what)}: {_h(summary(result))}.</p>',
         *(f'<p class="sl-note" style="margin:2px 0"><small><em>note: {_h(n)}</em></small></p>' for n in result.notes),

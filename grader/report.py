@@ -11,7 +11,7 @@ explanations that quote them, evidence) is untrusted text. Text output
 replaces control characters, so evidence cannot smuggle terminal escape
 sequences or break the table.
 
-Imports: outcomes, wording, errors, policy (types only). Nothing downstream.
+Imports: outcomes, scope, wording, errors, policy (types only). Nothing downstream.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any, Sequence
 from .errors import PolicyError, Problem
 from .outcomes import ProbeOutcome, RunResult
 from .policy import Policy
+from .scope import summary as scope_summary
 from .wording import Tone, backend_phrase, printable, tone
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "render_text",
     "render_warnings",
     "result_json",
+    "scope_line",
     "summary",
 ]
 
@@ -67,10 +69,17 @@ def summary(result: RunResult) -> str:
 
 
 def _heading(result: RunResult) -> list[str]:
-    """What was probed, then how the outcomes were obtained (the board's first two lines, in text)."""
+    """What was probed, how the outcomes were obtained, then the scope in one line (as the board opens)."""
     what = "the plain container (no policy)" if result.sandbox == "baseline" else "your policy"
     how = backend_phrase(result.backend, result.notes, run_id=result.run_id, seconds=result.seconds)
-    return [f"Probes against {what}", _one_line(how)]
+    return [f"Probes against {what}", _one_line(how), _one_line(scope_line(result))]
+
+
+def scope_line(result: RunResult) -> str:
+    """The scope of a run in one sentence, or why there is none (shared by the board and the terminal)."""
+    if result.scope is None:
+        return "The scope was not measured in this run (see the notes)."
+    return scope_summary(result.scope)
 
 
 # --- text ---------------------------------------------------------------------------------

@@ -283,3 +283,21 @@ def test_summary_names_upload_hosts_and_calls_a_wildcard_over_an_upload_family_a
     assert npm.endswith("reach 1 host (registry.npmjs.org accepts uploads).") and "open channel" not in npm
     raw = summary(predict_scope(_policy({"network": {"allowedDomains": ["raw.githubusercontent.com"]}})))
     assert raw.endswith("reach 1 host.")
+
+
+def test_the_board_opens_with_the_scope_and_the_terminal_says_it_too() -> None:
+    from grader import predict
+    from grader.board import board_html
+    from grader.outcomes import RunResult
+    from grader.report import render_text
+
+    result = predict(load_policy(NAIVE))
+    assert result.scope is not None
+    line = summary(result.scope)
+    board = board_html(result)
+    first = board.split("<p", 2)[1]
+    assert 'class="sl-scope"' in first and "The agent can read 11 files" in first
+    assert '&quot;*.github.com&quot; is an open channel' in first  # escaped, as everything in the board
+    assert line in render_text(result).splitlines()
+    unmeasured = RunResult("docker", "policy", None, result.probes, notes=("scope not measured: x",))
+    assert "The scope was not measured in this run" in board_html(unmeasured)
