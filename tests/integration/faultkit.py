@@ -23,8 +23,9 @@ def outcomes_of(r: RunResult) -> dict[str, str]:
 
 
 def assert_as_predicted(r: RunResult, policy: Any) -> None:
-    """Every verdict of ``r`` equals the static prediction for ``policy``, and the run has no notes."""
+    """Every verdict of ``r`` and its measured scope equal the static prediction for ``policy``, and the run has no notes."""
     static = predict(load_policy(policy) if policy is not None else None)
     wrong = {k: f"docker={v} static={static.outcome(k).outcome} ({r.outcome(k).evidence})"
              for k, v in outcomes_of(r).items() if v != static.outcome(k).outcome}
     assert wrong == {} and not r.notes, (wrong, r.notes)
+    assert r.scope == static.scope, f"measured scope {r.scope} is not the predicted {static.scope}"

@@ -140,6 +140,8 @@ def test_a_dead_service_never_yields_blocked_without_evidence(docker_client: Any
     got = outcomes_of(r)
     silent = {p: got[p] for p in NETWORK_PROBES if got[p] not in ("error", "succeeded")}
     assert silent == {}, f"blocked without a live recorder: {silent}"
+    # and no host is called unreachable on a dead recorder's silence: no scope at all, said so
+    assert r.scope is None and any("scope not measured" in n for n in r.notes), (r.scope, r.notes)
 
 
 def test_a_service_that_dies_once_is_retried_and_the_retry_is_right(docker_client: Any, docker_backend: Any, no_leftovers: None) -> None:
@@ -183,6 +185,8 @@ def test_a_sandbox_killed_mid_run_gives_errors_never_blocked(docker_client: Any,
         assert o.outcome in (static.outcome(o.id).outcome, "error"), (o.id, o.outcome, o.evidence)
         if o.outcome != "error":
             assert o.evidence, o.id
+    # a scan cut short measures nothing rather than too little
+    assert r.scope is None or r.scope == static.scope, r.scope
 
 
 # --- load: 8 runs at once --------------------------------------------------------------------
@@ -205,6 +209,7 @@ def test_eight_runs_at_once_match_each_run_alone(docker_backend: Any, no_leftove
         assert_as_predicted(alone[name], CORPUS[name])
         assert_as_predicted(together[name], CORPUS[name])
         assert outcomes_of(together[name]) == outcomes_of(alone[name]), name
+        assert together[name].scope == alone[name].scope, name
 
 
 # --- the grader killed mid-batch ---------------------------------------------------------------
