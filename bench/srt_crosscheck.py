@@ -4,7 +4,9 @@ Runs tests/fixtures/corpus.json through ``docker`` and ``srt`` (the plain
 container is Docker's own baseline and has no srt counterpart), prints a
 policy x probe grid ("." same verdict, "D" documented difference, "!" a
 difference nobody has explained yet, "-" not run), then every difference with
-both verdicts and its documented cause from docs/srt-differences.json.
+both verdicts and its documented cause from docs/srt-differences.json; then
+the same for the measured scope, item by item (a path readable or writable on
+one side only, a host reachable on one side only).
 Exits 1 if any difference is undocumented, or a documented one did not occur.
 
     python bench/srt_crosscheck.py [--jobs 4] [--json results.json] [--only NAME ...]
@@ -54,6 +56,30 @@ def differences(reference: dict[str, RunResult], srt: dict[str, RunResult]) -> l
                 out.append({"policy": name, "probe": o.id, "docker": theirs, "srt": o.outcome,
                             "srt_evidence": "; ".join(o.evidence[:2])})
     return out
+
+
+def scope_differences(reference: dict[str, RunResult], srt: dict[str, RunResult]) -> list[dict[str, Any]]:
+    """Every (policy, set, item) in one side's measured scope only: a path or host granted on one side."""
+    out: list[dict[str, Any]] = []
+    for name, r in srt.items():
+        ref = reference[name]
+        if r.scope is None or ref.scope is None:
+            continue  # a run without a scope says so in its notes
+        for key in ("readable", "writable", "reachable"):
+            def items(scope: Any) -> set[str]:
+                return {x.host if hasattr(x, "host") else x for x in getattr(scope, key)}
+            theirs, ours = items(ref.scope), items(r.scope)
+            for item in sorted(theirs ^ ours):
+                out.append({"policy": name, "set": key, "item": item, "docker": item in theirs, "srt": item in ours})
+    return out
+
+
+def compare_scope(observed: list[dict[str, Any]], documented: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(scope differences nobody documented, documented scope differences that did not occur)."""
+    key = lambda d: (d["policy"], d["set"], d["item"], d["docker"], d["srt"])  # noqa: E731
+    doc = {key(d): d for d in documented.get("scope_differences", [])}
+    seen = {key(d) for d in observed}
+    return [d for d in observed if key(d) not in doc], [d for k, d in doc.items() if k not in seen]
 
 
 def compare(observed: list[dict[str, str]], documented: dict[str, Any]) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
@@ -143,14 +169,27 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"{d['policy']:<42} {d['probe']:<26} {d['docker']:>9} {d['srt']:>9}  {text}")
     for d in missing:
         print(f"documented but not observed: {d['policy']} {d['probe']} ({d['docker']} -> {d['srt']}, {d['cause']})")
+    scoped = scope_differences(reference, srt)
+    s_undoc, s_missing = compare_scope(scoped, documented)
+    s_cause = {(d["policy"], d["set"], d["item"]): d["cause"] for d in documented.get("scope_differences", [])}
+    print()
+    print(f"scope: {len(scoped)} differences ({len(s_undoc)} undocumented)")
+    yes = lambda b: "yes" if b else "no"  # noqa: E731
+    for d in scoped:
+        cause = s_cause.get((d["policy"], d["set"], d["item"]))
+        print(f"{d['policy']:<42} {d['set']:<9} {d['item']:<34} {ref_name} {yes(d['docker']):>3} srt {yes(d['srt']):>3}  "
+              f"{cause or 'UNDOCUMENTED'}")
+    for d in s_missing:
+        print(f"documented but not observed: {d['policy']} {d['set']} {d['item']} ({d['cause']})")
     if args.json:
         args.json.write_text(json.dumps({
             "reference": ref_name,
             "verdicts": {n: {"srt": {o.id: o.outcome for o in srt[n].probes} if n in srt else None,
                              ref_name: {o.id: o.outcome for o in reference[n].probes}} for n in names},
             "differences": observed,
+            "scope_differences": scoped,
         }, indent=1))
-    return 1 if undocumented or missing else 0
+    return 1 if undocumented or missing or s_undoc or s_missing else 0
 
 
 if __name__ == "__main__":

@@ -81,6 +81,25 @@ def test_every_documented_difference_has_a_described_cause() -> None:
         assert f"### `{cause}`" in DOC_TEXT, f"docs/srt-differences.md does not explain {cause}"
 
 
+def _items(scope: Any, key: str) -> set[str]:
+    return {x.host if hasattr(x, "host") else x for x in getattr(scope, key)}
+
+
+def test_every_documented_scope_difference_has_a_cause_and_a_row() -> None:
+    yes = {True: "yes", False: "no"}
+    for d in DOCUMENTED["scope_differences"]:
+        assert d["cause"] in DOCUMENTED["causes"], d
+        assert d["set"] in ("readable", "writable", "reachable") and d["docker"] != d["srt"], d
+        row = f"| {d['policy']} | {d['set']} | `{d['item']}` | {yes[d['docker']]} | {yes[d['srt']]} | `{d['cause']}` |"
+        assert row in DOC_TEXT, f"docs/srt-differences.md lacks the row {row}"
+
+
+def test_documented_scope_differences_are_sandbox_labs_own_prediction() -> None:
+    for d in DOCUMENTED["scope_differences"]:
+        scope = predict(load_policy(CORPUS[d["policy"]])).scope
+        assert (d["item"] in _items(scope, d["set"])) == d["docker"], d
+
+
 def test_documented_differences_are_real_disagreements() -> None:
     """A documented 'docker' verdict is Sandbox Lab's own prediction, so the table cannot drift from the semantics."""
     for d in DOCUMENTED["differences"]:
@@ -113,6 +132,10 @@ def test_naive_setup_under_srt_leaks_the_key_with_evidence(srt_backend: Any) -> 
     r = _run(srt_backend, NAIVE)
     assert _mine() - left == set(), "the run left its directory or srt's sockets behind"
     assert r.backend == "srt" and r.run_id.startswith("srt-") and not r.notes, r.notes
+    # the scope scan ran under srt too: the key readable, ~/.bashrc protected (mandatory-shell-rc), github's family reachable
+    assert r.scope is not None
+    assert "/home/user/.ssh/id_rsa" in r.scope.readable and "/home/user/.bashrc" not in r.scope.writable
+    assert "/home/user" in r.scope.writable and "gist.github.com" in {h.host for h in r.scope.reachable}
     key = r.outcome("read-ssh-key")
     assert key.outcome == "succeeded" and "canary of /home/user/.ssh/id_rsa" in key.evidence[0]
     exfil = r.outcome("exfil-secret")
@@ -165,6 +188,19 @@ def test_every_difference_from_sandbox_lab_is_documented(srt_backend: Any) -> No
     gone = sorted(documented - observed)
     assert not new, "undocumented differences (explain them in docs/srt-differences.md and .json):\n" + "\n".join(map(str, new))
     assert not gone, "documented differences srt no longer shows (update the docs):\n" + "\n".join(map(str, gone))
+    # the measured scope, item by item: srt may differ only where the docs say why
+    scoped = set()
+    for n, r in results.items():
+        static_scope = predict(load_policy(CORPUS[n])).scope
+        assert r.scope is not None, f"{n}: srt measured no scope: {r.notes}"
+        for key in ("readable", "writable", "reachable"):
+            ours, theirs = _items(static_scope, key), _items(r.scope, key)
+            scoped |= {(n, key, item, item in ours, item in theirs) for item in ours ^ theirs}
+    documented_scope = {(d["policy"], d["set"], d["item"], d["docker"], d["srt"]) for d in DOCUMENTED["scope_differences"]}
+    new_scope = sorted(scoped - documented_scope)
+    gone_scope = sorted(documented_scope - scoped)
+    assert not new_scope, "undocumented scope differences (explain them in docs/srt-differences.md and .json):\n" + "\n".join(map(str, new_scope))
+    assert not gone_scope, "documented scope differences srt no longer shows (update the docs):\n" + "\n".join(map(str, gone_scope))
 
 
 # --- nothing leaves the machine -----------------------------------------------------------
