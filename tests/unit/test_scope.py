@@ -205,6 +205,21 @@ def test_a_missing_attempt_gives_no_scope(tmp_path: Path) -> None:
     assert scope is None and "no record" in why
 
 
+def test_a_request_that_timed_out_gives_no_scope_unless_its_host_was_reached(tmp_path: Path) -> None:
+    access = _policy(NAIVE)
+    ev = Sandbox(tmp_path, reach=lambda h: h == "api.github.com").run(access)
+
+    def late(host: str) -> Evidence:
+        slow = [r.model_copy(update={"ok": False, "detail": "GET x: URLError: <urlopen error timed out>"})
+                if r.step == "http" and f"//{host}/" in (r.target or "") else r for r in ev.records]
+        return Evidence(**{**ev.__dict__, "records": tuple(slow)})
+
+    scope, why = measure_scope(late("gist.github.com"), access)
+    assert scope is None and "timed out" in why
+    scope, why = measure_scope(late("api.github.com"), access)  # it timed out one way, but got through another
+    assert scope is not None and [r.host for r in scope.reachable] == ["api.github.com"], why
+
+
 def test_a_dead_recorder_gives_no_scope_but_no_network_needs_none(tmp_path: Path) -> None:
     access = _policy(NAIVE)
     scope, why = measure_scope(Sandbox(tmp_path).run(access, infra_problem="the proxy stopped"), access)
@@ -276,9 +291,12 @@ def test_summary_counts_files_and_directories_apart_with_plurals() -> None:
 def test_summary_names_upload_hosts_and_calls_a_wildcard_over_an_upload_family_an_open_channel() -> None:
     scope = predict_scope(_policy({"network": {"allowedDomains": ["*.github.com"], "deniedDomains": ["gist.github.com"]}}))
     line = summary(scope)
-    assert "reach 2 hosts (api.github.com and any name under github.com accept uploads)" in line, line
-    # the family is what the wildcard matches: gist.github.com (denied) and api.github.com, not the apex
-    assert '"*.github.com" is an open channel' in line and "(gist.github.com and api.github.com)" in line, line
+    # codeload.github.com is reached too, but takes no uploads: counted, not named
+    assert ("reach 5 hosts (api.github.com, npm.pkg.github.com, uploads.github.com and any name under github.com "
+            "accept uploads)") in line, line
+    # the family is what the wildcard matches, gist.github.com (denied) included, not the apex
+    assert '"*.github.com" is an open channel' in line, line
+    assert "(gist.github.com, api.github.com, uploads.github.com and npm.pkg.github.com)" in line, line
     npm = summary(predict_scope(_policy({"network": {"allowedDomains": ["registry.npmjs.org"]}})))
     assert npm.endswith("reach 1 host (registry.npmjs.org accepts uploads).") and "open channel" not in npm
     raw = summary(predict_scope(_policy({"network": {"allowedDomains": ["raw.githubusercontent.com"]}})))
@@ -296,7 +314,7 @@ def test_the_board_opens_with_the_scope_and_the_terminal_says_it_too() -> None:
     line = summary(result.scope)
     board = board_html(result)
     first = board.split("<p", 2)[1]
-    assert 'class="sl-scope"' in first and "The agent can read 11 files" in first
+    assert 'class="sl-scope"' in first and "The agent can read 53 files" in first
     assert '&quot;*.github.com&quot; is an open channel' in first  # escaped, as everything in the board
     assert line in render_text(result).splitlines()
     unmeasured = RunResult("docker", "policy", None, result.probes, notes=("scope not measured: x",))
