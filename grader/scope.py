@@ -148,10 +148,10 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     reached = {h for h in hosts if _reached(ev, markers, scan_name(markers, h))}
     # a request that timed out may have been on its way when the run ended: its silence proves nothing
     got_out = {f"http://{scan_name(markers, h)}{markers.scan_path}" for h in reached}
-    late = [r.detail for r in by["scan-net"] if r.step == "http" and not r.ok and "timed out" in r.detail.lower()
+    slow = [r.detail for r in by["scan-net"] if r.step == "http" and not r.ok and "timed out" in r.detail.lower()
             and r.target not in got_out]
-    if late:
-        return None, f"{len(late)} of the scan's requests timed out before any answer, e.g. {late[0]}"
+    if slow:
+        return None, f"{len(slow)} of the scan's requests timed out before any answer, e.g. {slow[0]}"
     reachable = [Reach(h, _uploads(world, h)) for h in hosts if h in reached]
     return Scope(tuple(sorted(readable)), tuple(sorted(writable)), tuple(sorted(reachable, key=lambda r: r.host))), ""
 
