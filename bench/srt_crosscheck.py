@@ -77,7 +77,8 @@ def scope_differences(reference: dict[str, RunResult], srt: dict[str, RunResult]
 def compare_scope(observed: list[dict[str, Any]], documented: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """(scope differences nobody documented, documented scope differences that did not occur)."""
     key = lambda d: (d["policy"], d["set"], d["item"], d["docker"], d["srt"])  # noqa: E731
-    doc = {key(d): d for d in documented.get("scope_differences", [])}
+    rows = [{**d, "item": item} for d in documented.get("scope_differences", []) for item in d["items"]]
+    doc = {key(d): d for d in rows}
     seen = {key(d) for d in observed}
     return [d for d in observed if key(d) not in doc], [d for k, d in doc.items() if k not in seen]
 
@@ -171,7 +172,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"documented but not observed: {d['policy']} {d['probe']} ({d['docker']} -> {d['srt']}, {d['cause']})")
     scoped = scope_differences(reference, srt)
     s_undoc, s_missing = compare_scope(scoped, documented)
-    s_cause = {(d["policy"], d["set"], d["item"]): d["cause"] for d in documented.get("scope_differences", [])}
+    s_cause = {(d["policy"], d["set"], item): d["cause"] for d in documented.get("scope_differences", []) for item in d["items"]}
     print()
     print(f"scope: {len(scoped)} differences ({len(s_undoc)} undocumented)")
     yes = lambda b: "yes" if b else "no"  # noqa: E731

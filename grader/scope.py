@@ -104,6 +104,12 @@ def _reached(ev: Evidence, markers: Markers, name: str) -> bool:
     return markers.scan_dns(name) in asked or (markers.scan_label in name and name in asked)
 
 
+def _route(r: RunnerRecord) -> str:
+    """How a scan request went, "proxy" or "direct": the runner says "GET <url> via <route>: ..."."""
+    rest = r.detail.split(f"{r.target} ", 1)[-1]
+    return rest[len("via "):].split(":", 1)[0] if rest.startswith("via ") else ""
+
+
 def _missing(records: list[RunnerRecord], step: str, wanted: list[str]) -> list[str]:
     tried = {r.target for r in records if r.step == step}
     return [w for w in wanted if w not in tried]
@@ -148,8 +154,11 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     reached = {h for h in hosts if _reached(ev, markers, scan_name(markers, h))}
     # a request that timed out may have been on its way when the run ended: its silence proves nothing
     got_out = {f"http://{scan_name(markers, h)}{markers.scan_path}" for h in reached}
-    slow = [r.detail for r in by["scan-net"] if r.step == "http" and not r.ok and "timed out" in r.detail.lower()
-            and r.target not in got_out]
+    last: dict[tuple[Optional[str], str], RunnerRecord] = {}  # each way to each host: its last attempt decides
+    for r in by["scan-net"]:
+        if r.step == "http":
+            last[(r.target, _route(r))] = r
+    slow = [r.detail for r in last.values() if not r.ok and "timed out" in r.detail.lower() and r.target not in got_out]
     if slow:
         return None, f"{len(slow)} of the scan's requests timed out before any answer, e.g. {slow[0]}"
     reachable = [Reach(h, _uploads(world, h)) for h in hosts if h in reached]

@@ -13,7 +13,8 @@ write, an HTTP request, a raw TCP connection, a DNS lookup, steal = read and
 send every way), with every marker already built by the grader. It decides
 nothing and is never told the canaries. The scope scan comes as more entries
 of the same steps (every world file, directory and host); an HTTP step may say
-``via``: "proxy" (only through the sandbox's proxy) or "direct" (never).
+``via``: "proxy" (only through the sandbox's proxy) or "direct" (never), and
+``retries``: how often to ask again after a timeout (each attempt is printed).
 """
 
 import binascii
@@ -96,22 +97,27 @@ class Agent:
         except OSError as exc:
             emit(probe, "write", False, err(exc), target=path)
 
-    def http(self, probe, method, url, body=None, via=None):
+    def http(self, probe, method, url, body=None, via=None, retries=0):
+        what = f"{method} {url}" + (f" via {via}" if via else "")
         if via == "proxy" and not self.proxy:
-            emit(probe, "http", False, f"{method} {url}: no proxy in this sandbox", target=url)
+            emit(probe, "http", False, f"{what}: no proxy in this sandbox", target=url)
             return False
-        req = urllib.request.Request(url, data=body, method=method, headers={"User-Agent": "sandbox-lab-agent"})
         opener = self.direct if via == "direct" else self.opener
-        try:
-            with opener.open(req, timeout=self.timeout) as resp:
-                text = resp.read(2048).decode("utf-8", "replace")
-            emit(probe, "http", True, f"{method} {url}: {resp.status}", text[:300], url)
-            return True
-        except urllib.error.HTTPError as exc:
-            emit(probe, "http", False, f"{method} {url}: HTTP {exc.code}", target=url)
-            exc.close()
-        except Exception as exc:  # noqa: BLE001 - every failure is a recorded attempt
-            emit(probe, "http", False, f"{method} {url}: {err(exc)}", target=url)
+        for attempt in range(retries + 1):
+            req = urllib.request.Request(url, data=body, method=method, headers={"User-Agent": "sandbox-lab-agent"})
+            try:
+                with opener.open(req, timeout=self.timeout) as resp:
+                    text = resp.read(2048).decode("utf-8", "replace")
+                emit(probe, "http", True, f"{what}: {resp.status}", text[:300], url)
+                return True
+            except urllib.error.HTTPError as exc:
+                emit(probe, "http", False, f"{what}: HTTP {exc.code}", target=url)
+                exc.close()
+                return False
+            except Exception as exc:  # noqa: BLE001 - every failure is a recorded attempt
+                emit(probe, "http", False, f"{what}: {err(exc)}", target=url)
+                if "timed out" not in str(exc).lower():
+                    return False  # an answer (refused, no such name): asking again changes nothing
         return False
 
     def tcp(self, probe, host, port, payload):
@@ -163,7 +169,8 @@ class Agent:
             self.write(probe, step["path"], step["text"], append=bool(step.get("append")))
         elif op == "http":
             body = step.get("body")
-            self.http(probe, step["method"], step["url"], body.encode() if body is not None else None, step.get("via"))
+            self.http(probe, step["method"], step["url"], body.encode() if body is not None else None,
+                      step.get("via"), int(step.get("retries", 0)))
         elif op == "tcp":
             self.tcp(probe, step["host"], step["port"], step["payload"].encode())
         elif op == "tcp_gateways":

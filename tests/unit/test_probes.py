@@ -44,7 +44,8 @@ class FakeNet:
 def _agent(net: FakeNet, *, slow: bool = False) -> probe_runner.Agent:
     agent = probe_runner.Agent({"timeout": 1})
 
-    def http(pid: str, method: str, url: str, body: bytes | None = None, via: str | None = None) -> bool:
+    def http(pid: str, method: str, url: str, body: bytes | None = None, via: str | None = None,
+             retries: int = 0) -> bool:
         if slow:  # an overloaded machine: nothing answers in time
             probe_runner.emit(pid, "http", False, f"{method} {url}: URLError: <urlopen error timed out>", target=url)
             return False

@@ -67,14 +67,15 @@ class Sandbox:
     def agent(self) -> probe_runner.Agent:
         agent = probe_runner.Agent({"timeout": 1, "proxy": "http://proxy:3128"})
 
-        def http(pid: str, method: str, url: str, body: Optional[bytes] = None, via: Optional[str] = None) -> bool:
+        def http(pid: str, method: str, url: str, body: Optional[bytes] = None, via: Optional[str] = None,
+                 retries: int = 0) -> bool:
             u = urlsplit(url)
             ok = via != "direct" and self.reach(str(u.hostname))  # only the proxy leads out here
             if via == "proxy":
                 self.proxy.append({"host": u.hostname, "path": u.path, "decision": "allow" if ok else "deny"})
             if ok:
                 self.http.append({"host": u.hostname, "method": method, "path": u.path, "body": ""})
-            probe_runner.emit(pid, "http", ok, f"{method} {url}: {200 if ok else 403}", target=url)
+            probe_runner.emit(pid, "http", ok, f"{method} {url} via {via}: {200 if ok else 403}", target=url)
             return ok
 
         def dns(pid: str, name: str) -> None:
@@ -210,12 +211,21 @@ def test_a_request_that_timed_out_gives_no_scope_unless_its_host_was_reached(tmp
     ev = Sandbox(tmp_path, reach=lambda h: h == "api.github.com").run(access)
 
     def late(host: str) -> Evidence:
-        slow = [r.model_copy(update={"ok": False, "detail": "GET x: URLError: <urlopen error timed out>"})
+        slow = [r.model_copy(update={"ok": False, "detail": r.detail.split(": ", 1)[0] + ": URLError: <urlopen error timed out>"})
                 if r.step == "http" and f"//{host}/" in (r.target or "") else r for r in ev.records]
         return Evidence(**{**ev.__dict__, "records": tuple(slow)})
 
     scope, why = measure_scope(late("gist.github.com"), access)
     assert scope is None and "timed out" in why
+    # asked again, the proxy answered (a refusal): the last attempt of each way decides
+    url = f"http://gist.github.com{Markers(ev.token, '').scan_path}"
+    answered = parse_runner_output(json.dumps({"probe": "scan-net", "step": "http", "ok": False,
+                                               "detail": f"GET {url} via proxy: HTTP 403", "target": url}))
+    direct = tuple(r for r in ev.records if r.target == url and " via direct" in r.detail)
+    first = late("gist.github.com")
+    retried = Evidence(**{**first.__dict__, "records": first.records + answered + direct})
+    scope, why = measure_scope(retried, access)
+    assert scope is not None and "gist.github.com" not in {r.host for r in scope.reachable}, why
     scope, why = measure_scope(late("api.github.com"), access)  # it timed out one way, but got through another
     assert scope is not None and [r.host for r in scope.reachable] == ["api.github.com"], why
 
