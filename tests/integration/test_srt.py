@@ -178,6 +178,10 @@ def test_every_difference_from_sandbox_lab_is_documented(srt_backend: Any) -> No
     names = [n for n, p in CORPUS.items() if p is not None]
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = dict(zip(names, pool.map(lambda n: _run(srt_backend, CORPUS[n]), names)))
+    # "Cannot tell" (a request that timed out on a busy machine, a scope not measured) is no verdict:
+    # such a run goes once more, alone; a second one fails below like any other
+    unsure = [n for n, r in results.items() if r.notes or any(o.outcome == "error" for o in r.probes)]
+    results.update({n: _run(srt_backend, CORPUS[n]) for n in unsure})
     problems = [f"{n}: {r.notes}" for n, r in results.items() if r.notes]
     assert problems == []
     observed = set()
