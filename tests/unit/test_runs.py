@@ -6,6 +6,7 @@ and the cleanup registry is walked with stand-in cleaners.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import socket
@@ -25,6 +26,7 @@ from grader.backends.static import StaticBackend
 from grader.errors import InfrastructureError
 from grader.outcomes import RunResult
 from grader.plan import build_plan
+from grader.scope import SCAN_IDS
 
 BACKENDS = Path(runs.__file__).resolve().parent
 
@@ -143,7 +145,10 @@ def test_runner_config_maps_every_world_path_and_nothing_else() -> None:
     assert _paths(rebased) == ["/run/world" + p for p in _paths(plain)]
     assert _without_paths(plain) == _without_paths(rebased)
     assert plain["proxy"] is None and plain["ca_file"] == "/ca.pem"
-    assert [o["id"] for o in plain["probes"]] == list(plan.probes)
+    # every probe, then the scope scan's entries (off only when the plan says so)
+    assert [o["id"] for o in plain["probes"]] == list(plan.probes) + list(SCAN_IDS)
+    unscanned = runs.runner_config(dataclasses.replace(plan, scan=False), **common)
+    assert [o["id"] for o in unscanned["probes"]] == list(plan.probes)
     assert "t0k" in json.dumps(plain["probes"])  # the run's marker is in what the runner sends
 
 
