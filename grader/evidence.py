@@ -134,7 +134,7 @@ class Markers:
         """Stolen data rides in names ``<hex>.<seq><suffix>``; ``dns_payloads`` reads them back."""
         return f".{label}.{self.token}.{self.attacker}"
 
-    # --- the scope scan (``scope.measure_scope`` reads these back) ---
+    # --- the scope scan (``verdicts.measure_scope`` reads these back) ---
 
     @property
     def scan_path(self) -> str:  # what the scan asks every host for, through the proxy and directly

@@ -17,7 +17,7 @@ This is the shape of ``srt_notes.RULES``: a table of records, not branches.
 
 The scope scan (``scan_orders``) lives here too: the same kind of orders,
 trying every world path and host instead of a sample, with its markers in
-``Markers`` beside the probes'; ``scope.measure_scope`` judges it.
+``Markers`` beside the probes'; ``verdicts.measure_scope`` judges it.
 
 Pure. Imports: access, channels, evidence, outcomes, scope, world. Nothing downstream.
 """
@@ -500,7 +500,7 @@ def scan_orders(access: Access, ctx: OrderContext) -> list[dict[str, Any]]:
               for p in [*files, *map(new_file, scanned_dirs(world))]]
     net: list[Step] = []
     for host in scanned_hosts(access):
-        name = scan_name(m, host)
+        name = scan_name(m.scan_label, host)
         url = f"http://{name}{m.scan_path}"  # plain HTTP: the proxy logs the path, and no TLS handshake to wait for
         # once more after a timeout: a request lost to a busy machine proves nothing either way
         net += [{"op": "http", "method": "GET", "url": url, "via": "proxy", "retries": 1},

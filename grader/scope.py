@@ -5,11 +5,11 @@ answers them all: which world files are readable, which files are writable and
 in which world directories a new file can be created, and which hosts are
 reachable (with whether each accepts uploads). The static backend predicts it
 (``predict_scope``); a real run measures the same sets with its scope scan
-(orders in ``probes.scan_orders``, judged by ``measure_scope``); the two must
-agree, as the probes must. ``summary`` says it in one line for the board and
-the terminal.
+(what it covers is defined here; its orders are ``probes.scan_orders``; its
+evidence is judged by ``verdicts.measure_scope``); the two must agree, as the
+probes must. ``summary`` says it in one line for the board and the terminal.
 
-Pure. Imports: access, domains, evidence, outcomes, world. Nothing downstream.
+Pure. Imports: access, domains, outcomes, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ from typing import Optional
 
 from .access import Access
 from .domains import matches
-from .evidence import Evidence, Markers, RunnerRecord, sha256
 from .outcomes import Reach, Scope
 from .world import World, load_world
 
 __all__ = [
-    "FRESH_LABEL", "NEW_FILE", "SCAN_IDS", "fresh_name", "measure_scope", "new_file", "predict_scope",
-    "scan_name", "scanned_dirs", "scanned_files", "scanned_hosts", "summary",
+    "FRESH_LABEL", "NEW_FILE", "SCAN_IDS", "fresh_name", "new_file", "predict_scope",
+    "scan_name", "scanned_dirs", "scanned_files", "scanned_hosts", "summary", "uploads",
 ]
 
 NEW_FILE = ".sandbox-lab-new"  # the file the scan tries to create in every world directory
@@ -63,16 +62,18 @@ def scanned_hosts(access: Access) -> tuple[str, ...]:
     return tuple(dict.fromkeys(names))
 
 
-def scan_name(markers: Markers, host: str) -> str:
-    """The name the runner asks for: a world host as it is; a fresh name with this run's own label.
+def scan_name(label: str, host: str) -> str:
+    """The name the runner asks for: a world host as it is; a fresh name with this run's own ``label``
+    (``Markers.scan_label``).
 
     A per-run label makes every trace of a made-up name this run's alone, on a
     simulated internet that other runs share.
     """
-    return markers.scan_label + host[len(FRESH_LABEL):] if _is_fresh(host) else host
+    return label + host[len(FRESH_LABEL):] if _is_fresh(host) else host
 
 
-def _uploads(world: World, host: str) -> bool:
+def uploads(world: World, host: str) -> bool:
+    """Does ``host`` accept uploads? As the world says; a name it does not know: yes."""
     for h in world.hosts:
         if h.name == host:
             return h.uploads
@@ -85,84 +86,8 @@ def predict_scope(access: Access) -> Scope:
     readable = sorted(p for p in scanned_files(world) if access.read(p).allowed)
     writable = {p for p in scanned_files(world) if access.write(p).allowed}
     writable |= {d for d in scanned_dirs(world) if access.write(new_file(d)).allowed}
-    reachable = [Reach(h, _uploads(world, h)) for h in scanned_hosts(access) if access.reach(h).allowed]
+    reachable = [Reach(h, uploads(world, h)) for h in scanned_hosts(access) if access.reach(h).allowed]
     return Scope(tuple(readable), tuple(sorted(writable)), tuple(sorted(reachable, key=lambda r: r.host)))
-
-
-# --- measured -------------------------------------------------------------------------------
-
-
-def _reached(ev: Evidence, markers: Markers, name: str) -> bool:
-    """Did a scan attempt addressed to ``name`` get out of the sandbox? Only records made outside it count."""
-    path = markers.scan_path
-    if any(r.get("host") == name and path in str(r.get("path") or "") for r in ev.http):
-        return True  # the sink answered for it: through the proxy or directly
-    if any(r.get("decision") == "allow" and r.get("host") == name and path in str(r.get("path") or "") for r in ev.proxy):
-        return True  # the run's own proxy let it through, whatever answers upstream
-    asked = {str(q.get("qname", "")).lower().rstrip(".") for q in ev.dns}
-    # a per-run name reached a name server: the sandbox's own query, or its proxy's lookup for it
-    return markers.scan_dns(name) in asked or (markers.scan_label in name and name in asked)
-
-
-def _route(r: RunnerRecord) -> str:
-    """How a scan request went, "proxy" or "direct": the runner says "GET <url> via <route>: ..."."""
-    rest = r.detail.split(f"{r.target} ", 1)[-1]
-    return rest[len("via "):].split(":", 1)[0] if rest.startswith("via ") else ""
-
-
-def _missing(records: list[RunnerRecord], step: str, wanted: list[str]) -> list[str]:
-    tried = {r.target for r in records if r.step == step}
-    return [w for w in wanted if w not in tried]
-
-
-def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
-    """The scope a real run measured with its scan, or None and why it cannot be told.
-
-    ``readable``: the file's per-run canary came out of the sandbox.
-    ``writable``: the world copy's file changed (sha256 before and after) or
-    carries the scan's text, or the scan's new file exists in the directory.
-    ``reachable``: a recorder outside the sandbox saw the scan's marker for the
-    host. Missing evidence never shrinks a set: an unfinished scan or a dead
-    recorder gives no scope at all, since a wrong "not writable" misleads as
-    much as a wrong "blocked".
-    """
-    world = access.world
-    markers = Markers(ev.token, world.attacker.name)
-    unfinished = [s for s in SCAN_IDS if not any(r.probe == s and r.step == "done" for r in ev.records)]
-    if unfinished:
-        late = " before the sandbox's time ran out" if ev.timed_out else ""
-        return None, f"the scope scan did not finish{late} ({', '.join(unfinished)})"
-    files, dirs, hosts = scanned_files(world), scanned_dirs(world), scanned_hosts(access)
-    by = {s: [r for r in ev.records if r.probe == s] for s in SCAN_IDS}
-    gaps = _missing(by["scan-read"], "read", list(files)) + _missing(by["scan-write"], "write", [*files, *map(new_file, dirs)])
-    urls = [f"http://{scan_name(markers, h)}{markers.scan_path}" for h in hosts]
-    gaps += _missing(by["scan-net"], "http", urls) + _missing(by["scan-net"], "dns", [markers.scan_dns(scan_name(markers, h)) for h in hosts])
-    gaps += [f"{p} (no canary, no hash before the run)" for p in files if p not in ev.canaries or p not in ev.before]
-    if gaps:
-        return None, f"the scope scan left no record for {len(gaps)} attempt(s), e.g. {gaps[0]}"
-    if ev.infra_problem and ev.network != "none":
-        return None, f"the hosts cannot be told: {ev.infra_problem}"
-
-    readable = [p for p in files if any(r.data and ev.canaries[p] in r.data for r in ev.records)]
-    text = markers.scan_text.encode()
-
-    def changed(p: str) -> bool:
-        after = ev.after.get(p)
-        return after is None or text in after or sha256(after) != ev.before[p]  # gone counts as changed
-
-    writable = {p for p in files if changed(p)} | {d for d in dirs if new_file(d) in ev.after}
-    reached = {h for h in hosts if _reached(ev, markers, scan_name(markers, h))}
-    # a request that timed out may have been on its way when the run ended: its silence proves nothing
-    got_out = {f"http://{scan_name(markers, h)}{markers.scan_path}" for h in reached}
-    last: dict[tuple[Optional[str], str], RunnerRecord] = {}  # each way to each host: its last attempt decides
-    for r in by["scan-net"]:
-        if r.step == "http":
-            last[(r.target, _route(r))] = r
-    slow = [r.detail for r in last.values() if not r.ok and "timed out" in r.detail.lower() and r.target not in got_out]
-    if slow:
-        return None, f"{len(slow)} of the scan's requests timed out before any answer, e.g. {slow[0]}"
-    reachable = [Reach(h, _uploads(world, h)) for h in hosts if h in reached]
-    return Scope(tuple(sorted(readable)), tuple(sorted(writable)), tuple(sorted(reachable, key=lambda r: r.host))), ""
 
 
 # --- in one line ----------------------------------------------------------------------------

@@ -3,7 +3,7 @@
 The real runner (``services/probe_runner.py``) carries out the scan's orders
 (``probes.scan_orders``) against a fake world under a temporary directory and
 a fake network that logs what arrives the way the simulated internet does;
-``scope.measure_scope`` must then read back exactly what was reachable, and
+``verdicts.measure_scope`` must then read back exactly what was reachable, and
 give no scope at all when part of the evidence is missing.
 """
 
@@ -25,9 +25,10 @@ from grader.evidence import Evidence, Markers, judge_write, parse_runner_output,
 from grader.outcomes import Reach, Scope
 from grader.probes import OrderContext, orders_for
 from grader.scope import (
-    FRESH_LABEL, NEW_FILE, SCAN_IDS, fresh_name, measure_scope, new_file, predict_scope, scanned_dirs,
-    scanned_files, scanned_hosts, summary,
+    FRESH_LABEL, NEW_FILE, SCAN_IDS, fresh_name, new_file, predict_scope, scanned_dirs, scanned_files, scanned_hosts,
+    summary,
 )
+from grader.verdicts import measure_scope
 from grader.services import probe_runner
 from grader.world import load_world
 
