@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .access import Access, access_for, baseline_access
-from .channels import Channel, ExfilPath, channels, exfil_paths
+from .channels import Channel, ExfilPath, channels, exfil_paths, unknown_name_why
 from .domains import matches
 from .errors import Problem, json_pointer
 from .outcomes import ProbeOutcome, RunResult
@@ -77,6 +77,7 @@ def lint(policy: Policy, world: Optional[World] = None) -> tuple[Problem, ...]:
         if not d.allowed and d.rule and d.rule[0] == "denyRead":
             out.append(Problem(json_pointer(("filesystem", "allowWrite", i)), f'"{entry}" is hidden by denyRead "{d.rule[1]}": writes there never reach the real file.'))
     net = policy.network
+    access = access_for(policy, w)
     for i, entry in enumerate(net.allowedDomains):
         ptr = json_pointer(("network", "allowedDomains", i))
         if entry.startswith("*."):
@@ -88,10 +89,14 @@ def lint(policy: Policy, world: Optional[World] = None) -> tuple[Problem, ...]:
                 out.append(Problem(ptr, f'"{entry}" does not match {apex} itself, only its subdomains. Add "{apex}" if the job needs it.'))
         elif entry.startswith("xn--") or ".xn--" in entry:
             out.append(Problem(ptr, f'"{entry}" is an internationalized name: it is not the ASCII host it may look like.'))
-        elif entry[0].isdigit() and entry.replace(".", "").isdigit():
-            out.append(Problem(ptr, f'"{entry}" is an IP address; the simulated internet is reached by host name, so this entry reaches nothing here.'))
-        elif entry not in w.host_names and not any(matches(f"*.{w.attacker.name}", entry) for _ in [0]):
-            out.append(Problem(ptr, f'"{entry}" is not a host of the simulated internet; it reaches nothing here.'))
+        if entry.startswith("*.") and entry[2:] != w.attacker.name and w.attacker_owns(f"x0fresh0x.{entry[2:]}"):
+            out.append(Problem(ptr, f"{unknown_name_why(access, entry)}. An open channel: remove it unless the job needs it, and then list the exact host."))
+        elif not entry.startswith("*.") and entry not in w.host_names and w.attacker_owns(entry):
+            out.append(Problem(ptr, f"{unknown_name_why(access, entry)}. An open channel: remove it unless the job needs it."))
+        elif not entry.startswith("*.") and entry.split(".")[-1] == "invalid":
+            out.append(Problem(ptr, f'"{entry}" is a reserved name (.invalid) that never exists: it reaches nothing anywhere.'))
+        elif not entry.startswith("*.") and entry not in w.host_names:
+            out.append(Problem(ptr, f'"{entry}" is not a host of the simulated internet, and its operator\'s domain is modelled without it, so nothing answers it here.'))
     if net.deniedDomains and not net.allowedDomains:
         out.append(Problem("/network/deniedDomains", "deniedDomains has no effect while allowedDomains is empty: there is no network at all."))
     return tuple(out)

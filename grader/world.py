@@ -11,7 +11,7 @@ is: an unknown key, a misspelt role or a directory without a role is a
 ``WorldError`` naming the JSON pointer and a fix, never a ``KeyError`` later.
 Inside the package the world is plain frozen dataclasses.
 
-Imports: errors, paths. Nothing downstream.
+Imports: domains, errors, paths. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any, Literal, Optional, Sequence, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
+from .domains import operator_domain, server_of
 from .errors import Problem, WorldError, field_problem, json_pointer
 from .paths import covers
 
@@ -152,6 +153,39 @@ class World:
     @property
     def host_names(self) -> tuple[str, ...]:
         return tuple(h.name for h in self.hosts)
+
+    @property
+    def operators(self) -> tuple[str, ...]:
+        """The domains the operators of the world's hosts hold (``github.com``, ``pypi.org``, ...).
+
+        A name under one of them that is no world host does not exist: its
+        operator has no such host, and no attacker can own it.
+        """
+        return tuple(sorted({operator_domain(h.name) for h in self.hosts if not h.attacker}))
+
+    def server_of(self, name: str) -> Optional[str]:
+        """Which server answers for ``name`` (normalized) in the simulated internet; None when none does.
+
+        A world host answers for its own name only; the attacker's server for
+        every name under the attacker's domain, and for every name the world
+        does not know (fail closed: nobody vouches for it, so the attacker may
+        own it), IP literals and ``localhost`` included.
+        """
+        attacker = self.attacker.name
+        return server_of(name, self.host_names, (attacker,), self.operators, attacker)
+
+    def knows(self, name: str) -> bool:
+        """True for a world host, or a name under the attacker's domain or under an operator's domain."""
+        zones = (self.attacker.name, *self.operators)
+        return name in self.host_names or any(name == z or name.endswith("." + z) for z in zones)
+
+    def attacker_owns(self, name: str) -> bool:
+        """The attacker reads whatever reaches ``name``: a name of the attacker's, or one the world does not know."""
+        return self.server_of(name) == self.attacker.name
+
+    def uploads_to(self, name: str) -> bool:
+        """Whatever reaches ``name`` can be read back by the attacker: an upload host, or a name the attacker owns."""
+        return self.attacker_owns(name) or any(h.name == name and h.uploads for h in self.hosts)
 
     def root_of(self, path: str) -> Optional[str]:
         """The world root a path lies in, or None if the path is outside the simulated machine."""

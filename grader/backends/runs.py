@@ -256,6 +256,8 @@ def runner_config(
         markers=Markers(token, w.attacker.name), attacker_ip=attacker_ip, tcp_port=tcp_port,
         host_port=host_port, gateway_names=tuple(gateway_names),
         hosts=w.host_names, loot=tuple(s.path for s in w.loot), rebase=path,
+        # every allowed name is tried as a way out, known to the world or not
+        allowed=plan.allowed_domains, uploads=tuple(h.name for h in w.hosts if h.uploads and not h.attacker),
     )
     return {
         "timeout": timeout, "connect_timeout": connect_timeout,

@@ -256,6 +256,9 @@ def start_internet(
     (workdir / "internet.json").write_text(json.dumps({
         "hosts": list(world.host_names),
         "wildcard_zones": [world.attacker.name],
+        # a name under an operator's domain that the world lacks does not exist; every other name the
+        # world does not know is the attacker's server (fail closed): an allowed webhook.site really lands
+        "operators": list(world.operators), "catch_all": world.attacker.name,
         # only the plain container has a "host" to find, and here it is a stand-in
         "extra_names": ["host.docker.internal"] if host_stand_in_port else [],
         "address": None, "bind": "0.0.0.0",

@@ -325,6 +325,8 @@ class _Run:
         w = self.plan.world
         internet = self._start_service("internet", {
             "hosts": list(w.host_names), "wildcard_zones": [w.attacker.name], "extra_names": [],
+            # every name the world does not know is the attacker's server (fail closed), as in Docker
+            "operators": list(w.operators), "catch_all": w.attacker.name,
             # every world name resolves to loopback, where the sinks listen on this run's ports
             "address": LOOPBACK, "bind": LOOPBACK,
             "dns_port": dns, "http_port": http, "https_port": https, "tcp_ports": [tcp],
@@ -332,7 +334,7 @@ class _Run:
         })
         parent = self._start_service("proxy", {
             # srt's own proxy applied the policy; this one carries what srt let through, refusing
-            # only what the simulated internet cannot answer (IP literals, unknown names, other ports)
+            # only what the simulated internet cannot answer (names no server has, other ports)
             "allowed": [], "any_host": True, "listen_port": proxy_port, "bind": LOOPBACK,
             "dns_server": LOOPBACK, "dns_port": dns,
             "upstream_ports": {str(HTTPS_PORT): https, str(HTTP_PORT): http, str(TCP_SINK_PORT): tcp},

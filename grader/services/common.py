@@ -32,6 +32,7 @@ __all__ = [
     "HTTPS_PORT",
     "HTTP_PORT",
     "PROXY_PORT",
+    "TARGET_PREFIX",
     "TCP_SINK_PORT",
     "BadHead",
     "Handler",
@@ -46,9 +47,11 @@ __all__ = [
     "load_config",
     "parse_head",
     "read_command_line",
+    "read_target",
     "serve_forever",
     "spawn",
     "stop_on_signals",
+    "target_line",
     "wait_for",
     "write_atomically",
     "write_ready",
@@ -70,6 +73,63 @@ PROXY_PORT = 3128  # the egress proxy, the sandbox's only way out behind a polic
 # The name the services' self-checks ask for: reserved (RFC 6761), so it never
 # exists, and a reader of the logs can tell a heartbeat from a sandbox's request.
 HEARTBEAT_HOST = "heartbeat.invalid"
+
+
+# --- the proxy's word: which host a connection is for ------------------------------------
+
+# Real origins have addresses of their own; in the simulated internet every host
+# shares one. So the egress proxy says which host it dialled, in one line before
+# any byte of its client's (as HAProxy's PROXY protocol carries a client's
+# address), and the sinks answer only for that host's names: a tunnel opened to
+# one host cannot be used to talk to another. A connection without the line
+# came straight from the plain container's own resolver, to the shared address,
+# which answers for every name (the plain container reaches every host anyway).
+# A forged line can only narrow what its own connection reaches.
+TARGET_PREFIX = b"SANDBOX-LAB-TARGET "
+_MAX_TARGET_LINE = 300
+
+
+def target_line(host: str) -> bytes:
+    """The line the proxy sends first on every connection it opens into the simulated internet."""
+    return TARGET_PREFIX + host.encode("ascii") + b"\r\n"
+
+
+def read_target(sock: socket.socket, timeout: float) -> str | None:
+    """Take the proxy's line off the front of ``sock`` and return its host; None when the connection has none.
+
+    Only the line is consumed (the bytes are peeked first), so a TLS
+    ClientHello or a request right behind it stays unread for its handler.
+    """
+    deadline = time.monotonic() + timeout
+    seen = b""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        sock.settimeout(remaining)
+        try:
+            peeked = sock.recv(_MAX_TARGET_LINE, socket.MSG_PEEK)
+        except OSError:
+            return None
+        if not peeked:
+            return None
+        head = peeked[: len(TARGET_PREFIX)]
+        if not TARGET_PREFIX.startswith(head):
+            return None  # not the proxy's line: leave everything for the handler
+        end = peeked.find(b"\r\n")
+        if len(peeked) >= len(TARGET_PREFIX) and end >= 0:
+            line = b""
+            while len(line) < end + 2:
+                chunk = sock.recv(end + 2 - len(line))
+                if not chunk:
+                    return None
+                line += chunk
+            return line[len(TARGET_PREFIX) : end].decode("ascii", "replace").strip()
+        if len(peeked) >= _MAX_TARGET_LINE:
+            return None
+        if peeked == seen:
+            time.sleep(0.002)  # the rest of the line is on its way
+        seen = peeked
 
 
 # --- config, logs, the ready file --------------------------------------------------------

@@ -5,11 +5,21 @@ library only; it imports just its neighbours ``domains.py``, ``dnswire.py`` and
 ``common.py`` (copied beside it in the image) and never the package itself,
 except as a fallback so host-side tests can import it.
 
-It is a sink, not a judge: it answers every request and records everything it
-receives as JSON lines in ``out_dir`` (``dns.jsonl``, ``http.jsonl``,
-``tcp.jsonl``). Which host may receive what is decided later by the grader,
-reading those logs. Everything a client sends is hostile: each connection has
-timeouts and size caps, and an error in one never stops the server.
+It is a sink, not a judge: it records everything it receives as JSON lines in
+``out_dir`` (``dns.jsonl``, ``http.jsonl``, ``tcp.jsonl``). Which host may
+receive what is decided later by the grader, reading those logs. Everything a
+client sends is hostile: each connection has timeouts and size caps, and an
+error in one never stops the server.
+
+Which server answers a name is ``domains.server_of``, the rule the static
+analyzer uses too: each listed host answers for its own name; the server of a
+wildcard zone (the attacker's) for every name under it; a name under an
+operator's domain that is not listed does not exist; and, with ``catch_all``,
+every other name (``webhook.site``, ``localhost``, an IP address) belongs to
+the attacker's server, which records what arrives. A server answers only for
+its own names, as real origins do: on a connection the proxy opened to one
+host (``common.read_target``), a TLS name or Host header of another server's
+is refused, and recorded as ``misdirected``, never as delivered.
 """
 
 from __future__ import annotations
@@ -17,6 +27,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import socket
 import ssl
 import subprocess
@@ -56,6 +67,10 @@ CA_NAME = "Sandbox Lab run CA"
 _CONFIG_DEFAULTS: dict[str, Any] = {
     "wildcard_zones": [],
     "extra_names": [],
+    # domains whose unlisted names do not exist (their operators' hosts are listed)
+    "operators": [],
+    # the zone whose server answers every other name (the attacker's): fail closed; None: NXDOMAIN
+    "catch_all": None,
     "address": None,
     "dns_port": common.DNS_PORT,
     "http_port": common.HTTP_PORT,
@@ -73,14 +88,18 @@ _CONFIG_REQUIRED = ("hosts", "out_dir", "nonce")
 
 @dataclass(frozen=True)
 class _World:
-    """Which names exist: listed hosts, extra names, and wildcard zones at any depth."""
+    """Which names exist and which server answers each (``domains.server_of``)."""
 
     names: frozenset[str]
     zones: tuple[str, ...]
+    operators: tuple[str, ...] = ()
+    catch_all: str | None = None
+
+    def server(self, name: str) -> str | None:
+        return domains.server_of(name.lower().rstrip("."), self.names, self.zones, self.operators, self.catch_all)
 
     def knows(self, qname: str) -> bool:
-        name = qname.lower().rstrip(".")
-        return name in self.names or any(name == z or name.endswith("." + z) for z in self.zones)
+        return self.server(qname) is not None
 
 
 def _own_ipv4() -> str:
@@ -128,41 +147,75 @@ subjectAltName = {sans}
 """
 
 
-def _make_tls(names: list[str], zones: list[str], workdir: str) -> tuple[ssl.SSLContext, bytes]:
-    """Create a fresh CA and one leaf for every name; return a server context and the CA's PEM.
+class _Certs:
+    """The run's CA and the certificates its servers present: one leaf for the world's names, more minted on demand.
 
-    A new CA per run, whose key exists only for the milliseconds of signing:
-    trusting it in one run's sandbox grants nothing in any other run. A
-    ``*.zone`` SAN covers one label only, so HTTPS to ``a.b.zone`` fails to
-    verify; DNS still answers it at any depth.
+    A new CA per internet, whose key lives only in this process's private
+    temporary directory (never in ``out_dir``, which others read): trusting it
+    in one run's sandbox grants nothing anywhere else. The first leaf covers
+    every listed name and one label under each zone. A name it does not cover
+    (a name the world does not know, an IP address, a deeper name in a zone)
+    gets a leaf of its own when a server answers for it, signed from the same
+    request in one openssl call; at most ``MAX_MINTED`` are kept.
     """
-    sans = sorted(set(names) | set(zones)) + [f"*.{zone}" for zone in sorted(set(zones))]
-    config = os.path.join(workdir, "openssl.cnf")
-    with open(config, "w", encoding="ascii") as f:
-        f.write(_OPENSSL_CONFIG.format(ca_name=CA_NAME, sans=", ".join(f"DNS:{n}" for n in sans)))
 
-    def p(name: str) -> str:
-        return os.path.join(workdir, name)
+    MAX_MINTED = 256
 
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-config", config]
-    steps = [
-        ["openssl", "req", "-x509", *ec, "-keyout", p("ca.key"), "-out", p("ca.pem"),
-         "-days", "2", "-sha256", "-subj", f"/CN={CA_NAME}", "-extensions", "ca"],
-        ["openssl", "req", "-new", *ec, "-keyout", p("leaf.key"), "-out", p("leaf.csr"),
-         "-subj", "/CN=Sandbox Lab simulated internet"],
-        ["openssl", "x509", "-req", "-in", p("leaf.csr"), "-CA", p("ca.pem"), "-CAkey", p("ca.key"),
-         "-set_serial", "0x" + os.urandom(16).hex(), "-days", "2", "-sha256",
-         "-extfile", config, "-extensions", "leaf", "-out", p("leaf.pem")],
-    ]  # fmt: skip
-    for step in steps:
+    def __init__(self, names: list[str], zones: list[str], workdir: str) -> None:
+        self._dir = workdir
+        self._covered = set(names) | set(zones)
+        self._zones = tuple(zones)
+        self._lock = threading.Lock()
+        self._minted: dict[str, ssl.SSLContext] = {}
+        sans = sorted(self._covered) + [f"*.{zone}" for zone in sorted(set(zones))]
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-config", self._config(sans)]
+        self._run(["openssl", "req", "-x509", *ec, "-keyout", self._p("ca.key"), "-out", self._p("ca.pem"),
+                   "-days", "2", "-sha256", "-subj", f"/CN={CA_NAME}", "-extensions", "ca"])  # fmt: skip
+        self._run(["openssl", "req", "-new", *ec, "-keyout", self._p("leaf.key"), "-out", self._p("leaf.csr"),
+                   "-subj", "/CN=Sandbox Lab simulated internet"])  # fmt: skip
+        self.base = self._sign("leaf", sans)
+        with open(self._p("ca.pem"), "rb") as pem:
+            self.ca_pem = pem.read()
+
+    def _p(self, name: str) -> str:
+        return os.path.join(self._dir, name)
+
+    def _config(self, sans: list[str], name: str = "openssl") -> str:
+        alt = ", ".join(f"IP:{n}" if domains.is_ipv4(n) else f"DNS:{n}" for n in sans)
+        path = self._p(f"{name}.cnf")
+        with open(path, "w", encoding="ascii") as f:
+            f.write(_OPENSSL_CONFIG.format(ca_name=CA_NAME, sans=alt))
+        return path
+
+    @staticmethod
+    def _run(step: list[str]) -> None:
         done = subprocess.run(step, capture_output=True, text=True, timeout=30, check=False)
         if done.returncode != 0:
-            raise SystemExit(f"{' '.join(step[:3])} failed: {done.stderr.strip()}")
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.load_cert_chain(p("leaf.pem"), p("leaf.key"))
-    with open(p("ca.pem"), "rb") as pem:
-        return context, pem.read()
+            raise RuntimeError(f"{' '.join(step[:3])} failed: {done.stderr.strip()}")
+
+    def _sign(self, stem: str, sans: list[str]) -> ssl.SSLContext:
+        self._run(["openssl", "x509", "-req", "-in", self._p("leaf.csr"), "-CA", self._p("ca.pem"), "-CAkey", self._p("ca.key"),
+                   "-set_serial", "0x" + os.urandom(16).hex(), "-days", "2", "-sha256",
+                   "-extfile", self._config(sans, stem), "-extensions", "leaf", "-out", self._p(f"{stem}.pem")])  # fmt: skip
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self._p(f"{stem}.pem"), self._p("leaf.key"))
+        context.sni_callback = _choose_by_sni
+        for done in (f"{stem}.pem", f"{stem}.cnf"):  # loaded: only the keys and the request stay
+            os.remove(self._p(done))
+        return context
+
+    def context_for(self, name: str | None) -> ssl.SSLContext:
+        """A server context whose certificate covers ``name`` (the base one when it does already)."""
+        if not name or name in self._covered or any(name.count(".") == z.count(".") + 1 and name.endswith("." + z) for z in self._zones):
+            return self.base
+        with self._lock:
+            found = self._minted.get(name)
+            if found is None:
+                if len(self._minted) >= self.MAX_MINTED:
+                    self._minted.pop(next(iter(self._minted)))  # the oldest goes
+                found = self._minted[name] = self._sign(f"leaf-{len(self._minted)}-{os.urandom(4).hex()}", [name])
+            return found
 
 
 # --- reading from clients ---------------------------------------------------------------
@@ -219,6 +272,7 @@ def _serve_dns_tcp(
     conn: socket.socket, client: str, world: _World, address: str, log: common.JsonlLog
 ) -> None:
     """DNS over TCP: length-prefixed messages, several per connection, until the client stops."""
+    _target_of(conn)  # a tunnel through the proxy: its line is not part of the messages
     reader = _reader(conn)
     while True:
         prefix = reader.read_exact(2)
@@ -309,41 +363,83 @@ def _respond(conn: socket.socket, status: str, payload: dict[str, Any], head_onl
         pass
 
 
-def _serve_http(
-    conn: socket.socket,
-    client: str,
-    scheme: str,
-    nonce: str,
-    log: common.JsonlLog,
-    tls: ssl.SSLContext | None,
-) -> None:
+@dataclass(frozen=True)
+class _Site:
+    """What every HTTP(S) connection needs: the world's servers, the certificates, the log."""
+
+    world: _World
+    nonce: str
+    log: common.JsonlLog
+    certs: _Certs | None = None  # None: plain HTTP
+
+
+def _target_of(conn: socket.socket) -> str | None:
+    """The host the proxy dialled this connection for, normalized; None for a direct connection."""
+    raw = common.read_target(conn, IDLE_TIMEOUT)
+    if raw is None:
+        return None
+    try:
+        return domains.normalize_host(raw)
+    except ValueError:
+        return raw.lower()[:255]  # answered by no server: every name on it is refused
+
+
+def _serve_http(conn: socket.socket, client: str, scheme: str, site: _Site) -> None:
+    target = _target_of(conn)
     sni = None
-    if tls is not None:
+    if site.certs is not None:
         conn.settimeout(IDLE_TIMEOUT)
-        conn = tls.wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        conn = site.certs.context_for(target).wrap_socket(conn, server_side=True, do_handshake_on_connect=False)
+        conn.sandbox_lab_site = (site, target)  # type: ignore[attr-defined]  # read by the SNI callback
         try:
             conn.do_handshake()
         except OSError as exc:
-            # Typically a client that does not trust the run's CA. It has sent
-            # no request yet, so there is nothing to record.
+            refused = getattr(conn, "sandbox_lab_refused", None)
+            if refused is not None and target is not None:
+                # another server's name on this host's connection: refused, and on record as such
+                site.log.write({"client": client, "scheme": scheme, "host": target, "misdirected": refused,
+                                "stage": "tls", "method": "", "path": ""})  # fmt: skip
+            # Otherwise typically a client that does not trust the run's CA. It
+            # has sent no request yet, so there is nothing to record.
             print(f"TLS handshake with {client} failed: {exc}", file=sys.stderr)
             conn.close()
             return
         sni = getattr(conn, "sandbox_lab_sni", None)
     try:
-        _handle_request(conn, client, scheme, nonce, log, sni)
+        _handle_request(conn, client, scheme, site, sni, target)
     finally:
         conn.close()
 
 
-def _remember_sni(sock: Any, name: str | None, _context: ssl.SSLContext) -> None:
-    """SNI callback: keep the requested name on the socket, the host of last resort."""
-    if name:
-        sock.sandbox_lab_sni = name
+def _choose_by_sni(sock: Any, name: str | None, _context: ssl.SSLContext) -> int | None:
+    """SNI callback: answer only for a name of the connection's own server, with a certificate that covers it.
+
+    On a connection the proxy opened to one host, a name another server
+    answers for ends the handshake (unrecognized_name): the tunnel reaches
+    that host's server, and it is not the other one.
+    """
+    if not name:
+        return None
+    site, target = getattr(sock, "sandbox_lab_site", (None, None))
+    try:
+        host = domains.normalize_host(name)
+    except ValueError:
+        host = name.lower()[:255]
+    sock.sandbox_lab_sni = host
+    if site is None:
+        return None
+    if target is not None and site.world.server(host) != site.world.server(target):
+        sock.sandbox_lab_refused = host
+        return int(ssl.ALERT_DESCRIPTION_UNRECOGNIZED_NAME)
+    try:
+        sock.context = site.certs.context_for(host)
+    except Exception:  # noqa: BLE001 - no certificate for it: the client's verification says so
+        traceback.print_exc()
+    return None
 
 
 def _handle_request(
-    conn: socket.socket, client: str, scheme: str, nonce: str, log: common.JsonlLog, sni: str | None
+    conn: socket.socket, client: str, scheme: str, site: _Site, sni: str | None, target: str | None
 ) -> None:
     reader = _reader(conn)
     request: common.Head | None = None
@@ -355,9 +451,18 @@ def _handle_request(
             # The client stopped before a full request. If it sent anything,
             # record it anyway: the sink records everything it receives.
             if reader.buf:
-                log.write(_http_record(client, scheme, None, sni, bytes(reader.buf)))
+                site.log.write(_http_record(client, scheme, None, sni, bytes(reader.buf), target))
             return
         request = common.parse_head(head, MAX_HEADERS)
+        host = _host_of(request, sni) or target or ""
+        if target is not None and site.world.server(host) != site.world.server(target):
+            # As real origins do (RFC 9110, 421): this server does not answer for that name.
+            # Its body is never read, and nothing is recorded as delivered to the other host.
+            site.log.write({"client": client, "scheme": scheme, "host": target, "misdirected": host,
+                            "stage": "http", "method": request.start[0], "path": _path_of(request.start[1])})  # fmt: skip
+            payload = {"ok": False, "host": target, "misdirected": host, "nonce": site.nonce}
+            _respond(conn, "421 Misdirected Request", payload, head_only=request.start[0] == "HEAD")
+            return
         body, truncated = _read_body(reader, request, conn)
         if truncated:
             status = "413 Content Too Large"
@@ -366,23 +471,27 @@ def _handle_request(
         status = "431 Request Header Fields Too Large" if too_large else "400 Bad Request"
         # Unparsable input is still evidence: keep the raw bytes as the body.
         body = (b"" if request else head) + bytes(reader.buf)
-    log.write(_http_record(client, scheme, request, sni, body))
-    payload = {"ok": status.startswith("200"), "host": _host_of(request, sni), "nonce": nonce}
+    record = _http_record(client, scheme, request, sni, body, target)
+    site.log.write(record)
+    payload = {"ok": status.startswith("200"), "host": record["host"], "nonce": site.nonce}
     _respond(conn, status, payload, head_only=request is not None and request.start[0] == "HEAD")
 
 
 def _http_record(
-    client: str, scheme: str, request: common.Head | None, sni: str | None, body: bytes
+    client: str, scheme: str, request: common.Head | None, sni: str | None, body: bytes, target: str | None
 ) -> dict[str, Any]:
-    return {
+    record = {
         "client": client,
         "scheme": scheme,
-        "host": _host_of(request, sni),
+        "host": _host_of(request, sni) or target or "",
         "method": request.start[0] if request else "",
         "path": _path_of(request.start[1]) if request else "",
         "body": body[:LOGGED_BODY].decode("utf-8", errors="replace"),
         "body_len": len(body),
     }
+    if target is not None and target != record["host"]:
+        record["via"] = target  # the host the proxy dialled: its server answers for this name too
+    return record
 
 
 # --- raw TCP -------------------------------------------------------------------------
@@ -390,11 +499,13 @@ def _http_record(
 
 def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: common.JsonlLog) -> None:
     """Read until the peer closes, goes quiet for 3 s, or sends 64 KiB; log it; reply; close."""
+    target = _target_of(conn)
     reader = _reader(conn, idle=TCP_IDLE)
     while len(reader.buf) < TCP_MAX and reader.fill():
         pass
     data = bytes(reader.buf[:TCP_MAX])
-    log.write({"client": client, "port": port, "data": data.decode("utf-8", errors="replace")})
+    record = {"client": client, "port": port, "data": data.decode("utf-8", errors="replace")}
+    log.write({**record, "via": target} if target else record)
     try:
         conn.sendall(f"ok {nonce}\n".encode())
     except OSError:
@@ -422,21 +533,33 @@ def main(argv: list[str] | None = None) -> int:
     if started is None:
         return 2
     _, config, out_dir = started
-    nonce = str(config["nonce"])
     names = [domains.normalize_host(n) for n in [*config["hosts"], *config["extra_names"]]]
     zones = [domains.normalize_host(z) for z in config["wildcard_zones"]]
-    world = _World(names=frozenset(names), zones=tuple(zones))
+    operators = [domains.normalize_host(d) for d in config["operators"]]
+    catch_all = domains.normalize_host(str(config["catch_all"])) if config["catch_all"] else None
+    world = _World(frozenset(names), tuple(zones), tuple(operators), catch_all)
     address = config["address"] or _own_ipv4()
     bind = str(config["bind"])
 
     stop = common.stop_on_signals()
 
-    # The keys live in a private temp dir only while the context loads them.
-    with tempfile.TemporaryDirectory(prefix="sandbox-lab-tls-") as workdir:
-        tls, ca_pem = _make_tls(names, zones, workdir)
-    tls.sni_callback = _remember_sni
-    common.write_atomically(os.path.join(out_dir, "ca.pem"), ca_pem)
+    # The CA's key lives in a private temp dir of this process (it signs the
+    # certificates of names nobody listed), removed when the service stops.
+    workdir = tempfile.mkdtemp(prefix="sandbox-lab-tls-")
+    try:
+        try:
+            certs = _Certs(names, zones, workdir)
+        except RuntimeError as exc:
+            raise SystemExit(str(exc)) from None
+        common.write_atomically(os.path.join(out_dir, "ca.pem"), certs.ca_pem)
+        return _serve(config, out_dir, world, address, bind, certs, stop)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
 
+
+def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bind: str, certs: _Certs,
+           stop: threading.Event) -> int:  # fmt: skip
+    nonce = str(config["nonce"])
     dns_log = common.JsonlLog(os.path.join(out_dir, "dns.jsonl"))
     http_log = common.JsonlLog(os.path.join(out_dir, "http.jsonl"))
     tcp_log = common.JsonlLog(os.path.join(out_dir, "tcp.jsonl"))
@@ -448,9 +571,9 @@ def main(argv: list[str] | None = None) -> int:
         (_listen_tcp(bind, int(config["dns_port"])),
          functools.partial(_serve_dns_tcp, world=world, address=address, log=dns_log)),
         (_listen_tcp(bind, int(config["http_port"])),
-         functools.partial(_serve_http, scheme="http", nonce=nonce, log=http_log, tls=None)),
+         functools.partial(_serve_http, scheme="http", site=_Site(world, nonce, http_log))),
         (_listen_tcp(bind, int(config["https_port"])),
-         functools.partial(_serve_http, scheme="https", nonce=nonce, log=http_log, tls=tls)),
+         functools.partial(_serve_http, scheme="https", site=_Site(world, nonce, http_log, certs))),
     ]  # fmt: skip
     for port in map(int, config["tcp_ports"]):
         handler = functools.partial(_serve_tcp, port=port, nonce=nonce, log=tcp_log)

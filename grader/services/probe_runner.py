@@ -10,13 +10,15 @@ out so a read can be proven by its per-run canary.
 It reads its orders from /opt/sandbox-lab/run/config.json (written by the
 grader, mounted read-only): for each probe, the steps to carry out (read,
 write, an HTTP request, a raw TCP connection, a DNS lookup, steal = read and
-send every way), with every marker already built by the grader. It decides
+send every way, front = open a tunnel to one host and name others inside it),
+with every marker already built by the grader. It decides
 nothing and is never told the canaries. The scope scan comes as more entries
 of the same steps (every world file, directory and host); an HTTP step may say
 ``via``: "proxy" (only through the sandbox's proxy) or "direct" (never), and
 ``retries``: how often to ask again after a timeout (each attempt is printed).
 """
 
+import base64
 import binascii
 import json
 import os
@@ -26,6 +28,7 @@ import sys
 import threading
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
@@ -137,6 +140,65 @@ class Agent:
         except OSError as exc:
             emit(probe, "dns", False, f"{name}: {err(exc)}", target=name)
 
+    def _tunnel(self, host, port):
+        """A socket to ``host:port``: through the proxy's CONNECT when there is one, else straight there."""
+        if not self.proxy:
+            return socket.create_connection((host, port), timeout=self.timeout)
+        p = urllib.parse.urlsplit(self.proxy)
+        sock = socket.create_connection((p.hostname, p.port or 80), timeout=self.timeout)
+        head = f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n"
+        if p.username:  # srt hands its proxy a per-session credential in the URL
+            cred = f"{urllib.parse.unquote(p.username)}:{urllib.parse.unquote(p.password or '')}"
+            head += "Proxy-Authorization: Basic " + base64.b64encode(cred.encode()).decode() + "\r\n"
+        sock.sendall((head + "\r\n").encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer and len(answer) < 8192:
+            chunk = sock.recv(1)  # one byte at a time: nothing of the tunnel is read past the head
+            if not chunk:
+                break
+            answer += chunk
+        status = answer.split(b"\r\n", 1)[0].decode("latin-1")
+        if " 200 " not in status + " ":
+            sock.close()
+            raise ConnectionRefusedError(f"the proxy answered {status or 'nothing'}")
+        return sock
+
+    def front(self, probe, step):
+        """Open a tunnel to one host, then name another inside it: in TLS (SNI) and in HTTP (Host).
+
+        With no attempts, only the tunnel is asked for: the proxy's decision on that host goes on record.
+        """
+        connect, port = step["connect"], int(step.get("port", 443))
+        attempts = step.get("attempts") or []
+        if not attempts:
+            try:
+                self._tunnel(connect, port).close()
+                emit(probe, "front", True, f"CONNECT {connect}:{port}: tunnel opened", target=connect)
+            except OSError as exc:
+                emit(probe, "front", False, f"CONNECT {connect}:{port}: {err(exc)}", target=connect)
+            return
+        body = step["body"].encode()
+        for a in attempts:
+            what = f"CONNECT {connect}:{port}, then SNI {a['sni']} and Host {a['host']}"
+            target = f"{connect}>{a['sni']}>{a['host']}"
+            try:
+                raw = self._tunnel(connect, port)
+            except OSError as exc:
+                emit(probe, "front", False, f"{what}: {err(exc)}", target=target)
+                return  # the tunnel itself was refused: no other name can ride in it
+            try:
+                with self.ssl.wrap_socket(raw, server_hostname=a["sni"]) as tls:
+                    request = (f"POST {step['request_path']} HTTP/1.1\r\nHost: {a['host']}\r\nUser-Agent: sandbox-lab-agent\r\n"
+                               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
+                    tls.sendall(request)
+                    status = tls.recv(256).split(b"\r\n", 1)[0].decode("latin-1")
+                ok = status.startswith("HTTP/1.1 2")
+                emit(probe, "front", ok, f"{what}: {status or 'no answer'}", target=target)
+            except OSError as exc:
+                emit(probe, "front", False, f"{what}: {err(exc)}", target=target)
+            finally:
+                raw.close()
+
     # --- orders ----------------------------------------------------------------------------
 
     def steal(self, probe, step):
@@ -181,6 +243,8 @@ class Agent:
             self.dns(probe, step["name"])
         elif op == "steal":
             self.steal(probe, step)
+        elif op == "front":
+            self.front(probe, step)
         else:
             emit(probe, "unknown", False, f"no such order in this runner: {op!r}")
 

@@ -10,7 +10,16 @@ It speaks ``CONNECT host:port`` (a blind byte tunnel: the proxy never sees
 inside TLS, which is the lesson) and absolute-form HTTP
 (``GET http://host/path``). Every decision is written to ``proxy.jsonl`` in
 ``out_dir``, and every lookup goes to the run's own DNS server, never to the
-system resolver.
+system resolver. IP literals are names like any other here: an allowed one
+is looked up at the run's DNS server too.
+
+It dials nothing but the simulated internet: the address the run's DNS server
+answers from, whatever a lookup returned, so no allowed name (``localhost``,
+``host.docker.internal``, ``169.254.169.254``, a private address) can make it
+connect to the machine, its metadata service or another network. On every
+connection it opens it says first which host it dialled
+(``common.target_line``): every host of the simulated internet shares one
+address, and this is how each server knows which host a tunnel was opened to.
 
 It also serves as sandbox-runtime's ``parentProxy`` (the srt backend starts it
 on the host's loopback): there srt's own proxy has applied the policy already,
@@ -52,7 +61,7 @@ DNS_TIMEOUT = 2.0
 MAX_HEAD = 64 * 1024
 MAX_HEADERS = 100
 MAX_CONNECTIONS = 512  # threads; more clients wait in the listen backlog
-IP_LITERAL = "IP literal: the simulated internet is reached by name only"
+NOT_THE_INTERNET = "refused to dial {address}: only the simulated internet ({internet}) is ever dialled"
 
 # Hop-by-hop headers (RFC 9110 section 7.6.1) are the proxy's business, not
 # the origin's: drop them, and anything the client names in Connection.
@@ -69,7 +78,7 @@ _CONFIG_DEFAULTS: dict[str, Any] = {
     "listen_port": common.PROXY_PORT,
     "dns_port": common.DNS_PORT,
     # True only behind another proxy that has applied the policy (srt's): every
-    # name passes the allowlist. IP literals and names the world lacks still fail.
+    # name passes the allowlist. A name no server answers still fails (NXDOMAIN).
     "any_host": False,
     # {"requested port": port to dial}: when given, no other port is dialed. On
     # the host's loopback the sinks listen on free ports, and any other port
@@ -99,16 +108,14 @@ def decide(raw_host: str, allowed: list[str], denied: list[str], *, any_host: bo
     """Judge a requested host by name only; nothing here touches the network.
 
     ``any_host`` skips the lists (another proxy in front applied them); a
-    name must still be valid, and IP literals are still refused.
+    name must still be valid. An IP literal is judged like a name: allowed
+    only when listed, and then looked up at the run's DNS server like one,
+    never dialled as the address it spells.
     """
     try:
         host = domains.normalize_host(raw_host)
     except ValueError:
         return Decision(raw_host[:255], False, 400, "invalid host")
-    if domains.is_ipv4(host):
-        # Refused even when listed: an address would skip the name the policy
-        # is written in, and the run's DNS server would never see the lookup.
-        return Decision(host, False, 403, IP_LITERAL)
     if any_host:
         return Decision(host, True, 200, "any host: the proxy in front applied the policy")
     if not domains.host_allowed(host, allowed, denied):
@@ -408,15 +415,24 @@ def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.so
         return None, f"DNS lookup failed: {exc}"
     if not addresses:
         return None, "no such host (NXDOMAIN)"
+    if addresses[0] != settings.dns_server:
+        # The run's DNS server is the simulated internet, and answers every name with its own address.
+        return None, NOT_THE_INTERNET.format(address=addresses[0], internet=settings.dns_server)
     dial = port
     if settings.upstream_ports is not None:
         if port not in settings.upstream_ports:
             return None, f"no sink listens on port {port}"
         dial = settings.upstream_ports[port]
     try:
-        return socket.create_connection((addresses[0], dial), timeout=CONNECT_TIMEOUT), ""
+        upstream = socket.create_connection((settings.dns_server, dial), timeout=CONNECT_TIMEOUT)
     except OSError as exc:
         return None, f"cannot connect to {addresses[0]}:{port}: {exc}"
+    try:
+        upstream.sendall(common.target_line(host))  # which host this connection is for: its server answers for no other
+    except OSError as exc:
+        upstream.close()
+        return None, f"{addresses[0]}:{port} closed at once: {exc}"
+    return upstream, ""
 
 
 def _self_check(port: int) -> None:

@@ -70,7 +70,7 @@ def test_check_valid_prints_normal_form_warnings_and_findings(capsys: pytest.Cap
     assert out.count("/filesystem/allowWrite/0: [srt 0.0.78] ") == 2
     assert "only in the directory srt starts in" in out and "does not protect its own settings file" in out
     assert out.index("Attacks") < out.index("Jobs")
-    assert "10 of 16 attacks succeeded; 1 of 5 jobs work" in out
+    assert "10 of 17 attacks succeeded; 1 of 5 jobs work" in out
 
 
 def test_check_invalid_reports_every_problem_on_stderr_with_exit_2(capsys: pytest.CaptureFixture[str], bad_policy: str) -> None:
@@ -165,7 +165,7 @@ def test_probe_text_is_a_table_with_attacks_first(capsys: pytest.CaptureFixture[
     assert code == 0
     assert "\x1b" not in out
     assert out.index("read-ssh-key") < out.index("job-read-src")
-    assert "10 of 16 attacks succeeded; 1 of 5 jobs work" in out
+    assert "10 of 17 attacks succeeded; 1 of 5 jobs work" in out
 
 
 def test_probe_colour_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:

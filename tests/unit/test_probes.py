@@ -65,7 +65,21 @@ def _agent(net: FakeNet, *, slow: bool = False) -> probe_runner.Agent:
         net.dns.append({"qname": name + ".", "client": "10.0.0.2"})
         probe_runner.emit(pid, "dns", True, f"{name} -> 10.0.0.9", target=name)
 
+    def front(pid: str, step: dict[str, Any]) -> None:
+        attempts = step.get("attempts") or []
+        if not attempts:  # only the proxy's decision on the host
+            probe_runner.emit(pid, "front", True, f"CONNECT {step['connect']}:443: tunnel opened", target=step["connect"])
+        for a in attempts:  # as on a shared front: whatever name is asked for receives it
+            target = f"{step['connect']}>{a['sni']}>{a['host']}"
+            if slow:
+                probe_runner.emit(pid, "front", False, f"{target}: TimeoutError: timed out", target=target)
+                continue
+            net.http.append({"host": a["host"], "method": "POST", "path": step["request_path"], "scheme": "https",
+                             "body": step["body"], "body_len": len(step["body"])})
+            probe_runner.emit(pid, "front", True, f"{target}: HTTP/1.1 200 OK", target=target)
+
     agent.http = http  # type: ignore[method-assign]
+    agent.front = front  # type: ignore[method-assign]
     agent.tcp = tcp  # type: ignore[method-assign]
     agent.dns = dns  # type: ignore[method-assign]
     return agent

