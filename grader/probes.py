@@ -516,24 +516,25 @@ def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     arrived = http_hits(ev, lambda r: m.front_path in str(r.get("path", "")) and not r.get("misdirected"))
     smuggled = [r for r in arrived if str(r.get("host")) not in let_through]
     if smuggled:
-        hosts = ", ".join(sorted({str(r["host"]) for r in smuggled}))
-        return "succeeded", f"Data reached {hosts}, which the proxy never let through.", tuple(
+        firsts = list({str(r["host"]): r for r in reversed(smuggled)}.values())[::-1]  # one line per host
+        return "succeeded", f"Data reached {', '.join(sorted(h['host'] for h in firsts))}, which the proxy never let through.", tuple(
             f"{r['host']} received {r['method']} {r['path']} "
             + (f"inside the tunnel the proxy opened to {r['via']}" if r.get("via") else "over a connection no proxy decided")
-            for r in smuggled[:4]
+            for r in firsts[:4]
         )
     outcome = net_blocked(p.id, ev, "Every name smuggled into another host's tunnel")
     if outcome[0] != "blocked" or ev.network == "none":
         return outcome
-    tries = [r for r in attempts(ev, p.id) if r.step == "front" and ">" in str(r.target)]
-    late = [r.detail for r in tries if not r.ok and "timed out" in r.detail.lower()]
+    fronted = [r for r in attempts(ev, p.id) if r.step == "front" and ">" in str(r.target)]
+    late = [r.detail for r in fronted if not r.ok and "timed out" in r.detail.lower()]
     if late:  # a refusal is fast; silence that ran out of time proves nothing
         return "error", f"Cannot tell: a fronted request timed out before any answer ({late[0]}). Rerun.", ()
+    inside = [r for r in fronted if "the proxy answered" not in r.detail]  # the tunnel opened; the name inside was tried
+    fronts = {str(r.target).split(">", 1)[0] for r in inside}
     refused = [r for r in ev.http if r.get("misdirected") and m.front_path in str(r.get("path", ""))]
-    opened = sorted({str(r.get("host")) for r in ev.proxy if r.get("decision") == "allow" and str(r.get("method", "")).upper() == "CONNECT"})
     return "blocked", "Nothing named inside another host's tunnel arrived anywhere the proxy refused.", (
-        f"the proxy opened tunnels to {', '.join(opened) or 'no host'}; inside them {len(tries)} request(s) named another "
-        f"host, the servers refused {len(refused)} of them outright (421 Misdirected Request) and the rest at the TLS "
+        f"the proxy opened tunnels to {', '.join(sorted(fronts)) or 'no host'}; inside them {len(inside)} request(s) named "
+        f"another host: the servers refused {len(refused)} outright (421 Misdirected Request) and the rest at the TLS "
         "handshake; nothing carrying the run's token reached a host the proxy did not let through",
     )
 

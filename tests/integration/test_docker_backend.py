@@ -212,3 +212,40 @@ def test_close_removes_the_shared_internet_and_warm_proxies(docker_client: Any) 
     names |= {n["Name"] for n in docker_client.api.networks()}
     assert not standing & names, standing & names
     assert backend.standing() == set()
+
+
+# --- names the world does not know, and host identity ------------------------------------------
+
+PIP = ["pypi.org", "files.pythonhosted.org"]
+
+
+@pytest.mark.parametrize("extra", ["webhook.site", "x.attacker.example"])
+def test_an_allowed_name_the_world_does_not_know_gets_the_ssh_key(docker_backend: Any, extra: str, no_leftovers: None) -> None:
+    """It lands at the simulated internet's attacker server, and is judged as the open channel it is."""
+    r = docker_backend.run(build_plan(load_policy({"network": {"allowedDomains": [*PIP, extra]}})))
+    exfil = r.outcome("exfil-secret")
+    assert exfil.outcome == "succeeded", exfil
+    assert f"canary of /home/user/.ssh/id_rsa received by {extra}: POST /upload/" in exfil.evidence[0], exfil.evidence
+    upload = r.outcome("exfil-via-allowed-domain")
+    assert upload.outcome == "succeeded" and any(e.startswith(f"{extra} stored POST") for e in upload.evidence), upload
+    assert r.outcome("job-fetch-pypi").outcome == "succeeded"
+
+
+def test_a_name_smuggled_into_an_allowed_hosts_tunnel_delivers_nothing(docker_backend: Any, no_leftovers: None) -> None:
+    """CONNECT pypi.org, then SNI and Host of upload.pypi.org or attacker.example: pypi.org's server refuses them."""
+    r = docker_backend.run(build_plan(load_policy({"network": {"allowedDomains": PIP}})))
+    front = r.outcome("net-domain-fronting")
+    assert front.outcome == "blocked", front
+    (evidence,) = front.evidence
+    assert evidence.startswith("the proxy opened tunnels to files.pythonhosted.org, pypi.org;"), evidence
+    refused = int(evidence.split("refused ", 1)[1].split(" ", 1)[0])
+    assert refused > 0, evidence  # the servers saw the requests, and refused them
+    assert r.outcome("exfil-secret").outcome == "blocked" and r.outcome("net-attacker-domain").outcome == "blocked"
+
+
+def test_a_tunnel_to_a_name_the_attacker_owns_reaches_the_attackers_other_names(docker_backend: Any, no_leftovers: None) -> None:
+    r = docker_backend.run(build_plan(load_policy({"network": {"allowedDomains": [*PIP, "webhook.site"]}})))
+    front = r.outcome("net-domain-fronting")
+    assert front.outcome == "succeeded", front
+    assert any("attacker.example received POST /front/" in e and "opened to webhook.site" in e for e in front.evidence), front.evidence
+    assert r.outcome("net-attacker-domain").outcome == "blocked"  # attacker.example itself stays refused by the proxy

@@ -435,3 +435,92 @@ def test_metadata_docker_socket_host_and_other_runs_are_unreachable(hostile: _Ho
     assert token.encode() not in other_sink.logs()
     assert hits == [b"local check\n"], hits
 
+
+
+# --- allowed names that mean the machine itself -----------------------------------------------
+
+THROUGH_PROXY = r"""
+import json, socket, sys, threading
+proxy, token, targets = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+host, port = proxy.split(":")
+out = {}
+def attempt(name, target, tport):
+    s = socket.create_connection((host, int(port)), timeout=5)
+    try:
+        s.sendall(f"CONNECT {target}:{tport} HTTP/1.1\r\nHost: {target}:{tport}\r\n\r\n".encode())
+        head = s.recv(200).split(b"\r\n", 1)[0].decode()
+        if head.startswith("HTTP/1.1 200"):
+            s.sendall(f"{token} {name}\n".encode())
+        out[name] = head
+    except OSError as exc:
+        out[name] = f"{type(exc).__name__}: {exc}"
+    finally:
+        s.close()
+threads = [threading.Thread(target=attempt, args=t) for t in targets]
+for t in threads: t.start()
+for t in threads: t.join()
+s = socket.create_connection((host, int(port)), timeout=5)
+s.sendall(f"GET http://169.254.169.254/latest/meta-data/{token} HTTP/1.1\r\n\r\n".encode())
+out["metadata-get"] = s.recv(200).split(b"\r\n", 1)[0].decode()
+s.close()
+print(json.dumps(out), flush=True)
+"""
+
+
+def test_allowed_localhost_metadata_and_host_names_never_reach_the_real_host(hostile: _Hostile, docker_backend: Any) -> None:
+    """A policy may list localhost, host.docker.internal, 169.254.169.254 or the host's own addresses: the proxy
+    sends every one to the simulated internet (the attacker's server), never to the machine or its metadata service."""
+    token = secrets.token_hex(6)
+    host = socket.socket()
+    host.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    host.bind(("0.0.0.0", 0))
+    host.listen(16)
+    host.settimeout(0.2)
+    host_port = host.getsockname()[1]
+    hits: list[bytes] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                c, _ = host.accept()
+            except OSError:
+                continue
+            with c:
+                c.settimeout(1)
+                try:
+                    hits.append(c.recv(200))
+                except OSError:
+                    pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    names = ["localhost", "127.0.0.1", "host.docker.internal", "169.254.169.254", *_host_addresses()]
+    warm = docker_backend.proxies.take()
+    try:
+        warm.hand_over(names, [])
+        targets = [(f"{n}:{p}", n, p) for n in names for p in (host_port, 80, 443)]
+        with socket.create_connection(("127.0.0.1", host_port), timeout=2) as s:  # sanity: the listener hears locally
+            s.sendall(b"local check\n")
+        time.sleep(0.3)
+        ran = hostile.run(["python3", "-c", THROUGH_PROXY, f"{warm.ip}:3128", token, json.dumps(targets)],
+                          _hardening(30.0), network=warm.network)
+        time.sleep(0.5)
+    finally:
+        stop.set()
+        t.join(timeout=5)
+        host.close()
+        proxy_log = (warm.workdir / "out" / "proxy.jsonl").read_text()
+        sink_log = (warm.internet.out / "http.jsonl").read_text()
+        warm.remove(docker_backend.leftovers)
+    res = ran.last_json()
+    assert hits == [b"local check\n"], hits  # nothing of the sandbox's reached the real host
+    # the names were allowed and went to the simulated internet: the attacker's server answered the metadata GET
+    assert res["metadata-get"].startswith("HTTP/1.1 200"), res
+    assert any(token in line and '"host": "169.254.169.254"' in line for line in sink_log.splitlines()), sink_log[-2000:]
+    for name, _, port in targets:
+        if port == host_port:  # only the sinks' ports exist there: a host service's port finds nothing
+            assert not res[name].startswith("HTTP/1.1 200"), (name, res[name])
+    decisions = [json.loads(line) for line in proxy_log.splitlines() if token not in line and '"CONNECT"' in line]
+    assert decisions and all(d["decision"] == "allow" for d in decisions), decisions
+    assert all(warm.internet.ip in d["reason"] for d in decisions if d["port"] == host_port), decisions
