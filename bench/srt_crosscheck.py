@@ -137,8 +137,10 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     corpus = load_corpus()
     names = args.only or list(corpus)
-    srt_names = [n for n in names if corpus[n] is not None]  # the plain container is Docker's baseline only
     documented = load_documented()
+    not_run = {d["policy"] for d in documented.get("not_run", [])}  # srt would dial the machine itself
+    # the plain container is Docker's baseline only
+    srt_names = [n for n in names if corpus[n] is not None and n not in not_run]
     say = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     started = time.monotonic()
     srt = run_all(srt_names, corpus, SrtBackend.from_env(), args.jobs, say)

@@ -13,7 +13,8 @@ the slugs of ``docs/srt-differences.json`` (a unit test keeps the two in step),
 plus a few the corpus cannot show as a verdict difference but the
 documentation measured: ``deny-write-wins``, ``settings-not-protected`` (a
 common false belief: srt does not protect its own settings) and
-``ip-literal-reachable``.
+``ip-literal-reachable``; and ``loopback-direct``, a policy the srt backend
+refuses to run (srt would dial the machine's own loopback).
 
 Pure: reads nothing but the package's world. Imports: access, domains, errors,
 paths, policy, world. Nothing downstream.
@@ -202,6 +203,12 @@ def _ip_literal(c: _Ctx) -> Iterator[Hit]:
             yield _ptr("allowedDomains", i), {"entry": entry}
 
 
+def _loopback(c: _Ctx) -> Iterator[Hit]:
+    for i, entry in enumerate(c.policy.network.allowedDomains):
+        if entry == "localhost" or (is_ipv4(entry) and entry.startswith("127.")):
+            yield _ptr("allowedDomains", i), {"entry": entry}
+
+
 # --- the table ---------------------------------------------------------------------------------
 
 
@@ -266,9 +273,17 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "ip-literal-reachable", "ip-literal-reachable", _ip_literal,
-        'allowedDomains "{entry}" is an IP address. The simulated internet is reached by name only, so here it '
-        "reaches nothing; on a real machine srt's proxy lets the agent connect to an allow-listed IP address. "
-        "List host names only, so both tools agree.",
+        'allowedDomains "{entry}" is an IP address. The simulated internet does not know it, so Sandbox Lab counts '
+        "it as the attacker's own server (fail closed); on a real machine srt's proxy connects to that very address "
+        "(a private address reaches the local network, 169.254.169.254 a cloud's metadata service with the machine's "
+        "credentials). List host names only, so both tools agree.",
+    ),
+    Rule(
+        "loopback-direct", "loopback-direct", _loopback,
+        'allowedDomains "{entry}" names the machine itself. srt never sends it through a proxy: its own proxy '
+        "connects to it on the machine srt runs on, reaching every service listening there (and its sandbox's "
+        "NO_PROXY sends ordinary clients for it into the sandbox's own, empty network instead). Sandbox Lab counts "
+        "it as the attacker's own server and does not run such a policy under srt. Remove it, so both tools refuse it.",
     ),
 )
 

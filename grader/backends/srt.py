@@ -23,7 +23,7 @@ and bubblewrap, socat and ripgrep). Per run it:
 5. collects the evidence outside the sandbox and hands it to ``evidence.judge``,
    the judgement every real backend shares; then removes everything it made.
 
-Imports: evidence, export, plan, the shared run machinery (``runs``) and the
+Imports: domains, evidence, export, plan, the shared run machinery (``runs``) and the
 services' ports. Never the Docker backend nor the docker SDK. Nothing downstream.
 """
 
@@ -42,6 +42,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from ..domains import is_ipv4
 from ..errors import BackendError, InfrastructureError, in_checkout
 from ..srt_notes import SRT_VERSION
 from ..evidence import RunnerRecord, parse_runner_output
@@ -53,7 +54,9 @@ from ..services.common import HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PO
 from .base import Closing
 from .runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, run_with_retries, runner_config
 
-__all__ = ["SrtBackend", "SrtUnavailable", "rebase_settings", "srt_cli", "srt_problem", "srt_version", "sweep"]
+__all__ = [
+    "SrtBackend", "SrtUnavailable", "loopback_entries", "rebase_settings", "srt_cli", "srt_problem", "srt_version", "sweep",
+]
 
 PACKAGE = "@anthropic-ai/sandbox-runtime"
 NODE_MIN = (20, 11)  # what the pinned srt (tools/srt/package.json) declares in its engines field
@@ -197,6 +200,18 @@ def _free_ports(count: int) -> list[int]:
     return ports
 
 
+def loopback_entries(policy: Any) -> list[str]:
+    """The allowedDomains entries srt would dial on this machine's own loopback: ``localhost`` and 127.0.0.0/8.
+
+    srt 0.0.78 never sends these to its parent proxy (``shouldBypassParentProxy``
+    in its ``parent-proxy.js``: "always bypass loopback"): its own proxy
+    connects to them directly, on the machine it runs on. Run here, that would
+    aim the probes at this machine's own services, so the backend refuses
+    such a policy (docs/srt-differences.md, ``loopback-direct``).
+    """
+    return [e for e in policy.network.allowedDomains if e == "localhost" or (is_ipv4(e) and e.startswith("127."))]
+
+
 class SrtBackend(Closing):
     """Runs plans under the real sandbox-runtime; one srt sandbox per run, all probes inside it.
 
@@ -227,6 +242,13 @@ class SrtBackend(Closing):
         if plan.policy is None:
             # srt has no "plain container": it always sandboxes. The baseline is Docker's.
             raise BackendError("the plain-container baseline runs on the Docker backend only; srt runs policies")
+        loopback = loopback_entries(plan.policy)
+        if loopback:
+            raise BackendError(
+                f"srt dials {', '.join(loopback)} itself, on this machine's own loopback (srt never sends loopback "
+                "names to a parent proxy), so running this policy under srt would aim the probes at this machine's "
+                "services. Sandbox Lab does not run it under srt; use the Docker or static backend"
+            )
         cwd = self.cwd or plan.world.home
         if cwd != "/" and cwd not in plan.world.directories():
             raise ValueError(f"cwd {cwd!r} is not a directory of the world: choose one of {', '.join(plan.world.directories())}")

@@ -29,6 +29,7 @@ CORPUS: dict[str, Optional[dict[str, Any]]] = json.loads((ROOT / "tests" / "fixt
 DOCUMENTED: dict[str, Any] = json.loads((ROOT / "docs" / "srt-differences.json").read_text())
 DOC_TEXT = (ROOT / "docs" / "srt-differences.md").read_text()
 NAIVE = CORPUS["seed-naive"]
+NOT_RUN = {d["policy"]: d["cause"] for d in DOCUMENTED["not_run"]}  # srt would dial the machine itself
 
 
 def _require_srt() -> None:
@@ -106,6 +107,20 @@ def test_documented_scope_differences_are_sandbox_labs_own_prediction() -> None:
         assert (item in _items(scope, key)) == docker, (policy, key, item)
 
 
+def test_policies_not_run_under_srt_are_exactly_those_naming_the_machine_and_are_refused() -> None:
+    """srt dials localhost and 127.0.0.0/8 on the machine itself: the backend refuses them, before anything starts."""
+    from grader.backends.srt import SrtBackend, loopback_entries
+    from grader.errors import BackendError
+
+    naming = {n for n, p in CORPUS.items() if p is not None and loopback_entries(load_policy(p))}
+    assert naming == set(NOT_RUN) and naming, (naming, NOT_RUN)
+    assert set(NOT_RUN.values()) <= set(DOCUMENTED["causes"])
+    for name in NOT_RUN:
+        assert f"`{name}`" in DOC_TEXT, name
+        with pytest.raises(BackendError, match="this machine's own loopback"):
+            SrtBackend().run(build_plan(load_policy(CORPUS[name])))
+
+
 def test_documented_differences_are_real_disagreements() -> None:
     """A documented 'docker' verdict is Sandbox Lab's own prediction, so the table cannot drift from the semantics."""
     for d in DOCUMENTED["differences"]:
@@ -175,7 +190,7 @@ def test_srt_working_directory_decides_which_files_it_protects() -> None:
 @pytest.mark.slow
 def test_every_difference_from_sandbox_lab_is_documented(srt_backend: Any) -> None:
     """The whole corpus under srt; any difference not in docs/srt-differences.json (or one that went away) fails."""
-    names = [n for n, p in CORPUS.items() if p is not None]
+    names = [n for n, p in CORPUS.items() if p is not None and n not in NOT_RUN]
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = dict(zip(names, pool.map(lambda n: _run(srt_backend, CORPUS[n]), names)))
     # "Cannot tell" (a request that timed out on a busy machine, a scope not measured) is no verdict:

@@ -47,6 +47,8 @@ FIRES = [
                  "settings-not-protected", "/filesystem/allowWrite/0", id="settings-not-protected"),
     pytest.param({"network": {"allowedDomains": ["registry.npmjs.org", "10.0.0.1"]}},
                  "ip-literal-reachable", "/network/allowedDomains/1", id="ip-literal-reachable"),
+    pytest.param({"network": {"allowedDomains": ["pypi.org", "localhost"]}},
+                 "loopback-direct", "/network/allowedDomains/1", id="loopback-direct"),
 ]
 
 
