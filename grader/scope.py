@@ -55,10 +55,11 @@ def new_file(directory: str) -> str:
 
 
 def scanned_hosts(access: Access) -> tuple[str, ...]:
-    """Every host the scan tries: the world's hosts, and a fresh name under every allowed wildcard."""
+    """Every host the scan tries: the world's hosts, every allowed exact name (known to the world or not:
+    an unknown one is the attacker's server, fail closed), and a fresh name under every allowed wildcard."""
     names = list(access.world.host_names)
     if access.policy is not None:
-        names += [fresh_name(a) for a in access.policy.network.allowedDomains if a.startswith("*.")]
+        names += [a if not a.startswith("*.") else fresh_name(a) for a in access.policy.network.allowedDomains]
     return tuple(dict.fromkeys(names))
 
 

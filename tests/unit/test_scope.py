@@ -330,3 +330,11 @@ def test_the_board_opens_with_the_scope_and_the_terminal_says_it_too() -> None:
     assert line in render_text(result).splitlines()
     unmeasured = RunResult("docker", "policy", None, result.probes, notes=("scope not measured: x",))
     assert "The scope was not measured in this run" in board_html(unmeasured)
+
+
+def test_every_allowed_name_is_scanned_and_one_the_world_does_not_know_reaches_an_upload_host() -> None:
+    """Fail closed: an allowed webhook.site is in the scope, as a host that accepts uploads (the attacker's server)."""
+    access = access_for(load_policy({"network": {"allowedDomains": ["pypi.org", "webhook.site", "169.254.169.254"]}}), load_world())
+    assert {"webhook.site", "169.254.169.254"} <= set(scanned_hosts(access))
+    reach = {r.host: r.uploads for r in predict_scope(access).reachable}
+    assert reach == {"pypi.org": False, "webhook.site": True, "169.254.169.254": True}
