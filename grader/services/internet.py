@@ -431,6 +431,8 @@ def _choose_by_sni(sock: Any, name: str | None, _context: ssl.SSLContext) -> int
     if target is not None and site.world.server(host) != site.world.server(target):
         sock.sandbox_lab_refused = host
         return int(ssl.ALERT_DESCRIPTION_UNRECOGNIZED_NAME)
+    if site.world.server(host) is None:
+        return None  # no server has this name: no certificate is made for it (the client's verification fails)
     try:
         sock.context = site.certs.context_for(host)
     except Exception:  # noqa: BLE001 - no certificate for it: the client's verification says so
