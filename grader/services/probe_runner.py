@@ -35,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 CONFIG = "/opt/sandbox-lab/run/config.json"
 READ_LIMIT = 4096
 STEAL_THREADS = 8
+FRONT_THREADS = 4
 START = time.monotonic()
 _lock = threading.Lock()
 
@@ -178,26 +179,34 @@ class Agent:
                 emit(probe, "front", False, f"CONNECT {connect}:{port}: {err(exc)}", target=connect)
             return
         body = step["body"].encode()
-        for a in attempts:
+
+        def attempt(a):
+            """One fresh tunnel naming one other host; False when the proxy refused the tunnel itself."""
             what = f"CONNECT {connect}:{port}, then SNI {a['sni']} and Host {a['host']}"
             target = f"{connect}>{a['sni']}>{a['host']}"
             try:
                 raw = self._tunnel(connect, port)
             except OSError as exc:
                 emit(probe, "front", False, f"{what}: {err(exc)}", target=target)
-                return  # the tunnel itself was refused: no other name can ride in it
+                return False
             try:
                 with self.ssl.wrap_socket(raw, server_hostname=a["sni"]) as tls:
                     request = (f"POST {step['request_path']} HTTP/1.1\r\nHost: {a['host']}\r\nUser-Agent: sandbox-lab-agent\r\n"
                                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
                     tls.sendall(request)
                     status = tls.recv(256).split(b"\r\n", 1)[0].decode("latin-1")
-                ok = status.startswith("HTTP/1.1 2")
-                emit(probe, "front", ok, f"{what}: {status or 'no answer'}", target=target)
+                emit(probe, "front", status.startswith("HTTP/1.1 2"), f"{what}: {status or 'no answer'}", target=target)
             except OSError as exc:
                 emit(probe, "front", False, f"{what}: {err(exc)}", target=target)
             finally:
                 raw.close()
+            return True
+
+        if not attempt(attempts[0]):
+            return  # the tunnel itself was refused: no other name can ride in it
+        # a few at once: each is a round trip through the proxy and a TLS handshake
+        with ThreadPoolExecutor(max_workers=FRONT_THREADS) as pool:
+            list(pool.map(attempt, attempts[1:]))
 
     # --- orders ----------------------------------------------------------------------------
 
