@@ -36,6 +36,7 @@ Imports: batch, backends, errors, policy, tasks. Only nbgrader's autograde runs 
 from __future__ import annotations
 
 import ast
+import atexit
 import json
 import os
 import threading
@@ -196,9 +197,12 @@ def policy_source(nb: NotebookNode, task: Task, submitted_dir: Optional[Path]) -
 
 
 # --- one grading of the class per process -----------------------------------------------------
+# The class is graded in a background thread while nbgrader runs the learners' kernels, and
+# each notebook waits only for its own row: the Docker runs overlap with kernel execution.
 
 _lock = threading.Lock()
 _rows: dict[tuple[str, str, str], Row] = {}  # (task, student, sha256 of the policy) → row
+_ready: dict[tuple[str, str, str], threading.Event] = {}
 _backend: Optional[Backend] = None
 
 
@@ -209,6 +213,7 @@ def _grading_backend() -> Backend:
         # and default() gives the learner's kernel the static backend there
         name = os.environ.get(BACKEND_ENV, "").strip() or os.environ.get(backends.BACKEND_ENV, "").strip() or "auto"
         _backend = backends.get(name)
+        atexit.register(_backend.close)  # nothing left behind when nbgrader exits
     return _backend
 
 
@@ -218,14 +223,35 @@ def _submission(student: str, found: PolicySource) -> Submission:
     return Submission(student, found.origin, found.text.encode("utf-8"))
 
 
-def _grade(task: Task, subs: list[Submission]) -> None:
-    todo = [s for s in subs if (task.id, s.student, s.sha256) not in _rows]
+def _key(task: Task, sub: Submission) -> tuple[str, str, str]:
+    return (task.id, sub.student, sub.sha256)
+
+
+def _start(task: Task, subs: list[Submission]) -> None:
+    """Grade ``subs`` in the background (the first one first); each row is handed over as soon as it is final."""
+    todo = [s for s in subs if _key(task, s) not in _ready]
     if not todo:
         return
-    book = grade_batch(task, todo, _grading_backend())
-    by_student = {r.student: r for r in book.rows}
-    for sub in todo:
-        _rows[(task.id, sub.student, sub.sha256)] = by_student[sub.student]
+    by_student = {s.student: s for s in todo}
+    for s in todo:
+        _ready[_key(task, s)] = threading.Event()
+
+    def hand_over(row: Row) -> None:
+        sub = by_student[row.student]
+        _rows[_key(task, sub)] = row
+        _ready[_key(task, sub)].set()
+
+    def grade_all() -> None:
+        try:
+            grade_batch(task, todo, _grading_backend(), on_row=hand_over)
+        except BaseException as exc:  # noqa: BLE001 - every waiting notebook must learn it, none may hang
+            for s in todo:
+                if not _ready[_key(task, s)].is_set():
+                    _rows[_key(task, s)] = Row(s.student, 0, task.max_score, "error",
+                                               f"{task.id}: not graded: the grader failed ({type(exc).__name__}: {exc}); rerun autograde", s.source, s.sha256)
+                    _ready[_key(task, s)].set()
+
+    threading.Thread(target=grade_all, name="sandbox-lab-autograde", daemon=True).start()
 
 
 def _classmates(coursedir: Any, assignment: str, task: Task, only: str) -> list[Submission]:
@@ -309,15 +335,14 @@ class GradePolicies(Preprocessor):
         found = policy_source(nb, task, folder if folder.is_dir() else None)
         sub = _submission(student, found)
         with _lock:
-            key = (task.id, student, sub.sha256)
-            if key not in _rows:
-                try:
-                    only = str(coursedir.student_id) if "student_id" in coursedir else ""
-                    class_ = _classmates(coursedir, assignment, task, only) if coursedir.root else []
-                    _grade(task, [s for s in class_ if s.student != student] + [sub])
-                except SandboxLabError as exc:
-                    self.log.error("Sandbox Lab could not grade %s: %s", student, exc)
-                    raise
-            row = _rows[key]
+            if _key(task, sub) not in _ready:
+                only = str(coursedir.student_id) if "student_id" in coursedir else ""
+                class_ = _classmates(coursedir, assignment, task, only) if coursedir.root else []
+                _start(task, [sub] + [s for s in class_ if s.student != student])
+            done = _ready[_key(task, sub)]
+        done.wait()
+        row = _rows[_key(task, sub)]
+        if row.status == "error" and "the grader failed" in row.feedback:
+            raise SandboxLabError(row.feedback)
         self.log.info("Sandbox Lab graded %s/%s: %s/%s (%s)", student, task.id, row.score, row.max_score, row.backend)
         return _rewrite(nb, task, row, found), resources

@@ -346,6 +346,7 @@ def grade_batch(
     dedupe: bool = True,
     journal: Optional[Union[str, os.PathLike[str]]] = None,
     progress: Optional[Progress] = None,
+    on_row: Optional[Callable[[Row], None]] = None,
     out: Optional[Union[str, os.PathLike[str]]] = None,
 ) -> Gradebook:
     """Grade every submission of ``inputs`` on ``task`` and return the gradebook (written to ``out`` if given).
@@ -357,6 +358,7 @@ def grade_batch(
         journal: JSONL file of finished rows; rows found there are not graded again.
             Defaults to ``output_files(out)["journal"]`` when ``out`` is given.
         progress: called with (rows done, rows in all) as rows finish.
+        on_row: called with each row as soon as it is final (autograde hands each notebook its own).
     """
     started = time.monotonic()
     subs = inputs if isinstance(inputs, list) else read_submissions(inputs)
@@ -373,6 +375,8 @@ def grade_batch(
             log.append(row)
         if progress:
             progress(len(rows), total)
+        if on_row:
+            on_row(row)
 
     groups: dict[str, list[tuple[Submission, Policy]]] = {}
     runs = 0
