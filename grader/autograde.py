@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import ast
 import atexit
-import json
 import os
 import threading
 from dataclasses import dataclass
@@ -85,24 +84,6 @@ def find_task(nb: NotebookNode) -> Optional[Task]:
         if f"{task.id}-policy" in ids and all(task.grade_id(c.id) in ids for c in task.checks):
             return task
     return None
-
-
-def _literal(source: str) -> Optional[str]:
-    """The last top-level ``policy_json = "<literal>"`` of a cell, never executing anything."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    found: Optional[str] = None
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "policy_json" for t in node.targets):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                continue  # computed, not written: not a literal
-            if isinstance(value, str):
-                found = value
-    return found
 
 
 def _literals(source: str) -> dict[str, str]:
@@ -183,7 +164,7 @@ def policy_source(nb: NotebookNode, task: Task, submitted_dir: Optional[Path]) -
     if cells and _unchanged(cells[0]):
         return PolicySource(None, "the policy cell is as it was released: write your policy there (no answer, no points)")
     if cells:
-        text = _literal(cells[0].source)
+        text = _literals(cells[0].source).get("policy_json")
         if text is not None:
             return PolicySource(text, "the policy cell")
     if submitted_dir is not None:

@@ -23,6 +23,7 @@ import subprocess
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Optional
 
@@ -376,19 +377,18 @@ def _wait_listening(container: Any) -> None:
         time.sleep(0.05)
 
 
-def test_metadata_docker_socket_host_and_other_runs_are_unreachable(hostile: _Hostile, docker_backend: Any) -> None:
-    token = secrets.token_hex(6)
-    own, other = hostile.network("sbx"), hostile.network("other")
-    own_sink, own_ip = hostile.service(docker_backend.images.services, ["python3", "-c", LISTEN], own, "internet")
-    other_sink, other_ip = hostile.service(docker_backend.images.services, ["python3", "-c", LISTEN], other, "other-internet")
-    _wait_listening(own_sink)
-    _wait_listening(other_sink)
+@contextmanager
+def _host_listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP listener on the real host (all addresses): yields its port and what it received.
+
+    It has already heard a local "local check" line when the body starts, so its
+    silence towards the sandbox means something (the positive control).
+    """
     host = socket.socket()
     host.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     host.bind(("0.0.0.0", 0))
     host.listen(16)
     host.settimeout(0.2)
-    host_port = host.getsockname()[1]
     hits: list[bytes] = []
     stop = threading.Event()
 
@@ -407,24 +407,34 @@ def test_metadata_docker_socket_host_and_other_runs_are_unreachable(hostile: _Ho
 
     t = threading.Thread(target=serve, daemon=True)
     t.start()
-    own.reload()
-    gateway = ((own.attrs.get("IPAM") or {}).get("Config") or [{}])[0].get("Gateway")
-    targets = [("own-run", own_ip, 8080), ("other-run", other_ip, 8080),
-               ("metadata", "169.254.169.254", 80), ("metadata-https", "169.254.169.254", 443)]
-    targets += [(f"host-{a}", a, host_port) for a in _host_addresses()]
-    targets += [(f"jupyter-{a}", a, 8888) for a in _host_addresses()]
-    if gateway:
-        targets += [("gateway", gateway, host_port)]
     try:
-        # sanity: the host's listener answers locally, so silence from the sandbox means something
-        with socket.create_connection(("127.0.0.1", host_port), timeout=2) as s:
+        with socket.create_connection(("127.0.0.1", host.getsockname()[1]), timeout=2) as s:
             s.sendall(b"local check\n")
         time.sleep(0.3)
-        ran = hostile.run(["python3", "-c", REACH, token, json.dumps(targets)], _hardening(30.0), network=own)
+        yield host.getsockname()[1], hits
     finally:
         stop.set()
         t.join(timeout=5)
         host.close()
+
+
+def test_metadata_docker_socket_host_and_other_runs_are_unreachable(hostile: _Hostile, docker_backend: Any) -> None:
+    token = secrets.token_hex(6)
+    own, other = hostile.network("sbx"), hostile.network("other")
+    own_sink, own_ip = hostile.service(docker_backend.images.services, ["python3", "-c", LISTEN], own, "internet")
+    other_sink, other_ip = hostile.service(docker_backend.images.services, ["python3", "-c", LISTEN], other, "other-internet")
+    _wait_listening(own_sink)
+    _wait_listening(other_sink)
+    with _host_listener() as (host_port, hits):
+        own.reload()
+        gateway = ((own.attrs.get("IPAM") or {}).get("Config") or [{}])[0].get("Gateway")
+        targets = [("own-run", own_ip, 8080), ("other-run", other_ip, 8080),
+                   ("metadata", "169.254.169.254", 80), ("metadata-https", "169.254.169.254", 443)]
+        targets += [(f"host-{a}", a, host_port) for a in _host_addresses()]
+        targets += [(f"jupyter-{a}", a, 8888) for a in _host_addresses()]
+        if gateway:
+            targets += [("gateway", gateway, host_port)]
+        ran = hostile.run(["python3", "-c", REACH, token, json.dumps(targets)], _hardening(30.0), network=own)
     res = ran.last_json()
     # positive control: the sandbox's own network works, and the sink logs the token
     assert res["own-run"] == "connected" and token.encode() in own_sink.logs(), (res, own_sink.logs())
@@ -471,48 +481,19 @@ def test_allowed_localhost_metadata_and_host_names_never_reach_the_real_host(hos
     """A policy may list localhost, host.docker.internal, 169.254.169.254 or the host's own addresses: the proxy
     sends every one to the simulated internet (the attacker's server), never to the machine or its metadata service."""
     token = secrets.token_hex(6)
-    host = socket.socket()
-    host.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    host.bind(("0.0.0.0", 0))
-    host.listen(16)
-    host.settimeout(0.2)
-    host_port = host.getsockname()[1]
-    hits: list[bytes] = []
-    stop = threading.Event()
-
-    def serve() -> None:
-        while not stop.is_set():
-            try:
-                c, _ = host.accept()
-            except OSError:
-                continue
-            with c:
-                c.settimeout(1)
-                try:
-                    hits.append(c.recv(200))
-                except OSError:
-                    pass
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    names = ["localhost", "127.0.0.1", "host.docker.internal", "169.254.169.254", *_host_addresses()]
-    warm = docker_backend.proxies.take()
-    try:
-        warm.hand_over(names, [])
-        targets = [(f"{n}:{p}", n, p) for n in names for p in (host_port, 80, 443)]
-        with socket.create_connection(("127.0.0.1", host_port), timeout=2) as s:  # sanity: the listener hears locally
-            s.sendall(b"local check\n")
-        time.sleep(0.3)
-        ran = hostile.run(["python3", "-c", THROUGH_PROXY, f"{warm.ip}:3128", token, json.dumps(targets)],
-                          _hardening(30.0), network=warm.network)
-        time.sleep(0.5)
-    finally:
-        stop.set()
-        t.join(timeout=5)
-        host.close()
-        proxy_log = (warm.workdir / "out" / "proxy.jsonl").read_text()
-        sink_log = (warm.internet.out / "http.jsonl").read_text()
-        warm.remove(docker_backend.leftovers)
+    with _host_listener() as (host_port, hits):
+        names = ["localhost", "127.0.0.1", "host.docker.internal", "169.254.169.254", *_host_addresses()]
+        warm = docker_backend.proxies.take()
+        try:
+            warm.hand_over(names, [])
+            targets = [(f"{n}:{p}", n, p) for n in names for p in (host_port, 80, 443)]
+            ran = hostile.run(["python3", "-c", THROUGH_PROXY, f"{warm.ip}:3128", token, json.dumps(targets)],
+                              _hardening(30.0), network=warm.network)
+            time.sleep(0.5)
+        finally:
+            proxy_log = (warm.workdir / "out" / "proxy.jsonl").read_text()
+            sink_log = (warm.internet.out / "http.jsonl").read_text()
+            warm.remove(docker_backend.leftovers)
     res = ran.last_json()
     assert hits == [b"local check\n"], hits  # nothing of the sandbox's reached the real host
     # the names were allowed and went to the simulated internet: the attacker's server answered the metadata GET
