@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "Reach", "RunResult", "Scope"]
+__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "Reach", "RunResult", "Scope", "SinkHit"]
 
 Outcome = Literal["blocked", "succeeded", "error"]
 ProbeKind = Literal["attack", "job"]  # an attack should be blocked; a job is legitimate work that should succeed
@@ -65,6 +65,18 @@ class Scope:
             "writable": list(self.writable),
             "reachable": [r.to_json() for r in self.reachable],
         }
+
+
+@dataclass(frozen=True)
+class SinkHit:
+    """A secret that arrived where the attacker can read it: which host, by what channel, and the log line that proves it."""
+
+    host: str
+    how: str  # "HTTP POST", "DNS", "raw TCP (port 4444)"
+    evidence: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"host": self.host, "how": self.how, "evidence": self.evidence}
 
 
 @dataclass(frozen=True)

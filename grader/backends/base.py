@@ -11,6 +11,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Optional, Protocol, TypeVar, runtime_checkable
 
+from ..execution import Execution, Job
 from ..outcomes import RunResult
 from ..plan import RunPlan
 
@@ -30,6 +31,11 @@ class Backend(Protocol):
 
     def run(self, plan: RunPlan) -> RunResult:
         """Run every probe of ``plan``; a failed probe is an ``error`` outcome, not an exception."""
+        ...
+
+    def execute(self, plan: RunPlan, job: Job) -> Execution:
+        """Run ``job``'s code in the sandbox of ``plan`` instead of the probes; ``BackendError`` where
+        the backend cannot run code (the static backend only predicts)."""
         ...
 
     def close(self) -> None:

@@ -36,7 +36,8 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
-from ..evidence import parse_runner_output
+from ..evidence import Evidence, parse_runner_output
+from ..execution import Execution, Job
 from ..outcomes import RunResult
 from ..verdicts import run_result
 from ..plan import Hardening, RunPlan
@@ -190,6 +191,12 @@ class DockerBackend(Closing):
     def run(self, plan: RunPlan) -> RunResult:
         return run_with_retries(lambda final: _Run(self, plan).execute(final=final), self.retries)
 
+    def execute(self, plan: RunPlan, job: Job) -> Execution:
+        """Run ``job``'s code in the sandbox ``plan`` describes, in place of the probes; never retried
+        (the code is the learner's: it runs once, and what it did is what is reported)."""
+        job.check(plan.world)
+        return _Run(self, plan, job).execute_job()
+
 
 @dataclass
 class _Net:
@@ -233,10 +240,12 @@ def hardened_options(h: Hardening) -> dict[str, Any]:
 class _Run:
     """One run of one plan; owns every resource it creates and removes them all."""
 
-    def __init__(self, backend: DockerBackend, plan: RunPlan) -> None:
+    def __init__(self, backend: DockerBackend, plan: RunPlan, job: Optional[Job] = None) -> None:
         self.b = backend
         self.client = backend.client
         self.plan = plan
+        self.job = job
+        self.exit_code: Optional[int] = None
         self.run_id = "sl-" + secrets.token_hex(5)
         self.token = secrets.token_hex(6)
         self.labels = backend.leftovers.labels(self.run_id)
@@ -251,33 +260,54 @@ class _Run:
 
     def execute(self, *, final: bool) -> RunResult:
         started = time.monotonic()
+        ev = self._run_and_collect(final=final)
+        return run_result(
+            ev, self.plan, backend="docker", run_id=self.run_id, seconds=time.monotonic() - started,
+            stopped="the sandbox was killed", disagreement="the static prediction was",
+        )
+
+    def execute_job(self) -> Execution:
+        started = time.monotonic()
+        output: list[str] = []
+        timed: list[bool] = []
+        ev = self._run_and_collect(final=True, output=output, timed=timed)
+        return Execution(
+            backend="docker", output=output[0] if output else "", exit_code=None if timed and timed[0] else self.exit_code,
+            timed_out=bool(timed and timed[0]), evidence=ev, run_id=self.run_id, seconds=time.monotonic() - started,
+        )
+
+    def _run_and_collect(self, *, final: bool, output: Optional[list[str]] = None, timed: Optional[list[bool]] = None) -> Evidence:
+        """Lay out the world, connect, run the sandbox, collect the evidence; remove everything after."""
         listener: Optional[HostListener] = None
         try:
             before = self.dir.lay_out(self.plan)
+            if self.job is not None:
+                self._plant(self.job)
             listener = HostListener()
             net = self._connect(listener.port)
             sandbox, timed_out = self._run_sandbox(net, listener.port)
             finished = time.time()
             if self.plan.network == "proxy":
                 self.b.proxies.refill()  # now, not earlier: the build would compete with the sandbox's start
-            output = self._output(sandbox)
+            text = self._output(sandbox)
             infra = self._infra_problem(net, finished)
             if infra and not final:
                 raise InfrastructureError(infra)
+            if output is not None:
+                output.append(text)
+            if timed is not None:
+                timed.append(timed_out)
 
             def logs(name: str) -> str:
                 if name == "proxy.jsonl":
                     return read_text(self.proxy_out / name) if self.proxy_out else ""
                 return net.internet.read(name, net.since) if net else ""
 
-            ev = gather_evidence(
-                self.dir, self.plan, token=self.token, records=parse_runner_output(output), before=before,
+            records = parse_runner_output(text) if self.job is None else ()
+            return gather_evidence(
+                self.dir, self.plan, token=self.token, records=records, before=before,
                 network=self.plan.network, logs=logs, listener=listener, tcp_port=TCP_SINK_PORT,
                 infra=infra, timed_out=timed_out,
-            )
-            return run_result(
-                ev, self.plan, backend="docker", run_id=self.run_id, seconds=time.monotonic() - started,
-                stopped="the sandbox was killed", disagreement="the static prediction was",
             )
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise BackendError(
@@ -291,6 +321,12 @@ class _Run:
                 self.b._remove_later(self._remove_all)
             except RuntimeError:  # the reaper is shut down (interpreter exit): remove now
                 self._remove_all()
+
+    def _plant(self, job: Job) -> None:
+        """Append each planted text to its world file in the run's copy (``Job.check`` allowed only world files)."""
+        for path, text in job.plant.items():
+            with self.dir.host_path(path).open("a", encoding="utf-8") as fh:
+                fh.write(text)
 
     def _remove_all(self) -> None:
         remove = self.b.leftovers.remove  # a failed removal is kept and retried, never dropped
@@ -369,6 +405,13 @@ class _Run:
         rdir = self.dir.path / "run"
         rdir.mkdir()
         env = {"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"}
+        command = ["python3", "/opt/sandbox-lab/probe_runner.py"]
+        timeout_s = h.timeout_s
+        if self.job is not None:
+            env.update(self.job.env)
+            (rdir / "job.py").write_text(self.job.code, encoding="utf-8")
+            command = ["python3", "-u", "/opt/sandbox-lab/run/job.py"]
+            timeout_s = self.job.timeout_s
         cfg = runner_config(
             plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
             attacker_ip=net.internet.ip if net else UNROUTABLE_ATTACKER_IP, tcp_port=TCP_SINK_PORT,
@@ -405,11 +448,12 @@ class _Run:
             # networks) fails after one 100 ms ARP try instead of three 1 s tries:
             # the kernel says "no route to host" sooner; nothing becomes reachable.
             kwargs["sysctls"] = {"net.ipv4.neigh.eth0.retrans_time_ms": "100", "net.ipv4.neigh.eth0.mcast_solicit": "1"}
-        sandbox = self.client.containers.create(self.b.images.sandbox, ["python3", "/opt/sandbox-lab/probe_runner.py"], **kwargs)
+        sandbox = self.client.containers.create(self.b.images.sandbox, command, **kwargs)
         self.containers.append(sandbox)
         sandbox.start()
         try:
-            sandbox.wait(timeout=h.timeout_s)
+            status = sandbox.wait(timeout=timeout_s)
+            self.exit_code = int(status.get("StatusCode", -1)) if isinstance(status, dict) else None
             return sandbox, False
         except requests.exceptions.RequestException:
             # The SDK reports its read timeout in more than one way; ask the engine
@@ -425,5 +469,6 @@ class _Run:
             return sandbox, True
 
     def _output(self, sandbox: Any) -> str:
-        raw: bytes = sandbox.logs(stdout=True, stderr=False)
+        # a job's errors are part of what it did; the probe runner's stderr is not evidence
+        raw: bytes = sandbox.logs(stdout=True, stderr=self.job is not None)
         return raw[:MAX_OUTPUT].decode("utf-8", "replace")

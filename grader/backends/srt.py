@@ -46,6 +46,7 @@ from ..domains import is_ipv4
 from ..errors import BackendError, InfrastructureError, in_checkout
 from ..srt_notes import SRT_VERSION
 from ..evidence import RunnerRecord, parse_runner_output
+from ..execution import Execution, Job
 from ..export import export
 from ..outcomes import RunResult
 from ..verdicts import run_result
@@ -253,6 +254,12 @@ class SrtBackend(Closing):
         if cwd != "/" and cwd not in plan.world.directories():
             raise ValueError(f"cwd {cwd!r} is not a directory of the world: choose one of {', '.join(plan.world.directories())}")
         return run_with_retries(lambda final: _Run(plan, cwd).execute(final=final), self.retries)
+
+    def execute(self, plan: RunPlan, job: Job) -> Execution:
+        raise BackendError(
+            "code (an attack, the lessons' agent) runs on the Docker backend, where the simulated internet's "
+            "sinks prove what left the sandbox; use `--backend docker`"
+        )
 
 
 class _Run:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..analyzer import predict
+from ..errors import BackendError
+from ..execution import Execution, Job
 from ..outcomes import RunResult
 from ..plan import RunPlan
 from .base import Closing
@@ -26,3 +28,9 @@ class StaticBackend(Closing):
     def run(self, plan: RunPlan) -> RunResult:
         notes = (self.notice,) if self.notice else ()
         return predict(plan.policy, plan.world, notes=notes)
+
+    def execute(self, plan: RunPlan, job: Job) -> Execution:
+        raise BackendError(
+            "the static backend predicts the fixed probes from the policy alone; it cannot predict what "
+            "arbitrary code does. Run it for real with the Docker backend (`--backend docker`; `make images` sets it up)."
+        )

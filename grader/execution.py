@@ -1,0 +1,182 @@
+"""Running a piece of code in a sandbox, and where what it sent arrived: ``Job``, ``Execution``, ``sightings``.
+
+The probes are the grader's own code; a ``Job`` is anybody's: the learner's
+attack in the capture-the-flag mode, the lessons' scripted agent. A real
+backend runs it inside the sandbox a plan describes, under the same hardening
+as the probes, and returns an ``Execution``: what the code printed and the
+evidence the simulated internet recorded, collected outside the sandbox.
+
+What the code prints decides nothing. ``sightings`` reads the recorders' logs
+for a secret (a flag, a canary) in every encoding an exfiltration commonly
+uses (as is, hex, base64, URL-encoded) and reports each place it arrived that
+the attacker can read: the attacker's server (HTTP, raw TCP), a host that
+stores uploads (a gist, a package registry), or the attacker's nameserver (a
+name spelled from the secret). Pure: no Docker, no files.
+
+Imports: evidence, outcomes, world. Nothing downstream.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Iterable, Mapping, Optional
+
+from .evidence import Evidence, attacker_reads, in_zone
+from .outcomes import SinkHit
+from .world import World
+
+__all__ = ["Job", "Execution", "MAX_CODE_BYTES", "sightings", "encodings"]
+
+MAX_CODE_BYTES = 256 * 1024  # an attack or an agent is a script, not a payload
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]{0,63}$")
+# what the sandbox's environment is made of: a job may add to it, never replace it
+_RESERVED_ENV = frozenset({"HOME", "PATH", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "SSL_CERT_FILE",
+                           "PYTHONDONTWRITEBYTECODE", "NO_PROXY", "no_proxy"})
+
+
+@dataclass(frozen=True)
+class Job:
+    """Python source to run as the sandboxed agent's tool would, and what the world copy gets first.
+
+    * ``plant``: world path → text appended to that file of the run's world copy
+      before the sandbox starts (a level's flag); only files of the world.
+    * ``env``: extra environment variables of the sandbox (a token an agent
+      was started with); never the ones the run itself sets.
+    * ``timeout_s``: the job's wall clock; the sandbox is killed after it.
+    """
+
+    code: str
+    plant: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout_s: float = 20.0
+
+    def check(self, world: World) -> None:
+        """Raise ValueError naming what is wrong; a job that passes selects only parts of the run's own world."""
+        if len(self.code.encode("utf-8", "replace")) > MAX_CODE_BYTES:
+            raise ValueError(f"the code is larger than {MAX_CODE_BYTES // 1024} KiB; an attack is a short script")
+        files = {f.path for f in world.files}
+        for path in self.plant:
+            if path not in files:
+                raise ValueError(f"plant: {path!r} is not a file of the simulated world; plant into one of its files")
+        for name in self.env:
+            if not _ENV_NAME.match(name) or name in _RESERVED_ENV:
+                raise ValueError(f"env: {name!r} is not an extra variable a job may set (upper-case name, not {sorted(_RESERVED_ENV)[0]}…)")
+        if not 1.0 <= self.timeout_s <= 120.0:
+            raise ValueError("timeout_s: between 1 and 120 seconds")
+
+
+@dataclass(frozen=True)
+class Execution:
+    """What one job did in one sandbox: its output and the evidence the recorders kept.
+
+    ``evidence`` is None only when the backend could not collect it; then
+    nothing can be claimed about what left the sandbox.
+    """
+
+    backend: str
+    output: str  # stdout and stderr, interleaved, cut at the backend's limit
+    exit_code: Optional[int]  # None: killed at the wall clock
+    timed_out: bool
+    evidence: Optional[Evidence]
+    run_id: str = ""
+    seconds: float = 0.0
+
+    @property
+    def infra_problem(self) -> str:
+        if self.evidence is None:
+            return "no evidence was collected"
+        return self.evidence.infra_problem
+
+
+def encodings(secret: str) -> tuple[tuple[str, str], ...]:
+    """The forms a secret commonly takes on the way out, each with how to name it, most literal first:
+    as is, lower-case, hex, base64 (both alphabets), URL-quoted; for a flag ``FLAG{…}``, also what is
+    inside the braces (what fits in a DNS label). Forms shorter than 8 characters prove nothing and are left out."""
+    raw = secret.encode("utf-8")
+    b64 = base64.b64encode(raw).decode("ascii")
+    inner = re.fullmatch(r"FLAG\{([^{}]+)\}", secret)
+    forms = [
+        (secret, ""), (secret.lower(), ""), (inner.group(1) if inner else "", ""),
+        (binascii.hexlify(raw).decode("ascii"), ", hex-encoded"),
+        (b64, ", base64-encoded"), (b64.rstrip("="), ", base64-encoded"),
+        (base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="), ", base64-encoded"),
+        (urllib.parse.quote(secret, safe=""), ", URL-encoded"),
+    ]
+    out: list[tuple[str, str]] = []
+    for form, how in forms:
+        if len(form) >= 8 and form not in [f for f, _ in out]:
+            out.append((form, how))
+    return tuple(out)
+
+
+def _contains(text: str, forms: Iterable[tuple[str, str]]) -> Optional[str]:
+    """How the secret appears in ``text`` ("" as is, ", hex-encoded", ...), or None."""
+    low = text.lower()
+    unquoted = urllib.parse.unquote_plus(text)
+    for form, how in forms:
+        if form in text or form in unquoted or (form == form.lower() and form in low):
+            return how
+    return None
+
+
+def sightings(ex: Execution, world: World, secrets: Mapping[str, str]) -> tuple[SinkHit, ...]:
+    """Where each named secret arrived that the attacker can read, proven by the recorders' logs.
+
+    ``secrets`` maps a name for the report ("the flag", "~/.ssh/id_rsa's canary")
+    to its value. One hit per (sink, secret); the earliest record is the evidence.
+    """
+    ev = ex.evidence
+    if ev is None:
+        return ()
+    zone = world.attacker.name
+    hits: list[SinkHit] = []
+    seen: set[tuple[str, str, str]] = set()
+
+    def add(host: str, how: str, name: str, evidence: str) -> None:
+        key = (host, how, name)
+        if key not in seen:
+            seen.add(key)
+            hits.append(SinkHit(host=host, how=how, evidence=evidence))
+
+    for name, value in secrets.items():
+        forms = encodings(value)
+        for r in ev.http:
+            host = str(r.get("host", ""))
+            if not host or not attacker_reads(world, host):
+                continue
+            method, path = str(r.get("method", "")), str(r.get("path", ""))
+            for part, text in (("body", str(r.get("body", ""))), ("URL", path)):
+                how = _contains(text, forms)
+                if how is not None:
+                    add(host, f"HTTP {method or 'request'}", name,
+                        f"{host} logged {method} {path[:80]} with {name}{how} in its {part}")
+                    break
+        for r in ev.tcp:
+            how = _contains(str(r.get("data", "")), forms)
+            if how is not None:
+                add(zone, f"raw TCP (port {r.get('port')})", name,
+                    f"the attacker's server received a raw TCP connection on port {r.get('port')} carrying {name}{how}")
+        spelled = _dns_text(ev, zone)
+        if spelled:
+            # a DNS name is case-insensitive and spells only letters, digits and hyphens
+            how = _contains(spelled, [(f.lower(), h) for f, h in forms if re.fullmatch(r"[0-9A-Za-z_-]+", f)])
+            if how is not None:
+                n = sum(1 for q in ev.dns if in_zone(str(q.get("qname", "")).lower().rstrip("."), zone))
+                add(zone, "DNS", name,
+                    f"the attacker's nameserver logged {n} quer{'y' if n == 1 else 'ies'} under {zone} spelling {name}{how}")
+    return tuple(hits)
+
+
+def _dns_text(ev: Evidence, zone: str) -> str:
+    """Every query under the attacker's zone, read the ways data is spelled into names: each name's labels
+    joined, the first labels of all queries joined in order (chunk.seq.zone), and all labels joined."""
+    names = []
+    for q in ev.dns:
+        name = str(q.get("qname", "")).lower().rstrip(".")
+        if in_zone(name, zone) and name != zone:
+            names.append(name[: -len(zone) - 1].split("."))
+    return "|".join(["".join(n) for n in names] + ["".join(n[0] for n in names), "".join("".join(n) for n in names)])
