@@ -7,6 +7,7 @@ escape the CLI or the widgets. The tree::
     ├── PolicyError (ValueError)        a policy file that cannot be used
     ├── TaskError (LookupError)         an unknown task, a broken task file
     ├── WorldError (ValueError)         a world file (world.json) that does not describe a world
+    ├── LevelError (LookupError)        an unknown capture-the-flag level, a broken level file
     └── BackendError (RuntimeError)     the machinery failed, not the policy
         ├── DockerUnavailable           no engine answers
         ├── ImageBuildError             images could not be built
@@ -31,6 +32,7 @@ __all__ = [
     "DockerUnavailable",
     "ImageBuildError",
     "InfrastructureError",
+    "LevelError",
     "PolicyError",
     "Problem",
     "ProbeTimeout",
@@ -101,6 +103,14 @@ class WorldError(SandboxLabError, ValueError):
         n = len(self.problems)
         head = f"{source} is not a valid world ({n} problem{'s' if n != 1 else ''})"
         super().__init__("\n".join([head, *(f"  {p}" for p in self.problems)]))
+
+
+class LevelError(SandboxLabError, LookupError):
+    """An unknown capture-the-flag level, or a level file that does not describe one (every problem listed)."""
+
+    def __init__(self, message: str, problems: Iterable[Problem] = ()) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__("\n".join([message, *(f"  {p}" for p in self.problems)]))
 
 
 class BackendError(SandboxLabError, RuntimeError):

@@ -41,7 +41,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"backends.docker", "backends.srt"},
     {"backends"},
     # grade
-    {"tasks"},
+    {"tasks", "ctf"},
     {"grading"},
     {"batch", "notebook"},
     {"autograde"},
