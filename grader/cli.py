@@ -31,6 +31,7 @@ from .version import __version__
 from .batch import grade_batch
 from .cli_commands import (
     error_json,
+    run_attack,
     run_check,
     run_cleanup,
     run_export,
@@ -162,6 +163,25 @@ COMMANDS: tuple[Command, ...] = (
             arg("--all", dest="everything", action="store_true", default=argparse.SUPPRESS, help="also remove what runs still in progress are using"),
             _JSON,
         ),
+    ),
+    Command(
+        "attack", "capture the flag: run your attack in a level's sandbox", run_attack,
+        (
+            arg("attack", metavar="ATTACK.py", nargs="?", help="your attack: a Python script, run as the agent's tool would run it"),
+            arg("--level", metavar="N", default=None, help="the level to attack: its number (or id); see --list"),
+            arg("--list", action="store_true", help="list the levels in ladder order (with your progress)"),
+            arg(
+                "--backend", choices=backends.BACKEND_NAMES, default=None,
+                help="docker runs the attack for real (the only backend that can); static cannot predict an attack "
+                f"and says so (exit 3). Default: ${backends.BACKEND_ENV}, else {api_default(backends.default, 'prefer')}.",
+            ),
+            _JSON,
+        ),
+        "Run ATTACK.py inside the sandbox of level N, with a fresh flag planted in the level's files. The level is "
+        "captured when the simulated internet's logs show the flag arriving where the attacker can read it (their "
+        "server, a gist, a published package, their nameserver); what the attack prints decides nothing. A miss shows "
+        "the level's sandbox and the next hint. Exit 0 captured, 1 not captured, 2 invalid input (a missing or "
+        "unreadable file, an unknown level), 3 no engine (and for --backend static: attacks cannot be predicted).",
     ),
     Command(
         "export", "translate a policy for sandbox-runtime, Claude Code or docker run", run_export,

@@ -27,6 +27,7 @@ from .srt_notes import srt_differences
 
 __all__ = [
     "error_json",
+    "run_attack",
     "run_check",
     "run_cleanup",
     "run_export",
@@ -231,3 +232,88 @@ def run_cleanup(args: argparse.Namespace, io: Streams) -> int:
         io.out.write(f"removed {item}\n")
     io.out.write(f"{len(removed)} leftover(s) removed\n")
     return EXIT_OK
+
+
+# --- capture the flag ---------------------------------------------------------------------------
+
+
+def _read_attack(path: str) -> str:
+    """The attack's source text; a missing, unreadable or binary file is a usage error (exit 2), never a traceback."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file. Write your attack in a Python file, e.g. attack.py, and pass its path.") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a Python file.") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror}).") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: is not UTF-8 text; an attack is a Python script.") from None
+
+
+def _levels_json() -> dict[str, Any]:
+    from .ctf import load_levels
+
+    return {"levels": [{"number": lv.number, "id": lv.id, "title": lv.title} for lv in load_levels()]}
+
+
+def _attempts_before(item_id: str, io: Streams) -> int:
+    from .progress import ProgressError, load_progress
+
+    try:
+        return load_progress().level(item_id).attempts
+    except (OSError, ProgressError) as exc:
+        io.err.write(f"{PROG}: note: progress not read ({one_line(exc)}); hints start from the first.\n")
+        return 0
+
+
+def _record(item_id: str, captured: bool, hint_shown: bool, io: Streams) -> None:
+    from .progress import ProgressError, record_level
+
+    try:
+        record_level(item_id, captured=captured, hint_shown=hint_shown)
+    except (OSError, ProgressError) as exc:
+        io.err.write(f"{PROG}: note: progress not saved ({one_line(exc)}).\n")
+
+
+def run_attack(args: argparse.Namespace, io: Streams) -> int:
+    from .ctf import attack, level, load_levels
+    from .progress import ProgressError, load_progress
+
+    if args.list:
+        if args.level is not None or args.attack:
+            raise UsageError("--list takes no level and no ATTACK.py")
+        if args.json:
+            io.out.write(dump(_levels_json()))
+            return EXIT_OK
+        try:
+            progress: Any = load_progress()
+        except (OSError, ProgressError):
+            progress = None
+        for lv in load_levels():
+            rec = progress.level(lv.item_id) if progress is not None else None
+            mark = "✓" if rec and rec.captured is not None else ("·" if rec and rec.attempts else " ")
+            tried = f"  ({rec.attempts} attempt{'s' if rec.attempts != 1 else ''})" if rec and rec.attempts else ""
+            io.out.write(f"{mark} {lv.number:>2}  {lv.id:<26} {lv.title}{tried}\n")
+        io.out.write(f"\nAttack a level with: {PROG} attack --level N ATTACK.py\n")
+        return EXIT_OK
+    if args.level is None or not args.attack:
+        raise UsageError("attack needs --level N and an ATTACK.py file (or --list to see the levels)")
+    lvl = level(args.level)
+    code = _read_attack(args.attack)
+    before = _attempts_before(lvl.item_id, io)
+    with pick_backend(args, io) as backend:
+        result = attack(lvl, code, backend, attempts_before=before)
+    _record(lvl.item_id, result.captured, bool(result.hint), io)
+    if result.note:
+        io.err.write(f"{PROG}: note: {result.note}\n")
+    if args.json:
+        io.out.write(dump(result.to_json()))
+    else:
+        from .report import render_attack
+
+        io.out.write(render_attack(result, attempt=before + 1))
+    return EXIT_OK if result.captured else EXIT_NOT_FULL

@@ -52,8 +52,8 @@ EXIT_INTERRUPTED = 130
 
 # The one table: ``--help`` prints it, README.md repeats it, and a test keeps the two equal.
 EXIT_CODES: tuple[tuple[int, str], ...] = (
-    (EXIT_OK, "done; for grade, full marks"),
-    (EXIT_NOT_FULL, "graded below full marks (grade)"),
+    (EXIT_OK, "done; for grade, full marks; for attack, the flag was captured"),
+    (EXIT_NOT_FULL, "graded below full marks (grade); the flag was not captured (attack)"),
     (EXIT_INVALID, "invalid policy or usage: a bad argument, an unknown task, an unreadable input, a bad $SANDBOX_LAB_BACKEND"),
     (EXIT_BACKEND, "backend unavailable or failed: no Docker engine, images that cannot be built, a broken run"),
     (EXIT_INTERNAL, "internal error: a bug in Sandbox Lab (SANDBOX_LAB_DEBUG=1 shows the traceback)"),

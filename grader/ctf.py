@@ -113,7 +113,8 @@ class Level:
     def sandbox_text(self) -> str:
         if self.policy is None:
             return "the plain container (home and projects mounted read-write, Docker's default network)"
-        return json.dumps(self.policy.normalize(), indent=2)
+        # one line per axis, empty lists left out: what the level grants, at a glance
+        return "\n".join(f"{axis}: {json.dumps({k: v for k, v in rules.items() if v})}" for axis, rules in self.policy.normalize().items())
 
     def hint(self, attempts_before: int) -> str:
         """The hint for a miss after ``attempts_before`` earlier attempts: the next in order, the last one repeated;
@@ -322,7 +323,9 @@ def load_levels() -> tuple[Level, ...]:
 def level(key: Union[int, str]) -> Level:
     """The level numbered ``key`` (or with that id); ``LevelError`` naming the levels there are."""
     levels = load_levels()
+    if isinstance(key, str) and key.strip().isdigit():
+        key = int(key)
     for lv in levels:
-        if lv.number == key or lv.id == key or (isinstance(key, str) and key.isdigit() and lv.number == int(key)):
+        if lv.number == key or lv.id == key:
             return lv
     raise LevelError(f"unknown level {key!r}; the levels are 1 to {len(levels)} (list them with `sandbox-lab attack --list`)")

@@ -10,7 +10,10 @@ path (tests and shared machines set it). It holds:
   1). Later attempts are never recorded, so answering until the feedback turns
   green earns nothing on the board; what was answered is not kept;
 * ``learner``: a random token made on first use, so each install shuffles the
-  options of a choice question in its own (stable) order.
+  options of a choice question in its own (stable) order;
+* ``levels``: for each capture-the-flag level (by its item id), the attempts
+  made, the hints shown and when it was first captured (``record_level``). The
+  number of attempts picks the next hint.
 
 Never answers or policies.
 
@@ -29,7 +32,7 @@ import os
 import secrets
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -39,6 +42,7 @@ __all__ = [
     "LESSONS",
     "PROGRESS_ENV",
     "Attempt",
+    "LevelRecord",
     "Progress",
     "ProgressError",
     "learner_seed",
@@ -46,6 +50,7 @@ __all__ = [
     "mark_done",
     "progress_path",
     "record_attempt",
+    "record_level",
     "reset_progress",
 ]
 
@@ -84,6 +89,15 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class LevelRecord:
+    """A capture-the-flag level: attempts made, hints shown, and when it was first captured (None: not yet)."""
+
+    attempts: int = 0
+    hints: int = 0
+    captured: Optional[float] = None
+
+
+@dataclass(frozen=True)
 class Progress:
     """What has been completed (item id → UNIX time of first completion) and each question's first attempt."""
 
@@ -91,12 +105,17 @@ class Progress:
     done: dict[str, float]
     first: dict[str, Attempt] = field(default_factory=dict)
     learner: str = ""  # the shuffling token; "" until first needed
+    levels: dict[str, LevelRecord] = field(default_factory=dict)
 
     def is_done(self, item_id: str) -> bool:
         return item_id in self.done
 
     def first_attempt(self, item_id: str) -> Optional[Attempt]:
         return self.first.get(item_id)
+
+    def level(self, item_id: str) -> LevelRecord:
+        """A level's record; a level never attempted is an empty one."""
+        return self.levels.get(item_id, LevelRecord())
 
 
 def progress_path() -> Path:
@@ -140,7 +159,30 @@ def _parse(p: Path, data: Any) -> Progress:
     learner = data.get("learner", "")
     if not isinstance(learner, str):
         raise bad
-    return Progress(p, {k: float(v) for k, v in done.items()}, first, learner)
+    raw_levels = data.get("levels", {})
+    if not isinstance(raw_levels, dict):
+        raise bad
+    levels: dict[str, LevelRecord] = {}
+    for k, v in raw_levels.items():
+        rec = _level(v)
+        if rec is None:
+            raise ProgressError(f'{p}: the record of level {k!r} is not {{"attempts": n, "hints": n, "captured": time or null}}. '
+                                "Fix or delete the file.")
+        levels[str(k)] = rec
+    return Progress(p, {k: float(v) for k, v in done.items()}, first, learner, levels)
+
+
+def _level(v: object) -> Optional[LevelRecord]:
+    if not isinstance(v, dict):
+        return None
+    attempts, hints, captured = v.get("attempts"), v.get("hints"), v.get("captured")
+    if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 0:
+        return None
+    if not isinstance(hints, int) or isinstance(hints, bool) or hints < 0:
+        return None
+    if captured is not None and not (isinstance(captured, (int, float)) and _number(captured)):
+        return None
+    return LevelRecord(attempts, hints, None if captured is None else float(captured))
 
 
 def load_progress(path: Optional[PathLike] = None) -> Progress:
@@ -166,6 +208,8 @@ def _write(progress: Progress) -> Progress:
                             "first": {k: {"at": a.at, "result": a.result, "score": a.score} for k, a in progress.first.items()}}
     if progress.learner:
         data["learner"] = progress.learner
+    if progress.levels:
+        data["levels"] = {k: {"attempts": r.attempts, "hints": r.hints, "captured": r.captured} for k, r in progress.levels.items()}
     # Write to a temporary file and rename: a crash mid-write never leaves half a record.
     fd, tmp = tempfile.mkstemp(prefix=".progress-", suffix=".json", dir=p.parent)
     try:
@@ -192,7 +236,7 @@ def mark_done(item_id: str, *, path: Optional[PathLike] = None, now: Optional[fl
         return current
     done = dict(current.done)
     done[item_id] = time.time() if now is None else now
-    return _write(Progress(current.path, done, current.first, current.learner))
+    return _write(replace(current, done=done))
 
 
 def record_attempt(item_id: str, result: str, score: float, *, path: Optional[PathLike] = None,
@@ -210,7 +254,7 @@ def record_attempt(item_id: str, result: str, score: float, *, path: Optional[Pa
     if earlier is not None:
         return earlier, False
     attempt = Attempt(time.time() if now is None else now, result.strip(), float(score))
-    _write(Progress(current.path, current.done, {**current.first, item_id: attempt}, current.learner))
+    _write(replace(current, first={**current.first, item_id: attempt}))
     return attempt, True
 
 
@@ -220,8 +264,20 @@ def learner_seed(*, path: Optional[PathLike] = None) -> str:
     if current.learner:
         return current.learner
     token = secrets.token_hex(8)
-    _write(Progress(current.path, current.done, current.first, token))
+    _write(replace(current, learner=token))
     return token
+
+
+def record_level(item_id: str, *, captured: bool, hint_shown: bool, path: Optional[PathLike] = None,
+                 now: Optional[float] = None) -> LevelRecord:
+    """Count one attempt at a capture-the-flag level (and the hint it showed); keep the first capture's time."""
+    _check_id(item_id)
+    current = load_progress(path)
+    old = current.level(item_id)
+    when = old.captured if old.captured is not None else ((time.time() if now is None else now) if captured else None)
+    rec = LevelRecord(old.attempts + 1, old.hints + (1 if hint_shown else 0), when)
+    _write(replace(current, levels={**current.levels, item_id: rec}))
+    return rec
 
 
 def reset_progress(*, path: Optional[PathLike] = None) -> None:

@@ -319,7 +319,7 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_is_registered_once() -> None:
     names = [c.name for c in cli.COMMANDS]
-    assert sorted(names) == sorted(set(names)) == ["check", "cleanup", "export", "grade", "grade-batch", "probe", "schema", "setup", "tasks"]
+    assert sorted(names) == sorted(set(names)) == ["attack", "check", "cleanup", "export", "grade", "grade-batch", "probe", "schema", "setup", "tasks"]
 
 
 # --- as a real process ----------------------------------------------------------------------
@@ -475,6 +475,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
         "export": ["export", PRACTICE, "--to", "srt"],
         "setup": ["setup"],
         "cleanup": ["cleanup"],
+        "attack": ["attack", "--list"],
     }
     with_json = {c.name for c in cli.COMMANDS if any("--json" in a.flags for a in c.args)}
     assert with_json == set(argvs)  # schema prints JSON anyway
@@ -494,6 +495,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
     assert data["export"]["target"] == "srt" and any("allow-only reads" in w for w in data["export"]["warnings"])
     assert data["setup"] == {"sandbox": "sandbox-lab/sandbox:0123456789ab", "services": "sandbox-lab/services:0123456789ab"}
     assert data["cleanup"] == {"removed": ["container sandbox-lab-run-1", "network sandbox-lab-net-1"], "count": 2}
+    assert [lv["number"] for lv in data["attack"]["levels"]][:3] == [1, 2, 3]
 
 
 def test_export_json_holds_the_text_and_the_warnings_of_the_text_mode(capsys: pytest.CaptureFixture[str]) -> None:
@@ -577,7 +579,8 @@ BACKEND_ARGV = {
 
 def test_the_backend_commands_are_all_tested() -> None:
     picks = {c.name for c in cli.COMMANDS if any("--backend" in a.flags for a in c.args)}
-    assert picks == set(BACKEND_ARGV)
+    # attack runs code, which only Docker can: its backend choice is tested in the attack section below
+    assert picks == set(BACKEND_ARGV) | {"attack"}
 
 
 def _argv(name: str, submissions: Path, tmp_path: Path) -> list[str]:
@@ -676,4 +679,129 @@ def test_setup_and_cleanup_flags_turn_on_what_the_api_leaves_off() -> None:
 
 def test_no_backend_name_table_of_its_own() -> None:
     choices = [dict(a.options)["choices"] for c in cli.COMMANDS for a in c.args if "--backend" in a.flags]
-    assert len(choices) == len(BACKEND_ARGV) and all(c is backends.BACKEND_NAMES for c in choices)
+    assert len(choices) == len(BACKEND_ARGV) + 1 and all(c is backends.BACKEND_NAMES for c in choices)
+
+
+# --- attack (capture the flag) ------------------------------------------------------------------
+
+
+class _FakeEngine(Closing):
+    """Stands in for Docker: runs nothing, and reports what the simulated internet would log for a marked attack.
+
+    An attack containing ``SEND_FLAG`` "sends" the flag it was given to the gist host; any other attack sends nothing.
+    """
+
+    name = "docker"
+
+    def __init__(self) -> None:
+        self.jobs: list[Any] = []
+
+    def execute(self, plan: RunPlan, job: Any) -> Any:
+        from grader.evidence import Evidence
+        from grader.execution import Execution
+
+        self.jobs.append((plan, job))
+        flag = next(iter(job.plant.values())).strip()
+        http = ({"host": "gist.github.com", "method": "POST", "path": "/", "body": flag},) if "SEND_FLAG" in job.code else ()
+        ev = Evidence(token="t", canaries={}, records=(), before={}, after={}, network=plan.network, http=http)
+        return Execution(backend="docker", output="attack says hi\n", exit_code=0, timed_out=False, evidence=ev)
+
+
+@pytest.fixture
+def engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> _FakeEngine:
+    fake = _FakeEngine()
+    monkeypatch.setattr(backends, "_docker", lambda progress: fake)
+    monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path / "progress.json"))
+    return fake
+
+
+def _attack_file(tmp_path: Path, code: str) -> str:
+    f = tmp_path / "attack.py"
+    f.write_text(code)
+    return str(f)
+
+
+def test_attack_list_is_the_ladder_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    from grader.ctf import load_levels
+
+    code, out, _ = run(capsys, "attack", "--list", "--json")
+    assert code == 0
+    assert json.loads(out) == {"levels": [{"number": lv.number, "id": lv.id, "title": lv.title} for lv in load_levels()]}
+    code, out, _ = run(capsys, "attack", "--list")
+    assert code == 0 and "naive-gist" in out and "attack --level N ATTACK.py" in out
+
+
+def test_a_capture_exits_0_with_the_sink_and_its_evidence(capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: _FakeEngine) -> None:
+    code, out, _ = run(capsys, "attack", "--level", "2", _attack_file(tmp_path, "# SEND_FLAG"), "--backend", "docker", "--json")
+    data = json.loads(out)
+    assert code == 0 and list(data) == ["level", "captured", "sinks", "output", "hint"]
+    assert data["level"] == 2 and data["captured"] is True and data["hint"] == "" and data["output"] == "attack says hi\n"
+    assert data["sinks"][0]["host"] == "gist.github.com" and "logged POST" in data["sinks"][0]["evidence"]
+    plan, job = engine.jobs[0]
+    assert plan.allowed_domains == ("*.github.com",) and set(job.plant) == {"/etc/secrets/db_password"}
+
+
+def test_a_miss_exits_1_with_the_policy_and_the_next_hint_each_time(capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: _FakeEngine) -> None:
+    from grader.ctf import level
+    from grader.progress import load_progress
+
+    lv = level(2)
+    attack = _attack_file(tmp_path, "print('hi')")
+    code, out, _ = run(capsys, "attack", "--level", "2", attack)
+    assert code == 1 and "Not captured (attempt 1)" in out and '"allowedDomains": ["*.github.com"]' in out
+    assert "Hint: " + lv.hints[0][:40] in out and "attack says hi" in out
+    code, out, _ = run(capsys, "attack", "--level", "2", attack, "--json")
+    assert code == 1 and json.loads(out)["hint"] == lv.hints[1]
+    run(capsys, "attack", "--level", "naive-gist", _attack_file(tmp_path, "# SEND_FLAG"))
+    rec = load_progress().level(lv.item_id)
+    assert (rec.attempts, rec.hints, rec.captured is not None) == (3, 2, True)
+    assert run(capsys, "attack", "--list")[1].splitlines()[1].startswith("✓  2  naive-gist")
+
+
+@pytest.mark.parametrize("argv,fragment", [
+    (["attack", "--level", "99", "ATTACK"], "unknown level 99; the levels are 1 to"),
+    (["attack", "--level", "1", "MISSING"], "no such file"),
+    (["attack", "--level", "1", "DIR"], "is a directory"),
+    (["attack", "--level", "1", "BINARY"], "is not UTF-8 text"),
+    (["attack", "ATTACK"], "attack needs --level N and an ATTACK.py file"),
+    (["attack", "--level", "1"], "attack needs --level N and an ATTACK.py file"),
+    (["attack", "--list", "--level", "1"], "--list takes no level"),
+])
+def test_attack_invalid_input_exits_2_with_a_clear_message(capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: _FakeEngine,
+                                                           argv: list[str], fragment: str) -> None:
+    (tmp_path / "bin.py").write_bytes(b"\xff\xfe\x00")
+    files = {"ATTACK": _attack_file(tmp_path, "print(1)"), "MISSING": str(tmp_path / "nope.py"), "DIR": str(tmp_path), "BINARY": str(tmp_path / "bin.py")}
+    code, out, err = run(capsys, *[files.get(a, a) for a in argv])
+    assert code == 2 and fragment in err and engine.jobs == []
+    code, out, _ = run(capsys, *[files.get(a, a) for a in argv], "--json")
+    assert code == 2 and fragment in json.loads(out)["error"]
+
+
+def test_attack_with_the_static_backend_says_it_cannot_predict_and_points_to_docker(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, engine: _FakeEngine
+) -> None:
+    attack = _attack_file(tmp_path, "# SEND_FLAG")
+    code, _, err = run(capsys, "attack", "--level", "1", attack, "--backend", "static")
+    assert code == 3 and "attacks cannot be predicted" in err and "--backend docker" in err
+    monkeypatch.setenv(backends.BACKEND_ENV, "static")  # the environment picks the backend too
+    assert run(capsys, "attack", "--level", "1", attack)[0] == 3
+    monkeypatch.setenv(backends.BACKEND_ENV, "podman")
+    assert run(capsys, "attack", "--level", "1", attack)[0] == 2
+    assert engine.jobs == []
+
+
+def test_attack_without_an_engine_exits_3(capsys: pytest.CaptureFixture[str], tmp_path: Path, no_engine: None) -> None:
+    code, _, err = run(capsys, "attack", "--level", "1", _attack_file(tmp_path, "print(1)"), "--backend", "docker")
+    assert code == 3 and "No Docker engine answers" in err
+    code, _, err = run(capsys, "attack", "--level", "1", _attack_file(tmp_path, "print(1)"))  # auto falls back to static: said plainly
+    assert code == 3 and "attacks cannot be predicted" in err
+
+
+def test_attack_output_cannot_drive_the_terminal(capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: _FakeEngine,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.execution import Execution
+
+    real = engine.execute
+    monkeypatch.setattr(engine, "execute", lambda plan, job: Execution(**{**real(plan, job).__dict__, "output": "\x1b[2Jgone\x07"}))
+    out = run(capsys, "attack", "--level", "1", _attack_file(tmp_path, "x"))[1]
+    assert "\x1b" not in out and "\\x1b[2Jgone\\x07" in out

@@ -105,3 +105,29 @@ def test_mark_done_rejects_empty_ids() -> None:
         mark_done("  ")
     with pytest.raises(ValueError):
         record_attempt(" ", "right", 1.0)
+
+
+# --- capture-the-flag levels --------------------------------------------------------------------
+
+
+def test_levels_count_attempts_and_hints_and_keep_the_first_capture(_progress_file: Path) -> None:
+    from grader.progress import LevelRecord, record_level
+
+    assert load_progress().level("ctf:l01-plain-container") == LevelRecord()
+    record_level("ctf:l01-plain-container", captured=False, hint_shown=True, now=10.0)
+    record_level("ctf:l01-plain-container", captured=True, hint_shown=False, now=20.0)
+    rec = record_level("ctf:l01-plain-container", captured=True, hint_shown=False, now=30.0)
+    assert rec == LevelRecord(attempts=3, hints=1, captured=20.0)
+    mark_done("l00-start-here", now=5.0)  # other writes keep the levels
+    record_attempt("quiz:x", "right", 1.0, now=6.0)
+    learner_seed()
+    again = load_progress()
+    assert again.level("ctf:l01-plain-container") == rec and again.is_done("l00-start-here")
+    assert json.loads(_progress_file.read_text())["levels"] == {"ctf:l01-plain-container": {"attempts": 3, "hints": 1, "captured": 20.0}}
+
+
+def test_a_broken_level_record_is_reported_not_overwritten(_progress_file: Path) -> None:
+    _progress_file.write_text(json.dumps({"version": 2, "done": {}, "levels": {"ctf:l01": {"attempts": -1, "hints": 0, "captured": None}}}))
+    with pytest.raises(ProgressError, match="the record of level 'ctf:l01'"):
+        load_progress()
+    assert "-1" in _progress_file.read_text()
