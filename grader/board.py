@@ -12,7 +12,7 @@ an outcome looks by ``wording.tone``, as in the text report.
 The exfiltration picture is drawn from ``analyzer.exfil_paths`` (which secrets
 can reach which hosts over which channel), so it explains the table next to it.
 
-Imports: analyzer, access, errors, outcomes, policy, prediction, probes,
+Imports: analyzer, access, ctf, errors, outcomes, policy, prediction, probes,
 progress, quiz, report, wording, world. Nothing imports this but ``widgets``.
 """
 
@@ -24,6 +24,7 @@ from typing import Iterable, Mapping, Optional, Sequence, Union
 
 from .access import Access, access_for, baseline_access
 from .analyzer import ExfilPath, channels, exfil_paths
+from .ctf import AttackResult, Level
 from .errors import Problem
 from .outcomes import ProbeOutcome, RunResult
 from .policy import Policy, parse_policy
@@ -37,6 +38,8 @@ from .world import World, load_world
 
 __all__ = [
     "answer_html",
+    "attack_html",
+    "level_html",
     "ask_html",
     "backend_note_html",
     "board_html",
@@ -519,8 +522,24 @@ def _question_row(progress: Progress, q: Question) -> tuple[str, str, bool, str]
     return item, f"{title} (first attempt: {first.result})", first.solved, f'<span style="color:{colour}">{mark}</span>'
 
 
-def progress_html(progress: Progress, *, questions: Sequence[Question] = (), tasks: Sequence[tuple[str, str]] = ()) -> str:
-    """The score board: lessons, questions (their first attempt) and tasks, each solved or not."""
+def _level_row(progress: Progress, lv: Level) -> tuple[str, str, bool, str]:
+    """(item id, title, solved, mark) of a capture-the-flag level: attempts and hints used; solved once captured
+    (the uncapturable last level: once the learner has tried enough to be told why)."""
+    rec = progress.level(lv.item_id)
+    title = f"{lv.number}. {lv.title}"
+    tried = f"{rec.attempts} attempt{'s' if rec.attempts != 1 else ''}, {rec.hints} hint{'s' if rec.hints != 1 else ''} used"
+    if rec.captured is not None:
+        return lv.item_id, f"{title} (captured; {tried})", True, f'<span style="color:{_GREEN}">⚑</span>'
+    if lv.uncapturable is not None and rec.attempts >= lv.uncapturable.after:
+        return lv.item_id, f"{title} (nothing to capture, and you saw why; {tried})", True, f'<span style="color:{_GREEN}">✓</span>'
+    if rec.attempts:
+        return lv.item_id, f"{title} ({tried})", False, f'<span style="color:{_AMBER}">◐</span>'
+    return lv.item_id, title, False, f'<span style="color:{_MUTED}">○</span>'
+
+
+def progress_html(progress: Progress, *, questions: Sequence[Question] = (), tasks: Sequence[tuple[str, str]] = (),
+                  levels: Sequence[Level] = ()) -> str:
+    """The score board: lessons, questions (their first attempt), tasks and capture-the-flag levels, each solved or not."""
 
     def row(item_id: str, title: str, done: bool, mark: str) -> str:
         return f'<li data-item="{_h(item_id)}" data-done="{str(done).lower()}">{mark} {_h(title)} <small><code>{_h(item_id)}</code></small></li>'
@@ -536,13 +555,15 @@ def progress_html(progress: Progress, *, questions: Sequence[Question] = (), tas
         ("Lessons", done_rows([(i, f"{t} (~{m} min)") for i, t, m in LESSONS])),
         ("Questions (only the first attempt counts)", [_question_row(progress, q) for q in questions]),
         ("Tasks", done_rows(tasks)),
+        ("Capture the flag (attempts and hints are counted)", [_level_row(progress, lv) for lv in levels]),
     ]
+    counted = len(groups)
     known = {r[0] for _, rows in groups for r in rows}
     other = done_rows([(i, i) for i in sorted(progress.done) if i not in known])
     if other:
         groups.append(("Other", other))
-    total = sum(len(rows) for _, rows in groups[:3])
-    solved = sum(r[2] for _, rows in groups[:3] for r in rows)
+    total = sum(len(rows) for _, rows in groups[:counted])
+    solved = sum(r[2] for _, rows in groups[:counted] for r in rows)
     parts = [f'<div class="sl-progress" data-solved="{solved}" data-total="{total}"><p><strong>Solved {solved} of {total}</strong> '
              f"<small>(kept in <code>{_h(progress.path)}</code>)</small></p>"]
     for title, rows in groups:
@@ -550,3 +571,37 @@ def progress_html(progress: Progress, *, questions: Sequence[Question] = (), tas
             parts.append(f"<h4 style='margin:6px 0 2px'>{_h(title)}</h4><ul style='list-style:none;padding-left:8px'>{''.join(row(*r) for r in rows)}</ul>")
     parts.append("</div>")
     return "\n".join(parts)
+
+
+# --- capture the flag -----------------------------------------------------------------------
+
+
+def level_html(lv: Level) -> str:
+    """A level as the learner meets it: its story, where the flag is, and the sandbox the attack runs in."""
+    files = ", ".join(f"<code>{_h(p)}</code>" for p in lv.flag_in)
+    return (f'<div class="sl-level" data-level="{lv.number}"><h4 style="margin:4px 0">Level {lv.number}: {_h(lv.title)}</h4>'
+            f"<p>{_h(lv.story)}</p><p><small>The flag is planted in {files}.</small></p>"
+            f"<p><small>The sandbox:</small></p><pre style='margin:0'>{_h(lv.sandbox_text())}</pre></div>")
+
+
+def attack_html(result: AttackResult, *, attempt: int = 1) -> str:
+    """An attack's result: captured (where the flag arrived, with the log line) or missed (the sandbox and the next
+    hint), and the attack's own output, which decides nothing."""
+    lv = result.level
+    out = result.output
+    printed = (f"<details><summary>What the attack printed ({len(out)} characters; it decides nothing)</summary>"
+               f"<pre style='white-space:pre-wrap'>{_h(out) if out.strip() else '(nothing)'}</pre></details>")
+    if result.captured:
+        rows = "".join(f"<li><strong>{_h(s.host)}</strong> ({_h(s.how)}): {_h(s.evidence)}</li>" for s in result.sinks)
+        body = (f'<p style="color:{_GREEN}"><strong>⚑ Captured</strong> (attempt {attempt}): the flag <code>{_h(result.flag)}</code> '
+                f"arrived where the attacker reads it.</p><ul>{rows}</ul><p><strong>What this level teaches:</strong> {_h(lv.teaches)}</p>")
+    else:
+        elsewhere = "".join(f"<li>It reached {_h(s.host)} by {_h(s.how)}, but this level counts only: {_h(', '.join(lv.channels))}.</li>"
+                            for s in result.elsewhere)
+        body = (f'<p style="color:{_RED}"><strong>Not captured</strong> (attempt {attempt}): no log of the simulated internet '
+                f"shows the flag where the attacker can read it.</p>{'<ul>' + elsewhere + '</ul>' if elsewhere else ''}"
+                f"<p><small>The sandbox:</small></p><pre style='margin:0'>{_h(lv.sandbox_text())}</pre>"
+                f'<p class="sl-attack-hint"><strong>Hint:</strong> {_h(result.hint)}</p>')
+    note = f'<p><small style="color:{_AMBER}">{_h(result.note)}</small></p>' if result.note else ""
+    return (f'<div class="sl-attack-outcome" data-level="{lv.number}" data-captured="{str(result.captured).lower()}">'
+            f"{body}{note}{printed}</div>")

@@ -18,7 +18,9 @@ Stable CSS classes for browser tests: ``sl-policy-text`` (the JSON textarea),
 Questions: ``sl-quiz`` with ``sl-quiz-input``, ``sl-quiz-button``,
 ``sl-quiz-feedback`` and ``sl-rating-button``; ``sl-prediction-quiz`` with
 ``sl-prediction-probe`` (the checkboxes), ``sl-prediction-button`` and
-``sl-prediction-result``.
+``sl-prediction-result``. Capture the flag: ``sl-attack-editor`` with
+``sl-attack-code`` (the attack's textarea), ``sl-attack-button`` and
+``sl-attack-result``; the outcome inside carries ``data-captured``.
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ import ipywidgets as W
 from . import board
 from .analyzer import lint
 from .backends import Backend, default
-from .errors import PolicyError, Problem, SandboxLabError
+from .ctf import AttackResult, attack, level, load_levels
+from .errors import LevelError, PolicyError, Problem, SandboxLabError
 from .outcomes import RunResult
 from .plan import build_plan
 from .policy import Policy, load_policy
 from .prediction import PredictionScore, scenario_policy, score_prediction
 from .probes import probe
-from .progress import Attempt, ProgressError, learner_seed, load_progress, mark_done, record_attempt
+from .progress import Attempt, ProgressError, learner_seed, load_progress, mark_done, record_attempt, record_level
 from .quiz import (
     RATINGS,
     Choice,
@@ -55,6 +58,7 @@ from .quiz import (
 )
 
 __all__ = [
+    "AttackEditor",
     "PolicyEditor",
     "Prediction",
     "ProbeBoard",
@@ -62,6 +66,7 @@ __all__ = [
     "Quiz",
     "SideBySide",
     "ask",
+    "attack_editor",
     "finish_lesson",
     "probe_board",
     "quizzes",
@@ -473,6 +478,13 @@ def _tasks() -> list[tuple[str, str]]:
         return []
 
 
+def _levels() -> tuple[Any, ...]:
+    try:
+        return load_levels()
+    except LevelError:
+        return ()
+
+
 class ProgressBoard(_HTMLFallback, W.VBox):  # type: ignore[misc]
     """What the learner has solved across lessons, questions and tasks (kept in ``progress.json``)."""
 
@@ -490,7 +502,7 @@ class ProgressBoard(_HTMLFallback, W.VBox):  # type: ignore[misc]
         except ProgressError as exc:
             self.html.value = board.error_html(str(exc))
             return
-        self.html.value = board.progress_html(progress, questions=load_questions(), tasks=_tasks())
+        self.html.value = board.progress_html(progress, questions=load_questions(), tasks=_tasks(), levels=_levels())
 
     def _html_fallback(self) -> str:
         return str(self.html.value)
@@ -508,3 +520,85 @@ def finish_lesson(item_id: str) -> ProgressBoard:
 def quizzes(*, lesson: Optional[str] = None, kind: Optional[str] = None) -> W.VBox:
     """Every question of a lesson (or kind): a Quiz each, a Prediction for a predict question."""
     return W.VBox([Prediction(q.id) if q.type == "predict" else Quiz(q.id) for q in questions_for(lesson=lesson, kind=kind)])
+
+
+# --- capture the flag -----------------------------------------------------------------------
+
+
+class AttackEditor(_HTMLFallback, W.VBox):  # type: ignore[misc]
+    """A level's story and sandbox, a code editor for the learner's attack, and a button that runs it for real.
+
+    The attack runs in the level's sandbox with a fresh flag (``ctf.attack``); the result says where the flag
+    arrived, or shows the next hint (picked by the attempts recorded on the progress board).
+    """
+
+    def __init__(self, level_key: Union[int, str], initial: str = "", *, backend: Optional[Backend] = None,
+                 record_progress: bool = True, rows: int = 12) -> None:
+        self.level = level(level_key)
+        self._backend = backend
+        self._record_progress = record_progress
+        self.intro = W.HTML(board.level_html(self.level))
+        self.text = W.Textarea(value=initial or "# your attack: Python, run as the agent's tool would run it\n",
+                               layout=W.Layout(width="100%", height=f"{rows * 1.6:.0f}em"))
+        self.text.add_class("sl-attack-code")
+        self.button = W.Button(description="Run the attack", icon="play", button_style="danger",
+                               tooltip="Run this code inside the level's sandbox, with a fresh flag")
+        self.button.add_class("sl-attack-button")
+        self.view = W.HTML()
+        self.view.add_class("sl-attack-result")
+        self.result: Optional[AttackResult] = None
+        self.attempts = 0  # attempts made in this editor (the progress board keeps the total)
+        super().__init__([self.intro, self.text, self.button, self.view])
+        self.add_class("sl-attack-editor")
+        self.button.on_click(lambda _b: self.run())
+
+    @property
+    def code(self) -> str:
+        return str(self.text.value)
+
+    @code.setter
+    def code(self, value: str) -> None:
+        self.text.value = value
+
+    def _attempts_before(self) -> int:
+        if not self._record_progress:
+            return self.attempts
+        try:
+            return load_progress().level(self.level.item_id).attempts
+        except (OSError, ProgressError):
+            return self.attempts
+
+    def run(self, code: Optional[str] = None) -> Optional[AttackResult]:
+        """What the button does: run the attack (``code``, or the editor's text) and show where the flag went."""
+        if code is not None:
+            self.code = code
+        before = self._attempts_before()
+        self.button.disabled, self.button.description = True, "Running…"
+        try:
+            if self._backend is None:
+                self._backend = default()  # chosen on first use, then kept by this editor only
+            result = attack(self.level, self.code, self._backend, attempts_before=before)
+        except SandboxLabError as exc:  # no engine, the static backend, a broken run: said, never raised
+            self.view.value = board.failed_html(str(exc))
+            return None
+        finally:
+            self.button.disabled, self.button.description = False, "Run the attack"
+        self.attempts += 1
+        unsaved = ""
+        if self._record_progress:
+            try:
+                record_level(self.level.item_id, captured=result.captured, hint_shown=bool(result.hint))
+            except (OSError, ProgressError) as exc:
+                unsaved = f"<p><small>(progress not saved: {html.escape(str(exc))})</small></p>"
+        self.result = result
+        self.view.value = board.attack_html(result, attempt=before + 1) + unsaved
+        return result
+
+    def _html_fallback(self) -> str:
+        return (f'<div class="sl-attack-editor">{self.intro.value}<pre class="sl-attack-code">{html.escape(self.code)}</pre>'
+                f"{self.view.value}</div>")
+
+
+def attack_editor(level_key: Union[int, str], initial: str = "", *, backend: Optional[Backend] = None) -> AttackEditor:
+    """An ``AttackEditor`` for a level (its number or id)."""
+    return AttackEditor(level_key, initial, backend=backend)

@@ -224,3 +224,59 @@ def test_progress_board_lists_lessons_questions_and_tasks() -> None:
     out = widgets.ProgressBoard().html.value
     assert 'data-item="l02-naive-vs-secure" data-done="true"' in out
     assert 'data-item="quiz:recall-two-axes" data-done="false"' in out
+
+
+# --- capture the flag ---------------------------------------------------------------------------
+
+
+class _Engine:
+    """Stands in for Docker: an attack containing SEND_FLAG "sends" its flag to the gist host; nothing else leaves."""
+
+    name = "docker"
+
+    def execute(self, plan, job):  # type: ignore[no-untyped-def]
+        from grader.evidence import Evidence
+        from grader.execution import Execution
+
+        flag = next(iter(job.plant.values())).strip()
+        http = ({"host": "gist.github.com", "method": "POST", "path": "/", "body": flag},) if "SEND_FLAG" in job.code else ()
+        ev = Evidence(token="t", canaries={}, records=(), before={}, after={}, network=plan.network, http=http)
+        return Execution(backend="docker", output="<b>printed</b>", exit_code=0, timed_out=False, evidence=ev)
+
+
+def test_attack_editor_runs_the_code_and_shows_the_next_hint_then_the_capture() -> None:
+    from grader.ctf import level
+
+    lv = level(2)
+    editor = widgets.AttackEditor(2, "print('hi')", backend=_Engine())
+    assert {"sl-attack-editor"} <= set(editor._dom_classes)
+    assert "sl-attack-code" in editor.text._dom_classes and "sl-attack-button" in editor.button._dom_classes
+    assert "sl-attack-result" in editor.view._dom_classes
+    assert __import__("html").escape(lv.story) in editor.intro.value and "*.github.com" in editor.intro.value
+    first = editor.run()
+    assert first is not None and not first.captured and first.hint == lv.hints[0]
+    assert 'data-captured="false"' in editor.view.value and "&lt;b&gt;printed" in editor.view.value
+    assert editor.run().hint == lv.hints[1]  # type: ignore[union-attr]
+    got = editor.run("# SEND_FLAG")
+    assert got is not None and got.captured and 'data-captured="true"' in editor.view.value and "gist.github.com" in editor.view.value
+    rec = load_progress().level(lv.item_id)
+    assert (rec.attempts, rec.hints, rec.captured is not None) == (3, 2, True)
+    assert 'data-captured="true"' in editor._repr_mimebundle_()["text/html"]
+
+
+def test_attack_editor_on_the_static_backend_says_so_and_records_nothing() -> None:
+    editor = widgets.AttackEditor("plain-container", "# SEND_FLAG", backend=StaticBackend())
+    assert editor.run() is None
+    assert "attacks cannot be predicted" in editor.view.value and "sl-failed" in editor.view.value
+    assert load_progress().levels == {} and not editor.button.disabled
+
+
+def test_the_progress_board_shows_the_levels() -> None:
+    from grader.ctf import load_levels
+    from grader.progress import record_level
+
+    record_level(load_levels()[0].item_id, captured=True, hint_shown=False)
+    board = widgets.ProgressBoard()
+    text = board.html.value
+    assert "Capture the flag" in text and f'data-item="{load_levels()[0].item_id}" data-done="true"' in text
+    assert f'data-item="{load_levels()[1].item_id}" data-done="false"' in text
