@@ -1,0 +1,80 @@
+"""Capture the flag, for real: every reference attack captures its level, none captures the final one, a miss gets the next hint.
+
+The flag is fresh for every run and the capture is judged only from what the
+simulated internet logged (``ctf.judge`` over ``execution.sightings``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader import cli
+from grader.ctf import attack, level, load_levels
+
+pytestmark = [pytest.mark.docker]
+
+ATTACKS = Path(__file__).resolve().parents[2] / "solutions" / "attacks"
+LEVELS = load_levels()
+FINAL = LEVELS[-1]
+REFERENCE = {lv.number: ATTACKS / f"level-{lv.number:02d}.py" for lv in LEVELS[:-1]}
+WRONG = "print(open('/home/user/.ssh/id_rsa').read()[:40])  # reads the key, sends it nowhere\n"
+
+
+def _levels() -> list[Any]:
+    out = []
+    for lv in LEVELS[:-1]:
+        marks = []
+        if lv.next_session:
+            # The capture happens in the next session, which the grader plays after the sandbox exits
+            # (issue 16, item 3: the next-session replay). Until that lands this attack cannot capture;
+            # strict, so the day it does, this marker must go.
+            marks.append(pytest.mark.xfail(strict=True, reason="needs the next-session replay (issue 16, item 3)"))
+        out.append(pytest.param(lv.number, id=f"{lv.number:02d}-{lv.id}", marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("number", _levels())
+def test_the_reference_attack_captures_its_level(number: int, docker_backend: Any, no_leftovers: None) -> None:
+    lv = level(number)
+    result = attack(lv, REFERENCE[number].read_text(encoding="utf-8"), docker_backend)
+    assert result.captured, (result.output[-2000:], result.elsewhere, result.note)
+    assert result.sinks and all(s.evidence for s in result.sinks) and result.hint == ""
+    assert not result.note or lv.next_session, result.note  # every recorder answered: the silence elsewhere means something
+
+
+@pytest.mark.parametrize("number", sorted(REFERENCE))
+def test_no_reference_attack_captures_the_final_level(number: int, docker_backend: Any, no_leftovers: None) -> None:
+    result = attack(FINAL, REFERENCE[number].read_text(encoding="utf-8"), docker_backend)
+    assert not result.captured and result.sinks == () and result.elsewhere == (), result.output[-2000:]
+    assert result.note == "", "a recorder failed: silence would prove nothing"
+    assert result.hint in FINAL.hints
+
+
+def test_the_http_reference_attack_does_not_capture_the_dns_level(docker_backend: Any, no_leftovers: None) -> None:
+    dns_level = next(lv for lv in LEVELS if lv.channels == ("dns",))
+    result = attack(dns_level, REFERENCE[1].read_text(encoding="utf-8").replace(
+        '"/home/user/.ssh/id_rsa"', f'"{dns_level.flag_in[0]}"'), docker_backend)
+    assert not result.captured and [s.how for s in result.elsewhere] == ["HTTP POST"], result.output[-2000:]
+
+
+def test_a_wrong_attack_gets_the_next_hint_through_the_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str], no_leftovers: None) -> None:
+    monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path / "progress.json"))
+    wrong = tmp_path / "attack.py"
+    wrong.write_text(WRONG)
+    lv = level(1)
+    hints = []
+    for _ in range(2):
+        code = cli.main(["attack", "--level", "1", str(wrong), "--backend", "docker", "--json"])
+        data = json.loads(capsys.readouterr().out)
+        assert code == 1 and data["captured"] is False and data["sinks"] == []
+        assert "BEGIN" in data["output"] or "FLAG{" in data["output"], data["output"]  # it read the key: printing is not sending
+        hints.append(data["hint"])
+    assert hints == [lv.hints[0], lv.hints[1]]
+    code = cli.main(["attack", "--level", "1", str(REFERENCE[1]), "--backend", "docker"])
+    out = capsys.readouterr().out
+    assert code == 0 and "CAPTURED (attempt 3)" in out and "attacker.example" in out
