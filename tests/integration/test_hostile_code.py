@@ -505,3 +505,80 @@ def test_allowed_localhost_metadata_and_host_names_never_reach_the_real_host(hos
     decisions = [json.loads(line) for line in proxy_log.splitlines() if token not in line and '"CONNECT"' in line]
     assert decisions and all(d["decision"] == "allow" for d in decisions), decisions
     assert all(warm.internet.ip in d["reason"] for d in decisions if d["port"] == host_port), decisions
+
+
+# --- the same hostile programs, as a learner's attack -----------------------------------------
+# Learner code is hostile code: `sandbox-lab attack` runs it through the backend's own execute, in the
+# sandbox of a level, with a fresh flag. The weakest sandbox (level 1, the plain container: Docker's
+# defaults, but the backend's limits) and a policy's sandbox (level 2, behind the proxy) must both hold.
+
+from grader.ctf import ATTACK_TIMEOUT_S, attack, level  # noqa: E402 - this section's own imports
+
+
+def _as_attack(program: str, *argv: str) -> str:
+    """A hostile program as an attack file: the same code, its arguments set as if given on the command line."""
+    return f"import sys\nsys.argv = {['attack.py', *argv]!r}\n" + program
+
+
+def _last_json(output: str) -> dict[str, Any]:
+    return _Ran(output, 0.0, False, None).last_json()
+
+
+ATTACK_LEVELS = [pytest.param(1, id="plain-container"), pytest.param(2, id="policy")]
+
+
+@pytest.mark.parametrize("number", ATTACK_LEVELS)
+def test_a_fork_bomb_attack_hits_the_pid_limit_and_dies_at_the_wall_clock(number: int, docker_backend: Any, no_leftovers: None) -> None:
+    lv = level(number)
+    started = time.monotonic()
+    result = attack(lv, _as_attack(FORK_BOMB), docker_backend)
+    res = _last_json(result.output)
+    assert res["error"].startswith("11 ") and 0 < res["forked"] < lv.plan().hardening.pids_limit, res
+    assert result.timed_out and result.exit_code is None and not result.captured
+    assert time.monotonic() - started < ATTACK_TIMEOUT_S + 30
+    subprocess.run(["true"], check=True)  # the host can still fork
+
+
+@pytest.mark.parametrize("number", ATTACK_LEVELS)
+def test_a_disk_filling_attack_stops_at_its_tmpfs(number: int, docker_backend: Any, no_leftovers: None) -> None:
+    lv = level(number)
+    result = attack(lv, _as_attack(FILL), docker_backend)
+    res = _last_json(result.output)
+    h = lv.plan().hardening
+    assert res["tmp"]["error"] == "ENOSPC" and res["tmp"]["size"] <= h.tmp_bytes, res
+    assert res["shm"]["error"] == "ENOSPC" and res["shm"]["size"] <= 64 << 20, res
+    assert res["/opt/sandbox-lab/fill"] in ("EROFS", "EACCES"), res  # the runner's own files stay as they were
+    if lv.policy is not None:  # the hardened sandbox: a read-only root
+        assert all(res[p] in ("EROFS", "EACCES") for p in ("/fill", "/var/tmp/fill")), res
+    assert not result.captured and not result.timed_out
+
+
+@pytest.mark.parametrize("number", ATTACK_LEVELS)
+def test_a_connection_flood_attack_is_bounded_by_the_open_files_limit(number: int, docker_backend: Any, no_leftovers: None) -> None:
+    result = attack(level(number), _as_attack(FLOOD, "198.51.100.7", "5"), docker_backend)
+    res = _last_json(result.output)
+    assert res["opened"] > 1000 and res["peak"] <= res["nofile"] <= 1 << 20, res
+    assert result.timed_out and not result.captured
+
+
+@pytest.mark.parametrize("number", ATTACK_LEVELS)
+def test_an_attack_reaches_neither_the_host_nor_the_metadata_address_nor_other_runs(
+    number: int, hostile: _Hostile, docker_backend: Any
+) -> None:
+    token = secrets.token_hex(6)
+    other = hostile.network("other")
+    other_sink, other_ip = hostile.service(docker_backend.images.services, ["python3", "-c", LISTEN], other, "other-internet")
+    _wait_listening(other_sink)
+    with _host_listener() as (host_port, hits):
+        targets = [("other-run", other_ip, 8080), ("metadata", "169.254.169.254", 80), ("metadata-https", "169.254.169.254", 443)]
+        targets += [(f"host-{a}", a, host_port) for a in _host_addresses()]
+        targets += [(f"jupyter-{a}", a, 8888) for a in _host_addresses()]
+        result = attack(level(number), _as_attack(REACH, token, json.dumps(targets)), docker_backend)
+    res = _last_json(result.output)
+    for name, *_ in targets:
+        assert res[name] != "connected", (name, res[name])
+    for path in ("/var/run/docker.sock", "/run/docker.sock", "/var/run/docker/docker.sock"):
+        assert res[path].startswith(("FileNotFoundError", "PermissionError")), (path, res[path])
+    assert token.encode() not in other_sink.logs()
+    assert hits == [b"local check\n"], hits
+    assert not result.captured
