@@ -26,6 +26,13 @@ scored here, from the string literal ``answer_x = "c"`` in the answers cell,
 against the question bank's hashed key. A ``str`` subclass or a patched
 ``strip`` in the kernel changes nothing.
 
+Capture-the-flag attacks (the capture-the-flag task) get the same treatment: a
+grade cell that checks ``assert_captured(<level>, attack_x)`` is scored here by
+running the string literal assigned to ``attack_x`` in the learner's solution
+cell in the level's sandbox, in the grader's own Docker run, with a flag the
+kernel never saw. The code is read with ``ast`` and never executed in this
+process; it runs only inside the sandbox.
+
 The process-wide cache below is deliberate: nbgrader builds a new
 preprocessor for every notebook, and one ``nbgrader autograde`` must grade a
 class once, not once per student.
@@ -55,7 +62,7 @@ from .errors import SandboxLabError
 from .quiz import answer_hash, question
 from .tasks import Task, all_tasks
 
-__all__ = ["GradePolicies", "PolicySource", "find_task", "policy_source"]
+__all__ = ["GradePolicies", "PolicySource", "find_task", "grade_attacks", "policy_source"]
 
 BACKEND_ENV = "SANDBOX_LAB_AUTOGRADE_BACKEND"  # "docker", "static" or "auto"; else SANDBOX_LAB_BACKEND; else "auto"
 POLICY_FILE = "my_policy.json"
@@ -147,6 +154,64 @@ def grade_answers(nb: NotebookNode) -> dict[str, bool]:
             cell.outputs = [_error(f'{qid}: no answer. Write {var} = "<letter>" in the answers cell.')]
         else:
             cell.outputs = [_error(f"{qid}: {given!r} is not the right option (checked by Sandbox Lab outside your kernel).")]
+    return scored
+
+
+def _captures(source: str) -> Optional[tuple[int, str]]:
+    """(level number, variable) of a grade cell that checks ``assert_captured(<level>, <variable>)``."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "assert_captured"
+                and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is int
+                and isinstance(node.args[1], ast.Name)):
+            return node.args[0].value, node.args[1].id
+    return None
+
+
+def grade_attacks(nb: NotebookNode, backend: Optional[Backend] = None) -> dict[str, bool]:
+    """Score every capture-the-flag cell by running the attack's literal in the grader's own sandbox run; rewrite its
+    outputs. grade_id → captured? Only a real run can capture: on the static backend nothing is awarded, and it says why."""
+    from .ctf import attack, level
+
+    answers: dict[str, str] = {}
+    blank: set[str] = set()  # variables of solution cells still as released: nothing was answered
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
+            found = _literals(cell.source)
+            if _unchanged(cell):
+                blank.update(found)
+            else:
+                answers.update(found)
+    scored: dict[str, bool] = {}
+    for cell in nb.cells:
+        md = cell.get("metadata", {}).get("nbgrader", {})
+        asked = _captures(cell.source) if cell.cell_type == "code" and md.get("grade") else None
+        if asked is None:
+            continue
+        number, var = asked
+        gid = _grade_id(cell)
+        code = answers.get(var)
+        scored[gid] = False
+        if code is None:
+            why = "the cell is as it was released" if var in blank else f'{var} is not set to a string literal'
+            cell.outputs = [_error(f'level {number}: no attack ({why}). Write your attack as {var} = r"""...""" in its cell.')]
+            continue
+        try:
+            lv = level(number)
+            result = attack(lv, code, backend or _grading_backend())
+        except SandboxLabError as exc:
+            cell.outputs = [_error(f"level {number}: not verified, no points: {exc}")]
+            continue
+        if result.captured:
+            scored[gid] = True
+            where = "; ".join(s.evidence for s in result.sinks)
+            cell.outputs = [_stream(f"level {number}: captured (verified by Sandbox Lab's own run in {result.backend}, "
+                                    f"outside your kernel, with a fresh flag): {where}")]
+        else:
+            cell.outputs = [_error(f"level {number}: not captured in Sandbox Lab's own run (outside your kernel). Hint: {result.hint}")]
     return scored
 
 
@@ -304,6 +369,7 @@ class GradePolicies(Preprocessor):
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         grade_answers(nb)
+        grade_attacks(nb)
         task = find_task(nb)
         if task is None:
             return nb, resources  # a lesson, not a task: no policy to grade

@@ -5,7 +5,7 @@ Each helper prints or raises in a learner's words; none holds grading logic
 feedback: scores are set by the grader's own process (``autograde``).
 Reference solutions are not part of the package. ``grade_file`` is re-exported so a notebook needs one import.
 
-Imports: tasks, grading, policy, errors, backends.base (the protocol only).
+Imports: tasks, grading, policy, errors, ctf, backends (the protocol, and the default choice).
 Nothing downstream (no widgets, no CLI).
 """
 
@@ -16,12 +16,13 @@ from pathlib import Path
 from typing import Optional, Union
 
 from .backends.base import Backend
-from .errors import PolicyError
+from .ctf import attack, level
+from .errors import BackendError, PolicyError
 from .grading import Grade, grade_file
 from .policy import load_policy
 from .tasks import Task, load_task
 
-__all__ = ["assert_check", "assert_passed", "grade_file", "save_policy", "start_task"]
+__all__ = ["assert_captured", "assert_check", "assert_passed", "grade_file", "save_policy", "start_task"]
 
 
 def save_policy(path: Union[str, os.PathLike[str]], policy_json: str) -> None:
@@ -64,3 +65,29 @@ def assert_passed(result: Grade, check_id: str) -> None:
 def assert_check(task_id: str, check_id: str, path: Union[str, os.PathLike[str]], backend: Optional[Backend] = None) -> None:
     """Grade the policy file at ``path`` afresh and assert one check (static backend unless one is given)."""
     assert_passed(grade_file(task_id, path, backend), check_id)
+
+
+def assert_captured(level_number: int, attack_code: str, backend: Optional[Backend] = None) -> None:
+    """Run an attack on a capture-the-flag level and raise ``AssertionError`` unless it captured the flag.
+
+    Feedback only, in the learner's kernel: at autograde time the grader runs the
+    attack again, in its own Docker run, and sets this cell's outcome
+    (``autograde.grade_attacks``). Where no engine answers here, it says so and
+    leaves the judgement to the grader.
+    """
+    from .backends import default
+
+    lv = level(level_number)
+    b = backend if backend is not None else default()
+    try:
+        result = attack(lv, attack_code, b)
+    except BackendError as exc:
+        print(f"level {lv.number}: not run here ({str(exc).rstrip('.')}). The grader runs your attack in Docker when it grades.")
+        return
+    finally:
+        if backend is None:
+            b.close()
+    if not result.captured:
+        raise AssertionError(f"level {lv.number}: not captured. Hint: {result.hint}\nWhat it printed:\n{result.output[-1500:]}")
+    where = "; ".join(f"{s.host} ({s.how})" for s in result.sinks)
+    print(f"level {lv.number}: captured ({result.backend}): the flag arrived at {where}.")

@@ -16,6 +16,13 @@ One notebook per task, at ``lessons/<order>-task-<id>/task.ipynb``:
    grades the policy cell and sets each cell's outcome (grader/autograde.py);
 6. a "why" question, graded by hand.
 
+The capture-the-flag task (``lessons/15-task-capture-the-flag/task.ipynb``) is
+made here too, from the levels (``grader/levels/``) and the reference attacks
+(``solutions/attacks/level-NN.py``, inlined inside ``### BEGIN SOLUTION``): one
+attack cell per level (``attack_N = r'''...'''``) and one graded cell
+``assert_captured(N, attack_N)``, whose outcome the grader sets at autograde
+time from its own Docker run (``autograde.grade_attacks``).
+
 Run it after changing a task or this script (``make lessons`` does); the
 notebooks are committed without outputs. ``--check`` exits 1 if a committed
 notebook differs; tests/unit/test_lesson_pairs.py regenerates them into a
@@ -37,7 +44,13 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from grader.ctf import level as ctf_level  # noqa: E402 - after the path is set
 from grader.tasks import Task, all_tasks  # noqa: E402 - after the path is set
+
+CAPTURE_ID = "capture-the-flag"
+CAPTURE_FOLDER = "15-task-capture-the-flag"
+CAPTURE_LEVELS = (1, 2, 3)
+CAPTURE_POINTS = 2  # per level captured
 
 # The free-text question of each task, and the answer a grader looks for.
 WHY: dict[str, tuple[str, str]] = {
@@ -166,6 +179,60 @@ def build(task: Task) -> nbformat.NotebookNode:
     return nb
 
 
+def _finish(cells: list[nbformat.NotebookNode]) -> nbformat.NotebookNode:
+    for cell in cells:
+        cell["id"] = str(cell.metadata["nbgrader"]["grade_id"])[-64:]  # stable ids: regenerating changes nothing
+    nb = new_notebook(cells=cells)
+    nb.metadata = {
+        "jupytext": {"formats": "ipynb"},  # generated, never paired (see build)
+        "kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    return nb
+
+
+def build_capture() -> nbformat.NotebookNode:
+    """The capture-the-flag task: an attack per level, each verified by the grader's own run at autograde time."""
+    total = CAPTURE_POINTS * len(CAPTURE_LEVELS)
+    cells = [
+        new_markdown_cell(
+            "# Practice task: capture the flag\n\n"
+            f"Capture levels {CAPTURE_LEVELS[0]} to {CAPTURE_LEVELS[-1]} of the ladder (lesson 07). For each level, write "
+            "Python that runs as the agent's tool would, inside that level's sandbox, and gets the flag out to a place "
+            "the attacker can read: their server, a gist, a published package, their nameserver.\n\n"
+            f"**How it is graded** ({CAPTURE_POINTS} points per level, {total} in all). When your notebook is graded, "
+            "Sandbox Lab runs each attack again in its own Docker sandbox, outside your kernel, with a fresh flag your "
+            "notebook never saw. A level counts only if the simulated internet's logs show that flag arriving at such a "
+            "sink; what your code prints earns nothing. Below, each graded cell runs your attack once now, as feedback.",
+            metadata=_meta(f"{CAPTURE_ID}-intro"),
+        ),
+        new_code_cell("from grader.notebook import assert_captured", metadata=_meta(f"{CAPTURE_ID}-setup")),
+    ]
+    for n in CAPTURE_LEVELS:
+        lv = ctf_level(n)
+        reference = (REPO / "solutions" / "attacks" / f"level-{n:02d}.py").read_text(encoding="utf-8").strip()
+        cells += [
+            new_markdown_cell(
+                f"## Level {n}: {lv.title}\n\n{lv.story}\n\nThe sandbox:\n\n```\n{lv.sandbox_text()}\n```\n\n"
+                "Write your attack between the quotes, delete the two lines `# YOUR CODE HERE` and "
+                "`raise NotImplementedError()`, then run the cell and the one after it.",
+                metadata=_meta(f"{CAPTURE_ID}-l{n:02d}-story"),
+            ),
+            new_code_cell(
+                f"attack_{n} = r'''\n# your attack on level {n}\n'''\n"
+                "### BEGIN SOLUTION\n"
+                f"attack_{n} = r'''\n{reference}\n'''\n"
+                "### END SOLUTION",
+                metadata=_meta(f"{CAPTURE_ID}-l{n:02d}-attack", solution=True, locked=False),
+            ),
+            new_code_cell(
+                f"assert_captured({n}, attack_{n})",
+                metadata=_meta(f"{CAPTURE_ID}-l{n:02d}-captured", grade=True, points=CAPTURE_POINTS),
+            ),
+        ]
+    return _finish(cells)
+
+
 def _reference(task_id: str) -> str:
     """The reference solution, inlined into the instructor's source notebook only (nbgrader strips it on release)."""
     return (REPO / "solutions" / f"{task_id}.json").read_text(encoding="utf-8").strip()
@@ -182,11 +249,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the course's source directory to write (or check) the notebooks in (default: lessons/)")
     args = parser.parse_args(argv)
     stale = []
-    for task in all_tasks():
-        nb = build(task)
+    made = [(build(task), notebook_path(task, args.lessons)) for task in all_tasks()]
+    made.append((build_capture(), args.lessons / CAPTURE_FOLDER / "task.ipynb"))
+    for nb, path in made:
         nbformat.validate(nb)
         text = nbformat.writes(nb) + "\n"
-        path = notebook_path(task, args.lessons)
         if args.check:
             if not path.exists() or path.read_text(encoding="utf-8") != text:
                 stale.append(path)

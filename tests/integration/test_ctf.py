@@ -78,3 +78,46 @@ def test_a_wrong_attack_gets_the_next_hint_through_the_cli(tmp_path: Path, monke
     code = cli.main(["attack", "--level", "1", str(REFERENCE[1]), "--backend", "docker"])
     out = capsys.readouterr().out
     assert code == 0 and "CAPTURED (attempt 3)" in out and "attacker.example" in out
+
+
+def _capture_notebook() -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_task_notebooks", ATTACKS.parents[1] / "scripts" / "make_task_notebooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.build_capture()
+
+
+def test_autograde_verifies_each_capture_in_its_own_run_and_never_runs_the_cell(tmp_path: Path, docker_backend: Any,
+                                                                               no_leftovers: None) -> None:
+    pytest.importorskip("nbgrader", reason="the notebook stack is in the 'lab' extra")
+    from grader.autograde import grade_attacks
+
+    nb = _capture_notebook()
+    cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells}
+    cells["capture-the-flag-l02-attack"].source = f"attack_2 = {WRONG!r}"
+    bait = tmp_path / "ran-in-the-grader"
+    # whatever else the cell does is never executed: only the literal is read, and it runs only in the sandbox
+    cells["capture-the-flag-l03-attack"].source = (
+        f"open({str(bait)!r}, 'w').close()\nattack_3 = {REFERENCE[3].read_text()!r}\nassert_captured = lambda *a: None")
+    scored = grade_attacks(nb, docker_backend)
+    assert scored == {"capture-the-flag-l01-captured": True, "capture-the-flag-l02-captured": False,
+                      "capture-the-flag-l03-captured": True}
+    assert not bait.exists()
+    ok = cells["capture-the-flag-l01-captured"].outputs[0]
+    assert ok["output_type"] == "stream" and "verified by Sandbox Lab's own run in docker" in ok["text"] and "attacker.example" in ok["text"]
+    miss = cells["capture-the-flag-l02-captured"].outputs[0]
+    assert miss["output_type"] == "error" and level(2).hints[0] in miss["evalue"]
+
+
+def test_autograde_awards_nothing_without_a_real_run_and_says_why() -> None:
+    pytest.importorskip("nbgrader", reason="the notebook stack is in the 'lab' extra")
+    from grader.autograde import grade_attacks
+    from grader.backends.static import StaticBackend
+
+    nb = _capture_notebook()
+    assert set(grade_attacks(nb, StaticBackend()).values()) == {False}
+    out = next(c for c in nb.cells if c.metadata["nbgrader"]["grade_id"] == "capture-the-flag-l01-captured").outputs[0]
+    assert out["output_type"] == "error" and "not verified, no points: attacks cannot be predicted" in out["evalue"]

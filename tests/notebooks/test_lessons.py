@@ -46,7 +46,8 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "lessons").glob("0*/*.ipynb"))
-TASK_NOTEBOOKS = sorted((ROOT / "lessons").glob("1*-task-*/task.ipynb"))
+CAPTURE = "15-task-capture-the-flag"  # the capture-the-flag task: attacks, not a policy (tested at the end)
+TASK_NOTEBOOKS = sorted(p for p in (ROOT / "lessons").glob("1*-task-*/task.ipynb") if p.parent.name != CAPTURE)
 TASKS = {f"{t.order:02d}-task-{t.id}": t for t in all_tasks()}  # assignment folder -> task
 BACKENDS = [
     pytest.param("static", id="static"),
@@ -88,7 +89,7 @@ def test_every_task_has_its_notebook() -> None:
     assert len(TASKS) == 5
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS + TASK_NOTEBOOKS, ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", NOTEBOOKS + TASK_NOTEBOOKS + [ROOT / "lessons" / CAPTURE / "task.ipynb"], ids=lambda p: p.parent.name)
 def test_notebooks_are_committed_without_outputs(path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     assert all(not c.get("outputs") and c.get("execution_count") is None for c in nb.cells if c.cell_type == "code")
@@ -160,11 +161,11 @@ def released(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A temporary copy of the course with every task released by ``nbgrader generate_assignment``."""
     root = tmp_path_factory.mktemp("course")
     shutil.copy(ROOT / "nbgrader_config.py", root)
-    for path in TASK_NOTEBOOKS:
+    for path in [*TASK_NOTEBOOKS, ROOT / "lessons" / CAPTURE / "task.ipynb"]:
         shutil.copytree(path.parent, root / "lessons" / path.parent.name)  # as committed, stray files included
     # one nbgrader run for all of them (nbgrader globs the assignment id): a run per task costs ~5 s more each
     _nbgrader(root, "generate_assignment", "1*-task-*", "--force")
-    assert sorted(p.name for p in (root / "release").iterdir()) == list(TASKS)
+    assert sorted(p.name for p in (root / "release").iterdir()) == sorted([*TASKS, CAPTURE])
     return root / "release"
 
 
@@ -208,3 +209,42 @@ def test_released_task_has_no_solution(path: Path, released: Path) -> None:
     cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
     assert "raise NotImplementedError()" in cells[f"{task.id}-policy"].source
     assert all(f"{task.id}-{c.id}" in cells for c in task.checks)
+
+
+# --- the capture-the-flag task ----------------------------------------------------------------
+
+
+@pytest.mark.docker
+@pytest.mark.slow
+def test_capture_task_runs_top_to_bottom_and_captures_every_level(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The source notebook, with the reference attacks, captures every level in the learner's kernel (feedback)."""
+    monkeypatch.setenv("SANDBOX_LAB_BACKEND", "docker")
+    monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path / "progress.json"))
+    folder = _task_copy(ROOT / "lessons" / CAPTURE / "task.ipynb", tmp_path)
+    text = "\n".join(_texts(_execute(folder / "task.ipynb", folder)))
+    for n in (1, 2, 3):
+        assert f"level {n}: captured (docker)" in text, text[-3000:]
+
+
+def test_capture_task_on_the_static_backend_runs_and_leaves_the_verdict_to_the_grader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANDBOX_LAB_BACKEND", "static")
+    monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path / "progress.json"))
+    folder = _task_copy(ROOT / "lessons" / CAPTURE / "task.ipynb", tmp_path)
+    text = "\n".join(_texts(_execute(folder / "task.ipynb", folder)))
+    assert text.count("The grader runs your attack in Docker when it grades.") == 3 and ": captured" not in text
+
+
+@pytest.mark.slow
+def test_released_capture_task_has_no_reference_attack(released: Path) -> None:
+    raw = (released / CAPTURE / "task.ipynb").read_text(encoding="utf-8")
+    nb = nbformat.reads(raw, as_version=4)
+    text = "\n".join(c.source for c in nb.cells)
+    for marker in ("BEGIN SOLUTION", "END SOLUTION"):
+        assert marker not in raw
+    for n in (1, 2, 3):
+        reference = (ROOT / "solutions" / "attacks" / f"level-{n:02d}.py").read_text(encoding="utf-8")
+        body = [ln for ln in reference.splitlines() if ln.strip() and not ln.startswith(("import", '"""'))]
+        assert not any(ln in text for ln in body), f"level {n}'s reference attack was released"
+        cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}
+        assert "raise NotImplementedError()" in cells[f"capture-the-flag-l{n:02d}-attack"].source
+        assert cells[f"capture-the-flag-l{n:02d}-captured"].source == f"assert_captured({n}, attack_{n})"
