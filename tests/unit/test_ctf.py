@@ -202,3 +202,10 @@ def test_the_static_backend_says_attacks_cannot_be_predicted() -> None:
 def test_a_persistence_miss_says_the_next_session_is_not_played_yet() -> None:
     lv = next(lv for lv in LEVELS if lv.next_session)
     assert "next session" in judge(lv, _ex(), FLAG, world=WORLD).note
+
+
+def test_the_readme_introduces_every_level() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "sandbox-lab attack --list" in readme and "sandbox-lab attack --level 1 attack.py" in readme
+    for lv in LEVELS:
+        assert f"| {lv.number} | `{lv.id}` | {lv.title} |" in readme, lv.id
