@@ -258,6 +258,7 @@ def runner_config(
         hosts=w.host_names, loot=tuple(s.path for s in w.loot), rebase=path,
         # every allowed name is tried as a way out, known to the world or not
         allowed=plan.allowed_domains, uploads=tuple(h.name for h in w.hosts if h.uploads and not h.attacker),
+        urls=tuple(h.name for h in w.hosts if h.urls_public),
     )
     return {
         "timeout": timeout, "connect_timeout": connect_timeout,
