@@ -18,6 +18,7 @@ Imports: analyzer, backends.base, errors, execution, outcomes, plan, policy, ser
 
 from __future__ import annotations
 
+import json
 import secrets
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
@@ -32,7 +33,7 @@ from .services.common import HEARTBEAT_HOST
 from .policy import Policy, load_policy
 from .world import World, load_world
 
-__all__ = ["GAPS", "Demo", "Gap", "GapResult", "demonstrate", "gap", "proxy_saw"]
+__all__ = ["GAPS", "Demo", "Gap", "GapResult", "demonstrate", "gap", "proxy_saw", "script"]
 
 
 @dataclass(frozen=True)
@@ -244,9 +245,11 @@ class GapResult:
         return self.ran and not self.problem and bool(self.hits) and not self.leaked_unseen
 
     def text(self) -> str:
-        lines = [f"{self.gap.title}  ({self.gap.id})", f"  The probe board's exfil-secret: {self.board_says}"]
+        lines = [f"{self.gap.title}  ({self.gap.id})", f"  Policy: {json.dumps(dict(self.gap.policy))}",
+                 f"  The probe board's exfil-secret: {self.board_says}"]
         if not self.ran:
-            return "\n".join(lines + [f"  {self.gap.predicted}"])
+            why = [f"  (nothing ran: {self.problem})"] if self.problem else []
+            return "\n".join(lines + why + [f"  {self.gap.predicted}"])
         lines += ["  What the script printed (decides nothing):"] + [f"    {ln}" for ln in self.output.strip().splitlines()[:12]]
         if self.problem:
             return "\n".join(lines + [f"  Cannot tell: {self.problem}. Rerun."])
@@ -272,6 +275,11 @@ def proxy_saw(ex: Execution) -> tuple[str, ...]:
         path = f" {r['path']}" if r.get("path") else ""
         out.append(f"{r.get('method')} {r.get('host')}:{r.get('port')}{path} -> {r.get('decision')}")
     return tuple(dict.fromkeys(out))
+
+
+def script(gap_id: str) -> str:
+    """The script a compromised agent runs in gap ``gap_id``'s demo, as a learner reads it (a fresh demo's)."""
+    return gap(gap_id).demo().job.code.strip()
 
 
 def _board_says(policy: Policy, world: World) -> str:
