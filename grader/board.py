@@ -67,8 +67,8 @@ __all__ = [
 _RED, _GREEN, _AMBER, _GREY, _MUTED = "#b42318", "#067647", "#b54708", "#475467", "#98a2b3"
 _INK: dict[Tone, str] = {"bad": _RED, "good": _GREEN, "warn": _AMBER, "plain": _GREY}
 _BG: dict[Tone, str] = {"bad": "#fee4e2", "good": "#dcfae6", "warn": "#fef0c7", "plain": "transparent"}
-_CHANNEL_COLOURS = {"upload": _RED, "dns": "#6941c6", "direct": _AMBER}
-_CHANNEL_WORDS = {"upload": "upload", "dns": "DNS queries", "direct": "direct connection"}
+_CHANNEL_COLOURS = {"upload": _RED, "dns": "#6941c6", "direct": _AMBER, "url": _RED}
+_CHANNEL_WORDS = {"upload": "upload", "dns": "DNS queries", "direct": "direct connection", "url": "the URL of a download"}
 
 
 def _h(text: object) -> str:
@@ -353,8 +353,10 @@ def reach_html(policy: Policy, hosts: Sequence[str], world: Optional[World] = No
     for host in hosts:
         d = acc.reach(host)
         uploads = w.uploads_to(host)  # an upload host, or a name the attacker owns or may own (fail closed)
-        colour = (_RED if uploads else _GREEN) if d.allowed else _GREY
+        colour = (_RED if w.reads_url(host) else _GREEN) if d.allowed else _GREY
         way_out = " (the attacker's own server, or may be: a way out)" if uploads and host not in w.host_names else " (accepts uploads: a way out)"
+        if not uploads and w.reads_url(host):
+            uploads, way_out = True, " (download only, but the attacker reads its request URLs: a way out)"
         verdict = "reachable" + (way_out if uploads else " (download only)") if d.allowed else "refused"
         rows.append(
             f'<tr data-host="{_h(host)}" data-allowed="{str(d.allowed).lower()}"><td style="padding:2px 6px"><code>{_h(host)}</code></td>'

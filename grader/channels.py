@@ -1,7 +1,9 @@
 """Ways out for data: which channels a sandbox leaves open, and which secrets can take them.
 
-A channel is a direct connection, DNS to the attacker's nameserver, or a
-reachable host that accepts uploads. Download-only hosts are not channels here.
+A channel is a direct connection, DNS to the attacker's nameserver, a
+reachable host that accepts uploads, or a reachable download-only host whose
+request URLs the attacker reads (public per-file statistics): the URL of a GET
+is data too. Other download-only hosts are not channels here.
 An allowed name the world does not know (``webhook.site``, ``*.ngrok.io``,
 ``localhost``, an IP address) is one: nobody vouches for it, so it counts as the
 attacker's own server (fail closed), as it does in the simulated internet.
@@ -32,9 +34,10 @@ _REAL_MEANING = {
 
 @dataclass(frozen=True)
 class Channel:
-    """A way out for data: a direct connection, DNS to the attacker's nameserver, or an upload host."""
+    """A way out for data: a direct connection, DNS to the attacker's nameserver, an upload host,
+    or a host whose request URLs the attacker reads ("url": data rides in the URL of a GET)."""
 
-    kind: Literal["direct", "dns", "upload"]
+    kind: Literal["direct", "dns", "upload", "url"]
     host: str
     why: str
 
@@ -49,7 +52,7 @@ class ExfilPath:
 
 
 def channels(access: Access) -> tuple[Channel, ...]:
-    """Every channel out the sandbox leaves open; download-only hosts are not channels."""
+    """Every channel out the sandbox leaves open; download-only hosts are not, unless the attacker reads their request URLs."""
     world = access.world
     attacker = world.attacker.name
     out: list[Channel] = []
@@ -63,6 +66,10 @@ def channels(access: Access) -> tuple[Channel, ...]:
             d = access.reach(host.name)
             if d.allowed:
                 out.append(Channel("upload", host.name, f"{host.name} accepts uploads ({host.how}); {d.why}"))
+        elif host.urls_public:
+            d = access.reach(host.name)
+            if d.allowed:
+                out.append(Channel("url", host.name, f"{host.name} serves downloads only, but the attacker reads the URL of every request it gets ({host.how}); {d.why}"))
     if access.network == "proxy" and not access.reach(attacker).allowed and access.reach_fresh_subdomain(attacker):
         out.append(Channel("upload", f"*.{attacker}", "any name under the attacker's domain reaches the attacker's server"))
     if access.network == "proxy" and access.policy is not None:

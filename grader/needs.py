@@ -187,6 +187,8 @@ def _host_harm(world: World, host: str) -> str:
                 return "the attacker's own server"
             if h.uploads:
                 return f"it accepts uploads ({h.how}): whatever the agent can read can leave through it"
+            if h.urls_public:
+                return "it serves downloads only, but the attacker reads the URL of every request it gets: whatever the agent can read can leave in a URL"
             return "it serves downloads only, but the job never fetches from it"
     if host.startswith(FRESH_LABEL + "."):
         zone = host[len(FRESH_LABEL) + 1:]

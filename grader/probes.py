@@ -74,6 +74,7 @@ class OrderContext:
     rebase: Callable[[str], str] = str  # world path → the path the runner opens (srt runs on a world copy)
     allowed: tuple[str, ...] = ()  # the policy's allowedDomains entries: every one is tried as a way out
     uploads: tuple[str, ...] = ()  # the world's hosts that store uploads (the attacker's aside)
+    urls: tuple[str, ...] = ()  # the world's download-only hosts whose request URLs the attacker reads
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,12 @@ def _rule_text(rule: Optional[tuple[str, str]]) -> str:
 def _upload_hosts(access: Access) -> list[str]:
     """Every reachable host that stores uploads, and every allowed name the attacker owns or may own."""
     return [c.host for c in channels(access) if c.kind == "upload"]
+
+
+def _leak_hosts(access: Access) -> list[str]:
+    """Every reachable host data can leave through: upload hosts, names the attacker may own, and
+    download-only hosts whose request URLs the attacker reads."""
+    return [c.host for c in channels(access) if c.kind in ("upload", "url")]
 
 
 def _allowed_names(ctx: OrderContext, label: str) -> list[str]:
@@ -390,6 +397,8 @@ def _steal_orders(p: Probe, ctx: OrderContext) -> list[Step]:
             "tcp": {"host": ctx.attacker_ip, "port": ctx.tcp_port, "prefix": tag + "\n"},
             "dns_suffix": m.steal_dns_suffix(label),
             "urls": [f"https://{h}/upload/{tag}" for h in dict.fromkeys([*ctx.hosts, *_allowed_names(ctx, label), m.fresh_host(label)])],
+            # a download whose URL ends in what was read: where the attacker reads request URLs, that is a way out
+            "get_urls": [f"https://{h}/npm/{tag}/" for h in ctx.urls],
         })
     return steps
 
@@ -407,6 +416,9 @@ def _steal_predict(p: Probe, access: Access) -> Prediction:
             how = f"and reach {c.host}, which accepts uploads: a compromised agent can send your {what} there"
         elif c.kind == "dns":
             how = f"and its DNS queries reach the attacker's nameserver: a compromised agent can spell your {what} into query names"
+        elif c.kind == "url":
+            how = (f"and reach {c.host}, which serves downloads only but whose request URLs the attacker reads: "
+                   f"a compromised agent can ask it for a file named after your {what}")
         else:
             how = f"and connect straight to the attacker: a compromised agent can send your {what}"
         more = f" ({len(readable)} secret(s) readable, {len(chans)} channel(s) out.)"
@@ -439,8 +451,9 @@ def _steal_fix(p: Probe, access: Access) -> str:
     return (
         "cut one side of the path: make the secrets unreadable ("
         + ", ".join(readable)
-        + ') with filesystem.denyRead or a narrow filesystem.allowRead, or remove every host that accepts uploads '
-        f"or that the world does not know ({', '.join(_upload_hosts(access)) or 'none'}) from network.allowedDomains"
+        + ') with filesystem.denyRead or a narrow filesystem.allowRead, or remove every host that accepts uploads, '
+        "whose request URLs the attacker reads, "
+        f"or that the world does not know ({', '.join(_leak_hosts(access)) or 'none'}) from network.allowedDomains"
     )
 
 

@@ -65,6 +65,7 @@ LESSONS: tuple[tuple[str, str, int], ...] = (
     ("l03-container-alone", "Mistake 1: a container alone is not a sandbox", 15),
     ("l04-trusted-domains", "Mistake 2: a trusted domain is not a safe domain", 15),
     ("l05-check-yourself", "Check yourself: recall and understanding", 15),
+    ("l06-what-a-policy-misses", "What a policy does not cover", 20),
     ("l07-break-it-yourself", "Break it yourself: capture the flag", 30),
 )
 

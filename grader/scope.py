@@ -145,6 +145,9 @@ def summary(scope: Scope, world: Optional[World] = None) -> str:
         if ups:
             accept = "accepts" if len(ups) == 1 else "accept"
             reach += f" ({_join(ups)} {accept} uploads)"
+        urls = [h.name for h in w.hosts if h.urls_public and any(r.host == h.name for r in scope.reachable)]
+        if urls:
+            reach += f" ({_join(urls)} serve{'s' if len(urls) == 1 else ''} downloads only, but the attacker reads their request URLs)"
     else:
         reach = "reach no host"
     return "; ".join([f"The agent can {read}, {write}, {reach}", *_families(scope, w)]) + "."

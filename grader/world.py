@@ -88,6 +88,9 @@ class Host:
     how: str
     attacker: bool = False
     source: str = ""  # where the upload capability comes from (documentation, for people)
+    # the URL of every request it receives reaches the attacker (public per-file statistics): a
+    # download-only host that still carries data out, in the URL of a GET, never in a body
+    urls_public: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,6 +190,11 @@ class World:
         """Whatever reaches ``name`` can be read back by the attacker: an upload host, or a name the attacker owns."""
         return self.attacker_owns(name) or any(h.name == name and h.uploads for h in self.hosts)
 
+    def reads_url(self, name: str) -> bool:
+        """The attacker reads the URL of a request to ``name``: wherever they read what arrives
+        (``uploads_to``), and at a host whose request URLs are public (``Host.urls_public``)."""
+        return self.uploads_to(name) or any(h.name == name and h.urls_public for h in self.hosts)
+
     def root_of(self, path: str) -> Optional[str]:
         """The world root a path lies in, or None if the path is outside the simulated machine."""
         for r in self.roots:
@@ -254,6 +262,8 @@ class _Host(_Strict):
     how: str = Field(min_length=1, description='how data gets there, or "download only (...)"')
     source: str = Field(min_length=1, description="where the upload capability comes from (documentation)")
     attacker: StrictBool = Field(False, description="true for the attacker's own server (exactly one host)")
+    urls_public: StrictBool = Field(
+        False, description="true if the URL of every request this host receives reaches the attacker (public per-file statistics)")
 
 
 class _WorldFile(_Strict):
@@ -367,6 +377,8 @@ def _host_problems(raw: _WorldFile) -> list[Problem]:
         names.setdefault(h.name, i)
         if h.attacker and not h.uploads:
             out.append(Problem(json_pointer(("hosts", i, "uploads")), "the attacker's server accepts everything: set it to true."))
+        if h.urls_public and (h.uploads or h.attacker):
+            out.append(Problem(json_pointer(("hosts", i, "urls_public")), "only a download-only host needs it (the attacker reads everything an upload host gets): remove it."))
     attackers = [i for i, h in enumerate(raw.hosts) if h.attacker]
     if len(attackers) != 1:
         out.append(Problem("/hosts", f'exactly one host must be "attacker": true (found {len(attackers)}).'))
@@ -400,7 +412,7 @@ def parse_world(data: Any, source: str = _SOURCE) -> World:
         ),
         dirs=tuple(WorldDir(d.path, d.role, d.label, d.story, d.runs_later) for d in raw.dirs),
         outputs=tuple(WorldDir(o.path, o.role, o.label, o.story) for o in raw.outputs),
-        hosts=tuple(Host(h.name, h.uploads, h.how, h.attacker, h.source) for h in raw.hosts),
+        hosts=tuple(Host(h.name, h.uploads, h.how, h.attacker, h.source, h.urls_public) for h in raw.hosts),
     )
 
 

@@ -37,7 +37,7 @@ from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
 from ..evidence import Evidence, parse_runner_output
-from ..execution import Execution, Job
+from ..execution import SIGNER_SOCKET, Execution, Job
 from ..outcomes import RunResult
 from ..verdicts import run_result
 from ..plan import Hardening, RunPlan
@@ -49,6 +49,7 @@ from .runs import (
     MAX_OUTPUT,
     HostListener,
     RunDir,
+    SigningAgent,
     gather_evidence,
     read_text,
     run_with_retries,
@@ -246,6 +247,7 @@ class _Run:
         self.plan = plan
         self.job = job
         self.exit_code: Optional[int] = None
+        self.signer: Optional[SigningAgent] = None  # the job's signing agent, on this side of the socket
         self.run_id = "sl-" + secrets.token_hex(5)
         self.token = secrets.token_hex(6)
         self.labels = backend.leftovers.labels(self.run_id)
@@ -317,6 +319,8 @@ class _Run:
         finally:
             if listener:
                 listener.close()
+            if self.signer:
+                self.signer.close()
             try:
                 self.b._remove_later(self._remove_all)
             except RuntimeError:  # the reaper is shut down (interpreter exit): remove now
@@ -410,6 +414,11 @@ class _Run:
         if self.job is not None:
             env.update(self.job.env)
             (rdir / "job.py").write_text(self.job.code, encoding="utf-8")
+            if self.job.signer is not None:
+                # the key stays in this process; the sandbox gets only the socket, inside the
+                # read-only run directory (connecting to a socket is no write)
+                self.signer = SigningAgent(rdir / SIGNER_SOCKET, self.job.signer)
+                env["SSH_AUTH_SOCK"] = f"/opt/sandbox-lab/run/{SIGNER_SOCKET}"
             command = ["python3", "-u", "/opt/sandbox-lab/run/job.py"]
             timeout_s = self.job.timeout_s
         cfg = runner_config(

@@ -11,7 +11,7 @@ in the same shape (``runner_config``); the evidence is gathered the same way
 tried once more (``run_with_retries``); and each backend's leftovers are swept
 by one ``cleanup``. Both backends use this module; neither imports the other.
 
-Imports: access, errors, evidence, outcomes, plan, probes, scope, and the standard library.
+Imports: access, errors, evidence, execution, outcomes, plan, probes, scope, and the standard library.
 Never ``docker``: the srt backend must work where the docker SDK is missing.
 Nothing downstream.
 """
@@ -33,6 +33,7 @@ from typing import Any, Callable, Optional
 from ..access import Network
 from ..errors import InfrastructureError
 from ..evidence import Evidence, Markers, RunnerRecord, parse_jsonl, sha256
+from ..execution import signature
 from ..outcomes import RunResult
 from ..plan import RunPlan
 from ..probes import OrderContext, orders_for
@@ -45,6 +46,7 @@ __all__ = [
     "Owner",
     "RunDir",
     "Scope",
+    "SigningAgent",
     "cleanup",
     "gather_evidence",
     "make_run_dir",
@@ -233,6 +235,53 @@ class HostListener:
         self.sock.close()
 
 
+class SigningAgent:
+    """A stand-in for ssh-agent on the real host: it holds a key and signs what arrives on its Unix socket.
+
+    The protocol is one line each way: ``SIGN <text>`` is answered with
+    ``SIG <execution.signature(key, text)>``; anything else with ``ERR``. The
+    key never crosses the socket, as with a real agent: what a sandboxed
+    process gains is the use of the key, for as long as the socket is there.
+    """
+
+    def __init__(self, path: Path, key: str) -> None:
+        self._key = key
+        self.path = path
+        self.requests: list[str] = []
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.bind(str(path))
+        path.chmod(0o777)  # the sandbox's user connects; a socket's mode is its only lock
+        self.sock.listen(8)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                conn.settimeout(2.0)
+                try:
+                    line = conn.recv(4096).decode("utf-8", "replace").strip()
+                    self.requests.append(line[:200])
+                    reply = f"SIG {signature(self._key, line[5:])}\n" if line.startswith("SIGN ") else "ERR one line: SIGN <text>\n"
+                    conn.sendall(reply.encode("ascii"))
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._stop.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        self._thread.join(timeout=2)
+
+
 # --- the runner's config, the evidence, retries ---------------------------------------
 
 
@@ -258,6 +307,7 @@ def runner_config(
         hosts=w.host_names, loot=tuple(s.path for s in w.loot), rebase=path,
         # every allowed name is tried as a way out, known to the world or not
         allowed=plan.allowed_domains, uploads=tuple(h.name for h in w.hosts if h.uploads and not h.attacker),
+        urls=tuple(h.name for h in w.hosts if h.urls_public),
     )
     return {
         "timeout": timeout, "connect_timeout": connect_timeout,

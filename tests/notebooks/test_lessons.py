@@ -81,7 +81,8 @@ def _execute(path: Path, cwd: Path) -> Any:
 def test_the_lessons_exist() -> None:
     names = [p.parent.name for p in NOTEBOOKS]
     assert names == ["00-start-here", "01-why-sandbox", "02-naive-vs-secure", "03-container-alone",
-                     "04-trusted-domains", "05-check-yourself", "07-break-it-yourself"]
+                     "04-trusted-domains", "05-check-yourself", "06-what-a-policy-misses",
+                     "07-break-it-yourself"]
 
 
 def test_every_task_has_its_notebook() -> None:

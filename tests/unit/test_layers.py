@@ -40,8 +40,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"backends.static", "backends.simnet"},
     {"backends.docker", "backends.srt"},
     {"backends"},
-    # grade
-    {"tasks", "ctf"},
+    # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder
+    {"tasks", "ctf", "gaps"},
     {"grading"},
     {"batch", "notebook"},
     {"autograde"},

@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 LESSONS = ROOT / "lessons"
 PAIRED = "ipynb,md:myst"
 LESSON_FOLDERS = ["00-start-here", "01-why-sandbox", "02-naive-vs-secure", "03-container-alone",
-                  "04-trusted-domains", "05-check-yourself", "07-break-it-yourself"]
+                  "04-trusted-domains", "05-check-yourself", "06-what-a-policy-misses",
+                  "07-break-it-yourself"]
 
 
 def _cells(nb: Any) -> list[tuple[str, str, Any]]:

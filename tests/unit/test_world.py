@@ -152,12 +152,21 @@ UPLOADS = {
     "objects.githubusercontent.com": False, "gist.githubusercontent.com": False,
     "registry.npmjs.org": True, "www.npmjs.com": False,
     "pypi.org": False, "upload.pypi.org": True, "test.pypi.org": True, "files.pythonhosted.org": False,
-    "attacker.example": True,
+    "attacker.example": True, "cdn.jsdelivr.net": False,
 }
+# download-only hosts whose request URLs the attacker reads: the URL of a GET is data too
+URLS_PUBLIC = {"cdn.jsdelivr.net"}
 
 
 def test_hosts_upload_as_they_do_in_reality() -> None:
     assert {h.name: h.uploads for h in WORLD.hosts} == UPLOADS
+    assert {h.name for h in WORLD.hosts if h.urls_public} == URLS_PUBLIC
+
+
+def test_the_attacker_reads_the_urls_of_a_host_with_public_statistics_but_not_its_bodies() -> None:
+    assert WORLD.reads_url("cdn.jsdelivr.net") and not WORLD.uploads_to("cdn.jsdelivr.net")
+    assert not WORLD.reads_url("pypi.org") and WORLD.reads_url("gist.github.com") and WORLD.reads_url("webhook.site")
+    assert "statistics" in WORLD.host("cdn.jsdelivr.net").source and "urls_public" in RAW["note"]
 
 
 def test_every_host_says_where_its_capability_comes_from() -> None:
@@ -219,7 +228,8 @@ def test_a_directory_without_a_role_is_refused() -> None:
         (lambda d: d["hosts"][0].__setitem__("uploads", "yes"), "/hosts/0/uploads", "true or false"),
         (lambda d: d["hosts"][0].pop("source"), "/hosts/0/source", 'Add "source"'),
         (lambda d: d["hosts"][1].__setitem__("name", "GitHub.com"), "/hosts/1/name", "lower-case"),
-        (lambda d: d["hosts"][-1].__setitem__("attacker", False), "/hosts", "exactly one host"),
+        (lambda d: next(h for h in d["hosts"] if h.get("attacker")).__setitem__("attacker", False), "/hosts", "exactly one host"),
+        (lambda d: d["hosts"][0].__setitem__("urls_public", True), "/hosts/0/urls_public", "download-only"),
         (lambda d: d["user"].__setitem__("uid", "1000"), "/user/uid", "whole number"),
         (lambda d: d.__setitem__("files", {}), "/files", "JSON list"),
     ],
