@@ -62,8 +62,8 @@ LESSONS: tuple[tuple[str, str, int], ...] = (
     ("l00-start-here", "Start here", 5),
     ("l01-why-sandbox", "Why sandbox an agent's tools?", 10),
     ("l02-naive-vs-secure", "Naive vs secure: scope each axis", 25),
-    ("l03-container-alone", "Mistake 1: a container alone is not a sandbox", 15),
-    ("l04-trusted-domains", "Mistake 2: a trusted domain is not a safe domain", 15),
+    ("l03-container-alone", "Mistake 1: a container alone is not a sandbox", 20),
+    ("l04-trusted-domains", "Mistake 2: a trusted domain is not a safe domain", 20),
     ("l05-check-yourself", "Check yourself: recall and understanding", 15),
     ("l07-break-it-yourself", "Break it yourself: capture the flag", 30),
 )
