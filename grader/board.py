@@ -12,8 +12,8 @@ an outcome looks by ``wording.tone``, as in the text report.
 The exfiltration picture is drawn from ``analyzer.exfil_paths`` (which secrets
 can reach which hosts over which channel), so it explains the table next to it.
 
-Imports: analyzer, access, ctf, errors, outcomes, policy, prediction, probes,
-progress, quiz, report, wording, world. Nothing imports this but ``widgets``.
+Imports: analyzer, access, ctf, errors, goals, grading (``CarryOver``), outcomes,
+policy, prediction, probes, progress, quiz, report, wording, world. Nothing imports this but ``widgets``.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ from .access import Access, access_for, baseline_access
 from .analyzer import ExfilPath, channels, exfil_paths
 from .ctf import AttackResult, Level
 from .errors import Problem
+from .goals import GOALS, Goal
+from .grading import CarryOver
 from .outcomes import ProbeOutcome, RunResult
 from .policy import Policy, parse_policy
 from .probes import PROBES, probe
@@ -43,6 +45,7 @@ __all__ = [
     "ask_html",
     "backend_note_html",
     "board_html",
+    "carry_over_html",
     "catalogue_html",
     "choice_result_html",
     "comparison_html",
@@ -51,6 +54,8 @@ __all__ = [
     "error_html",
     "exfil_svg",
     "failed_html",
+    "goal_html",
+    "goal_status_html",
     "paths_for",
     "prediction_html",
     "problems_html",
@@ -345,6 +350,42 @@ def problems_html(errors: Sequence[Problem], warnings: Sequence[Problem] = ()) -
     return "\n".join(parts)
 
 
+def goal_html(goal: Goal) -> str:
+    """The goal of an editor, stated before any run."""
+    return f'<div class="sl-goal" data-goal-id="{_h(goal.id)}"><strong>Goal:</strong> {_h(goal.statement)}</div>'
+
+
+def goal_status_html(goal: Goal, met: bool, reasons: Sequence[str], result: RunResult, *, unsaved: str = "") -> str:
+    """After a run: "Goal met" (with the risk the goal accepts, if any) or "Not yet: ..." with every reason.
+
+    ``data-goal`` is ``met`` or ``not-met``, for browser tests; how the run was
+    obtained is said, so a prediction is never mistaken for an observation.
+    """
+    how = f"<small>({_h(_how(result))})</small>"
+    saved = f'<br><small style="color:{_AMBER}">Progress not saved: {_h(unsaved)}</small>' if unsaved else ""
+    if met:
+        accepted = f"<br><small><strong>Accepted risk:</strong> {_h(goal.accepted_why)}</small>" if goal.accepted_why else ""
+        return (f'<div class="sl-goal-status" data-goal="met" data-goal-id="{_h(goal.id)}" style="color:{_GREEN}">'
+                f"<strong>✓ Goal met.</strong> {how}{accepted}{saved}</div>")
+    items = "".join(f"<li>{_h(r)}</li>" for r in reasons)
+    return (f'<div class="sl-goal-status" data-goal="not-met" data-goal-id="{_h(goal.id)}">'
+            f'<strong style="color:{_AMBER}">Not yet:</strong> {_h(reasons[0]) if len(reasons) == 1 else ""} {how}'
+            + (f'<ul style="margin:2px 0">{items}</ul>' if len(reasons) > 1 else "") + "</div>")
+
+
+def carry_over_html(carry: CarryOver, source: str = "my_policy.json") -> str:
+    """The policy in the real tools: the srt and Claude Code files, and the differences that matter for it."""
+    diffs = ("".join(f"<li>{_h(d)}</li>" for d in carry.differences) if carry.differences
+             else "<li>None of the measured differences between srt and Sandbox Lab applies to this policy.</li>")
+    return (
+        '<details class="sl-carry-over"><summary><strong>In the real tools</strong>: what '
+        f"<code>sandbox-lab export {_h(source)} --to srt</code> and <code>--to claude-code</code> write, and what differs</summary>"
+        f"<p>sandbox-runtime's settings file (<code>~/.srt-settings.json</code>):</p><pre>{_h(carry.srt)}</pre>"
+        f"<p>Claude Code's <code>settings.json</code>, its sandbox block:</p><pre>{_h(carry.claude_code)}</pre>"
+        f'<p>Differences that matter for this policy:</p><ul class="sl-differences">{diffs}</ul></details>'
+    )
+
+
 def reach_html(policy: Policy, hosts: Sequence[str], world: Optional[World] = None) -> str:
     """How the proxy decides, host by host: the host name is all it sees."""
     acc = access_for(policy, world or load_world())
@@ -560,6 +601,9 @@ def progress_html(progress: Progress, *, questions: Sequence[Question] = (), tas
         ("Capture the flag (attempts and hints are counted)", [_level_row(progress, lv) for lv in levels]),
     ]
     counted = len(groups)
+    goals = [(f"goal:{g.id}", f"Goal: {g.statement}") for g in GOALS.values() if progress.is_done(f"goal:{g.id}")]
+    if goals:  # goals met in the lessons' editors; they count nothing towards the total
+        groups.append(("Goals met", done_rows(goals)))
     known = {r[0] for _, rows in groups for r in rows}
     other = done_rows([(i, i) for i in sorted(progress.done) if i not in known])
     if other:

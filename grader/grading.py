@@ -10,8 +10,13 @@ the narrowest change. Evidence that could not be collected never passes: a
 probe that ended in ``error`` fails its check, and so does a ``least-*`` check
 when the run could not measure its scope; both say to rerun.
 
+Every graded policy's feedback ends with its carry-over to the real tools
+(``carry_over``): what ``sandbox-lab export --to srt`` and ``--to claude-code``
+write for it, and the differences that matter for this policy
+(``srt_notes.srt_warnings``, and allow-only reads where it lists allowRead).
+
 Imports: tasks, needs, policy, plan, probes, outcomes, access, world, errors,
-wording, backends.base (the protocol only; the static backend lazily, as the
+export, srt_notes, wording, backends.base (the protocol only; the static backend lazily, as the
 default of ``grade_file``). Nothing downstream (no report, no CLI, no widgets).
 """
 
@@ -25,16 +30,18 @@ from typing import Any, Optional, Union
 from .access import Access, access_for
 from .backends.base import Backend
 from .errors import PolicyError, Problem, TaskError
+from .export import export
 from .needs import Needs, Overgrant, explain_overgrants, overgrants, ungranted
 from .outcomes import ProbeOutcome, RunResult
 from .plan import build_plan
 from .policy import Policy, load_policy
 from .probes import probe
+from .srt_notes import srt_warnings
 from .tasks import Check, Task, load_task
 from .wording import backend_phrase
 from .world import load_world
 
-__all__ = ["CheckResult", "Grade", "grade", "grade_file", "overgrants_of"]
+__all__ = ["CarryOver", "CheckResult", "Grade", "carry_over", "grade", "grade_file", "overgrants_of"]
 
 _EVIDENCE_SHOWN = 3  # evidence lines quoted per probe; the full list is in `sandbox-lab probe --json`
 
@@ -54,6 +61,49 @@ class CheckResult:
 
 
 @dataclass(frozen=True)
+class CarryOver:
+    """A policy as the real tools take it: the exported files, and where they would treat it differently."""
+
+    srt: str  # sandbox-lab export --to srt: the settings file for sandbox-runtime
+    claude_code: str  # sandbox-lab export --to claude-code: the sandbox block of a Claude Code settings.json
+    differences: tuple[str, ...]  # one sentence each, the JSON pointer first where there is one
+
+    def lines(self, source: str = "my_policy.json") -> list[str]:
+        """The carry-over as plain-text lines, for the end of a task's feedback."""
+        out = [f"In the real tools: `sandbox-lab export {source} --to srt` writes sandbox-runtime's settings file:"]
+        out += [f"    {ln}" for ln in self.srt.rstrip("\n").splitlines()]
+        out.append(f"  and `sandbox-lab export {source} --to claude-code` the sandbox block of Claude Code's settings.json:")
+        out += [f"    {ln}" for ln in self.claude_code.rstrip("\n").splitlines()]
+        if self.differences:
+            out.append("  Differences that matter for this policy:")
+            out += [f"    - {d}" for d in self.differences]
+        else:
+            out.append("  None of the measured differences between srt and Sandbox Lab applies to this policy.")
+        return out
+
+
+def carry_over(policy: Policy) -> CarryOver:
+    """What ``export --to srt`` and ``--to claude-code`` produce for ``policy``, and the differences that matter for it.
+
+    The differences are those that change what this policy does: each measured
+    srt difference it relies on (``srt_warnings``, with its JSON pointer);
+    allow-only reads where it lists allowRead (srt reads everything by default,
+    so allowRead restricts nothing unless the policy goes through the export);
+    and, where it hides anything, that Claude Code's own Read and Edit tools
+    follow permission rules, not the sandbox's.
+    """
+    srt_text, srt_notes = export(policy, "srt")
+    cc_text, cc_notes = export(policy, "claude-code")
+    diffs: list[str] = []
+    if policy.filesystem.allowRead:
+        diffs += [n for n in srt_notes if n.startswith("allow-only reads")]
+    diffs += [f"{w.pointer}: {w.message}" for w in srt_warnings(policy)]
+    if policy.filesystem.allowRead or policy.filesystem.denyRead:
+        diffs += [n for n in cc_notes if n.startswith("the sandbox confines Bash commands")]
+    return CarryOver(srt_text, cc_text, tuple(diffs))
+
+
+@dataclass(frozen=True)
 class Grade:
     """The grade of one policy on one task: a result per check, and why points were lost."""
 
@@ -64,6 +114,7 @@ class Grade:
     source: str = ""  # the policy's file name or label, for messages
     notes: tuple[str, ...] = field(default=())  # from the run, e.g. "predicted, not run: ..."
     overgrants: tuple[Overgrant, ...] = ()  # every path and host granted beyond the job's needs (the board lists them)
+    carry_over: Optional[CarryOver] = None  # the policy in the real tools; None for an invalid policy
 
     @property
     def score(self) -> int:
@@ -113,6 +164,8 @@ class Grade:
         for c in self.checks:
             mark = "PASS" if c.passed else "FAIL"
             lines.append(f"  [{mark}] {c.id} ({c.points}/{c.max_points}): {c.message}")
+        if self.carry_over is not None:
+            lines += ["  " + ln for ln in self.carry_over.lines(self.source or "my_policy.json")]
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -216,7 +269,7 @@ def overgrants_of(task: Task, run: RunResult, access: Access) -> Optional[tuple[
     return overgrants(run.scope, task.needs, access)
 
 
-def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Backend) -> Grade:
+def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Backend, *, source: str = "") -> Grade:
     """Grade one policy on one task with one run of ``backend``.
 
     An invalid policy (``PolicyError``) scores 0 with its validation problems as
@@ -242,7 +295,7 @@ def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Back
             results.append(_judge_probes(c, run, access))
     return Grade(
         task.id, run.backend if run else backend.name, tuple(results),
-        notes=run.notes if run else (), overgrants=found or (),
+        notes=run.notes if run else (), overgrants=found or (), carry_over=carry_over(policy), source=source,
     )
 
 
@@ -260,4 +313,4 @@ def grade_file(task_or_id: Union[Task, str], path: Union[str, os.PathLike[str]],
         policy: Union[Policy, PolicyError] = load_policy(path, name=Path(path).name)
     except PolicyError as exc:
         policy = exc
-    return grade(task, policy, backend)
+    return grade(task, policy, backend, source=Path(path).name)

@@ -15,6 +15,8 @@ kernel or a widget manager.
 Stable CSS classes for browser tests: ``sl-policy-text`` (the JSON textarea),
 ``sl-probe-button``, ``sl-policy-status``, ``sl-backend-note``,
 ``sl-probe-board``; every probe row carries ``data-probe`` and ``data-outcome``.
+An editor given a goal shows ``sl-goal`` (the goal) and, after each run,
+``sl-goal-status`` with ``data-goal`` ``met`` or ``not-met``.
 Questions: ``sl-quiz`` with ``sl-quiz-input``, ``sl-quiz-button``,
 ``sl-quiz-feedback`` and ``sl-rating-button``; ``sl-prediction-quiz`` with
 ``sl-prediction-probe`` (the checkboxes), ``sl-prediction-button`` and
@@ -36,6 +38,8 @@ from .analyzer import lint
 from .backends import Backend, default
 from .ctf import AttackResult, attack, level, load_levels
 from .errors import LevelError, PolicyError, Problem, SandboxLabError
+from .goals import Goal, check, goal as find_goal
+from .grading import carry_over
 from .outcomes import RunResult
 from .plan import build_plan
 from .policy import Policy, load_policy
@@ -146,11 +150,24 @@ def probe_board(policy: PolicyInput, backend: Optional[Backend] = None, *, only:
 
 
 class PolicyEditor(_HTMLFallback, W.VBox):  # type: ignore[misc]
-    """JSON policy text with live validation (errors with their JSON pointer, lint warnings) and a probe button."""
+    """JSON policy text with live validation (errors with their JSON pointer, lint warnings) and a probe button.
 
-    def __init__(self, initial: Union[Mapping[str, Any], str], *, backend: Optional[Backend] = None, rows: int = 10) -> None:
+    Given a ``goal`` (a ``goals.Goal`` or its id), the editor states it and,
+    after each run, says "Goal met" or "Not yet: ..." with every reason
+    (``goals.check``); a met goal is recorded on the progress board
+    (``goal:<id>``) and followed by the policy as the real tools take it.
+    """
+
+    def __init__(self, initial: Union[Mapping[str, Any], str], *, backend: Optional[Backend] = None, rows: int = 10,
+                 goal: Union[Goal, str, None] = None, record_progress: bool = True) -> None:
         text = initial if isinstance(initial, str) else json.dumps(dict(initial), indent=2)
         self._backend = backend
+        self.goal: Optional[Goal] = find_goal(goal) if isinstance(goal, str) else goal
+        self._record_progress = record_progress
+        self.goal_box = W.HTML(board.goal_html(self.goal) if self.goal else "")
+        self.goal_status = W.HTML()
+        self.goal_met: Optional[bool] = None  # None until a run has been checked against the goal
+        self.goal_reasons: list[str] = []
         self.text = W.Textarea(value=text, layout=W.Layout(width="100%", height=f"{rows * 1.6:.0f}em"))
         self.text.add_class("sl-policy-text")
         self.status = W.HTML()
@@ -165,8 +182,8 @@ class PolicyEditor(_HTMLFallback, W.VBox):  # type: ignore[misc]
         self.errors: tuple[Problem, ...] = ()
         self.warnings: tuple[Problem, ...] = ()
         self.last_result: Optional[RunResult] = None
-        super().__init__([W.HTML("<strong>Sandbox policy (JSON)</strong>"), self.text, self.status,
-                          W.HBox([self.button, self.backend_note]), self.board])
+        super().__init__([self.goal_box, W.HTML("<strong>Sandbox policy (JSON)</strong>"), self.text, self.status,
+                          W.HBox([self.button, self.backend_note]), self.goal_status, self.board])
         self.add_class("sl-policy-editor")
         self.text.observe(lambda _change: self.validate(), names="value")
         self.button.on_click(lambda _b: self.probe())
@@ -210,14 +227,33 @@ class PolicyEditor(_HTMLFallback, W.VBox):  # type: ignore[misc]
             self.board.show_error(outcome)
             self.backend_note.value = board.backend_note_html(None, backend=str(getattr(self._backend, "name", "?")))
             self.last_result = None
+            self.goal_met, self.goal_reasons, self.goal_status.value = None, [], ""  # nothing was judged
             return None
         self.board.show(outcome)
         self.backend_note.value = board.backend_note_html(outcome)
         self.last_result = outcome
+        self._check_goal(policy, outcome)
         return outcome
 
+    def _check_goal(self, policy: Policy, result: RunResult) -> None:
+        if self.goal is None:
+            return
+        met, reasons = check(self.goal, result)
+        self.goal_met, self.goal_reasons = met, reasons
+        unsaved = ""
+        if met and self._record_progress:
+            try:
+                mark_done(f"goal:{self.goal.id}")
+            except (OSError, ProgressError) as exc:
+                unsaved = str(exc)
+        status = board.goal_status_html(self.goal, met, reasons, result, unsaved=unsaved)
+        if met:
+            status += board.carry_over_html(carry_over(policy))
+        self.goal_status.value = status
+
     def _html_fallback(self) -> str:
-        return board.editor_html(self.policy_text, self.status.value, self.backend_note.value, self.board.value)
+        return board.editor_html(self.policy_text, self.status.value, self.backend_note.value,
+                                 self.goal_box.value + self.goal_status.value + self.board.value)
 
 
 # --- several sandboxes ----------------------------------------------------------------------

@@ -228,3 +228,56 @@ def test_naive_policy_leaks_the_ssh_key_and_the_fixed_one_blocks_it(lab: str, pa
     assert secure.get("read-ssh-key") == "blocked", secure
     assert secure.get("exfil-secret") == "blocked", secure
     assert secure.get("job-write-build") == "succeeded", secure
+
+
+def test_lesson_02_editor_reaches_goal_met(lab: str, page: Any, tmp_path: Path) -> None:
+    """The learner's exercise end to end: the goal is stated, the naive setup is "Not yet", the fixed one "Goal met"."""
+    page.goto(lab)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+    # On a busy machine a second lab in one session can show "Server Connection Error" while it is
+    # still starting up; once the status bar says Idle the server answers, so close that dialog.
+    stale = page.locator(".jp-Dialog button", has_text="Dismiss")
+    if stale.count():
+        stale.first.click()
+    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+    page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()
+    editor = page.locator(".sl-policy-editor").first
+    editor.wait_for(state="attached", timeout=RUN_ALL_MS)
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.jp-InputPrompt')].every(p => !p.textContent.includes('*'))""",
+        timeout=RUN_ALL_MS)
+    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+    goal = editor.locator(".sl-goal")
+    assert "no channel out except the npm registry" in goal.inner_text()
+    assert editor.locator(".sl-goal-status").count() == 0  # nothing is judged before a run
+
+    # The naive setup the editor starts from: not yet, and the first reason names the SSH key.
+    button = editor.locator("button.sl-probe-button")
+    button.click()
+    status = editor.locator('.sl-goal-status[data-goal="not-met"]')
+    status.wait_for(state="attached", timeout=PROBE_MS)
+    editor.scroll_into_view_if_needed()
+    _shot(page, "goal-1-not-yet")
+    not_yet = status.inner_text()
+    assert "Not yet:" in not_yet and "read-ssh-key succeeded — ~/.ssh/id_rsa is readable" in not_yet, not_yet
+    assert "ran in Docker" in not_yet, not_yet
+
+    # Hide the secrets, as the lesson's hints say, and probe again: goal met.
+    text = editor.locator(".sl-policy-text textarea")
+    text.fill(json.dumps(SECURE_POLICY, indent=2))
+    text.press("Tab")
+    page.wait_for_function("el => !el.disabled", arg=button.element_handle(), timeout=30_000)
+    button.click()
+    met = editor.locator('.sl-goal-status[data-goal="met"]')
+    met.wait_for(state="attached", timeout=PROBE_MS)
+    editor.scroll_into_view_if_needed()
+    _shot(page, "goal-2-met")
+    said = met.inner_text()
+    assert "Goal met" in said and "npm publish" in said, said  # the accepted risk is named
+    assert editor.locator('.sl-goal-status[data-goal="not-met"]').count() == 0
+    assert editor.locator(".sl-carry-over").count() == 1  # then the policy as srt and Claude Code take it
+    outcomes = _outcomes(editor)
+    assert outcomes.get("exfil-secret") == "blocked" and outcomes.get("job-fetch-npm") == "succeeded", outcomes
+    progress = json.loads((tmp_path / "home" / "progress.json").read_text())
+    assert "goal:l02-npm-build" in progress["done"], progress

@@ -158,3 +158,52 @@ def test_quiz_prompt_is_the_same_in_the_widget_and_the_export() -> None:
 def test_golden_board(golden: Callable[[str, str], None]) -> None:
     """The board of the naive example policy, as a learner sees it (static backend)."""
     golden("naive-static.html", board_html(predict(load_policy(REPO_NAIVE))))
+
+
+# --- goals and the real tools -----------------------------------------------------------------
+
+
+def test_goal_status_is_met_or_not_yet_escaped_and_says_how_the_run_was_obtained() -> None:
+    import dataclasses
+
+    from grader import predict
+    from grader.board import goal_html, goal_status_html
+    from grader.goals import goal
+
+    g = goal("l03-safe-container")
+    result = predict(load_policy({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}))
+    assert goal_html(g).startswith('<div class="sl-goal" data-goal-id="l03-safe-container">')
+    not_yet = goal_status_html(g, False, ["one <b>reason</b>"], result)
+    assert 'data-goal="not-met"' in not_yet and "Not yet:" in not_yet and "one &lt;b&gt;reason&lt;/b&gt;" in not_yet
+    assert "predicted" in not_yet  # a prediction never passes for an observation
+    two = goal_status_html(g, False, ["a", "b"], result)
+    assert two.count("<li>") == 2
+    met = goal_status_html(g, True, [], result, unsaved="disk full")
+    assert 'data-goal="met"' in met and "Goal met" in met and "Accepted risk" not in met and "disk full" in met
+    accepting = dataclasses.replace(g, accepted_why="the <registry> takes uploads")
+    assert "Accepted risk:</strong> the &lt;registry&gt; takes uploads" in goal_status_html(accepting, True, [], result)
+
+
+def test_carry_over_shows_both_files_and_the_differences() -> None:
+    from grader.board import carry_over_html
+    from grader.grading import carry_over
+
+    html_ = carry_over_html(carry_over(load_policy({"filesystem": {"allowWrite": ["/home/user"]}})))
+    assert 'class="sl-carry-over"' in html_ and "--to srt" in html_ and "--to claude-code" in html_
+    assert "&quot;//home/user&quot;" in html_  # the Claude Code block, escaped
+    assert "/filesystem/allowWrite/0: [srt 0.0.78]" in html_
+    none = carry_over_html(carry_over(load_policy({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}})))
+    assert "None of the measured differences" in none
+
+
+def test_the_progress_board_lists_goals_met(tmp_path: Path) -> None:
+    from grader.board import progress_html
+    from grader.progress import load_progress, mark_done
+
+    path = tmp_path / "p.json"
+    before = progress_html(load_progress(path))
+    mark_done("goal:l02-npm-build", path=path)
+    after = progress_html(load_progress(path))
+    assert "Goals met" not in before and "Goals met" in after
+    assert 'data-item="goal:l02-npm-build" data-done="true"' in after
+    assert 'data-total="' in after and after.split('data-total="')[1][:3] == before.split('data-total="')[1][:3]  # goals add nothing to the total

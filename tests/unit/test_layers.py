@@ -35,7 +35,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # policy → predictions, plan, needs; the question bank
     {"analyzer", "plan", "needs", "quiz"},
     # run: judging real runs; export to the real tools
-    {"verdicts", "prediction", "export", "execution"},
+    {"verdicts", "prediction", "export", "execution", "goals"},
     {"backends.base", "backends.images", "backends.runs"},
     {"backends.static", "backends.simnet"},
     {"backends.docker", "backends.srt"},

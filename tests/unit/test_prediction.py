@@ -37,6 +37,14 @@ def test_the_scenarios_are_the_seed_s() -> None:
     assert _succeeding("predict-standard-docker") >= {"read-ssh-key", "net-direct-ip", "exfil-secret"}
 
 
+def test_the_lesson_scenarios_succeed_where_their_model_answers_say() -> None:
+    """Lessons 03 and 04 ask a prediction before their editors; the model answer must match the run."""
+    assert _succeeding("predict-plain-container") == {"read-ssh-key", "write-git-hook", "net-attacker-domain", "net-host-gateway", "exfil-secret"}
+    assert "All but reading /etc/secrets" in question("predict-plain-container").model_answer
+    assert _succeeding("predict-trusted-github") == {"read-ssh-key", "exfil-via-allowed-domain", "exfil-secret"}
+    assert question("predict-trusted-github").lesson == "l04-trusted-domains"
+
+
 def test_a_right_prediction_scores_every_probe_right() -> None:
     result = predict(scenario_policy(SECRETS))
     score = score_prediction(SECRETS, _succeeding(SECRETS.id), result)

@@ -325,7 +325,7 @@ def test_the_board_opens_with_the_scope_and_the_terminal_says_it_too() -> None:
     line = summary(result.scope)
     board = board_html(result)
     first = board.split("<p", 2)[1]
-    assert 'class="sl-scope"' in first and "The agent can read 53 files" in first
+    assert 'class="sl-scope"' in first and "The agent can read 54 files" in first
     assert '&quot;*.github.com&quot; is an open channel' in first  # escaped, as everything in the board
     assert line in render_text(result).splitlines()
     unmeasured = RunResult("docker", "policy", None, result.probes, notes=("scope not measured: x",))

@@ -327,3 +327,44 @@ def test_cli_grade_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     book = json.loads((out / "gradebook.json").read_text())
     assert [(r["student"], r["status"]) for r in book["rows"]] == [("ada", "ok"), ("bob", "invalid")]
     assert "students graded" in capsys.readouterr().err
+
+
+# --- carry-over: every graded policy's feedback ends with the real tools' files and the differences that matter ---
+
+
+def test_feedback_ends_with_the_export_for_srt_and_claude_code(tmp_path: Path) -> None:
+    from grader.export import export
+
+    path = solution_path("scope-secure-sandbox")
+    g = grade_file("scope-secure-sandbox", path, STATIC)
+    policy = load_policy(path)
+    text = g.feedback()
+    assert g.carry_over is not None
+    at_srt = text.index(f"`sandbox-lab export {Path(path).name} --to srt`")
+    assert at_srt > text.index("least-network")  # after every check: it ends the feedback
+    srt_file = export(policy, "srt")[0]
+    assert "\n".join("      " + ln for ln in srt_file.rstrip("\n").splitlines()) in text
+    assert '"//project/src"' in text  # the Claude Code block, absolute paths as Claude Code writes them
+    # task 10's reference lists allowRead: srt restricts nothing unless the policy goes through the export
+    assert "allow-only reads" in text.split("Differences that matter for this policy:")[1]
+
+
+def test_the_differences_are_the_ones_this_policy_relies_on(tmp_path: Path) -> None:
+    home = tmp_path / "home.json"
+    home.write_text(json.dumps({"filesystem": {"allowWrite": ["/home/user"]}, "network": {"allowedDomains": []}}))
+    diffs = grade_file("scope-secure-sandbox", home, STATIC).carry_over
+    assert diffs is not None
+    assert any(d.startswith("/filesystem/allowWrite/0: [srt 0.0.78]") and ".bashrc" in d for d in diffs.differences)
+    assert not any(d.startswith("allow-only reads") for d in diffs.differences)  # it lists no allowRead
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}))
+    g = grade_file("scope-secure-sandbox", plain, STATIC)
+    assert g.carry_over is not None and g.carry_over.differences == ()
+    assert g.feedback().endswith("None of the measured differences between srt and Sandbox Lab applies to this policy.")
+
+
+def test_an_invalid_policy_has_no_carry_over(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"filesystem": {"allowWrites": []}}')
+    g = grade_file("scope-secure-sandbox", bad, STATIC)
+    assert g.carry_over is None and "sandbox-lab export" not in g.feedback()

@@ -63,6 +63,63 @@ def test_policy_editor_probe_fills_the_board_and_says_which_backend_ran() -> Non
     assert "text/html" in editor._repr_mimebundle_()
 
 
+NPM_FIXED = {
+    "filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project/.env"], "allowWrite": ["/app/workspace/build"]},
+    "network": {"allowedDomains": ["registry.npmjs.org"]},
+}
+
+
+def test_an_editor_with_a_goal_states_it_and_says_not_yet_with_the_reasons() -> None:
+    editor = widgets.PolicyEditor(NAIVE, backend=StaticBackend(), goal="l02-npm-build")
+    assert 'class="sl-goal"' in editor.goal_box.value and "npm registry" in editor.goal_box.value
+    assert editor.goal_status.value == "" and editor.goal_met is None  # nothing judged before a run
+    editor.probe()
+    assert editor.goal_met is False and editor.goal_reasons[0] == "read-ssh-key succeeded — ~/.ssh/id_rsa is readable"
+    status = editor.goal_status.value
+    assert 'class="sl-goal-status" data-goal="not-met"' in status and "Not yet:" in status
+    assert "~/.ssh/id_rsa is readable" in status and "sl-carry-over" not in status
+    assert load_progress().done == {}
+
+
+def test_an_editor_whose_goal_is_met_says_so_records_it_and_shows_the_real_tools() -> None:
+    editor = widgets.PolicyEditor(NAIVE, backend=StaticBackend(), goal="l02-npm-build")
+    editor.probe()
+    editor.policy_text = json.dumps(NPM_FIXED)
+    editor.probe()
+    status = editor.goal_status.value
+    assert editor.goal_met is True and editor.goal_reasons == []
+    assert 'data-goal="met"' in status and "Goal met" in status
+    assert "Accepted risk" in status and "npm publish" in status  # the upload channel, named and explained
+    assert "sl-carry-over" in status and "--to srt" in status and "//app/workspace/build" in status
+    assert "goal:l02-npm-build" in load_progress().done
+    assert 'data-goal="met"' in editor._repr_mimebundle_()["text/html"]  # exports show it too
+
+
+def test_an_editor_goal_is_given_as_an_id_or_a_goal_and_an_unknown_id_is_refused() -> None:
+    from grader.goals import UnknownGoal, goal
+
+    editor = widgets.PolicyEditor(NPM_FIXED, backend=StaticBackend(), goal=goal("l02-npm-build"), record_progress=False)
+    editor.probe()
+    assert editor.goal_met is True and load_progress().done == {}  # met, but nothing recorded when asked not to
+    with pytest.raises(UnknownGoal, match="known goals"):
+        widgets.PolicyEditor(NAIVE, goal="no-such-goal")
+    plain = widgets.PolicyEditor(NAIVE, backend=StaticBackend())
+    plain.probe()
+    assert plain.goal_status.value == "" and plain.goal_met is None  # no goal, no verdict
+
+
+def test_a_failed_run_judges_no_goal() -> None:
+    class Broken:
+        name = "docker"
+
+        def run(self, plan: object) -> object:
+            raise BackendError("the engine went away")
+
+    editor = widgets.PolicyEditor(NPM_FIXED, backend=Broken(), goal="l02-npm-build")
+    assert editor.probe() is None
+    assert editor.goal_met is None and editor.goal_status.value == "" and load_progress().done == {}
+
+
 def test_side_by_side_runs_each_policy_including_the_baseline() -> None:
     view = widgets.side_by_side({"naive": NAIVE, "practice": PRACTICE, "baseline": None}, backend=StaticBackend())
     assert set(view.results) == {"naive", "practice", "baseline"}
