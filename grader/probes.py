@@ -340,13 +340,14 @@ def _gateway_predict(p: Probe, access: Access) -> Prediction:
 def _gateway_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     marker = Markers(ev.token, world.attacker.name).host_payload
     if any(marker in h for h in ev.host_hits):
-        return "succeeded", "The sandbox reached a service on the real host.", ("the grader's listener on the host received the probe's token",)
+        # the listener is the grader's on its own machine, or one on the Docker engine's host when that is elsewhere
+        return "succeeded", "The sandbox reached a service on the real host.", ("a listener on the sandbox's real host received the probe's token",)
     hits = [r for r in ev.tcp if r.get("port") == ev.host_port and marker in str(r.get("data", ""))]
     if hits:
         return "succeeded", "The sandbox reached a service on its host.", (f"the host's stand-in service (port {ev.host_port}) received the probe's token",)
     outcome = net_blocked(p.id, ev, "The connection to the host")
     if outcome[0] == "blocked":
-        return outcome[0], outcome[1], outcome[2] + ("the grader's listener on the real host received nothing",)
+        return outcome[0], outcome[1], outcome[2] + ("the listener on the sandbox's real host received nothing",)
     return outcome
 
 

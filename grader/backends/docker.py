@@ -16,6 +16,11 @@ what this one runs). Per run it:
 Every object is labelled ``org.sandbox-lab.run=<run id>`` so ``cleanup`` can
 remove what a killed run left behind (``sweep`` is this backend's part of
 ``runs.cleanup``).
+
+An engine on another machine (``DOCKER_HOST=tcp://…`` or ``ssh://…``) cannot
+bind the grader's directories: there ``enginedisk`` sends the world copy and
+the services' files through the engine's API, and listens on the engine's
+host. Which one is chosen once per backend (``enginedisk.disk_for``).
 """
 
 from __future__ import annotations
@@ -28,7 +33,6 @@ import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Optional
 
 import docker
@@ -44,14 +48,13 @@ from ..plan import Hardening, RunPlan
 from ..services.common import PROXY_PORT, TCP_SINK_PORT
 from . import runs
 from .base import Closing
+from .enginedisk import Disk, Files, HostDisk, Listener, disk_for
 from .images import Images, ensure_images
 from .runs import (
     MAX_OUTPUT,
-    HostListener,
     RunDir,
     SigningAgent,
     gather_evidence,
-    read_text,
     run_with_retries,
     runner_config,
     runs_root,
@@ -142,15 +145,17 @@ class DockerBackend(Closing):
 
     name = "docker"
 
-    def __init__(self, client: Any, images: Images, *, retries: int = 1) -> None:
+    def __init__(self, client: Any, images: Images, *, retries: int = 1, disk: Optional[Disk] = None) -> None:
         from ..world import load_world
 
         self.client = client
         self.images = images
         self.retries = retries
+        # the grader's disk, or the engine's own when it runs elsewhere: chosen once, for every run and service
+        self.disk = disk if disk is not None else disk_for(client)
         self.leftovers = Leftovers()
-        self.shared = SharedInternet(client, images.services, load_world(), self.leftovers)
-        self.proxies = ProxyPool(client, images.services, self.shared, self.leftovers)
+        self.shared = SharedInternet(client, images.services, load_world(), self.leftovers, disk=self.disk)
+        self.proxies = ProxyPool(client, images.services, self.shared, self.leftovers, disk=self.disk)
         # Removing a finished run's containers takes a few hundred milliseconds that
         # nobody waits for: it happens here, behind the result. drain() waits for it.
         self._reaper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-lab-reaper")
@@ -254,9 +259,10 @@ class _Run:
         self.containers: list[Any] = []
         self.networks: list[Any] = []
         self.owned_internet: Optional[Internet] = None
-        self.extra_dirs: list[Path] = []
-        self.proxy_out: Optional[Path] = None
+        self.extra_dirs: list[Files] = []
+        self.proxy_out: Optional[Files] = None
         self.dir = RunDir.create(self.run_id)
+        self.copy = backend.disk.copy(self.dir, backend.images.services, self.run_id, self.labels)
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -280,29 +286,33 @@ class _Run:
 
     def _run_and_collect(self, *, final: bool, output: Optional[list[str]] = None, timed: Optional[list[bool]] = None) -> Evidence:
         """Lay out the world, connect, run the sandbox, collect the evidence; remove everything after."""
-        listener: Optional[HostListener] = None
+        listener: Optional[Listener] = None
         try:
             before = self.dir.lay_out(self.plan)
             if self.job is not None:
                 self._plant(self.job)
-            listener = HostListener()
+            listener = self.b.disk.listener(self.b.images.services, self.run_id, self.labels)
+            if listener.container is not None:
+                self.containers.append(listener.container)
             net = self._connect(listener.port)
             sandbox, timed_out = self._run_sandbox(net, listener.port)
-            finished = time.time()
+            finished = self.b.disk.finished(sandbox)
             if self.plan.network == "proxy":
                 self.b.proxies.refill()  # now, not earlier: the build would compete with the sandbox's start
             text = self._output(sandbox)
-            infra = self._infra_problem(net, finished)
+            # a listener that stopped heard nothing it could report: its silence proves nothing
+            infra = self._infra_problem(net, finished) or listener.problem()
             if infra and not final:
                 raise InfrastructureError(infra)
             if output is not None:
                 output.append(text)
             if timed is not None:
                 timed.append(timed_out)
+            self.copy.fetch()
 
             def logs(name: str) -> str:
                 if name == "proxy.jsonl":
-                    return read_text(self.proxy_out / name) if self.proxy_out else ""
+                    return self.proxy_out.read(name).decode("utf-8", "replace") if self.proxy_out else ""
                 return net.internet.read(name, net.since) if net else ""
 
             records = parse_runner_output(text) if self.job is None else ()
@@ -343,8 +353,9 @@ class _Run:
             remove(n)
         if self.owned_internet is not None:
             self.owned_internet.remove(self.b.leftovers)
-        for d in [self.dir.path, *self.extra_dirs]:
-            shutil.rmtree(d, ignore_errors=True)
+        for d in self.extra_dirs:
+            d.remove()
+        shutil.rmtree(self.dir.path, ignore_errors=True)
 
     # --- the network --------------------------------------------------------------------
 
@@ -354,8 +365,9 @@ class _Run:
             return None
         if self.plan.network == "open":
             # the plain container sits on the internet's own network: it gets one to itself
+            workdir = self.b.disk.files(f"{self.run_id}-internet", lambda: self.dir.path / "internet")
             internet = start_internet(
-                self.client, self.b.images.services, self.plan.world, self.dir.path / "internet",
+                self.client, self.b.images.services, self.plan.world, workdir,
                 self.run_id, self.labels, self.b.leftovers, host_stand_in_port=host_port,
             )
             self.owned_internet = internet
@@ -365,7 +377,7 @@ class _Run:
         self.containers.append(warm.container)
         self.networks.append(warm.network)
         self.extra_dirs.append(warm.workdir)
-        self.proxy_out = warm.workdir / "out"
+        self.proxy_out = warm.workdir.sub("out")
         since = warm.internet.offsets()
         warm.hand_over(list(self.plan.allowed_domains), list(self.plan.denied_domains))
         return _Net(warm.internet, False, since, warm.network, warm.ip)
@@ -389,19 +401,22 @@ class _Run:
 
     # --- the sandbox --------------------------------------------------------------------
 
-    def _mounts(self, resolv: Path) -> list[Any]:
+    def _mounts(self, source: Callable[[str], str]) -> list[Any]:
+        """The plan's mounts of the run directory; ``source`` says where a path of it is for the engine."""
         mounts = [
-            Mount("/opt/sandbox-lab/run", str(self.dir.path / "run"), type="bind", read_only=True),
-            Mount("/etc/resolv.conf", str(resolv), type="bind", read_only=True),
+            Mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
+            Mount("/etc/resolv.conf", source("resolv.conf"), type="bind", read_only=True),
         ]
         for m in self.plan.mounts:
             if m.kind == "bind":
-                mounts.append(Mount(m.target, str(self.dir.host_path(m.source)), type="bind", read_only=m.mode != "rw"))
+                # the same path as RunDir.host_path(m.source), relative to the run directory
+                world_path = "world/" + m.source.lstrip("/")
+                mounts.append(Mount(m.target, source(world_path), type="bind", read_only=m.mode != "rw"))
             elif m.kind == "tmpfs":
                 # private and tiny: writes here never reach the world copy
                 mounts.append(Mount(m.target, None, type="tmpfs", tmpfs_size=64 * 1024, tmpfs_mode=0o755))
             else:
-                mounts.append(Mount(m.target, str(self.dir.path / "mask" / "empty"), type="bind", read_only=True))
+                mounts.append(Mount(m.target, source("mask/empty"), type="bind", read_only=True))
         return mounts
 
     def _run_sandbox(self, net: Optional[_Net], host_port: int) -> tuple[Any, bool]:
@@ -414,6 +429,11 @@ class _Run:
         if self.job is not None:
             env.update(self.job.env)
             (rdir / "job.py").write_text(self.job.code, encoding="utf-8")
+            if self.job.signer is not None and not isinstance(self.b.disk, HostDisk):
+                raise BackendError(
+                    "this job needs an SSH-agent socket beside the sandbox, which only a local Docker engine can "
+                    "share; unset DOCKER_HOST (or SANDBOX_LAB_ENGINE_DISK=remote) to run it"
+                )
             if self.job.signer is not None:
                 # the key stays in this process; the sandbox gets only the socket, inside the
                 # read-only run directory (connecting to a socket is no write)
@@ -429,7 +449,10 @@ class _Run:
         if net is None:
             resolv_text = "# no network: no name server\n"
         else:
-            shutil.copy(net.internet.out / "ca.pem", rdir / "ca.pem")
+            ca = net.internet.out.read("ca.pem")
+            if not ca:
+                raise InfrastructureError("the simulated internet wrote no CA certificate")
+            (rdir / "ca.pem").write_bytes(ca)
             env["SSL_CERT_FILE"] = "/opt/sandbox-lab/run/ca.pem"
             if net.proxy_ip:
                 # Behind a proxy the sandbox has no name server: its queries go to its own
@@ -442,12 +465,16 @@ class _Run:
                 # the plain container: every DNS query goes to the run's own DNS server
                 resolv_text = f"nameserver {net.internet.ip}\noptions timeout:1 attempts:1\n"
         (rdir / "config.json").write_text(json.dumps(cfg))
-        resolv = self.dir.path / "resolv.conf"
-        resolv.write_text(resolv_text)
+        (self.dir.path / "resolv.conf").write_text(resolv_text)
+        try:
+            source = self.copy.place()  # the run directory as it is now: world, mask, runner config, resolv.conf
+        finally:
+            if self.copy.container is not None:
+                self.containers.append(self.copy.container)
         kwargs: dict[str, Any] = dict(
             hardened_options(h),
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
-            environment=env, working_dir="/home/user", hostname="sandbox", mounts=self._mounts(resolv),
+            environment=env, working_dir="/home/user", hostname="sandbox", mounts=self._mounts(source),
         )
         if net is None:
             kwargs["network_mode"] = "none"

@@ -28,7 +28,7 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Protocol
 
 from ..access import Network
 from ..errors import InfrastructureError
@@ -43,6 +43,7 @@ __all__ = [
     "CLEANERS",
     "MAX_OUTPUT",
     "HostListener",
+    "Listening",
     "Owner",
     "RunDir",
     "Scope",
@@ -282,6 +283,19 @@ class SigningAgent:
         self._thread.join(timeout=2)
 
 
+class Listening(Protocol):
+    """What the evidence needs of a listener where "the host" is: its port, and what arrived there.
+
+    ``HostListener`` on the grader's machine; for a Docker engine elsewhere, one on the engine's host.
+    """
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def hits(self) -> list[str]: ...
+
+
 # --- the runner's config, the evidence, retries ---------------------------------------
 
 
@@ -319,7 +333,7 @@ def runner_config(
 
 def gather_evidence(
     run_dir: RunDir, plan: RunPlan, *, token: str, records: tuple[RunnerRecord, ...], before: dict[str, str],
-    network: Network, logs: Callable[[str], str], listener: HostListener, tcp_port: int, infra: str, timed_out: bool,
+    network: Network, logs: Callable[[str], str], listener: Listening, tcp_port: int, infra: str, timed_out: bool,
 ) -> Evidence:
     """A run's evidence, collected outside the sandbox once it has finished.
 

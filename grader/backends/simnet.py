@@ -13,6 +13,10 @@ the run's own token and canaries, so concurrent runs never count each other's
 traffic. If a shared internet dies it is replaced on the next run, and the run
 that saw it die reports an infrastructure error, never a verdict.
 
+A service's working directory (its config, ready file, heartbeat and logs) is
+an ``enginedisk.Files``: a bound directory of the grader's disk, or, for an
+engine on another machine, a volume reached through the engine's API.
+
 Lives under ``backends/`` because it talks to Docker; only ``docker.py`` uses it.
 """
 
@@ -21,21 +25,20 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shutil
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
 import docker
 from docker.models.containers import Container
 from docker.models.networks import Network
-from docker.types import LogConfig, Mount
+from docker.types import LogConfig
 
 from ..errors import InfrastructureError
 from ..services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT, TCP_SINK_PORT
 from ..world import World
+from .enginedisk import Disk, Files, HostDisk
 from .runs import make_run_dir
 
 __all__ = [
@@ -148,15 +151,21 @@ def create_network(client: Any, name: str, labels: dict[str, str]) -> Any:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def service_container(client: Any, image: str, role: str, name: str, labels: dict[str, str], network: Any, workdir: Path, script: str) -> Any:
+def service_container(client: Any, image: str, role: str, name: str, labels: dict[str, str], network: Any, workdir: Files, script: str) -> Any:
     """A created (not started) service container running ``script`` with ``workdir`` as /run/sandbox-lab."""
-    return client.containers.create(
+    container = client.containers.create(
         image, ["python3", f"/opt/sandbox-lab/{script}", f"/run/sandbox-lab/{script.replace('.py', '.json')}"],
         name=name, labels={**labels, LABEL_ROLE: role},
-        network=network.name, mounts=[Mount("/run/sandbox-lab", str(workdir), type="bind")],
+        network=network.name, mounts=[workdir.mount()],
         mem_limit="128m", pids_limit=256, nano_cpus=500_000_000,
         log_config=LogConfig(type="json-file", config={"max-size": "1m"}),
     )
+    try:
+        workdir.attach(container)  # its config, when the directory is on the engine's disk
+    except BaseException:
+        container.remove(force=True, v=True)  # not yet anyone's: the caller never saw it
+        raise
+    return container
 
 
 def container_ip(container: Any, network: Any) -> str:
@@ -165,12 +174,12 @@ def container_ip(container: Any, network: Any) -> str:
     return ip
 
 
-def wait_ready(container: Any, ready: Path) -> None:
-    """Wait for a service's ``ready`` file; a service that exits or stalls is an infrastructure error."""
+def wait_ready(container: Any, out: Files) -> None:
+    """Wait for a service's ``out/ready`` file; a service that exits or stalls is an infrastructure error."""
     deadline = time.monotonic() + READY_TIMEOUT
     checked = time.monotonic()
     while time.monotonic() < deadline:
-        if ready.exists():
+        if out.stat("ready") is not None:
             return
         time.sleep(0.01)
         if time.monotonic() - checked > 0.25:
@@ -185,20 +194,17 @@ def wait_ready(container: Any, ready: Path) -> None:
 BEAT_WAIT = 3.0  # how long to wait for a service's first heartbeat after the sandbox finished
 
 
-def beat_after(out: Path, after: float, timeout: float = BEAT_WAIT) -> bool:
+def beat_after(out: Files, after: float, timeout: float = BEAT_WAIT) -> bool:
     """True once the service writing ``out/heartbeat`` has passed a self-check later than ``after``.
 
     Evidence of silence counts only from a recorder shown to answer after the
     sandbox finished: a service that runs but hangs stops beating.
     """
     deadline = time.monotonic() + timeout
-    path = out / "heartbeat"
     while True:
-        try:
-            if path.stat().st_mtime > after:
-                return True
-        except OSError:
-            pass
+        beat = out.stat("heartbeat")
+        if beat is not None and beat.mtime > after:
+            return True
         if time.monotonic() > deadline:
             return False
         time.sleep(0.02)
@@ -211,19 +217,14 @@ class Internet:
     container: Any
     network: Any
     ip: str
-    out: Path
+    out: Files
 
     def offsets(self) -> dict[str, int]:
         """Where each log ends now: a run reads only what was written after."""
-        return {name: (self.out / name).stat().st_size if (self.out / name).exists() else 0 for name in LOGS}
+        return {name: st.size if (st := self.out.stat(name)) is not None else 0 for name in LOGS}
 
     def read(self, name: str, since: dict[str, int]) -> str:
-        p = self.out / name
-        if not p.is_file():
-            return ""
-        with p.open("rb") as fh:
-            fh.seek(since.get(name, 0))
-            data = fh.read(MAX_LOG_READ)
+        data = self.out.read(name, since.get(name, 0), MAX_LOG_READ)
         # a line still being written at the end is cut off by the parser, which skips partial JSON
         return data.decode("utf-8", "replace")
 
@@ -246,14 +247,14 @@ class Internet:
 
 
 def start_internet(
-    client: Any, image: str, world: World, workdir: Path, name: str, labels: dict[str, str], leftovers: Leftovers, *,
+    client: Any, image: str, world: World, workdir: Files, name: str, labels: dict[str, str], leftovers: Leftovers, *,
     host_stand_in_port: Optional[int] = None,
 ) -> Internet:
     """Create the network and the internet container, and wait until every listener is up."""
-    out = workdir / "out"
-    out.mkdir(parents=True, exist_ok=True)
+    workdir.mkdir("out")
+    out = workdir.sub("out")
     tcp_ports = [TCP_SINK_PORT] + ([host_stand_in_port] if host_stand_in_port else [])
-    (workdir / "internet.json").write_text(json.dumps({
+    workdir.write("internet.json", json.dumps({
         "hosts": list(world.host_names),
         "wildcard_zones": [world.attacker.name],
         # a name under an operator's domain that the world lacks does not exist; every other name the
@@ -265,7 +266,7 @@ def start_internet(
         "dns_port": DNS_PORT, "http_port": HTTP_PORT, "https_port": HTTPS_PORT,
         "tcp_ports": tcp_ports,
         "out_dir": "/run/sandbox-lab/out", "nonce": secrets.token_hex(8),
-    }))
+    }).encode())
     network = create_network(client, f"{name}-inet", labels)
     try:
         container = service_container(client, image, "internet", f"{name}-internet", labels, network, workdir, "internet.py")
@@ -276,7 +277,7 @@ def start_internet(
     try:
         container.start()
         net.ip = container_ip(container, network)
-        wait_ready(container, out / "ready")
+        wait_ready(container, out)
     except BaseException:
         net.remove(leftovers)
         raise
@@ -286,14 +287,15 @@ def start_internet(
 class SharedInternet:
     """The internet that runs behind a proxy borrow, started on first use and replaced if it dies."""
 
-    def __init__(self, client: Any, image: str, world: World, leftovers: Leftovers) -> None:
+    def __init__(self, client: Any, image: str, world: World, leftovers: Leftovers, *, disk: Optional[Disk] = None) -> None:
         self._client = client
+        self._disk: Disk = disk if disk is not None else HostDisk()
         self._leftovers = leftovers
         self._image = image
         self._world = world
         self._lock = threading.Lock()
         self._net: Optional[Internet] = None
-        self._dir: Optional[Path] = None
+        self._dir: Optional[Files] = None
 
     def get(self) -> Internet:
         with self._lock:
@@ -302,7 +304,7 @@ class SharedInternet:
             self._close_locked()
             name = "sl-shared-" + secrets.token_hex(4)
             labels = self._leftovers.labels(name)
-            self._dir = make_run_dir(name)
+            self._dir = self._disk.files(name, lambda: make_run_dir(name))
             try:
                 self._net = start_internet(self._client, self._image, self._world, self._dir, name, labels, self._leftovers)
             except BaseException:
@@ -326,7 +328,7 @@ class SharedInternet:
             self._net.remove(self._leftovers)
             self._net = None
         if self._dir is not None:
-            shutil.rmtree(self._dir, ignore_errors=True)
+            self._dir.remove()
             self._dir = None
 
 
@@ -339,21 +341,19 @@ class WarmProxy:
 
     container: Optional[Any]
     network: Any
-    workdir: Path
+    workdir: Files
     ip: str
     internet: Internet
 
     def hand_over(self, allowed: list[str], denied: list[str]) -> None:
         """Give the proxy its run's lists, atomically: it reads them on the next connection."""
-        tmp = self.workdir / "policy.json.tmp"
-        tmp.write_text(json.dumps({"allowed": allowed, "denied": denied}))
-        os.replace(tmp, self.workdir / "policy.json")
+        self.workdir.write("policy.json", json.dumps({"allowed": allowed, "denied": denied}).encode())
 
     def remove(self, leftovers: Leftovers) -> None:
         if self.container is not None:
             leftovers.remove(self.container)
         leftovers.remove(self.network)
-        shutil.rmtree(self.workdir, ignore_errors=True)
+        self.workdir.remove()
 
 
 class ProxyPool:
@@ -364,8 +364,11 @@ class ProxyPool:
     replaced is thrown away, never handed out.
     """
 
-    def __init__(self, client: Any, image: str, shared: SharedInternet, leftovers: Leftovers, size: int = 2) -> None:
+    def __init__(
+        self, client: Any, image: str, shared: SharedInternet, leftovers: Leftovers, size: int = 2, *, disk: Optional[Disk] = None,
+    ) -> None:
         self._client = client
+        self._disk: Disk = disk if disk is not None else HostDisk()
         self._leftovers = leftovers
         self._image = image
         self._shared = shared
@@ -454,16 +457,16 @@ class ProxyPool:
     def _build(self, internet: Internet) -> WarmProxy:
         name = "sl-proxy-" + secrets.token_hex(4)
         labels = self._leftovers.labels(name)
-        workdir = make_run_dir(name)
-        (workdir / "out").mkdir()
-        (workdir / "proxy.json").write_text(json.dumps({
+        workdir = self._disk.files(name, lambda: make_run_dir(name))
+        workdir.mkdir("out")
+        workdir.write("proxy.json", json.dumps({
             "allowed": [], "policy_file": "/run/sandbox-lab/policy.json",
             "listen_port": PROXY_PORT, "dns_server": internet.ip, "dns_port": DNS_PORT, "out_dir": "/run/sandbox-lab/out",
-        }))
+        }).encode())
         try:
             network = create_network(self._client, f"{name}-sbx", labels)
         except BaseException:
-            shutil.rmtree(workdir, ignore_errors=True)  # nothing else was made yet
+            workdir.remove()  # nothing else was made yet
             raise
         w = WarmProxy(None, network, workdir, "", internet)
         try:
@@ -471,7 +474,7 @@ class ProxyPool:
             network.connect(w.container)
             w.container.start()
             w.ip = container_ip(w.container, network)
-            wait_ready(w.container, workdir / "out" / "ready")
+            wait_ready(w.container, workdir.sub("out"))
         except BaseException:
             w.remove(self._leftovers)
             raise

@@ -491,8 +491,8 @@ def test_allowed_localhost_metadata_and_host_names_never_reach_the_real_host(hos
                               _hardening(30.0), network=warm.network)
             time.sleep(0.5)
         finally:
-            proxy_log = (warm.workdir / "out" / "proxy.jsonl").read_text()
-            sink_log = (warm.internet.out / "http.jsonl").read_text()
+            proxy_log = warm.workdir.read("out/proxy.jsonl").decode()
+            sink_log = warm.internet.out.read("http.jsonl").decode()
             warm.remove(docker_backend.leftovers)
     res = ran.last_json()
     assert hits == [b"local check\n"], hits  # nothing of the sandbox's reached the real host

@@ -37,6 +37,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # run: judging real runs; export to the real tools
     {"verdicts", "prediction", "export", "execution", "goals"},
     {"backends.base", "backends.images", "backends.runs"},
+    # where a run's files live for the engine (the grader's disk, or the engine's through its API)
+    {"backends.enginedisk"},
     {"backends.static", "backends.simnet"},
     {"backends.docker", "backends.srt"},
     {"backends"},

@@ -1,0 +1,234 @@
+"""The engine disk without an engine: which disk is chosen, the grader-side files, the tar streams both ways."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import socket
+import tarfile
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+from grader.backends import enginedisk as ed
+from grader.backends.runs import RunDir
+from grader.errors import BackendError
+
+
+@pytest.mark.parametrize(
+    ("env", "mode"),
+    [
+        ({}, "local"),
+        ({"DOCKER_HOST": "unix:///var/run/docker.sock"}, "local"),
+        ({"DOCKER_HOST": "tcp://10.0.0.5:2376"}, "remote"),
+        ({"DOCKER_HOST": "ssh://grader@engine"}, "remote"),
+        ({"DOCKER_HOST": "tcp://127.0.0.1:2375", ed.ENV: "local"}, "local"),  # the user knows it shares the disk
+        ({ed.ENV: "remote"}, "remote"),
+        ({ed.ENV: " Auto ", "DOCKER_HOST": "tcp://h:1"}, "remote"),
+    ],
+)
+def test_the_disk_follows_docker_host_unless_told(env: dict[str, str], mode: str) -> None:
+    assert ed.engine_mode(env) == mode
+    disk = ed.disk_for(object(), env)
+    assert disk.remote == (mode == "remote")
+    assert isinstance(disk, ed.EngineDisk if mode == "remote" else ed.HostDisk)
+
+
+def test_an_unknown_disk_mode_is_a_clear_error() -> None:
+    with pytest.raises(BackendError, match=r"SANDBOX_LAB_ENGINE_DISK='remtoe'.*local, remote or auto"):
+        ed.engine_mode({ed.ENV: "remtoe"})
+
+
+def test_engine_times_keep_their_nanoseconds_and_zone() -> None:
+    assert ed.parse_engine_time("1970-01-01T00:00:10.5Z") == 10.5
+    assert ed.parse_engine_time("2026-01-01T00:00:00.123456789Z") == pytest.approx(1767225600.123456789)
+    assert ed.parse_engine_time("2026-01-01T01:00:00+01:00") == 1767225600.0
+    assert ed.parse_engine_time("0001-01-01T00:00:00Z") == 0.0  # Go's zero time: never finished
+    assert ed.parse_engine_time("") == 0.0 and ed.parse_engine_time("yesterday") == 0.0
+
+
+def test_host_files_are_the_directory_itself(tmp_path: Path) -> None:
+    files = ed.HostDisk().files("svc", lambda: tmp_path / "svc")
+    files.mkdir("out")
+    files.write("policy.json", b'{"allowed": []}')
+    out = files.sub("out")
+    (tmp_path / "svc" / "out" / "log").write_bytes(b"0123456789")
+    assert (tmp_path / "svc" / "policy.json").read_bytes() == b'{"allowed": []}'
+    assert not (tmp_path / "svc" / "policy.json.tmp").exists()  # replaced whole, never written in place
+    assert out.read("log", 4, 3) == b"456" and out.read("missing") == b""
+    st = out.stat("log")
+    assert st is not None and st.size == 10 and out.stat("missing") is None
+    assert files.mount()["Source"] == str(tmp_path / "svc") and files.mount()["Type"] == "bind"
+    assert files.name == "svc"
+    files.remove()
+    assert not (tmp_path / "svc").exists()
+
+
+class _FakeContainer:
+    def __init__(self, cid: str = "c1", mounts: Optional[list[dict[str, Any]]] = None) -> None:
+        self.id = cid
+        self.puts: list[tuple[str, dict[str, Optional[bytes]]]] = []
+        self.attrs: dict[str, Any] = {"Mounts": mounts or []}
+        self.archive = b""
+
+    def put_archive(self, path: str, data: bytes) -> bool:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            got = {m.name: (tf.extractfile(m).read() if m.isfile() else None) for m in tf}  # type: ignore[union-attr]
+        self.puts.append((path, got))
+        return True
+
+    def reload(self) -> None:
+        pass
+
+    def get_archive(self, path: str) -> tuple[Any, dict[str, Any]]:
+        return iter([self.archive[i:i + 1000] for i in range(0, len(self.archive), 1000)]), {}
+
+
+class _FakeClient:
+    def __init__(self, container: _FakeContainer) -> None:
+        self.container = container
+        self.created: list[dict[str, Any]] = []
+        self.containers = self
+
+    def create(self, image: str, command: list[str], **kwargs: Any) -> _FakeContainer:
+        self.created.append({"image": image, "command": command, **kwargs})
+        return self.container
+
+
+def test_volume_files_go_in_when_the_service_exists_and_at_once_after() -> None:
+    c = _FakeContainer()
+    files = ed.EngineDisk(_FakeClient(c)).files("sl-proxy-1", lambda: pytest.fail("no directory on the grader's disk"))
+    mount = files.mount()
+    assert mount["Type"] == "volume" and not mount.get("Source") and mount["Target"] == ed.SERVICE_ROOT
+    files.mkdir("out")
+    files.write("proxy.json", b"{}")
+    assert files.stat("out/ready") is None and files.read("out/log") == b""  # no container yet: nothing written
+    assert c.puts == []
+    files.attach(c)
+    assert c.puts == [(ed.SERVICE_ROOT, {"out": None, "proxy.json": b"{}"})]
+    files.sub("out").write("x.json", b"1")  # a view writes under its own path, straight away
+    assert c.puts[-1] == (ed.SERVICE_ROOT, {"out/x.json": b"1"})
+    files.remove()  # the volume goes with the container: nothing to do here
+
+
+def _tar(entries: list[tarfile.TarInfo], data: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tf:
+        for info in entries:
+            body = data.get(info.name)
+            if body is not None:
+                info.size = len(body)
+            tf.addfile(info, io.BytesIO(body) if body is not None else None)
+    return buf.getvalue()
+
+
+def _entry(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.mode = kind, link, 0o644
+    return info
+
+
+def test_the_world_comes_back_as_left_and_nothing_escapes_it(tmp_path: Path) -> None:
+    world = tmp_path / "run" / "world"
+    raw = _tar(
+        [
+            _entry("world", tarfile.DIRTYPE),
+            _entry("world/home", tarfile.DIRTYPE),
+            _entry("world/home/a.txt"),
+            _entry("world/home/big"),
+            _entry("world/home/link", tarfile.SYMTYPE, "/etc/passwd"),
+            _entry("world/home/hard", tarfile.LNKTYPE, "world/home/a.txt"),
+            _entry("world/home/link/under"),  # under a link: never written through it
+            _entry("world/../escape"),
+            _entry("/abs"),
+            _entry("elsewhere/x"),
+            _entry("world/home/fifo", tarfile.FIFOTYPE),
+        ],
+        {"world/home/a.txt": b"canary", "world/home/big": b"x" * (ed.FETCH_FILE_LIMIT + 10),
+         "world/home/link/under": b"no", "world/../escape": b"no", "/abs": b"no", "elsewhere/x": b"no"},
+    )
+    ed._unpack_world(io.BytesIO(raw), world)
+    assert (world / "home" / "a.txt").read_bytes() == b"canary"
+    assert (world / "home" / "hard").read_bytes() == b"canary"
+    assert len((world / "home" / "big").read_bytes()) == ed.FETCH_FILE_LIMIT
+    assert os.readlink(world / "home" / "link") == "/etc/passwd"  # made, not followed
+    assert not (world / "home" / "fifo").exists()
+    assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(["run", "world", "home", "a.txt", "hard", "big", "link"])
+
+
+def test_a_world_too_large_to_bring_back_is_an_infrastructure_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.errors import InfrastructureError
+
+    monkeypatch.setattr(ed, "FETCH_TOTAL_LIMIT", 10)
+    raw = _tar([_entry("world", tarfile.DIRTYPE), _entry("world/a"), _entry("world/b")], {"world/a": b"123456", "world/b": b"123456"})
+    with pytest.raises(InfrastructureError, match="too large"):
+        ed._unpack_world(io.BytesIO(raw), tmp_path / "world")
+
+
+def test_the_run_copy_sends_what_the_sandbox_mounts_and_brings_the_world_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
+    from grader import load_policy
+    from grader.plan import build_plan
+
+    run = RunDir.create("sl-0000000001")
+    run.lay_out(build_plan(load_policy({"filesystem": {"allowWrite": ["/project"]}})))
+    (run.path / "run").mkdir()
+    (run.path / "run" / "config.json").write_text("{}")
+    (run.path / "resolv.conf").write_text("nameserver 127.0.0.1\n")
+    source = "/var/lib/docker/volumes/abc/_data"
+    c = _FakeContainer(mounts=[{"Destination": ed.COPY_ROOT, "Source": source}])
+    client = _FakeClient(c)
+    copy = ed.EngineDisk(client).copy(run, "services:1", "sl-0000000001", {"org.sandbox-lab.run": "sl-0000000001"})
+    where = copy.place()
+    assert copy.container is c
+    made = client.created[0]
+    assert made["network_mode"] == "none" and made["labels"]["org.sandbox-lab.role"] == "disk"
+    assert [m["Target"] for m in made["mounts"]] == [ed.COPY_ROOT] and made["mounts"][0]["Type"] == "volume"
+    path, sent = c.puts[0]
+    assert path == ed.COPY_ROOT
+    assert {n.split("/")[0] for n in sent} == {"world", "mask", "run", "resolv.conf"}  # never the owner record
+    assert sent["run/config.json"] == b"{}"
+    assert where("world/project/") == f"{source}/world/project" and where("mask/empty") == f"{source}/mask/empty"
+    key = next(k for k in sent if k.endswith(".ssh/id_rsa"))
+    assert run.canaries["/home/user/.ssh/id_rsa"] in (sent[key] or b"").decode()
+
+    # what the sandbox left: the key rewritten, the rest gone
+    c.archive = _tar([_entry("world", tarfile.DIRTYPE), _entry("world/home", tarfile.DIRTYPE), _entry("world/home/new")], {"world/home/new": b"written"})
+    copy.fetch()
+    assert sorted(str(p.relative_to(run.world)) for p in run.world.rglob("*")) == ["home", "home/new"]
+    assert (run.path / "owner.json").exists()
+
+
+def test_the_grader_copy_is_the_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
+    run = RunDir.create("sl-0000000002")
+    copy = ed.HostDisk().copy(run, "services:1", "sl-0000000002", {})
+    assert copy.container is None
+    assert copy.place()("world/home/user") == str(run.path / "world" / "home" / "user")
+    copy.fetch()  # nothing to bring back
+
+
+def test_the_role_label_is_simnets() -> None:
+    from grader.backends.simnet import LABEL_ROLE
+
+    assert ed._ROLE == LABEL_ROLE
+
+
+def test_the_engine_side_listener_reports_its_port_and_each_payload() -> None:
+    """The script the listener container runs, run here: first its port, then one JSON line per connection."""
+    proc = subprocess.Popen([sys.executable, "-c", ed._LISTENER], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        port = json.loads(proc.stdout.readline())["port"]
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"token\n")
+        assert json.loads(proc.stdout.readline()) == {"hit": "token\n"}
+    finally:
+        proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
