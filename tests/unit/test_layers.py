@@ -36,6 +36,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"analyzer", "plan", "needs", "quiz"},
     # run: judging real runs; export to the real tools
     {"verdicts", "prediction", "export", "execution", "goals"},
+    # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in)
+    {"agent"},
     {"backends.base", "backends.images", "backends.runs"},
     {"backends.static", "backends.simnet"},
     {"backends.docker", "backends.srt"},
