@@ -447,9 +447,9 @@ def _step_row(c: ToolCall) -> str:
         f'data-injected="{str(c.injected).lower()}" style="background:{_BG[how]}">'
         f'<td style="padding:3px 6px;vertical-align:top">{c.step}</td>'
         f'<td style="padding:3px 6px;vertical-align:top"><strong>{_h(_STEP_WORDS.get(c.tool, c.tool))}</strong> {_h(c.target)}<br>{origin}'
-        f'<div><small><code>$ {_h(c.command)}</code></small></div></td>'
+        f'<pre style="margin:2px 0;white-space:pre-wrap;font-size:85%">$ {_h(c.command)}</pre></td>'
         f'<td style="padding:3px 6px;vertical-align:top;color:{_INK[how]};font-weight:bold">{_h(c.outcome)}</td>'
-        f'<td style="padding:3px 6px;vertical-align:top"><pre style="margin:0;white-space:pre-wrap;max-width:46em">{_h(out)}</pre>{why}</td></tr>'
+        f'<td style="padding:3px 6px;vertical-align:top"><pre style="margin:0;white-space:pre-wrap;font-size:85%">{_h(out)}</pre>{why}</td></tr>'
     )
 
 
@@ -483,8 +483,8 @@ def agent_run_html(run: AgentRun, *, goal: bool = False) -> str:
         f'<p class="sl-agent-how" style="margin:2px 0"><strong>{_h(how)}</strong> <small>in {_h(where)}</small></p>',
         prompt,
         '<table class="sl-agent-transcript" style="border-collapse:collapse;width:100%"><thead><tr>'
-        '<th style="text-align:left">#</th><th style="text-align:left">tool call</th><th style="text-align:left">outcome</th>'
-        '<th style="text-align:left">what came back</th></tr></thead><tbody>',
+        '<th style="text-align:left;width:2em">#</th><th style="text-align:left;width:40%">tool call</th>'
+        '<th style="text-align:left;width:5em">outcome</th><th style="text-align:left">what came back</th></tr></thead><tbody>',
         *(_step_row(c) for c in run.calls),
         "</tbody></table>",
         f'<p class="sl-agent-verdict" data-leaked="{leaked}" style="margin:4px 0;color:{verdict[1]}"><strong>{_h(verdict[0])}</strong>'
