@@ -309,6 +309,8 @@ AGENT_POLICY = {
 def test_the_agent_on_stage_leaks_the_key_until_the_learner_s_policy_contains_it(lab: str, page: Any) -> None:
     _run_all(page, lab, ".sl-agent-stage .sl-agent-policy", "agent-")
     stage = page.locator(".sl-agent-stage", has=page.locator(".sl-agent-policy")).first
+    failed = page.locator(".sl-agent-stage .sl-failed")
+    assert failed.count() == 0, failed.first.inner_text()  # the machinery's own message, e.g. an engine out of networks
     # Runs 1 and 2 (prompt, no prompt): the plain container, the key on record at the gist.
     verdicts = page.locator(".sl-agent-stage .sl-agent-verdict")
     assert [verdicts.nth(i).get_attribute("data-leaked") for i in range(3)] == ["true", "true", "true"]
