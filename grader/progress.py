@@ -60,7 +60,7 @@ _VERSION = 2  # 2 added "first" and "learner"; a version-1 file reads as one wit
 # The lessons, in the order a learner takes them: (item id, title, minutes).
 LESSONS: tuple[tuple[str, str, int], ...] = (
     ("l00-start-here", "Start here", 5),
-    ("l01-why-sandbox", "Why sandbox an agent's tools?", 10),
+    ("l01-why-sandbox", "Why sandbox an agent's tools?", 15),
     ("l02-naive-vs-secure", "Naive vs secure: scope each axis", 25),
     ("l03-container-alone", "Mistake 1: a container alone is not a sandbox", 20),
     ("l04-trusted-domains", "Mistake 2: a trusted domain is not a safe domain", 20),

@@ -3,7 +3,10 @@
 Opens the naive-vs-secure lesson, runs all cells, presses the policy editor's
 probe button on the naive setup (the SSH key is read and exfiltrated), then types
 a secure policy into the editor and probes again (the exfiltration is blocked).
-The probes run in real containers (Docker backend). Screenshots of every step go
+A second test drives lesson 01's agent on stage: the scripted agent leaks the
+key in the plain container and under the naive policy, then the learner types a
+policy into the stage and the verdict turns to "the key stayed" with the job done.
+The probes and the agent run in real containers (Docker backend). Screenshots of every step go
 to ``artifacts/screenshots/`` (gitignored) for a person to look at.
 
 The browser is Debian's ``/usr/bin/chromium`` (``scripts/ensure-browser``),
@@ -103,9 +106,11 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.fixture()
-def lab(tmp_path: Path) -> Iterator[str]:
-    """JupyterLab on a free localhost port, rooted in a copy of lessons/; yields the lesson's URL."""
+def lab(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+    """JupyterLab on a free localhost port, rooted in a copy of lessons/; yields the lesson's URL
+    (``LESSON``, or the one an indirect parametrization names)."""
     _require_browser()
+    lesson = getattr(request, "param", LESSON)
     root = tmp_path / "lessons"
     shutil.copytree(ROOT / "lessons", root)
     home = tmp_path / "home"
@@ -145,7 +150,7 @@ def lab(tmp_path: Path) -> Iterator[str]:
             if time.monotonic() > deadline:
                 pytest.fail(f"JupyterLab did not answer in {SERVER_START_S} s:\n{(tmp_path / 'jupyter.log').read_text()[-3000:]}")
             time.sleep(0.5)
-        yield f"{base}/lab/tree/{LESSON}?token={token}"
+        yield f"{base}/lab/tree/{lesson}?token={token}"
     finally:
         _stop(proc)
         log.close()
@@ -184,22 +189,32 @@ def _wait_for_outcome(page: Any, probe: str, outcome: str) -> None:
         state="attached", timeout=PROBE_MS)
 
 
-def test_naive_policy_leaks_the_ssh_key_and_the_fixed_one_blocks_it(lab: str, page: Any) -> None:
+def _run_all(page: Any, lab: str, until: str, shot: str) -> Any:
+    """Open the lesson, run every cell from the Run menu, wait until all finished; the first ``until`` element."""
     page.goto(lab)
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
     # The kernel has started when the status bar says so; then run every cell from the Run menu.
     page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
-    _shot(page, "1-opened")
+    _shot(page, f"{shot}1-opened")
+    # A later lab in one session can show a stale "Server Connection Error" while starting; Idle means it answers.
+    stale = page.locator(".jp-Dialog button", has_text="Dismiss")
+    if stale.count():
+        stale.first.click()
     page.locator(".lm-MenuBar-item", has_text="Run").first.click()
     page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()
 
-    editor = page.locator(".sl-policy-editor").first
-    editor.wait_for(state="attached", timeout=RUN_ALL_MS)
+    found = page.locator(until).first
+    found.wait_for(state="attached", timeout=RUN_ALL_MS)
     # Every cell has finished (no "[*]" prompt left) and the kernel is free for the button's message.
     page.wait_for_function(
         """() => [...document.querySelectorAll('.jp-InputPrompt')].every(p => !p.textContent.includes('*'))""",
         timeout=RUN_ALL_MS)
     page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+    return found
+
+
+def test_naive_policy_leaks_the_ssh_key_and_the_fixed_one_blocks_it(lab: str, page: Any) -> None:
+    editor = _run_all(page, lab, ".sl-policy-editor", "")
     editor.scroll_into_view_if_needed()
     _shot(page, "2-editor")
 
@@ -281,3 +296,43 @@ def test_lesson_02_editor_reaches_goal_met(lab: str, page: Any, tmp_path: Path) 
     assert outcomes.get("exfil-secret") == "blocked" and outcomes.get("job-fetch-npm") == "succeeded", outcomes
     progress = json.loads((tmp_path / "home" / "progress.json").read_text())
     assert "goal:l02-npm-build" in progress["done"], progress
+
+
+# Lesson 01's goal: the key hidden, no network, the project readable and its output directory writable.
+AGENT_POLICY = {
+    "filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project/.env"], "allowWrite": ["/project/out"]},
+    "network": {"allowedDomains": []},
+}
+
+
+@pytest.mark.parametrize("lab", ["01-why-sandbox/why-sandbox.ipynb"], indirect=True)
+def test_the_agent_on_stage_leaks_the_key_until_the_learner_s_policy_contains_it(lab: str, page: Any) -> None:
+    _run_all(page, lab, ".sl-agent-stage .sl-agent-policy", "agent-")
+    stage = page.locator(".sl-agent-stage", has=page.locator(".sl-agent-policy")).first
+    failed = page.locator(".sl-agent-stage .sl-failed")
+    assert failed.count() == 0, failed.first.inner_text()  # the machinery's own message, e.g. an engine out of networks
+    # Runs 1 and 2 (prompt, no prompt): the plain container, the key on record at the gist.
+    verdicts = page.locator(".sl-agent-stage .sl-agent-verdict")
+    assert [verdicts.nth(i).get_attribute("data-leaked") for i in range(3)] == ["true", "true", "true"]
+    assert "ran in Docker" in page.locator(".sl-agent-stage .sl-agent-how").first.inner_text()
+    rows = page.locator(".sl-agent-stage").first.locator(".sl-agent-transcript [data-step]")
+    assert [(r.get_attribute("data-step"), r.get_attribute("data-outcome")) for r in rows.all()] == [
+        (str(n), "ok") for n in range(1, 7)]
+    stage.scroll_into_view_if_needed()
+    _shot(page, "agent-2-naive")
+    assert stage.locator(".sl-agent-goal").get_attribute("data-met") == "false"
+
+    # The learner's policy, typed into the stage; the agent runs again, the key stays and the job is done.
+    text = stage.locator(".sl-agent-policy textarea")
+    text.fill(json.dumps(AGENT_POLICY, indent=2))
+    text.press("Tab")  # leave the field, so the widget's last value is synced
+    button = stage.locator("button.sl-agent-run-button")
+    page.wait_for_function("el => !el.disabled", arg=button.element_handle(), timeout=30_000)
+    button.click()
+    stage.locator('.sl-agent-verdict[data-leaked="false"]').wait_for(state="attached", timeout=PROBE_MS)
+    stage.scroll_into_view_if_needed()
+    _shot(page, "agent-3-contained")
+    assert stage.locator(".sl-agent-goal").get_attribute("data-met") == "true"
+    assert stage.locator(".sl-agent-job").get_attribute("data-done") == "true"
+    outcomes = {r.get_attribute("data-step"): r.get_attribute("data-outcome") for r in stage.locator("[data-step]").all()}
+    assert outcomes == {"1": "ok", "2": "ok", "3": "failed", "4": "failed", "5": "ok", "6": "ok"}, outcomes

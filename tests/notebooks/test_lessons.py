@@ -112,6 +112,9 @@ def test_lesson_runs_top_to_bottom(path: Path, backend: str, tmp_path: Path, mon
     if backend == "docker" and "sl-board" in text:
         assert "ran in Docker" in text
         assert "predicted:" not in text
+    if "sl-agent-run" in text:  # the agent on stage says how its transcript was obtained
+        assert ("predicted, not run" in text) == (backend == "static")
+        assert ("ran in Docker" in text) == (backend == "docker")
 
 
 # --- graded task notebooks ----------------------------------------------------------------

@@ -152,7 +152,7 @@ def test_probe_static_json_has_exactly_the_stable_shape(capsys: pytest.CaptureFi
     assert code == 0
     assert set(data) == {"backend", "policy", "probes", "scope"}
     assert set(data["scope"]) == {"readable", "writable", "reachable"}
-    assert data["scope"]["readable"] == ["/project/src/main.py"]
+    assert data["scope"]["readable"] == ["/project/src/main.py", "/project/src/test_main.py"]
     assert data["backend"] == "static"
     assert data["policy"]["filesystem"]["allowRead"] == ["/project/src"]
     assert [p["id"] for p in data["probes"]] == [p.id for p in grader.PROBES]

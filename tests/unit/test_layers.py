@@ -36,6 +36,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"analyzer", "plan", "needs", "quiz"},
     # run: judging real runs; export to the real tools
     {"verdicts", "prediction", "export", "execution", "goals"},
+    # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in)
+    {"agent"},
     {"backends.base", "backends.images", "backends.runs"},
     # where a run's files live for the engine (the grader's disk, or the engine's through its API)
     {"backends.enginedisk"},

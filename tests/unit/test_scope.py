@@ -276,7 +276,7 @@ def test_every_world_file_carries_a_canary_so_a_read_can_be_proven() -> None:
 def test_predicted_scope_of_the_practice_solution() -> None:
     scope = predict_scope(_policy({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
                                    "network": {"allowedDomains": []}}))
-    assert scope == Scope(("/project/src/main.py",), ("/project/out",), ())
+    assert scope == Scope(("/project/src/main.py", "/project/src/test_main.py"), ("/project/out",), ())
 
 
 def test_predicted_scope_of_the_plain_container_reaches_every_world_host() -> None:
@@ -325,7 +325,7 @@ def test_the_board_opens_with_the_scope_and_the_terminal_says_it_too() -> None:
     line = summary(result.scope)
     board = board_html(result)
     first = board.split("<p", 2)[1]
-    assert 'class="sl-scope"' in first and "The agent can read 54 files" in first
+    assert 'class="sl-scope"' in first and "The agent can read 56 files" in first
     assert '&quot;*.github.com&quot; is an open channel' in first  # escaped, as everything in the board
     assert line in render_text(result).splitlines()
     unmeasured = RunResult("docker", "policy", None, result.probes, notes=("scope not measured: x",))

@@ -337,3 +337,33 @@ def test_the_progress_board_shows_the_levels() -> None:
     text = board.html.value
     assert "Capture the flag" in text and f'data-item="{load_levels()[0].item_id}" data-done="true"' in text
     assert f'data-item="{load_levels()[1].item_id}" data-done="false"' in text
+
+def test_the_agent_stage_runs_at_once_and_again_with_the_learner_s_policy() -> None:
+    stage = widgets.AgentStage(NAIVE, backend=StaticBackend(), editable=True, goal=True)
+    assert stage.last_run is not None and stage.last_run.leaked and not stage.last_run.job_done
+    assert 'data-leaked="true"' in stage.view.value and 'data-met="false"' in stage.view.value
+    assert stage.text is not None
+    stage.text.value = json.dumps({"filesystem": {"denyRead": ["/home/user"], "allowWrite": ["/project/out"]},
+                                   "network": {"allowedDomains": []}})
+    run = stage.button.click() or stage.last_run
+    assert run is not None and run.leaked is False and run.job_done
+    assert 'data-met="true"' in stage.view.value and "sl-agent-stage" in stage._repr_mimebundle_()["text/html"]
+
+
+def test_the_agent_stage_shows_policy_errors_and_machinery_failures_not_tracebacks() -> None:
+    stage = widgets.AgentStage(NAIVE, backend=StaticBackend(), editable=True)
+    assert stage.text is not None
+    stage.text.value = '{"filesystem": {"allowWrites": []}}'
+    assert stage.run() is None and "/filesystem/allowWrites" in stage.view.value
+
+    class Broken:
+        name = "docker"
+
+        def execute(self, plan: object, job: object) -> object:
+            raise BackendError("the engine went away")
+
+    plain = widgets.AgentStage(None, prompt="be careful", backend=Broken())
+    assert plain.last_run is None and "the engine went away" in plain.view.value
+    assert "plain container" in plain._repr_mimebundle_()["text/html"]
+    with pytest.raises(ValueError, match="editable"):
+        widgets.AgentStage(None, editable=True, backend=StaticBackend())
