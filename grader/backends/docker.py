@@ -44,6 +44,7 @@ from ..plan import Hardening, RunPlan
 from ..services.common import PROXY_PORT, TCP_SINK_PORT
 from . import runs
 from .base import Closing
+from .hub import Hub, HubInternet, HubPool, make_hub, stop_keepers
 from .images import Images, ensure_images
 from .runs import (
     MAX_OUTPUT,
@@ -101,7 +102,8 @@ def cleanup(client: Any, *, everything: bool = False) -> list[str]:
 def sweep(scope: runs.Scope) -> list[str]:
     """This backend's part of ``runs.cleanup``: labelled containers and networks of the runs in ``scope``."""
     client = scope.engine if scope.engine is not None else client_from_env()
-    removed: list[str] = []
+    # a hub's keeper removes what it keeps as it stops; then the labels find whatever it could not
+    removed: list[str] = stop_keepers() if scope.everything else []
 
     def stale(labels: dict[str, str]) -> bool:
         try:
@@ -142,15 +144,26 @@ class DockerBackend(Closing):
 
     name = "docker"
 
-    def __init__(self, client: Any, images: Images, *, retries: int = 1) -> None:
+    def __init__(self, client: Any, images: Images, *, retries: int = 1, shared_idle: Optional[float] = None) -> None:
+        """Args:
+            shared_idle: how long the internet behind proxies outlives this
+                backend's last use, shared with every grader on the machine
+                (``hub``); 0 keeps one to this backend, removed when it closes.
+                None reads ``SANDBOX_LAB_SHARED_IDLE`` (default ten minutes).
+        """
         from ..world import load_world
 
         self.client = client
         self.images = images
         self.retries = retries
         self.leftovers = Leftovers()
-        self.shared = SharedInternet(client, images.services, load_world(), self.leftovers)
-        self.proxies = ProxyPool(client, images.services, self.shared, self.leftovers)
+        self.hub: Optional[Hub] = make_hub(client, images.services, self.leftovers, shared_idle)
+        if self.hub is not None:
+            self.proxies: ProxyPool = HubPool(client, images.services, self.hub, self.leftovers)
+            self.shared: SharedInternet = HubInternet(self.hub)
+        else:
+            self.shared = SharedInternet(client, images.services, load_world(), self.leftovers)
+            self.proxies = ProxyPool(client, images.services, self.shared, self.leftovers)
         # Removing a finished run's containers takes a few hundred milliseconds that
         # nobody waits for: it happens here, behind the result. drain() waits for it.
         self._reaper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-lab-reaper")
@@ -166,18 +179,29 @@ class DockerBackend(Closing):
     def drain(self) -> None:
         """Wait until every finished run's containers, networks and directories are removed,
         and the proxy pool has finished refilling."""
+        self._finish_removals()
+        if self.hub is not None:
+            self.hub.settle()  # what the runs handed the hub's keeper is gone too
+        self.proxies.settle()
+
+    def _finish_removals(self) -> None:
         pending, self._removals = self._removals, []
         wait(pending)
         self.leftovers.retry()
-        self.proxies.settle()
 
     def standing(self) -> set[str]:
         """Names of the containers, networks and directories the backend keeps between runs."""
         return self.proxies.standing() | self.shared.standing()
 
     def close(self) -> None:
-        """Drain, then remove the warm proxies and the shared internet (all also happen at exit)."""
-        self.drain()
+        """Finish the removals, then remove the warm proxies and the shared internet (all also happen at exit).
+
+        A shared hub is not removed: this backend's lease on it lapses after the
+        idle period, and what its runs handed the keeper is removed without
+        anyone waiting (a terminal's one-shot run exits at once).
+        """
+        self._finish_removals()
+        self.proxies.settle()
         self.proxies.close()
         self.shared.close()
         self.leftovers.retry()
@@ -256,6 +280,7 @@ class _Run:
         self.owned_internet: Optional[Internet] = None
         self.extra_dirs: list[Path] = []
         self.proxy_out: Optional[Path] = None
+        self.claim: Optional[Path] = None  # the warm proxy's claim in the hub's directory
         self.dir = RunDir.create(self.run_id)
 
     # --- lifecycle ----------------------------------------------------------------------
@@ -333,6 +358,11 @@ class _Run:
                 fh.write(text)
 
     def _remove_all(self) -> None:
+        if self.plan.network == "proxy" and self.b.hub is not None and self.b.hub.discard(self.run_id, {
+            "containers": [c.id for c in self.containers], "networks": [n.id for n in self.networks],
+            "dirs": [str(d) for d in [self.dir.path, *self.extra_dirs]],
+        }, self.claim):
+            return  # the hub's keeper removes them: nobody waits for it
         remove = self.b.leftovers.remove  # a failed removal is kept and retried, never dropped
         threads = [threading.Thread(target=remove, args=(c,)) for c in self.containers]
         for t in threads:
@@ -365,6 +395,7 @@ class _Run:
         self.containers.append(warm.container)
         self.networks.append(warm.network)
         self.extra_dirs.append(warm.workdir)
+        self.claim = warm.claim
         self.proxy_out = warm.workdir / "out"
         since = warm.internet.offsets()
         warm.hand_over(list(self.plan.allowed_domains), list(self.plan.denied_domains))

@@ -37,7 +37,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # run: judging real runs; export to the real tools
     {"verdicts", "prediction", "export", "execution", "goals"},
     {"backends.base", "backends.images", "backends.runs"},
-    {"backends.static", "backends.simnet"},
+    {"backends.static", "backends.simnet", "backends.lease"},
+    {"backends.hub"},
     {"backends.docker", "backends.srt"},
     {"backends"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder
