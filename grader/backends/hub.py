@@ -355,9 +355,10 @@ def stop_keepers() -> list[str]:
     stopped = []
     for d in sorted(root.glob("sl-hub-*")) if root.is_dir() else []:
         hub = HubDir(d)
+        pid = hub.keeper_pid()
         if hub.keeper_alive():
-            stop_keeper(hub.keeper_pid(), hub.name)
-            stopped.append(f"keeper {hub.keeper_pid()} of {hub.name}")
+            stop_keeper(pid, hub.name)
+            stopped.append(f"keeper {pid} of {hub.name}")
     return stopped
 
 

@@ -7,7 +7,7 @@ it, kept by a small keeper process (``hub.py``) that outlives any one grader.
 This module is the hub's directory under ``runs_root()``, written and read by
 the keeper and the graders alike:
 
-* ``owner.json``: the keeper's pid (as in every run directory, so ``cleanup``
+* the owner record: the keeper's pid (as in every run directory, so ``cleanup``
   removes the directory once the keeper is gone); the keeper is the owner of the
   internet and the warm proxies, and they carry its pid on their labels;
 * ``state.json``: the running internet's container, network and address;
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from .runs import pid_alive, read_owner, runs_root
+from .runs import pid_alive, read_owner, runs_root, write_owner
 
 __all__ = ["DEFAULT_IDLE", "IDLE_ENV", "HubDir", "hub_dir", "idle_seconds", "process_alive"]
 
@@ -64,18 +64,12 @@ def process_alive(pid: int, marker: str = "") -> bool:
     The marker guards against a recycled pid: a keeper is recognised by its
     hub's name in its arguments. Where there is no ``/proc``, the pid alone decides.
     """
-    if pid <= 0:
+    if pid <= 0 or not pid_alive(pid):
         return False
-    proc = Path(f"/proc/{pid}")
-    if not Path("/proc/self").exists():
-        return pid_alive(pid)
     try:
-        stat = (proc / "stat").read_text()
-        if stat[stat.rindex(")") + 2:].startswith(("Z", "X")):
-            return False
-        return not marker or marker in (proc / "cmdline").read_bytes().decode("utf-8", "replace")
-    except (OSError, ValueError):
-        return False
+        return not marker or marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return not Path("/proc/self").exists()  # no /proc to ask: the pid alone decides
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
@@ -144,8 +138,7 @@ class HubDir:
             (self.path / part).mkdir()
 
     def set_keeper(self, pid: int) -> None:
-        # the shape of runs.make_run_dir's record, so cleanup reads it like any run's
-        (self.path / "owner.json").write_text(json.dumps({"pid": pid, "run": self.name}))
+        write_owner(self.path, pid)  # cleanup reads it like any run's
 
     def state(self) -> Optional[dict[str, Any]]:
         return _read_json(self.path / "state.json")
