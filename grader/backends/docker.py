@@ -7,11 +7,13 @@ what this one runs). Per run it:
    canary in every file (``runs.RunDir``, shared with the srt backend);
 2. connects the simulated internet (``simnet``) when the plan has any network:
    the plain container gets an internet of its own; a scoped network gets its
-   own filtering ``proxy`` in front of the backend's shared internet;
+   own filtering ``proxy`` in front of the shared internet (the machine's,
+   kept by ``hub``'s keeper process, or with sharing off the backend's own);
 3. starts the sandbox, hardened as the plan says, with only the plan's mounts
    of the world copy, and waits for it under a wall clock;
 4. collects the evidence outside the sandbox and hands it to ``evidence.judge``;
-5. removes every container, network and directory it made, whatever happened.
+5. removes every container, network and directory it made, whatever happened
+   (a run behind a proxy hands them to the hub's keeper, so nobody waits).
 
 Every object is labelled ``org.sandbox-lab.run=<run id>`` so ``cleanup`` can
 remove what a killed run left behind (``sweep`` is this backend's part of

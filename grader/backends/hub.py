@@ -110,6 +110,11 @@ def _remove_listed(client: Any, entry: dict[str, Any], leftovers: Leftovers) -> 
 def _empty_trash(client: Any, hub: HubDir, leftovers: Leftovers) -> None:
     for path, entry in hub.trash():
         _remove_listed(client, entry, leftovers)
+        if len(leftovers):
+            # A network whose killed container is still being torn down refuses once: the grader's
+            # own removal tried again at once too (``drain``); what still fails is retried each second.
+            time.sleep(0.2)
+            leftovers.retry()
         path.unlink(missing_ok=True)
 
 
@@ -136,7 +141,7 @@ class Hub:
         self._lock = threading.Lock()
         self._net: Optional[Internet] = None
         self._gen = ""
-        self._pending: list[Path] = []  # our runs' trash, until the keeper has removed it
+        self._pending: list[tuple[Path, dict[str, Any]]] = []  # our runs' trash, until the keeper has removed it
 
     # --- the internet ---------------------------------------------------------------
 
@@ -257,25 +262,28 @@ class Hub:
         if claim is not None:
             claim.unlink(missing_ok=True)
         with self._lock:
-            self._pending.append(path)
+            self._pending.append((path, dict(things)))
         return True
 
     def settle(self, timeout: float = 60.0) -> None:
-        """Wait until the keeper has removed everything this grader handed it (or remove it here, if it went)."""
+        """Wait until the keeper has removed everything this grader handed it; remove here whatever it left.
+
+        A keeper that stops (its internet died, ``cleanup``) between taking a
+        run's list and removing all of it leaves the rest: removing again is a
+        no-op for what is gone.
+        """
         with self._lock:
             pending, self._pending = self._pending, []
         deadline = time.monotonic() + timeout
-        for path in pending:
-            while path.exists() and time.monotonic() < deadline:
-                if not self.dir.keeper_alive():
-                    try:
-                        entry = json.loads(path.read_text())
-                    except (OSError, ValueError):
-                        break
-                    _remove_listed(self._client, entry, self._leftovers)
-                    path.unlink(missing_ok=True)
-                    break
+        for path, entry in pending:
+            while path.exists() and self.dir.keeper_alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
+            _remove_listed(self._client, entry, self._leftovers)
+            path.unlink(missing_ok=True)
+        # and what other backends handed it (a closed backend does not wait for its own): the hub is settled
+        while self.dir.trash() and self.dir.keeper_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self._leftovers.retry()
 
     def release(self) -> None:
         """This grader is done with the hub: its lease now lasts only the idle period."""
@@ -400,6 +408,8 @@ def keep(hub: HubDir, image: str, *, size: int = POOL_SIZE, client: Any = None) 
             leftovers.retry()
             leftovers.sweep(client)
         if hub.keeper_pid() == os.getpid():
+            with contextlib.suppress(Exception):  # noqa: BLE001 - a run that finished meanwhile
+                _empty_trash(client, hub, leftovers)
             shutil.rmtree(hub.path, ignore_errors=True)
     return 0
 

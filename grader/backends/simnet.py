@@ -5,8 +5,11 @@ A run either gets an internet of its own or borrows the backend's shared one:
 * the plain container sits on the internet's network itself (ordinary
   networking), so it gets its own: no other run's traffic is ever beside it;
 * a sandbox behind a proxy never touches the internet's network (only its
-  proxy does), so those runs share one internet, started once per backend.
-  That saves a network and a container start per run.
+  proxy does), so those runs share one internet. That saves a network and a
+  container start per run. By default it is the machine's (``hub.py``: kept by
+  a keeper process for every grader, so a one-shot command from a terminal
+  finds it running); with sharing between processes off, one per backend
+  (``SharedInternet``, ``ProxyPool``).
 
 Logs are read from the offsets a run started at, and every judgement filters by
 the run's own token and canaries, so concurrent runs never count each other's
