@@ -1,24 +1,36 @@
-"""How long a full probe run takes, against a bare container start of the same image.
+"""How long a probe run takes from a terminal and inside a kernel, against a bare container start of the same image.
 
-Measures, in one run, the median wall time of a full Docker probe run (every
-probe and the scope scan) for the seed's naive setup, its secure setup and the
-practice solution, and of a bare
-`docker run --rm --network none <sandbox image> python3 -c pass`, and prints
-each ratio. Target on a 2-core machine with images built: within 4x. Each
-policy also runs alone (on a settled backend) with and without the scope scan,
-alternating, so the scan's share of a run is shown beside it (the difference
-over the run with the scan).
+Measures, in one bench run, the median wall time of
 
-    python bench/probe_speed.py [--repeat 5]
+* a bare hardened ``docker run --rm --network none <sandbox image> python3 -c pass``;
+* ``python -m grader probe POLICY --backend docker`` from a terminal: one
+  process per run, so everything a one-shot command pays is in it (the
+  interpreter, imports, finding the shared internet, the run, the exit);
+* the same full run inside one long-lived process (``backend.run(plan)``),
+
+for the seed's naive setup, its secure setup (both behind a proxy) and the
+practice solution (no network), and prints each ratio to the bare run. Target
+for a run behind a proxy from a terminal: at most 1.5 s and at most 5x bare.
+Then it breaks one-shot runs down by phase (a fresh process per run, timed
+inside) and prints where the time goes. ``--scan-share`` also shows the scope
+scan's share of an in-process run.
+
+    python bench/probe_speed.py [--repeat 5] [--scan-share]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import statistics
 import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
+from typing import Callable
 
 from grader import load_policy
 from grader.backends.docker import DockerBackend
@@ -29,10 +41,51 @@ POLICIES = {
     "secure": {"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"allowedDomains": ["registry.npmjs.org"]}},
     "practice": {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}},
 }
-TARGET = 4.0
+TARGET_SECONDS = 1.5
+TARGET_RATIO = 5.0
+REPO = Path(__file__).resolve().parents[1]
+
+# Runs in a fresh interpreter, as `sandbox-lab probe` does, and times each phase from inside it.
+# The wrappers only read the clock: what runs is the command's own code.
+PHASES = r'''
+import json, sys, time
+t_start = float(sys.argv[2])
+marks = {"interpreter start": time.time() - t_start}
+t = time.perf_counter()
+from grader.cli import main
+import grader.backends.docker as d, grader.backends.hub as h, grader.backends.runs as r
+marks["imports"] = time.perf_counter() - t
+
+def timed(owner, name, label):
+    f = getattr(owner, name)
+    def wrapper(*a, **k):
+        t0 = time.perf_counter()
+        try:
+            return f(*a, **k)
+        finally:
+            marks[label] = marks.get(label, 0.0) + time.perf_counter() - t0
+    setattr(owner, name, wrapper)
+
+timed(d.DockerBackend, "from_env", "engine + images")
+timed(h.Hub, "internet", "shared internet (adopt)")
+timed(h.Hub, "take", "warm proxy (claim)")
+timed(d.DockerBackend, "close", "close (hand-offs)")
+timed(r.RunDir, "lay_out", "world copy")
+timed(d._Run, "_run_sandbox", "sandbox create+start+wait")
+timed(d._Run, "_infra_problem", "recorders' heartbeat")
+timed(d._Run, "_output", "sandbox output")
+timed(d, "gather_evidence", "evidence")
+timed(d.DockerBackend, "run", "run (whole)")
+t = time.perf_counter()
+code = main(["probe", sys.argv[1], "--backend", "docker", "--json"])
+marks["command (whole)"] = time.perf_counter() - t
+marks["_t_end"] = time.time()
+sys.stderr.write("PHASES " + json.dumps(marks) + "\n")
+sys.exit(code)
+'''
 
 
-def _median(f: "callable[[], None]", n: int) -> float:  # type: ignore[valid-type]
+def _median(f: Callable[[], object], n: int) -> float:
     times = []
     for _ in range(n):
         t = time.perf_counter()
@@ -41,41 +94,81 @@ def _median(f: "callable[[], None]", n: int) -> float:  # type: ignore[valid-typ
     return statistics.median(times)
 
 
-def _medians(fs: "list[callable[[], object]]", n: int) -> "tuple[float, ...]":  # type: ignore[valid-type]
+def _medians(fs: list[Callable[[], object]], n: int) -> tuple[float, ...]:
     times: list[list[float]] = [[] for _ in fs]
     for _ in range(n):
         for f, out in zip(fs, times):
             t = time.perf_counter()
-            f()  # type: ignore[operator]
+            f()
             out.append(time.perf_counter() - t)
     return tuple(statistics.median(x) for x in times)
+
+
+def _cli(policy_file: Path) -> None:
+    subprocess.run([sys.executable, "-m", "grader", "probe", str(policy_file), "--backend", "docker", "--json"],
+                   check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+
+
+def _phases(policy_file: Path, n: int) -> dict[str, float]:
+    """Median seconds per phase of a one-shot run, each in a fresh process."""
+    runs: list[dict[str, float]] = []
+    for _ in range(n):
+        t0 = time.time()
+        out = subprocess.run([sys.executable, "-c", PHASES, str(policy_file), repr(t0)], capture_output=True, text=True, cwd=REPO)
+        t_exit = time.time()
+        line = next((x for x in out.stderr.splitlines() if x.startswith("PHASES ")), None)
+        if out.returncode != 0 or line is None:
+            raise SystemExit(f"phase run failed: {out.stderr[-800:]}")
+        marks = json.loads(line[len("PHASES "):])
+        marks["interpreter exit"] = t_exit - marks.pop("_t_end")
+        marks["total (wall)"] = t_exit - t0
+        runs.append(marks)
+    return {k: statistics.median(m.get(k, 0.0) for m in runs) for k in runs[0]}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--scan-share", action="store_true", help="also time each policy without the scope scan")
     args = ap.parse_args()
+    n = args.repeat
     backend = DockerBackend.from_env()
     image = backend.images.sandbox
-    bare = _median(lambda: subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3", "-c", "pass"], check=True), args.repeat)
-    print(f"bare docker run of {image}: median {bare:.2f} s over {args.repeat}")
-    worst = 0.0
+    tmp = Path(tempfile.mkdtemp(prefix="probe-speed-"))
+    files = {}
+    for name, raw in POLICIES.items():
+        files[name] = tmp / f"{name}.json"
+        files[name].write_text(json.dumps(raw))
+    _cli(files["secure"])  # the first one-shot run may start the shared internet: not what is measured
+    bare = _median(lambda: subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3", "-c", "pass"], check=True), n)
+    print(f"bare docker run of {image}: median {bare:.2f} s over {n} (cores: {os.cpu_count()}, "
+          f"SANDBOX_LAB_SHARED_IDLE={os.environ.get('SANDBOX_LAB_SHARED_IDLE', 'unset')})")
+    print(f"{'policy':9} {'network':7} {'terminal (1 process/run)':>26} {'in-process':>18}")
+    verdicts = []
     for name, raw in POLICIES.items():
         plan = build_plan(load_policy(raw))
-        t = _median(lambda: backend.run(plan), args.repeat)
-        # The scan's share: the same run with and without the scan, alternating, each started on a
-        # settled backend (back to back, a run's time depends on what the previous one left to tidy).
-        def alone(p: RunPlan) -> None:
-            backend.drain()
-            backend.run(p)
+        backend.drain()
+        cli = _median(lambda: _cli(files[name]), n)
+        backend.drain()
+        inproc = _median(lambda: backend.run(plan), n)
+        print(f"{name:9} {plan.network:7} {cli:8.2f} s = {cli / bare:4.1f}x bare {inproc:8.2f} s = {inproc / bare:4.1f}x")
+        if plan.network == "proxy":
+            verdicts.append(cli <= TARGET_SECONDS and cli / bare <= TARGET_RATIO)
+        if args.scan_share:
+            def alone(p: RunPlan) -> None:
+                backend.drain()
+                backend.run(p)
 
-        with_scan, bare_probes = _medians([lambda: alone(plan), lambda: alone(dataclasses.replace(plan, scan=False))], args.repeat)
-        ratio = t / bare
-        worst = max(worst, ratio)
-        share = max(0.0, with_scan - bare_probes) / with_scan
-        print(f"{name:9} full probe run ({len(plan.probes)} probes + scope scan, network={plan.network}): median {t:.2f} s "
-              f"= {ratio:.1f}x bare | one run alone: {with_scan:.2f} s, without the scan {bare_probes:.2f} s: scan's share {share:.0%}")
-    print(f"worst ratio {worst:.1f}x (target <= {TARGET:.0f}x): {'met' if worst <= TARGET else 'NOT met'}")
+            with_scan, no_scan = _medians([lambda: alone(plan), lambda: alone(dataclasses.replace(plan, scan=False))], n)
+            print(f"{'':9} one run alone: {with_scan:.2f} s, without the scope scan {no_scan:.2f} s: "
+                  f"scan's share {max(0.0, with_scan - no_scan) / with_scan:.0%}")
+    met = all(verdicts)
+    print(f"target for a proxy run from a terminal: <= {TARGET_SECONDS} s and <= {TARGET_RATIO:.0f}x bare: {'met' if met else 'NOT met'}")
+    phases = _phases(files["secure"], n)
+    print(f"where a one-shot proxy run's time goes (secure, median of {n} fresh processes):")
+    for k, v in phases.items():
+        print(f"  {k:28} {v:6.3f} s")
+    backend.close()
     return 0
 
 

@@ -7,11 +7,13 @@ what this one runs). Per run it:
    canary in every file (``runs.RunDir``, shared with the srt backend);
 2. connects the simulated internet (``simnet``) when the plan has any network:
    the plain container gets an internet of its own; a scoped network gets its
-   own filtering ``proxy`` in front of the backend's shared internet;
+   own filtering ``proxy`` in front of the shared internet (the machine's,
+   kept by ``hub``'s keeper process, or with sharing off the backend's own);
 3. starts the sandbox, hardened as the plan says, with only the plan's mounts
    of the world copy, and waits for it under a wall clock;
 4. collects the evidence outside the sandbox and hands it to ``evidence.judge``;
-5. removes every container, network and directory it made, whatever happened.
+5. removes every container, network and directory it made, whatever happened
+   (a run behind a proxy hands them to the hub's keeper, so nobody waits).
 
 Every object is labelled ``org.sandbox-lab.run=<run id>`` so ``cleanup`` can
 remove what a killed run left behind (``sweep`` is this backend's part of
@@ -33,6 +35,7 @@ import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Optional
 
 import docker
@@ -48,7 +51,8 @@ from ..plan import Hardening, RunPlan
 from ..services.common import PROXY_PORT, TCP_SINK_PORT
 from . import runs
 from .base import Closing
-from .enginedisk import Disk, Files, HostDisk, Listener, disk_for
+from .enginedisk import Disk, Files, HostDisk, Listener, disk_for, host_path
+from .hub import Hub, HubInternet, HubPool, make_hub, stop_keepers
 from .images import Images, ensure_images
 from .runs import (
     MAX_OUTPUT,
@@ -104,7 +108,8 @@ def cleanup(client: Any, *, everything: bool = False) -> list[str]:
 def sweep(scope: runs.Scope) -> list[str]:
     """This backend's part of ``runs.cleanup``: labelled containers and networks of the runs in ``scope``."""
     client = scope.engine if scope.engine is not None else client_from_env()
-    removed: list[str] = []
+    # a hub's keeper removes what it keeps as it stops; then the labels find whatever it could not
+    removed: list[str] = stop_keepers() if scope.everything else []
 
     def stale(labels: dict[str, str]) -> bool:
         try:
@@ -145,7 +150,19 @@ class DockerBackend(Closing):
 
     name = "docker"
 
-    def __init__(self, client: Any, images: Images, *, retries: int = 1, disk: Optional[Disk] = None) -> None:
+    def __init__(
+        self, client: Any, images: Images, *, retries: int = 1, disk: Optional[Disk] = None, shared_idle: Optional[float] = None,
+    ) -> None:
+        """Args:
+            disk: where a run's files live for the engine; None chooses from ``DOCKER_HOST``
+                (``enginedisk.disk_for``).
+            shared_idle: how long the internet behind proxies outlives this
+                backend's last use, shared with every grader on the machine
+                (``hub``); 0 keeps one to this backend, removed when it closes.
+                None reads ``SANDBOX_LAB_SHARED_IDLE`` (default ten minutes).
+                A remote engine's disk is reached through this process's
+                client only, so there the internet is always this backend's own.
+        """
         from ..world import load_world
 
         self.client = client
@@ -154,8 +171,15 @@ class DockerBackend(Closing):
         # the grader's disk, or the engine's own when it runs elsewhere: chosen once, for every run and service
         self.disk = disk if disk is not None else disk_for(client)
         self.leftovers = Leftovers()
-        self.shared = SharedInternet(client, images.services, load_world(), self.leftovers, disk=self.disk)
-        self.proxies = ProxyPool(client, images.services, self.shared, self.leftovers, disk=self.disk)
+        self.hub: Optional[Hub] = (
+            make_hub(client, images.services, self.leftovers, shared_idle) if isinstance(self.disk, HostDisk) else None
+        )
+        if self.hub is not None:
+            self.proxies: ProxyPool = HubPool(client, images.services, self.hub, self.leftovers)
+            self.shared: SharedInternet = HubInternet(self.hub)
+        else:
+            self.shared = SharedInternet(client, images.services, load_world(), self.leftovers, disk=self.disk)
+            self.proxies = ProxyPool(client, images.services, self.shared, self.leftovers, disk=self.disk)
         # Removing a finished run's containers takes a few hundred milliseconds that
         # nobody waits for: it happens here, behind the result. drain() waits for it.
         self._reaper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-lab-reaper")
@@ -171,18 +195,29 @@ class DockerBackend(Closing):
     def drain(self) -> None:
         """Wait until every finished run's containers, networks and directories are removed,
         and the proxy pool has finished refilling."""
+        self._finish_removals()
+        if self.hub is not None:
+            self.hub.settle()  # what the runs handed the hub's keeper is gone too
+        self.proxies.settle()
+
+    def _finish_removals(self) -> None:
         pending, self._removals = self._removals, []
         wait(pending)
         self.leftovers.retry()
-        self.proxies.settle()
 
     def standing(self) -> set[str]:
         """Names of the containers, networks and directories the backend keeps between runs."""
         return self.proxies.standing() | self.shared.standing()
 
     def close(self) -> None:
-        """Drain, then remove the warm proxies and the shared internet (all also happen at exit)."""
-        self.drain()
+        """Finish the removals, then remove the warm proxies and the shared internet (all also happen at exit).
+
+        A shared hub is not removed: this backend's lease on it lapses after the
+        idle period, and what its runs handed the keeper is removed without
+        anyone waiting (a terminal's one-shot run exits at once).
+        """
+        self._finish_removals()
+        self.proxies.settle()
         self.proxies.close()
         self.shared.close()
         self.leftovers.retry()
@@ -261,6 +296,7 @@ class _Run:
         self.owned_internet: Optional[Internet] = None
         self.extra_dirs: list[Files] = []
         self.proxy_out: Optional[Files] = None
+        self.claim: Optional[Path] = None  # the warm proxy's claim in the hub's directory
         self.dir = RunDir.create(self.run_id)
         self.copy = backend.disk.copy(self.dir, backend.images.services, self.run_id, self.labels)
 
@@ -343,6 +379,11 @@ class _Run:
                 fh.write(text)
 
     def _remove_all(self) -> None:
+        if self.plan.network == "proxy" and self.b.hub is not None and self.b.hub.discard(self.run_id, {
+            "containers": [c.id for c in self.containers], "networks": [n.id for n in self.networks],
+            "dirs": [str(self.dir.path), *(str(host_path(d)) for d in self.extra_dirs)],
+        }, self.claim):
+            return  # the hub's keeper removes them: nobody waits for it
         remove = self.b.leftovers.remove  # a failed removal is kept and retried, never dropped
         threads = [threading.Thread(target=remove, args=(c,)) for c in self.containers]
         for t in threads:
@@ -377,6 +418,7 @@ class _Run:
         self.containers.append(warm.container)
         self.networks.append(warm.network)
         self.extra_dirs.append(warm.workdir)
+        self.claim = warm.claim
         self.proxy_out = warm.workdir.sub("out")
         since = warm.internet.offsets()
         warm.hand_over(list(self.plan.allowed_domains), list(self.plan.denied_domains))

@@ -65,6 +65,8 @@ from .runs import MAX_OUTPUT, HostListener, RunDir
 
 __all__ = [
     "ENV",
+    "host_files",
+    "host_path",
     "Disk",
     "EngineDisk",
     "Files",
@@ -195,6 +197,18 @@ class _HostFiles:
 
     def remove(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def host_files(path: Path) -> Files:
+    """A directory on the grader's disk as a service's ``Files`` (what ``HostDisk.files`` gives)."""
+    return _HostFiles(path)
+
+
+def host_path(files: Files) -> Path:
+    """Where a directory on the grader's disk is; TypeError for one on a remote engine's disk."""
+    if not isinstance(files, _HostFiles):
+        raise TypeError("these files live on the engine's disk, not the grader's")
+    return files.root / files.prefix if files.prefix else files.root
 
 
 class _VolumeFiles:

@@ -5,8 +5,11 @@ A run either gets an internet of its own or borrows the backend's shared one:
 * the plain container sits on the internet's network itself (ordinary
   networking), so it gets its own: no other run's traffic is ever beside it;
 * a sandbox behind a proxy never touches the internet's network (only its
-  proxy does), so those runs share one internet, started once per backend.
-  That saves a network and a container start per run.
+  proxy does), so those runs share one internet. That saves a network and a
+  container start per run. By default it is the machine's (``hub.py``: kept by
+  a keeper process for every grader, so a one-shot command from a terminal
+  finds it running); with sharing between processes off, one per backend
+  (``SharedInternet``, ``ProxyPool``).
 
 Logs are read from the offsets a run started at, and every judgement filters by
 the run's own token and canaries, so concurrent runs never count each other's
@@ -28,7 +31,8 @@ import secrets
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from pathlib import Path
+from typing import Any, Callable, Optional
 
 import docker
 from docker.models.containers import Container
@@ -44,12 +48,17 @@ from .runs import make_run_dir
 __all__ = [
     "LABEL",
     "LABEL_BACKEND",
+    "LABEL_HUB",
     "Leftovers",
     "LABEL_PID",
     "LABEL_ROLE",
     "LOGS",
     "Internet",
+    "ProxyPool",
     "SharedInternet",
+    "WarmProxy",
+    "build_proxy",
+    "running",
     "create_network",
     "service_container",
     "start_internet",
@@ -60,6 +69,7 @@ LABEL = "org.sandbox-lab.run"
 LABEL_ROLE = "org.sandbox-lab.role"
 LABEL_PID = "org.sandbox-lab.pid"
 LABEL_BACKEND = "org.sandbox-lab.backend"  # which backend object made it: close() sweeps its own
+LABEL_HUB = "org.sandbox-lab.hub"  # kept by a hub's keeper for every grader on the machine (hub.py)
 READY_TIMEOUT = 20.0
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
 MAX_LOG_READ = 8 * 1024 * 1024
@@ -76,23 +86,34 @@ class Leftovers:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._items: list[Any] = []
+        self._handed: set[str] = set()  # ids a hub's keeper removes for us (``hand_off``)
         self.owner = secrets.token_hex(6)  # the backend's id, on every label it sets
 
     def labels(self, run: str) -> dict[str, str]:
         return {LABEL: run, LABEL_PID: str(os.getpid()), LABEL_BACKEND: self.owner}
 
+    def hand_off(self, ids: list[str]) -> None:
+        """Containers and networks a hub's keeper now removes: ``sweep`` leaves them to it."""
+        with self._lock:
+            self._handed.update(ids)
+
     def sweep(self, client: Any) -> None:
         """Remove everything labelled with this owner, even what a lost response never named.
 
         A container whose creation was under way when the engine went away
-        exists without anyone holding it; the label finds it.
+        exists without anyone holding it; the label finds it. What was handed
+        to a hub's keeper is its to remove (a grader exiting does not wait for it).
         """
         mine = {"label": f"{LABEL_BACKEND}={self.owner}"}
+        with self._lock:
+            handed = set(self._handed)
         try:
             for c in client.api.containers(all=True, filters=mine):
-                self.remove(client.containers.get(c["Id"]))
+                if c["Id"] not in handed:
+                    self.remove(client.containers.get(c["Id"]))
             for n in client.api.networks(filters=mine):
-                self.remove(client.networks.get(n["Id"]))
+                if n["Id"] not in handed:
+                    self.remove(client.networks.get(n["Id"]))
         except docker.errors.NotFound:
             pass
         except Exception:  # noqa: BLE001 - engine away: `sandbox-lab cleanup` finds them by pid later
@@ -344,6 +365,7 @@ class WarmProxy:
     workdir: Files
     ip: str
     internet: Internet
+    claim: Optional[Path] = None  # its claim in a hub's directory, dropped with it (``lease.HubDir.claim``)
 
     def hand_over(self, allowed: list[str], denied: list[str]) -> None:
         """Give the proxy its run's lists, atomically: it reads them on the next connection."""
@@ -354,6 +376,8 @@ class WarmProxy:
             leftovers.remove(self.container)
         leftovers.remove(self.network)
         self.workdir.remove()
+        if self.claim is not None:
+            self.claim.unlink(missing_ok=True)
 
 
 class ProxyPool:
@@ -385,7 +409,7 @@ class ProxyPool:
         with self._lock:
             while self._warm and got is None:
                 w = self._warm.pop(0)
-                if w.internet is internet and _running(w.container):
+                if w.internet is internet and running(w.container):
                     got = w
                 else:
                     stale.append(w)
@@ -455,33 +479,43 @@ class ProxyPool:
                 self._refilling = False
 
     def _build(self, internet: Internet) -> WarmProxy:
-        name = "sl-proxy-" + secrets.token_hex(4)
-        labels = self._leftovers.labels(name)
-        workdir = self._disk.files(name, lambda: make_run_dir(name))
-        workdir.mkdir("out")
-        workdir.write("proxy.json", json.dumps({
-            "allowed": [], "policy_file": "/run/sandbox-lab/policy.json",
-            "listen_port": PROXY_PORT, "dns_server": internet.ip, "dns_port": DNS_PORT, "out_dir": "/run/sandbox-lab/out",
-        }).encode())
-        try:
-            network = create_network(self._client, f"{name}-sbx", labels)
-        except BaseException:
-            workdir.remove()  # nothing else was made yet
-            raise
-        w = WarmProxy(None, network, workdir, "", internet)
-        try:
-            w.container = service_container(self._client, self._image, "proxy", f"{name}-proxy", labels, internet.network, workdir, "proxy.py")
-            network.connect(w.container)
-            w.container.start()
-            w.ip = container_ip(w.container, network)
-            wait_ready(w.container, workdir.sub("out"))
-        except BaseException:
-            w.remove(self._leftovers)
-            raise
-        return w
+        return build_proxy(self._client, self._image, internet, self._leftovers.labels, self._leftovers, self._disk)
 
 
-def _running(container: Any) -> bool:
+def build_proxy(
+    client: Any, image: str, internet: Internet, labels_for: Callable[[str], dict[str, str]], leftovers: Leftovers,
+    disk: Optional[Disk] = None,
+) -> WarmProxy:
+    """A proxy in front of ``internet``, running and refusing everything, on a new empty sandbox network.
+
+    ``disk`` says where its files live for the engine (the grader's disk when None)."""
+    name = "sl-proxy-" + secrets.token_hex(4)
+    labels = labels_for(name)
+    workdir = (disk or HostDisk()).files(name, lambda: make_run_dir(name))
+    workdir.mkdir("out")
+    workdir.write("proxy.json", json.dumps({
+        "allowed": [], "policy_file": "/run/sandbox-lab/policy.json",
+        "listen_port": PROXY_PORT, "dns_server": internet.ip, "dns_port": DNS_PORT, "out_dir": "/run/sandbox-lab/out",
+    }).encode())
+    try:
+        network = create_network(client, f"{name}-sbx", labels)
+    except BaseException:
+        workdir.remove()  # nothing else was made yet
+        raise
+    w = WarmProxy(None, network, workdir, "", internet)
+    try:
+        w.container = service_container(client, image, "proxy", f"{name}-proxy", labels, internet.network, workdir, "proxy.py")
+        network.connect(w.container)
+        w.container.start()
+        w.ip = container_ip(w.container, network)
+        wait_ready(w.container, workdir.sub("out"))
+    except BaseException:
+        w.remove(leftovers)
+        raise
+    return w
+
+
+def running(container: Any) -> bool:
     try:
         container.reload()
         return bool(container.status == "running")

@@ -199,7 +199,8 @@ def test_close_removes_the_shared_internet_and_warm_proxies(docker_client: Any) 
 
     images = find_images(docker_client)
     assert images is not None
-    backend = DockerBackend(docker_client, images)
+    # an internet of the backend's own: one shared between processes outlives it (test_shared_internet)
+    backend = DockerBackend(docker_client, images, shared_idle=0)
     r = backend.run(build_plan(load_policy({"network": {"allowedDomains": ["registry.npmjs.org"]}})))
     assert r.outcome("job-fetch-npm").outcome == "succeeded"
     backend.drain()

@@ -41,7 +41,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"backends.base", "backends.images", "backends.runs"},
     # where a run's files live for the engine (the grader's disk, or the engine's through its API)
     {"backends.enginedisk"},
-    {"backends.static", "backends.simnet"},
+    {"backends.static", "backends.simnet", "backends.lease"},
+    {"backends.hub"},
     {"backends.docker", "backends.srt"},
     {"backends"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder

@@ -1,0 +1,200 @@
+"""Graders in different processes share one simulated internet (a hub) without sharing evidence.
+
+Each test gets a runs root of its own, so a hub of its own: what it starts,
+adopts, kills or lets expire is nobody else's. The keeper is a real detached
+process; the runs are real ``sandbox-lab probe`` processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from grader import load_policy
+from grader.backends.hub import stop_keepers
+from grader.backends.lease import IDLE_ENV, HubDir, process_alive
+from grader.backends.runs import cleanup
+from grader.backends.simnet import LABEL, LABEL_HUB
+from grader.plan import build_plan
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parents[2]
+NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
+SECURE = {"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"allowedDomains": ["registry.npmjs.org"]}}
+PIP = {"network": {"allowedDomains": ["pypi.org", "files.pythonhosted.org"]}}  # no upload: every exfiltration blocked
+
+
+@pytest.fixture()
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docker_client: Any) -> Iterator[Path]:
+    runs = tmp_path / "runs"
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(runs))
+    monkeypatch.setenv(IDLE_ENV, "60")
+    yield runs
+    stop_keepers()  # whatever a test left running of its own hub
+    for name in _hub_names(runs):
+        assert _things(docker_client, name) == set(), f"{name} left things behind"
+
+
+def _hub_names(runs: Path) -> list[str]:
+    return sorted(p.name for p in runs.glob("sl-hub-*")) if runs.is_dir() else []
+
+
+def _hub(runs: Path) -> HubDir:
+    names = _hub_names(runs)
+    assert len(names) == 1, names
+    return HubDir(runs / names[0])
+
+
+def _things(client: Any, hub: str) -> set[str]:
+    mine = {"label": f"{LABEL_HUB}={hub}"}
+    return ({c["Names"][0].lstrip("/") for c in client.api.containers(all=True, filters=mine)}
+            | {n["Name"] for n in client.api.networks(filters=mine)})
+
+
+def _policy(tmp: Path, name: str, raw: dict[str, Any]) -> Path:
+    f = tmp / f"{name}.json"
+    f.write_text(json.dumps(raw))
+    return f
+
+
+def _cli(policy: Path) -> "subprocess.Popen[str]":
+    return subprocess.Popen([sys.executable, "-m", "grader", "probe", str(policy), "--backend", "docker", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def _outcomes(proc: "subprocess.Popen[str]") -> dict[str, str]:
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return {p["id"]: p["outcome"] for p in json.loads(out)["probes"]}
+
+
+def _wait(cond: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.1)
+
+
+def _warm(client: Any, hub: HubDir) -> None:
+    _wait(lambda: len(hub.pooled()) >= 1 and not hub.trash(), 60, "the keeper keeps a proxy warm")
+
+
+class _OnlyHub:
+    """The engine as ``cleanup --all`` sees it, narrowed to one hub's things: other people's runs share this engine."""
+
+    def __init__(self, client: Any, hub: str) -> None:
+        self.api = self
+        self._client, self._label = client, f"{LABEL_HUB}={hub}"
+
+    def containers(self, all: bool, filters: dict[str, str]) -> Any:  # noqa: A002 - the SDK's own keyword
+        return self._client.api.containers(all=all, filters={"label": [filters["label"], self._label]})
+
+    def networks(self, filters: dict[str, str]) -> Any:
+        return self._client.api.networks(filters={"label": [filters["label"], self._label]})
+
+    def remove_container(self, *a: Any, **k: Any) -> Any:
+        return self._client.api.remove_container(*a, **k)
+
+    def remove_network(self, *a: Any, **k: Any) -> Any:
+        return self._client.api.remove_network(*a, **k)
+
+
+def test_two_processes_share_one_internet_and_each_sees_only_its_own_evidence(root: Path, tmp_path: Path) -> None:
+    naive, secure = _policy(tmp_path, "naive", NAIVE), _policy(tmp_path, "pip", PIP)
+    secure_alone = _outcomes(_cli(secure))  # the first process starts the hub, and exits
+    hub = _hub(root)
+    assert hub.keeper_alive(), "the shared internet outlives the process that started it"
+    state = hub.state()
+    assert state is not None
+    naive_alone = _outcomes(_cli(naive))
+    # the two policies differ on channels through the network: counting the other's traffic would show
+    differ = [p for p in naive_alone if naive_alone[p] == "succeeded" and secure_alone[p] == "blocked"]
+    assert {"exfil-via-allowed-domain", "exfil-secret"} <= set(differ), differ
+    for _ in range(2):
+        procs = [_cli(naive), _cli(secure), _cli(naive), _cli(secure)]  # at once, on the one internet
+        got = [_outcomes(p) for p in procs]
+        assert got[0] == naive_alone and got[2] == naive_alone
+        assert got[1] == secure_alone and got[3] == secure_alone
+    after = hub.state()
+    assert after is not None and after["container"] == state["container"], "every run used the same internet"
+
+
+def test_cleanup_all_stops_the_keeper_and_removes_the_internet_and_its_proxies(root: Path, tmp_path: Path, docker_client: Any) -> None:
+    _outcomes(_cli(_policy(tmp_path, "secure", SECURE)))
+    hub = _hub(root)
+    _warm(docker_client, hub)
+    things = _things(docker_client, hub.name)
+    assert any(n.endswith("-internet") for n in things) and any(n.startswith("sl-proxy-") for n in things), things
+    cleanup(engine=docker_client)  # without --all: a live keeper's hub is in use, and stays
+    assert hub.keeper_alive() and _things(docker_client, hub.name) == things
+    pid = hub.keeper_pid()
+    removed = cleanup(everything=True, engine=_OnlyHub(docker_client, hub.name))
+    assert any(r.startswith(f"keeper {pid}") for r in removed), removed
+    assert not process_alive(pid)
+    assert _things(docker_client, hub.name) == set()
+    assert list(root.iterdir()) == [], "no run directory, no hub directory, no lock file"
+
+
+def test_a_killed_keepers_internet_and_proxies_are_swept_and_replaced(root: Path, tmp_path: Path, docker_client: Any) -> None:
+    secure = _policy(tmp_path, "secure", SECURE)
+    first = _outcomes(_cli(secure))
+    hub = _hub(root)
+    _warm(docker_client, hub)
+    pid, name = hub.keeper_pid(), hub.name
+    os.kill(pid, signal.SIGKILL)  # no chance to remove anything
+    _wait(lambda: not process_alive(pid), 10, "the keeper dies")
+    left = _things(docker_client, name)
+    assert left, "the killed keeper should have left its internet behind (otherwise this test proves nothing)"
+    removed = cleanup(engine=docker_client)
+    assert {f"container {n}" for n in left if not n.endswith(("-inet", "-sbx"))} <= set(removed), removed
+    assert _things(docker_client, name) == set()
+    assert not hub.path.exists()
+    # the next grader starts a new hub, and gets the same answers
+    assert _outcomes(_cli(secure)) == first
+    assert _hub(root).keeper_alive() and _hub(root).keeper_pid() != pid
+
+
+def test_a_grader_killed_mid_run_leaves_its_proxy_to_the_keeper(root: Path, tmp_path: Path, docker_client: Any) -> None:
+    _outcomes(_cli(_policy(tmp_path, "secure", SECURE)))
+    hub = _hub(root)
+    _warm(docker_client, hub)
+    script = ("import os\nfrom grader.backends.docker import DockerBackend\n"
+              "b = DockerBackend.from_env()\nw = b.proxies.take()\nprint(w.container.name, flush=True)\nos._exit(0)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert out.returncode == 0, out.stderr
+    claimed = out.stdout.split()[-1]
+    assert claimed in _things(docker_client, hub.name), "it claimed a warm proxy of the keeper's"
+    _wait(lambda: claimed not in _things(docker_client, hub.name) and hub.claims() == [], 30,
+          "the keeper removes a dead grader's proxy, and its claim")
+
+
+def test_the_hub_goes_after_the_idle_period_and_never_while_a_grader_holds_it(
+    root: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from grader.backends.docker import DockerBackend
+    from grader.backends.images import find_images
+
+    monkeypatch.setenv(IDLE_ENV, "2")
+    images = find_images(docker_client)
+    assert images is not None
+    backend = DockerBackend(docker_client, images)
+    r = backend.run(build_plan(load_policy(SECURE)))
+    assert r.outcome("job-fetch-npm").outcome == "succeeded"
+    backend.drain()
+    hub = _hub(root)
+    time.sleep(4)  # twice the idle period: the lease of a live grader holds
+    assert hub.keeper_alive() and _things(docker_client, hub.name)
+    pid, name = hub.keeper_pid(), hub.name
+    backend.close()  # from now on only the idle period holds it
+    _wait(lambda: not process_alive(pid, name), 30, "the keeper exits once idle")
+    assert _things(docker_client, name) == set()
+    assert list(root.iterdir()) == []
