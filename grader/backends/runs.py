@@ -11,7 +11,7 @@ in the same shape (``runner_config``); the evidence is gathered the same way
 tried once more (``run_with_retries``); and each backend's leftovers are swept
 by one ``cleanup``. Both backends use this module; neither imports the other.
 
-Imports: access, errors, evidence, execution, outcomes, plan, probes, scope, and the standard library.
+Imports: access, errors, evidence, execution, next_session, outcomes, plan, probes, scope, and the standard library.
 Never ``docker``: the srt backend must work where the docker SDK is missing.
 Nothing downstream.
 """
@@ -35,6 +35,7 @@ from ..errors import InfrastructureError
 from ..evidence import Evidence, Markers, RunnerRecord, parse_jsonl, sha256
 from ..execution import signature
 from ..outcomes import RunResult
+from ..next_session import SETTINGS
 from ..plan import RunPlan
 from ..probes import OrderContext, orders_for
 from ..scope import new_file, scanned_dirs
@@ -322,6 +323,7 @@ def runner_config(
         # every allowed name is tried as a way out, known to the world or not
         allowed=plan.allowed_domains, uploads=tuple(h.name for h in w.hosts if h.uploads and not h.attacker),
         urls=tuple(h.name for h in w.hosts if h.urls_public),
+        settings=next((f.content for f in w.files if f.path == SETTINGS), "{}"),
     )
     return {
         "timeout": timeout, "connect_timeout": connect_timeout,

@@ -93,7 +93,19 @@ class Agent:
             emit(probe, "read", False, err(exc), target=path)
             return None
 
-    def write(self, probe, path, text, append):
+    def write(self, probe, path, text, append, after_first_line=False):
+        if after_first_line:
+            # a script's backdoor goes right after its first line (#!): an "exec" further down would end it first
+            try:
+                with open(path, "r+") as fh:
+                    head, nl, rest = fh.read().partition("\n")
+                    fh.seek(0)
+                    fh.write(head + nl + text + rest)
+                    fh.truncate()
+                emit(probe, "write", True, f"inserted {len(text)} bytes after the first line", target=path)
+                return
+            except OSError:
+                pass  # unreadable or absent: appended instead, as any other write
         try:
             with open(path, "a" if append else "w") as fh:
                 fh.write(text)
@@ -239,7 +251,8 @@ class Agent:
         if op == "read":
             self.read(probe, step["path"])
         elif op == "write":
-            self.write(probe, step["path"], step["text"], append=bool(step.get("append")))
+            self.write(probe, step["path"], step["text"], append=bool(step.get("append")),
+                       after_first_line=bool(step.get("after_first_line")))
         elif op == "http":
             body = step.get("body")
             self.http(probe, step["method"], step["url"], body.encode() if body is not None else None,
