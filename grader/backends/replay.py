@@ -10,8 +10,9 @@ moment (``next_session`` says what it plays):
    as the user's machine sees it, and nothing else of the host; hardened with
    the sandbox's limits (pids, memory, wall clock, no capabilities, read-only
    root) and on the plain container's network: an internet of its own
-   (``simnet.start_internet``), its DNS server the only name server, on an
-   internal bridge with no route off the machine;
+   (``simnet.start_internet``; the plain container's own, reused, when the
+   run has one), its DNS server the only name server, on an internal bridge
+   with no route off the machine;
 2. the next *sandboxed* session, when the sandbox's settings file was
    rewritten: the settings are read as that session would read them, and the
    backend runs a session under them (the probes' next session sends the key;
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
 import docker
@@ -45,7 +47,7 @@ from ..next_session import KEY, SETTINGS, driver_script, parse_driver_output, re
 from ..plan import Hardening, RunPlan, build_plan
 from ..probes import probe
 from .runs import MAX_OUTPUT, RunDir
-from .simnet import LABEL_ROLE, Leftovers, start_internet
+from .simnet import LABEL_ROLE, Internet, Leftovers, start_internet
 
 __all__ = ["REPLAY_HARDENING", "RunLike", "changed_paths", "play", "wanted"]
 
@@ -89,6 +91,7 @@ def changed_paths(ev: Evidence, world_paths: set[str], scan_text: str) -> set[st
 def play(
     run: RunLike, ev: Evidence, *, images: tuple[str, str], leftovers: Leftovers,
     harden: Callable[[Hardening], dict[str, Any]], execute: Callable[[RunPlan, Job], Execution],
+    internet: Optional[Internet] = None,
 ) -> NextSession:
     """Play the user's next session after ``run``'s sandbox exited; its evidence, never an exception for what it ran.
 
@@ -96,6 +99,9 @@ def play(
         images: the sandbox image (the user's shells) and the services image (the internet).
         harden: turns a ``Hardening`` into container options (``docker.hardened_options``).
         execute: runs a job in a new sandbox (the backend's ``execute``): the next sandboxed session.
+        internet: the plain container's own internet, when the run has one: the replay reuses it (the
+            sandbox has exited, so whatever it logs from here on is the replay's); otherwise the replay
+            starts an internet of its own and removes it as soon as it is done.
     """
     started = time.monotonic()
     world, job = run.plan.world, run.job
@@ -109,7 +115,7 @@ def play(
     ns = NextSession()
     if forced or changed & played_by_shells:
         try:
-            ns = _shells(run, images, leftovers, harden)
+            ns = _shells(run, images, leftovers, harden, internet)
         except (docker.errors.DockerException, requests.exceptions.RequestException, InfrastructureError) as exc:
             # the replay's own machinery failed: nothing can be said of what the next session did
             ns = NextSession(infra_problem=f"the next session could not be played: {str(exc).splitlines()[0][:200]}")
@@ -125,13 +131,27 @@ def play(
 # --- the user's shells and commits ------------------------------------------------------------
 
 
-def _shells(run: RunLike, images: tuple[str, str], leftovers: Leftovers, harden: Callable[[Hardening], dict[str, Any]]) -> NextSession:
+def _shells(
+    run: RunLike, images: tuple[str, str], leftovers: Leftovers, harden: Callable[[Hardening], dict[str, Any]],
+    internet: Optional[Internet],
+) -> NextSession:
     world, client = run.plan.world, run.client
     workdir = run.dir.path / "next"
     workdir.mkdir()
-    internet = start_internet(client, images[1], world, workdir / "internet", f"{run.run_id}-next", run.labels, leftovers)
-    run.containers.append(internet.container)  # the run removes them with its own
-    run.networks.append(internet.network)
+    own = internet is None
+    if internet is None:
+        internet = start_internet(client, images[1], world, workdir / "internet", f"{run.run_id}-next", run.labels, leftovers)
+        run.containers.append(internet.container)  # the run removes them with its own, whatever happens here
+        run.networks.append(internet.network)
+    try:
+        return _drive(run, images[0], internet, workdir, harden)
+    finally:
+        if own:  # freed now, not with the run: a bridge network is a scarce thing on a busy engine
+            internet.remove(leftovers)
+
+
+def _drive(run: RunLike, image: str, internet: Internet, workdir: Path, harden: Callable[[Hardening], dict[str, Any]]) -> NextSession:
+    world, client = run.plan.world, run.client
     since = internet.offsets()
     (workdir / "driver.sh").write_text(driver_script(world), encoding="utf-8")
     resolv = workdir / "resolv.conf"
@@ -151,12 +171,18 @@ def _shells(run: RunLike, images: tuple[str, str], leftovers: Leftovers, harden:
                      "PYTHONDONTWRITEBYTECODE": "1"},
         working_dir=world.home, hostname="laptop", mounts=mounts, network=internet.network.name,
     )
-    container = client.containers.create(images[0], ["bash", "/opt/sandbox-lab/next/driver.sh"], **opts)
+    container = client.containers.create(image, ["bash", "/opt/sandbox-lab/next/driver.sh"], **opts)
     run.containers.append(container)
-    container.start()
-    timed_out = _wait(container, h.timeout_s)
-    finished = time.time()
-    raw: bytes = container.logs(stdout=True, stderr=True)
+    try:
+        container.start()
+        timed_out = _wait(container, h.timeout_s)
+        finished = time.time()
+        raw: bytes = container.logs(stdout=True, stderr=True)
+    finally:
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.DockerException:
+            pass  # it is the run's too: removed (or kept for a retry) with the run's own
     output = raw[:MAX_OUTPUT].decode("utf-8", "replace")
     problem = internet.problem(answered_after=finished)
     return NextSession(
