@@ -112,6 +112,7 @@ def play(
     if not forced and not changed:
         return NextSession(skipped="nothing the next session runs was changed: it ran the world's own files",
                            seconds=time.monotonic() - started)
+    _release(run, leftovers)
     ns = NextSession()
     if forced or changed & played_by_shells:
         try:
@@ -126,6 +127,13 @@ def play(
     else:
         ns = replace(ns, settings="the settings were not changed: the next sandboxed session keeps the original rules")
     return replace(ns, seconds=time.monotonic() - started)
+
+
+def _release(run: RunLike, leftovers: Leftovers) -> None:
+    """Remove the run's sandbox and proxy (and their network) now: their evidence is collected, and a busy
+    engine has few bridge networks to give; the replay and the next sandboxed session each need one."""
+    for thing in [*run.containers, *run.networks]:  # containers before their networks
+        leftovers.remove(thing)
 
 
 # --- the user's shells and commits ------------------------------------------------------------
