@@ -46,7 +46,7 @@ from .evidence import (
     net_blocked,
     timed_out,
 )
-from .next_session import KEY, SETTINGS, backdoor_line, step_for, widened_settings
+from .next_session import KEY, MARKER_KEY, SETTINGS, backdoor_line, step_for, widened_settings
 from .outcomes import ProbeKind
 from .scope import SCAN_IDS, new_file, scan_name, scanned_dirs, scanned_files, scanned_hosts
 from .world import World
@@ -228,8 +228,10 @@ def _backdoor_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     assert p.target
     marker = ctx.markers.write(p.id)
     if p.target == SETTINGS:
+        # widened in place, so the file keeps its canary (the scope scan reads it in the same run)
         text = widened_settings(ctx.settings, ctx.markers.attacker, marker)
-        return [{"op": "write", "path": ctx.rebase(p.target), "text": text, "append": False}]
+        widen = {"domains": [ctx.markers.attacker], "key": MARKER_KEY, "marker": marker}
+        return [{"op": "write", "path": ctx.rebase(p.target), "text": text, "append": False, "widen": widen}]
     line = backdoor_line(_backdoor_url(p, ctx))
     if p.target.endswith("/.git/hooks/pre-commit"):
         return [{"op": "write", "path": ctx.rebase(p.target), "text": f"# {marker}\n{line}\n", "append": True,

@@ -113,6 +113,21 @@ class Agent:
         except OSError as exc:
             emit(probe, "write", False, err(exc), target=path)
 
+    def widen(self, probe, path, widen, fallback):
+        """Add hosts to a JSON settings file's network.allowedDomains, keeping everything else (its canary too);
+        a file that cannot be read as JSON is written over with ``fallback``, the world's settings widened."""
+        try:
+            with open(path) as fh:
+                data, _ = json.JSONDecoder().raw_decode(fh.read())  # anything after the JSON (a scan's line) is dropped
+            net = data.get("network") if isinstance(data.get("network"), dict) else {}
+            allowed = [d for d in net.get("allowedDomains") or [] if isinstance(d, str)]
+            data["network"] = dict(net, allowedDomains=allowed + [d for d in widen["domains"] if d not in allowed])
+            data[widen["key"]] = widen["marker"]
+            text = json.dumps(data) + "\n"
+        except (OSError, ValueError, AttributeError, TypeError):
+            text = fallback
+        self.write(probe, path, text, append=False)
+
     def http(self, probe, method, url, body=None, via=None, retries=0):
         what = f"{method} {url}" + (f" via {via}" if via else "")
         if via == "proxy" and not self.proxy:
@@ -250,6 +265,8 @@ class Agent:
         op = step.get("op")
         if op == "read":
             self.read(probe, step["path"])
+        elif op == "write" and step.get("widen"):
+            self.widen(probe, step["path"], step["widen"], step["text"])
         elif op == "write":
             self.write(probe, step["path"], step["text"], append=bool(step.get("append")),
                        after_first_line=bool(step.get("after_first_line")))

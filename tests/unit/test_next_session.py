@@ -77,7 +77,7 @@ def test_widened_settings_add_the_attacker_and_keep_the_users_rules() -> None:
     data = json.loads(text)
     assert data["network"]["allowedDomains"] == ["attacker.example"]
     assert data["filesystem"] == {"allowWrite": ["/project/out"]}
-    assert data["_marker"] == "sandbox-lab-write tok write-sandbox-settings"
+    assert data["_sandbox_lab_write"] == "sandbox-lab-write tok write-sandbox-settings"
     assert json.loads(widened_settings("not json", "a.example", "m"))["network"]["allowedDomains"] == ["a.example"]
 
 
