@@ -325,7 +325,7 @@ class _Run:
             if replay.wanted(self.plan, self.job):  # the user's next session, outside the sandbox
                 ev = dataclasses.replace(ev, next_session=replay.play(
                     self, ev, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
-                    harden=hardened_options, execute=self.b.execute, internet=self.owned_internet,
+                    disk=self.b.disk, harden=hardened_options, execute=self.b.execute, internet=self.owned_internet,
                 ))
             return ev
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:

@@ -26,14 +26,13 @@ A probe run plays only when something the next session runs changed (after
 the scope scan's own marks are set aside): otherwise it would run the world's
 own files, in which nothing waits. A job asks for it (``Job.replay``).
 
-Imports: docker, errors, evidence, execution, next_session, plan, probes, runs, simnet.
+Imports: docker, enginedisk, errors, evidence, execution, next_session, plan, probes, runs, simnet.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, Callable, Optional, Protocol
 
 import docker
@@ -46,6 +45,7 @@ from ..execution import Execution, Job
 from ..next_session import KEY, SETTINGS, driver_script, parse_driver_output, read_settings, steal_code, steps
 from ..plan import Hardening, RunPlan, build_plan
 from ..probes import probe
+from .enginedisk import Disk, RunCopy
 from .runs import MAX_OUTPUT, RunDir
 from .simnet import LABEL_ROLE, Internet, Leftovers, start_internet
 
@@ -67,6 +67,7 @@ class RunLike(Protocol):
     job: Optional[Job]
     containers: list[Any]
     networks: list[Any]
+    copy: RunCopy
 
 
 def wanted(plan: RunPlan, job: Optional[Job]) -> bool:
@@ -89,7 +90,7 @@ def changed_paths(ev: Evidence, world_paths: set[str], scan_text: str) -> set[st
 
 
 def play(
-    run: RunLike, ev: Evidence, *, images: tuple[str, str], leftovers: Leftovers,
+    run: RunLike, ev: Evidence, *, images: tuple[str, str], leftovers: Leftovers, disk: Disk,
     harden: Callable[[Hardening], dict[str, Any]], execute: Callable[[RunPlan, Job], Execution],
     internet: Optional[Internet] = None,
 ) -> NextSession:
@@ -97,6 +98,7 @@ def play(
 
     Args:
         images: the sandbox image (the user's shells) and the services image (the internet).
+        disk: where the engine finds the run's files (``enginedisk``): the world copy is bound from there.
         harden: turns a ``Hardening`` into container options (``docker.hardened_options``).
         execute: runs a job in a new sandbox (the backend's ``execute``): the next sandboxed session.
         internet: the plain container's own internet, when the run has one: the replay reuses it (the
@@ -116,7 +118,7 @@ def play(
     ns = NextSession()
     if forced or changed & played_by_shells:
         try:
-            ns = _shells(run, images, leftovers, harden, internet)
+            ns = _shells(run, images, leftovers, disk, harden, internet)
         except (docker.errors.DockerException, requests.exceptions.RequestException, InfrastructureError) as exc:
             # the replay's own machinery failed: nothing can be said of what the next session did
             ns = NextSession(infra_problem=f"the next session could not be played: {str(exc).splitlines()[0][:200]}")
@@ -130,9 +132,10 @@ def play(
 
 
 def _release(run: RunLike, leftovers: Leftovers) -> None:
-    """Remove the run's sandbox and proxy (and their network) now: their evidence is collected, and a busy
-    engine has few bridge networks to give; the replay and the next sandboxed session each need one."""
-    for thing in [*run.containers, *run.networks]:  # containers before their networks
+    """Remove the run's sandbox, proxy (and their network) and its copy's holder now: their evidence is collected
+    (the world copy is back in the run directory), and a busy engine has few bridge networks to give."""
+    done = [c for c in run.containers if c is run.copy.container or c.labels.get(LABEL_ROLE) in ("sandbox", "proxy")]
+    for thing in [*done, *run.networks]:  # containers before their networks
         leftovers.remove(thing)
 
 
@@ -140,36 +143,41 @@ def _release(run: RunLike, leftovers: Leftovers) -> None:
 
 
 def _shells(
-    run: RunLike, images: tuple[str, str], leftovers: Leftovers, harden: Callable[[Hardening], dict[str, Any]],
+    run: RunLike, images: tuple[str, str], leftovers: Leftovers, disk: Disk, harden: Callable[[Hardening], dict[str, Any]],
     internet: Optional[Internet],
 ) -> NextSession:
     world, client = run.plan.world, run.client
-    workdir = run.dir.path / "next"
-    workdir.mkdir()
     own = internet is None
     if internet is None:
-        internet = start_internet(client, images[1], world, workdir / "internet", f"{run.run_id}-next", run.labels, leftovers)
+        workdir = disk.files(f"{run.run_id}-next-internet", lambda: run.dir.path / "next-internet")
+        internet = start_internet(client, images[1], world, workdir, f"{run.run_id}-next", run.labels, leftovers)
         run.containers.append(internet.container)  # the run removes them with its own, whatever happens here
         run.networks.append(internet.network)
     try:
-        return _drive(run, images[0], internet, workdir, harden)
+        return _drive(run, images[0], internet, disk, harden)
     finally:
         if own:  # freed now, not with the run: a bridge network is a scarce thing on a busy engine
             internet.remove(leftovers)
 
 
-def _drive(run: RunLike, image: str, internet: Internet, workdir: Path, harden: Callable[[Hardening], dict[str, Any]]) -> NextSession:
+def _drive(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Callable[[Hardening], dict[str, Any]]) -> NextSession:
     world, client = run.plan.world, run.client
     since = internet.offsets()
-    (workdir / "driver.sh").write_text(driver_script(world), encoding="utf-8")
-    resolv = workdir / "resolv.conf"
+    rdir = run.dir.path / "run"
+    rdir.mkdir(exist_ok=True)
+    (rdir / "next.sh").write_text(driver_script(world), encoding="utf-8")
     # the plain container's network: the replay's own DNS server is its only name server
-    resolv.write_text(f"nameserver {internet.ip}\noptions timeout:1 attempts:1\n")
+    (rdir / "next-resolv.conf").write_text(f"nameserver {internet.ip}\noptions timeout:1 attempts:1\n")
+    try:
+        source = run.copy.place()  # the run directory as it is now: the world copy as the sandbox left it
+    finally:
+        if run.copy.container is not None:
+            run.containers.append(run.copy.container)
     mounts = [
-        Mount("/opt/sandbox-lab/next", str(workdir), type="bind", read_only=True),
-        Mount("/etc/resolv.conf", str(resolv), type="bind", read_only=True),
+        Mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
+        Mount("/etc/resolv.conf", source("run/next-resolv.conf"), type="bind", read_only=True),
         # the world copy as the user's machine sees it: every root at its path, writable; nothing else of the host
-        *(Mount(root, str(run.dir.host_path(root)), type="bind", read_only=False) for root in world.roots),
+        *(Mount(root, source("world/" + root.lstrip("/")), type="bind", read_only=False) for root in world.roots),
     ]
     h = REPLAY_HARDENING
     opts = dict(
@@ -179,12 +187,12 @@ def _drive(run: RunLike, image: str, internet: Internet, workdir: Path, harden: 
                      "PYTHONDONTWRITEBYTECODE": "1"},
         working_dir=world.home, hostname="laptop", mounts=mounts, network=internet.network.name,
     )
-    container = client.containers.create(image, ["bash", "/opt/sandbox-lab/next/driver.sh"], **opts)
+    container = client.containers.create(image, ["bash", "/opt/sandbox-lab/run/next.sh"], **opts)
     run.containers.append(container)
     try:
         container.start()
         timed_out = _wait(container, h.timeout_s)
-        finished = time.time()
+        finished = disk.finished(container)
         raw: bytes = container.logs(stdout=True, stderr=True)
     finally:
         try:
