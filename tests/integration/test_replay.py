@@ -133,7 +133,7 @@ def test_the_replay_sees_only_the_world_copy_and_never_the_host(docker_backend: 
     mounts = set(eval(line.split(":", 1)[1]))  # noqa: S307 - a list of strings our own test printed
     roots = set(plan.world.roots)
     assert roots <= mounts
-    assert mounts - roots <= {"/opt/sandbox-lab/next", "/etc/resolv.conf", "/etc/hostname", "/etc/hosts"}, mounts
+    assert mounts - roots <= {"/opt/sandbox-lab/run", "/etc/resolv.conf", "/etc/hostname", "/etc/hosts"}, mounts
     assert "root: read-only" in ns.output
 
 

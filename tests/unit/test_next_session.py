@@ -144,6 +144,6 @@ def test_nothing_changed_nothing_played_and_the_engine_is_never_asked(tmp_path: 
 
     Run.plan = plan  # type: ignore[attr-defined]
     same = {f.path: f.content.encode() for f in plan.world.files}
-    ns = replay.play(Run(), _ev(same, same), images=("s", "v"), leftovers=_NoEngine(), harden=lambda h: {},
+    ns = replay.play(Run(), _ev(same, same), images=("s", "v"), leftovers=_NoEngine(), disk=_NoEngine(), harden=lambda h: {},
                      execute=lambda p, j: (_ for _ in ()).throw(AssertionError("no next sandbox")))
     assert ns.played == () and ns.skipped.startswith("nothing the next session runs was changed")
