@@ -157,8 +157,10 @@ def new_flag() -> str:
 
 
 def build_job(lvl: Level, code: str, flag: str) -> Job:
-    """The learner's code as the agent's tool runs it, with the flag appended to each of the level's files."""
-    return Job(code=code, plant={path: f"\n{flag}\n" for path in lvl.flag_in}, timeout_s=ATTACK_TIMEOUT_S)
+    """The learner's code as the agent's tool runs it, with the flag appended to each of the level's files;
+    for a persistence level, the grader then plays the user's next session outside the sandbox."""
+    return Job(code=code, plant={path: f"\n{flag}\n" for path in lvl.flag_in}, timeout_s=ATTACK_TIMEOUT_S,
+               replay=lvl.next_session)
 
 
 def channel_of(hit: SinkHit) -> Channel:
@@ -175,10 +177,6 @@ def judge(lvl: Level, ex: Execution, flag: str, attempts_before: int = 0, world:
     other = tuple(h for h in hits if channel_of(h) not in lvl.channels)
     captured = bool(counted)
     note = ex.infra_problem
-    if lvl.next_session and not captured:
-        note = (note + "; " if note else "") + (
-            "this level is captured in the next session (after the sandbox exits); this version of Sandbox Lab "
-            "does not yet play the next session, so a backdoor planted here is not run")
     return AttackResult(
         level=lvl, captured=captured, sinks=counted, output=ex.output, hint="" if captured else lvl.hint(attempts_before),
         flag=flag, backend=ex.backend, timed_out=ex.timed_out, exit_code=ex.exit_code, elsewhere=other, note=note,

@@ -31,9 +31,9 @@ from .domains import matches
 from .world import World
 
 __all__ = [
-    "Evidence", "Markers", "RunnerRecord", "Verdict", "attacker_reads", "attempts", "canary_sightings",
-    "dns_payloads", "failures", "finished", "http_hits", "in_zone", "judge_read", "judge_write", "net_blocked",
-    "parse_jsonl", "parse_runner_output", "sha256", "timed_out", "write_marker",
+    "Evidence", "Markers", "NextSession", "RunnerRecord", "Verdict", "attacker_reads", "attempts", "backdoor_sightings",
+    "canary_sightings", "dns_payloads", "failures", "finished", "http_hits", "in_zone", "judge_read", "judge_write",
+    "net_blocked", "parse_jsonl", "parse_runner_output", "sha256", "timed_out", "write_marker",
 ]
 
 # (outcome, why, evidence): what a probe's judge returns
@@ -123,6 +123,10 @@ class Markers:
     def fetch_path(self) -> str:
         return f"/fetch/{self.token}"
 
+    def next_path(self, probe_id: str) -> str:
+        """Where a probe's backdoor sends the key when it fires in the next session."""
+        return f"/next/{self.token}/{probe_id}"
+
     def fresh_host(self, label: str) -> str:
         """A name under the attacker's zone that no policy lists by itself."""
         return f"{self.token}{label}.{self.attacker}"
@@ -174,6 +178,29 @@ def sha256(data: bytes) -> str:
 
 
 @dataclass(frozen=True)
+class NextSession:
+    """What the user's next session did after the sandbox exited, recorded outside it.
+
+    ``played`` names the steps that ran (``next_session.steps``); ``skipped``
+    says why nothing ran ("" when something did). The logs are the replay's
+    own simulated internet's (the shells and hooks ran with the plain
+    container's network) and the next sandboxed session's, if one ran;
+    ``settings`` says what that session was allowed, or why it did not run.
+    """
+
+    played: tuple[str, ...] = ()
+    skipped: str = ""
+    output: str = ""
+    http: tuple[dict[str, Any], ...] = ()
+    dns: tuple[dict[str, Any], ...] = ()
+    tcp: tuple[dict[str, Any], ...] = ()
+    settings: str = ""
+    infra_problem: str = ""  # non-empty: a recorder of the replay died, its silence proves nothing
+    timed_out: bool = False
+    seconds: float = 0.0
+
+
+@dataclass(frozen=True)
 class Evidence:
     """Everything a real run left behind, collected outside the sandbox."""
 
@@ -193,6 +220,7 @@ class Evidence:
     infra_problem: str = ""  # non-empty: a recorder died, its silence proves nothing
     timed_out: bool = False
     notes: tuple[str, ...] = field(default=())
+    next_session: Optional[NextSession] = None  # None: the backend does not play the next session
 
 
 def attempts(ev: Evidence, pid: str) -> list[RunnerRecord]:
@@ -267,6 +295,19 @@ def canary_sightings(ev: Evidence, world: World, paths: Iterable[str]) -> list[s
                 found.append(f"canary of {p} in the URL of {r.get('method')} {str(r.get('path'))[:60]} to {host}, whose request URLs the attacker reads")
                 break
     return found
+
+
+def backdoor_sightings(ev: Evidence, world: World, probe_id: str, key: str) -> list[str]:
+    """Where the canary of ``key`` arrived in the next session, sent by ``probe_id``'s backdoor (its own path),
+    found by ``canary_sightings`` in the replay's logs only: what the sandbox itself sent does not count."""
+    ns = ev.next_session
+    if ns is None:
+        return []
+    path = Markers(ev.token, world.attacker.name).next_path(probe_id)
+    mine = tuple(r for r in ns.http if path in str(r.get("path", "")))
+    view = Evidence(token=ev.token, canaries=ev.canaries, records=(), before={}, after={}, network="open",
+                    http=mine, tcp_port=ev.tcp_port)
+    return canary_sightings(view, world, [key])
 
 
 def judge_read(pid: str, target: str, ev: Evidence) -> Verdict:

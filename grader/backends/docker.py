@@ -27,6 +27,7 @@ host. Which one is chosen once per backend (``enginedisk.disk_for``).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import shutil
@@ -49,7 +50,7 @@ from ..outcomes import RunResult
 from ..verdicts import run_result
 from ..plan import Hardening, RunPlan
 from ..services.common import PROXY_PORT, TCP_SINK_PORT
-from . import runs
+from . import replay, runs
 from .base import Closing
 from .enginedisk import Disk, Files, HostDisk, Listener, disk_for, host_path
 from .hub import Hub, HubInternet, HubPool, make_hub, stop_keepers
@@ -352,11 +353,17 @@ class _Run:
                 return net.internet.read(name, net.since) if net else ""
 
             records = parse_runner_output(text) if self.job is None else ()
-            return gather_evidence(
+            ev = gather_evidence(
                 self.dir, self.plan, token=self.token, records=records, before=before,
                 network=self.plan.network, logs=logs, listener=listener, tcp_port=TCP_SINK_PORT,
                 infra=infra, timed_out=timed_out,
             )
+            if replay.wanted(self.plan, self.job):  # the user's next session, outside the sandbox
+                ev = dataclasses.replace(ev, next_session=replay.play(
+                    self, ev, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
+                    disk=self.b.disk, harden=hardened_options, execute=self.b.execute, internet=self.owned_internet,
+                ))
+            return ev
         except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
             raise BackendError(
                 f"the Docker engine failed during run {self.run_id}: {str(exc).splitlines()[0][:200]}. "

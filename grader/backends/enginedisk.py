@@ -37,7 +37,7 @@ Which disk: ``SANDBOX_LAB_ENGINE_DISK`` (``local``, ``remote`` or ``auto``);
 ``auto`` is local for no ``DOCKER_HOST`` or a ``unix://`` one, remote for any
 other.
 
-Imports: errors, plan, runs and the docker SDK. Only ``simnet`` and ``docker``
+Imports: errors, plan, runs and the docker SDK. Only ``simnet``, ``replay`` and ``docker``
 use it.
 """
 

@@ -11,7 +11,7 @@ in the same shape (``runner_config``); the evidence is gathered the same way
 tried once more (``run_with_retries``); and each backend's leftovers are swept
 by one ``cleanup``. Both backends use this module; neither imports the other.
 
-Imports: access, errors, evidence, execution, outcomes, plan, probes, scope, and the standard library.
+Imports: access, errors, evidence, execution, next_session, outcomes, plan, probes, scope, and the standard library.
 Never ``docker``: the srt backend must work where the docker SDK is missing.
 Nothing downstream.
 """
@@ -35,6 +35,7 @@ from ..errors import InfrastructureError
 from ..evidence import Evidence, Markers, RunnerRecord, parse_jsonl, sha256
 from ..execution import signature
 from ..outcomes import RunResult
+from ..next_session import SETTINGS
 from ..plan import RunPlan
 from ..probes import OrderContext, orders_for
 from ..scope import new_file, scanned_dirs
@@ -195,12 +196,21 @@ class RunDir:
         return read_text(self.path / rel)
 
     def snapshot(self, plan: RunPlan) -> dict[str, bytes]:
+        """Each judged file of the world copy after the run. The sandbox may have replaced a directory
+        with a symbolic link: a path whose real location is outside the world copy is never read
+        (it would be a file of the host), and a file is opened without following a final link."""
         out = {}
+        world = os.path.realpath(self.world) + os.sep
         for wp in _watched(plan):
             p = self.host_path(wp)
-            if p.is_file() and not p.is_symlink():
-                with p.open("rb") as fh:
-                    out[wp] = fh.read(65536)
+            if not os.path.realpath(p).startswith(world) or p.is_symlink() or not p.is_file():
+                continue
+            try:
+                fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            except OSError:
+                continue
+            with os.fdopen(fd, "rb") as fh:
+                out[wp] = fh.read(65536)
         return out
 
 
@@ -339,6 +349,7 @@ def runner_config(
         # every allowed name is tried as a way out, known to the world or not
         allowed=plan.allowed_domains, uploads=tuple(h.name for h in w.hosts if h.uploads and not h.attacker),
         urls=tuple(h.name for h in w.hosts if h.urls_public),
+        settings=next((f.content for f in w.files if f.path == SETTINGS), "{}"),
     )
     return {
         "timeout": timeout, "connect_timeout": connect_timeout,

@@ -93,13 +93,40 @@ class Agent:
             emit(probe, "read", False, err(exc), target=path)
             return None
 
-    def write(self, probe, path, text, append):
+    def write(self, probe, path, text, append, after_first_line=False):
+        if after_first_line:
+            # a script's backdoor goes right after its first line (#!): an "exec" further down would end it first
+            try:
+                with open(path, "r+") as fh:
+                    head, nl, rest = fh.read().partition("\n")
+                    fh.seek(0)
+                    fh.write(head + nl + text + rest)
+                    fh.truncate()
+                emit(probe, "write", True, f"inserted {len(text)} bytes after the first line", target=path)
+                return
+            except OSError:
+                pass  # unreadable or absent: appended instead, as any other write
         try:
             with open(path, "a" if append else "w") as fh:
                 fh.write(text)
             emit(probe, "write", True, f"wrote {len(text)} bytes", target=path)
         except OSError as exc:
             emit(probe, "write", False, err(exc), target=path)
+
+    def widen(self, probe, path, widen, fallback):
+        """Add hosts to a JSON settings file's network.allowedDomains, keeping everything else (its canary too);
+        a file that cannot be read as JSON is written over with ``fallback``, the world's settings widened."""
+        try:
+            with open(path) as fh:
+                data, _ = json.JSONDecoder().raw_decode(fh.read())  # anything after the JSON (a scan's line) is dropped
+            net = data.get("network") if isinstance(data.get("network"), dict) else {}
+            allowed = [d for d in net.get("allowedDomains") or [] if isinstance(d, str)]
+            data["network"] = dict(net, allowedDomains=allowed + [d for d in widen["domains"] if d not in allowed])
+            data[widen["key"]] = widen["marker"]
+            text = json.dumps(data) + "\n"
+        except (OSError, ValueError, AttributeError, TypeError):
+            text = fallback
+        self.write(probe, path, text, append=False)
 
     def http(self, probe, method, url, body=None, via=None, retries=0):
         what = f"{method} {url}" + (f" via {via}" if via else "")
@@ -238,8 +265,11 @@ class Agent:
         op = step.get("op")
         if op == "read":
             self.read(probe, step["path"])
+        elif op == "write" and step.get("widen"):
+            self.widen(probe, step["path"], step["widen"], step["text"])
         elif op == "write":
-            self.write(probe, step["path"], step["text"], append=bool(step.get("append")))
+            self.write(probe, step["path"], step["text"], append=bool(step.get("append")),
+                       after_first_line=bool(step.get("after_first_line")))
         elif op == "http":
             body = step.get("body")
             self.http(probe, step["method"], step["url"], body.encode() if body is not None else None,

@@ -1,4 +1,4 @@
-"""ctf.py: the ladder as data, and the capture judgement (pure: no Docker; the real runs are tests/integration/test_ctf.py)."""
+"""ctf.py: the ladder as data, and the capture judgement (pure: no Docker; the real runs are tests/integration/test_ctf_docker.py)."""
 
 from __future__ import annotations
 
@@ -199,9 +199,10 @@ def test_the_static_backend_says_attacks_cannot_be_predicted() -> None:
     assert str(err.value) == STATIC_CANNOT_ATTACK and "Docker" in STATIC_CANNOT_ATTACK
 
 
-def test_a_persistence_miss_says_the_next_session_is_not_played_yet() -> None:
+def test_a_persistence_level_asks_for_the_next_session() -> None:
     lv = next(lv for lv in LEVELS if lv.next_session)
-    assert "next session" in judge(lv, _ex(), FLAG, world=WORLD).note
+    assert build_job(lv, "pass", FLAG).replay
+    assert not any(build_job(other, "pass", FLAG).replay for other in LEVELS if not other.next_session)
 
 
 def test_the_readme_introduces_every_level() -> None:

@@ -96,3 +96,41 @@ def test_a_valid_job_passes() -> None:
 def test_the_static_backend_says_code_cannot_be_predicted() -> None:
     with pytest.raises(BackendError, match="cannot predict what arbitrary code does.*--backend docker"):
         StaticBackend().execute(build_plan(None), Job(code="print(1)"))
+
+
+# --- the next session (Job.replay) -----------------------------------------------------------
+
+
+def test_a_job_replays_only_when_asked() -> None:
+    assert Job(code="pass").replay is False
+    assert Job(code="pass", replay=True).replay is True
+
+
+def test_a_flag_sent_by_a_backdoor_in_the_next_session_is_a_capture_named_so() -> None:
+    from grader.evidence import NextSession
+
+    ns = NextSession(played=("new-terminal",), http=({"host": "attacker.example", "method": "POST", "path": "/x", "body": FLAG},))
+    ex = _ex(next_session=ns)
+    hits = sightings(ex, WORLD, {"the flag": FLAG})
+    assert [(h.host, h.how) for h in hits] == [("attacker.example", "HTTP POST")]
+    assert hits[0].evidence.startswith("in the next session: attacker.example logged POST /x with the flag")
+    assert ex.next_session is ns
+
+
+def test_the_sandboxs_own_hits_come_first_and_stay_unnamed() -> None:
+    from grader.evidence import NextSession
+
+    dns = tuple({"qname": f"{FLAG[5:-1]}.attacker.example."} for _ in range(1))
+    ns = NextSession(tcp=({"port": 4444, "data": FLAG},))
+    hits = sightings(_ex(dns=dns, next_session=ns), WORLD, {"the flag": FLAG})
+    assert [h.how for h in hits] == ["DNS", "raw TCP (port 4444)"]
+    assert not hits[0].evidence.startswith("in the next session") and hits[1].evidence.startswith("in the next session: ")
+
+
+def test_nothing_in_the_next_session_no_claim_and_its_infrastructure_is_reported() -> None:
+    from grader.evidence import NextSession
+
+    ex = _ex(next_session=NextSession(played=("new-terminal",), infra_problem="the internet service vanished"))
+    assert sightings(ex, WORLD, {"the flag": FLAG}) == ()
+    assert ex.infra_problem == "the internet service vanished"
+    assert _ex().next_session is None

@@ -1,4 +1,4 @@
-"""gaps.py: the demos of what a policy does not cover, checked without Docker (tests/integration/test_gaps.py runs them).
+"""gaps.py: the demos of what a policy does not cover, checked without Docker (tests/integration/test_gaps_docker.py runs them).
 
 Also the pieces the demos stand on: a download-only host whose request URLs the
 attacker reads (the URL counts, the body does not), and the signing agent behind

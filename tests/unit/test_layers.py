@@ -27,7 +27,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the inputs: the learner's policy, the simulated world, and words shared by every renderer
     {"policy", "world", "wording", "progress"},
     # the semantics of the policy language
-    {"access"},
+    {"access", "next_session"},
     # what a policy grants, and what a real run leaves behind
     {"channels", "scope", "evidence", "srt_notes"},
     # one record per probe
@@ -42,7 +42,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # where a run's files live for the engine (the grader's disk, or the engine's through its API)
     {"backends.enginedisk"},
     {"backends.static", "backends.simnet", "backends.lease"},
-    {"backends.hub"},
+    {"backends.hub", "backends.replay"},
     {"backends.docker", "backends.srt"},
     {"backends"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -275,3 +276,27 @@ def test_every_backend_closes_and_works_as_a_context_manager() -> None:
         with c:
             raise RuntimeError("a failed run still closes the backend")
     assert c.closed == 1
+
+
+def test_the_snapshot_never_follows_a_link_out_of_the_world_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sandbox that swaps a world directory for a link to the host must not make the grader read host files."""
+    from grader.plan import build_plan
+    from grader.policy import load_policy
+
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path / "runs"))
+    host_secret = tmp_path / "host-etc"
+    host_secret.mkdir()
+    (host_secret / "id_rsa").write_text("HOST FILE, never to be read")
+    plan = build_plan(load_policy({"filesystem": {"allowWrite": ["/home/user"]}}))
+    d = runs.RunDir.create("sl-link")
+    try:
+        d.lay_out(plan)
+        ssh = d.host_path("/home/user/.ssh")
+        shutil.rmtree(ssh)
+        ssh.symlink_to(host_secret)  # what a sandbox with /home/user writable can do
+        snap = d.snapshot(plan)
+        assert "/home/user/.ssh/id_rsa" not in snap
+        assert all(b"HOST FILE" not in v for v in snap.values())
+        assert "/home/user/.bashrc" in snap  # the rest of the world copy is still read
+    finally:
+        shutil.rmtree(d.path, ignore_errors=True)

@@ -84,11 +84,11 @@ class Sandbox:
 
         real_write = agent.write
 
-        def write(pid: str, path: str, text: str, append: bool) -> None:
+        def write(pid: str, path: str, text: str, append: bool, after_first_line: bool = False) -> None:
             if _under(str(self._back(path)), self.readonly):  # a read-only mount, as root cannot be stopped by modes
                 probe_runner.emit(pid, "write", False, "OSError(30): Read-only file system", target=path)
                 return
-            real_write(pid, path, text, append)
+            real_write(pid, path, text, append, after_first_line)
 
         agent.http = http  # type: ignore[method-assign]
         agent.dns = dns  # type: ignore[method-assign]

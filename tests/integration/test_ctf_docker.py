@@ -27,13 +27,7 @@ WRONG = "print(open('/home/user/.ssh/id_rsa').read()[:40])  # reads the key, sen
 def _levels() -> list[Any]:
     out = []
     for lv in LEVELS[:-1]:
-        marks = []
-        if lv.next_session:
-            # The capture happens in the next session, which the grader plays after the sandbox exits
-            # (issue 16, item 3: the next-session replay). Until that lands this attack cannot capture;
-            # strict, so the day it does, this marker must go.
-            marks.append(pytest.mark.xfail(strict=True, reason="needs the next-session replay (issue 16, item 3)"))
-        out.append(pytest.param(lv.number, id=f"{lv.number:02d}-{lv.id}", marks=marks))
+        out.append(pytest.param(lv.number, id=f"{lv.number:02d}-{lv.id}"))
     return out
 
 
@@ -43,7 +37,7 @@ def test_the_reference_attack_captures_its_level(number: int, docker_backend: An
     result = attack(lv, REFERENCE[number].read_text(encoding="utf-8"), docker_backend)
     assert result.captured, (result.output[-2000:], result.elsewhere, result.note)
     assert result.sinks and all(s.evidence for s in result.sinks) and result.hint == ""
-    assert not result.note or lv.next_session, result.note  # every recorder answered: the silence elsewhere means something
+    assert not result.note, result.note  # every recorder answered: the silence elsewhere means something
 
 
 @pytest.mark.parametrize("number", sorted(REFERENCE))

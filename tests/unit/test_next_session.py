@@ -1,0 +1,149 @@
+"""What the next session plays, the backdoors that wait for it, and when the Docker replay plays it: all without Docker."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader import load_policy
+from grader.backends import replay
+from grader.backends.runs import RunDir
+from grader.evidence import Evidence, Markers, sha256
+from grader.execution import Job
+from grader.plan import build_plan
+from grader.next_session import (
+    KEY, SETTINGS, backdoor_line, driver_script, parse_driver_output, read_settings, step_for, steps, widened_settings,
+)
+from grader.world import load_world
+
+
+def test_the_key_and_the_settings_are_world_files() -> None:
+    paths = {f.path for f in load_world().files}
+    assert KEY in paths and SETTINGS in paths
+
+
+def test_steps_source_the_homes_and_each_projects_start_up_files_and_run_the_hook() -> None:
+    world = load_world()
+    by_id = {s.id: s for s in steps(world)}
+    assert by_id["new-terminal"].runs == ("/home/user/.bashrc",)
+    assert "/home/user/.bash_profile" in by_id["login-shell"].runs
+    assert by_id["posix-login"].runs == ("/home/user/.profile",)
+    assert set(by_id["dev-shell-project"].runs) == {"/project/.bash_profile", "/project/.bashrc", "/project/.profile"}
+    assert "dev-shell-app-workspace" in by_id
+    assert by_id["git-commit-project"].runs == ("/project/.git/hooks/pre-commit",)
+    # every file a step runs is a persistence path of the world: the replay plays nothing else
+    roles = {f.path: f.role for f in world.files}
+    assert {roles[p] for s in steps(world) for p in s.runs} == {"persistence"}
+
+
+@pytest.mark.parametrize(("path", "when"), [
+    ("/home/user/.bashrc", "in the next shell"),
+    ("/home/user/.profile", "at the next login"),
+    ("/project/.bashrc", "in the next shell of /project's dev container"),
+    ("/project/.git/hooks/pre-commit", "at the next git commit in /project"),
+])
+def test_each_file_fires_at_its_step(path: str, when: str) -> None:
+    step = step_for(load_world(), path)
+    assert step is not None and step.when == when
+
+
+def test_a_file_no_step_runs_has_no_step() -> None:
+    assert step_for(load_world(), "/home/user/.zshrc") is None  # no zsh in the replay: said, never pretended
+
+
+def test_the_driver_is_valid_bash_and_its_output_is_read_back_per_step() -> None:
+    script = driver_script(load_world())
+    subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+    out = "@@sandbox-lab-step new-terminal\nhello\n@@exit 0\n@@sandbox-lab-step git-commit-project\nhint\n@@exit 1\n@@sandbox-lab-step login-shell\n"
+    assert parse_driver_output(out) == (("new-terminal", 0, "hello"), ("git-commit-project", 1, "hint"), ("login-shell", None, ""))
+
+
+def test_the_backdoor_line_is_one_line_of_valid_shell_that_never_fails() -> None:
+    line = backdoor_line("http://attacker.example/next/t/p")
+    assert "\n" not in line and line.endswith("|| true")
+    subprocess.run(["bash", "-n", "-c", line], check=True)
+    code = line[len('python3 -c "'):line.rindex('"')]
+    compile(code, "backdoor", "exec")
+    assert KEY in code
+
+
+def test_widened_settings_add_the_attacker_and_keep_the_users_rules() -> None:
+    original = load_world().file(SETTINGS).content
+    text = widened_settings(original, "attacker.example", "sandbox-lab-write tok write-sandbox-settings")
+    data = json.loads(text)
+    assert data["network"]["allowedDomains"] == ["attacker.example"]
+    assert data["filesystem"] == {"allowWrite": ["/project/out"]}
+    assert data["_sandbox_lab_write"] == "sandbox-lab-write tok write-sandbox-settings"
+    assert json.loads(widened_settings("not json", "a.example", "m"))["network"]["allowedDomains"] == ["a.example"]
+
+
+def test_the_next_session_reads_settings_as_a_policy_ignoring_underscore_keys() -> None:
+    policy, why = read_settings('{"network": {"allowedDomains": ["attacker.example"]}, "_marker": "x"}')
+    assert policy is not None and why == "" and policy.network.allowedDomains == ("attacker.example",)
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    ('{"network": ', "not valid JSON"),
+    ("[1]", "not a JSON object"),
+    ('{"network": {"allowedDomain": []}}', "not a valid policy"),
+])
+def test_unreadable_settings_keep_the_next_session_from_starting(text: str, said: str) -> None:
+    policy, why = read_settings(text)
+    assert policy is None and said in why and why.endswith("the next session would refuse to start")
+
+
+# --- the Docker replay's decisions that need no Docker (backends/replay.py; played for real in
+# tests/integration/test_replay.py) ---
+
+
+def _ev(before: dict[str, bytes], after: dict[str, bytes]) -> Evidence:
+    return Evidence(token="tok", canaries={}, records=(), before={p: sha256(b) for p, b in before.items()}, after=after,
+                    network="none")
+
+
+def test_a_job_replays_only_when_it_asks_and_a_probe_run_whenever_it_writes() -> None:
+    plan = build_plan(load_policy({}))
+    assert replay.wanted(plan, None)
+    assert not replay.wanted(plan, Job(code="pass"))
+    assert replay.wanted(plan, Job(code="pass", replay=True))
+    reads_only = build_plan(load_policy({}))
+    object.__setattr__(reads_only, "probes", ("read-ssh-key",))
+    object.__setattr__(reads_only, "scan", False)
+    assert not replay.wanted(reads_only, None)
+
+
+def test_the_scans_own_marks_are_no_change_but_a_backdoor_is() -> None:
+    scan = Markers("tok", "attacker.example").scan_text
+    rc, hook = "/home/user/.bashrc", "/project/.git/hooks/pre-commit"
+    before = {rc: b"# rc\n", hook: b"#!/bin/sh\n", SETTINGS: b"{}\n"}
+    after = {rc: b"# rc\n" + scan.encode(), hook: b"#!/bin/sh\npython3 -c ...\n", SETTINGS: b"{}\n" + scan.encode()}
+    assert replay.changed_paths(_ev(before, after), {rc, hook, SETTINGS}, scan) == {hook}
+    gone = {rc: b"# rc\n", SETTINGS: b"{}\n"}  # the hook was deleted: a change too
+    assert replay.changed_paths(_ev(before, gone), {rc, hook, SETTINGS}, scan) == {hook}
+
+
+class _NoEngine:
+    def __getattr__(self, name: str) -> Any:
+        raise AssertionError(f"the replay touched the engine ({name}) although nothing changed")
+
+
+def test_nothing_changed_nothing_played_and_the_engine_is_never_asked(tmp_path: Path) -> None:
+    plan = build_plan(load_policy({}))
+
+    class Run:
+        client = _NoEngine()
+        run_id, token, labels = "sl-test", "tok", {}
+        dir = RunDir(tmp_path)
+        job = None
+        containers: list[Any] = []
+        networks: list[Any] = []
+
+    Run.plan = plan  # type: ignore[attr-defined]
+    same = {f.path: f.content.encode() for f in plan.world.files}
+    ns = replay.play(Run(), _ev(same, same), images=("s", "v"), leftovers=_NoEngine(), disk=_NoEngine(), harden=lambda h: {},
+                     execute=lambda p, j: (_ for _ in ()).throw(AssertionError("no next sandbox")))
+    assert ns.played == () and ns.skipped.startswith("nothing the next session runs was changed")
