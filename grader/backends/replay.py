@@ -168,6 +168,12 @@ def _drive(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Cal
     (rdir / "next.sh").write_text(driver_script(world), encoding="utf-8")
     # the plain container's network: the replay's own DNS server is its only name server
     (rdir / "next-resolv.conf").write_text(f"nameserver {internet.ip}\noptions timeout:1 attempts:1\n")
+    # the user's machine trusts the simulated internet's certificates as a real one trusts real CAs:
+    # a backdoor that speaks HTTPS to the attacker works in the next session as it would on a laptop
+    ca = internet.out.read("ca.pem")
+    if not ca:
+        raise InfrastructureError("the next session's internet has no certificate authority (ca.pem)")
+    (rdir / "next-ca.pem").write_bytes(ca)
     try:
         source = run.copy.place()  # the run directory as it is now: the world copy as the sandbox left it
     finally:
@@ -184,7 +190,7 @@ def _drive(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Cal
         harden(replace(h, user=f"{world.uid}:{world.uid}")),
         name=f"{run.run_id}-next", labels={**run.labels, LABEL_ROLE: "next-session"},
         environment={"HOME": world.home, "USER": world.user, "LOGNAME": world.user, "SHELL": "/bin/bash",
-                     "PYTHONDONTWRITEBYTECODE": "1"},
+                     "PYTHONDONTWRITEBYTECODE": "1", "SSL_CERT_FILE": "/opt/sandbox-lab/run/next-ca.pem"},
         working_dir=world.home, hostname="laptop", mounts=mounts, network=internet.network.name,
     )
     container = client.containers.create(image, ["bash", "/opt/sandbox-lab/run/next.sh"], **opts)
