@@ -100,7 +100,7 @@ def run_probe(args: argparse.Namespace, io: Streams) -> int:
         raise UsageError("probe needs a POLICY file (or --plain-container for the plain-container baseline)")
     else:
         policy = load_policy(args.policy)
-    with pick_backend(args, io) as backend:
+    with pick_backend(args, io, shared=True) as backend:
         result = backend.run(build_plan(policy))
     if args.json:
         for note in result.notes:
@@ -163,7 +163,7 @@ def run_grade(args: argparse.Namespace, io: Streams) -> int:
         policy = load_policy(args.policy)
     except PolicyError as exc:
         policy = exc  # graded as 0 with its problems as feedback, never against a default policy
-    with pick_backend(args, io) as backend:
+    with pick_backend(args, io, shared=True) as backend:
         result = grade(task, policy, backend)
     if args.json:
         data = result.to_json()
@@ -305,7 +305,7 @@ def run_attack(args: argparse.Namespace, io: Streams) -> int:
     lvl = level(args.level)
     code = _read_attack(args.attack)
     before = _attempts_before(lvl.item_id, io)
-    with pick_backend(args, io) as backend:
+    with pick_backend(args, io, shared=True) as backend:
         result = attack(lvl, code, backend, attempts_before=before)
     _record(lvl.item_id, result.captured, bool(result.hint), io)
     if result.note:

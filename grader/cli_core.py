@@ -136,10 +136,15 @@ def progress_to(io: Streams) -> Callable[[str], None]:
     return progress
 
 
-def pick_backend(args: argparse.Namespace, io: Streams) -> Backend:
-    """``--backend`` if given, else ``backends.default()``, which honours ``$SANDBOX_LAB_BACKEND``."""
+def pick_backend(args: argparse.Namespace, io: Streams, *, shared: bool = False) -> Backend:
+    """``--backend`` if given, else ``backends.default()``, which honours ``$SANDBOX_LAB_BACKEND``.
+
+    ``shared``: a one-shot command (probe, grade, attack) that reuses the machine's
+    shared simulated internet rather than starting its own (``backends.get``)."""
     progress = progress_to(io)
     try:
-        return backends.get(args.backend, progress=progress) if args.backend else backends.default(progress=progress)
+        if args.backend:
+            return backends.get(args.backend, progress=progress, shared=shared)
+        return backends.default(progress=progress, shared=shared)
     except ValueError as exc:  # only from a bad SANDBOX_LAB_BACKEND: --backend has fixed choices
         raise UsageError(f"{backends.BACKEND_ENV}: {exc}") from None

@@ -31,7 +31,7 @@ BACKEND_ENV = "SANDBOX_LAB_BACKEND"  # overrides the name ``default()`` starts f
 Progress = Callable[[str], object]  # the return value, if any, is ignored
 
 
-def _docker(progress: Optional[Progress]) -> Backend:
+def _docker(progress: Optional[Progress], shared: bool = False) -> Backend:
     try:
         module = importlib.import_module("grader.backends.docker")
     except ImportError as exc:
@@ -44,7 +44,11 @@ def _docker(progress: Optional[Progress]) -> Backend:
             raise DockerUnavailable("this version of Sandbox Lab has no Docker backend") from None
         raise
     cls = module.DockerBackend
-    backend = cls.from_env() if progress is None else cls.from_env(progress)
+    # A one-shot process (a terminal's `sandbox-lab probe`) shares the machine's simulated
+    # internet and warm proxies with the next one (``hub``); a long-lived one keeps its own
+    # unless $SANDBOX_LAB_SHARED_IDLE asks for sharing everywhere.
+    idle = module.idle_seconds() if shared else None  # None: the backend's own, unless the environment asks
+    backend = cls.from_env(shared_idle=idle) if progress is None else cls.from_env(progress, shared_idle=idle)
     return cast(Backend, backend)
 
 
@@ -63,7 +67,7 @@ def _reason(exc: DockerUnavailable) -> str:
     return m.group(1) if m else text.split(". ")[0]
 
 
-def get(name: str, *, progress: Optional[Progress] = None) -> Backend:
+def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False) -> Backend:
     """The backend called ``name`` (``static``, ``docker`` or ``auto``).
 
     ``docker`` raises ``DockerUnavailable`` when no engine answers; ``auto``
@@ -73,12 +77,15 @@ def get(name: str, *, progress: Optional[Progress] = None) -> Backend:
     Args:
         progress: called with one line per step while the Docker backend
             prepares (building images can take a minute the first time).
+        shared: the caller is a one-shot process: the Docker backend adopts
+            the machine's shared simulated internet (``backends.hub``), which
+            outlives it for an idle period, instead of starting its own.
     """
     key = name.strip().lower()
     if key == "static":
         return _static()
     if key == "docker":
-        return _docker(progress)
+        return _docker(progress, shared)
     if key == "srt":
         # the real sandbox-runtime, for cross-checking what Sandbox Lab teaches (Linux, bubblewrap)
         from .srt import SrtBackend
@@ -86,13 +93,13 @@ def get(name: str, *, progress: Optional[Progress] = None) -> Backend:
         return SrtBackend.from_env()
     if key == "auto":
         try:
-            return _docker(progress)
+            return _docker(progress, shared)
         except DockerUnavailable as exc:
             return _static(f"predicted, not run: no Docker engine answers ({_reason(exc)})")
     raise ValueError(f"unknown backend {name!r}; choose one of: {', '.join(BACKEND_NAMES)}")
 
 
-def default(*, prefer: str = "auto", progress: Optional[Progress] = None) -> Backend:
+def default(*, prefer: str = "auto", progress: Optional[Progress] = None, shared: bool = False) -> Backend:
     """The backend to use when the caller did not choose: ``prefer``, unless ``SANDBOX_LAB_BACKEND`` names another.
 
     Notebooks call this: on Binder (no engine) it gives the static backend,
@@ -103,4 +110,4 @@ def default(*, prefer: str = "auto", progress: Optional[Progress] = None) -> Bac
         # Inside nbgrader autograde the learner's kernel only shows feedback; the score is
         # computed by the grader's own process (grader/autograde.py). No Docker run here.
         name = "static"
-    return get(name, progress=progress)
+    return get(name, progress=progress, shared=shared)

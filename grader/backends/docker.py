@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import secrets
 import shutil
 import threading
@@ -54,6 +55,7 @@ from . import replay, runs
 from .base import Closing
 from .enginedisk import Disk, Files, HostDisk, Listener, disk_for, host_path
 from .hub import Hub, HubInternet, HubPool, make_hub, stop_keepers
+from .lease import IDLE_ENV, idle_seconds
 from .images import Images, ensure_images
 from .runs import (
     MAX_OUTPUT,
@@ -160,7 +162,8 @@ class DockerBackend(Closing):
             shared_idle: how long the internet behind proxies outlives this
                 backend's last use, shared with every grader on the machine
                 (``hub``); 0 keeps one to this backend, removed when it closes.
-                None reads ``SANDBOX_LAB_SHARED_IDLE`` (default ten minutes).
+                None: ``SANDBOX_LAB_SHARED_IDLE`` if it is set, else 0. One-shot
+                commands ask for sharing (``backends.get(..., shared=True)``).
                 A remote engine's disk is reached through this process's
                 client only, so there the internet is always this backend's own.
         """
@@ -172,6 +175,8 @@ class DockerBackend(Closing):
         # the grader's disk, or the engine's own when it runs elsewhere: chosen once, for every run and service
         self.disk = disk if disk is not None else disk_for(client)
         self.leftovers = Leftovers()
+        if shared_idle is None:
+            shared_idle = idle_seconds() if IDLE_ENV in os.environ else 0.0
         self.hub: Optional[Hub] = (
             make_hub(client, images.services, self.leftovers, shared_idle) if isinstance(self.disk, HostDisk) else None
         )
@@ -189,9 +194,9 @@ class DockerBackend(Closing):
         self._finalizer = weakref.finalize(self, _shutdown, self._reaper, self.proxies, self.shared, self.leftovers)
 
     @classmethod
-    def from_env(cls, progress: Callable[[str], None] = lambda s: None) -> "DockerBackend":
+    def from_env(cls, progress: Callable[[str], None] = lambda s: None, *, shared_idle: Optional[float] = None) -> "DockerBackend":
         client = client_from_env()
-        return cls(client, ensure_images(client, progress))
+        return cls(client, ensure_images(client, progress), shared_idle=shared_idle)
 
     def drain(self) -> None:
         """Wait until every finished run's containers, networks and directories are removed,

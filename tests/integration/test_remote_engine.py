@@ -205,7 +205,8 @@ def test_the_engine_is_never_given_a_path_of_the_graders_disk(remote: Remote) ->
     # every kind of container really went through the remote engine: sandbox, its disk, the host listener, services
     assert {"sandbox", "disk", "host-listener", "internet", "proxy"} <= remote.roles, remote.roles
     volumes = {m["Source"] for a in remote.created for m in a.get("Mounts") or [] if m.get("Destination") == COPY_ROOT}
-    assert len(volumes) == len(POLICIES)
+    # one run's copy per policy at least; a run whose next session starts a sandbox again gets a copy of its own
+    assert len(volumes) >= len(POLICIES)
     for attrs in remote.created:
         host = attrs.get("HostConfig", {})
         sources = [m.get("Source", "") for m in host.get("Mounts") or []] + [b.split(":")[0] for b in host.get("Binds") or []]

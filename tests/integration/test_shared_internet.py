@@ -198,3 +198,20 @@ def test_the_hub_goes_after_the_idle_period_and_never_while_a_grader_holds_it(
     _wait(lambda: not process_alive(pid, name), 30, "the keeper exits once idle")
     assert _things(docker_client, name) == set()
     assert list(root.iterdir()) == []
+
+
+def test_a_terminal_command_shares_and_a_library_backend_keeps_its_own(
+    root: Path, tmp_path: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Sharing is for one-shot processes: a class's grade-batch or a lab kernel keeps nothing running after it."""
+    from grader.backends.docker import DockerBackend
+    from grader.backends.images import find_images
+
+    monkeypatch.delenv(IDLE_ENV)
+    images = find_images(docker_client)
+    assert images is not None
+    with DockerBackend(docker_client, images) as backend:
+        assert backend.hub is None
+    assert _hub_names(root) == []
+    assert _outcomes(_cli(_policy(tmp_path, "pip", PIP)))["job-fetch-pypi"] == "succeeded"
+    assert len(_hub_names(root)) == 1, "the terminal's probe started the machine's shared internet"

@@ -51,7 +51,7 @@ def _no_backend_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every Docker lookup fail as it does on a machine without an engine."""
 
-    def refuse(progress: Any) -> Any:
+    def refuse(progress: Any, shared: bool = False) -> Any:
         raise DockerUnavailable("connection refused")
 
     monkeypatch.setattr(backends, "_docker", refuse)
@@ -220,7 +220,7 @@ def test_probe_auto_without_engine_falls_back_to_a_prediction_that_says_so(capsy
 
 def test_backend_environment_variable_changes_the_default(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(backends.BACKEND_ENV, "static")
-    monkeypatch.setattr(backends, "_docker", lambda progress: pytest.fail("docker must not be tried"))
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: pytest.fail("docker must not be tried"))
     assert json.loads(run(capsys, "probe", PRACTICE, "--json")[1])["backend"] == "static"
     monkeypatch.setenv(backends.BACKEND_ENV, "podman")
     code, _, err = run(capsys, "probe", PRACTICE)
@@ -235,7 +235,7 @@ class _Failing(Closing):  # the CLI closes every backend it creates
 
 
 def test_a_failed_run_is_a_one_line_error_exit_3(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backends, "get", lambda name, progress=None: _Failing())
+    monkeypatch.setattr(backends, "get", lambda name, progress=None, shared=False: _Failing())
     code, out, err = run(capsys, "probe", PRACTICE, "--backend", "docker")
     assert code == 3 and out == ""
     assert err == "sandbox-lab: the internet service stopped during the run\n"
@@ -246,7 +246,7 @@ def test_ctrl_c_is_exit_130_with_one_line(capsys: pytest.CaptureFixture[str], mo
         def run(self, plan: RunPlan) -> RunResult:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(backends, "get", lambda name, progress=None: Interrupted())
+    monkeypatch.setattr(backends, "get", lambda name, progress=None, shared=False: Interrupted())
     code, _, err = run(capsys, "probe", PRACTICE, "--backend", "static")
     assert code == 130 and err == "sandbox-lab: interrupted\n"
 
@@ -591,7 +591,7 @@ def _argv(name: str, submissions: Path, tmp_path: Path) -> list[str]:
 def test_backend_environment_variable_is_honoured(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, submissions: Path, name: str
 ) -> None:
-    monkeypatch.setattr(backends, "_docker", lambda progress: pytest.fail("docker must not be tried"))
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: pytest.fail("docker must not be tried"))
     monkeypatch.setenv(backends.BACKEND_ENV, "static")
     code, out, _ = run(capsys, *_argv(name, submissions, tmp_path))
     assert code == 0 and json.loads(out)["backend"] == "static"
@@ -710,7 +710,7 @@ class _FakeEngine(Closing):
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> _FakeEngine:
     fake = _FakeEngine()
-    monkeypatch.setattr(backends, "_docker", lambda progress: fake)
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: fake)
     monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path / "progress.json"))
     return fake
 
@@ -805,3 +805,22 @@ def test_attack_output_cannot_drive_the_terminal(capsys: pytest.CaptureFixture[s
     monkeypatch.setattr(engine, "execute", lambda plan, job: Execution(**{**real(plan, job).__dict__, "output": "\x1b[2Jgone\x07"}))
     out = run(capsys, "attack", "--level", "1", _attack_file(tmp_path, "x"))[1]
     assert "\x1b" not in out and "\\x1b[2Jgone\\x07" in out
+
+
+def test_one_shot_commands_share_the_machines_internet_and_batches_do_not(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """probe and grade ask for the shared simulated internet (a terminal's next run reuses it); grade-batch,
+    a long-lived process, keeps its own and leaves nothing running after it."""
+    asked: list[tuple[str, bool]] = []
+    current = [""]
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: asked.append((current[0], shared)) or StaticBackend())
+    policy = REPO / "solutions" / "scope-secure-sandbox.json"
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "alice.json").write_text(policy.read_text())
+    for argv in (("probe", str(policy)), ("grade", "--task", "scope-secure-sandbox", str(policy)),
+                 ("grade-batch", "--task", "scope-secure-sandbox", str(folder), "--out", str(tmp_path / "out"))):
+        current[0] = argv[0]
+        run(capsys, *argv, "--backend", "docker")
+    assert asked == [("probe", True), ("grade", True), ("grade-batch", False)]
