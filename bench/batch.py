@@ -215,6 +215,8 @@ def distinct(args: argparse.Namespace, backend: object, tally: Tally) -> int:
     rate = args.n / secs
     print(f"distinct  workers={args.workers}: {args.n} distinct policies in {secs:.1f} s = {rate:.2f} policies/s, "
           f"{runs} sandbox runs (rows: {c['ok']} ok, {c['invalid']} invalid, {c['error']} error)")
+    for r in [r for r in book.rows if r.status == "error"][:3]:  # type: ignore[attr-defined]
+        print(f"  error row {r.student}: {r.feedback.splitlines()[0][:300]}")
     print_breakdown(tally, runs, secs, args.workers)
     print(f"  {rate:.2f} / {DISTINCT_TARGET} policies/s = {rate / DISTINCT_TARGET:.2f} of the target: "
           f"{'met' if rate >= DISTINCT_TARGET else 'MISSED'}")
