@@ -12,12 +12,16 @@ valid submissions and extrapolated to the whole set (invalid submissions cost
 it nothing either): running it in full takes a quarter of an hour.
 
     python bench/batch.py [--n 200] [--workers 4] [--baseline-sample 12] [--only dedupe|no-dedupe]
-    python bench/batch.py --distinct [--n 200] [--workers 4]
+    python bench/batch.py --distinct [--n 200] [--workers 4] [--ab 3]
 
 Targets on a 2-core machine (issue 4): 200 in under 60 s with de-duplication,
 under 180 s without. With ``--distinct`` every submission is a different valid
 policy (the worst case for de-duplication: one run each), graded once with
 the shared path; target (issue 17): at least 2.5 policies/s with 4 workers.
+``--ab K`` then grades K more classes of N/K policies with proxies reused
+between runs and K with single-use proxies (``simnet.PROXY_RUNS = 1``, the
+earlier behaviour), alternating, and prints both rates: on a shared machine the
+ratio measured this way is steadier than any absolute rate.
 
 Each configuration prints the time per unique run broken down by phase
 (``grader.timings.PHASES``: world copy, network, container start, probes,
@@ -149,6 +153,7 @@ def main() -> int:
     ap.add_argument("--only", choices=("dedupe", "no-dedupe"), help="measure one configuration only")
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--distinct", action="store_true", help="every submission a different valid policy; graded once, no baseline")
+    ap.add_argument("--ab", type=int, default=0, metavar="K", help="with --distinct: K alternating blocks each of proxy reuse and single use")
     args = ap.parse_args()
 
     backend = get("docker", progress=lambda s: print(s, file=sys.stderr))
@@ -201,11 +206,37 @@ def main() -> int:
     return 0
 
 
+def compare_reuse(args: argparse.Namespace, backend: object, subs: list[Submission]) -> None:
+    """Alternating blocks with proxies reused between runs and with single-use proxies: both rates, same conditions."""
+    import os
+    import statistics
+
+    from grader.backends import simnet
+
+    keep = simnet.PROXY_RUNS
+    size = max(1, len(subs) // (2 * args.ab))
+    rates: dict[str, list[float]] = {"reused": [], "single-use": []}
+    try:
+        for k in range(2 * args.ab):
+            mode = ("reused", "single-use")[(k + k // 2) % 2]  # ABBA order: neither mode always goes first
+            simnet.PROXY_RUNS = keep if mode == "reused" else 1
+            block = subs[k * size:(k + 1) * size]
+            secs, _, _ = _run(args.task, block, backend, workers=args.workers, dedupe=True, label=mode)
+            backend.drain()  # type: ignore[attr-defined]
+            rates[mode].append(len(block) / secs)
+            print(f"  {mode:10} {len(block)} policies: {len(block) / secs:.2f} policies/s (load average {os.getloadavg()[0]:.1f})")
+    finally:
+        simnet.PROXY_RUNS = keep
+    a, b = statistics.median(rates["reused"]), statistics.median(rates["single-use"])
+    print(f"  proxies reused: median {a:.2f} policies/s; single-use: {b:.2f}; ratio {a / b:.2f}")
+
+
 def distinct(args: argparse.Namespace, backend: object, tally: Tally) -> int:
     """Grade N distinct policies once (warm backend), and compare the rate with the target."""
     with tempfile.TemporaryDirectory(prefix="sandbox-lab-class-") as tmp:
-        make_distinct_class(Path(tmp), args.n, args.seed)
+        make_distinct_class(Path(tmp), args.n * (2 if args.ab else 1), args.seed)
         subs = read_submissions(tmp)
+    subs, spare = subs[:args.n], subs[args.n:]
     _run(args.task, subs[:args.workers], backend, workers=args.workers, dedupe=True, label="warm-up")
     backend.drain()  # type: ignore[attr-defined]
     tally.clear()
@@ -220,6 +251,8 @@ def distinct(args: argparse.Namespace, backend: object, tally: Tally) -> int:
     print_breakdown(tally, runs, secs, args.workers)
     print(f"  {rate:.2f} / {DISTINCT_TARGET} policies/s = {rate / DISTINCT_TARGET:.2f} of the target: "
           f"{'met' if rate >= DISTINCT_TARGET else 'MISSED'}")
+    if args.ab:
+        compare_reuse(args, backend, spare)
     backend.close()  # type: ignore[attr-defined]
     return 0
 

@@ -74,7 +74,7 @@ READY_TIMEOUT = 20.0
 # A proxy (and its sandbox network) serves at most this many runs, one after another, then goes:
 # what one run might leave in it (a slow connection, a full log) lives a bounded time.
 PROXY_RUNS = 25
-KEEP_WARM = 6  # proxies kept for the next runs: enough for 4 workers while finished runs are being removed
+KEEP_WARM = 4  # proxies kept for the next runs (one per default worker): each holds a network, and an engine has few
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
 MAX_LOG_READ = 8 * 1024 * 1024
 
