@@ -92,6 +92,9 @@ class RunResult:
     run_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
     scope: Optional[Scope] = None  # None when the run could not measure it
+    # seconds per phase of a real run (timings.PHASES: world copy, network, start, probes, evidence);
+    # for benchmarks, never in the JSON: the same policy's report stays the same from run to run
+    timings: dict[str, float] = field(default_factory=dict, compare=False)
 
     def outcome(self, probe_id: str) -> ProbeOutcome:
         for p in self.probes:

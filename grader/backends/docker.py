@@ -50,6 +50,7 @@ from ..execution import SIGNER_SOCKET, Execution, Job
 from ..outcomes import RunResult
 from ..verdicts import run_result
 from ..plan import Hardening, RunPlan
+from ..timings import Stopwatch, Tally
 from ..services.common import PROXY_PORT, TCP_SINK_PORT
 from . import replay, runs
 from .base import Closing
@@ -75,6 +76,7 @@ from .simnet import (
     beat_after,
     ProxyPool,
     SharedInternet,
+    WarmProxy,
     start_internet,
 )
 
@@ -152,6 +154,8 @@ class DockerBackend(Closing):
     """Runs plans in Docker containers; one sandbox container per run, all probes inside it."""
 
     name = "docker"
+    # set to a Tally to add every run's phase times to it (bench/batch.py); None: only RunResult.timings
+    tally: Optional[Tally] = None
 
     def __init__(
         self, client: Any, images: Images, *, retries: int = 1, disk: Optional[Disk] = None, shared_idle: Optional[float] = None,
@@ -284,6 +288,18 @@ def hardened_options(h: Hardening) -> dict[str, Any]:
     return opts
 
 
+def _gone(leftovers: Leftovers, container: Any) -> bool:
+    """Remove ``container``; True once it is gone. A failed removal is kept in ``leftovers`` to try again."""
+    try:
+        container.remove(force=True, v=True)
+        return True
+    except docker.errors.NotFound:
+        return True
+    except Exception:  # noqa: BLE001 - the engine may be away: kept and retried, and not gone
+        leftovers.remove(container)
+        return False
+
+
 class _Run:
     """One run of one plan; owns every resource it creates and removes them all."""
 
@@ -303,18 +319,27 @@ class _Run:
         self.extra_dirs: list[Files] = []
         self.proxy_out: Optional[Files] = None
         self.claim: Optional[Path] = None  # the warm proxy's claim in the hub's directory
-        self.dir = RunDir.create(self.run_id)
-        self.copy = backend.disk.copy(self.dir, backend.images.services, self.run_id, self.labels)
+        self.warm: Optional[WarmProxy] = None  # borrowed from the backend's own pool; given back once the sandbox is gone
+        self.proxy_since = 0  # where the borrowed proxy's log ended when this run took it
+        self.clean = False  # the run finished and every recorder answered: its proxy may serve again
+        self.watch = Stopwatch()
+        with self.watch.phase("world"):
+            self.dir = RunDir.create(self.run_id)
+            self.copy = backend.disk.copy(self.dir, backend.images.services, self.run_id, self.labels)
 
     # --- lifecycle ----------------------------------------------------------------------
 
     def execute(self, *, final: bool) -> RunResult:
         started = time.monotonic()
         ev = self._run_and_collect(final=final)
-        return run_result(
-            ev, self.plan, backend="docker", run_id=self.run_id, seconds=time.monotonic() - started,
-            stopped="the sandbox was killed", disagreement="the static prediction was",
-        )
+        with self.watch.phase("evidence"):
+            result = run_result(
+                ev, self.plan, backend="docker", run_id=self.run_id, seconds=time.monotonic() - started,
+                stopped="the sandbox was killed", disagreement="the static prediction was",
+            )
+        if self.b.tally is not None:
+            self.b.tally.add(self.watch.seconds)
+        return dataclasses.replace(result, timings=dict(self.watch.seconds))
 
     def execute_job(self) -> Execution:
         started = time.monotonic()
@@ -329,17 +354,21 @@ class _Run:
     def _run_and_collect(self, *, final: bool, output: Optional[list[str]] = None, timed: Optional[list[bool]] = None) -> Evidence:
         """Lay out the world, connect, run the sandbox, collect the evidence; remove everything after."""
         listener: Optional[Listener] = None
+        watch = self.watch
         try:
-            before = self.dir.lay_out(self.plan)
-            if self.job is not None:
-                self._plant(self.job)
-            listener = self.b.disk.listener(self.b.images.services, self.run_id, self.labels)
-            if listener.container is not None:
-                self.containers.append(listener.container)
-            net = self._connect(listener.port)
-            sandbox, timed_out = self._run_sandbox(net, listener.port)
+            with watch.phase("world"):
+                before = self.dir.lay_out(self.plan)
+                if self.job is not None:
+                    self._plant(self.job)
+            with watch.phase("network"):
+                listener = self.b.disk.listener(self.b.images.services, self.run_id, self.labels)
+                if listener.container is not None:
+                    self.containers.append(listener.container)
+                net = self._connect(listener.port)
+            sandbox, timed_out = self._run_sandbox(net, listener.port)  # times "start" and "probes"
+            evidence_started = time.perf_counter()
             finished = self.b.disk.finished(sandbox)
-            if self.plan.network == "proxy":
+            if self.plan.network == "proxy" and self.warm is None:
                 self.b.proxies.refill()  # now, not earlier: the build would compete with the sandbox's start
             text = self._output(sandbox)
             # a listener that stopped heard nothing it could report: its silence proves nothing
@@ -354,7 +383,7 @@ class _Run:
 
             def logs(name: str) -> str:
                 if name == "proxy.jsonl":
-                    return self.proxy_out.read(name).decode("utf-8", "replace") if self.proxy_out else ""
+                    return self.proxy_out.read(name, self.proxy_since).decode("utf-8", "replace") if self.proxy_out else ""
                 return net.internet.read(name, net.since) if net else ""
 
             records = parse_runner_output(text) if self.job is None else ()
@@ -363,6 +392,8 @@ class _Run:
                 network=self.plan.network, logs=logs, listener=listener, tcp_port=TCP_SINK_PORT,
                 infra=infra, timed_out=timed_out,
             )
+            watch.add("evidence", time.perf_counter() - evidence_started)
+            self.clean = not infra
             if replay.wanted(self.plan, self.job):  # the user's next session, outside the sandbox
                 ev = dataclasses.replace(ev, next_session=replay.play(
                     self, ev, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
@@ -391,17 +422,38 @@ class _Run:
                 fh.write(text)
 
     def _remove_all(self) -> None:
+        started = time.perf_counter()
+        self._remove_each()
+        if self.b.tally is not None:
+            self.b.tally.add({"removal": time.perf_counter() - started})
+
+    def _remove_each(self) -> None:
         if self.plan.network == "proxy" and self.b.hub is not None and self.b.hub.discard(self.run_id, {
             "containers": [c.id for c in self.containers], "networks": [n.id for n in self.networks],
             "dirs": [str(self.dir.path), *(str(host_path(d)) for d in self.extra_dirs)],
         }, self.claim):
             return  # the hub's keeper removes them: nobody waits for it
         remove = self.b.leftovers.remove  # a failed removal is kept and retried, never dropped
-        threads = [threading.Thread(target=remove, args=(c,)) for c in self.containers]
+        gone: list[bool] = []
+
+        def remove_container(c: Any) -> None:
+            gone.append(_gone(self.b.leftovers, c))
+
+        threads = [threading.Thread(target=remove_container, args=(c,)) for c in self.containers]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        if self.warm is not None:
+            # The proxy and its network serve the next run only once this run's sandbox is
+            # gone from that network, and only after a clean run; otherwise they go too.
+            if self.clean and all(gone):
+                kept = self.b.proxies.give_back(self.warm)
+            else:
+                self.warm.remove(self.b.leftovers)
+                kept = False
+            if not kept:
+                self.b.proxies.refill()  # now, not earlier: the build would compete with the sandbox's start
         for n in self.networks:
             remove(n)
         if self.owned_internet is not None:
@@ -426,12 +478,16 @@ class _Run:
             self.owned_internet = internet
             return _Net(internet, True, internet.offsets(), internet.network)
         warm = self.b.proxies.take()
-        # owned by this run from here on: removed with it
-        self.containers.append(warm.container)
-        self.networks.append(warm.network)
-        self.extra_dirs.append(warm.workdir)
-        self.claim = warm.claim
+        if warm.claim is not None:
+            # a hub's proxy (shared between processes): this run's alone, removed with it
+            self.containers.append(warm.container)
+            self.networks.append(warm.network)
+            self.extra_dirs.append(warm.workdir)
+            self.claim = warm.claim
+        else:
+            self.warm = warm  # this run's alone until its removal gives it back (or removes it)
         self.proxy_out = warm.workdir.sub("out")
+        self.proxy_since = st.size if (st := self.proxy_out.stat("proxy.jsonl")) is not None else 0
         since = warm.internet.offsets()
         warm.hand_over(list(self.plan.allowed_domains), list(self.plan.denied_domains))
         return _Net(warm.internet, False, since, warm.network, warm.ip)
@@ -445,7 +501,7 @@ class _Run:
             return problem
         if self.proxy_out is not None and not beat_after(self.proxy_out, finished):
             return "the proxy stopped answering (no heartbeat after the sandbox finished)"
-        for c in self.containers:
+        for c in [*self.containers, *([self.warm.container] if self.warm is not None else [])]:
             if c.labels.get(LABEL_ROLE) == "proxy":
                 c.reload()
                 if c.status != "running":
@@ -474,6 +530,7 @@ class _Run:
         return mounts
 
     def _run_sandbox(self, net: Optional[_Net], host_port: int) -> tuple[Any, bool]:
+        started = time.perf_counter()
         plan, h = self.plan, self.plan.hardening
         rdir = self.dir.path / "run"
         rdir.mkdir()
@@ -541,6 +598,12 @@ class _Run:
         sandbox = self.client.containers.create(self.b.images.sandbox, command, **kwargs)
         self.containers.append(sandbox)
         sandbox.start()
+        self.watch.add("start", time.perf_counter() - started)
+        with self.watch.phase("probes"):
+            return self._wait(sandbox, timeout_s)
+
+    def _wait(self, sandbox: Any, timeout_s: float) -> tuple[Any, bool]:
+        """Wait for the sandbox under its wall clock: (the sandbox, whether it was killed)."""
         try:
             status = sandbox.wait(timeout=timeout_s)
             self.exit_code = int(status.get("StatusCode", -1)) if isinstance(status, dict) else None

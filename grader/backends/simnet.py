@@ -71,6 +71,10 @@ LABEL_PID = "org.sandbox-lab.pid"
 LABEL_BACKEND = "org.sandbox-lab.backend"  # which backend object made it: close() sweeps its own
 LABEL_HUB = "org.sandbox-lab.hub"  # kept by a hub's keeper for every grader on the machine (hub.py)
 READY_TIMEOUT = 20.0
+# A proxy (and its sandbox network) serves at most this many runs, one after another, then goes:
+# what one run might leave in it (a slow connection, a full log) lives a bounded time.
+PROXY_RUNS = 25
+KEEP_WARM = 4  # proxies kept for the next runs (one per default worker): each holds a network, and an engine has few
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
 MAX_LOG_READ = 8 * 1024 * 1024
 
@@ -366,6 +370,7 @@ class WarmProxy:
     ip: str
     internet: Internet
     claim: Optional[Path] = None  # its claim in a hub's directory, dropped with it (``lease.HubDir.claim``)
+    runs: int = 0  # runs it has served and was given back from (the backend's own pool only)
 
     def hand_over(self, allowed: list[str], denied: list[str]) -> None:
         """Give the proxy its run's lists, atomically: it reads them on the next connection."""
@@ -477,6 +482,28 @@ class ProxyPool:
         finally:
             with self._lock:
                 self._refilling = False
+
+    def give_back(self, w: WarmProxy) -> bool:
+        """Keep a proxy whose run is over for the next run; remove it instead if it should not serve again.
+
+        The caller has removed the run's sandbox first: the network is empty
+        again but for the proxy. Kept only while it runs, beat within the last
+        second (it answers), has served fewer than ``PROXY_RUNS`` runs and the
+        pool has room; its lists are emptied first, so it refuses everything
+        until the next run's ``hand_over``. ``take`` still throws it away if
+        the internet behind it was replaced meanwhile. True if kept.
+        """
+        w.runs += 1
+        keep = w.runs < PROXY_RUNS and running(w.container) and beat_after(w.workdir.sub("out"), time.time() - 1.0, timeout=0.5)
+        if keep:
+            w.hand_over([], [])
+            with self._lock:
+                keep = not self._closed and len(self._warm) < max(self._size, KEEP_WARM)
+                if keep:
+                    self._warm.append(w)
+        if not keep:
+            w.remove(self._leftovers)
+        return keep
 
     def _build(self, internet: Internet) -> WarmProxy:
         return build_proxy(self._client, self._image, internet, self._leftovers.labels, self._leftovers, self._disk)

@@ -23,7 +23,7 @@ PACKAGE = REPO / "grader"
 
 LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # vocabulary: imports nothing of the package (services.common: stdlib only, shared with the containers)
-    {"errors", "paths", "domains", "outcomes", "version", "services.common"},
+    {"errors", "paths", "domains", "outcomes", "timings", "version", "services.common"},
     # the inputs: the learner's policy, the simulated world, and words shared by every renderer
     {"policy", "world", "wording", "progress"},
     # the semantics of the policy language
