@@ -61,6 +61,7 @@ import docker
 from docker.types import LogConfig, Mount
 
 from ..errors import BackendError, InfrastructureError
+from ..evidence import parse_jsonl
 from .runs import MAX_OUTPUT, HostListener, RunDir
 
 __all__ = [
@@ -576,15 +577,7 @@ class _EngineListener:
     def _lines(self) -> list[dict[str, Any]]:
         assert self.container is not None
         raw: bytes = self.container.logs(stdout=True, stderr=False)
-        out = []
-        for line in raw[:MAX_OUTPUT].decode("utf-8", "replace").splitlines():
-            try:
-                rec = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(rec, dict):
-                out.append(rec)
-        return out
+        return list(parse_jsonl(raw[:MAX_OUTPUT].decode("utf-8", "replace")))
 
     @property
     def port(self) -> int:

@@ -224,31 +224,36 @@ def _watched(plan: RunPlan) -> list[str]:
 # --- the host listener -------------------------------------------------------------
 
 
-class HostListener:
-    """A TCP listener on the real host: if a sandbox's token ever arrives here, the host was reachable."""
+class _Server:
+    """One listening socket served by a daemon thread, one connection at a time, until ``close``.
 
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("0.0.0.0", 0))
-        self.sock.listen(16)
-        self.sock.settimeout(0.2)
-        self.port: int = self.sock.getsockname()[1]
-        self.hits: list[str] = []
+    ``_handle`` answers one accepted connection; an error in it never stops the server.
+    """
+
+    def __init__(self, sock: socket.socket, timeout: float) -> None:
+        self.sock = sock
+        self._timeout = timeout
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
+
+    def _handle(self, conn: socket.socket) -> None:
+        raise NotImplementedError
 
     def _serve(self) -> None:
         while not self._stop.is_set():
             try:
                 conn, _ = self.sock.accept()
+            except socket.timeout:
+                continue
             except OSError:
+                if self._stop.is_set():
+                    return
                 continue
             with conn:
-                conn.settimeout(1.0)
+                conn.settimeout(self._timeout)
                 try:
-                    self.hits.append(conn.recv(1024).decode("utf-8", "replace"))
+                    self._handle(conn)
                 except OSError:
                     pass
 
@@ -263,7 +268,24 @@ class HostListener:
         self.sock.close()
 
 
-class SigningAgent:
+class HostListener(_Server):
+    """A TCP listener on the real host: if a sandbox's token ever arrives here, the host was reachable."""
+
+    def __init__(self) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("0.0.0.0", 0))
+        sock.listen(16)
+        sock.settimeout(0.2)
+        self.port: int = sock.getsockname()[1]
+        self.hits: list[str] = []
+        super().__init__(sock, timeout=1.0)
+
+    def _handle(self, conn: socket.socket) -> None:
+        self.hits.append(conn.recv(1024).decode("utf-8", "replace"))
+
+
+class SigningAgent(_Server):
     """A stand-in for ssh-agent on the real host: it holds a key and signs what arrives on its Unix socket.
 
     The protocol is one line each way: ``SIGN <text>`` is answered with
@@ -276,38 +298,18 @@ class SigningAgent:
         self._key = key
         self.path = path
         self.requests: list[str] = []
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.bind(str(path))
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(str(path))
         path.chmod(0o777)  # the sandbox's user connects; a socket's mode is its only lock
-        self.sock.listen(8)
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        sock.listen(8)
+        sock.settimeout(0.2)
+        super().__init__(sock, timeout=2.0)
 
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.settimeout(2.0)
-                try:
-                    line = conn.recv(4096).decode("utf-8", "replace").strip()
-                    self.requests.append(line[:200])
-                    reply = f"SIG {signature(self._key, line[5:])}\n" if line.startswith("SIGN ") else "ERR one line: SIGN <text>\n"
-                    conn.sendall(reply.encode("ascii"))
-                except OSError:
-                    pass
-
-    def close(self) -> None:
-        self._stop.set()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-        self.sock.close()
-        self._thread.join(timeout=2)
+    def _handle(self, conn: socket.socket) -> None:
+        line = conn.recv(4096).decode("utf-8", "replace").strip()
+        self.requests.append(line[:200])
+        reply = f"SIG {signature(self._key, line[5:])}\n" if line.startswith("SIGN ") else "ERR one line: SIGN <text>\n"
+        conn.sendall(reply.encode("ascii"))
 
 
 class Listening(Protocol):
