@@ -428,9 +428,12 @@ class _Run:
             self.b.tally.add({"removal": time.perf_counter() - started})
 
     def _remove_each(self) -> None:
+        # a proxy the hub's pool could not give (none warm) was built by this process: it goes with the rest
+        own = [self.warm] if self.b.hub is not None and self.warm is not None and self.warm.container is not None else []
         if self.plan.network == "proxy" and self.b.hub is not None and self.b.hub.discard(self.run_id, {
-            "containers": [c.id for c in self.containers], "networks": [n.id for n in self.networks],
-            "dirs": [str(self.dir.path), *(str(host_path(d)) for d in self.extra_dirs)],
+            "containers": [c.id for c in [*self.containers, *(w.container for w in own)]],
+            "networks": [n.id for n in [*self.networks, *(w.network for w in own)]],
+            "dirs": [str(self.dir.path), *(str(host_path(d)) for d in [*self.extra_dirs, *(w.workdir for w in own)])],
         }, self.claim):
             return  # the hub's keeper removes them: nobody waits for it
         remove = self.b.leftovers.remove  # a failed removal is kept and retried, never dropped

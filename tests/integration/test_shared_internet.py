@@ -197,7 +197,7 @@ def test_the_hub_goes_after_the_idle_period_and_never_while_a_grader_holds_it(
     backend.close()  # from now on only the idle period holds it
     _wait(lambda: not process_alive(pid, name), 30, "the keeper exits once idle")
     assert _things(docker_client, name) == set()
-    assert list(root.iterdir()) == []
+    _wait(lambda: list(root.iterdir()) == [], 30, "the keeper's directories go with it")
 
 
 def test_a_terminal_command_shares_and_a_library_backend_keeps_its_own(
