@@ -1,7 +1,9 @@
 """Grading a policy on a task: ``grade(task, policy, backend) -> Grade``, one run judged check by check.
 
 Grading runs the policy once through the backend the caller passes and judges
-every check from that one ``RunResult``: probes by their outcomes, ``least-*``
+every check from that one ``RunResult``: probes by their outcomes (and a
+``blocked`` check's ``unreadable``/``unwritable``/``unreachable`` sets by the
+run's scope: whatever it claims beyond its probes), ``least-*``
 checks by the run's scope against the task's needs (``needs.overgrants``), and
 the few policy facts from the policy itself. Every lost point is explained:
 the probe and its evidence (the Docker backend's, or the static explanation),
@@ -15,7 +17,7 @@ Every graded policy's feedback ends with its carry-over to the real tools
 write for it, and the differences that matter for this policy
 (``srt_notes.srt_warnings``, and allow-only reads where it lists allowRead).
 
-Imports: tasks, needs, policy, plan, probes, outcomes, access, world, errors,
+Imports: tasks, needs, policy, plan, probes, outcomes, access, paths, scope, world, errors,
 export, srt_notes, wording, backends.base (the protocol only; the static backend lazily, as the
 default of ``grade_file``). Nothing downstream (no report, no CLI, no widgets).
 """
@@ -33,9 +35,11 @@ from .errors import PolicyError, Problem, TaskError
 from .export import export
 from .needs import Needs, Overgrant, explain_overgrants, overgrants, ungranted
 from .outcomes import ProbeOutcome, RunResult
+from .paths import covers
 from .plan import build_plan
 from .policy import Policy, load_policy
 from .probes import probe
+from .scope import NEW_FILE
 from .srt_notes import srt_warnings
 from .tasks import Check, Task, load_task
 from .wording import backend_phrase
@@ -180,7 +184,74 @@ def _evidence(o: ProbeOutcome) -> str:
     return o.explanation.rstrip(".")
 
 
-def _judge_probes(check: Check, run: RunResult, access: Access) -> CheckResult:
+_SHOWN_PATHS = 6  # paths named per granting rule in a check's message; the count says how many more
+
+
+def _short(paths: list[str]) -> str:
+    more = len(paths) - _SHOWN_PATHS
+    return ", ".join(paths[:_SHOWN_PATHS]) + (f" and {more} more" if more > 0 else "")
+
+
+def _path_fix(axis: str, rule: Optional[tuple[str, str]], paths: list[str], needs: Needs) -> str:
+    """The change that takes ``paths`` away: narrow or remove the granting rule, or deny them where the job needs it."""
+    deny = "denyRead" if axis == "read" else "denyWrite"
+    wanted = needs.readable if axis == "read" else needs.write
+    outer = [p for p in paths if not any(o != p and covers(o, p) for o in paths)]
+    denied = ", ".join(f'"{p}"' for p in outer[:_SHOWN_PATHS]) + (" ..." if len(outer) > _SHOWN_PATHS else "")
+    if rule is None:
+        if axis == "read":
+            reads = ", ".join(f'"{n}"' for n in needs.read) or "nothing"
+            return f"list only what the job reads in filesystem.allowRead ({reads}): everything else becomes unreadable"
+        return "write a policy that grants only what the job needs"
+    key, entry = rule
+    under = [n for n in wanted if covers(entry, n) and n != entry]
+    if entry in wanted or any(covers(n, entry) for n in wanted):
+        return f"keep {key} \"{entry}\" (the job needs it) and add {denied} to filesystem.{deny}"
+    if under:
+        return f"narrow {key} \"{entry}\" to " + ", ".join(f'"{n}"' for n in under) + f", or add {denied} to filesystem.{deny}"
+    return f"remove {key} \"{entry}\" from the policy (the job does not need it)"
+
+
+def _judge_scope(check: Check, run: RunResult, access: Access, needs: Needs) -> list[str]:
+    """What the measured scope holds that the check says it must not: each path or host, the rule, the fix."""
+    if not check.scoped:
+        return []
+    if run.scope is None:
+        return [
+            f"the scope (every path and host the agent can reach) could not be measured in this run ({run.backend}), "
+            "and this check covers more than its probes try, so it cannot be counted as passed. "
+            "Rerun the grader (start Docker first if it stopped)."
+        ]
+    problems = []
+    world = access.world
+    for axis, forbidden, granted, verb in (
+        ("read", check.unreadable, run.scope.readable, "read"),
+        ("write", check.unwritable, run.scope.writable, "change or create files in"),
+    ):
+        found = [p for p in forbidden if p in set(granted)]
+        by_rule: dict[Optional[tuple[str, str]], list[str]] = {}
+        for path in found:
+            d = access.read(path) if axis == "read" else access.write(path if any(f.path == path for f in world.files) else f"{path}/{NEW_FILE}")
+            by_rule.setdefault(d.rule if d.allowed else None, []).append(path)
+        for rule, paths in by_rule.items():
+            why = f'{rule[0]} "{rule[1]}"' if rule else ("an empty allowRead (everything is readable by default)" if axis == "read" and access.policy is not None else "the sandbox")
+            problems.append(f"the agent can {verb} {_short(paths)} ({why} grants it). Fix: {_path_fix(axis, rule, paths, needs)}.")
+    if check.unreachable is not None:
+        hosts = [r.host for r in run.scope.reachable]
+        if check.unreachable == "attacker":
+            hosts = [h for h in hosts if world.attacker_owns(h)]
+        elif check.unreachable == "uploads":
+            hosts = [r.host for r in run.scope.reachable if r.uploads]
+        for h in hosts:
+            d = access.reach(h)
+            what = {"any": "a host", "attacker": "a name the attacker owns (or may own)", "uploads": "a host that accepts uploads"}[check.unreachable]
+            rule = f'allowedDomains "{d.rule[1]}"' if d.allowed and d.rule else "the sandbox"
+            fix = f'remove "{d.rule[1]}" from network.allowedDomains' if d.allowed and d.rule else "write \"allowedDomains\": []"
+            problems.append(f"the agent can reach {h}, {what} ({rule} lets it through). Fix: {fix}.")
+    return problems
+
+
+def _judge_probes(check: Check, run: RunResult, access: Access, needs: Needs = Needs()) -> CheckResult:
     want = "blocked" if check.kind == "blocked" else "succeeded"
     problems: list[str] = []
     for pid in check.probes:
@@ -197,6 +268,7 @@ def _judge_probes(check: Check, run: RunResult, access: Access) -> CheckResult:
                 problems.append(f"probe {pid} succeeded ({p.story}) Evidence: {_evidence(o)}. Fix: {fix}.")
             else:
                 problems.append(f"probe {pid} was blocked ({p.story}) Evidence: {_evidence(o)}. Fix: {fix}.")
+    problems += _judge_scope(check, run, access, needs)
     if problems:
         return CheckResult(check.id, 0, check.points, False, f"{check.description} Not met: " + " ".join(problems))
     return CheckResult(check.id, check.points, check.points, True, check.description)
@@ -292,7 +364,7 @@ def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Back
             results.append(_judge_least(c, run, task.needs, found))
         else:
             assert run is not None
-            results.append(_judge_probes(c, run, access))
+            results.append(_judge_probes(c, run, access, task.needs))
     return Grade(
         task.id, run.backend if run else backend.name, tuple(results),
         notes=run.notes if run else (), overgrants=found or (), carry_over=carry_over(policy), source=source,

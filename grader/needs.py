@@ -17,8 +17,10 @@ Two decisions make "within the needs" mean least privilege:
   file runs later just the same): a job that really needs one names it exactly.
 * Whatever the world does not know fails closed. An allowed host the simulated
   internet does not have may be the attacker's own server; a grant of a path
-  the world does not model grants something nobody measured. Both are
-  over-grants unless the job needs them.
+  the world does not model grants something nobody measured, inside the
+  simulated machine or outside it (``/var/run/docker.sock``, ``/root``). Both
+  are over-grants unless the job needs them, on every backend alike: they come
+  from the policy, not from the run.
 
 The runtime (``role == "runtime"``: what every program needs) is never judged.
 
@@ -305,33 +307,47 @@ def _path_overgrants(axis: Axis, paths: tuple[str, ...], needs: Needs, access: A
 
 
 def _unmodelled_grants(axis: Axis, found: list[Overgrant], needs: Needs, access: Access) -> list[Overgrant]:
-    """Grants of paths the world does not model (fail closed): the entry covers, and lies in, no need.
+    """Grants of paths the world does not model (fail closed): nothing measured what they grant.
 
-    An allowWrite entry counts once, on the write axis, although it grants reading too.
+    Inside the simulated machine, an entry that covers, or lies in, no need; outside it
+    (``/var/run/docker.sock``, ``/root``, ``/etc/cron.d``, ``/``), every entry: no job here
+    needs one, the simulated machine has nothing there for a run to try, and on a real
+    machine the rule grants it all the same (unmeasured is not harmless). The message names
+    the entry's JSON pointer. An allowWrite entry counts once, on the write axis, although
+    it grants reading too.
     """
     if access.policy is None:
         return []
     fs = access.policy.filesystem
-    keys = ("allowRead",) if axis == "read" else ("allowWrite",)
+    key = "allowRead" if axis == "read" else "allowWrite"
     wanted = needs.readable if axis == "read" else needs.write
     reported = {o.rule for o in found}
     out = []
-    for key in keys:
-        for entry in getattr(fs, key):
-            if (key, entry) in reported or access.world.root_of(entry) is None:
-                continue  # reported already, or outside the simulated machine (the lint says it changes nothing)
-            if any(covers(entry, n) or covers(n, entry) for n in wanted):
-                continue
-            granted = access.read(entry) if axis == "read" else access.write(entry)
-            if not granted.allowed or granted.rule != (key, entry):
-                continue  # a deny rule takes it back, or a wider grant decides (and is reported)
-            reported.add((key, entry))
-            out.append(Overgrant(
-                axis, entry, (key, entry), f'{key} "{entry}"',
-                "the simulated machine has nothing there, so nothing measured what it grants; a grant the job "
-                "does not need is more than it needs all the same",
-                "Remove it.", "remove",
-            ))
+    for i, entry in enumerate(getattr(fs, key)):
+        outside = access.world.root_of(entry) is None
+        if (key, entry) in reported:
+            continue
+        if not outside and any(covers(entry, n) or covers(n, entry) for n in wanted):
+            continue  # inside the machine and about a need: the scope measured what it grants
+        granted = access.read(entry) if axis == "read" else access.write(entry)
+        if not granted.allowed or granted.rule != (key, entry):
+            continue  # a deny rule takes it back, or a wider grant decides (and is reported)
+        reported.add((key, entry))
+        pointer = f"/filesystem/{key}/{i}"
+        if outside:
+            harm = (
+                f"it lies outside the simulated machine ({', '.join(access.world.roots)}), so no run measured what it "
+                "grants; on a real machine it grants it all the same (a socket, another user's home, a system "
+                "directory that runs what lands in it), and no job here needs it"
+            )
+            needed = [n for n in wanted if covers(entry, n)]
+            fix: Fix = "narrow" if needed else "remove"
+            advice = (f"Narrow {pointer} to {_quoted(needed)}." if needed else f"Remove it: delete {pointer}.")
+        else:
+            harm = ("the simulated machine has nothing there, so nothing measured what it grants; a grant the job "
+                    "does not need is more than it needs all the same")
+            fix, advice = "remove", f"Remove it: delete {pointer}."
+        out.append(Overgrant(axis, entry, (key, entry), f'{key} "{entry}"', harm, advice, fix))
     return out
 
 

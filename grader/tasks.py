@@ -8,6 +8,15 @@ job still works), the sandbox's scope to stay within the needs on one axis
 (``least``: ``read``, ``write`` or ``network``), or one fact of the policy
 itself (``POLICY_FACTS``: deliberately few).
 
+A probe tries one path; a check's description usually claims a whole class of
+them ("nothing in /home/user can be written"). So a ``blocked`` check may also
+require the measured scope to hold none of a set of world paths or hosts
+(``unreadable``, ``unwritable``: selectors over the world, resolved here into
+the exact paths; ``unreachable``: every host, the attacker's, or the upload
+hosts). The probes give the story and the evidence; the scope makes the check
+test everything it says (tests/unit/test_rubric_claims.py holds every
+description to its measurement).
+
 Full marks must mean least privilege, so a task file is refused unless its
 rubric has all three ``least`` checks, and unless its needs cover every probe
 its job checks require to succeed (otherwise full marks would be impossible).
@@ -35,13 +44,15 @@ from .needs import Axis, HostNeed, Needs
 from .paths import covers, normalize_path
 from .policy import load_policy
 from .probes import PROBES, probe
-from .world import load_world
+from .scope import scanned_dirs, scanned_files
+from .world import Role, World, load_world
 
 __all__ = [
     "LEAST_AXES",
     "POLICY_FACTS",
     "Check",
     "CheckKind",
+    "Unreachable",
     "Task",
     "all_tasks",
     "load_task",
@@ -56,6 +67,9 @@ POLICY_FACTS: dict[str, str] = {
 LEAST_AXES: tuple[Axis, ...] = get_args(Axis)
 
 CheckKind = Literal["blocked", "succeeded", "policy", "least"]
+# Which reachable hosts a check forbids: any at all, the names the attacker owns (attacker.example,
+# and every name the world does not know), or the hosts that accept uploads (and the attacker's).
+Unreachable = Literal["any", "attacker", "uploads"]
 
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _PROBE_IDS = frozenset(p.id for p in PROBES)
@@ -105,17 +119,43 @@ class _NeedsFile(_Strict):
     hosts: tuple[_HostNeedFile, ...] = Field(description="hosts the job talks to; [] for no network")
 
 
+class _Paths(_Strict):
+    """A set of world paths, by where they lie and what they are: every condition given must hold."""
+
+    under: Optional[tuple[WorldPath, ...]] = Field(None, description="only paths at or below one of these")
+    outside: Optional[tuple[WorldPath, ...]] = Field(None, description="only paths at or below none of these")
+    roles: Optional[tuple[Role, ...]] = Field(None, description="only paths with one of these world roles")
+
+    @model_validator(mode="after")
+    def _something(self) -> "_Paths":
+        if self.under is None and self.outside is None and self.roles is None:
+            raise ValueError('give "under", "outside" or "roles" (or more than one: all must hold)')
+        return self
+
+
+_SCOPE_KEYS = ("unreadable", "unwritable", "unreachable")
+
+
 class _Require(_Strict):
     blocked: Optional[tuple[str, ...]] = None
     succeeded: Optional[tuple[str, ...]] = None
     policy: Optional[str] = None
     least: Optional[Axis] = None
+    # what the measured scope must not hold: alone, or beside "blocked" (a union of selectors each)
+    unreadable: Optional[tuple[_Paths, ...]] = None
+    unwritable: Optional[tuple[_Paths, ...]] = None
+    unreachable: Optional[Unreachable] = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "_Require":
         given = [k for k in ("blocked", "succeeded", "policy", "least") if getattr(self, k) is not None]
-        if len(given) != 1:
+        scoped = [k for k in _SCOPE_KEYS if getattr(self, k) is not None]
+        if scoped and given not in ([], ["blocked"]):
+            raise ValueError(f'"{scoped[0]}" goes alone or beside "blocked" (what the scope must not hold, besides the attacks)')
+        if len(given) != 1 and not (scoped and not given):
             raise ValueError('give exactly one of "blocked", "succeeded", "policy" or "least"')
+        if self.unreadable == () or self.unwritable == ():
+            raise ValueError("list at least one selector of world paths")
         for pid in (self.blocked or ()) + (self.succeeded or ()):
             if pid not in _PROBE_IDS:
                 raise ValueError(f"unknown probe {pid!r}")
@@ -162,7 +202,13 @@ class _TaskFile(_Strict):
 
 @dataclass(frozen=True)
 class Check:
-    """One rubric line: points for probes blocked, probes succeeded, the scope within the needs, or a policy fact."""
+    """One rubric line: points for probes blocked, probes succeeded, the scope within the needs, or a policy fact.
+
+    A ``blocked`` check may also name what the measured scope must not hold:
+    world files no one may read (``unreadable``), world files and directories
+    no one may change or create a file in (``unwritable``), and which hosts no
+    one may reach (``unreachable``).
+    """
 
     id: str
     points: int
@@ -172,6 +218,14 @@ class Check:
     fact: str = ""
     fix: Optional[str] = None
     axis: Optional[Axis] = None  # for kind "least"
+    unreadable: tuple[str, ...] = ()
+    unwritable: tuple[str, ...] = ()
+    unreachable: Optional[Unreachable] = None
+
+    @property
+    def scoped(self) -> bool:
+        """Does the check read the measured scope (so it cannot pass where the scope was not measured)?"""
+        return self.kind == "least" or bool(self.unreadable or self.unwritable or self.unreachable)
 
 
 @dataclass(frozen=True)
@@ -201,10 +255,35 @@ class Task:
         return f"{self.id}-{check_id}"
 
 
+def _select_paths(world: World, selectors: tuple[_Paths, ...], axis: Literal["read", "write"]) -> tuple[str, ...]:
+    """The world paths the selectors pick (their union), among those the scope measures on ``axis``:
+    files for reading; files and directories for writing. The runtime is never among them."""
+    pool = scanned_files(world) if axis == "read" else (*scanned_files(world), *scanned_dirs(world))
+    out = []
+    for path in pool:
+        role = world.entry(path).role
+        for sel in selectors:
+            if sel.under is not None and not any(covers(u, path) for u in sel.under):
+                continue
+            if sel.outside is not None and any(covers(o, path) for o in sel.outside):
+                continue
+            if sel.roles is not None and role not in sel.roles:
+                continue
+            out.append(path)
+            break
+    return tuple(sorted(dict.fromkeys(out)))
+
+
 def _check_from(c: _CheckFile) -> Check:
     r = c.require
-    if r.blocked is not None:
-        return Check(c.id, c.points, c.description, "blocked", r.blocked, fix=c.fix)
+    if r.blocked is not None or r.unreadable or r.unwritable or r.unreachable:
+        world = load_world()
+        return Check(
+            c.id, c.points, c.description, "blocked", r.blocked or (), fix=c.fix,
+            unreadable=_select_paths(world, r.unreadable or (), "read"),
+            unwritable=_select_paths(world, r.unwritable or (), "write"),
+            unreachable=r.unreachable,
+        )
     if r.succeeded is not None:
         return Check(c.id, c.points, c.description, "succeeded", r.succeeded, fix=c.fix)
     if r.least is not None:
@@ -224,6 +303,10 @@ def _consistency(tf: _TaskFile, needs: Needs) -> list[str]:
         if not any(covers(n, p) for p in [*files, *world.directories()]):
             problems.append(f"/needs/write/{i}: the world has nothing at {n}, so no run can show the job writing it; name a world directory or file")
     for i, c in enumerate(tf.checks):
+        for key in ("unreadable", "unwritable"):
+            for j, sel in enumerate(getattr(c.require, key) or ()):
+                if not _select_paths(world, (sel,), "read" if key == "unreadable" else "write"):
+                    problems.append(f"/checks/{i}/require/{key}/{j}: selects no world path, so it measures nothing; widen it")
         for j, pid in enumerate(c.require.succeeded or ()):
             p = probe(pid)
             where = f"/checks/{i}/require/succeeded/{j}"

@@ -190,9 +190,11 @@ class _NoScope:
 
 @pytest.mark.parametrize("task_id", [t.id for t in TASKS])
 def test_an_unmeasured_scope_fails_every_least_check(task_id: str) -> None:
+    """And every check that claims more than its probes try (it reads the scope too): never assumed."""
+    task = load_task(task_id)
     g = grade_file(task_id, solution_path(task_id), _NoScope())
     for c in g.checks:
-        if c.id.startswith("least-"):
+        if task.check(c.id).scoped:
             assert not c.passed and c.points == 0
             assert "could not be measured" in c.message and "Rerun" in c.message
         else:
@@ -288,8 +290,34 @@ def test_a_grant_the_world_does_not_model_fails_closed_once() -> None:
     assert [(o.axis, o.target, o.fix) for o in found] == [
         ("read", "/home/user/.cache", "remove"), ("write", "/home/user/.local/bin", "remove"),
     ]
-    # inside a need, or outside the simulated machine (the lint says it changes nothing), it is not one
-    assert _overgrants({"filesystem": {"allowRead": ["/project/src/lib", "/usr"], "allowWrite": ["/project/out/reports", "/tmp"]},
+    # inside a need it is not one
+    assert _overgrants({"filesystem": {"allowRead": ["/project/src/lib"], "allowWrite": ["/project/out/reports"]},
+                        "network": {"allowedDomains": []}}, SRC_OUT) == ()
+
+
+def test_a_grant_outside_the_simulated_machine_is_an_over_grant_named_by_its_pointer() -> None:
+    """Issue 22: /var/run/docker.sock, /root, /etc/cron.d (and the runtime) scored full marks; nothing measured them.
+
+    The policy that games it: put a grant where no run looks. It must cost the
+    least-* check of its axis, whatever the backend (the grant comes from the
+    policy, not from the run), with the entry's JSON pointer in the fix.
+    """
+    raw = {"filesystem": {"allowRead": ["/project/src", "/root", "/usr", "/var/run/docker.sock"],
+                          "allowWrite": ["/project/out", "/var/run/docker.sock", "/etc/cron.d", "/tmp"]},
+           "network": {"allowedDomains": []}}
+    found = _overgrants(raw, SRC_OUT)
+    assert [(o.axis, o.target, o.fix) for o in found] == [
+        ("read", "/root", "remove"), ("read", "/usr", "remove"), ("read", "/var/run/docker.sock", "remove"),
+        ("write", "/var/run/docker.sock", "remove"), ("write", "/etc/cron.d", "remove"), ("write", "/tmp", "remove"),
+    ]
+    assert [o.advice for o in found][:2] == ["Remove it: delete /filesystem/allowRead/1.", "Remove it: delete /filesystem/allowRead/2."]
+    assert all("outside the simulated machine" in o.harm for o in found)
+    # a grant above the machine covers what the job needs: narrow it, by its pointer
+    wide = _overgrants({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/"], "denyWrite": ["/home/user", "/project", "/app/workspace", "/etc/secrets"]},
+                        "network": {"allowedDomains": []}}, Needs(read=("/project/src",), write=()))
+    assert [(o.target, o.fix, o.advice) for o in wide if o.axis == "write"] == [("/", "remove", "Remove it: delete /filesystem/allowWrite/0.")]
+    # a deny rule that takes it back leaves nothing granted
+    assert _overgrants({"filesystem": {"allowRead": ["/project/src", "/root"], "denyRead": ["/root"], "allowWrite": ["/project/out"]},
                         "network": {"allowedDomains": []}}, SRC_OUT) == ()
 
 
