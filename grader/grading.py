@@ -39,7 +39,7 @@ from .paths import covers
 from .plan import build_plan
 from .policy import Policy, load_policy
 from .probes import probe
-from .scope import NEW_FILE
+from .scope import FRESH_LABEL, NEW_FILE
 from .srt_notes import srt_warnings
 from .tasks import Check, Task, load_task
 from .wording import backend_phrase
@@ -212,8 +212,15 @@ def _path_fix(axis: str, rule: Optional[tuple[str, str]], paths: list[str], need
     return f"remove {key} \"{entry}\" from the policy (the job does not need it)"
 
 
-def _judge_scope(check: Check, run: RunResult, access: Access, needs: Needs) -> list[str]:
-    """What the measured scope holds that the check says it must not: each path or host, the rule, the fix."""
+def _host_named(host: str) -> str:
+    return f"any name under {host[len(FRESH_LABEL) + 1:]}" if host.startswith(FRESH_LABEL + ".") else host
+
+
+def _judge_scope(check: Check, run: RunResult, access: Access, needs: Needs, said: frozenset[str] = frozenset()) -> list[str]:
+    """What the measured scope holds that the check says it must not: each path or host, the rule, the fix.
+
+    ``said``: targets of this check's probes that already failed (their own message names them).
+    """
     if not check.scoped:
         return []
     if run.scope is None:
@@ -224,30 +231,34 @@ def _judge_scope(check: Check, run: RunResult, access: Access, needs: Needs) -> 
         ]
     problems = []
     world = access.world
+    also = " also" if said else ""
     for axis, forbidden, granted, verb in (
         ("read", check.unreadable, run.scope.readable, "read"),
         ("write", check.unwritable, run.scope.writable, "change or create files in"),
     ):
-        found = [p for p in forbidden if p in set(granted)]
+        found = [p for p in forbidden if p in set(granted) and p not in said]
         by_rule: dict[Optional[tuple[str, str]], list[str]] = {}
         for path in found:
             d = access.read(path) if axis == "read" else access.write(path if any(f.path == path for f in world.files) else f"{path}/{NEW_FILE}")
             by_rule.setdefault(d.rule if d.allowed else None, []).append(path)
         for rule, paths in by_rule.items():
             why = f'{rule[0]} "{rule[1]}"' if rule else ("an empty allowRead (everything is readable by default)" if axis == "read" and access.policy is not None else "the sandbox")
-            problems.append(f"the agent can {verb} {_short(paths)} ({why} grants it). Fix: {_path_fix(axis, rule, paths, needs)}.")
+            problems.append(f"the agent can{also} {verb} {_short(paths)} ({why} grants it). Fix: {_path_fix(axis, rule, paths, needs)}.")
     if check.unreachable is not None:
-        hosts = [r.host for r in run.scope.reachable]
-        if check.unreachable == "attacker":
-            hosts = [h for h in hosts if world.attacker_owns(h)]
-        elif check.unreachable == "uploads":
-            hosts = [r.host for r in run.scope.reachable if r.uploads]
+        if check.unreachable == "any":
+            hosts, what = [r.host for r in run.scope.reachable], "the job needs no host"
+        elif check.unreachable == "attacker":
+            hosts, what = [r.host for r in run.scope.reachable if world.attacker_owns(r.host)], "the attacker owns, or may own, such names"
+        else:
+            hosts, what = [r.host for r in run.scope.reachable if r.uploads], "they accept uploads, or may be the attacker's own"
+        by_entry: dict[Optional[str], list[str]] = {}
         for h in hosts:
             d = access.reach(h)
-            what = {"any": "a host", "attacker": "a name the attacker owns (or may own)", "uploads": "a host that accepts uploads"}[check.unreachable]
-            rule = f'allowedDomains "{d.rule[1]}"' if d.allowed and d.rule else "the sandbox"
-            fix = f'remove "{d.rule[1]}" from network.allowedDomains' if d.allowed and d.rule else "write \"allowedDomains\": []"
-            problems.append(f"the agent can reach {h}, {what} ({rule} lets it through). Fix: {fix}.")
+            by_entry.setdefault(d.rule[1] if d.allowed and d.rule else None, []).append(_host_named(h))
+        for entry, names in by_entry.items():
+            through = f'allowedDomains "{entry}" lets it through' if entry else "the sandbox lets it through"
+            fix = f'remove "{entry}" from network.allowedDomains' if entry else 'write "allowedDomains": [] or list only the hosts the job needs'
+            problems.append(f"the agent can{also} reach {', '.join(names)} ({through}; {what}). Fix: {fix}.")
     return problems
 
 
@@ -268,7 +279,8 @@ def _judge_probes(check: Check, run: RunResult, access: Access, needs: Needs = N
                 problems.append(f"probe {pid} succeeded ({p.story}) Evidence: {_evidence(o)}. Fix: {fix}.")
             else:
                 problems.append(f"probe {pid} was blocked ({p.story}) Evidence: {_evidence(o)}. Fix: {fix}.")
-    problems += _judge_scope(check, run, access, needs)
+    failed = frozenset(t for pid in check.probes if run.outcome(pid).outcome != want and (t := probe(pid).target))
+    problems += _judge_scope(check, run, access, needs, failed)
     if problems:
         return CheckResult(check.id, 0, check.points, False, f"{check.description} Not met: " + " ".join(problems))
     return CheckResult(check.id, check.points, check.points, True, check.description)

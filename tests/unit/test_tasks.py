@@ -229,6 +229,21 @@ def test_the_valid_task_file_of_these_tests_loads() -> None:
     assert task.needs.read == ("/project/src",) and task.needs.hosts == ()
 
 
+def test_scope_selectors_resolve_to_the_world_paths_they_name() -> None:
+    """A selector is resolved at load time into exact world paths: what the grader checks is what the file says."""
+    task = _task_from(_task(checks=_checks(
+        {"id": "a", "points": 1, "description": "d", "require": {"blocked": ["write-git-hook"], "unwritable": [{"under": ["/project/.git/hooks"]}]}},
+        {"id": "b", "points": 1, "description": "d", "require": {"unreadable": [{"under": ["/home/user"], "roles": ["credential"]}], "unreachable": "attacker"}},
+        {"id": "c", "points": 1, "description": "d", "require": {"unwritable": [{"outside": ["/home/user", "/project", "/app/workspace"]}]}},
+    )), "x.json")
+    a, b, c = task.check("a"), task.check("b"), task.check("c")
+    assert a.kind == "blocked" and a.unwritable == ("/project/.git/hooks", "/project/.git/hooks/pre-commit") and a.scoped
+    assert b.kind == "blocked" and b.probes == () and b.unreachable == "attacker"
+    assert "/home/user/.npmrc" in b.unreadable and "/home/user/.ssh/id_rsa" not in b.unreadable
+    assert c.unwritable == ("/etc/secrets", "/etc/secrets/db_password")
+    assert not task.check("least-read").unwritable and task.check("least-read").scoped
+
+
 @pytest.mark.parametrize(
     "broken, fragment",
     [
@@ -256,6 +271,18 @@ def test_the_valid_task_file_of_these_tests_loads() -> None:
         (_task(checks=[{"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-dotenv"]}}, *LEAST[:2]]),
          r'/checks: no check requires \{"least": "network"\}'),
         (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"least": "everything"}})), r"/checks/0/require/least: "),
+        # what the scope must not hold: beside "blocked" or alone, selecting world paths that exist
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"succeeded": ["job-read-src"], "unwritable": [{"under": ["/home/user"]}]}})),
+         r'"unwritable" goes alone or beside "blocked"'),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"least": "read", "unreachable": "any"}})),
+         r'"unreachable" goes alone or beside "blocked"'),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"blocked": ["read-dotenv"], "unreadable": []}})), "at least one selector"),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"unwritable": [{}]}})), r'give "under", "outside" or "roles"'),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"unreadable": [{"under": ["/project/out"]}]}})),
+         r"/checks/0/require/unreadable/0: selects no world path"),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"unwritable": [{"under": ["/srv"]}]}})), "outside the simulated machine"),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"unwritable": [{"roles": ["secrett"]}]}})), r"/roles/0"),
+        (_task(checks=_checks({"id": "a", "points": 1, "description": "d", "require": {"unreachable": "everything"}})), r"/checks/0/require/unreachable"),
     ],
 )
 def test_broken_task_files_are_task_errors(broken: dict[str, object], fragment: str) -> None:
@@ -368,3 +395,20 @@ def test_an_invalid_policy_has_no_carry_over(tmp_path: Path) -> None:
     bad.write_text('{"filesystem": {"allowWrites": []}}')
     g = grade_file("scope-secure-sandbox", bad, STATIC)
     assert g.carry_over is None and "sandbox-lab export" not in g.feedback()
+
+
+def test_a_scoped_check_names_each_granted_path_or_host_its_rule_and_the_fix() -> None:
+    """The scope half of a check speaks like its probes: what is granted, by which rule, and the change to make."""
+    pip = grade(load_task("pip-install-only"), load_policy({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
+                                                            "network": {"allowedDomains": ["pypi.org", "files.pythonhosted.org", "*.pypi.org"]}}), STATIC)
+    msg = pip.check("no-uploads").message
+    assert 'the agent can reach test.pypi.org, upload.pypi.org, any name under pypi.org (allowedDomains "*.pypi.org" lets it through' in msg
+    assert 'Fix: remove "*.pypi.org" from network.allowedDomains.' in msg
+    hooks = grade(load_task("stop-persistence"), load_policy({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/src", "/project/out", "/project/.git"],
+                                                                              "denyWrite": ["/project/.git/hooks/pre-commit"]}, "network": {"allowedDomains": []}}), STATIC)
+    c = hooks.check("no-git-hook")
+    assert not c.passed and "probe write-git-hook" not in c.message  # the probe is blocked: only the scope catches it
+    assert 'the agent can change or create files in /project/.git/hooks (allowWrite "/project/.git" grants it). Fix: remove allowWrite "/project/.git"' in c.message
+    home = grade(load_task("stop-persistence"), load_policy({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/src", "/project/out", "/home/user"],
+                                                                             "denyWrite": ["/home/user/.bashrc", "/home/user/.srt-settings.json"]}, "network": {"allowedDomains": []}}), STATIC)
+    assert re.search(r'/home/user/\.aws/credentials.* and \d+ more \(allowWrite "/home/user" grants it\)', home.check("home-read-only").message)
