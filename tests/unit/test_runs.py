@@ -59,7 +59,7 @@ def _owned_by(root: Path, name: str, pid: Optional[int]) -> Path:
 def test_a_run_directory_is_made_with_its_owner_record_which_reads_back(_runs_root: Path) -> None:
     d = runs.make_run_dir("sl-0123456789")
     assert d == _runs_root / "sl-0123456789" and d.is_dir()
-    assert runs.read_owner(d) == runs.Owner(pid=os.getpid(), run="sl-0123456789")
+    assert runs.read_owner(d) == runs.Owner(pid=os.getpid(), run="sl-0123456789", ns=runs.namespace())
     # the text other processes grep for, e.g. tests/integration/test_srt.py
     assert f'"pid": {os.getpid()},' in (d / "owner.json").read_text()
 
