@@ -50,6 +50,7 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import tarfile
 import time
 from dataclasses import dataclass
@@ -389,18 +390,38 @@ class RunCopy(Protocol):
 
 
 class _HostCopy:
-    """The run directory itself: the engine shares the grader's disk."""
+    """The run directory itself, once its world copy is the sandbox's user's: the engine shares the grader's disk.
 
-    container: Optional[Any] = None
+    A grader that could not give the world to that user (not root, and not
+    that user: ``RunDir.handed``) keeps it private; then it goes to the engine
+    as a remote engine's does, in a volume, with the sandbox's user as owner.
+    It is never opened to every local user instead.
+    """
 
-    def __init__(self, run_dir: RunDir) -> None:
+    def __init__(self, run_dir: RunDir, client: Any = None, image: str = "", name: str = "", labels: Optional[dict[str, str]] = None) -> None:
         self.dir = run_dir
+        self.container: Optional[Any] = None
+        self._client, self._image, self._name, self._labels = client, image, name, dict(labels or {})
+        self._volume: Optional[_VolumeCopy] = None
 
     def place(self) -> Callable[[str], str]:
-        return lambda rel: str(self.dir.path / rel)
+        if self.dir.handed:
+            return lambda rel: str(self.dir.path / rel)
+        if self._client is None:
+            raise BackendError(
+                "the run's world copy could not be given to the sandbox's user (this grader is not root, nor that "
+                "user) and there is no engine to send it to; run the grader as root or as the world's user"
+            )
+        if self._volume is None:
+            self._volume = _VolumeCopy(self._client, self._image, self.dir, self._name, {**self._labels, _ROLE: "disk"})
+        try:
+            return self._volume.place()
+        finally:
+            self.container = self._volume.container
 
     def fetch(self) -> None:
-        pass
+        if self._volume is not None:
+            self._volume.fetch()
 
 
 SENT = ("world", "mask", "run", "resolv.conf")  # what the sandbox mounts; never the owner record
@@ -418,11 +439,20 @@ class _VolumeCopy:
         self.container: Optional[Any] = None
 
     def place(self) -> Callable[[str], str]:
-        # Never started: it only holds the volume. No network, no command that could run.
-        self.container = self.client.containers.create(
-            self.image, ["true"], name=f"{self.name}-disk", labels=self.labels, network_mode="none",
-            mounts=[Mount(COPY_ROOT, None, type="volume")],
-        )
+        for top in SENT:
+            for folder, _, files in os.walk(self.dir.path / top):
+                if any(stat.S_ISSOCK(os.lstat(os.path.join(folder, f)).st_mode) for f in files):
+                    # a tar carries no socket: the job would find no agent, and its finding would read "blocked"
+                    raise BackendError(
+                        "this job needs an SSH-agent socket beside the sandbox, which only a run directory bound "
+                        "from the grader's disk can carry: use a local Docker engine, as root or as the world's user"
+                    )
+        if self.container is None:  # placed again (the next session): the same volume, brought up to date
+            # Never started: it only holds the volume. No network, no command that could run.
+            self.container = self.client.containers.create(
+                self.image, ["true"], name=f"{self.name}-disk", labels=self.labels, network_mode="none",
+                mounts=[Mount(COPY_ROOT, None, type="volume")],
+            )
         self.container.reload()
         source = next((m.get("Source", "") for m in self.container.attrs.get("Mounts") or [] if m.get("Destination") == COPY_ROOT), "")
         if not source:
@@ -435,8 +465,10 @@ class _VolumeCopy:
             for top in SENT:
                 p = self.dir.path / top
                 if p.exists():
-                    # owners and modes as laid out (the world's uid, each file's mode): the engine keeps them
-                    tf.add(str(p), arcname=top, filter=_numeric)
+                    # modes as laid out; the world's files owned by the sandbox's user, as root lays them out
+                    # (a grader that is not root kept them its own): the engine keeps both
+                    owner = self.dir.uid if top == "world" and not self.dir.handed else None
+                    tf.add(str(p), arcname=top, filter=lambda info: _numeric(info, owner))
         self.container.put_archive(COPY_ROOT, buf.getvalue())
         return lambda rel: posixpath.normpath(posixpath.join(source, rel))
 
@@ -448,8 +480,10 @@ class _VolumeCopy:
         _unpack_world(io.BufferedReader(_ChunkReader(stream)), world)
 
 
-def _numeric(info: tarfile.TarInfo) -> tarfile.TarInfo:
+def _numeric(info: tarfile.TarInfo, owner: Optional[int] = None) -> tarfile.TarInfo:
     info.uname = info.gname = ""
+    if owner is not None:
+        info.uid = info.gid = owner
     return info
 
 
@@ -627,8 +661,11 @@ class HostDisk:
     def files(self, name: str, local: Callable[[], Path]) -> Files:
         return _HostFiles(local())
 
+    def __init__(self, client: Any = None) -> None:
+        self.client = client  # for a world copy this process could not give to the sandbox's user (``_HostCopy``)
+
     def copy(self, run_dir: RunDir, image: str, name: str, labels: dict[str, str]) -> RunCopy:
-        return _HostCopy(run_dir)
+        return _HostCopy(run_dir, self.client, image, name, labels)
 
     def listener(self, image: str, name: str, labels: dict[str, str]) -> Listener:
         return _GraderListener()
@@ -665,4 +702,4 @@ _ROLE = "org.sandbox-lab.role"  # simnet.LABEL_ROLE; simnet imports this module,
 
 def disk_for(client: Any, env: Mapping[str, str] = os.environ) -> Disk:
     """The disk a backend on ``client`` uses, as ``SANDBOX_LAB_ENGINE_DISK`` and ``DOCKER_HOST`` say."""
-    return EngineDisk(client) if engine_mode(env) == "remote" else HostDisk()
+    return EngineDisk(client) if engine_mode(env) == "remote" else HostDisk(client)

@@ -253,6 +253,7 @@ class RunDir:
     # The world copy belongs to the sandbox's user (``lay_out`` could give it); else it is the
     # grader's, private, and must reach the sandbox some other way (``enginedisk``'s volume copy).
     handed: bool = False
+    uid: int = -1  # the sandbox's user (the world's), once laid out
 
     @classmethod
     def create(cls, run_id: str, engine: Any = None) -> "RunDir":
@@ -283,7 +284,8 @@ class RunDir:
                 self.host_path(m.source).touch()
         (self.path / "mask").mkdir()
         (self.path / "mask" / "empty").touch(mode=0o444)
-        self.handed = _hand_over(self.path, self.world, plan.world.uid)
+        self.uid = plan.world.uid
+        self.handed = _hand_over(self.path, self.world, self.uid)
         return {wp: sha256(self.host_path(wp).read_bytes()) for wp in self._judged_paths(plan)}
 
     def _judged_paths(self, plan: RunPlan) -> list[str]:
@@ -652,6 +654,10 @@ def cleanup(*, everything: bool = False, engine: Any = None, automatic: bool = F
     scope = Scope(everything=everything, engine=engine, automatic=automatic)
     removed: list[str] = []
     for name in CLEANERS:
+        if automatic and f"{__package__}.{name}" not in sys.modules:
+            # a run's sweep uses the backends its process already runs: it imports nothing (it runs
+            # in a thread beside the run's own imports), and a backend not loaded has no engine here
+            continue
         try:
             module = importlib.import_module(f"{__package__}.{name}")
         except ImportError as exc:
@@ -669,6 +675,8 @@ def cleanup(*, everything: bool = False, engine: Any = None, automatic: bool = F
             removed.append(f"directory {d}")
         return removed
     root = runs_root()
+    if not root.is_dir():
+        return removed
     fd = os.open(root, os.O_RDONLY)
     try:
         try:
