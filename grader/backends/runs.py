@@ -696,7 +696,9 @@ def cleanup(*, everything: bool = False, engine: Any = None, automatic: bool = F
 # --- the sweep at every run's start ------------------------------------------------------
 
 SWEEP_EVERY = 60.0  # seconds between two automatic sweeps of one runs root
-SWEEP_STAMP = ".swept"  # in the runs root: when the last automatic sweep started, and what it removed
+# Beside the runs root (``<root>.swept``), never in it: the root holds run directories only, so
+# "nothing left" stays an empty root. When the last automatic sweep started, and what it removed.
+SWEEP_STAMP = ".swept"
 SWEEP_ENV = "SANDBOX_LAB_SWEEP"  # "0": no automatic sweep (``sandbox-lab cleanup`` still sweeps)
 
 
@@ -715,9 +717,14 @@ def sweep_soon(engine: Any = None, *, every: float = SWEEP_EVERY) -> Optional[th
     """
     if os.environ.get(SWEEP_ENV, "").strip() == "0":
         return None
-    stamp = private_root() / SWEEP_STAMP
-    fd = os.open(stamp, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    stamp = _stamp_path(private_root())
     try:
+        fd = os.open(stamp, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None  # someone else's file in its place (a shared /tmp): no sweep, never theirs to write
+    try:
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise BlockingIOError  # as above
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         last = _stamp_record(fd).get("started", 0.0)
         now = time.time()
@@ -748,6 +755,10 @@ def _sweep(fd: int, engine: Any) -> None:
     os.close(fd)  # releases the lock: ``swept`` returns
 
 
+def _stamp_path(root: Path) -> Path:
+    return root.with_name(root.name + SWEEP_STAMP)
+
+
 def _stamp_record(fd: int) -> dict[str, Any]:
     os.lseek(fd, 0, os.SEEK_SET)
     try:
@@ -769,9 +780,8 @@ def swept() -> dict[str, Any]:
     The record: ``started`` (a time), ``removed`` (what went), ``seconds``, or
     ``failed`` (why it stopped).
     """
-    stamp = runs_root() / SWEEP_STAMP
     try:
-        fd = os.open(stamp, os.O_RDONLY | os.O_NOFOLLOW)
+        fd = os.open(_stamp_path(runs_root()), os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:
         return {}
     try:

@@ -525,8 +525,9 @@ def test_the_sweep_runs_at_most_once_a_minute_and_only_one_at_a_time(
     assert first is not None
     first.join()
     assert runs.sweep_soon() is None  # within the minute: nothing to do
-    stamp = _runs_root / runs.SWEEP_STAMP
+    stamp = _runs_root.with_name(_runs_root.name + runs.SWEEP_STAMP)
     assert (stamp.stat().st_mode & 0o777) == 0o600
+    assert list(_runs_root.iterdir()) == []  # beside the root, never in it: an empty root means nothing left
     stamp.write_text(json.dumps({"started": time.time() - runs.SWEEP_EVERY - 1}))
     import fcntl
 
