@@ -556,23 +556,47 @@ class _GraderListener(HostListener):
 
 
 # Runs in the services image, in the engine host's network namespace: listens
-# where the grader's HostListener would if it ran there, and says what arrived
-# on its standard output, one JSON line each (read back as the container's log).
+# where the grader's HostListener would if it ran there (loopback and the host's
+# address on each bridge: ``runs.sandbox_addresses``, never every interface, where
+# other machines arrive), and says what arrived on its standard output, one JSON
+# line each (read back as the container's log).
 _LISTENER = r"""
-import json, socket
-s = socket.socket()
-s.bind(("0.0.0.0", 0))
-s.listen(16)
-print(json.dumps({"port": s.getsockname()[1]}), flush=True)
-while True:
-    c, _ = s.accept()
-    c.settimeout(1.0)
+import fcntl, json, os, selectors, socket, struct
+found = ["127.0.0.1"]
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for name in sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []:
+    if os.path.isdir(os.path.join("/sys/class/net", name, "bridge")):
+        try:
+            found.append(socket.inet_ntoa(fcntl.ioctl(u.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))[20:24]))
+        except OSError:
+            pass
+addresses = list(dict.fromkeys(found))
+for _ in range(20):
+    socks = []
     try:
-        data = c.recv(1024)
+        for a in addresses:
+            s = socket.socket()
+            socks.append(s)
+            s.bind((a, socks[0].getsockname()[1] if len(socks) > 1 else 0))
+            s.listen(16)
+        break
     except OSError:
-        data = b""
-    c.close()
-    print(json.dumps({"hit": data.decode("utf-8", "replace")}), flush=True)
+        for s in socks:
+            s.close()
+sel = selectors.DefaultSelector()
+for s in socks:
+    sel.register(s, selectors.EVENT_READ)
+print(json.dumps({"port": socks[0].getsockname()[1], "addresses": [s.getsockname()[0] for s in socks]}), flush=True)
+while True:
+    for key, _ in sel.select():
+        c, _ = key.fileobj.accept()
+        c.settimeout(1.0)
+        try:
+            data = c.recv(1024)
+        except OSError:
+            data = b""
+        c.close()
+        print(json.dumps({"hit": data.decode("utf-8", "replace")}), flush=True)
 """
 
 

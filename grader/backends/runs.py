@@ -61,6 +61,9 @@ from ..scope import new_file, scanned_dirs
 __all__ = [
     "CLEANERS",
     "MAX_OUTPUT",
+    "SWEEP_ENV",
+    "SWEEP_EVERY",
+    "SWEEP_STAMP",
     "HostListener",
     "Listening",
     "Owner",

@@ -160,3 +160,23 @@ def test_a_grader_that_is_not_root_judges_as_root_does(docker_client: Any, docke
         assert list((home / "runs").iterdir()) == []  # the run removed its directory, as root's does
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_listener_on_the_engines_host_listens_only_where_a_sandbox_reaches_it(docker_client: Any) -> None:
+    """The remote engine's stand-in for the host listener bound every interface of the engine's host, too."""
+    from grader.backends.enginedisk import EngineDisk
+    from grader.backends.images import ensure_images
+    from grader.backends.simnet import Leftovers
+
+    images = ensure_images(docker_client, lambda s: None)
+    name = "sl-" + secrets.token_hex(5)
+    listener = EngineDisk(docker_client).listener(images.services, name, Leftovers().labels(name))
+    try:
+        assert listener.container is not None
+        first = json.loads(listener.container.logs(stdout=True, stderr=False).decode().splitlines()[0])
+        assert first["port"] == listener.port and "0.0.0.0" not in first["addresses"]
+        # the engine's host is this machine here: the same places the grader's own listener uses
+        assert first["addresses"] == list(runs.sandbox_addresses())
+    finally:
+        assert listener.container is not None
+        listener.container.remove(force=True, v=True)

@@ -279,7 +279,12 @@ def test_the_engine_side_listener_reports_its_port_and_each_payload() -> None:
     proc = subprocess.Popen([sys.executable, "-c", ed._LISTENER], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        port = json.loads(proc.stdout.readline())["port"]
+        first = json.loads(proc.stdout.readline())
+        port = first["port"]
+        # where the grader's own listener would listen, never every interface
+        from grader.backends.runs import sandbox_addresses
+
+        assert first["addresses"] == list(sandbox_addresses()) and "0.0.0.0" not in first["addresses"]
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"token\n")
         assert json.loads(proc.stdout.readline()) == {"hit": "token\n"}
