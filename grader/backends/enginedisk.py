@@ -3,7 +3,10 @@
 A Docker engine mounts bind sources from *its* host's disk. With the engine
 on the grader's machine (the default socket) that is the grader's disk, and
 the backend binds its run directories as they are (``HostDisk``: no copy, no
-extra call). An engine reached through ``DOCKER_HOST=tcp://…`` or ``ssh://…``
+extra call), once their world copy belongs to the sandbox's user (``RunDir.handed``:
+the grader is root, or that user); a grader that is neither keeps the world
+private and sends it in a volume with that owner, as below. An engine reached
+through ``DOCKER_HOST=tcp://…`` or ``ssh://…``
 usually runs elsewhere and cannot see that disk, so ``EngineDisk`` moves
 everything through the API instead:
 

@@ -46,7 +46,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Protocol, Sequence
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from ..access import Network
 from ..errors import BackendError, InfrastructureError
@@ -147,7 +147,9 @@ def private_root() -> Path:
             f"the runs directory {root} belongs to uid {st.st_uid}, not to this user (uid {euid}): "
             f"its owner could read and change every run's world. Remove it, or {fix}"
         )
-    if parent.st_uid not in (0, euid) or (parent.st_mode & 0o022 and not parent.st_mode & stat.S_ISVTX):
+    # a group-writable parent of the user's own group (user-private groups, umask 002) is theirs alone
+    others_write = parent.st_mode & 0o002 or (parent.st_mode & 0o020 and parent.st_gid != os.getegid())
+    if parent.st_uid not in (0, euid) or (others_write and not parent.st_mode & stat.S_ISVTX):
         raise BackendError(
             f"{root.parent} lets another user replace {root.name} (it is theirs, or others may write it "
             f"without a sticky bit): {fix}"
@@ -741,7 +743,11 @@ def sweep_soon(engine: Any = None, *, every: float = SWEEP_EVERY) -> Optional[th
         os.close(fd)
         raise
     thread = threading.Thread(target=_sweep, args=(fd, engine), name="sandbox-lab-sweep", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no new threads (the interpreter is exiting): the next run sweeps
+        os.close(fd)
+        return None
     return thread
 
 
