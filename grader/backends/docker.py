@@ -69,6 +69,7 @@ from .runs import (
 )
 from .simnet import (
     LABEL,
+    LABEL_NS,
     LABEL_PID,
     LABEL_ROLE,
     Internet,
@@ -112,15 +113,17 @@ def cleanup(client: Any, *, everything: bool = False) -> list[str]:
 
 def sweep(scope: runs.Scope) -> list[str]:
     """This backend's part of ``runs.cleanup``: labelled containers and networks of the runs in ``scope``."""
+    if scope.automatic and scope.engine is None:
+        return []  # a run's own sweep reaches only the engine its backend holds
     client = scope.engine if scope.engine is not None else client_from_env()
     # a hub's keeper removes what it keeps as it stops; then the labels find whatever it could not
     removed: list[str] = stop_keepers() if scope.everything else []
 
     def stale(labels: dict[str, str]) -> bool:
         try:
-            return scope.gone(int(labels.get(LABEL_PID, "0")))
+            return scope.gone(int(labels.get(LABEL_PID, "0")), labels.get(LABEL_NS))
         except ValueError:
-            return True
+            return not scope.automatic  # no pid to judge: only an explicit cleanup takes it
 
     # the low-level list carries labels: no per-container lookup that a concurrent removal could race
     for c in client.api.containers(all=True, filters={"label": LABEL}):
@@ -324,7 +327,7 @@ class _Run:
         self.clean = False  # the run finished and every recorder answered: its proxy may serve again
         self.watch = Stopwatch()
         with self.watch.phase("world"):
-            self.dir = RunDir.create(self.run_id)
+            self.dir = RunDir.create(self.run_id, engine=backend.client)  # and sweeps dead graders' leftovers
             self.copy = backend.disk.copy(self.dir, backend.images.services, self.run_id, self.labels)
 
     # --- lifecycle ----------------------------------------------------------------------

@@ -3,7 +3,10 @@
 A Docker engine mounts bind sources from *its* host's disk. With the engine
 on the grader's machine (the default socket) that is the grader's disk, and
 the backend binds its run directories as they are (``HostDisk``: no copy, no
-extra call). An engine reached through ``DOCKER_HOST=tcp://…`` or ``ssh://…``
+extra call), once their world copy belongs to the sandbox's user (``RunDir.handed``:
+the grader is root, or that user); a grader that is neither keeps the world
+private and sends it in a volume with that owner, as below. An engine reached
+through ``DOCKER_HOST=tcp://…`` or ``ssh://…``
 usually runs elsewhere and cannot see that disk, so ``EngineDisk`` moves
 everything through the API instead:
 
@@ -50,6 +53,7 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import tarfile
 import time
 from dataclasses import dataclass
@@ -389,18 +393,38 @@ class RunCopy(Protocol):
 
 
 class _HostCopy:
-    """The run directory itself: the engine shares the grader's disk."""
+    """The run directory itself, once its world copy is the sandbox's user's: the engine shares the grader's disk.
 
-    container: Optional[Any] = None
+    A grader that could not give the world to that user (not root, and not
+    that user: ``RunDir.handed``) keeps it private; then it goes to the engine
+    as a remote engine's does, in a volume, with the sandbox's user as owner.
+    It is never opened to every local user instead.
+    """
 
-    def __init__(self, run_dir: RunDir) -> None:
+    def __init__(self, run_dir: RunDir, client: Any = None, image: str = "", name: str = "", labels: Optional[dict[str, str]] = None) -> None:
         self.dir = run_dir
+        self.container: Optional[Any] = None
+        self._client, self._image, self._name, self._labels = client, image, name, dict(labels or {})
+        self._volume: Optional[_VolumeCopy] = None
 
     def place(self) -> Callable[[str], str]:
-        return lambda rel: str(self.dir.path / rel)
+        if self.dir.handed:
+            return lambda rel: str(self.dir.path / rel)
+        if self._client is None:
+            raise BackendError(
+                "the run's world copy could not be given to the sandbox's user (this grader is not root, nor that "
+                "user) and there is no engine to send it to; run the grader as root or as the world's user"
+            )
+        if self._volume is None:
+            self._volume = _VolumeCopy(self._client, self._image, self.dir, self._name, {**self._labels, _ROLE: "disk"})
+        try:
+            return self._volume.place()
+        finally:
+            self.container = self._volume.container
 
     def fetch(self) -> None:
-        pass
+        if self._volume is not None:
+            self._volume.fetch()
 
 
 SENT = ("world", "mask", "run", "resolv.conf")  # what the sandbox mounts; never the owner record
@@ -418,11 +442,20 @@ class _VolumeCopy:
         self.container: Optional[Any] = None
 
     def place(self) -> Callable[[str], str]:
-        # Never started: it only holds the volume. No network, no command that could run.
-        self.container = self.client.containers.create(
-            self.image, ["true"], name=f"{self.name}-disk", labels=self.labels, network_mode="none",
-            mounts=[Mount(COPY_ROOT, None, type="volume")],
-        )
+        for top in SENT:
+            for folder, _, files in os.walk(self.dir.path / top):
+                if any(stat.S_ISSOCK(os.lstat(os.path.join(folder, f)).st_mode) for f in files):
+                    # a tar carries no socket: the job would find no agent, and its finding would read "blocked"
+                    raise BackendError(
+                        "this job needs an SSH-agent socket beside the sandbox, which only a run directory bound "
+                        "from the grader's disk can carry: use a local Docker engine, as root or as the world's user"
+                    )
+        if self.container is None:  # placed again (the next session): the same volume, brought up to date
+            # Never started: it only holds the volume. No network, no command that could run.
+            self.container = self.client.containers.create(
+                self.image, ["true"], name=f"{self.name}-disk", labels=self.labels, network_mode="none",
+                mounts=[Mount(COPY_ROOT, None, type="volume")],
+            )
         self.container.reload()
         source = next((m.get("Source", "") for m in self.container.attrs.get("Mounts") or [] if m.get("Destination") == COPY_ROOT), "")
         if not source:
@@ -435,8 +468,10 @@ class _VolumeCopy:
             for top in SENT:
                 p = self.dir.path / top
                 if p.exists():
-                    # owners and modes as laid out (the world's uid, each file's mode): the engine keeps them
-                    tf.add(str(p), arcname=top, filter=_numeric)
+                    # modes as laid out; the world's files owned by the sandbox's user, as root lays them out
+                    # (a grader that is not root kept them its own): the engine keeps both
+                    owner = self.dir.uid if top == "world" and not self.dir.handed else None
+                    tf.add(str(p), arcname=top, filter=lambda info: _numeric(info, owner))
         self.container.put_archive(COPY_ROOT, buf.getvalue())
         return lambda rel: posixpath.normpath(posixpath.join(source, rel))
 
@@ -448,8 +483,10 @@ class _VolumeCopy:
         _unpack_world(io.BufferedReader(_ChunkReader(stream)), world)
 
 
-def _numeric(info: tarfile.TarInfo) -> tarfile.TarInfo:
+def _numeric(info: tarfile.TarInfo, owner: Optional[int] = None) -> tarfile.TarInfo:
     info.uname = info.gname = ""
+    if owner is not None:
+        info.uid = info.gid = owner
     return info
 
 
@@ -522,23 +559,47 @@ class _GraderListener(HostListener):
 
 
 # Runs in the services image, in the engine host's network namespace: listens
-# where the grader's HostListener would if it ran there, and says what arrived
-# on its standard output, one JSON line each (read back as the container's log).
+# where the grader's HostListener would if it ran there (loopback and the host's
+# address on each bridge: ``runs.sandbox_addresses``, never every interface, where
+# other machines arrive), and says what arrived on its standard output, one JSON
+# line each (read back as the container's log).
 _LISTENER = r"""
-import json, socket
-s = socket.socket()
-s.bind(("0.0.0.0", 0))
-s.listen(16)
-print(json.dumps({"port": s.getsockname()[1]}), flush=True)
-while True:
-    c, _ = s.accept()
-    c.settimeout(1.0)
+import fcntl, json, os, selectors, socket, struct
+found = ["127.0.0.1"]
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for name in sorted(os.listdir("/sys/class/net")) if os.path.isdir("/sys/class/net") else []:
+    if os.path.isdir(os.path.join("/sys/class/net", name, "bridge")):
+        try:
+            found.append(socket.inet_ntoa(fcntl.ioctl(u.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))[20:24]))
+        except OSError:
+            pass
+addresses = list(dict.fromkeys(found))
+for _ in range(20):
+    socks = []
     try:
-        data = c.recv(1024)
+        for a in addresses:
+            s = socket.socket()
+            socks.append(s)
+            s.bind((a, socks[0].getsockname()[1] if len(socks) > 1 else 0))
+            s.listen(16)
+        break
     except OSError:
-        data = b""
-    c.close()
-    print(json.dumps({"hit": data.decode("utf-8", "replace")}), flush=True)
+        for s in socks:
+            s.close()
+sel = selectors.DefaultSelector()
+for s in socks:
+    sel.register(s, selectors.EVENT_READ)
+print(json.dumps({"port": socks[0].getsockname()[1], "addresses": [s.getsockname()[0] for s in socks]}), flush=True)
+while True:
+    for key, _ in sel.select():
+        c, _ = key.fileobj.accept()
+        c.settimeout(1.0)
+        try:
+            data = c.recv(1024)
+        except OSError:
+            data = b""
+        c.close()
+        print(json.dumps({"hit": data.decode("utf-8", "replace")}), flush=True)
 """
 
 
@@ -627,8 +688,11 @@ class HostDisk:
     def files(self, name: str, local: Callable[[], Path]) -> Files:
         return _HostFiles(local())
 
+    def __init__(self, client: Any = None) -> None:
+        self.client = client  # for a world copy this process could not give to the sandbox's user (``_HostCopy``)
+
     def copy(self, run_dir: RunDir, image: str, name: str, labels: dict[str, str]) -> RunCopy:
-        return _HostCopy(run_dir)
+        return _HostCopy(run_dir, self.client, image, name, labels)
 
     def listener(self, image: str, name: str, labels: dict[str, str]) -> Listener:
         return _GraderListener()
@@ -665,4 +729,4 @@ _ROLE = "org.sandbox-lab.role"  # simnet.LABEL_ROLE; simnet imports this module,
 
 def disk_for(client: Any, env: Mapping[str, str] = os.environ) -> Disk:
     """The disk a backend on ``client`` uses, as ``SANDBOX_LAB_ENGINE_DISK`` and ``DOCKER_HOST`` say."""
-    return EngineDisk(client) if engine_mode(env) == "remote" else HostDisk()
+    return EngineDisk(client) if engine_mode(env) == "remote" else HostDisk(client)

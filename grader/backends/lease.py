@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from .runs import pid_alive, read_owner, runs_root, write_owner
+from .runs import pid_alive, private_root, read_owner, runs_root, write_owner
 
 __all__ = ["DEFAULT_IDLE", "IDLE_ENV", "HubDir", "hub_dir", "idle_seconds", "process_alive"]
 
@@ -101,9 +101,8 @@ class HubDir:
     @contextlib.contextmanager
     def lock(self) -> Iterator[None]:
         """Held while a process decides whether the hub lives: adopting, starting or retiring it."""
-        root = self.path.parent
-        root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root, os.O_RDONLY)
+        private_root()  # made if missing, and shown to be this user's alone
+        fd = os.open(self.path.parent, os.O_RDONLY)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -133,7 +132,8 @@ class HubDir:
 
     def make(self) -> None:
         """Create the directory and its parts; the owner record follows once the keeper's pid is known."""
-        self.path.mkdir(mode=0o755)
+        self.path.mkdir(mode=0o700)  # the grader's user's alone, like every run directory
+        os.chmod(self.path, 0o700)
         for part in ("leases", "pool", "claimed", "trash"):
             (self.path / part).mkdir()
 

@@ -11,6 +11,17 @@ in the same shape (``runner_config``); the evidence is gathered the same way
 tried once more (``run_with_retries``); and each backend's leftovers are swept
 by one ``cleanup``. Both backends use this module; neither imports the other.
 
+Who may touch a run's files: its directory is the grader's user's alone (``private_root``,
+``make_run_dir``); the world copy inside is handed to the sandbox's user when
+this process may (root), and otherwise stays the grader's, with the world's
+modes, for the Docker backend to send to the engine with the right owner
+(``RunDir.handed``). Nothing is ever opened to every local user.
+
+What a killed grader or an engine restart leaves is swept when the next run
+starts (``sweep_soon``): at most once a minute per runs root, in the
+background, and only what a dead process of this machine and pid namespace
+owned (``namespace``); never a live grader's, never a hub's while its keeper lives.
+
 Imports: access, errors, evidence, execution, next_session, outcomes, plan, probes, scope, and the standard library.
 Never ``docker``: the srt backend must work where the docker SDK is missing.
 Nothing downstream.
@@ -18,20 +29,27 @@ Nothing downstream.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib
 import json
 import os
 import secrets
+import selectors
 import shutil
 import socket
+import stat
+import struct
+import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol, Sequence
 
 from ..access import Network
-from ..errors import InfrastructureError
+from ..errors import BackendError, InfrastructureError
 from ..evidence import Evidence, Markers, RunnerRecord, parse_jsonl, sha256
 from ..execution import signature
 from ..outcomes import RunResult
@@ -43,6 +61,9 @@ from ..scope import new_file, scanned_dirs
 __all__ = [
     "CLEANERS",
     "MAX_OUTPUT",
+    "SWEEP_ENV",
+    "SWEEP_EVERY",
+    "SWEEP_STAMP",
     "HostListener",
     "Listening",
     "Owner",
@@ -52,12 +73,17 @@ __all__ = [
     "cleanup",
     "gather_evidence",
     "make_run_dir",
+    "namespace",
     "pid_alive",
+    "private_root",
     "read_owner",
     "read_text",
     "run_with_retries",
     "runner_config",
     "runs_root",
+    "sandbox_addresses",
+    "sweep_soon",
+    "swept",
     "write_owner",
 ]
 
@@ -77,28 +103,102 @@ CLEANERS = ("docker", "srt")
 
 
 def runs_root() -> Path:
-    """Where run directories live (``SANDBOX_LAB_RUNS`` overrides); ``cleanup`` looks here for leftovers."""
-    return Path(os.environ.get("SANDBOX_LAB_RUNS", Path(tempfile.gettempdir()) / "sandbox-lab-runs"))
+    """Where run directories live (``SANDBOX_LAB_RUNS`` overrides); ``cleanup`` looks here for leftovers.
+
+    One per user by default (root keeps the old name): a directory another
+    user made could not be ours to keep private (``private_root``).
+    """
+    chosen = os.environ.get("SANDBOX_LAB_RUNS")
+    if chosen:
+        return Path(chosen)
+    euid = os.geteuid()
+    return Path(tempfile.gettempdir()) / ("sandbox-lab-runs" if euid == 0 else f"sandbox-lab-runs-{euid}")
+
+
+def _root_mode() -> int:
+    # Root hands a run's world to the sandbox's user, and srt runs as that user: it must pass
+    # through the root to the run directory it was given (never list it). Anyone else: nobody.
+    return 0o711 if os.geteuid() == 0 else 0o700
+
+
+def private_root() -> Path:
+    """``runs_root()``, made if missing, once it is shown to be this user's alone; else a ``BackendError``.
+
+    Run directories hold the world copy with its canaries and, for a job, the
+    signing agent's socket. Whoever can rename entries of the root (its owner,
+    or anyone who may write its parent without a sticky bit) could swap a run's
+    directory for their own and read or change the world: so the root must be a
+    real directory of this user, that nobody else can write, in a parent that
+    nobody else can rearrange. An older, laxer mode of our own root is tightened.
+    """
+    root = runs_root()
+    euid = os.geteuid()
+    fix = "set SANDBOX_LAB_RUNS to a directory of your own (e.g. ~/.cache/sandbox-lab-runs) and rerun"
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=_root_mode())
+        st = os.lstat(root)
+        parent = os.stat(root.parent)
+    except OSError as exc:
+        raise BackendError(f"cannot make the runs directory {root} ({exc.strerror}): {fix}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise BackendError(f"the runs directory {root} is not a directory (a link, or a file): {fix}")
+    if st.st_uid != euid:
+        raise BackendError(
+            f"the runs directory {root} belongs to uid {st.st_uid}, not to this user (uid {euid}): "
+            f"its owner could read and change every run's world. Remove it, or {fix}"
+        )
+    # a group-writable parent of the user's own group (user-private groups, umask 002) is theirs alone
+    others_write = parent.st_mode & 0o002 or (parent.st_mode & 0o020 and parent.st_gid != os.getegid())
+    if parent.st_uid not in (0, euid) or (others_write and not parent.st_mode & stat.S_ISVTX):
+        raise BackendError(
+            f"{root.parent} lets another user replace {root.name} (it is theirs, or others may write it "
+            f"without a sticky bit): {fix}"
+        )
+    if stat.S_IMODE(st.st_mode) != _root_mode():
+        os.chmod(root, _root_mode())
+    return root
 
 
 @dataclass(frozen=True)
 class Owner:
-    """Who made a run directory: the grader process and the run's name."""
+    """Who made a run directory: the grader process, the run's name, and where that pid means something.
+
+    ``ns`` is ``namespace()`` of the maker (None in a record older than it): a
+    pid is judged alive or dead only in the machine and pid namespace it came from.
+    """
 
     pid: int
     run: str
+    ns: Optional[str] = None
+
+
+def namespace() -> str:
+    """This machine's boot and this process's pid namespace, as one string: where a pid names this process.
+
+    Two graders in different containers (or on different machines sharing one
+    Docker engine) each see the other's pids as dead; a pid is only evidence
+    where it came from. "" where there is no /proc to ask.
+    """
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        ns = os.stat("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    return f"{boot}/{ns.st_dev}:{ns.st_ino}"
 
 
 def make_run_dir(name: str) -> Path:
     """A new directory ``runs_root()/name`` with its owner record; the only place an owner record is written.
 
     The record names this process, so ``cleanup`` removes the directory once
-    this process is gone, and never while it lives.
+    this process is gone, and never while it lives. The directory is the
+    grader's user's alone (0700, whatever the umask): a Docker sandbox reaches
+    what it is given through its mounts, never through this directory.
     """
-    root = runs_root()
-    root.mkdir(parents=True, exist_ok=True)
+    root = private_root()
     path = root / name
-    path.mkdir(mode=0o755)  # exists already: a name collision, never reuse another run's directory
+    path.mkdir(mode=0o700)  # exists already: a name collision, never reuse another run's directory
+    os.chmod(path, 0o700)
     write_owner(path, os.getpid())
     return path
 
@@ -109,15 +209,16 @@ def write_owner(directory: Path, pid: int) -> None:
     A shared internet's directory names its keeper, which outlives the grader that made it.
     """
     # json.dumps' own spacing, as before: tests look for '"pid": N,' in the text
-    (directory / OWNER).write_text(json.dumps({"pid": pid, "run": directory.name}))
+    (directory / OWNER).write_text(json.dumps({"pid": pid, "run": directory.name, "ns": namespace()}))
 
 
 def read_owner(directory: Path) -> Optional[Owner]:
     """The owner record of a run directory; None when it is missing or unreadable."""
     try:
         raw = json.loads((directory / OWNER).read_text())
-        return Owner(int(raw["pid"]), str(raw["run"]))
-    except (OSError, ValueError, KeyError, TypeError):
+        ns = raw.get("ns")
+        return Owner(int(raw["pid"]), str(raw["run"]), None if ns is None else str(ns))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
@@ -154,9 +255,16 @@ class RunDir:
 
     path: Path
     canaries: dict[str, str] = field(default_factory=dict)
+    # The world copy belongs to the sandbox's user (``lay_out`` could give it); else it is the
+    # grader's, private, and must reach the sandbox some other way (``enginedisk``'s volume copy).
+    handed: bool = False
+    uid: int = -1  # the sandbox's user (the world's), once laid out
 
     @classmethod
-    def create(cls, run_id: str) -> "RunDir":
+    def create(cls, run_id: str, engine: Any = None) -> "RunDir":
+        """A new run's directory. Every run start also sweeps what dead graders left (``sweep_soon``),
+        with ``engine`` (the backend's Docker client) for their containers and networks."""
+        sweep_soon(engine)
         return cls(make_run_dir(run_id))
 
     @property
@@ -181,12 +289,8 @@ class RunDir:
                 self.host_path(m.source).touch()
         (self.path / "mask").mkdir()
         (self.path / "mask" / "empty").touch(mode=0o444)
-        uid = plan.world.uid
-        for p in [self.world, *self.world.rglob("*")]:
-            try:
-                os.chown(p, uid, uid)
-            except PermissionError:  # not root: let the sandbox's uid write where the policy allows
-                p.chmod(p.stat().st_mode | 0o666 | (0o111 if p.is_dir() else 0))
+        self.uid = plan.world.uid
+        self.handed = _hand_over(self.path, self.world, self.uid)
         return {wp: sha256(self.host_path(wp).read_bytes()) for wp in self._judged_paths(plan)}
 
     def _judged_paths(self, plan: RunPlan) -> list[str]:
@@ -214,6 +318,29 @@ class RunDir:
         return out
 
 
+def _hand_over(run: Path, world: Path, uid: int) -> bool:
+    """Give the world copy to the sandbox's user ``uid`` if this process may; True once it is theirs.
+
+    Root chowns it, and lets that user's group (only) pass through the run
+    directory: srt runs as that user and opens its world copy by path. A grader
+    running as that very user has nothing to do. Anyone else keeps it, private
+    and with the world's modes: the Docker backend sends it to the engine with
+    the sandbox's owner. It is never opened to every local user (it used to be
+    made world-readable and writable, so any local user could read the canaries
+    or change a run's world, and with it the verdicts).
+    """
+    euid = os.geteuid()
+    if euid == uid:
+        return True
+    if euid != 0:
+        return False
+    for p in [world, *world.rglob("*")]:
+        os.lchown(p, uid, uid)
+    os.chown(run, 0, uid)
+    os.chmod(run, 0o710)
+    return True
+
+
 def _watched(plan: RunPlan) -> list[str]:
     """Every world path judged before and after a run: each file, each output, and the scope
     scan's new file in each directory (absent before, so present after means it was created)."""
@@ -225,15 +352,19 @@ def _watched(plan: RunPlan) -> list[str]:
 
 
 class _Server:
-    """One listening socket served by a daemon thread, one connection at a time, until ``close``.
+    """Listening sockets served by a daemon thread, one connection at a time, until ``close``.
 
     ``_handle`` answers one accepted connection; an error in it never stops the server.
     """
 
-    def __init__(self, sock: socket.socket, timeout: float) -> None:
-        self.sock = sock
+    def __init__(self, socks: Sequence[socket.socket], timeout: float) -> None:
+        self.socks = list(socks)
         self._timeout = timeout
         self._stop = threading.Event()
+        self._selector = selectors.DefaultSelector()
+        for sock in self.socks:
+            sock.setblocking(False)
+            self._selector.register(sock, selectors.EVENT_READ)
         self._thread = threading.Thread(target=self._serve, daemon=True)
         self._thread.start()
 
@@ -243,43 +374,99 @@ class _Server:
     def _serve(self) -> None:
         while not self._stop.is_set():
             try:
-                conn, _ = self.sock.accept()
-            except socket.timeout:
-                continue
+                ready = self._selector.select(timeout=0.2)
             except OSError:
-                if self._stop.is_set():
-                    return
-                continue
-            with conn:
-                conn.settimeout(self._timeout)
+                return  # closed under us
+            for key, _ in ready:
                 try:
-                    self._handle(conn)
-                except OSError:
-                    pass
+                    conn, _ = key.fileobj.accept()  # type: ignore[union-attr]
+                except OSError:  # another thread's close, or a peer that went: nothing to answer
+                    continue
+                if self._stop.is_set():
+                    conn.close()
+                    return
+                with conn:
+                    conn.settimeout(self._timeout)
+                    try:
+                        self._handle(conn)
+                    except OSError:
+                        pass
 
     def close(self) -> None:
         self._stop.set()
-        try:
-            # wakes the accept() that waits in the thread: every run would otherwise wait out its timeout
-            self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
+        for sock in self.socks:
+            try:
+                # wakes the select() that waits in the thread: every run would otherwise wait out its timeout
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
         self._thread.join(timeout=2)
-        self.sock.close()
+        self._selector.close()
+        for sock in self.socks:
+            sock.close()
+
+
+_SIOCGIFADDR = 0x8915  # Linux: an interface's IPv4 address
+
+
+def sandbox_addresses() -> tuple[str, ...]:
+    """Where a sandbox on this machine finds the machine itself: loopback, and its address on each local bridge.
+
+    A Docker container's only way to its host is the host's address on the
+    container's bridge (its default gateway: ``docker0``, ``br-…``); srt's
+    sandbox, without its network namespace, would be on loopback. Never the
+    addresses of other interfaces: those are where other machines arrive.
+    Only Linux has bridges to list; elsewhere, loopback alone.
+    """
+    found = ["127.0.0.1"]
+    net = Path("/sys/class/net")
+    if sys.platform != "linux" or not net.is_dir():
+        return tuple(found)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        for iface in sorted(p.name for p in net.iterdir() if (p / "bridge").is_dir()):
+            try:
+                raw = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, struct.pack("256s", iface.encode()[:15]))
+            except OSError:
+                continue  # a bridge without an IPv4 address (Sandbox Lab's own internal ones): nothing to reach
+            found.append(socket.inet_ntoa(raw[20:24]))
+    return tuple(dict.fromkeys(found))
 
 
 class HostListener(_Server):
-    """A TCP listener on the real host: if a sandbox's token ever arrives here, the host was reachable."""
+    """A TCP listener on the real host: if a sandbox's token ever arrives here, the host was reachable.
 
-    def __init__(self) -> None:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(("0.0.0.0", 0))
-        sock.listen(16)
-        sock.settimeout(0.2)
-        self.port: int = sock.getsockname()[1]
+    It listens, on one port, only where a sandbox would reach this machine
+    (``sandbox_addresses``): never on every interface, where any other machine
+    could connect, hold its one-at-a-time loop, or learn that a grader runs here.
+    """
+
+    def __init__(self, addresses: Optional[Sequence[str]] = None) -> None:
+        wanted = tuple(addresses) if addresses is not None else sandbox_addresses()
+        if not wanted or any(a in ("", "0.0.0.0", "::") for a in wanted):
+            raise ValueError(f"the host listener listens on named addresses only, not {wanted!r}")
+        socks = self._bind(wanted)
+        self.port: int = socks[0].getsockname()[1]
+        self.addresses: tuple[str, ...] = tuple(str(s.getsockname()[0]) for s in socks)
         self.hits: list[str] = []
-        super().__init__(sock, timeout=1.0)
+        super().__init__(socks, timeout=1.0)
+
+    @staticmethod
+    def _bind(addresses: tuple[str, ...], tries: int = 20) -> list[socket.socket]:
+        """One socket per address, all on the port the first was given (the runner is told one port)."""
+        for _ in range(tries):
+            socks: list[socket.socket] = []
+            try:
+                for address in addresses:
+                    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    socks.append(sock)
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                    sock.bind((address, socks[0].getsockname()[1] if len(socks) > 1 else 0))
+                    sock.listen(16)
+                return socks
+            except OSError:  # that port is taken on another address: all again, on another port
+                for sock in socks:
+                    sock.close()
+        raise InfrastructureError(f"no free port on all of {', '.join(addresses)} for the host listener")
 
     def _handle(self, conn: socket.socket) -> None:
         self.hits.append(conn.recv(1024).decode("utf-8", "replace"))
@@ -300,10 +487,10 @@ class SigningAgent(_Server):
         self.requests: list[str] = []
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.bind(str(path))
-        path.chmod(0o777)  # the sandbox's user connects; a socket's mode is its only lock
+        # the sandbox's user connects through its mount; nobody else reaches it: the run directory is private
+        path.chmod(0o777)
         sock.listen(8)
-        sock.settimeout(0.2)
-        super().__init__(sock, timeout=2.0)
+        super().__init__([sock], timeout=2.0)
 
     def _handle(self, conn: socket.socket) -> None:
         line = conn.recv(4096).decode("utf-8", "replace").strip()
@@ -420,15 +607,28 @@ class Scope:
     """Which runs a cleanup removes: those whose grader process is gone, or, with ``everything``, all.
 
     ``engine`` is a Docker client for the Docker backend's sweep; None lets it
-    connect from the environment.
+    connect from the environment, except in an ``automatic`` sweep (a run's
+    start: ``sweep_soon``), which reaches only the engine it is given and
+    judges only what carries this machine's and pid namespace's stamp.
     """
 
     everything: bool = False
     engine: Any = None
+    automatic: bool = False
 
-    def gone(self, pid: int) -> bool:
-        """True if what ``pid`` made is to be removed now."""
-        return self.everything or not pid_alive(pid)
+    def gone(self, pid: int, ns: Optional[str] = None) -> bool:
+        """True if what ``pid`` made is to be removed now.
+
+        Args:
+            ns: the ``namespace()`` the thing was stamped with; None for one
+                made before stamps (judged by its pid in an explicit cleanup
+                only). A pid of another namespace says nothing here: kept.
+        """
+        if self.everything:
+            return True
+        if ns is None:
+            return not self.automatic and not pid_alive(pid)
+        return ns == namespace() and not pid_alive(pid)
 
     def stale_dirs(self) -> list[Path]:
         """Run directories to remove. One without a readable owner record is being made right now: kept."""
@@ -437,31 +637,164 @@ class Scope:
             return []
         out = []
         for d in sorted(root.iterdir()):
+            if d.is_symlink() or not d.is_dir():
+                continue  # the sweep's stamp, or nothing of ours
             owner = read_owner(d)
-            if self.everything or (owner is not None and not pid_alive(owner.pid)):
+            if self.everything or (owner is not None and self.gone(owner.pid, owner.ns)):
                 out.append(d)
         return out
 
 
-def cleanup(*, everything: bool = False, engine: Any = None) -> list[str]:
+def cleanup(*, everything: bool = False, engine: Any = None, automatic: bool = False) -> list[str]:
     """Remove what runs of dead graders left behind (or of every grader, with ``everything``); say what went.
 
     Walks ``CLEANERS`` (each backend's own leftovers: containers, networks,
     host processes), then removes the run directories. A backend whose module
     cannot be imported for a missing dependency (the docker SDK) has nothing
-    this process could reach, and is passed over.
+    this process could reach, and is passed over. An ``automatic`` cleanup
+    (``sweep_soon``) also passes over a backend whose engine fails it, and
+    removes a directory only while no grader is deciding a hub's life (the
+    lock of ``lease.HubDir``), re-reading its owner first.
     """
-    scope = Scope(everything=everything, engine=engine)
+    scope = Scope(everything=everything, engine=engine, automatic=automatic)
     removed: list[str] = []
     for name in CLEANERS:
+        if automatic and f"{__package__}.{name}" not in sys.modules:
+            # a run's sweep uses the backends its process already runs: it imports nothing (it runs
+            # in a thread beside the run's own imports), and a backend not loaded has no engine here
+            continue
         try:
             module = importlib.import_module(f"{__package__}.{name}")
         except ImportError as exc:
             if exc.name is None or exc.name.startswith(f"{__package__}."):
                 raise  # our own module is broken: say so, never skip it
             continue
-        removed += module.sweep(scope)
-    for d in scope.stale_dirs():
-        shutil.rmtree(d, ignore_errors=True)
-        removed.append(f"directory {d}")
+        try:
+            removed += module.sweep(scope)
+        except Exception:  # noqa: BLE001 - an engine away or slow: the next sweep finds them
+            if not automatic:
+                raise
+    if not automatic:
+        for d in scope.stale_dirs():
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(f"directory {d}")
+        return removed
+    root = runs_root()
+    if not root.is_dir():
+        return removed
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return removed  # a grader is adopting, starting or retiring a hub: next time
+        for d in scope.stale_dirs():
+            owner = read_owner(d)  # again, under the lock: a hub started anew in the same place lives
+            if owner is not None and scope.gone(owner.pid, owner.ns):
+                shutil.rmtree(d, ignore_errors=True)
+                removed.append(f"directory {d}")
+    finally:
+        os.close(fd)  # closing releases the lock
     return removed
+
+
+# --- the sweep at every run's start ------------------------------------------------------
+
+SWEEP_EVERY = 60.0  # seconds between two automatic sweeps of one runs root
+# Beside the runs root (``<root>.swept``), never in it: the root holds run directories only, so
+# "nothing left" stays an empty root. When the last automatic sweep started, and what it removed.
+SWEEP_STAMP = ".swept"
+SWEEP_ENV = "SANDBOX_LAB_SWEEP"  # "0": no automatic sweep (``sandbox-lab cleanup`` still sweeps)
+
+
+def sweep_soon(engine: Any = None, *, every: float = SWEEP_EVERY) -> Optional[threading.Thread]:
+    """Start sweeping dead graders' leftovers in the background, unless a sweep of this runs root started
+    within ``every`` seconds or is under way; the sweeping thread, or None.
+
+    A killed grader or an engine restart leaves containers, networks and run
+    directories that only an explicit ``cleanup`` used to remove: on a busy
+    machine they pile up (and hold the engine's few bridge networks). So each
+    run's start sweeps too, cheaply: deciding costs one ``flock`` and one small
+    file; the sweep itself runs in a daemon thread nobody waits for (a slow
+    engine delays nobody, and a sweep cut short by the process's exit leaves
+    the rest to the next). The thread holds the stamp's lock while it works,
+    so ``swept`` can wait for it.
+    """
+    if os.environ.get(SWEEP_ENV, "").strip() == "0":
+        return None
+    stamp = _stamp_path(private_root())
+    try:
+        fd = os.open(stamp, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None  # someone else's file in its place (a shared /tmp): no sweep, never theirs to write
+    try:
+        if os.fstat(fd).st_uid != os.geteuid():
+            raise BlockingIOError  # as above
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        last = _stamp_record(fd).get("started", 0.0)
+        now = time.time()
+        if isinstance(last, (int, float)) and 0 <= now - last < every:
+            raise BlockingIOError  # swept lately (a clock set back counts as never)
+        _write_stamp(fd, {"started": now})
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    except BaseException:
+        os.close(fd)
+        raise
+    thread = threading.Thread(target=_sweep, args=(fd, engine), name="sandbox-lab-sweep", daemon=True)
+    try:
+        thread.start()
+    except RuntimeError:  # no new threads (the interpreter is exiting): the next run sweeps
+        os.close(fd)
+        return None
+    return thread
+
+
+def _sweep(fd: int, engine: Any) -> None:
+    started = time.time()
+    record: dict[str, Any] = {"started": started}
+    try:
+        record["removed"] = cleanup(engine=engine, automatic=True)
+    except Exception as exc:  # noqa: BLE001 - never the run's problem; said in the stamp
+        record["failed"] = f"{type(exc).__name__}: {str(exc)[:200]}"
+    record["seconds"] = round(time.time() - started, 3)
+    with contextlib.suppress(OSError):
+        _write_stamp(fd, record)
+    os.close(fd)  # releases the lock: ``swept`` returns
+
+
+def _stamp_path(root: Path) -> Path:
+    return root.with_name(root.name + SWEEP_STAMP)
+
+
+def _stamp_record(fd: int) -> dict[str, Any]:
+    os.lseek(fd, 0, os.SEEK_SET)
+    try:
+        data = json.loads(os.read(fd, 1 << 20) or b"{}")
+    except ValueError:
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _write_stamp(fd: int, record: dict[str, Any]) -> None:
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.ftruncate(fd, 0)
+    os.write(fd, json.dumps(record).encode())
+
+
+def swept() -> dict[str, Any]:
+    """Wait until no automatic sweep of this runs root is under way; what the last one recorded ({} for none).
+
+    The record: ``started`` (a time), ``removed`` (what went), ``seconds``, or
+    ``failed`` (why it stopped).
+    """
+    try:
+        fd = os.open(_stamp_path(runs_root()), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        return _stamp_record(fd)
+    finally:
+        os.close(fd)

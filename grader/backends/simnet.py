@@ -43,12 +43,13 @@ from ..errors import InfrastructureError
 from ..services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT, TCP_SINK_PORT
 from ..world import World
 from .enginedisk import Disk, Files, HostDisk
-from .runs import make_run_dir
+from .runs import make_run_dir, namespace
 
 __all__ = [
     "LABEL",
     "LABEL_BACKEND",
     "LABEL_HUB",
+    "LABEL_NS",
     "Leftovers",
     "LABEL_PID",
     "LABEL_ROLE",
@@ -70,6 +71,9 @@ LABEL_ROLE = "org.sandbox-lab.role"
 LABEL_PID = "org.sandbox-lab.pid"
 LABEL_BACKEND = "org.sandbox-lab.backend"  # which backend object made it: close() sweeps its own
 LABEL_HUB = "org.sandbox-lab.hub"  # kept by a hub's keeper for every grader on the machine (hub.py)
+# where LABEL_PID means something (runs.namespace): another container's or machine's grader on the
+# same engine has pids this process cannot judge, and a run's automatic sweep never touches its things
+LABEL_NS = "org.sandbox-lab.ns"
 READY_TIMEOUT = 20.0
 # A proxy (and its sandbox network) serves at most this many runs, one after another, then goes:
 # what one run might leave in it (a slow connection, a full log) lives a bounded time.
@@ -94,7 +98,7 @@ class Leftovers:
         self.owner = secrets.token_hex(6)  # the backend's id, on every label it sets
 
     def labels(self, run: str) -> dict[str, str]:
-        return {LABEL: run, LABEL_PID: str(os.getpid()), LABEL_BACKEND: self.owner}
+        return {LABEL: run, LABEL_PID: str(os.getpid()), LABEL_NS: namespace(), LABEL_BACKEND: self.owner}
 
     def hand_off(self, ids: list[str]) -> None:
         """Containers and networks a hub's keeper now removes: ``sweep`` leaves them to it."""

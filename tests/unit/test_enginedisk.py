@@ -72,13 +72,16 @@ class _FakeContainer:
     def __init__(self, cid: str = "c1", mounts: Optional[list[dict[str, Any]]] = None) -> None:
         self.id = cid
         self.puts: list[tuple[str, dict[str, Optional[bytes]]]] = []
+        self.owners: list[dict[str, tuple[int, int, int]]] = []  # per put: each member's uid, gid and mode
         self.attrs: dict[str, Any] = {"Mounts": mounts or []}
         self.archive = b""
 
     def put_archive(self, path: str, data: bytes) -> bool:
         with tarfile.open(fileobj=io.BytesIO(data)) as tf:
-            got = {m.name: (tf.extractfile(m).read() if m.isfile() else None) for m in tf}  # type: ignore[union-attr]
+            members = tf.getmembers()
+            got = {m.name: (tf.extractfile(m).read() if m.isfile() else None) for m in members}  # type: ignore[union-attr]
         self.puts.append((path, got))
+        self.owners.append({m.name: (m.uid, m.gid, m.mode) for m in members})
         return True
 
     def reload(self) -> None:
@@ -204,12 +207,65 @@ def test_the_run_copy_sends_what_the_sandbox_mounts_and_brings_the_world_back(tm
 
 
 def test_the_grader_copy_is_the_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader import load_policy
+    from grader.plan import build_plan
+
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
     run = RunDir.create("sl-0000000002")
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)  # the world's user: the world copy is already theirs
+    run.lay_out(build_plan(load_policy({})))
+    assert run.handed
     copy = ed.HostDisk().copy(run, "services:1", "sl-0000000002", {})
     assert copy.container is None
     assert copy.place()("world/home/user") == str(run.path / "world" / "home" / "user")
     copy.fetch()  # nothing to bring back
+
+
+def test_a_world_the_grader_could_not_hand_over_goes_in_a_volume_owned_by_the_sandboxs_user(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Neither root nor the world's user: the world copy stays the grader's and private, and reaches the
+    sandbox through a volume with the owner root would have given it; never by opening it to every user."""
+    import socket
+
+    from grader import load_policy
+    from grader.errors import BackendError
+    from grader.plan import build_plan
+
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path / "runs"))
+    run = RunDir.create("sl-0000000003")
+    monkeypatch.setattr(os, "geteuid", lambda: 4321)  # from here on, a grader that is neither
+    plan = build_plan(load_policy({}))
+    run.lay_out(plan)
+    assert not run.handed and run.uid == plan.world.uid
+    for p in [run.world, *run.world.rglob("*")]:
+        assert not p.stat().st_mode & 0o022, f"{p} is writable by others"
+    assert (run.host_path("/home/user/.ssh/id_rsa").stat().st_mode & 0o777) == 0o600  # the world's mode, kept
+    (run.path / "run").mkdir()
+    (run.path / "run" / "config.json").write_text("{}")
+    with pytest.raises(BackendError, match="root or as the world's user"):
+        ed.HostDisk().copy(run, "services:1", "sl-0000000003", {}).place()  # no engine to send it to
+
+    source = "/var/lib/docker/volumes/abc/_data"
+    c = _FakeContainer(mounts=[{"Destination": ed.COPY_ROOT, "Source": source}])
+    client = _FakeClient(c)
+    copy = ed.HostDisk(client).copy(run, "services:1", "sl-0000000003", {"org.sandbox-lab.run": "sl-0000000003"})
+    where = copy.place()
+    assert copy.container is c and client.created[0]["labels"]["org.sandbox-lab.role"] == "disk"
+    assert where("world/project") == f"{source}/world/project"
+    owners = c.owners[0]
+    world = {n: o for n, o in owners.items() if n.split("/")[0] == "world"}
+    assert world and all(uid == gid == plan.world.uid for uid, gid, _ in world.values())
+    assert next(mode for n, (_, _, mode) in world.items() if n.endswith(".ssh/id_rsa")) == 0o600
+    assert owners["run/config.json"][0] == os.getuid()  # the runner's config stays as written
+    copy.place()  # placed again (the next session): the same volume, never a second helper
+    assert len(client.created) == 1 and len(c.puts) == 2
+
+    # a socket (a job's signing agent) cannot travel in a tar: refused, never silently left out
+    with socket.socket(socket.AF_UNIX) as agent:
+        agent.bind(str(run.path / "run" / "agent.sock"))
+        with pytest.raises(BackendError, match="SSH-agent socket"):
+            copy.place()
 
 
 def test_the_role_label_is_simnets() -> None:
@@ -223,7 +279,12 @@ def test_the_engine_side_listener_reports_its_port_and_each_payload() -> None:
     proc = subprocess.Popen([sys.executable, "-c", ed._LISTENER], stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None
-        port = json.loads(proc.stdout.readline())["port"]
+        first = json.loads(proc.stdout.readline())
+        port = first["port"]
+        # where the grader's own listener would listen, never every interface
+        from grader.backends.runs import sandbox_addresses
+
+        assert first["addresses"] == list(sandbox_addresses()) and "0.0.0.0" not in first["addresses"]
         with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
             s.sendall(b"token\n")
         assert json.loads(proc.stdout.readline()) == {"hit": "token\n"}

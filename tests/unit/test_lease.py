@@ -126,3 +126,10 @@ def test_the_keeper_never_waits_for_the_lock(hub: HubDir) -> None:
         assert got == [False]
     with hub.try_lock() as free:
         assert free
+
+
+def test_a_hubs_directory_is_the_graders_users_alone(hub: HubDir) -> None:
+    """Its internet's logs carry every tenant's traffic, its trash names what the keeper removes: nobody else's to read or change."""
+    assert (hub.path.stat().st_mode & 0o777) == 0o700
+    with hub.lock():
+        assert (hub.path.parent.stat().st_mode & 0o022) == 0

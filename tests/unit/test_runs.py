@@ -59,7 +59,7 @@ def _owned_by(root: Path, name: str, pid: Optional[int]) -> Path:
 def test_a_run_directory_is_made_with_its_owner_record_which_reads_back(_runs_root: Path) -> None:
     d = runs.make_run_dir("sl-0123456789")
     assert d == _runs_root / "sl-0123456789" and d.is_dir()
-    assert runs.read_owner(d) == runs.Owner(pid=os.getpid(), run="sl-0123456789")
+    assert runs.read_owner(d) == runs.Owner(pid=os.getpid(), run="sl-0123456789", ns=runs.namespace())
     # the text other processes grep for, e.g. tests/integration/test_srt.py
     assert f'"pid": {os.getpid()},' in (d / "owner.json").read_text()
 
@@ -112,6 +112,65 @@ def test_the_host_listener_records_what_reaches_it() -> None:
         assert listener.hits == ["abc123.host\n"]
     finally:
         listener.close()
+
+
+def _external_addresses() -> list[str]:
+    """This machine's IPv4 addresses where other machines arrive: the route out's source address."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # picks a route; sends nothing
+            found = s.getsockname()[0]
+        except OSError:
+            return []
+    return [] if found.startswith("127.") or found in runs.sandbox_addresses() else [found]
+
+
+def test_the_host_listener_listens_only_where_a_sandbox_reaches_this_machine() -> None:
+    """Finding 6: the host listener bound every interface (0.0.0.0): any machine on the network could reach it."""
+    listener = runs.HostListener()
+    try:
+        assert listener.addresses == runs.sandbox_addresses()
+        assert "127.0.0.1" in listener.addresses and "0.0.0.0" not in listener.addresses
+        for sock in listener.socks:
+            assert sock.getsockname()[0] != "0.0.0.0" and sock.getsockname()[1] == listener.port
+        for address in listener.addresses:  # each of them hears a sandbox, on the one port it was told
+            with socket.create_connection((address, listener.port), timeout=2) as s:
+                s.sendall(f"via {address}\n".encode())
+        deadline = time.monotonic() + 3
+        while len(listener.hits) < len(listener.addresses) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert sorted(listener.hits) == sorted(f"via {a}\n" for a in listener.addresses)
+        for address in _external_addresses():  # where other machines arrive: nothing listens
+            with pytest.raises(ConnectionRefusedError):
+                socket.create_connection((address, listener.port), timeout=2).close()
+    finally:
+        listener.close()
+    with pytest.raises(ValueError, match="named addresses only"):
+        runs.HostListener(["0.0.0.0"])
+
+
+def test_the_sandbox_addresses_are_loopback_and_the_bridges_of_this_machine() -> None:
+    addresses = runs.sandbox_addresses()
+    assert addresses[0] == "127.0.0.1" and len(set(addresses)) == len(addresses)
+    bridges = Path("/sys/class/net")
+    names = {p.name for p in bridges.iterdir() if (p / "bridge").is_dir()} if bridges.is_dir() else set()
+    assert len(addresses) - 1 <= len(names)  # one address at most per bridge, none for anything else
+
+
+def test_the_signing_agent_is_reachable_only_through_the_run_directory(_runs_root: Path) -> None:
+    """A socket's mode is 0777 (the sandbox's user connects): the private run directory is what keeps others out."""
+    d = runs.make_run_dir("sl-agent")
+    (d / "run").mkdir()
+    agent = runs.SigningAgent(d / "run" / "a.sock", "k3y")
+    try:
+        with socket.socket(socket.AF_UNIX) as s:
+            s.settimeout(3)
+            s.connect(str(d / "run" / "a.sock"))
+            s.sendall(b"SIGN hello\n")
+            assert s.recv(100).startswith(b"SIG ")
+        assert (d.stat().st_mode & 0o077) == 0
+    finally:
+        agent.close()
 
 
 # --- the runner's config, retries -----------------------------------------------------
@@ -300,3 +359,218 @@ def test_the_snapshot_never_follows_a_link_out_of_the_world_copy(tmp_path: Path,
         assert "/home/user/.bashrc" in snap  # the rest of the world copy is still read
     finally:
         shutil.rmtree(d.path, ignore_errors=True)
+
+
+# --- who may touch a run's files ------------------------------------------------------
+
+
+def test_the_runs_root_and_each_run_directory_are_the_graders_users_alone(_runs_root: Path) -> None:
+    old = os.umask(0)  # whatever the umask says
+    try:
+        d = runs.make_run_dir("sl-private")
+    finally:
+        os.umask(old)
+    assert (d.stat().st_mode & 0o777) == 0o700
+    # root lets the sandbox's user pass through to what it is given (srt); nobody lists it
+    assert (_runs_root.stat().st_mode & 0o777) == (0o711 if os.geteuid() == 0 else 0o700)
+    _runs_root.chmod(0o755)  # an older version's root: ours, so tightened
+    runs.make_run_dir("sl-private-2")
+    assert (_runs_root.stat().st_mode & 0o777) == (0o711 if os.geteuid() == 0 else 0o700)
+
+
+def test_a_runs_root_that_is_not_ours_alone_is_refused(_runs_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.errors import BackendError
+
+    _runs_root.mkdir()
+    me = os.geteuid()
+    monkeypatch.setattr(os, "geteuid", lambda: me + 4321)  # the same directory, seen by another user
+    with pytest.raises(BackendError, match=r"belongs to uid \d+, not to this user.*SANDBOX_LAB_RUNS"):
+        runs.make_run_dir("sl-x")
+    monkeypatch.setattr(os, "geteuid", lambda: me)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(elsewhere)
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(link))
+    with pytest.raises(BackendError, match="not a directory"):
+        runs.make_run_dir("sl-x")
+    open_parent = tmp_path / "open"
+    open_parent.mkdir()
+    open_parent.chmod(0o777)  # anyone may rename our root away and put theirs in its place
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(open_parent / "runs"))
+    with pytest.raises(BackendError, match="lets another user replace"):
+        runs.make_run_dir("sl-x")
+    open_parent.chmod(0o1777)  # sticky, as /tmp: only the owner renames its entries
+    assert runs.make_run_dir("sl-x").is_dir()
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_the_default_runs_root_is_one_per_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SANDBOX_LAB_RUNS")
+    monkeypatch.setattr(os, "geteuid", lambda: 1234)
+    assert runs.runs_root().name == "sandbox-lab-runs-1234"
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    assert runs.runs_root().name == "sandbox-lab-runs"
+
+
+_AS_USER = r"""
+import json, os, sys
+from grader import load_policy
+from grader.backends import runs
+from grader.plan import build_plan
+plan = build_plan(load_policy({}))
+d = runs.RunDir.create("sl-nonroot")
+d.lay_out(plan)
+print(json.dumps({"root": str(runs.runs_root()), "run": str(d.path), "handed": d.handed,
+                  "key": str(d.host_path("/home/user/.ssh/id_rsa")),
+                  "modes": {str(p): p.lstat().st_mode & 0o7777 for p in [d.world, *d.world.rglob("*")]}}))
+"""
+
+_PEEK = r"""
+import json, os, sys
+out = {}
+for p in sys.argv[1:]:
+    try:
+        with open(p, "rb") as fh:
+            out[p] = "read"
+    except IsADirectoryError:
+        out[p] = "listed" if os.listdir(p) is not None else "?"
+    except PermissionError:
+        out[p] = "refused"
+print(json.dumps(out))
+"""
+
+
+def _as(uid: int, code: str, *args: str, env: Optional[dict[str, str]] = None) -> Any:
+    repo = Path(runs.__file__).resolve().parents[2]
+    out = subprocess.run(
+        ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", sys.executable, "-c", code, *args],
+        capture_output=True, text=True, timeout=60, cwd="/", env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo), **(env or {})},
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to start graders as other users (setpriv)")
+def test_a_grader_that_is_not_root_keeps_the_world_copy_from_every_other_local_user() -> None:
+    """Finding 6: a grader that is not root made the world copy world-readable and writable (0666, dirs 0777):
+    any local user could read its canaries or change a run's world, and with it the verdicts."""
+    import tempfile
+
+    grader_uid, other_uid = 4001, 4002
+    # in the open, as /tmp/sandbox-lab-runs-<uid> is: only the grader's own modes can keep others out
+    home = Path(tempfile.mkdtemp(prefix="sl-nonroot-", dir="/tmp"))
+    try:
+        home.chmod(0o755)
+        os.chown(home, grader_uid, grader_uid)
+        _check_private(home, grader_uid, other_uid)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def _check_private(home: Path, grader_uid: int, other_uid: int) -> None:
+    made = _as(grader_uid, _AS_USER, env={"SANDBOX_LAB_RUNS": str(home / "runs")})
+    assert not made["handed"]  # neither root nor the world's user: the engine gets it through a volume
+    assert (Path(made["root"]).stat().st_mode & 0o777) == 0o700 and (Path(made["run"]).stat().st_mode & 0o777) == 0o700
+    opened = {p: oct(m) for p, m in made["modes"].items() if m & 0o022}
+    assert opened == {}, f"writable by others: {opened}"
+    assert made["modes"][made["key"]] == 0o600  # the world's own mode
+    # another local user can neither read the key, nor list the run, nor reach a file the world made readable
+    readable = next(p for p, m in made["modes"].items() if m & 0o004 and Path(p).is_file())
+    peek = _as(other_uid, _PEEK, made["key"], made["run"], readable, made["root"])
+    assert set(peek.values()) == {"refused"}, peek
+
+
+# --- the sweep at every run's start ---------------------------------------------------
+
+
+def _stamped(root: Path, name: str, pid: int, ns: Optional[str]) -> Path:
+    d = root / name
+    d.mkdir(parents=True)
+    record: dict[str, Any] = {"pid": pid, "run": name}
+    if ns is not None:
+        record["ns"] = ns
+    (d / "owner.json").write_text(json.dumps(record))
+    return d
+
+
+def test_a_run_start_sweeps_dead_graders_directories_and_keeps_everyone_elses(
+    _runs_root: Path, stand_ins: list[tuple[str, runs.Scope]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 6: leftovers of a killed grader were swept only by an explicit `cleanup`, never by the next run."""
+    monkeypatch.delenv(runs.SWEEP_ENV, raising=False)
+    here, dead = runs.namespace(), _dead_pid()
+    gone = _stamped(_runs_root, "sl-dead", dead, here)
+    live = _stamped(_runs_root, "sl-live", os.getpid(), here)
+    foreign = _stamped(_runs_root, "sl-other-container", dead, "another-boot/4:4026532000")  # its pid means nothing here
+    old = _stamped(_runs_root, "sl-before-stamps", dead, None)  # made before stamps: only an explicit cleanup judges it
+    engine = object()
+    runs.RunDir.create("sl-new", engine=engine)
+    record = runs.swept()
+    assert record["removed"] == ["thing of _first", "thing of _second", f"directory {gone}"]
+    assert not gone.exists() and live.is_dir() and foreign.is_dir() and old.is_dir()
+    assert all(scope.automatic and scope.engine is engine and not scope.everything for _, scope in stand_ins)
+    assert runs.Scope(automatic=True).gone(dead, here) and not runs.Scope(automatic=True).gone(dead, None)
+    assert not runs.Scope().gone(dead, "another-boot/4:4026532000")
+    # an explicit cleanup still takes what was made before stamps
+    assert f"directory {old}" in runs.cleanup()
+    assert foreign.is_dir()
+
+
+def test_the_sweep_runs_at_most_once_a_minute_and_only_one_at_a_time(
+    _runs_root: Path, stand_ins: list[tuple[str, runs.Scope]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(runs.SWEEP_ENV, raising=False)
+    first = runs.sweep_soon()
+    assert first is not None
+    first.join()
+    assert runs.sweep_soon() is None  # within the minute: nothing to do
+    stamp = _runs_root.with_name(_runs_root.name + runs.SWEEP_STAMP)
+    assert (stamp.stat().st_mode & 0o777) == 0o600
+    assert list(_runs_root.iterdir()) == []  # beside the root, never in it: an empty root means nothing left
+    stamp.write_text(json.dumps({"started": time.time() - runs.SWEEP_EVERY - 1}))
+    import fcntl
+
+    with stamp.open("rb") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another process is sweeping now
+        assert runs.sweep_soon() is None
+    again = runs.sweep_soon()
+    assert again is not None
+    again.join()
+    stamp.write_text(json.dumps({"started": time.time() + 3600}))  # a clock set back: as if never swept
+    third = runs.sweep_soon()
+    assert third is not None
+    third.join()
+    assert len(stand_ins) == 6  # three sweeps, two cleaners each
+    monkeypatch.setenv(runs.SWEEP_ENV, "0")
+    stamp.write_text("{}")
+    assert runs.sweep_soon() is None
+
+
+def test_the_sweep_leaves_directories_alone_while_a_hub_is_being_decided_and_survives_a_failing_engine(
+    _runs_root: Path, stand_ins: list[tuple[str, runs.Scope]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from grader.backends.lease import hub_dir
+
+    monkeypatch.delenv(runs.SWEEP_ENV, raising=False)
+    gone = _stamped(_runs_root, "sl-dead", _dead_pid(), runs.namespace())
+    hub = hub_dir("services:1", "{}")
+    with hub.lock():  # a grader adopting, starting or retiring a hub
+        assert runs.cleanup(automatic=True) == ["thing of _first", "thing of _second"]
+    assert gone.is_dir()
+
+    def broken(scope: runs.Scope) -> list[str]:
+        raise ConnectionError("engine away")
+
+    monkeypatch.setattr(sys.modules["grader.backends._first"], "sweep", broken)
+    assert runs.cleanup(automatic=True) == ["thing of _second", f"directory {gone}"]
+    with pytest.raises(ConnectionError):
+        runs.cleanup()  # an explicit cleanup says so
+
+
+def test_a_run_sweep_imports_no_backend_it_does_not_run(_runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """It runs in a thread beside the run's own imports; a backend this process never loaded has no engine here."""
+    monkeypatch.setattr(runs, "CLEANERS", ("_never_imported",))
+    assert runs.cleanup(automatic=True) == []
+    with pytest.raises(ModuleNotFoundError):
+        runs.cleanup()
