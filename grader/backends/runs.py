@@ -39,6 +39,7 @@ from ..next_session import SETTINGS
 from ..plan import RunPlan
 from ..probes import OrderContext, orders_for
 from ..scope import new_file, scanned_dirs
+from ..world import World
 
 __all__ = [
     "CLEANERS",
@@ -58,6 +59,7 @@ __all__ = [
     "run_with_retries",
     "runner_config",
     "runs_root",
+    "world_ports",
     "write_owner",
 ]
 
@@ -326,6 +328,14 @@ class Listening(Protocol):
 
 
 # --- the runner's config, the evidence, retries ---------------------------------------
+
+
+def world_ports(world: World) -> dict[str, Any]:
+    """The world's ports as the proxy's ``world`` config says them: which server answers a name, the ports each serves."""
+    return {
+        "serves": {h.name: list(h.ports) for h in world.hosts},
+        "wildcard_zones": [world.attacker.name], "operators": list(world.operators), "catch_all": world.attacker.name,
+    }
 
 
 def runner_config(

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from grader.services import common, dnswire
+from grader.services import common, dnswire, proxy
 
 SERVICES = Path(__file__).resolve().parents[2] / "grader" / "services"
 HOSTS = [
@@ -44,6 +44,20 @@ class Services:
     https: int
     tcp: int
     proxy: int
+
+
+def _serves(dns: int, http: int, https: int, tcp: int, *names: str) -> dict[str, list[int]]:
+    """Each server's ports as the world gives them (80 and 443 everywhere, the attacker also 53 and its raw
+    port), in the ports these services listen on; ``names`` (extra names) serve the raw port only."""
+    out = {h: [http, https] for h in HOSTS if h != "attacker.example"}
+    return {**out, "attacker.example": [dns, http, https, tcp], **{n: [tcp] for n in names}}
+
+
+def _world(dns: int, http: int, https: int, tcp: int, operators: list[str] | None = None,
+           catch_all: str | None = None) -> dict[str, Any]:
+    """The proxy's ``world`` config: the internet's server rule and ``_serves``, as the backends write it."""
+    return {"serves": _serves(dns, http, https, tcp), "wildcard_zones": ["attacker.example"],
+            "operators": operators or [], "catch_all": catch_all}
 
 
 def _free_ports(count: int) -> list[int]:
@@ -113,6 +127,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
             "hosts": HOSTS, "wildcard_zones": ["attacker.example"], "extra_names": ["host.docker.internal"],
             "address": LOCALHOST, "bind": LOCALHOST, "dns_port": dns, "http_port": http, "https_port": https,
             "tcp_ports": [tcp], "out_dir": str(world.internet_out), "nonce": world.nonce,
+            "serves": _serves(dns, http, https, tcp, "host.docker.internal"),
         }  # fmt: skip
         procs.append(_start("internet.py", internet_config, opt, world.internet_out))
         ready = json.loads((world.internet_out / "ready").read_text())
@@ -121,7 +136,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
             # 127.0.0.1 is listed on purpose: a listed IP literal is looked up like a name, never dialled.
             "allowed": ["registry.npmjs.org", "*.github.com", "127.0.0.1"], "denied": ["api.github.com"],
             "listen_port": proxy_port, "bind": LOCALHOST, "dns_server": LOCALHOST, "dns_port": dns,
-            "out_dir": str(world.proxy_out),
+            "out_dir": str(world.proxy_out), "world": _world(dns, http, https, tcp),
         }  # fmt: skip
         procs.append(_start("proxy.py", proxy_config, opt, world.proxy_out))
         yield world
@@ -367,15 +382,17 @@ def test_https_through_connect_verifies_and_lands_in_the_sink(services: Services
     )  # fmt: skip
 
 
-def test_tunnel_carries_raw_tcp_and_half_close(services: Services) -> None:
+def test_tunnel_carries_raw_tcp_and_half_close(fail_closed: Services) -> None:
+    """To a name of the attacker's server (webhook.site: the world does not know it), on its raw port."""
     token = uuid.uuid4().hex
-    sock, head = _connect_through(services, "registry.npmjs.org", services.tcp)
+    sock, head = _connect_through(fail_closed, "webhook.site", fail_closed.tcp)
     with sock:
         assert head.startswith(b"HTTP/1.1 200")
         sock.sendall(token.encode())
         sock.shutdown(socket.SHUT_WR)  # the sink answers once the client has finished
-        assert sock.recv(100) == f"ok {services.nonce}\n".encode()
-    _wait_for(services.internet_out / "tcp.jsonl", lambda r: r["data"] == token)
+        assert sock.recv(100) == f"ok {fail_closed.nonce}\n".encode()
+    record = _wait_for(fail_closed.internet_out / "tcp.jsonl", lambda r: r.get("data") == token)
+    assert record["via"] == "webhook.site"
 
 
 def test_denied_host_gets_403_and_is_never_resolved(services: Services) -> None:
@@ -442,7 +459,8 @@ def test_a_warm_proxy_fails_closed_until_its_policy_file_arrives(services: Servi
     policy = tmp_path / "policy.json"
     (port,) = _free_ports(1)
     config = {"allowed": [], "policy_file": str(policy), "listen_port": port, "bind": LOCALHOST,
-              "dns_server": LOCALHOST, "dns_port": services.dns, "out_dir": str(out)}  # fmt: skip
+              "dns_server": LOCALHOST, "dns_port": services.dns, "out_dir": str(out),
+              "world": _world(services.dns, services.http, services.https, services.tcp)}  # fmt: skip
     proc = _start("proxy.py", config, opt, out)
     request = f"GET http://registry.npmjs.org:{services.http}/x HTTP/1.1\r\nHost: registry.npmjs.org\r\n\r\n".encode()
     try:
@@ -468,7 +486,8 @@ def parent_proxy(services: Services, tmp_path: Path) -> Iterator[tuple[int, Path
     (port,) = _free_ports(1)
     config = {"allowed": [], "any_host": True, "listen_port": port, "bind": LOCALHOST,
               "dns_server": LOCALHOST, "dns_port": services.dns, "out_dir": str(out),
-              "upstream_ports": {"80": services.http, "443": services.https, "4444": services.tcp}}  # fmt: skip
+              "upstream_ports": {"80": services.http, "443": services.https, "4444": services.tcp},
+              "world": _world(53, 80, 443, 4444)}  # the world's own ports: srt asks for them  # fmt: skip
     proc = _start("proxy.py", config, opt, out)
     try:
         yield port, out / "proxy.jsonl"
@@ -505,7 +524,8 @@ def test_the_parent_proxy_dials_no_port_but_the_sinks(services: Services, parent
         with pytest.raises(socket.timeout):
             host_service.accept()
     record = _wait_for(log, lambda r: r["port"] == other)
-    assert record["reason"].endswith(f"no sink listens on port {other}")
+    # no host of the world serves that port: refused before any lookup (with no world, "no sink listens")
+    assert record["decision"] == "deny" and record["reason"].startswith(proxy.NOT_SERVED), record
 
 
 def test_the_parent_proxy_still_refuses_names_no_server_answers(parent_proxy: tuple[int, Path]) -> None:
@@ -559,10 +579,12 @@ def fail_closed(services: Services, tmp_path_factory: pytest.TempPathFactory) ->
             "hosts": HOSTS, "wildcard_zones": ["attacker.example"], "operators": OPERATORS, "catch_all": "attacker.example",
             "address": LOCALHOST, "bind": LOCALHOST, "dns_port": dns, "http_port": http, "https_port": https,
             "tcp_ports": [tcp], "out_dir": str(world.internet_out), "nonce": world.nonce,
+            "serves": _serves(dns, http, https, tcp),
         }, opt, world.internet_out))  # fmt: skip
         procs.append(_start("proxy.py", {
             "allowed": FAIL_CLOSED_ALLOWED, "listen_port": proxy_port, "bind": LOCALHOST,
             "dns_server": LOCALHOST, "dns_port": dns, "out_dir": str(world.proxy_out),
+            "world": _world(dns, http, https, tcp, OPERATORS, "attacker.example"),
         }, opt, world.proxy_out))  # fmt: skip
         yield world
     finally:
@@ -696,7 +718,8 @@ def test_the_proxy_dials_nothing_but_the_simulated_internet(fail_closed: Service
         threading.Thread(target=answer, daemon=True).start()
         (port,) = _free_ports(1)
         out = tmp_path / "proxy"
-        proc = _start("proxy.py", {"allowed": ["webhook.site"], "listen_port": port, "bind": LOCALHOST,
+        # no world (as the exported script runs it): the dial guard alone must hold
+        proc = _start("proxy.py", {"allowed": ["webhook.site"], "listen_port": port, "bind": LOCALHOST, "world": None,
                                    "dns_server": LOCALHOST, "dns_port": liar.getsockname()[1], "out_dir": str(out)}, opt, out)  # fmt: skip
         try:
             head = _exchange(port, f"CONNECT webhook.site:{port_elsewhere} HTTP/1.1\r\n\r\n".encode())
