@@ -791,6 +791,15 @@ def test_an_allowed_download_host_on_the_attackers_ports_is_refused_by_the_proxy
     assert not [r for r in _records(services.internet_out / "tcp.jsonl") if token in str(r.get("data", ""))]
 
 
+def test_spelling_the_name_or_the_port_differently_changes_nothing(services: Services) -> None:
+    """The name is judged normalized (case, a trailing dot) and the port as a number (leading zeros)."""
+    for authority in (f"REGISTRY.npmjs.org.:{services.tcp}", f"registry.npmjs.org:0{services.tcp}", f"Registry.NPMJS.org:{services.dns}"):
+        head = _exchange(services.proxy, f"CONNECT {authority} HTTP/1.1\r\n\r\n".encode())
+        assert head.startswith(b"HTTP/1.1 502"), (authority, head)
+    assert not [r for r in _records(services.proxy_out / "proxy.jsonl")
+                if r["host"] == "registry.npmjs.org" and r["port"] in (services.tcp, services.dns) and r["decision"] == "allow"]
+
+
 def test_an_allowed_host_on_its_own_ports_is_let_through(services: Services) -> None:
     for port in (services.https, services.http):
         sock, head = _connect_through(services, "registry.npmjs.org", port)
