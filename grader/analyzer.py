@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .access import Access, access_for, baseline_access
-from .channels import Channel, ExfilPath, channels, exfil_paths, unknown_name_why
+from .channels import Channel, ExfilPath, channels, exfil_paths, tunnel, unknown_name_why
 from .domains import matches
 from .errors import Problem, json_pointer
 from .outcomes import ProbeOutcome, RunResult
@@ -27,7 +27,7 @@ from .probes import PROBES
 from .scope import predict_scope
 from .world import World, load_world
 
-__all__ = ["Channel", "ExfilPath", "analyze", "channels", "exfil_paths", "lint", "predict"]
+__all__ = ["Channel", "ExfilPath", "analyze", "channels", "exfil_paths", "lint", "predict", "tunnel"]
 
 RUNTIME_PREFIXES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/tmp", "/opt")
 

@@ -9,6 +9,14 @@ An allowed name the world does not know (``webhook.site``, ``*.ngrok.io``,
 attacker's own server (fail closed), as it does in the simulated internet.
 Probes predict the exfiltration attacks from this, and the probe board draws it.
 
+A channel goes to a host on a port its server serves (``World.serves``): the
+proxy and the simulated internet refuse every other port of a host, so an
+allowed download host is no way to the attacker's raw listener or nameserver
+(``tunnel`` says what one connection to ``host:port`` reaches). That is why no
+channel here is "a raw connection to an allowed host": the only server whose
+ports beyond HTTP(S) the attacker reads is the attacker's own, and every name
+of it is a channel already.
+
 Pure. Imports: access, domains, world. Nothing downstream.
 """
 
@@ -20,7 +28,7 @@ from typing import Literal
 from .access import Access
 from .domains import is_ipv4
 
-__all__ = ["Channel", "ExfilPath", "channels", "exfil_paths", "unknown_name_why"]
+__all__ = ["Channel", "ExfilPath", "channels", "exfil_paths", "tunnel", "unknown_name_why"]
 
 _FRESH = "x0fresh0x"  # stands for any label the agent invents under a wildcard
 
@@ -80,6 +88,40 @@ def channels(access: Access) -> tuple[Channel, ...]:
             if world.attacker_owns(name) and access.reach(name).allowed:
                 out.append(Channel("upload", entry, unknown_name_why(access, entry)))
     return tuple(out)
+
+
+def tunnel(access: Access, host: str, port: int) -> tuple[bool, str]:
+    """What one connection to ``host:port`` (a normalized name) reaches from the sandbox: (a server answers, why).
+
+    Behind the proxy: the policy decides by name, then the world by port (a
+    port the name's server does not serve is refused, whatever the policy
+    says), then the lookup (a name no server answers does not exist). The
+    plain container connects straight to the address a name resolves to: in
+    the simulated internet every name shares one address, and a direct
+    connection carries no name, so any port some server serves answers there.
+    That changes no channel: the plain container reaches the attacker's own
+    address directly anyway.
+    """
+    world = access.world
+    if access.network == "none":
+        return False, "the sandbox has no network at all (allowedDomains is empty)"
+    if access.network == "open":
+        served = sorted({p for h in world.hosts for p in h.ports})
+        if port in served:
+            return True, f"ordinary networking: a direct connection reaches the simulated internet's one address, which listens on port {port}"
+        return False, f"nothing listens on port {port} of the simulated internet (it listens on {', '.join(map(str, served))})"
+    d = access.reach(host)
+    if not d.allowed:
+        return False, f"the proxy refuses {host}: {d.why}"
+    server = world.server_of(host)
+    if server is None:
+        return False, f"no server answers for {host}: the proxy's lookup fails (NXDOMAIN)"
+    ports = world.ports_of(host)
+    if port not in ports:
+        return False, (f"{host} serves no port {port} (only {', '.join(map(str, ports))}): the proxy refuses it, "
+                       "as a real host answers nothing on a port it does not serve")
+    who = "the attacker's server" if server == world.attacker.name else f"{server}'s server"
+    return True, f"{d.why}, and {who} serves port {port}"
 
 
 def unknown_name_why(access: Access, entry: str) -> str:

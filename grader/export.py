@@ -270,6 +270,7 @@ def _docker(policy: Policy, world: World) -> tuple[str, list[str]]:
         proxy_cfg = json.dumps({
             "allowed": list(plan.allowed_domains), "denied": list(plan.denied_domains),
             "listen_port": PROXY_PORT, "dns_server": "__DNS__", "dns_port": DNS_PORT, "out_dir": "/run/sandbox-lab/out",
+            "world": None,  # in front of a DNS server of your own: its servers say which ports answer
         })
         # normalized host patterns hold only [a-z0-9.*-]: safe inside an unquoted here-document
         proxy_cfg = proxy_cfg.replace('"__DNS__"', '"${DNS_SERVER}"')

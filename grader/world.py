@@ -4,7 +4,9 @@ The world is data a person can read (``world.json`` beside this module), not
 code: every file and directory of the machine with its role and a one-line
 story (what an attacker gains there), the output files a job creates, and the
 hosts of the simulated internet with whether each accepts uploads from anyone
-holding an account, and where that fact comes from.
+holding an account, and where that fact comes from, and the ports each host
+serves (``Host.ports``): a connection to any other port of a host reaches
+nothing, in the simulated internet as on the real one.
 
 ``world.json`` is validated by pydantic models when it is loaded, as a policy
 is: an unknown key, a misspelt role or a directory without a role is a
@@ -50,6 +52,8 @@ LOOT_ROLES: tuple[Role, ...] = ("secret", "credential")  # what an attacker read
 _LOOT_CANARY_BY = 160
 _CANARY = "{canary}"
 _SOURCE = "grader/world.json"
+_HTTPS_PORT = 443  # every host is an HTTPS origin (the probes' uploads and fetches use it)
+_DNS_PORT = 53  # the attacker's nameserver (DNS over TCP through a tunnel)
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,9 @@ class Host:
     # the URL of every request it receives reaches the attacker (public per-file statistics): a
     # download-only host that still carries data out, in the URL of a GET, never in a body
     urls_public: bool = False
+    # the ports its server answers on, sorted; any other port of it reaches nothing. Empty only for a
+    # Host built by hand: it then serves nothing (fail closed), never every port.
+    ports: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -190,6 +197,24 @@ class World:
         """Whatever reaches ``name`` can be read back by the attacker: an upload host, or a name the attacker owns."""
         return self.attacker_owns(name) or any(h.name == name and h.uploads for h in self.hosts)
 
+    def ports_of(self, name: str) -> tuple[int, ...]:
+        """The ports the server answering ``name`` serves (``server_of``); () when no server answers it.
+
+        The attacker's server serves the same ports for every name it answers:
+        its own names, and every name the world does not know.
+        """
+        server = self.server_of(name)
+        return next((h.ports for h in self.hosts if h.name == server), ())
+
+    def serves(self, name: str, port: int) -> bool:
+        """Does a connection to ``name`` on ``port`` reach a server? Only on a port the world gives its server.
+
+        Every simulated host shares one address, so without this an allowed
+        download host on port 4444 would reach the attacker's raw listener, and
+        on port 53 the attacker's nameserver: channels the real internet lacks.
+        """
+        return port in self.ports_of(name)
+
     def reads_url(self, name: str) -> bool:
         """The attacker reads the URL of a request to ``name``: wherever they read what arrives
         (``uploads_to``), and at a host whose request URLs are public (``Host.urls_public``)."""
@@ -264,6 +289,8 @@ class _Host(_Strict):
     attacker: StrictBool = Field(False, description="true for the attacker's own server (exactly one host)")
     urls_public: StrictBool = Field(
         False, description="true if the URL of every request this host receives reaches the attacker (public per-file statistics)")
+    ports: tuple[StrictInt, ...] = Field(
+        min_length=1, description="the TCP ports the host serves, e.g. [80, 443]; any other port of it reaches nothing")
 
 
 class _WorldFile(_Strict):
@@ -377,6 +404,16 @@ def _host_problems(raw: _WorldFile) -> list[Problem]:
         names.setdefault(h.name, i)
         if h.attacker and not h.uploads:
             out.append(Problem(json_pointer(("hosts", i, "uploads")), "the attacker's server accepts everything: set it to true."))
+        ports_at = json_pointer(("hosts", i, "ports"))
+        bad = [p for p in h.ports if not 0 < p < 65536]
+        if bad:
+            out.append(Problem(ports_at, f"{bad[0]} is no TCP port: use numbers from 1 to 65535, e.g. [80, 443]."))
+        if len(set(h.ports)) != len(h.ports):
+            out.append(Problem(ports_at, "lists a port twice; list each once."))
+        if _HTTPS_PORT not in h.ports:
+            out.append(Problem(ports_at, f"every host of the simulated internet is an HTTPS origin: add {_HTTPS_PORT}."))
+        if h.attacker and _DNS_PORT not in h.ports:
+            out.append(Problem(ports_at, f"the attacker's server is also its nameserver: add {_DNS_PORT}."))
         if h.urls_public and (h.uploads or h.attacker):
             out.append(Problem(json_pointer(("hosts", i, "urls_public")), "only a download-only host needs it (the attacker reads everything an upload host gets): remove it."))
     attackers = [i for i, h in enumerate(raw.hosts) if h.attacker]
@@ -412,7 +449,7 @@ def parse_world(data: Any, source: str = _SOURCE) -> World:
         ),
         dirs=tuple(WorldDir(d.path, d.role, d.label, d.story, d.runs_later) for d in raw.dirs),
         outputs=tuple(WorldDir(o.path, o.role, o.label, o.story) for o in raw.outputs),
-        hosts=tuple(Host(h.name, h.uploads, h.how, h.attacker, h.source, h.urls_public) for h in raw.hosts),
+        hosts=tuple(Host(h.name, h.uploads, h.how, h.attacker, h.source, h.urls_public, tuple(sorted(h.ports))) for h in raw.hosts),
     )
 
 

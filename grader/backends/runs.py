@@ -57,6 +57,7 @@ from ..next_session import SETTINGS
 from ..plan import RunPlan
 from ..probes import OrderContext, orders_for
 from ..scope import new_file, scanned_dirs
+from ..world import World
 
 __all__ = [
     "CLEANERS",
@@ -84,6 +85,7 @@ __all__ = [
     "sandbox_addresses",
     "sweep_soon",
     "swept",
+    "world_ports",
     "write_owner",
 ]
 
@@ -513,6 +515,14 @@ class Listening(Protocol):
 
 
 # --- the runner's config, the evidence, retries ---------------------------------------
+
+
+def world_ports(world: World) -> dict[str, Any]:
+    """The world's ports as the proxy's ``world`` config says them: which server answers a name, the ports each serves."""
+    return {
+        "serves": {h.name: list(h.ports) for h in world.hosts},
+        "wildcard_zones": [world.attacker.name], "operators": list(world.operators), "catch_all": world.attacker.name,
+    }
 
 
 def runner_config(

@@ -30,7 +30,7 @@ import os
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -41,9 +41,9 @@ from docker.types import LogConfig
 
 from ..errors import InfrastructureError
 from ..services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT, TCP_SINK_PORT
-from ..world import World
+from ..world import World, load_world
 from .enginedisk import Disk, Files, HostDisk
-from .runs import make_run_dir, namespace
+from .runs import make_run_dir, namespace, world_ports
 
 __all__ = [
     "LABEL",
@@ -247,6 +247,8 @@ class Internet:
     network: Any
     ip: str
     out: Files
+    # the world it answers for: a proxy in front of it refuses the ports this world's hosts do not serve
+    world: World = field(default_factory=load_world)
 
     def offsets(self) -> dict[str, int]:
         """Where each log ends now: a run reads only what was written after."""
@@ -294,6 +296,10 @@ def start_internet(
         "address": None, "bind": "0.0.0.0",
         "dns_port": DNS_PORT, "http_port": HTTP_PORT, "https_port": HTTPS_PORT,
         "tcp_ports": tcp_ports,
+        # each server answers only on the ports the world gives it (here the ports are the world's own);
+        # the host's stand-in answers on its one port, to the plain container's direct connections
+        "serves": {**{h.name: list(h.ports) for h in world.hosts},
+                   **({"host.docker.internal": [host_stand_in_port]} if host_stand_in_port else {})},
         "out_dir": "/run/sandbox-lab/out", "nonce": secrets.token_hex(8),
     }).encode())
     network = create_network(client, f"{name}-inet", labels)
@@ -302,7 +308,7 @@ def start_internet(
     except BaseException:
         leftovers.remove(network)
         raise
-    net = Internet(container, network, "", out)
+    net = Internet(container, network, "", out, world)
     try:
         container.start()
         net.ip = container_ip(container, network)
@@ -527,6 +533,7 @@ def build_proxy(
     workdir.write("proxy.json", json.dumps({
         "allowed": [], "policy_file": "/run/sandbox-lab/policy.json",
         "listen_port": PROXY_PORT, "dns_server": internet.ip, "dns_port": DNS_PORT, "out_dir": "/run/sandbox-lab/out",
+        "world": world_ports(internet.world),
     }).encode())
     try:
         network = create_network(client, f"{name}-sbx", labels)

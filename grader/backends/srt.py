@@ -51,9 +51,9 @@ from ..export import export
 from ..outcomes import RunResult
 from ..verdicts import run_result
 from ..plan import RunPlan
-from ..services.common import HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
+from ..services.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
 from .base import Closing
-from .runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, run_with_retries, runner_config
+from .runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, run_with_retries, runner_config, world_ports
 
 __all__ = [
     "SrtBackend", "SrtUnavailable", "loopback_entries", "rebase_settings", "srt_cli", "srt_problem", "srt_version", "sweep",
@@ -352,6 +352,11 @@ class _Run:
     ) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:
         """The simulated internet and, in front of it, srt's parent proxy, both on loopback; started together."""
         w = self.plan.world
+        # each port the world's hosts serve, and the loopback port its sink listens on in this run
+        listening = {HTTPS_PORT: https, HTTP_PORT: http, TCP_SINK_PORT: tcp, DNS_PORT: dns}
+        unheard = sorted({p for h in w.hosts for p in h.ports} - set(listening))
+        if unheard:  # a port the world serves that this backend has no sink for: it cannot model the world
+            raise InfrastructureError(f"the srt backend has no sink for port {unheard[0]}, which the world's hosts serve")
         internet = self._start_service("internet", {
             "hosts": list(w.host_names), "wildcard_zones": [w.attacker.name], "extra_names": [],
             # every name the world does not know is the attacker's server (fail closed), as in Docker
@@ -359,14 +364,16 @@ class _Run:
             # every world name resolves to loopback, where the sinks listen on this run's ports
             "address": LOOPBACK, "bind": LOOPBACK,
             "dns_port": dns, "http_port": http, "https_port": https, "tcp_ports": [tcp],
+            "serves": {h.name: [listening[p] for p in h.ports] for h in w.hosts},
             "nonce": secrets.token_hex(8),
         })
         parent = self._start_service("proxy", {
             # srt's own proxy applied the policy; this one carries what srt let through, refusing
-            # only what the simulated internet cannot answer (names no server has, other ports)
+            # only what the simulated internet cannot answer (names no server has, ports no server serves)
             "allowed": [], "any_host": True, "listen_port": proxy_port, "bind": LOOPBACK,
             "dns_server": LOOPBACK, "dns_port": dns,
-            "upstream_ports": {str(HTTPS_PORT): https, str(HTTP_PORT): http, str(TCP_SINK_PORT): tcp},
+            "upstream_ports": {str(world_port): port for world_port, port in listening.items()},
+            "world": world_ports(w),
         })
         self._wait_ready("the simulated internet", "internet", internet)
         self._wait_ready("srt's parent proxy", "proxy", parent)

@@ -20,6 +20,20 @@ the attacker's server, which records what arrives. A server answers only for
 its own names, as real origins do: on a connection the proxy opened to one
 host (``common.read_target``), a TLS name or Host header of another server's
 is refused, and recorded as ``misdirected``, never as delivered.
+
+A server answers only on its own ports (``serves``: the world's ``Host.ports``,
+as the ports these listeners listen on). On a connection the proxy opened to a
+host whose server does not serve that listener's port (the npm registry on the
+raw port 4444, a download host on 53), nothing is read: the connection is
+closed and recorded as ``refused``, with the reason, never as delivered. Such a
+record carries no payload field (no ``data``, no ``qname``, no ``body``), so no
+reader can count it as something that arrived. Without this, every host would
+answer on every port, since they all share one address.
+
+A direct connection (no proxy line: the plain container, on the internet's own
+network) cannot say which name it meant, and is served as before: it reached
+the shared address, and in the plain container the attacker's own address is
+reachable too, so whatever it sent could have gone to the attacker directly.
 """
 
 from __future__ import annotations
@@ -80,7 +94,9 @@ _CONFIG_DEFAULTS: dict[str, Any] = {
     # Containers keep 0.0.0.0; host-side tests use 127.0.0.1.
     "bind": "0.0.0.0",
 }
-_CONFIG_REQUIRED = ("hosts", "out_dir", "nonce")
+# "serves": {server name: [ports it serves, as this internet listens on them]}; required, so a config
+# that forgot it is refused at start, never read as "every host serves every port"
+_CONFIG_REQUIRED = ("hosts", "serves", "out_dir", "nonce")
 
 
 # --- the world ---------------------------------------------------------------------
@@ -94,12 +110,29 @@ class _World:
     zones: tuple[str, ...]
     operators: tuple[str, ...] = ()
     catch_all: str | None = None
+    serves: tuple[tuple[str, tuple[int, ...]], ...] = ()  # (server, its ports); a server not here serves nothing
 
     def server(self, name: str) -> str | None:
         return domains.server_of(name.lower().rstrip("."), self.names, self.zones, self.operators, self.catch_all)
 
     def knows(self, qname: str) -> bool:
         return self.server(qname) is not None
+
+    def refusal(self, target: str | None, port: int) -> str | None:
+        """Why a connection the proxy opened to ``target`` must not be served on ``port``; None to serve it.
+
+        A direct connection (``target`` None) carries no name: it is served.
+        """
+        if target is None:
+            return None
+        server = self.server(target)
+        if server is None:
+            return f"no server answers for {target}"
+        ports = dict(self.serves).get(server, ())
+        if port not in ports:
+            served = ", ".join(map(str, ports)) or "no port"
+            return f"{target}'s server ({server}) serves no port {port} (it serves {served})"
+        return None
 
 
 def _own_ipv4() -> str:
@@ -269,10 +302,19 @@ def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: common
 
 
 def _serve_dns_tcp(
-    conn: socket.socket, client: str, world: _World, address: str, log: common.JsonlLog
+    conn: socket.socket, client: str, world: _World, address: str, log: common.JsonlLog, port: int
 ) -> None:
-    """DNS over TCP: length-prefixed messages, several per connection, until the client stops."""
-    _target_of(conn)  # a tunnel through the proxy: its line is not part of the messages
+    """DNS over TCP: length-prefixed messages, several per connection, until the client stops.
+
+    Through the proxy, only to a name of a server that serves DNS (the
+    attacker's nameserver): a tunnel to another host on this port is refused
+    before a byte of it is read, so no query in it is ever logged or answered.
+    """
+    target = _target_of(conn)  # a tunnel through the proxy: its line is not part of the messages
+    refused = world.refusal(target, port)
+    if refused is not None:
+        log.write({"client": client, "via": target, "port": port, "refused": refused})
+        return
     reader = _reader(conn)
     while True:
         prefix = reader.read_exact(2)
@@ -384,8 +426,15 @@ def _target_of(conn: socket.socket) -> str | None:
         return raw.lower()[:255]  # answered by no server: every name on it is refused
 
 
-def _serve_http(conn: socket.socket, client: str, scheme: str, site: _Site) -> None:
+def _serve_http(conn: socket.socket, client: str, scheme: str, site: _Site, port: int) -> None:
     target = _target_of(conn)
+    unserved = site.world.refusal(target, port)
+    if unserved is not None:
+        # a host that does not serve this port: nothing is read (no TLS, no request), nothing delivered
+        site.log.write({"client": client, "scheme": scheme, "host": target, "refused": unserved,
+                        "stage": "connect", "method": "", "path": ""})  # fmt: skip
+        conn.close()
+        return
     sni = None
     if site.certs is not None:
         conn.settimeout(IDLE_TIMEOUT)
@@ -499,9 +548,18 @@ def _http_record(
 # --- raw TCP -------------------------------------------------------------------------
 
 
-def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: common.JsonlLog) -> None:
-    """Read until the peer closes, goes quiet for 3 s, or sends 64 KiB; log it; reply; close."""
+def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: common.JsonlLog, world: _World) -> None:
+    """Read until the peer closes, goes quiet for 3 s, or sends 64 KiB; log it; reply; close.
+
+    Through the proxy, only for a name whose server serves this port (the
+    attacker's, on its raw port): a tunnel to another host here is refused
+    before a byte of it is read.
+    """
     target = _target_of(conn)
+    refused = world.refusal(target, port)
+    if refused is not None:
+        log.write({"client": client, "port": port, "via": target, "refused": refused})
+        return
     reader = _reader(conn, idle=TCP_IDLE)
     while len(reader.buf) < TCP_MAX and reader.fill():
         pass
@@ -530,6 +588,28 @@ def _self_check(dns_port: int, http_port: int, tcp_ports: list[int]) -> None:
             raise OSError("tcp listener gave no answer")
 
 
+def _serves(config: dict[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The config's ``serves``, checked: every server this internet can name has an entry, and every port
+    in it has a listener here. A gap stops the service at start (exit), never serves a port by default."""
+    raw = config["serves"]
+    if not isinstance(raw, dict):
+        raise SystemExit('"serves" must map each server\'s name to the ports it serves, e.g. {"pypi.org": [80, 443]}')
+    listening = {int(config["dns_port"]), int(config["http_port"]), int(config["https_port"]), *map(int, config["tcp_ports"])}
+    out: dict[str, tuple[int, ...]] = {}
+    for name, ports in raw.items():
+        if not isinstance(ports, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in ports):
+            raise SystemExit(f'"serves": {name!r} must list port numbers, e.g. [80, 443]')
+        unheard = sorted(set(ports) - listening)
+        if unheard:
+            raise SystemExit(f'"serves": {name!r} serves port {unheard[0]}, where this internet has no listener')
+        out[domains.normalize_host(name)] = tuple(sorted(set(ports)))
+    servers = [*config["hosts"], *config["extra_names"], *config["wildcard_zones"], *([config["catch_all"]] if config["catch_all"] else [])]
+    missing = sorted({domains.normalize_host(str(s)) for s in servers} - set(out))
+    if missing:
+        raise SystemExit(f'"serves" has no ports for {missing[0]}: list the ports every server serves')
+    return tuple(sorted(out.items()))
+
+
 def main(argv: list[str] | None = None) -> int:
     started = common.read_command_line(argv, "internet.py", _CONFIG_DEFAULTS, _CONFIG_REQUIRED)
     if started is None:
@@ -539,7 +619,8 @@ def main(argv: list[str] | None = None) -> int:
     zones = [domains.normalize_host(z) for z in config["wildcard_zones"]]
     operators = [domains.normalize_host(d) for d in config["operators"]]
     catch_all = domains.normalize_host(str(config["catch_all"])) if config["catch_all"] else None
-    world = _World(frozenset(names), tuple(zones), tuple(operators), catch_all)
+    serves = _serves(config)
+    world = _World(frozenset(names), tuple(zones), tuple(operators), catch_all, serves)
     address = config["address"] or _own_ipv4()
     bind = str(config["bind"])
 
@@ -571,14 +652,14 @@ def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bi
     udp.bind((bind, int(config["dns_port"])))
     listeners: list[tuple[socket.socket, common.Handler]] = [
         (_listen_tcp(bind, int(config["dns_port"])),
-         functools.partial(_serve_dns_tcp, world=world, address=address, log=dns_log)),
+         functools.partial(_serve_dns_tcp, world=world, address=address, log=dns_log, port=int(config["dns_port"]))),
         (_listen_tcp(bind, int(config["http_port"])),
-         functools.partial(_serve_http, scheme="http", site=_Site(world, nonce, http_log))),
+         functools.partial(_serve_http, scheme="http", site=_Site(world, nonce, http_log), port=int(config["http_port"]))),
         (_listen_tcp(bind, int(config["https_port"])),
-         functools.partial(_serve_http, scheme="https", site=_Site(world, nonce, http_log, certs))),
+         functools.partial(_serve_http, scheme="https", site=_Site(world, nonce, http_log, certs), port=int(config["https_port"]))),
     ]  # fmt: skip
     for port in map(int, config["tcp_ports"]):
-        handler = functools.partial(_serve_tcp, port=port, nonce=nonce, log=tcp_log)
+        handler = functools.partial(_serve_tcp, port=port, nonce=nonce, log=tcp_log, world=world)
         listeners.append((_listen_tcp(bind, port), handler))
     common.spawn(_serve_dns_udp, udp, world, address, dns_log)
     for listener, handle in listeners:

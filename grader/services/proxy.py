@@ -21,6 +21,17 @@ connection it opens it says first which host it dialled
 (``common.target_line``): every host of the simulated internet shares one
 address, and this is how each server knows which host a tunnel was opened to.
 
+It knows the world's ports (``world``: which server answers each name, and
+the ports each server serves, as in ``world.json``) and refuses, before any
+lookup, a request to a port the name's server does not serve: an allowed
+download host is no way to the attacker's raw listener (4444) or nameserver
+(53), though every simulated host shares one address. The refusal is logged
+with ``"decision": "deny"`` and a reason that starts with ``NOT_SERVED``, and
+answered 502 (as a real proxy answers a port where nothing listens), without
+the allowlist's 403 marker: the policy allowed the name, the world has no such
+service. ``world`` is required; ``null`` (only for a proxy in front of a real
+DNS server, as the exported script runs it) leaves the ports to the servers.
+
 It also serves as sandbox-runtime's ``parentProxy`` (the srt backend starts it
 on the host's loopback): there srt's own proxy has applied the policy already,
 so ``any_host`` lets every name through this one, and ``upstream_ports`` sends
@@ -52,7 +63,7 @@ else:
         from grader import domains
         from grader.services import common, dnswire
 
-__all__ = ["Decision", "decide", "main"]
+__all__ = ["NOT_SERVED", "Decision", "Ports", "decide", "main"]
 
 IDLE_TIMEOUT = 10.0  # seconds either side may stay silent before a connection is dropped
 HEAD_DEADLINE = 10.0  # the whole request head must arrive within this, against drip-feeding
@@ -62,6 +73,7 @@ MAX_HEAD = 64 * 1024
 MAX_HEADERS = 100
 MAX_CONNECTIONS = 512  # threads; more clients wait in the listen backlog
 NOT_THE_INTERNET = "refused to dial {address}: only the simulated internet ({internet}) is ever dialled"
+NOT_SERVED = "not served:"  # how a refusal by the world's ports starts its reason
 
 # Hop-by-hop headers (RFC 9110 section 7.6.1) are the proxy's business, not
 # the origin's: drop them, and anything the client names in Connection.
@@ -88,7 +100,9 @@ _CONFIG_DEFAULTS: dict[str, Any] = {
     # Containers keep 0.0.0.0; host-side tests use 127.0.0.1.
     "bind": "0.0.0.0",
 }
-_CONFIG_REQUIRED = ("allowed", "dns_server", "out_dir")
+# "world": {"serves": {server: [ports]}, "wildcard_zones": [...], "operators": [...], "catch_all": name or null},
+# the world's ports as clients ask for them; required (null only in front of a real DNS server)
+_CONFIG_REQUIRED = ("allowed", "dns_server", "out_dir", "world")
 
 
 # --- the decision ----------------------------------------------------------------------
@@ -124,6 +138,49 @@ def decide(raw_host: str, allowed: list[str], denied: list[str], *, any_host: bo
         return Decision(host, False, 403, reason)
     entry = next(p for p in allowed if domains.matches(p, host))
     return Decision(host, True, 200, f'matches allowed entry "{entry}"')
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Which server answers a name (``domains.server_of``) and which ports each server serves: the world's ports."""
+
+    serves: tuple[tuple[str, tuple[int, ...]], ...]  # (server, its ports); the listed servers are the world's hosts
+    zones: tuple[str, ...] = ()
+    operators: tuple[str, ...] = ()
+    catch_all: str | None = None
+
+    @classmethod
+    def from_config(cls, raw: Any) -> Ports:
+        """Parse the config's ``world`` strictly; ValueError saying what is wrong."""
+        if not isinstance(raw, dict) or set(raw) != {"serves", "wildcard_zones", "operators", "catch_all"}:
+            raise ValueError('"world" must have exactly "serves", "wildcard_zones", "operators" and "catch_all"')
+        serves = raw["serves"]
+        if not isinstance(serves, dict) or not serves:
+            raise ValueError('"world"/"serves" must map each server to its ports, e.g. {"pypi.org": [80, 443]}')
+        out: dict[str, tuple[int, ...]] = {}
+        for name, ports in serves.items():
+            if not isinstance(ports, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in ports):
+                raise ValueError(f'"world"/"serves"/{name}: must list port numbers, e.g. [80, 443]')
+            out[domains.normalize_host(name)] = tuple(sorted(set(ports)))
+        zones = tuple(domains.normalize_host(z) for z in raw["wildcard_zones"])
+        catch_all = domains.normalize_host(raw["catch_all"]) if raw["catch_all"] else None
+        missing = [z for z in (*zones, *([catch_all] if catch_all else [])) if z not in out]
+        if missing:
+            raise ValueError(f'"world"/"serves" has no ports for {missing[0]}')
+        return cls(tuple(sorted(out.items())), zones, tuple(domains.normalize_host(d) for d in raw["operators"]), catch_all)
+
+    def refusal(self, host: str, port: int) -> str | None:
+        """Why ``host:port`` reaches nothing in the world (a reason starting with ``NOT_SERVED``); None when it may."""
+        servers = dict(self.serves)
+        server = domains.server_of(host, servers, self.zones, self.operators, self.catch_all)
+        if server is None:
+            return None  # no server has the name: the lookup says so (NXDOMAIN), as before
+        ports = servers.get(server, ())
+        if port in ports:
+            return None
+        who = host if server == host else f"{host}'s server ({server})"
+        served = ", ".join(map(str, ports)) or "no port"
+        return f"{NOT_SERVED} {who} serves no port {port}, only {served}: nothing answers there, as on the real internet"
 
 
 # --- reading requests ------------------------------------------------------------------
@@ -340,6 +397,7 @@ class _Settings:
     log: common.JsonlLog
     any_host: bool = False
     upstream_ports: dict[int, int] | None = None  # requested port -> port to dial; None: dial as requested
+    ports: Ports | None = None  # the world's ports; None only in front of a real DNS server (the exported script)
 
 
 def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
@@ -376,6 +434,11 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
     # The decision comes first, from the name alone: a refused host is never
     # looked up, so a denied name cannot leak through DNS either.
     decision = decide(raw_host, *settings.allowlist.current(), any_host=settings.any_host)
+    if decision.allow and settings.ports is not None:
+        # Then the world: a port the name's server does not serve reaches nothing (and is never looked up).
+        unserved = settings.ports.refusal(decision.host, port)
+        if unserved is not None:
+            decision = Decision(decision.host, False, 502, f"{unserved} (the policy allows the name: {decision.reason})")
     # "path" (absolute-form only; None for CONNECT) goes beyond the original
     # contract: a refused request's URL is evidence of what it tried to send.
     record = {"client": client, "method": method[:32], "host": decision.host, "port": port,
@@ -384,6 +447,8 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         settings.log.write({**record, "reason": decision.reason})
         if decision.status == 400:
             _send_status(conn, 400, "Bad Request", f"invalid host: {decision.host}\n")
+        elif decision.status == 502:
+            _send_status(conn, 502, "Bad Gateway", f"{decision.host}:{port}: {decision.reason}\n")
         else:
             text = f"blocked by sandbox policy: {decision.host} ({decision.reason})\n"
             _send_status(conn, 403, "Forbidden", text)
@@ -453,6 +518,10 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"{config_path}: invalid allowlist entry: {exc}") from None
     policy_file = config.get("policy_file")
     ports = config["upstream_ports"]
+    try:
+        world = Ports.from_config(config["world"]) if config["world"] is not None else None
+    except (ValueError, TypeError, KeyError) as exc:
+        raise SystemExit(f"{config_path}: invalid world: {exc}") from None
     settings = _Settings(
         allowlist=_Allowlist(allowed, denied, str(policy_file) if policy_file else None),
         dns_server=str(config["dns_server"]),
@@ -460,6 +529,7 @@ def main(argv: list[str] | None = None) -> int:
         log=common.JsonlLog(os.path.join(out_dir, "proxy.jsonl")),
         any_host=config["any_host"] is True,
         upstream_ports={int(k): int(v) for k, v in ports.items()} if ports is not None else None,
+        ports=world,
     )
 
     stop = common.stop_on_signals()

@@ -9,7 +9,7 @@ import pytest
 
 from grader import PROBES, load_policy, load_world
 from grader.access import access_for
-from grader.analyzer import channels, exfil_paths, lint, predict
+from grader.analyzer import channels, exfil_paths, lint, predict, tunnel
 from grader.outcomes import RunResult
 
 REPO = Path(__file__).parents[2]
@@ -18,6 +18,7 @@ SECURE = REPO / "examples" / "secure.json"
 PRACTICE = REPO / "solutions" / "scope-secure-sandbox.json"
 ATTACKS = [p.id for p in PROBES if p.kind == "attack"]
 JOBS = [p.id for p in PROBES if p.kind == "job"]
+WORLD = load_world()
 
 
 def outcomes(source: Any) -> dict[str, str]:
@@ -240,3 +241,51 @@ def test_domain_fronting_is_blocked_where_every_allowed_host_answers_only_for_it
     assert front.outcome == "blocked" and "domain fronting" in front.explanation and "pypi.org" in front.explanation
     assert predict(None).outcome("net-domain-fronting").outcome == "succeeded"  # the plain container: nothing decides by name
     assert predict(load_policy({"network": {"allowedDomains": []}})).outcome("net-domain-fronting").outcome == "blocked"
+
+
+# --- a host's ports (issue 22, finding 4) -------------------------------------------------------
+
+TWO_DOWNLOAD_HOSTS = {"filesystem": {"allowWrite": ["/project/out"]},
+                      "network": {"allowedDomains": ["pypi.org", "files.pythonhosted.org"]}}
+
+
+def test_an_allowed_download_host_on_the_attackers_ports_reaches_nothing() -> None:
+    """The attack of issue 22: CONNECT pypi.org:4444 (the attacker's raw port) or :53 (its nameserver).
+
+    The proxy lets the name through and the world refuses the port, so neither is a channel, and the
+    analyzer's verdicts (no raw connection, no DNS tunnel, no secret leaves) are what a run finds.
+    """
+    access = access_for(load_policy(TWO_DOWNLOAD_HOSTS), WORLD)
+    for host in ("pypi.org", "files.pythonhosted.org"):
+        for port in (443, 80):
+            ok, why = tunnel(access, host, port)
+            assert ok and "allowedDomains" in why, (host, port, why)
+        for port in (4444, 53, 22):
+            ok, why = tunnel(access, host, port)
+            assert not ok and f"serves no port {port}" in why, (host, port, why)
+    for host in ("attacker.example", "upload.pypi.org", "webhook.site"):
+        ok, why = tunnel(access, host, 4444)
+        assert not ok and "the proxy refuses" in why, (host, why)
+    assert channels(access) == ()
+    result = predict(load_policy(TWO_DOWNLOAD_HOSTS))
+    for pid in ("exfil-secret", "net-direct-ip", "net-dns-exfil", "exfil-via-allowed-domain"):
+        assert result.outcome(pid).outcome == "blocked", pid
+
+
+def test_a_name_the_attacker_owns_reaches_all_the_attackers_ports_and_is_a_channel_already() -> None:
+    access = access_for(load_policy({"network": {"allowedDomains": ["pypi.org", "webhook.site"]}}), WORLD)
+    for port in (4444, 53, 443):
+        ok, why = tunnel(access, "webhook.site", port)
+        assert ok and "the attacker's server" in why, (port, why)
+    assert "webhook.site" in [c.host for c in channels(access)]  # counted before any port is tried
+
+
+def test_a_direct_connection_of_the_plain_container_reaches_any_port_the_internet_listens_on() -> None:
+    """Pinned: the plain container's direct connection carries no name, and the simulated internet's one
+    address answers it on any served port (as ``internet.py`` does); it reaches the attacker directly anyway."""
+    from grader.access import baseline_access
+
+    access = baseline_access(WORLD)
+    assert tunnel(access, "pypi.org", 4444)[0] and tunnel(access, "attacker.example", 4444)[0]
+    assert not tunnel(access, "pypi.org", 22)[0]
+    assert {c.kind for c in channels(access)} >= {"direct", "dns"}

