@@ -513,8 +513,8 @@ class GradePolicies(Preprocessor):
         zero = reading.zeroed()
         summary = ""
         if reading.deviations:
-            summary = ("Your notebook differs from the released assignment, so these parts score 0: "
-                       + "; ".join(str(d) for d in reading.deviations)
+            summary = ("Your notebook differs from the released assignment: " + "; ".join(str(d) for d in reading.deviations)
+                       + ". 0 points on: " + (", ".join(sorted(zero)) or "nothing (no rubric cell depends on it)")
                        + ". Keep every graded cell as released (write only in the answer cells) and resubmit.")
         task = reading.task
         if task is not None and reading.policy is not None:

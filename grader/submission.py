@@ -29,6 +29,10 @@ Each check, and the submission that games it (its threat):
   release does not have (an invented ``grade_id``, a malformed record) is
   stripped of it, so it can neither score nor crash nbgrader for the class.
 
+Cells graded by hand (the markdown "why" answers) are listed like the rest but
+not zeroed here: a human awards them, and nbgrader already restores their
+points and type. A missing one is put back as released, which nbgrader scores 0.
+
 ``read_policy_file`` reads ``my_policy.json`` only as a regular file directly
 inside the submission: a symbolic link (to a classmate's file), a directory, a
 FIFO (which would hang the grader), a file over 1 MB or one that is not UTF-8

@@ -217,8 +217,8 @@ def test_each_tampering_scores_what_its_policy_earns_minus_what_it_affects(cours
 
 def test_the_deleted_policy_cell_attack_scores_zero_and_says_why(course: tuple[Path, str]) -> None:
     root, log = course
-    html = (root / "feedback" / "deleted" / ASSIGNMENT / "task.html").read_text()
-    assert f"cell &#39;{POLICY}&#39; is missing" in html or f"cell '{POLICY}' is missing" in html
+    html = (root / "feedback" / "deleted" / ASSIGNMENT / "task.html").read_text().replace("&#39;", "'")
+    assert f"cell '{POLICY}' is missing" in html
     assert "differs from the released assignment" in html
     found = _structure(root, "deleted")
     assert found["checked"] is True
