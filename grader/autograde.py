@@ -79,7 +79,7 @@ from typing import Any, Optional
 from nbconvert.preprocessors import Preprocessor
 import nbformat
 from nbformat import NotebookNode
-from traitlets import Bool, Unicode
+from traitlets import Bool
 
 from . import backends
 from .backends.base import Backend
@@ -295,7 +295,7 @@ _rows: dict[tuple[str, str, str], Row] = {}  # (task, student, sha256 of the pol
 _ready: dict[tuple[str, str, str], threading.Event] = {}
 _backend: Optional[Backend] = None
 _readings: dict[tuple[str, str, str], Reading] = {}  # (assignment, student, notebook) → what CheckSubmission found
-_references: dict[tuple[str, str, str], tuple[Reference, Optional[Task]]] = {}  # (db, assignment, notebook) → released
+_references: dict[tuple[str, str, str, str], tuple[Reference, Optional[Task]]] = {}  # (db, assignment, notebook, mtime)
 _class_read: set[tuple[str, str]] = set()  # (assignment, notebook) whose classmates were read and started
 
 
@@ -371,13 +371,13 @@ def _classmates(coursedir: Any, assignment: str, notebook: str, ref: Reference, 
     return out
 
 
-def _released(coursedir: Any, assignment: str, notebook: str, db_url: str, config: Any) -> tuple[Reference, Optional[Task]]:
+def _released(path: Path, assignment: str, notebook: str, db_url: str, config: Any) -> tuple[Reference, Optional[Task]]:
     """The released assignment's graded structure (source notebook) and released text (nbgrader's gradebook)."""
     from nbgrader.api import Gradebook
     from nbgrader.preprocessors import ClearHiddenTests
     from nbgrader.utils import compute_checksum
 
-    source = _read(os.path.join(coursedir.format_path(coursedir.source_directory, ".", assignment), f"{notebook}.ipynb"))
+    source = _read(str(path))
     metadata = {_grade_id(c): c for c in source.cells if _grade_id(c)}
     hider = ClearHiddenTests(config=config)
     released: dict[str, tuple[str, str]] = {}
@@ -465,11 +465,13 @@ class CheckSubmission(Preprocessor):
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         student, assignment, notebook, db_url = _info(resources)
         coursedir = _coursedir(self.config)
+        source = Path(coursedir.format_path(coursedir.source_directory, ".", assignment)) / f"{notebook}.ipynb"
         with _lock:
-            rkey = (db_url, assignment, notebook)
+            # keyed by the source's mtime too: a long-lived formgrader process must not grade against a stale release
+            rkey = (db_url, assignment, notebook, str(source.stat().st_mtime_ns) if source.exists() else "")
             if rkey not in _references:
                 # an unreadable release is the instructor's to fix: it fails this notebook loudly (never a pass)
-                _references[rkey] = _released(coursedir, assignment, notebook, db_url, self.config)
+                _references[rkey] = _released(source, assignment, notebook, db_url, self.config)
             ref, task = _references[rkey]
         folder = Path(coursedir.format_path(coursedir.submitted_directory, student, assignment))
         nb, reading = _read_one(nb, ref, task, folder if folder.is_dir() else None)
@@ -499,14 +501,13 @@ class GradePolicies(Preprocessor):
     """nbgrader autograde step: grade the submission's policy here and set every rubric cell's outcome."""
 
     enabled = Bool(True)  # nbconvert preprocessors are off unless enabled
-    submitted_directory = Unicode("", help="unused; kept so older configurations still load").tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         student, assignment, notebook, _ = _info(resources)
         rubric = [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("grade")
                   and not c.get("metadata", {}).get("nbgrader", {}).get("solution")]
         with _lock:
-            reading = _readings.get((assignment, student, notebook))
+            reading = _readings.pop((assignment, student, notebook), None)  # used once: never a stale reading
         if reading is None:
             reading = Reading(None, (Deviation("*", NOT_CHECKED, frozenset(_grade_id(c) for c in rubric)),), None)
         judged = set(grade_answers(nb)) | set(grade_attacks(nb))
