@@ -49,18 +49,27 @@ c.Execute.timeout = 300
 # Solution delimiters stay nbgrader's defaults (### BEGIN SOLUTION / ### END SOLUTION).
 
 # Scores are computed by Sandbox Lab in nbgrader's own process, never by the
-# learner's kernel: after nbgrader executes a submission, GradePolicies reads
-# the policy the submission contains (parsed, never executed), grades it (Docker
-# where an engine answers, else the static prediction, said so) and sets every
-# rubric cell's outcome before SaveAutoGrades records it (grader/autograde.py).
+# learner's kernel: before nbgrader executes a submission, CheckSubmission checks
+# its structure against the release and reads the policy it contains (parsed,
+# never executed); after, GradePolicies grades it (Docker where an engine
+# answers, else the static prediction, said so) and sets every rubric cell's
+# outcome before SaveAutoGrades records it (grader/autograde.py).
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades,
+    AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, Execute, IgnorePattern, LimitOutput,
+    OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
 )
 
-from grader.autograde import GradePolicies  # noqa: E402
+from grader.autograde import CheckSubmission, GradePolicies  # noqa: E402
 
 if os.environ.get("SANDBOX_LAB_AUTOGRADE_STEP", "on") != "off":  # "off" only for bench/autograde.py's baseline
+    # CheckSubmission first, on the notebook exactly as submitted and before any learner code runs:
+    # it checks the structure against the release and brings it back to it, so nbgrader's own
+    # sanitizers (which restore locked cells, cell types and points) never abort the class on a
+    # malformed submission, and every deviation scores 0 on what it affects (grader/submission.py).
+    c.Autograde.sanitize_preprocessors = [
+        CheckSubmission, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
+    ]
     c.Autograde.autograde_preprocessors = [
         Execute, GradePolicies, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
         AssignLatePenalties, CheckCellMetadata,

@@ -12,7 +12,11 @@ its policy earns, as ``grade()`` computes it outside any notebook:
   ``my_policy.json`` right after it (the kernel grades the file; the grader the cell);
 * ``raises``: the reference policy, then the cell raises;
 * ``nosave``: the reference policy, never saved to ``my_policy.json``;
-* ``computed``: a policy built by code (no literal) and no submitted file: invalid, 0.
+* ``computed``: a policy built by code (no literal) and no submitted file: invalid, 0;
+* ``deleted``: the policy cell deleted and a plain code cell in its place with the
+  naive policy, ``save_policy`` and no-op asserts. The grader used to find no
+  task, left the notebook to the kernel, and it scored 12/12; now the
+  structure check zeroes every rubric cell the policy cell feeds, with why.
 
 The grading backend is static here (fast); the Docker variant runs the
 reference and the redefinition attack for real.
@@ -45,6 +49,7 @@ ASSIGNMENT = f"{TASK.order:02d}-task-{TASK.id}"
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 NAIVE = json.dumps({"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}})
 REFERENCE = solution_path(TASK.id).read_text().strip()
+DELETE = "# (the policy cell deleted; this plain cell in its place)\n"
 
 ATTACKS = {
     "reference": f'policy_json = r"""{REFERENCE}"""',
@@ -68,6 +73,8 @@ ATTACKS = {
     "raises": f'policy_json = r"""{REFERENCE}"""\nraise RuntimeError("the learner\'s cell fails after the policy")',
     "nosave": f'policy_json = r"""{REFERENCE}"""\nsave_policy = lambda *a, **k: None',
     "computed": 'policy_json = json.dumps({"filesystem": {"allowRead": ["/project/src"]}})\nimport json',
+    "deleted": DELETE + f'policy_json = r"""{NAIVE}"""\nsave_policy("my_policy.json", policy_json)\n'
+                        "assert_passed = assert_check = lambda *a, **k: None",
 }
 
 
@@ -85,8 +92,11 @@ def _submit(course: Path, released: nbformat.NotebookNode, student: str, source:
     cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"{TASK.id}-policy"]
     assert len(cells) == 1 and STUB in cells[0].source
     cell = cells[0]
+    if source.startswith(DELETE):
+        nb.cells[nb.cells.index(cell)] = nbformat.v4.new_code_cell(source)
+        source = ""
     # the learner replaces the whole cell (its starter assignment and the save call) with their code
-    cell.source = source + ("" if "save_policy" in source or "raise" in source.splitlines()[-1] else "\nsave_policy('my_policy.json', policy_json)")
+    cell.source = source + ("" if not source or "save_policy" in source or "raise" in source.splitlines()[-1] else "\nsave_policy('my_policy.json', policy_json)")
     folder = course / "submitted" / student / ASSIGNMENT
     folder.mkdir(parents=True)
     nbformat.write(nb, folder / "task.ipynb")
@@ -124,7 +134,8 @@ def test_each_submission_gets_exactly_what_its_policy_earns(course: Path) -> Non
     scores = _scores(course)
     full, naive = _earned(REFERENCE), _earned(NAIVE)
     assert full == TASK.max_score and naive < full
-    expected = {"reference": full, "redefine": naive, "builtins": naive, "rewrite": naive, "raises": full, "nosave": full, "computed": 0}
+    expected = {"reference": full, "redefine": naive, "builtins": naive, "rewrite": naive, "raises": full, "nosave": full, "computed": 0,
+                "deleted": 0}
     assert scores == {k: float(v) for k, v in expected.items()}
 
 
@@ -135,14 +146,17 @@ def test_feedback_says_who_graded_and_how(course: Path) -> None:
     assert "exfil-secret" in html and "Fix:" in html
     computed = (course / "feedback" / "computed" / ASSIGNMENT / "task.html").read_text()
     assert "string literal" in computed
+    deleted = (course / "feedback" / "deleted" / ASSIGNMENT / "task.html").read_text()
+    assert f"{TASK.id}-policy' is missing" in deleted.replace("&#39;", "'") and "differs from the released assignment" in deleted
 
 
 @pytest.mark.docker
-def test_docker_grades_the_reference_in_full_and_the_redefinition_attack_at_zero(tmp_path: Path) -> None:
-    course = _course(tmp_path, {"reference": ATTACKS["reference"], "redefine": ATTACKS["redefine"]}, "docker")
+def test_docker_grades_the_reference_in_full_and_the_redefinition_attacks_at_zero(tmp_path: Path) -> None:
+    course = _course(tmp_path, {k: ATTACKS[k] for k in ("reference", "redefine", "deleted")}, "docker")
     scores = _scores(course)
     assert scores["reference"] == float(TASK.max_score)
     assert scores["redefine"] == float(_earned(NAIVE))
+    assert scores["deleted"] == 0.0
     assert _earned(NAIVE) == 0, "the naive setup earns nothing on this task"
     html = (course / "feedback" / "reference" / ASSIGNMENT / "task.html").read_text()
     assert "ran in Docker" in html

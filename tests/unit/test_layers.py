@@ -49,6 +49,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"tasks", "ctf", "gaps"},
     {"grading"},
     {"batch", "notebook"},
+    # a submission as received, checked against the released assignment (before any learner code runs)
+    {"submission"},
     {"autograde"},
     # report
     {"report"},
