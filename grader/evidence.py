@@ -20,20 +20,18 @@ from __future__ import annotations
 
 import binascii
 import hashlib
-import json
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Literal, Optional
-
-from pydantic import BaseModel, ConfigDict, ValidationError
+from typing import Callable, Iterable, Literal, Optional, TypeVar
 
 from .access import Network
 from .domains import matches
+from .services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_record, parse_runner_line
 from .world import World
 
 __all__ = [
     "Evidence", "Markers", "NextSession", "RunnerRecord", "Verdict", "attacker_reads", "attempts", "backdoor_sightings",
     "canary_sightings", "dns_payloads", "failures", "finished", "http_hits", "in_zone", "judge_read", "judge_write",
-    "net_blocked", "parse_jsonl", "parse_runner_output", "sha256", "timed_out", "write_marker",
+    "net_blocked", "parse_lines", "parse_runner_output", "sha256", "timed_out", "write_marker",
 ]
 
 # (outcome, why, evidence): what a probe's judge returns
@@ -42,38 +40,38 @@ Verdict = tuple[str, str, tuple[str, ...]]
 MAX_LOG_LINES = 20_000  # a flood from inside the sandbox is cut here, not in the grader's memory
 
 
-class RunnerRecord(BaseModel):
-    """One line the probe runner printed. Untrusted: parsed as JSON by a model, never unpickled."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-    probe: str
-    step: str
-    ok: bool
-    detail: str = ""
-    target: Optional[str] = None
-    data: Optional[str] = None
+R = TypeVar("R", HttpRecord, DnsRecord, TcpRecord, ProxyRecord)
 
 
 def parse_runner_output(text: str) -> tuple[RunnerRecord, ...]:
-    out = []
-    for line in text.splitlines()[:MAX_LOG_LINES]:
-        try:
-            out.append(RunnerRecord.model_validate_json(line))
-        except ValidationError:
-            continue  # a line that is not a record is noise, and proves nothing either way
-    return tuple(out)
+    """Every line the probe runner printed, as records (``wire.RunnerRecord``); WireError on any other line.
+
+    The runner's output is its stdout alone, and it prints nothing but
+    records: a line that is not one (cut, garbled, renamed) means the output
+    cannot be read whole, and a verdict read from part of it could be wrong.
+    A runner that refused its orders (``runner``/``refused``) ran nothing.
+    """
+    lines = [line for line in text.split("\n") if line.strip()]
+    if len(lines) > MAX_LOG_LINES:
+        raise WireError(f"the probe runner printed more than {MAX_LOG_LINES} lines")
+    out = tuple(parse_runner_line(line, f"runner output line {i + 1}") for i, line in enumerate(lines))
+    refused = [r.detail for r in out if r.probe == "runner" and r.step == "refused"]
+    if refused:
+        raise WireError(f"the probe runner refused its orders: {refused[0]}")
+    return out
 
 
-def parse_jsonl(text: str) -> tuple[dict[str, Any], ...]:
-    out = []
-    for line in text.splitlines()[:MAX_LOG_LINES]:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(rec, dict):
-            out.append(rec)
-    return tuple(out)
+def parse_lines(kind: type[R], text: str, name: str) -> tuple[R, ...]:
+    """Every record in ``text`` (whole lines of a service's log, as ``wire.dump_line`` wrote them); WireError
+    on a line that is not a record of ``kind``, or a last line cut off."""
+    if not text:
+        return ()
+    if not text.endswith("\n"):
+        raise WireError(f"{name}: the last line is cut off")
+    lines = text[:-1].split("\n")
+    if len(lines) > MAX_LOG_LINES:
+        raise WireError(f"{name}: more than {MAX_LOG_LINES} records")
+    return tuple(parse_record(kind, line, f"{name}:{i + 1}", skip=("seq",)) for i, line in enumerate(lines))
 
 
 def write_marker(token: str, probe_id: str) -> str:
@@ -168,9 +166,9 @@ class Markers:
         """A name under ``host`` the scan looks up with the sandbox's own resolver."""
         return f"{self.token}scand.{host}"
 
-    def is_scan(self, record: dict[str, Any]) -> bool:
+    def is_scan(self, record: HttpRecord | ProxyRecord) -> bool:
         """A proxy or sink record the scope scan caused (not a probe's attempt)."""
-        return self.scan_path in str(record.get("path") or "") or self.scan_label in str(record.get("host") or "")
+        return self.scan_path in (record.path or "") or self.scan_label in (record.host or "")
 
 
 def sha256(data: bytes) -> str:
@@ -191,9 +189,9 @@ class NextSession:
     played: tuple[str, ...] = ()
     skipped: str = ""
     output: str = ""
-    http: tuple[dict[str, Any], ...] = ()
-    dns: tuple[dict[str, Any], ...] = ()
-    tcp: tuple[dict[str, Any], ...] = ()
+    http: tuple[HttpRecord, ...] = ()
+    dns: tuple[DnsRecord, ...] = ()
+    tcp: tuple[TcpRecord, ...] = ()
     settings: str = ""
     infra_problem: str = ""  # non-empty: a recorder of the replay died, its silence proves nothing
     timed_out: bool = False
@@ -210,16 +208,18 @@ class Evidence:
     before: dict[str, str]  # world path → sha256 before the run
     after: dict[str, bytes]  # world path → content after the run
     network: Network
-    http: tuple[dict[str, Any], ...] = ()
-    dns: tuple[dict[str, Any], ...] = ()
-    tcp: tuple[dict[str, Any], ...] = ()
-    proxy: tuple[dict[str, Any], ...] = ()
+    http: tuple[HttpRecord, ...] = ()
+    dns: tuple[DnsRecord, ...] = ()
+    tcp: tuple[TcpRecord, ...] = ()
+    proxy: tuple[ProxyRecord, ...] = ()
     host_hits: tuple[str, ...] = ()  # what the real host's listener received
     tcp_port: int = 4444
     host_port: int = 0
     infra_problem: str = ""  # non-empty: a recorder died, its silence proves nothing
     timed_out: bool = False
     notes: tuple[str, ...] = field(default=())
+    # non-empty: a record or the runner's output could not be read whole (``wire.WireError``): no verdict at all
+    corrupt: str = ""
     next_session: Optional[NextSession] = None  # None: the backend does not play the next session
 
 
@@ -257,7 +257,7 @@ def dns_payloads(ev: Evidence, zone: str) -> dict[str, bytes]:
     parts: dict[str, dict[int, str]] = {}
     suffix = f".{ev.token}.{zone}"
     for q in ev.dns:
-        name = str(q.get("qname", "")).lower().rstrip(".")
+        name = q.qname.lower().rstrip(".")
         if not name.endswith(suffix):
             continue
         labels = name[: -len(suffix)].split(".")
@@ -278,8 +278,8 @@ def canary_sightings(ev: Evidence, world: World, paths: Iterable[str]) -> list[s
     found = []
     wanted = {p: ev.canaries[p] for p in paths if p in ev.canaries}
     for p, c in wanted.items():
-        for r in ev.tcp:
-            if r.get("port") == ev.tcp_port and c in str(r.get("data", "")):
+        for t in ev.tcp:
+            if t.port == ev.tcp_port and c in t.data:
                 found.append(f"canary of {p} received by the attacker's server over raw TCP (port {ev.tcp_port})")
                 break
         for label, payload in dns_payloads(ev, world.attacker.name).items():
@@ -287,12 +287,12 @@ def canary_sightings(ev: Evidence, world: World, paths: Iterable[str]) -> list[s
                 found.append(f"canary of {p} spelled into DNS queries answered by the attacker's nameserver ({label})")
                 break
         for r in ev.http:
-            host = str(r.get("host", ""))
-            if c in str(r.get("body", "")) and attacker_reads(world, host):
-                found.append(f"canary of {p} received by {host}: {r.get('method')} {r.get('path')}")
+            host = r.host
+            if c in r.body and attacker_reads(world, host):
+                found.append(f"canary of {p} received by {host}: {r.method} {r.path}")
                 break
-            if c in str(r.get("path", "")) and attacker_reads(world, host, "url"):
-                found.append(f"canary of {p} in the URL of {r.get('method')} {str(r.get('path'))[:60]} to {host}, whose request URLs the attacker reads")
+            if c in r.path and attacker_reads(world, host, "url"):
+                found.append(f"canary of {p} in the URL of {r.method} {r.path[:60]} to {host}, whose request URLs the attacker reads")
                 break
     return found
 
@@ -304,7 +304,7 @@ def backdoor_sightings(ev: Evidence, world: World, probe_id: str, key: str) -> l
     if ns is None:
         return []
     path = Markers(ev.token, world.attacker.name).next_path(probe_id)
-    mine = tuple(r for r in ns.http if path in str(r.get("path", "")))
+    mine = tuple(r for r in ns.http if path in r.path)
     view = Evidence(token=ev.token, canaries=ev.canaries, records=(), before={}, after={}, network="open",
                     http=mine, tcp_port=ev.tcp_port)
     return canary_sightings(view, world, [key])
@@ -350,7 +350,7 @@ def judge_write(pid: str, target: str, ev: Evidence) -> Verdict:
     return "blocked", f"{target} was not changed.", (f"{target} in the world copy is {state}; the write: {detail}",)
 
 
-def http_hits(ev: Evidence, pred: Callable[[dict[str, Any]], bool]) -> list[dict[str, Any]]:
+def http_hits(ev: Evidence, pred: Callable[[HttpRecord], bool]) -> list[HttpRecord]:
     return [r for r in ev.http if pred(r)]
 
 
@@ -368,7 +368,7 @@ def net_blocked(pid: str, ev: Evidence, what: str) -> Verdict:
         # timed out may have been on its way when the run ended: its silence proves nothing.
         return "error", f"Cannot tell: {what} timed out before any answer ({late[0]}). Rerun; if it persists, the machine is overloaded.", ()
     scan = Markers(ev.token, "")
-    denied = [r for r in ev.proxy if r.get("decision") == "deny" and ev.token in str(r.get("host", "")) + str(r.get("path", ""))
+    denied = [r for r in ev.proxy if r.decision == "deny" and ev.token in (r.host or "") + (r.path or "")
               and not scan.is_scan(r)]
     extra = f"; the proxy refused {len(denied)} request(s)" if denied else ""
     return "blocked", f"{what} arrived nowhere.", (f"nothing from this probe reached the simulated internet's logs{extra}; the runner: {failures(ev, pid)}",)

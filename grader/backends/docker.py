@@ -45,7 +45,7 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
-from ..evidence import Evidence, parse_runner_output
+from ..evidence import Evidence
 from ..execution import SIGNER_SOCKET, Execution, Job
 from ..outcomes import RunResult
 from ..verdicts import run_result
@@ -63,6 +63,7 @@ from .runs import (
     RunDir,
     SigningAgent,
     gather_evidence,
+    read_runner_output,
     run_with_retries,
     runner_config,
     runs_root,
@@ -386,11 +387,11 @@ class _Run:
                     return self.proxy_out.read(name, self.proxy_since).decode("utf-8", "replace") if self.proxy_out else ""
                 return net.internet.read(name, net.since) if net else ""
 
-            records = parse_runner_output(text) if self.job is None else ()
+            records, unreadable = read_runner_output(text) if self.job is None else ((), "")
             ev = gather_evidence(
                 self.dir, self.plan, token=self.token, records=records, before=before,
                 network=self.plan.network, logs=logs, listener=listener, tcp_port=TCP_SINK_PORT,
-                infra=infra, timed_out=timed_out,
+                infra=infra, timed_out=timed_out, unreadable=unreadable,
             )
             watch.add("evidence", time.perf_counter() - evidence_started)
             self.clean = not infra

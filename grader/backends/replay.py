@@ -40,7 +40,8 @@ import requests
 from docker.types import Mount
 
 from ..errors import BackendError, InfrastructureError
-from ..evidence import Evidence, Markers, NextSession, parse_jsonl, sha256
+from ..evidence import Evidence, Markers, NextSession, parse_lines, sha256
+from ..services.wire import DnsRecord, HttpRecord, TcpRecord, WireError
 from ..execution import Execution, Job
 from ..next_session import KEY, SETTINGS, driver_script, parse_driver_output, read_settings, steal_code, steps
 from ..plan import Hardening, RunPlan, build_plan
@@ -207,10 +208,16 @@ def _drive(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Cal
             pass  # it is the run's too: removed (or kept for a retry) with the run's own
     output = raw[:MAX_OUTPUT].decode("utf-8", "replace")
     problem = internet.problem(answered_after=finished)
+    try:
+        http = parse_lines(HttpRecord, internet.read("http.jsonl", since), "http.jsonl")
+        dns = parse_lines(DnsRecord, internet.read("dns.jsonl", since), "dns.jsonl")
+        tcp = parse_lines(TcpRecord, internet.read("tcp.jsonl", since), "tcp.jsonl")
+    except WireError as exc:  # read in part, the replay's logs prove nothing: an infrastructure error
+        http, dns, tcp = (), (), ()
+        problem = "; ".join(p for p in (problem, f"the next session's evidence cannot be read whole ({exc})") if p)
     return NextSession(
         played=tuple(sid for sid, _, _ in parse_driver_output(output)), output=output,
-        http=parse_jsonl(internet.read("http.jsonl", since)), dns=parse_jsonl(internet.read("dns.jsonl", since)),
-        tcp=parse_jsonl(internet.read("tcp.jsonl", since)), infra_problem=problem, timed_out=timed_out,
+        http=http, dns=dns, tcp=tcp, infra_problem=problem, timed_out=timed_out,
     )
 
 

@@ -32,7 +32,8 @@ from typing import Any, Callable, Optional, Protocol
 
 from ..access import Network
 from ..errors import InfrastructureError
-from ..evidence import Evidence, Markers, RunnerRecord, parse_jsonl, sha256
+from ..evidence import Evidence, Markers, parse_lines, parse_runner_output, sha256
+from ..services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_orders
 from ..execution import signature
 from ..outcomes import RunResult
 from ..next_session import SETTINGS
@@ -54,6 +55,7 @@ __all__ = [
     "make_run_dir",
     "pid_alive",
     "read_owner",
+    "read_runner_output",
     "read_text",
     "run_with_retries",
     "runner_config",
@@ -353,17 +355,21 @@ def runner_config(
         urls=tuple(h.name for h in w.hosts if h.urls_public),
         settings=next((f.content for f in w.files if f.path == SETTINGS), "{}"),
     )
-    return {
+    config = {
         "timeout": timeout, "connect_timeout": connect_timeout,
         "proxy": None, "ca_file": ca_file,
         # the probes, then the scope scan (every world path and host), unless the plan turns it off
         "probes": orders_for(plan.probes, orders, scan=plan.access if plan.scan else None),
     }
+    # parsed here as the runner will parse it: an order it would refuse fails now, in the grader, loudly
+    parse_orders(json.loads(json.dumps(config)))
+    return config
 
 
 def gather_evidence(
     run_dir: RunDir, plan: RunPlan, *, token: str, records: tuple[RunnerRecord, ...], before: dict[str, str],
     network: Network, logs: Callable[[str], str], listener: Listening, tcp_port: int, infra: str, timed_out: bool,
+    unreadable: str = "",
 ) -> Evidence:
     """A run's evidence, collected outside the sandbox once it has finished.
 
@@ -375,7 +381,17 @@ def gather_evidence(
             ``tcp.jsonl``, and the proxy's ``proxy.jsonl`` ("" for none).
         tcp_port: the port of the attacker's raw listener the runner was told.
         infra: why a recorder's silence proves nothing ("" when all answered).
+        unreadable: why the runner's output could not be read (``read_runner_output``), "" when it was.
     """
+    corrupt = ""
+    try:
+        http = parse_lines(HttpRecord, logs("http.jsonl"), "http.jsonl")
+        dns = parse_lines(DnsRecord, logs("dns.jsonl"), "dns.jsonl")
+        tcp = parse_lines(TcpRecord, logs("tcp.jsonl"), "tcp.jsonl")
+        proxy = parse_lines(ProxyRecord, logs("proxy.jsonl"), "proxy.jsonl")
+    except WireError as exc:  # a cut, garbled or unclosed log: what is missing could be the hit
+        corrupt = f"the run's evidence cannot be read whole ({exc})"
+        http, dns, tcp, proxy = (), (), (), ()
     return Evidence(
         token=token,
         canaries=dict(run_dir.canaries),
@@ -383,16 +399,25 @@ def gather_evidence(
         before=before,
         after=run_dir.snapshot(plan),
         network=network,
-        http=parse_jsonl(logs("http.jsonl")),
-        dns=parse_jsonl(logs("dns.jsonl")),
-        tcp=parse_jsonl(logs("tcp.jsonl")),
-        proxy=parse_jsonl(logs("proxy.jsonl")),
+        http=http,
+        dns=dns,
+        tcp=tcp,
+        proxy=proxy,
         host_hits=tuple(listener.hits),
         tcp_port=tcp_port,
         host_port=listener.port,
-        infra_problem=infra,
+        infra_problem="; ".join(p for p in (infra, corrupt) if p),
         timed_out=timed_out,
+        corrupt=corrupt or unreadable,
     )
+
+
+def read_runner_output(text: str) -> tuple[tuple[RunnerRecord, ...], str]:
+    """The runner's records, and "" — or no records and why its output cannot be read (``Evidence.corrupt``)."""
+    try:
+        return parse_runner_output(text), ""
+    except WireError as exc:
+        return (), f"the probe runner's output cannot be read whole ({exc})"
 
 
 def run_with_retries(attempt: Callable[[bool], RunResult], retries: int) -> RunResult:

@@ -40,6 +40,7 @@ from docker.models.networks import Network
 from docker.types import LogConfig
 
 from ..errors import InfrastructureError
+from ..services.wire import WireError
 from ..services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT, TCP_SINK_PORT
 from ..world import World
 from .enginedisk import Disk, Files, HostDisk
@@ -249,8 +250,10 @@ class Internet:
         return {name: st.size if (st := self.out.stat(name)) is not None else 0 for name in LOGS}
 
     def read(self, name: str, since: dict[str, int]) -> str:
-        data = self.out.read(name, since.get(name, 0), MAX_LOG_READ)
-        # a line still being written at the end is cut off by the parser, which skips partial JSON
+        """What ``name`` holds past ``since``; WireError when there is more than a run may read (a flood)."""
+        data = self.out.read(name, since.get(name, 0), MAX_LOG_READ + 1)
+        if len(data) > MAX_LOG_READ:
+            raise WireError(f"{name}: more than {MAX_LOG_READ} bytes since the run started; the rest is unread")
         return data.decode("utf-8", "replace")
 
     def problem(self, answered_after: Optional[float] = None) -> str:

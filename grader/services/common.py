@@ -3,7 +3,8 @@
 Run inside the services image beside ``internet.py`` and ``proxy.py``, which
 import it as the top-level module ``common`` (and, on the host, as
 ``grader.services.common``). Standard library only: it must not import the
-package, nor ``domains`` or ``dnswire``, nor anything of either service. What
+package, nor ``domains`` or ``dnswire``, nor anything of either service; it
+imports only ``wire``, the records it writes. What
 differs between the services (their config keys, limits and timeouts) is
 passed in, never kept here.
 
@@ -24,7 +25,15 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from grader.services import wire
+else:
+    try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
+        import wire
+    except ImportError:  # on the host: imported from the package
+        from grader.services import wire
 
 __all__ = [
     "DNS_PORT",
@@ -171,7 +180,7 @@ def load_config(path: str, defaults: Mapping[str, Any], required: Sequence[str])
 
 
 class JsonlLog:
-    """An append-only JSON-lines file that readers may tail while it grows.
+    """An append-only JSON-lines file of wire records (``wire.dump_line``) that readers may tail while it grows.
 
     Each record is one ``os.write`` of a whole line under a lock, so a reader
     never sees two records interleaved, at worst a last line still missing.
@@ -180,11 +189,12 @@ class JsonlLog:
     def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lock = threading.Lock()
+        self._seq = 0
 
-    def write(self, record: dict[str, Any]) -> None:
-        line = (json.dumps({"t": time.time(), **record}) + "\n").encode("ascii")
+    def write(self, record: Any) -> None:
         with self._lock:
-            os.write(self._fd, line)
+            os.write(self._fd, (wire.dump_line(record, self._seq) + "\n").encode("ascii"))
+            self._seq += 1
 
 
 def write_atomically(path: str, data: bytes) -> None:

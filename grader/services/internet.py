@@ -41,15 +41,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader import domains
-    from grader.services import common, dnswire
+    from grader.services import common, dnswire, wire
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
         import dnswire
         import domains
+        import wire
     except ImportError:  # on the host: imported from the package
         from grader import domains
-        from grader.services import common, dnswire
+        from grader.services import common, dnswire, wire
 
 __all__ = ["main"]
 
@@ -235,15 +236,15 @@ def _answer_dns(
     """Log one query and build its answer; ``None`` means stay silent (malformed input)."""
     query = dnswire.parse_query(data)
     if query is None:
-        log.write({"client": client, "malformed": True})
+        log.write(wire.DnsRecord(time.time(), client, "", 0, answered=False, malformed=True))
         return None
     if query.opcode != 0:  # not a standard query (NOTIFY, UPDATE...): refuse, but keep the evidence
-        log.write({"client": client, "qname": query.qname, "qtype": query.qtype, "answered": False})
+        log.write(wire.DnsRecord(time.time(), client, query.qname, query.qtype, answered=False, malformed=False))
         return dnswire.build_response(query, dnswire.RCODE_NOTIMP)
     # "answered" means the name exists in the world (NOERROR), even when it
     # has no record of the asked type; False means NXDOMAIN.
     known = world.knows(query.qname)
-    log.write({"client": client, "qname": query.qname, "qtype": query.qtype, "answered": known})
+    log.write(wire.DnsRecord(time.time(), client, query.qname, query.qtype, answered=known, malformed=False))
     if not known:
         return dnswire.build_response(query, dnswire.RCODE_NXDOMAIN)
     wants_a = query.qtype in (dnswire.TYPE_A, dnswire.TYPE_ANY)
@@ -397,8 +398,7 @@ def _serve_http(conn: socket.socket, client: str, scheme: str, site: _Site) -> N
             refused = getattr(conn, "sandbox_lab_refused", None)
             if refused is not None and target is not None:
                 # another server's name on this host's connection: refused, and on record as such
-                site.log.write({"client": client, "scheme": scheme, "host": target, "misdirected": refused,
-                                "stage": "tls", "method": "", "path": ""})  # fmt: skip
+                site.log.write(_refused(client, scheme, target, refused, "tls", "", ""))
             # Otherwise typically a client that does not trust the run's CA. It
             # has sent no request yet, so there is nothing to record.
             print(f"TLS handshake with {client} failed: {exc}", file=sys.stderr)
@@ -460,8 +460,7 @@ def _handle_request(
         if target is not None and site.world.server(host) != site.world.server(target):
             # As real origins do (RFC 9110, 421): this server does not answer for that name.
             # Its body is never read, and nothing is recorded as delivered to the other host.
-            site.log.write({"client": client, "scheme": scheme, "host": target, "misdirected": host,
-                            "stage": "http", "method": request.start[0], "path": _path_of(request.start[1])})  # fmt: skip
+            site.log.write(_refused(client, scheme, target, host, "http", request.start[0], _path_of(request.start[1])))
             payload = {"ok": False, "host": target, "misdirected": host, "nonce": site.nonce}
             _respond(conn, "421 Misdirected Request", payload, head_only=request.start[0] == "HEAD")
             return
@@ -475,25 +474,30 @@ def _handle_request(
         body = (b"" if request else head) + bytes(reader.buf)
     record = _http_record(client, scheme, request, sni, body, target)
     site.log.write(record)
-    payload = {"ok": status.startswith("200"), "host": record["host"], "nonce": site.nonce}
+    payload = {"ok": status.startswith("200"), "host": record.host, "nonce": site.nonce}
     _respond(conn, status, payload, head_only=request is not None and request.start[0] == "HEAD")
 
 
 def _http_record(
     client: str, scheme: str, request: common.Head | None, sni: str | None, body: bytes, target: str | None
-) -> dict[str, Any]:
-    record = {
-        "client": client,
-        "scheme": scheme,
-        "host": _host_of(request, sni) or target or "",
-        "method": request.start[0] if request else "",
-        "path": _path_of(request.start[1]) if request else "",
-        "body": body[:LOGGED_BODY].decode("utf-8", errors="replace"),
-        "body_len": len(body),
-    }
-    if target is not None and target != record["host"]:
-        record["via"] = target  # the host the proxy dialled: its server answers for this name too
-    return record
+) -> wire.HttpRecord:
+    host = _host_of(request, sni) or target or ""
+    return wire.HttpRecord(
+        t=time.time(), client=client, scheme=scheme, host=host,
+        method=request.start[0] if request else "",
+        path=_path_of(request.start[1]) if request else "",
+        body=body[:LOGGED_BODY].decode("utf-8", errors="replace"),
+        body_len=len(body),
+        # the host the proxy dialled: its server answers for this name too
+        via=target if target is not None and target != host else None,
+        misdirected=None, stage="",
+    )
+
+
+def _refused(client: str, scheme: str, target: str, asked: str, stage: str, method: str, path: str) -> wire.HttpRecord:
+    """A request for another server's name on a connection the proxy opened to ``target``: on record, never delivered."""
+    return wire.HttpRecord(t=time.time(), client=client, scheme=scheme, host=target, method=method, path=path,
+                           body="", body_len=0, via=None, misdirected=asked, stage=stage)
 
 
 # --- raw TCP -------------------------------------------------------------------------
@@ -506,8 +510,7 @@ def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: com
     while len(reader.buf) < TCP_MAX and reader.fill():
         pass
     data = bytes(reader.buf[:TCP_MAX])
-    record = {"client": client, "port": port, "data": data.decode("utf-8", errors="replace")}
-    log.write({**record, "via": target} if target else record)
+    log.write(wire.TcpRecord(time.time(), client, port, data.decode("utf-8", errors="replace"), via=target or None))
     try:
         conn.sendall(f"ok {nonce}\n".encode())
     except OSError:
