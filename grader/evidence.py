@@ -224,6 +224,8 @@ class Evidence:
     notes: tuple[str, ...] = field(default=())
     # non-empty: a record or the runner's output could not be read whole (``wire.WireError``): no verdict at all
     corrupt: str = ""
+    # non-empty: a log of the run lost records at its cap: what is there proves what arrived, absence proves nothing
+    incomplete: str = ""
     next_session: Optional[NextSession] = None  # None: the backend does not play the next session
 
 

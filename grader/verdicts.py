@@ -37,6 +37,9 @@ def judge(ev: Evidence, world: World, probe_ids: Iterable[str]) -> tuple[ProbeOu
             out.append(ProbeOutcome(p.id, p.kind, "error", f"Cannot tell: {ev.corrupt}. Rerun; if it persists, report it.", ()))
             continue
         verdict = p.judge(p, ev, world)
+        if ev.incomplete and verdict[0] != "succeeded":
+            # a success's trace cannot be faked; anything else read from a log that lost records proves nothing
+            verdict = ("error", f"Cannot tell: {ev.incomplete}. Rerun.", ())
         if not finished(ev, p.id) and verdict[0] != "succeeded":
             # an unfinished probe proves nothing blocked; a success still counts: its trace cannot be faked
             late = " before the sandbox's time ran out." if ev.timed_out else "."
@@ -85,8 +88,8 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     """
     world = access.world
     markers = Markers(ev.token, world.attacker.name)
-    if ev.corrupt:
-        return None, ev.corrupt
+    if ev.corrupt or ev.incomplete:
+        return None, ev.corrupt or ev.incomplete
     unfinished = [s for s in SCAN_IDS if not any(r.probe == s and r.step == "done" for r in ev.records)]
     if unfinished:
         late = " before the sandbox's time ran out" if ev.timed_out else ""

@@ -32,8 +32,8 @@ from typing import Any, Callable, Optional, Protocol
 
 from ..access import Network
 from ..errors import InfrastructureError
-from ..evidence import Evidence, Markers, parse_lines, parse_runner_output, sha256
-from ..services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_orders
+from ..evidence import MAX_LOG_LINES, Evidence, Markers, parse_lines, parse_runner_output, sha256
+from ..services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_log, parse_orders
 from ..execution import signature
 from ..outcomes import RunResult
 from ..next_session import SETTINGS
@@ -56,6 +56,7 @@ __all__ = [
     "pid_alive",
     "read_owner",
     "read_runner_output",
+    "read_sinks",
     "read_text",
     "run_with_retries",
     "runner_config",
@@ -369,25 +370,32 @@ def runner_config(
 def gather_evidence(
     run_dir: RunDir, plan: RunPlan, *, token: str, records: tuple[RunnerRecord, ...], before: dict[str, str],
     network: Network, logs: Callable[[str], str], listener: Listening, tcp_port: int, infra: str, timed_out: bool,
-    unreadable: str = "",
+    run_key: Optional[str], unreadable: str = "",
 ) -> Evidence:
     """A run's evidence, collected outside the sandbox once it has finished.
 
     Args:
         records: what the probe runner reported (paths as world paths).
         before: each judged file's sha256 before the run (``RunDir.lay_out``).
-        logs: the text a recorder wrote since the run started, by file name:
-            the simulated internet's ``http.jsonl``, ``dns.jsonl`` and
-            ``tcp.jsonl``, and the proxy's ``proxy.jsonl`` ("" for none).
+        logs: a recorder's text by file name: the run's own closed logs at
+            the simulated internet (``http.jsonl``, ``dns.jsonl``,
+            ``tcp.jsonl``, read with ``read_sinks``), and what the proxy's
+            ``proxy.jsonl`` got since the run started ("" for none). It may
+            raise ``WireError`` (a log that never closed).
+        run_key: the run's key at the simulated internet; None: the run had
+            none (no network), so there are no internet logs to read.
         tcp_port: the port of the attacker's raw listener the runner was told.
         infra: why a recorder's silence proves nothing ("" when all answered).
         unreadable: why the runner's output could not be read (``read_runner_output``), "" when it was.
     """
-    corrupt = ""
+    corrupt = incomplete = ""
+    http: tuple[HttpRecord, ...] = ()
+    dns: tuple[DnsRecord, ...] = ()
+    tcp: tuple[TcpRecord, ...] = ()
+    proxy: tuple[ProxyRecord, ...] = ()
     try:
-        http = parse_lines(HttpRecord, logs("http.jsonl"), "http.jsonl")
-        dns = parse_lines(DnsRecord, logs("dns.jsonl"), "dns.jsonl")
-        tcp = parse_lines(TcpRecord, logs("tcp.jsonl"), "tcp.jsonl")
+        if run_key is not None:
+            http, dns, tcp, incomplete = read_sinks(logs, run_key)
         proxy = parse_lines(ProxyRecord, logs("proxy.jsonl"), "proxy.jsonl")
     except WireError as exc:  # a cut, garbled or unclosed log: what is missing could be the hit
         corrupt = f"the run's evidence cannot be read whole ({exc})"
@@ -406,10 +414,25 @@ def gather_evidence(
         host_hits=tuple(listener.hits),
         tcp_port=tcp_port,
         host_port=listener.port,
-        infra_problem="; ".join(p for p in (infra, corrupt) if p),
+        infra_problem="; ".join(p for p in (infra, corrupt, incomplete) if p),
         timed_out=timed_out,
         corrupt=corrupt or unreadable,
+        incomplete=incomplete,
     )
+
+
+def read_sinks(logs: Callable[[str], str], key: str) -> tuple[tuple[HttpRecord, ...], tuple[DnsRecord, ...], tuple[TcpRecord, ...], str]:
+    """A run's closed logs at the simulated internet (``runlogs.close_run``), read whole: its records and which
+    logs lost records at the run's cap ("" when none did); WireError for a log cut, unclosed or miscounted."""
+    http, http_full = parse_log(HttpRecord, logs("http.jsonl"), "http.jsonl", key)
+    dns, dns_full = parse_log(DnsRecord, logs("dns.jsonl"), "dns.jsonl", key)
+    tcp, tcp_full = parse_log(TcpRecord, logs("tcp.jsonl"), "tcp.jsonl", key)
+    full = [name for name, over in (("http.jsonl", http_full), ("dns.jsonl", dns_full), ("tcp.jsonl", tcp_full)) if over]
+    if any(len(r) > MAX_LOG_LINES for r in (http, dns, tcp)):
+        raise WireError(f"more than {MAX_LOG_LINES} records in one log of the run")
+    incomplete = (f"the run's {', '.join(full)} reached its cap or lost a connection at its limit: "
+                  "what is not in it may still have arrived") if full else ""
+    return http, dns, tcp, incomplete
 
 
 def read_runner_output(text: str) -> tuple[tuple[RunnerRecord, ...], str]:

@@ -46,7 +46,7 @@ from typing import Any, Optional
 from ..domains import is_ipv4
 from ..errors import BackendError, InfrastructureError, in_checkout
 from ..srt_notes import SRT_VERSION
-from ..services.wire import RunnerRecord
+from ..services.wire import RunnerRecord, WireError
 from ..execution import Execution, Job
 from ..export import export
 from ..outcomes import RunResult
@@ -54,6 +54,8 @@ from ..verdicts import run_result
 from ..plan import RunPlan
 from ..services.common import HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
 from .base import Closing
+from .enginedisk import host_files
+from .runlogs import close_run, open_run
 from .runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, read_runner_output, run_with_retries, runner_config
 
 __all__ = [
@@ -303,6 +305,9 @@ class _Run:
             listener = HostListener()
             dns, http, https, tcp, proxy_port = _free_ports(5)
             internet, parent = self._start_services(dns, http, https, tcp, proxy_port)
+            # everything reaches this run's internet from loopback (srt's proxy runs on the host): the run claims it
+            sinks = host_files(self.dir.path / "internet" / "out")
+            open_run(sinks, self.run_id, [LOOPBACK])
             settings = self._settings(proxy_port)
             output, timed_out = self._run_srt(settings, tcp, listener.port)
             parsed, unreadable = read_runner_output(output)
@@ -317,12 +322,19 @@ class _Run:
                 infra = f"srt's parent proxy (services/proxy.py) stopped during the run (exit code {parent.returncode})"
             if infra and not final:
                 raise InfrastructureError(infra)
+            closed: dict[str, str] = {}
+            if not infra:
+                try:
+                    closed = close_run(sinks, self.run_id)
+                except WireError as exc:
+                    infra = f"the run's evidence cannot be read whole ({exc})"
             ev = gather_evidence(
                 self.dir, self.plan, token=self.token, records=records, before=before,
                 # srt always puts its proxy in front; the simulated internet ran and logged throughout
                 network="proxy",
-                logs=lambda name: self.dir.read_text(f"{'proxy' if name == 'proxy.jsonl' else 'internet'}/out/{name}"),
+                logs=lambda name: self.dir.read_text(f"proxy/out/{name}") if name == "proxy.jsonl" else closed[name],
                 listener=listener, tcp_port=tcp, infra=infra, timed_out=timed_out, unreadable=unreadable,
+                run_key=None if infra else self.run_id,
             )
             return run_result(
                 ev, self.plan, backend="srt", run_id=self.run_id, seconds=time.monotonic() - started,

@@ -5,8 +5,10 @@ library only; it imports just its neighbours ``domains.py``, ``dnswire.py`` and
 ``common.py`` (copied beside it in the image) and never the package itself,
 except as a fallback so host-side tests can import it.
 
-It is a sink, not a judge: it records everything it receives as JSON lines in
-``out_dir`` (``dns.jsonl``, ``http.jsonl``, ``tcp.jsonl``). Which host may
+It is a sink, not a judge: it records everything it receives as wire records
+(``wire.py``), each run's in its own capped logs under ``out_dir/runs/<run>/``
+(``dns.jsonl``, ``http.jsonl``, ``tcp.jsonl``) once the grader has claimed the
+run's clients, everything else in ``out_dir`` (``common.Recorder``). Which host may
 receive what is decided later by the grader, reading those logs. Everything a
 client sends is hostile: each connection has timeouts and size caps, and an
 error in one never stops the server.
@@ -62,7 +64,9 @@ MAX_BODY = 1024 * 1024
 LOGGED_BODY = 64 * 1024
 TCP_MAX = 64 * 1024
 TCP_IDLE = 3.0
-MAX_CONNECTIONS = 256  # threads; more clients wait in the listen backlog
+MAX_CONNECTIONS = 256  # threads for every client together
+PER_CLIENT = 96  # threads one client (a run's proxy) may hold: well under the total, so one run cannot take them all
+RESERVED = 8  # threads of the self-check's own listeners: it answers whatever the clients do
 CA_NAME = "Sandbox Lab run CA"
 
 _CONFIG_DEFAULTS: dict[str, Any] = {
@@ -231,7 +235,7 @@ def _reader(conn: socket.socket, idle: float = IDLE_TIMEOUT) -> common.Reader:
 
 
 def _answer_dns(
-    data: bytes, client: str, world: _World, address: str, log: common.JsonlLog
+    data: bytes, client: str, world: _World, address: str, log: common.KindLog
 ) -> bytes | None:
     """Log one query and build its answer; ``None`` means stay silent (malformed input)."""
     query = dnswire.parse_query(data)
@@ -253,7 +257,7 @@ def _answer_dns(
     return dnswire.build_response(query)  # known name, no records of that type
 
 
-def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: common.JsonlLog) -> None:
+def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: common.KindLog) -> None:
     while True:
         try:
             data, peer = sock.recvfrom(4096)
@@ -270,7 +274,7 @@ def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: common
 
 
 def _serve_dns_tcp(
-    conn: socket.socket, client: str, world: _World, address: str, log: common.JsonlLog
+    conn: socket.socket, client: str, world: _World, address: str, log: common.KindLog
 ) -> None:
     """DNS over TCP: length-prefixed messages, several per connection, until the client stops."""
     _target_of(conn)  # a tunnel through the proxy: its line is not part of the messages
@@ -370,7 +374,7 @@ class _Site:
 
     world: _World
     nonce: str
-    log: common.JsonlLog
+    log: common.KindLog
     certs: _Certs | None = None  # None: plain HTTP
 
 
@@ -503,7 +507,7 @@ def _refused(client: str, scheme: str, target: str, asked: str, stage: str, meth
 # --- raw TCP -------------------------------------------------------------------------
 
 
-def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: common.JsonlLog) -> None:
+def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: common.KindLog) -> None:
     """Read until the peer closes, goes quiet for 3 s, or sends 64 KiB; log it; reply; close."""
     target = _target_of(conn)
     reader = _reader(conn, idle=TCP_IDLE)
@@ -565,10 +569,11 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bind: str, certs: _Certs,
            stop: threading.Event) -> int:  # fmt: skip
     nonce = str(config["nonce"])
-    dns_log = common.JsonlLog(os.path.join(out_dir, "dns.jsonl"))
-    http_log = common.JsonlLog(os.path.join(out_dir, "http.jsonl"))
-    tcp_log = common.JsonlLog(os.path.join(out_dir, "tcp.jsonl"))
-    slots = threading.Semaphore(MAX_CONNECTIONS)
+    # each run's records go to its own capped logs, closed when its grader asks (common.Recorder)
+    recorder = common.Recorder(out_dir, ("http", "dns", "tcp"))
+    dns_log, http_log, tcp_log = recorder.log("dns"), recorder.log("http"), recorder.log("tcp")
+    # one run (its proxy) cannot take every slot, nor the self-check's: the keeper would retire a healthy internet
+    slots = common.Admission(MAX_CONNECTIONS, PER_CLIENT, refused=recorder.lost)
 
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind((bind, int(config["dns_port"])))
@@ -586,11 +591,21 @@ def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bi
     common.spawn(_serve_dns_udp, udp, world, address, dns_log)
     for listener, handle in listeners:
         common.spawn(common.serve_forever, listener, handle, slots)
+    # The self-check's own listeners on loopback, with threads of their own: no client can starve them
+    # (its records come from loopback, which a run that claims every client does not claim).
+    reserved = threading.Semaphore(RESERVED)
+    checks = [_listen_tcp("127.0.0.1", 0), *([_listen_tcp("127.0.0.1", 0)] if config["tcp_ports"] else [])]
+    check_handlers: list[common.Handler] = [functools.partial(_serve_http, scheme="http", site=_Site(world, nonce, http_log))]
+    if config["tcp_ports"]:
+        check_handlers.append(functools.partial(_serve_tcp, port=int(config["tcp_ports"][0]), nonce=nonce, log=tcp_log))
+    for listener, handle in zip(checks, check_handlers):
+        common.spawn(common.serve_forever, listener, handle, reserved)
+        listeners.append((listener, handle))
+    check_ports = [int(c.getsockname()[1]) for c in checks]
 
+    recorder.watch()
     common.write_ready(out_dir, address)
-    common.heartbeat(out_dir, functools.partial(
-        _self_check, int(config["dns_port"]), int(config["http_port"]), [int(p) for p in config["tcp_ports"]],
-    ))
+    common.heartbeat(out_dir, functools.partial(_self_check, int(config["dns_port"]), check_ports[0], check_ports[1:]))
     common.wait_for(stop)
     udp.close()
     for listener, _ in listeners:

@@ -374,14 +374,15 @@ def dump_end(run: str, records: int, overflowed: bool, t: float) -> str:
     return json.dumps({"kind": EndRecord.KIND, "t": t, "run": run, "records": records, "overflowed": overflowed})
 
 
-def parse_log(kind: type[R], text: str, name: str, run: str) -> tuple[R, ...]:
+def parse_log(kind: type[R], text: str, name: str, run: str) -> tuple[tuple[R, ...], bool]:
     """Every record of one run's closed log ``name``; WireError unless it is whole and closed.
 
     Whole: every line parses as ``kind`` and carries its place in the log
     (``seq`` 0, 1, 2...: a lost, repeated or moved line shows), the last line
     is the ``EndRecord`` of ``run``, it counts exactly the records before it,
-    and nothing was dropped at the cap (``overflowed``). Absence of evidence
-    counts only from a log that proves it holds everything.
+    and the flag says whether records were dropped at the run's cap
+    (``overflowed``): what is there is proof of what arrived, but absence
+    counts only from a log that holds everything.
     """
     if not text.endswith("\n"):
         raise WireError(f"{name}: the log is cut off (no closing record, or a partial last line)")
@@ -393,8 +394,6 @@ def parse_log(kind: type[R], text: str, name: str, run: str) -> tuple[R, ...]:
     end = _object(EndRecord, end_value, f"{name}:{len(lines) + 1}", skip=("kind",))
     if end.run != run:
         raise WireError(f"{name}: the closing record is another run's ({end.run!r}, not {run!r})")
-    if end.overflowed:
-        raise WireError(f"{name}: the run's log reached its cap and records were dropped")
     if end.records != len(lines):
         raise WireError(f"{name}: the closing record counts {end.records} records, the log holds {len(lines)}")
     out = []
@@ -404,4 +403,4 @@ def parse_log(kind: type[R], text: str, name: str, run: str) -> tuple[R, ...]:
         if value.get("seq") != i or isinstance(value.get("seq"), bool):
             raise WireError(f"{where}: record out of place (seq {value.get('seq')!r}, expected {i})")
         out.append(_object(kind, value, where, skip=("seq",)))
-    return tuple(out)
+    return tuple(out), end.overflowed

@@ -43,7 +43,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"backends.base", "backends.images", "backends.runs"},
     # where a run's files live for the engine (the grader's disk, or the engine's through its API)
     {"backends.enginedisk"},
-    {"backends.static", "backends.simnet", "backends.lease"},
+    {"backends.static", "backends.simnet", "backends.lease", "backends.runlogs"},
     {"backends.hub", "backends.replay"},
     {"backends.docker", "backends.srt"},
     {"backends"},

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from grader.services import common, dnswire, wire
+import fakewire
 
 SERVICES = Path(__file__).resolve().parents[2] / "grader" / "services"
 HOSTS = [
@@ -102,7 +103,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     root = tmp_path_factory.mktemp("services")
     opt = root / "opt"  # stands in for /opt/sandbox-lab/ in the image
     opt.mkdir()
-    for name in ("internet.py", "proxy.py", "common.py", "dnswire.py"):
+    for name in ("internet.py", "proxy.py", "common.py", "dnswire.py", "wire.py"):
         shutil.copy(SERVICES / name, opt / name)
     shutil.copy(SERVICES.parent / "domains.py", opt / "domains.py")
     dns, http, https, tcp, proxy_port = _free_ports(5)
@@ -714,3 +715,99 @@ def test_the_proxy_dials_nothing_but_the_simulated_internet(fail_closed: Service
     assert head.startswith(b"HTTP/1.1 502"), head
     record = _wait_for(out / "proxy.jsonl", lambda r: r["host"] == "webhook.site")
     assert "refused to dial 127.0.0.2" in record["reason"]
+
+
+# --- each run's evidence is its own, bounded and closed (common.Recorder, backends.runlogs) ------------------
+
+
+def test_a_claimed_clients_records_go_to_its_runs_own_log_closed_with_their_count(services: Services) -> None:
+    from grader.backends.enginedisk import host_files
+    from grader.backends.runlogs import close_run, forget_run, open_run
+    from grader.backends.runs import read_sinks
+
+    out = host_files(services.internet_out)
+    key = "sl-" + uuid.uuid4().hex[:10]
+    open_run(out, key, [LOCALHOST])
+    try:
+        mine = f"/claimed/{key}"
+        _exchange(services.http, f"POST {mine} HTTP/1.1\r\nHost: attacker.example\r\nContent-Length: 2\r\n\r\nhi".encode())
+        texts = close_run(out, key)
+        # after the close, the client is nobody's: its records go to the general log again
+        after = f"/after/{key}"
+        _exchange(services.http, f"GET {after} HTTP/1.1\r\nHost: attacker.example\r\n\r\n".encode())
+        _wait_for(services.internet_out / "http.jsonl", lambda r: r["path"] == after)
+    finally:
+        forget_run(out, key)
+    http, dns, tcp, incomplete = read_sinks(lambda name: texts[name], key)
+    assert [r.path for r in http if r.path.startswith("/claimed/")] == [mine] and not incomplete
+    assert all(r["path"] != mine for r in _records(services.internet_out / "http.jsonl"))  # in the run's log only
+    # the run's files go once the grader is done with them
+    deadline = time.monotonic() + 5
+    while (services.internet_out / "runs" / key).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not (services.internet_out / "runs" / key).exists()
+
+
+def test_a_run_past_its_cap_keeps_what_it_had_and_says_it_lost_the_rest(tmp_path: Path) -> None:
+    from grader.services.common import Recorder
+
+    recorder = Recorder(str(tmp_path), ("http", "dns", "tcp"), cap=2000)
+    (tmp_path / "runs" / "r1.open").write_text(json.dumps({"run": "r1", "clients": ["10.0.0.5"]}))
+    (tmp_path / "runs" / "r2.open").write_text(json.dumps({"run": "r2", "clients": ["10.0.0.6"]}))
+    recorder.poll()
+    assert (tmp_path / "runs" / "r1" / "opened").exists()
+    for i in range(50):  # r1 floods
+        recorder.write("http", fakewire.http("attacker.example", "POST", f"/{i}", "x" * 100, client="10.0.0.5"))
+    recorder.write("http", fakewire.http("gist.github.com", "POST", "/mine", "secret", client="10.0.0.6"))
+    recorder.write("http", fakewire.http("gist.github.com", "POST", "/nobody", "x", client="10.0.0.7"))
+    (tmp_path / "runs" / "r1.close").write_text("")
+    (tmp_path / "runs" / "r2.close").write_text("")
+    recorder.poll()
+    r1, full1 = wire.parse_log(wire.HttpRecord, (tmp_path / "runs" / "r1" / "http.jsonl").read_text(), "http.jsonl", "r1")
+    r2, full2 = wire.parse_log(wire.HttpRecord, (tmp_path / "runs" / "r2" / "http.jsonl").read_text(), "http.jsonl", "r2")
+    assert full1 and 0 < len(r1) < 50 and [r.path for r in r1] == [f"/{i}" for i in range(len(r1))]
+    assert not full2 and [r.path for r in r2] == ["/mine"]  # the flood next door took nothing of it
+    assert [r["path"] for r in _records(tmp_path / "http.jsonl")] == ["/nobody"]  # nobody's: read by no verdict
+    with pytest.raises(wire.WireError, match="another run"):  # one run's log is never read as another's
+        wire.parse_log(wire.HttpRecord, (tmp_path / "runs" / "r1" / "http.jsonl").read_text(), "http.jsonl", "r2")
+
+
+def test_one_client_cannot_take_every_slot() -> None:
+    from grader.services.common import Admission
+
+    refused: list[str] = []
+    admission = Admission(total=10, per_client=4, refused=refused.append)
+    held = [admission.admit("10.0.0.5") for _ in range(6)]
+    assert sum(r is not None for r in held) == 4  # the flood stops at its own limit
+    others = [admission.admit(f"10.0.1.{i}") for i in range(6)]
+    assert sum(r is not None for r in others) == 6  # everyone else still gets in
+    assert admission.admit("10.0.2.1") is None  # the total holds too
+    for release in [*held, *others]:
+        if release is not None:
+            release()
+    assert admission.admit("10.0.0.5") is not None
+
+
+def test_the_heartbeat_beats_while_one_client_holds_every_connection_it_may(services: Services) -> None:
+    """A client holding idle connections up to its limit and past it starves neither the self-check nor others."""
+    from grader.services.internet import MAX_CONNECTIONS
+
+    held = []
+    try:
+        for _ in range(MAX_CONNECTIONS + 20):  # every slot there is, were there no per-client limit
+            try:
+                held.append(socket.create_connection((LOCALHOST, services.http), timeout=2))
+            except OSError:
+                break
+        assert len(held) > MAX_CONNECTIONS
+        # three fresh beats (one may have been under way already); it beats every 0.1 s, and a starved
+        # one waits for the held connections' idle timeout (5 s)
+        deadline = time.monotonic() + 3
+        for _ in range(3):
+            beat = (services.internet_out / "heartbeat").stat().st_mtime
+            while (services.internet_out / "heartbeat").stat().st_mtime <= beat:
+                assert time.monotonic() < deadline, "the heartbeat stopped while one client held its connections"
+                time.sleep(0.02)
+    finally:
+        for sock in held:
+            sock.close()
