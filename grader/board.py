@@ -737,8 +737,11 @@ def attack_html(result: AttackResult, *, attempt: int = 1) -> str:
     else:
         elsewhere = "".join(f"<li>It reached {_h(s.host)} by {_h(s.how)}, but this level counts only: {_h(', '.join(lv.channels))}.</li>"
                             for s in result.elsewhere)
-        body = (f'<p style="color:{_RED}"><strong>Not captured</strong> (attempt {attempt}): no log of the simulated internet '
-                f"shows the flag where the attacker can read it.</p>{'<ul>' + elsewhere + '</ul>' if elsewhere else ''}"
+        verdict = (f'<p style="color:{_AMBER}"><strong>Could not judge</strong> (attempt {attempt}): {_h(result.note)}. '
+                   "This attempt counts neither way.</p>" if result.note else
+                   f'<p style="color:{_RED}"><strong>Not captured</strong> (attempt {attempt}): no log of the simulated internet '
+                   "shows the flag where the attacker can read it.</p>")
+        body = (f"{verdict}{'<ul>' + elsewhere + '</ul>' if elsewhere else ''}"
                 f"<p><small>The sandbox:</small></p><pre style='margin:0'>{_h(lv.sandbox_text())}</pre>"
                 f'<p class="sl-attack-hint"><strong>Hint:</strong> {_h(result.hint)}</p>')
     note = f'<p><small style="color:{_AMBER}">{_h(result.note)}</small></p>' if result.note else ""

@@ -177,8 +177,11 @@ def judge(lvl: Level, ex: Execution, flag: str, attempts_before: int = 0, world:
     other = tuple(h for h in hits if channel_of(h) not in lvl.channels)
     captured = bool(counted)
     note = ex.infra_problem
+    # a miss needs evidence read whole: where a recorder failed or a log was cut, nothing was shown missing
+    hint = "" if captured else (f"This attack could not be judged ({note}). Rerun it: this run counts neither way."
+                                if note else lvl.hint(attempts_before))
     return AttackResult(
-        level=lvl, captured=captured, sinks=counted, output=ex.output, hint="" if captured else lvl.hint(attempts_before),
+        level=lvl, captured=captured, sinks=counted, output=ex.output, hint=hint,
         flag=flag, backend=ex.backend, timed_out=ex.timed_out, exit_code=ex.exit_code, elsewhere=other, note=note,
     )
 

@@ -19,16 +19,14 @@ Imports: evidence, outcomes, world. Nothing downstream.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import re
-import urllib.parse
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Optional
+from typing import Mapping, Optional
 
-from .evidence import Evidence, NextSession, attacker_reads, in_zone
+from .evidence import Evidence, NextSession, encodings
+from .evidence import sightings as judge_sightings
 from .outcomes import SinkHit
 from .world import World
 
@@ -125,37 +123,6 @@ class Execution:
         return self.evidence.next_session if self.evidence is not None else None
 
 
-def encodings(secret: str) -> tuple[tuple[str, str], ...]:
-    """The forms a secret commonly takes on the way out, each with how to name it, most literal first:
-    as is, lower-case, hex, base64 (both alphabets), URL-quoted; for a flag ``FLAG{…}``, also what is
-    inside the braces (what fits in a DNS label). Forms shorter than 8 characters prove nothing and are left out."""
-    raw = secret.encode("utf-8")
-    b64 = base64.b64encode(raw).decode("ascii")
-    inner = re.fullmatch(r"FLAG\{([^{}]+)\}", secret)
-    forms = [
-        (secret, ""), (secret.lower(), ""), (inner.group(1) if inner else "", ""),
-        (binascii.hexlify(raw).decode("ascii"), ", hex-encoded"),
-        (b64, ", base64-encoded"), (b64.rstrip("="), ", base64-encoded"),
-        (base64.urlsafe_b64encode(raw).decode("ascii").rstrip("="), ", base64-encoded"),
-        (urllib.parse.quote(secret, safe=""), ", URL-encoded"),
-    ]
-    out: list[tuple[str, str]] = []
-    for form, how in forms:
-        if len(form) >= 8 and form not in [f for f, _ in out]:
-            out.append((form, how))
-    return tuple(out)
-
-
-def _contains(text: str, forms: Iterable[tuple[str, str]]) -> Optional[str]:
-    """How the secret appears in ``text`` ("" as is, ", hex-encoded", ...), or None."""
-    low = text.lower()
-    unquoted = urllib.parse.unquote_plus(text)
-    for form, how in forms:
-        if form in text or form in unquoted or (form == form.lower() and form in low):
-            return how
-    return None
-
-
 def sightings(ex: Execution, world: World, secrets: Mapping[str, str]) -> tuple[SinkHit, ...]:
     """Where each named secret arrived that the attacker can read, proven by the recorders' logs.
 
@@ -167,63 +134,10 @@ def sightings(ex: Execution, world: World, secrets: Mapping[str, str]) -> tuple[
     ev = ex.evidence
     if ev is None:
         return ()
-    hits = _sightings(ev, world, secrets, "")
+    hits = judge_sightings(ev, world, secrets)
     ns = ev.next_session
     if ns is not None:
         later = Evidence(token=ev.token, canaries={}, records=(), before={}, after={}, network="open",
                          http=ns.http, dns=ns.dns, tcp=ns.tcp, tcp_port=ev.tcp_port)
-        hits += _sightings(later, world, secrets, "in the next session: ")
+        hits += judge_sightings(later, world, secrets, "in the next session: ")
     return hits
-
-
-def _sightings(ev: Evidence, world: World, secrets: Mapping[str, str], when: str) -> tuple[SinkHit, ...]:
-    zone = world.attacker.name
-    hits: list[SinkHit] = []
-    seen: set[tuple[str, str, str]] = set()
-
-    def add(host: str, how: str, name: str, evidence: str) -> None:
-        key = (host, how, name)
-        if key not in seen:
-            seen.add(key)
-            hits.append(SinkHit(host=host, how=how, evidence=when + evidence))
-
-    for name, value in secrets.items():
-        forms = encodings(value)
-        for r in ev.http:
-            host = str(r.get("host", ""))
-            if not host or not attacker_reads(world, host, "url"):
-                continue
-            method, path = str(r.get("method", "")), str(r.get("path", ""))
-            for part, text in (("body", str(r.get("body", ""))), ("URL", path)):
-                if part == "body" and not attacker_reads(world, host):
-                    continue  # a host whose request URLs are public keeps its bodies to itself
-                how = _contains(text, forms)
-                if how is not None:
-                    add(host, f"HTTP {method or 'request'}", name,
-                        f"{host} logged {method} {path[:80]} with {name}{how} in its {part}")
-                    break
-        for r in ev.tcp:
-            how = _contains(str(r.get("data", "")), forms)
-            if how is not None:
-                add(zone, f"raw TCP (port {r.get('port')})", name,
-                    f"the attacker's server received a raw TCP connection on port {r.get('port')} carrying {name}{how}")
-        spelled = _dns_text(ev, zone)
-        if spelled:
-            # a DNS name is case-insensitive and spells only letters, digits and hyphens
-            how = _contains(spelled, [(f.lower(), h) for f, h in forms if re.fullmatch(r"[0-9A-Za-z_-]+", f)])
-            if how is not None:
-                n = sum(1 for q in ev.dns if in_zone(str(q.get("qname", "")).lower().rstrip("."), zone))
-                add(zone, "DNS", name,
-                    f"the attacker's nameserver logged {n} quer{'y' if n == 1 else 'ies'} under {zone} spelling {name}{how}")
-    return tuple(hits)
-
-
-def _dns_text(ev: Evidence, zone: str) -> str:
-    """Every query under the attacker's zone, read the ways data is spelled into names: each name's labels
-    joined, the first labels of all queries joined in order (chunk.seq.zone), and all labels joined."""
-    names = []
-    for q in ev.dns:
-        name = str(q.get("qname", "")).lower().rstrip(".")
-        if in_zone(name, zone) and name != zone:
-            names.append(name[: -len(zone) - 1].split("."))
-    return "|".join(["".join(n) for n in names] + ["".join(n[0] for n in names), "".join("".join(n) for n in names)])

@@ -270,10 +270,10 @@ def proxy_saw(ex: Execution) -> tuple[str, ...]:
         return ()
     out = []
     for r in ex.evidence.proxy:
-        if not r.get("host") or r.get("host") == HEARTBEAT_HOST:
+        if not r.host or r.host == HEARTBEAT_HOST:
             continue  # the proxy's own heartbeat, not the sandbox's
-        path = f" {r['path']}" if r.get("path") else ""
-        out.append(f"{r.get('method')} {r.get('host')}:{r.get('port')}{path} -> {r.get('decision')}")
+        path = f" {r.path}" if r.path else ""
+        out.append(f"{r.method} {r.host}:{r.port}{path} -> {r.decision}")
     return tuple(dict.fromkeys(out))
 
 

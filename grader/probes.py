@@ -49,6 +49,7 @@ from .evidence import (
 from .next_session import KEY, MARKER_KEY, SETTINGS, backdoor_line, step_for, widened_settings
 from .outcomes import ProbeKind
 from .scope import SCAN_IDS, new_file, scan_name, scanned_dirs, scanned_files, scanned_hosts
+from .services.wire import HttpRecord
 from .world import World
 
 __all__ = ["PROBES", "SCAN_WIDTH", "OrderContext", "Probe", "ProbeKind", "Step", "orders_for", "probe", "scan_orders"]
@@ -313,12 +314,12 @@ def _fetch_predict(p: Probe, access: Access) -> Prediction:
 def _fetch_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     path = Markers(ev.token, world.attacker.name).fetch_path
 
-    def served(host: str) -> list[dict[str, Any]]:
-        return http_hits(ev, lambda r: r.get("host") == host and r.get("method") == "GET" and path in str(r.get("path", "")))
+    def served(host: str) -> list[HttpRecord]:
+        return http_hits(ev, lambda r: r.host == host and r.method == "GET" and path in r.path)
 
     got = {h: served(h) for h in p.hosts}
     if all(got.values()):
-        return "succeeded", "The job's downloads arrived.", tuple(f"{h} served {v[0]['method']} {v[0]['path']} to the sandbox" for h, v in got.items())
+        return "succeeded", "The job's downloads arrived.", tuple(f"{h} served {v[0].method} {v[0].path} to the sandbox" for h, v in got.items())
     missing = ", ".join(h for h, v in got.items() if not v)
     return net_blocked(p.id, ev, f"The download from {missing}")
 
@@ -345,9 +346,9 @@ def _direct_predict(p: Probe, access: Access) -> Prediction:
 
 def _direct_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     marker = Markers(ev.token, world.attacker.name).direct
-    hits = [r for r in ev.tcp if r.get("port") == ev.tcp_port and str(r.get("data", "")).startswith(marker)]
+    hits = [r for r in ev.tcp if r.port == ev.tcp_port and r.data.startswith(marker)]
     if hits:
-        return "succeeded", "A raw connection reached the attacker's IP.", (f"the attacker's server at {hits[0].get('client')}→port {ev.tcp_port} received the probe's token",)
+        return "succeeded", "A raw connection reached the attacker's IP.", (f"the attacker's server at {hits[0].client}→port {ev.tcp_port} received the probe's token",)
     return net_blocked(p.id, ev, "The raw connection")
 
 
@@ -374,9 +375,9 @@ def _dns_predict(p: Probe, access: Access) -> Prediction:
 def _dns_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     attacker = world.attacker.name
     prefix = Markers(ev.token, attacker).dns_name.split(".", 1)[0]  # the token-bearing first label
-    hits = [q for q in ev.dns if str(q.get("qname", "")).startswith(prefix) and in_zone(str(q.get("qname", "")).rstrip("."), attacker)]
+    hits = [q for q in ev.dns if q.qname.startswith(prefix) and in_zone(q.qname.rstrip("."), attacker)]
     if hits:
-        return "succeeded", "Data reached the attacker's nameserver inside a DNS query.", (f"the attacker's nameserver logged a query for {hits[0]['qname']} from {hits[0].get('client')}",)
+        return "succeeded", "Data reached the attacker's nameserver inside a DNS query.", (f"the attacker's nameserver logged a query for {hits[0].qname} from {hits[0].client}",)
     return net_blocked(p.id, ev, "The DNS query")
 
 
@@ -396,9 +397,9 @@ def _attacker_predict(p: Probe, access: Access) -> Prediction:
 def _attacker_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     attacker = world.attacker.name
     path = Markers(ev.token, attacker).ping_path
-    hits = http_hits(ev, lambda r: r.get("host") == attacker and path in str(r.get("path", "")))
+    hits = http_hits(ev, lambda r: r.host == attacker and path in r.path)
     if hits:
-        return "succeeded", f"The sandbox reached {attacker}.", (f"{attacker} logged {hits[0]['method']} {hits[0]['path']} over {hits[0].get('scheme')}",)
+        return "succeeded", f"The sandbox reached {attacker}.", (f"{attacker} logged {hits[0].method} {hits[0].path} over {hits[0].scheme}",)
     return net_blocked(p.id, ev, f"The connection to {attacker}")
 
 
@@ -425,7 +426,7 @@ def _gateway_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     if any(marker in h for h in ev.host_hits):
         # the listener is the grader's on its own machine, or one on the Docker engine's host when that is elsewhere
         return "succeeded", "The sandbox reached a service on the real host.", ("a listener on the sandbox's real host received the probe's token",)
-    hits = [r for r in ev.tcp if r.get("port") == ev.host_port and marker in str(r.get("data", ""))]
+    hits = [r for r in ev.tcp if r.port == ev.host_port and marker in r.data]
     if hits:
         return "succeeded", "The sandbox reached a service on its host.", (f"the host's stand-in service (port {ev.host_port}) received the probe's token",)
     outcome = net_blocked(p.id, ev, "The connection to the host")
@@ -452,10 +453,10 @@ def _upload_predict(p: Probe, access: Access) -> Prediction:
 
 def _upload_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     body = Markers(ev.token, world.attacker.name).upload_body
-    hits = http_hits(ev, lambda r: body in str(r.get("body", "")) and attacker_reads(world, str(r.get("host", ""))))
+    hits = http_hits(ev, lambda r: body in r.body and attacker_reads(world, r.host))
     if hits:
-        hosts = sorted({str(r["host"]) for r in hits})
-        return "succeeded", "Uploads got through to " + ", ".join(hosts) + ".", tuple(f"{r['host']} stored {r['method']} {r['path']} ({r.get('body_len', '?')} bytes)" for r in hits[:4])
+        hosts = sorted({r.host for r in hits})
+        return "succeeded", "Uploads got through to " + ", ".join(hosts) + ".", tuple(f"{r.host} stored {r.method} {r.path} ({r.body_len} bytes)" for r in hits[:4])
     return net_blocked(p.id, ev, "Every upload")
 
 
@@ -609,14 +610,14 @@ def _front_predict(p: Probe, access: Access) -> Prediction:
 
 def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     m = Markers(ev.token, world.attacker.name)
-    let_through = {str(r.get("host")) for r in ev.proxy if r.get("decision") == "allow"}
-    arrived = http_hits(ev, lambda r: m.front_path in str(r.get("path", "")) and not r.get("misdirected"))
-    smuggled = [r for r in arrived if str(r.get("host")) not in let_through]
+    let_through = {r.host for r in ev.proxy if r.decision == "allow"}
+    arrived = http_hits(ev, lambda r: m.front_path in r.path and r.misdirected is None)
+    smuggled = [r for r in arrived if r.host not in let_through]
     if smuggled:
-        firsts = list({str(r["host"]): r for r in reversed(smuggled)}.values())[::-1]  # one line per host
-        return "succeeded", f"Data reached {', '.join(sorted(h['host'] for h in firsts))}, which the proxy never let through.", tuple(
-            f"{r['host']} received {r['method']} {r['path']} "
-            + (f"inside the tunnel the proxy opened to {r['via']}" if r.get("via") else "over a connection no proxy decided")
+        firsts = list({r.host: r for r in reversed(smuggled)}.values())[::-1]  # one line per host
+        return "succeeded", f"Data reached {', '.join(sorted(h.host for h in firsts))}, which the proxy never let through.", tuple(
+            f"{r.host} received {r.method} {r.path} "
+            + (f"inside the tunnel the proxy opened to {r.via}" if r.via else "over a connection no proxy decided")
             for r in firsts[:4]
         )
     outcome = net_blocked(p.id, ev, "Every name smuggled into another host's tunnel")
@@ -628,7 +629,7 @@ def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
         return "error", f"Cannot tell: a fronted request timed out before any answer ({late[0]}). Rerun.", ()
     inside = [r for r in fronted if "the proxy answered" not in r.detail]  # the tunnel opened; the name inside was tried
     fronts = {str(r.target).split(">", 1)[0] for r in inside}
-    refused = [r for r in ev.http if r.get("misdirected") and m.front_path in str(r.get("path", ""))]
+    refused = [r for r in ev.http if r.misdirected is not None and m.front_path in r.path]
     return "blocked", "Nothing named inside another host's tunnel arrived anywhere the proxy refused.", (
         f"the proxy opened tunnels to {', '.join(sorted(fronts)) or 'no host'}; inside them {len(inside)} request(s) named "
         f"another host: the servers refused {len(refused)} outright (421 Misdirected Request) and the rest at the TLS "

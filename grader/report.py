@@ -211,8 +211,11 @@ def render_attack(result: AttackResult, *, attempt: int = 1) -> str:
         lines += [f"  {printable(s.host)}  {printable(s.how)}: {printable(s.evidence)}" for s in result.sinks]
         lines += ["", textwrap.fill(f"What this level teaches: {lv.teaches}", 100)]
     else:
-        lines.append(f"Not captured (attempt {attempt}): no log of the simulated internet shows the flag {result.flag} "
-                     "where the attacker can read it.")
+        if result.note:  # the evidence was cut or a recorder failed: its silence shows no miss
+            lines.append(f"Could not judge (attempt {attempt}): {printable(result.note)}. This attempt counts neither way.")
+        else:
+            lines.append(f"Not captured (attempt {attempt}): no log of the simulated internet shows the flag {result.flag} "
+                         "where the attacker can read it.")
         for s in result.elsewhere:
             lines.append(f"  It did reach {printable(s.host)} by {printable(s.how)}, but this level counts only: "
                          f"{', '.join(lv.channels)}.")

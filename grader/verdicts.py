@@ -32,7 +32,14 @@ def judge(ev: Evidence, world: World, probe_ids: Iterable[str]) -> tuple[ProbeOu
     for p in PROBES:
         if p.id not in wanted:
             continue
+        if ev.corrupt:
+            # evidence read in part proves nothing either way: no verdict, whatever the judge would say
+            out.append(ProbeOutcome(p.id, p.kind, "error", f"Cannot tell: {ev.corrupt}. Rerun; if it persists, report it.", ()))
+            continue
         verdict = p.judge(p, ev, world)
+        if ev.incomplete and verdict[0] != "succeeded":
+            # a success's trace cannot be faked; anything else read from a log that lost records proves nothing
+            verdict = ("error", f"Cannot tell: {ev.incomplete}. Rerun.", ())
         if not finished(ev, p.id) and verdict[0] != "succeeded":
             # an unfinished probe proves nothing blocked; a success still counts: its trace cannot be faked
             late = " before the sandbox's time ran out." if ev.timed_out else "."
@@ -48,11 +55,11 @@ def judge(ev: Evidence, world: World, probe_ids: Iterable[str]) -> tuple[ProbeOu
 def _reached(ev: Evidence, markers: Markers, name: str) -> bool:
     """Did a scan attempt addressed to ``name`` get out of the sandbox? Only records made outside it count."""
     path = markers.scan_path
-    if any(r.get("host") == name and path in str(r.get("path") or "") for r in ev.http):
+    if any(r.host == name and path in r.path and r.misdirected is None for r in ev.http):
         return True  # the sink answered for it: through the proxy or directly
-    if any(r.get("decision") == "allow" and r.get("host") == name and path in str(r.get("path") or "") for r in ev.proxy):
+    if any(r.decision == "allow" and r.host == name and path in (r.path or "") for r in ev.proxy):
         return True  # the run's own proxy let it through, whatever answers upstream
-    asked = {str(q.get("qname", "")).lower().rstrip(".") for q in ev.dns}
+    asked = {q.qname.lower().rstrip(".") for q in ev.dns}
     # a per-run name reached a name server: the sandbox's own query, or its proxy's lookup for it
     return markers.scan_dns(name) in asked or (markers.scan_label in name and name in asked)
 
@@ -81,6 +88,8 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     """
     world = access.world
     markers = Markers(ev.token, world.attacker.name)
+    if ev.corrupt or ev.incomplete:
+        return None, ev.corrupt or ev.incomplete
     unfinished = [s for s in SCAN_IDS if not any(r.probe == s and r.step == "done" for r in ev.records)]
     if unfinished:
         late = " before the sandbox's time ran out" if ev.timed_out else ""

@@ -45,13 +45,14 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
-from ..evidence import Evidence, parse_runner_output
+from ..evidence import Evidence
 from ..execution import SIGNER_SOCKET, Execution, Job
 from ..outcomes import RunResult
 from ..verdicts import run_result
 from ..plan import Hardening, RunPlan
 from ..timings import Stopwatch, Tally
 from ..services.common import PROXY_PORT, TCP_SINK_PORT
+from ..services.wire import WireError
 from . import replay, runs
 from .base import Closing
 from .enginedisk import Disk, Files, HostDisk, Listener, disk_for, host_path
@@ -63,6 +64,7 @@ from .runs import (
     RunDir,
     SigningAgent,
     gather_evidence,
+    read_runner_output,
     run_with_retries,
     runner_config,
     runs_root,
@@ -78,8 +80,10 @@ from .simnet import (
     ProxyPool,
     SharedInternet,
     WarmProxy,
+    container_ip,
     start_internet,
 )
+from .runlogs import ANY_CLIENT, close_run, forget_run, open_run
 
 __all__ = ["LABEL", "LABEL_PID", "DockerBackend", "cleanup", "client_from_env", "hardened_options", "runs_root", "sweep"]
 
@@ -258,7 +262,7 @@ class _Net:
 
     internet: Internet
     owned: bool  # the plain container's own internet, removed with the run
-    since: dict[str, int]  # log offsets at the start of the run
+    key: str  # the run's key at the internet (``runlogs``): its clients' records go to the run's own logs
     sandbox_network: Any
     proxy_ip: Optional[str] = None
 
@@ -324,6 +328,7 @@ class _Run:
         self.claim: Optional[Path] = None  # the warm proxy's claim in the hub's directory
         self.warm: Optional[WarmProxy] = None  # borrowed from the backend's own pool; given back once the sandbox is gone
         self.proxy_since = 0  # where the borrowed proxy's log ended when this run took it
+        self.claimed: Optional[Files] = None  # the internet's files where this run claimed its clients (``runlogs``)
         self.clean = False  # the run finished and every recorder answered: its proxy may serve again
         self.watch = Stopwatch()
         with self.watch.phase("world"):
@@ -384,16 +389,23 @@ class _Run:
                 timed.append(timed_out)
             self.copy.fetch()
 
+            sinks: dict[str, str] = {}
+
             def logs(name: str) -> str:
                 if name == "proxy.jsonl":
-                    return self.proxy_out.read(name, self.proxy_since).decode("utf-8", "replace") if self.proxy_out else ""
-                return net.internet.read(name, net.since) if net else ""
+                    return self._proxy_log()
+                if net is None:
+                    return ""
+                if not sinks:  # the run's own logs, closed by the internet with records that count them
+                    sinks.update(close_run(net.internet.out, net.key))
+                return sinks[name]
 
-            records = parse_runner_output(text) if self.job is None else ()
+            records, unreadable = read_runner_output(text) if self.job is None else ((), "")
             ev = gather_evidence(
                 self.dir, self.plan, token=self.token, records=records, before=before,
                 network=self.plan.network, logs=logs, listener=listener, tcp_port=TCP_SINK_PORT,
-                infra=infra, timed_out=timed_out,
+                infra=infra, timed_out=timed_out, unreadable=unreadable,
+                run_key=net.key if net is not None and not infra else None,
             )
             watch.add("evidence", time.perf_counter() - evidence_started)
             self.clean = not infra
@@ -409,6 +421,8 @@ class _Run:
                 "Check that it answers (`docker info`), then rerun."
             ) from None
         finally:
+            if self.claimed is not None:
+                forget_run(self.claimed, self.run_id)  # read or not, the run's logs at the internet go
             if listener:
                 listener.close()
             if self.signer:
@@ -482,7 +496,9 @@ class _Run:
                 self.run_id, self.labels, self.b.leftovers, host_stand_in_port=host_port,
             )
             self.owned_internet = internet
-            return _Net(internet, True, internet.offsets(), internet.network)
+            # its own internet: the run claims every client (the plain container's address is not known yet)
+            self._claim(internet, [ANY_CLIENT])
+            return _Net(internet, True, self.run_id, internet.network)
         warm = self.b.proxies.take()
         if warm.claim is not None:
             # a hub's proxy (shared between processes): this run's alone, removed with it
@@ -494,9 +510,25 @@ class _Run:
             self.warm = warm  # this run's alone until its removal gives it back (or removes it)
         self.proxy_out = warm.workdir.sub("out")
         self.proxy_since = st.size if (st := self.proxy_out.stat("proxy.jsonl")) is not None else 0
-        since = warm.internet.offsets()
         warm.hand_over(list(self.plan.allowed_domains), list(self.plan.denied_domains))
-        return _Net(warm.internet, False, since, warm.network, warm.ip)
+        # the shared internet writes what this run's proxy sends to this run's own logs: nobody else's traffic
+        # can push it out of a window, hide or forge it
+        assert warm.container is not None
+        self._claim(warm.internet, [container_ip(warm.container, warm.internet.network)])
+        return _Net(warm.internet, False, self.run_id, warm.network, warm.ip)
+
+    def _claim(self, internet: Internet, clients: list[str]) -> None:
+        self.claimed = internet.out
+        open_run(internet.out, self.run_id, clients)
+
+    def _proxy_log(self) -> str:
+        """What the run's proxy logged since the run took it; WireError past the cap (a flood of its own run)."""
+        if self.proxy_out is None:
+            return ""
+        data = self.proxy_out.read("proxy.jsonl", self.proxy_since, MAX_OUTPUT + 1)
+        if len(data) > MAX_OUTPUT:
+            raise WireError(f"proxy.jsonl: more than {MAX_OUTPUT} bytes in this run")
+        return data.decode("utf-8", "replace")
 
     def _infra_problem(self, net: Optional[_Net], finished: float) -> str:
         """Empty only if every recorder still runs and answered after the sandbox finished."""

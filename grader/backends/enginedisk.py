@@ -65,7 +65,6 @@ import docker
 from docker.types import LogConfig, Mount
 
 from ..errors import BackendError, InfrastructureError
-from ..evidence import parse_jsonl
 from .runs import MAX_OUTPUT, HostListener, RunDir
 
 __all__ = [
@@ -638,7 +637,15 @@ class _EngineListener:
     def _lines(self) -> list[dict[str, Any]]:
         assert self.container is not None
         raw: bytes = self.container.logs(stdout=True, stderr=False)
-        return list(parse_jsonl(raw[:MAX_OUTPUT].decode("utf-8", "replace")))
+        out = []
+        for line in raw[:MAX_OUTPUT].decode("utf-8", "replace").splitlines():
+            try:  # the listener's own lines (its port, each hit); anything else is not one of them
+                value = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(value, dict):
+                out.append(value)
+        return out
 
     @property
     def port(self) -> int:

@@ -20,9 +20,9 @@ warm proxies carry the keeper's pid, so ``cleanup`` removes them once the
 keeper is gone, and never while it runs. A proxy is handed to exactly one run
 (``lease.HubDir.claim``), which gives it its own lists and removes it
 afterwards: no proxy serves two runs. The internet is shared exactly as inside
-one grader before: each run reads the logs from its own offsets and judges
-only its own token and canaries, so runs in different processes never count
-each other's traffic.
+one grader before: each run claims its proxy's address and reads its own
+closed logs (``runlogs``), so runs in different processes never count, hide
+or evict each other's traffic.
 
 Lives under ``backends/`` because it talks to Docker; only ``docker.py`` uses it.
 """

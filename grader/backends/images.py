@@ -125,7 +125,8 @@ def image_specs() -> dict[str, ImageSpec]:
         "sandbox": ImageSpec(
             name="sandbox",
             dockerfile_dir=images / "sandbox",
-            files=(("probe_runner.py", services / "probe_runner.py"),),
+            # the runner parses its orders and prints its records with the shared wire module
+            files=(("probe_runner.py", services / "probe_runner.py"), ("wire.py", services / "wire.py")),
         ),
         "services": ImageSpec(
             name="services",
@@ -135,6 +136,7 @@ def image_specs() -> dict[str, ImageSpec]:
                 ("proxy.py", services / "proxy.py"),
                 ("common.py", services / "common.py"),
                 ("dnswire.py", services / "dnswire.py"),
+                ("wire.py", services / "wire.py"),  # the records they write, parsed by the grader with the same module
                 # The allowlist matcher, shared with the static analyzer so the
                 # proxy and the prediction can never disagree on a host.
                 ("domains.py", _PACKAGE_DIR / "domains.py"),

@@ -40,13 +40,15 @@ import requests
 from docker.types import Mount
 
 from ..errors import BackendError, InfrastructureError
-from ..evidence import Evidence, Markers, NextSession, parse_jsonl, sha256
+from ..evidence import Evidence, Markers, NextSession, sha256
+from ..services.wire import DnsRecord, HttpRecord, TcpRecord, WireError
 from ..execution import Execution, Job
 from ..next_session import KEY, SETTINGS, driver_script, parse_driver_output, read_settings, steal_code, steps
 from ..plan import Hardening, RunPlan, build_plan
 from ..probes import probe
 from .enginedisk import Disk, RunCopy
-from .runs import MAX_OUTPUT, RunDir
+from .runlogs import ANY_CLIENT, close_run, forget_run, open_run
+from .runs import MAX_OUTPUT, RunDir, read_sinks
 from .simnet import LABEL_ROLE, Internet, Leftovers, start_internet
 
 __all__ = ["REPLAY_HARDENING", "RunLike", "changed_paths", "play", "wanted"]
@@ -162,7 +164,17 @@ def _shells(
 
 def _drive(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Callable[[Hardening], dict[str, Any]]) -> NextSession:
     world, client = run.plan.world, run.client
-    since = internet.offsets()
+    key = f"{run.run_id}-next"
+    open_run(internet.out, key, [ANY_CLIENT])  # the replay's internet is its own: it claims every client
+    try:
+        return _play(run, image, internet, disk, harden, key)
+    finally:
+        forget_run(internet.out, key)
+
+
+def _play(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Callable[[Hardening], dict[str, Any]],
+          key: str) -> NextSession:
+    world, client = run.plan.world, run.client
     rdir = run.dir.path / "run"
     rdir.mkdir(exist_ok=True)
     (rdir / "next.sh").write_text(driver_script(world), encoding="utf-8")
@@ -207,10 +219,20 @@ def _drive(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Cal
             pass  # it is the run's too: removed (or kept for a retry) with the run's own
     output = raw[:MAX_OUTPUT].decode("utf-8", "replace")
     problem = internet.problem(answered_after=finished)
+    http: tuple[HttpRecord, ...] = ()
+    dns: tuple[DnsRecord, ...] = ()
+    tcp: tuple[TcpRecord, ...] = ()
+    if not problem:
+        try:
+            texts = close_run(internet.out, key)
+            http, dns, tcp, incomplete = read_sinks(lambda name: texts[name], key)
+            problem = incomplete  # a replay's log that lost records proves no absence
+        except WireError as exc:  # read in part, the replay's logs prove nothing: an infrastructure error
+            http, dns, tcp = (), (), ()
+            problem = f"the next session's evidence cannot be read whole ({exc})"
     return NextSession(
         played=tuple(sid for sid, _, _ in parse_driver_output(output)), output=output,
-        http=parse_jsonl(internet.read("http.jsonl", since)), dns=parse_jsonl(internet.read("dns.jsonl", since)),
-        tcp=parse_jsonl(internet.read("tcp.jsonl", since)), infra_problem=problem, timed_out=timed_out,
+        http=http, dns=dns, tcp=tcp, infra_problem=problem, timed_out=timed_out,
     )
 
 

@@ -50,7 +50,8 @@ from typing import Any, Callable, Optional, Protocol, Sequence
 
 from ..access import Network
 from ..errors import BackendError, InfrastructureError
-from ..evidence import Evidence, Markers, RunnerRecord, parse_jsonl, sha256
+from ..evidence import MAX_LOG_LINES, Evidence, Markers, parse_lines, parse_runner_output, sha256
+from ..services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_log, parse_orders
 from ..execution import signature
 from ..outcomes import RunResult
 from ..next_session import SETTINGS
@@ -78,6 +79,8 @@ __all__ = [
     "pid_alive",
     "private_root",
     "read_owner",
+    "read_runner_output",
+    "read_sinks",
     "read_text",
     "run_with_retries",
     "runner_config",
@@ -550,29 +553,50 @@ def runner_config(
         urls=tuple(h.name for h in w.hosts if h.urls_public),
         settings=next((f.content for f in w.files if f.path == SETTINGS), "{}"),
     )
-    return {
+    config = {
         "timeout": timeout, "connect_timeout": connect_timeout,
         "proxy": None, "ca_file": ca_file,
         # the probes, then the scope scan (every world path and host), unless the plan turns it off
         "probes": orders_for(plan.probes, orders, scan=plan.access if plan.scan else None),
     }
+    # parsed here as the runner will parse it: an order it would refuse fails now, in the grader, loudly
+    parse_orders(json.loads(json.dumps(config)))
+    return config
 
 
 def gather_evidence(
     run_dir: RunDir, plan: RunPlan, *, token: str, records: tuple[RunnerRecord, ...], before: dict[str, str],
     network: Network, logs: Callable[[str], str], listener: Listening, tcp_port: int, infra: str, timed_out: bool,
+    run_key: Optional[str], unreadable: str = "",
 ) -> Evidence:
     """A run's evidence, collected outside the sandbox once it has finished.
 
     Args:
         records: what the probe runner reported (paths as world paths).
         before: each judged file's sha256 before the run (``RunDir.lay_out``).
-        logs: the text a recorder wrote since the run started, by file name:
-            the simulated internet's ``http.jsonl``, ``dns.jsonl`` and
-            ``tcp.jsonl``, and the proxy's ``proxy.jsonl`` ("" for none).
+        logs: a recorder's text by file name: the run's own closed logs at
+            the simulated internet (``http.jsonl``, ``dns.jsonl``,
+            ``tcp.jsonl``, read with ``read_sinks``), and what the proxy's
+            ``proxy.jsonl`` got since the run started ("" for none). It may
+            raise ``WireError`` (a log that never closed).
+        run_key: the run's key at the simulated internet; None: the run had
+            none (no network), so there are no internet logs to read.
         tcp_port: the port of the attacker's raw listener the runner was told.
         infra: why a recorder's silence proves nothing ("" when all answered).
+        unreadable: why the runner's output could not be read (``read_runner_output``), "" when it was.
     """
+    corrupt = incomplete = ""
+    http: tuple[HttpRecord, ...] = ()
+    dns: tuple[DnsRecord, ...] = ()
+    tcp: tuple[TcpRecord, ...] = ()
+    proxy: tuple[ProxyRecord, ...] = ()
+    try:
+        if run_key is not None:
+            http, dns, tcp, incomplete = read_sinks(logs, run_key)
+        proxy = parse_lines(ProxyRecord, logs("proxy.jsonl"), "proxy.jsonl")
+    except WireError as exc:  # a cut, garbled or unclosed log: what is missing could be the hit
+        corrupt = f"the run's evidence cannot be read whole ({exc})"
+        http, dns, tcp, proxy = (), (), (), ()
     return Evidence(
         token=token,
         canaries=dict(run_dir.canaries),
@@ -580,16 +604,40 @@ def gather_evidence(
         before=before,
         after=run_dir.snapshot(plan),
         network=network,
-        http=parse_jsonl(logs("http.jsonl")),
-        dns=parse_jsonl(logs("dns.jsonl")),
-        tcp=parse_jsonl(logs("tcp.jsonl")),
-        proxy=parse_jsonl(logs("proxy.jsonl")),
+        http=http,
+        dns=dns,
+        tcp=tcp,
+        proxy=proxy,
         host_hits=tuple(listener.hits),
         tcp_port=tcp_port,
         host_port=listener.port,
-        infra_problem=infra,
+        infra_problem="; ".join(p for p in (infra, corrupt, incomplete) if p),
         timed_out=timed_out,
+        corrupt=corrupt or unreadable,
+        incomplete=incomplete,
     )
+
+
+def read_sinks(logs: Callable[[str], str], key: str) -> tuple[tuple[HttpRecord, ...], tuple[DnsRecord, ...], tuple[TcpRecord, ...], str]:
+    """A run's closed logs at the simulated internet (``runlogs.close_run``), read whole: its records and which
+    logs lost records at the run's cap ("" when none did); WireError for a log cut, unclosed or miscounted."""
+    http, http_full = parse_log(HttpRecord, logs("http.jsonl"), "http.jsonl", key)
+    dns, dns_full = parse_log(DnsRecord, logs("dns.jsonl"), "dns.jsonl", key)
+    tcp, tcp_full = parse_log(TcpRecord, logs("tcp.jsonl"), "tcp.jsonl", key)
+    full = [name for name, over in (("http.jsonl", http_full), ("dns.jsonl", dns_full), ("tcp.jsonl", tcp_full)) if over]
+    if any(len(r) > MAX_LOG_LINES for r in (http, dns, tcp)):
+        raise WireError(f"more than {MAX_LOG_LINES} records in one log of the run")
+    incomplete = (f"the run's {', '.join(full)} reached its cap or lost a connection at its limit: "
+                  "what is not in it may still have arrived") if full else ""
+    return http, dns, tcp, incomplete
+
+
+def read_runner_output(text: str) -> tuple[tuple[RunnerRecord, ...], str]:
+    """The runner's records, and "" — or no records and why its output cannot be read (``Evidence.corrupt``)."""
+    try:
+        return parse_runner_output(text), ""
+    except WireError as exc:
+        return (), f"the probe runner's output cannot be read whole ({exc})"
 
 
 def run_with_retries(attempt: Callable[[bool], RunResult], retries: int) -> RunResult:

@@ -11,9 +11,11 @@ A run either gets an internet of its own or borrows the backend's shared one:
   finds it running); with sharing between processes off, one per backend
   (``SharedInternet``, ``ProxyPool``).
 
-Logs are read from the offsets a run started at, and every judgement filters by
-the run's own token and canaries, so concurrent runs never count each other's
-traffic. If a shared internet dies it is replaced on the next run, and the run
+Each run claims its clients at the internet (``runlogs``: its proxy's address
+on a shared one, every client on its own), and the internet writes their
+records to the run's own capped logs, closed with a record that counts them:
+no other run's traffic can evict, hide or forge a run's evidence, and a log
+that lost records or never closed is an error, never a verdict. If a shared internet dies it is replaced on the next run, and the run
 that saw it die reports an infrastructure error, never a verdict.
 
 A service's working directory (its config, ready file, heartbeat and logs) is
@@ -60,6 +62,7 @@ __all__ = [
     "WarmProxy",
     "build_proxy",
     "running",
+    "container_ip",
     "create_network",
     "service_container",
     "start_internet",
@@ -80,7 +83,6 @@ READY_TIMEOUT = 20.0
 PROXY_RUNS = 25
 KEEP_WARM = 4  # proxies kept for the next runs (one per default worker): each holds a network, and an engine has few
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
-MAX_LOG_READ = 8 * 1024 * 1024
 
 
 class Leftovers:
@@ -250,15 +252,6 @@ class Internet:
     # the world it answers for: a proxy in front of it refuses the ports this world's hosts do not serve
     world: World = field(default_factory=load_world)
 
-    def offsets(self) -> dict[str, int]:
-        """Where each log ends now: a run reads only what was written after."""
-        return {name: st.size if (st := self.out.stat(name)) is not None else 0 for name in LOGS}
-
-    def read(self, name: str, since: dict[str, int]) -> str:
-        data = self.out.read(name, since.get(name, 0), MAX_LOG_READ)
-        # a line still being written at the end is cut off by the parser, which skips partial JSON
-        return data.decode("utf-8", "replace")
-
     def problem(self, answered_after: Optional[float] = None) -> str:
         """Empty while the service runs (and answered after ``answered_after``, if given); else what is wrong."""
         try:
@@ -283,6 +276,7 @@ def start_internet(
 ) -> Internet:
     """Create the network and the internet container, and wait until every listener is up."""
     workdir.mkdir("out")
+    workdir.mkdir("out/runs")  # made by the grader: only it writes the runs' requests there (``runlogs``)
     out = workdir.sub("out")
     tcp_ports = [TCP_SINK_PORT] + ([host_stand_in_port] if host_stand_in_port else [])
     workdir.write("internet.json", json.dumps({

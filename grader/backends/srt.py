@@ -29,6 +29,7 @@ services' ports. Never the Docker backend nor the docker SDK. Nothing downstream
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -45,7 +46,7 @@ from typing import Any, Optional
 from ..domains import is_ipv4
 from ..errors import BackendError, InfrastructureError, in_checkout
 from ..srt_notes import SRT_VERSION
-from ..evidence import RunnerRecord, parse_runner_output
+from ..services.wire import RunnerRecord, WireError
 from ..execution import Execution, Job
 from ..export import export
 from ..outcomes import RunResult
@@ -53,7 +54,9 @@ from ..verdicts import run_result
 from ..plan import RunPlan
 from ..services.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
 from .base import Closing
-from .runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, run_with_retries, runner_config, world_ports
+from .enginedisk import host_files
+from .runlogs import close_run, open_run
+from .runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, read_runner_output, run_with_retries, runner_config, world_ports
 
 __all__ = [
     "SrtBackend", "SrtUnavailable", "loopback_entries", "rebase_settings", "srt_cli", "srt_problem", "srt_version", "sweep",
@@ -302,10 +305,14 @@ class _Run:
             listener = HostListener()
             dns, http, https, tcp, proxy_port = _free_ports(5)
             internet, parent = self._start_services(dns, http, https, tcp, proxy_port)
+            # everything reaches this run's internet from loopback (srt's proxy runs on the host): the run claims it
+            sinks = host_files(self.dir.path / "internet" / "out")
+            open_run(sinks, self.run_id, [LOOPBACK])
             settings = self._settings(proxy_port)
             output, timed_out = self._run_srt(settings, tcp, listener.port)
-            records = self._map_back(parse_runner_output(output))
-            if not any(r.probe == "runner" and r.step == "start" for r in records):
+            parsed, unreadable = read_runner_output(output)
+            records = self._map_back(parsed)
+            if not unreadable and not any(r.probe == "runner" and r.step == "start" for r in records):
                 err = self.dir.read_text("srt.err").strip()[-600:]
                 raise InfrastructureError(f"srt did not start the probe runner: {err or 'no message'}")
             infra = ""
@@ -315,12 +322,19 @@ class _Run:
                 infra = f"srt's parent proxy (services/proxy.py) stopped during the run (exit code {parent.returncode})"
             if infra and not final:
                 raise InfrastructureError(infra)
+            closed: dict[str, str] = {}
+            if not infra:
+                try:
+                    closed = close_run(sinks, self.run_id)
+                except WireError as exc:
+                    infra = f"the run's evidence cannot be read whole ({exc})"
             ev = gather_evidence(
                 self.dir, self.plan, token=self.token, records=records, before=before,
                 # srt always puts its proxy in front; the simulated internet ran and logged throughout
                 network="proxy",
-                logs=lambda name: self.dir.read_text(f"{'proxy' if name == 'proxy.jsonl' else 'internet'}/out/{name}"),
-                listener=listener, tcp_port=tcp, infra=infra, timed_out=timed_out,
+                logs=lambda name: self.dir.read_text(f"proxy/out/{name}") if name == "proxy.jsonl" else closed[name],
+                listener=listener, tcp_port=tcp, infra=infra, timed_out=timed_out, unreadable=unreadable,
+                run_key=None if infra else self.run_id,
             )
             return run_result(
                 ev, self.plan, backend="srt", run_id=self.run_id, seconds=time.monotonic() - started,
@@ -330,11 +344,10 @@ class _Run:
                     "settings": self._unrebased(settings),
                     # what reached the simulated internet at all: every name looked up, and every
                     # decision of srt's parent proxy but its own heartbeats
-                    "dns_queries": [str(q.get("qname", "")) for q in ev.dns],
+                    "dns_queries": [q.qname for q in ev.dns],
                     "relay": [
-                        {"method": r.get("method"), "host": r.get("host"), "port": r.get("port"),
-                         "decision": r.get("decision"), "why": r.get("reason")}
-                        for r in ev.proxy if r.get("host") != HEARTBEAT_HOST
+                        {"method": r.method, "host": r.host, "port": r.port, "decision": r.decision, "why": r.reason}
+                        for r in ev.proxy if r.host != HEARTBEAT_HOST
                     ],
                 },
             )
@@ -436,7 +449,8 @@ class _Run:
         rdir, odir = self.dir.path / "run", self.dir.path / "opt"
         rdir.mkdir()
         odir.mkdir()
-        shutil.copy(Path(__file__).resolve().parents[1] / "services" / "probe_runner.py", odir / "probe_runner.py")
+        for script in ("probe_runner.py", "wire.py"):  # the runner and the records it reads and prints
+            shutil.copy(Path(__file__).resolve().parents[1] / "services" / script, odir / script)
         (odir / "boot.py").write_text(_BOOT)
         shutil.copy(self.dir.path / "internet" / "out" / "ca.pem", rdir / "ca.pem")
         (rdir / "config.json").write_text(json.dumps(self._runner_config(tcp, host_port)))
@@ -482,7 +496,7 @@ class _Run:
         def back(text: Optional[str]) -> Optional[str]:
             return text.replace(prefix, "") if text else text
 
-        return tuple(r.model_copy(update={"detail": back(r.detail) or "", "target": back(r.target)}) for r in records)
+        return tuple(dataclasses.replace(r, detail=back(r.detail) or "", target=back(r.target)) for r in records)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:

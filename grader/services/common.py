@@ -3,7 +3,8 @@
 Run inside the services image beside ``internet.py`` and ``proxy.py``, which
 import it as the top-level module ``common`` (and, on the host, as
 ``grader.services.common``). Standard library only: it must not import the
-package, nor ``domains`` or ``dnswire``, nor anything of either service. What
+package, nor ``domains`` or ``dnswire``, nor anything of either service; it
+imports only ``wire``, the records it writes. What
 differs between the services (their config keys, limits and timeouts) is
 passed in, never kept here.
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import sys
@@ -24,21 +26,34 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    from grader.services import wire
+else:
+    try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
+        import wire
+    except ImportError:  # on the host: imported from the package
+        from grader.services import wire
 
 __all__ = [
     "DNS_PORT",
     "HEARTBEAT_HOST",
     "HTTPS_PORT",
     "HTTP_PORT",
+    "RUNS_DIR",
+    "RUN_LOG_CAP",
     "PROXY_PORT",
     "TARGET_PREFIX",
     "TCP_SINK_PORT",
+    "Admission",
     "BadHead",
     "Handler",
     "Head",
     "JsonlLog",
+    "KindLog",
     "Reader",
+    "Recorder",
     "TooLarge",
     "exchange",
     "expect_http",
@@ -171,7 +186,7 @@ def load_config(path: str, defaults: Mapping[str, Any], required: Sequence[str])
 
 
 class JsonlLog:
-    """An append-only JSON-lines file that readers may tail while it grows.
+    """An append-only JSON-lines file of wire records (``wire.dump_line``) that readers may tail while it grows.
 
     Each record is one ``os.write`` of a whole line under a lock, so a reader
     never sees two records interleaved, at worst a last line still missing.
@@ -180,11 +195,231 @@ class JsonlLog:
     def __init__(self, path: str) -> None:
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._lock = threading.Lock()
+        self._seq = 0
 
-    def write(self, record: dict[str, Any]) -> None:
-        line = (json.dumps({"t": time.time(), **record}) + "\n").encode("ascii")
+    def write(self, record: Any) -> None:
         with self._lock:
-            os.write(self._fd, line)
+            os.write(self._fd, (wire.dump_line(record, self._seq) + "\n").encode("ascii"))
+            self._seq += 1
+
+
+RUN_LOG_CAP = 8 * 1024 * 1024  # bytes per log per run: past it, records are dropped and the run is told so
+RUNS_DIR = "runs"  # under out_dir: the grader's requests (<run>.open/.close/.gone) and each run's logs (<run>/)
+_RUN_KEY = re.compile(r"[A-Za-z0-9_-]{1,64}")
+RUN_EXPIRY = 3600.0  # seconds: a run its grader never closed (killed) stops claiming its clients
+
+
+def _loopback(client: str) -> bool:
+    return client.startswith("127.") or client == "::1"
+
+
+class _RunLogs:
+    """One run's logs: one file per kind, capped, closed by an ``EndRecord`` each."""
+
+    def __init__(self, directory: str, key: str, kinds: Sequence[str], cap: int) -> None:
+        os.makedirs(directory, mode=0o755, exist_ok=True)
+        self.key = key
+        self.dir = directory
+        self.cap = cap
+        self.opened = time.monotonic()
+        self._fds = {k: os.open(os.path.join(directory, f"{k}.jsonl"), os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o644)
+                     for k in kinds}
+        self._count = dict.fromkeys(kinds, 0)
+        self._bytes = dict.fromkeys(kinds, 0)
+        self._overflowed = dict.fromkeys(kinds, False)
+        self._closed = False
+
+    def write(self, kind: str, record: Any) -> None:
+        """Under the caller's lock."""
+        if self._closed:
+            return
+        line = (wire.dump_line(record, self._count[kind]) + "\n").encode("ascii")
+        if self._bytes[kind] + len(line) > self.cap:
+            self._overflowed[kind] = True  # said in the closing record: the rest of this run's evidence is gone
+            return
+        os.write(self._fds[kind], line)
+        self._count[kind] += 1
+        self._bytes[kind] += len(line)
+
+    def lost(self) -> None:
+        """Something of this run's went unrecorded (a connection refused at its limit): every log says so."""
+        for kind in self._overflowed:
+            self._overflowed[kind] = True
+
+    def close(self) -> None:
+        """Under the caller's lock: write each log's closing record, then say so in ``closed``."""
+        if self._closed:
+            return
+        self._closed = True
+        for kind, fd in self._fds.items():
+            os.write(fd, (wire.dump_end(self.key, self._count[kind], self._overflowed[kind], time.time()) + "\n").encode("ascii"))
+            os.close(fd)
+        write_atomically(os.path.join(self.dir, "closed"), b"")
+
+
+class Recorder:
+    """Where every record of a service goes: to the run that claims its client, else to the general log.
+
+    A run claims its clients by the grader's file ``runs/<run>.open`` (JSON
+    ``{"run": key, "clients": [addresses]}``; ``"*"`` claims every client no
+    other run claims, for an internet that serves one run). The run's records
+    then go to ``runs/<run>/<kind>.jsonl``, at most ``cap`` bytes each; past it
+    they are dropped and the closing record says so. ``runs/<run>.close``
+    closes them (each log gets its ``EndRecord``, then ``runs/<run>/closed``
+    appears); ``runs/<run>.gone`` removes them. Records of clients no run
+    claims (and the services' own self-checks, from loopback) go to
+    ``<kind>.jsonl`` in ``out_dir``, which no verdict reads. Only the grader
+    writes in ``runs/``: a tenant can neither claim nor close another's run.
+    """
+
+    def __init__(self, out_dir: str, kinds: Sequence[str], cap: int = RUN_LOG_CAP) -> None:
+        self._out = out_dir
+        self._control = os.path.join(out_dir, RUNS_DIR)
+        os.makedirs(self._control, mode=0o755, exist_ok=True)
+        self._kinds = tuple(kinds)
+        self._cap = cap
+        self._general = {k: JsonlLog(os.path.join(out_dir, f"{k}.jsonl")) for k in kinds}
+        self._lock = threading.Lock()
+        self._runs: dict[str, _RunLogs] = {}
+        self._clients: dict[str, str] = {}  # address -> run key
+        self._any: str | None = None  # the run that claims every other client
+        self._seen: set[str] = set()  # control files already acted on
+
+    def log(self, kind: str) -> "KindLog":
+        return KindLog(self, kind)
+
+    def _run_of(self, client: str) -> _RunLogs | None:
+        key = self._clients.get(client) or (None if _loopback(client) else self._any)
+        return self._runs.get(key) if key else None
+
+    def write(self, kind: str, record: Any) -> None:
+        with self._lock:
+            run = self._run_of(str(record.client))
+            if run is not None:
+                run.write(kind, record)
+                return
+        self._general[kind].write(record)
+
+    def lost(self, client: str) -> None:
+        """A connection of ``client``'s went unrecorded: its run's evidence is incomplete."""
+        with self._lock:
+            run = self._run_of(client)
+            if run is not None:
+                run.lost()
+
+    def poll(self) -> None:
+        """Act on the grader's requests in ``runs/``: open, close, remove (called every few ms)."""
+        try:
+            names = sorted(os.listdir(self._control))
+        except OSError:
+            return
+        for name in names:
+            key, dot, action = name.rpartition(".")
+            if not dot or action not in ("open", "close", "gone") or not _RUN_KEY.fullmatch(key) or name in self._seen:
+                continue
+            self._seen.add(name)
+            try:
+                getattr(self, f"_{action}")(key, os.path.join(self._control, name))
+            except ValueError:  # a request still being written (an engine's archive API is not atomic): next poll
+                self._seen.discard(name)
+            except Exception:  # noqa: BLE001 - one bad request must never stop the recorder
+                traceback.print_exc()
+        with self._lock:  # a run its grader never closed (killed) gives its clients back
+            stale = [k for k, r in self._runs.items() if time.monotonic() - r.opened > RUN_EXPIRY]
+        for key in stale:
+            self._close(key, "")
+
+    def _open(self, key: str, path: str) -> None:
+        with open(path, encoding="utf-8") as f:
+            request = json.load(f)
+        clients = [str(c) for c in request["clients"]]
+        if request["run"] != key:
+            raise ValueError(f"{path}: names run {request['run']!r}")
+        with self._lock:
+            run = _RunLogs(os.path.join(self._control, key), key, self._kinds, self._cap)
+            self._runs[key] = run
+            for client in clients:
+                if client == "*":
+                    self._any = key
+                else:
+                    self._clients[client] = key  # a newer claim of an address wins: the old run is over
+        write_atomically(os.path.join(self._control, key, "opened"), b"")
+
+    def _close(self, key: str, _path: str) -> None:
+        with self._lock:
+            run = self._runs.pop(key, None)
+            self._clients = {c: k for c, k in self._clients.items() if k != key}
+            if self._any == key:
+                self._any = None
+            if run is not None:
+                run.close()
+
+    def _gone(self, key: str, _path: str) -> None:
+        self._close(key, _path)
+        shutil.rmtree(os.path.join(self._control, key), ignore_errors=True)
+        for action in ("open", "close", "gone"):
+            name = f"{key}.{action}"
+            try:
+                os.remove(os.path.join(self._control, name))
+            except OSError:
+                pass
+            self._seen.discard(name)
+
+    def watch(self, interval: float = 0.02) -> None:
+        """Poll for the grader's requests in a thread of its own, forever."""
+
+        def loop() -> None:
+            while True:
+                self.poll()
+                time.sleep(interval)
+
+        spawn(loop)
+
+
+@dataclass(frozen=True)
+class KindLog:
+    """The log of one kind of record (``http``, ``dns``, ``tcp``) of a ``Recorder``: what a handler writes to."""
+
+    recorder: Recorder
+    kind: str
+
+    def write(self, record: Any) -> None:
+        self.recorder.write(self.kind, record)
+
+
+class Admission:
+    """Which connections get a thread: every client together at most ``total``, one client at most ``per_client``.
+
+    One client (a run's proxy) holding every slot would starve every other
+    run, and the grader would then retire a healthy service. So no client
+    holds more than ``per_client`` (well under the total) at once; the
+    self-check has listeners and slots of its own besides. A connection over
+    a limit is closed at once, and ``refused(client)`` is told (the recorder
+    marks that client's run incomplete: a refused attempt is no evidence).
+    """
+
+    def __init__(self, total: int, per_client: int, refused: Callable[[str], None] = lambda c: None) -> None:
+        self._slots = threading.BoundedSemaphore(total)
+        self._per_client = per_client
+        self._held: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self.refused = refused
+
+    def admit(self, client: str) -> Callable[[], None] | None:
+        """A release function when ``client`` may have a thread now; None when it may not."""
+        with self._lock:
+            if self._held.get(client, 0) >= self._per_client or not self._slots.acquire(blocking=False):
+                return None
+            self._held[client] = self._held.get(client, 0) + 1
+
+        def release() -> None:
+            with self._lock:
+                self._held[client] -= 1
+                if not self._held[client]:
+                    del self._held[client]
+            self._slots.release()
+
+        return release
 
 
 def write_atomically(path: str, data: bytes) -> None:
@@ -269,11 +504,16 @@ def wait_for(stop: threading.Event) -> None:
         pass
 
 
-def serve_forever(listener: socket.socket, handle: Handler, slots: threading.Semaphore) -> None:
+def serve_forever(listener: socket.socket, handle: Handler, slots: threading.Semaphore | Admission) -> None:
     """Accept connections and run ``handle`` on each in its own thread, whatever it raises.
 
-    ``slots`` caps the threads; more clients wait in the listen backlog.
+    ``slots`` caps the threads: a semaphore makes more clients wait in the
+    listen backlog; an ``Admission`` accepts first and closes a connection
+    over its client's limit (so nobody's backlog is starved by one client).
     """
+    if isinstance(slots, Admission):
+        _serve_admitted(listener, handle, slots)
+        return
 
     def run(conn: socket.socket, client: str) -> None:
         try:
@@ -296,6 +536,34 @@ def serve_forever(listener: socket.socket, handle: Handler, slots: threading.Sem
             time.sleep(0.05)  # e.g. out of file descriptors: back off, keep serving
             continue
         spawn(run, conn, addr[0])
+
+
+def _serve_admitted(listener: socket.socket, handle: Handler, admission: Admission) -> None:
+    def run(conn: socket.socket, client: str, release: Callable[[], None]) -> None:
+        try:
+            handle(conn, client)
+        except Exception:  # one broken client must never stop the service
+            print(f"error serving {client}:", file=sys.stderr)
+            traceback.print_exc()
+        finally:
+            conn.close()
+            release()
+
+    while True:
+        try:
+            conn, addr = listener.accept()
+        except OSError:
+            if listener.fileno() == -1:
+                return  # closed at shutdown
+            time.sleep(0.05)  # e.g. out of file descriptors: back off, keep serving
+            continue
+        client = str(addr[0])
+        release = admission.admit(client)
+        if release is None:
+            conn.close()  # over its limit: refused at once, and its run is told its evidence is incomplete
+            admission.refused(client)
+            continue
+        spawn(run, conn, client, release)
 
 
 # --- reading from a socket ---------------------------------------------------------------

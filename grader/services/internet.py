@@ -5,8 +5,10 @@ library only; it imports just its neighbours ``domains.py``, ``dnswire.py`` and
 ``common.py`` (copied beside it in the image) and never the package itself,
 except as a fallback so host-side tests can import it.
 
-It is a sink, not a judge: it records everything it receives as JSON lines in
-``out_dir`` (``dns.jsonl``, ``http.jsonl``, ``tcp.jsonl``). Which host may
+It is a sink, not a judge: it records everything it receives as wire records
+(``wire.py``), each run's in its own capped logs under ``out_dir/runs/<run>/``
+(``dns.jsonl``, ``http.jsonl``, ``tcp.jsonl``) once the grader has claimed the
+run's clients, everything else in ``out_dir`` (``common.Recorder``). Which host may
 receive what is decided later by the grader, reading those logs. Everything a
 client sends is hostile: each connection has timeouts and size caps, and an
 error in one never stops the server.
@@ -55,15 +57,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader import domains
-    from grader.services import common, dnswire
+    from grader.services import common, dnswire, wire
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
         import dnswire
         import domains
+        import wire
     except ImportError:  # on the host: imported from the package
         from grader import domains
-        from grader.services import common, dnswire
+        from grader.services import common, dnswire, wire
 
 __all__ = ["main"]
 
@@ -75,7 +78,9 @@ MAX_BODY = 1024 * 1024
 LOGGED_BODY = 64 * 1024
 TCP_MAX = 64 * 1024
 TCP_IDLE = 3.0
-MAX_CONNECTIONS = 256  # threads; more clients wait in the listen backlog
+MAX_CONNECTIONS = 256  # threads for every client together
+PER_CLIENT = 96  # threads one client (a run's proxy) may hold: well under the total, so one run cannot take them all
+RESERVED = 8  # threads of the self-check's own listeners: it answers whatever the clients do
 CA_NAME = "Sandbox Lab run CA"
 
 _CONFIG_DEFAULTS: dict[str, Any] = {
@@ -263,20 +268,21 @@ def _reader(conn: socket.socket, idle: float = IDLE_TIMEOUT) -> common.Reader:
 
 
 def _answer_dns(
-    data: bytes, client: str, world: _World, address: str, log: common.JsonlLog
+    data: bytes, client: str, world: _World, address: str, log: common.KindLog
 ) -> bytes | None:
     """Log one query and build its answer; ``None`` means stay silent (malformed input)."""
     query = dnswire.parse_query(data)
     if query is None:
-        log.write({"client": client, "malformed": True})
+        log.write(wire.DnsRecord(time.time(), client, "", 0, answered=False, malformed=True, via=None, refused=None))
         return None
     if query.opcode != 0:  # not a standard query (NOTIFY, UPDATE...): refuse, but keep the evidence
-        log.write({"client": client, "qname": query.qname, "qtype": query.qtype, "answered": False})
+        log.write(wire.DnsRecord(time.time(), client, query.qname, query.qtype, answered=False, malformed=False, via=None,
+                                 refused=None))
         return dnswire.build_response(query, dnswire.RCODE_NOTIMP)
     # "answered" means the name exists in the world (NOERROR), even when it
     # has no record of the asked type; False means NXDOMAIN.
     known = world.knows(query.qname)
-    log.write({"client": client, "qname": query.qname, "qtype": query.qtype, "answered": known})
+    log.write(wire.DnsRecord(time.time(), client, query.qname, query.qtype, answered=known, malformed=False, via=None, refused=None))
     if not known:
         return dnswire.build_response(query, dnswire.RCODE_NXDOMAIN)
     wants_a = query.qtype in (dnswire.TYPE_A, dnswire.TYPE_ANY)
@@ -285,7 +291,7 @@ def _answer_dns(
     return dnswire.build_response(query)  # known name, no records of that type
 
 
-def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: common.JsonlLog) -> None:
+def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: common.KindLog) -> None:
     while True:
         try:
             data, peer = sock.recvfrom(4096)
@@ -302,7 +308,7 @@ def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: common
 
 
 def _serve_dns_tcp(
-    conn: socket.socket, client: str, world: _World, address: str, log: common.JsonlLog, port: int
+    conn: socket.socket, client: str, world: _World, address: str, log: common.KindLog, port: int
 ) -> None:
     """DNS over TCP: length-prefixed messages, several per connection, until the client stops.
 
@@ -313,7 +319,8 @@ def _serve_dns_tcp(
     target = _target_of(conn)  # a tunnel through the proxy: its line is not part of the messages
     refused = world.refusal(target, port)
     if refused is not None:
-        log.write({"client": client, "via": target, "port": port, "refused": refused})
+        log.write(wire.DnsRecord(time.time(), client, "", 0, answered=False, malformed=False, via=target,
+                                 refused=refused))
         return
     reader = _reader(conn)
     while True:
@@ -411,7 +418,7 @@ class _Site:
 
     world: _World
     nonce: str
-    log: common.JsonlLog
+    log: common.KindLog
     certs: _Certs | None = None  # None: plain HTTP
 
 
@@ -431,8 +438,9 @@ def _serve_http(conn: socket.socket, client: str, scheme: str, site: _Site, port
     unserved = site.world.refusal(target, port)
     if unserved is not None:
         # a host that does not serve this port: nothing is read (no TLS, no request), nothing delivered
-        site.log.write({"client": client, "scheme": scheme, "host": target, "refused": unserved,
-                        "stage": "connect", "method": "", "path": ""})  # fmt: skip
+        site.log.write(wire.HttpRecord(t=time.time(), client=client, scheme=scheme, host=target or "", method="",
+                                       path="", body="", body_len=0, via=None, misdirected=None, stage="connect",
+                                       refused=unserved))
         conn.close()
         return
     sni = None
@@ -446,8 +454,7 @@ def _serve_http(conn: socket.socket, client: str, scheme: str, site: _Site, port
             refused = getattr(conn, "sandbox_lab_refused", None)
             if refused is not None and target is not None:
                 # another server's name on this host's connection: refused, and on record as such
-                site.log.write({"client": client, "scheme": scheme, "host": target, "misdirected": refused,
-                                "stage": "tls", "method": "", "path": ""})  # fmt: skip
+                site.log.write(_refused(client, scheme, target, refused, "tls", "", ""))
             # Otherwise typically a client that does not trust the run's CA. It
             # has sent no request yet, so there is nothing to record.
             print(f"TLS handshake with {client} failed: {exc}", file=sys.stderr)
@@ -509,8 +516,7 @@ def _handle_request(
         if target is not None and site.world.server(host) != site.world.server(target):
             # As real origins do (RFC 9110, 421): this server does not answer for that name.
             # Its body is never read, and nothing is recorded as delivered to the other host.
-            site.log.write({"client": client, "scheme": scheme, "host": target, "misdirected": host,
-                            "stage": "http", "method": request.start[0], "path": _path_of(request.start[1])})  # fmt: skip
+            site.log.write(_refused(client, scheme, target, host, "http", request.start[0], _path_of(request.start[1])))
             payload = {"ok": False, "host": target, "misdirected": host, "nonce": site.nonce}
             _respond(conn, "421 Misdirected Request", payload, head_only=request.start[0] == "HEAD")
             return
@@ -524,31 +530,36 @@ def _handle_request(
         body = (b"" if request else head) + bytes(reader.buf)
     record = _http_record(client, scheme, request, sni, body, target)
     site.log.write(record)
-    payload = {"ok": status.startswith("200"), "host": record["host"], "nonce": site.nonce}
+    payload = {"ok": status.startswith("200"), "host": record.host, "nonce": site.nonce}
     _respond(conn, status, payload, head_only=request is not None and request.start[0] == "HEAD")
 
 
 def _http_record(
     client: str, scheme: str, request: common.Head | None, sni: str | None, body: bytes, target: str | None
-) -> dict[str, Any]:
-    record = {
-        "client": client,
-        "scheme": scheme,
-        "host": _host_of(request, sni) or target or "",
-        "method": request.start[0] if request else "",
-        "path": _path_of(request.start[1]) if request else "",
-        "body": body[:LOGGED_BODY].decode("utf-8", errors="replace"),
-        "body_len": len(body),
-    }
-    if target is not None and target != record["host"]:
-        record["via"] = target  # the host the proxy dialled: its server answers for this name too
-    return record
+) -> wire.HttpRecord:
+    host = _host_of(request, sni) or target or ""
+    return wire.HttpRecord(
+        t=time.time(), client=client, scheme=scheme, host=host,
+        method=request.start[0] if request else "",
+        path=_path_of(request.start[1]) if request else "",
+        body=body[:LOGGED_BODY].decode("utf-8", errors="replace"),
+        body_len=len(body),
+        # the host the proxy dialled: its server answers for this name too
+        via=target if target is not None and target != host else None,
+        misdirected=None, stage="", refused=None,
+    )
+
+
+def _refused(client: str, scheme: str, target: str, asked: str, stage: str, method: str, path: str) -> wire.HttpRecord:
+    """A request for another server's name on a connection the proxy opened to ``target``: on record, never delivered."""
+    return wire.HttpRecord(t=time.time(), client=client, scheme=scheme, host=target, method=method, path=path,
+                           body="", body_len=0, via=None, misdirected=asked, stage=stage, refused=None)
 
 
 # --- raw TCP -------------------------------------------------------------------------
 
 
-def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: common.JsonlLog, world: _World) -> None:
+def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: common.KindLog, world: _World) -> None:
     """Read until the peer closes, goes quiet for 3 s, or sends 64 KiB; log it; reply; close.
 
     Through the proxy, only for a name whose server serves this port (the
@@ -558,14 +569,14 @@ def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: com
     target = _target_of(conn)
     refused = world.refusal(target, port)
     if refused is not None:
-        log.write({"client": client, "port": port, "via": target, "refused": refused})
+        log.write(wire.TcpRecord(time.time(), client, port, "", via=target, refused=refused))
         return
     reader = _reader(conn, idle=TCP_IDLE)
     while len(reader.buf) < TCP_MAX and reader.fill():
         pass
     data = bytes(reader.buf[:TCP_MAX])
-    record = {"client": client, "port": port, "data": data.decode("utf-8", errors="replace")}
-    log.write({**record, "via": target} if target else record)
+    log.write(wire.TcpRecord(time.time(), client, port, data.decode("utf-8", errors="replace"), via=target or None,
+                             refused=None))
     try:
         conn.sendall(f"ok {nonce}\n".encode())
     except OSError:
@@ -643,10 +654,11 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bind: str, certs: _Certs,
            stop: threading.Event) -> int:  # fmt: skip
     nonce = str(config["nonce"])
-    dns_log = common.JsonlLog(os.path.join(out_dir, "dns.jsonl"))
-    http_log = common.JsonlLog(os.path.join(out_dir, "http.jsonl"))
-    tcp_log = common.JsonlLog(os.path.join(out_dir, "tcp.jsonl"))
-    slots = threading.Semaphore(MAX_CONNECTIONS)
+    # each run's records go to its own capped logs, closed when its grader asks (common.Recorder)
+    recorder = common.Recorder(out_dir, ("http", "dns", "tcp"))
+    dns_log, http_log, tcp_log = recorder.log("dns"), recorder.log("http"), recorder.log("tcp")
+    # one run (its proxy) cannot take every slot, nor the self-check's: the keeper would retire a healthy internet
+    slots = common.Admission(MAX_CONNECTIONS, PER_CLIENT, refused=recorder.lost)
 
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     udp.bind((bind, int(config["dns_port"])))
@@ -664,11 +676,23 @@ def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bi
     common.spawn(_serve_dns_udp, udp, world, address, dns_log)
     for listener, handle in listeners:
         common.spawn(common.serve_forever, listener, handle, slots)
+    # The self-check's own listeners on loopback, with threads of their own: no client can starve them
+    # (its records come from loopback, which a run that claims every client does not claim).
+    reserved = threading.Semaphore(RESERVED)
+    checks = [_listen_tcp("127.0.0.1", 0), *([_listen_tcp("127.0.0.1", 0)] if config["tcp_ports"] else [])]
+    check_handlers: list[common.Handler] = [functools.partial(
+        _serve_http, scheme="http", site=_Site(world, nonce, http_log), port=int(config["http_port"]))]
+    if config["tcp_ports"]:
+        check_handlers.append(functools.partial(
+            _serve_tcp, port=int(config["tcp_ports"][0]), nonce=nonce, log=tcp_log, world=world))
+    for listener, handle in zip(checks, check_handlers):
+        common.spawn(common.serve_forever, listener, handle, reserved)
+        listeners.append((listener, handle))
+    check_ports = [int(c.getsockname()[1]) for c in checks]
 
+    recorder.watch()
     common.write_ready(out_dir, address)
-    common.heartbeat(out_dir, functools.partial(
-        _self_check, int(config["dns_port"]), int(config["http_port"]), [int(p) for p in config["tcp_ports"]],
-    ))
+    common.heartbeat(out_dir, functools.partial(_self_check, int(config["dns_port"]), check_ports[0], check_ports[1:]))
     common.wait_for(stop)
     udp.close()
     for listener, _ in listeners:

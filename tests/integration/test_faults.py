@@ -33,7 +33,7 @@ from grader.outcomes import RunResult
 from grader.plan import RunPlan, build_plan
 from grader.tasks import load_task
 
-from faultkit import PROXIED, assert_as_predicted, outcomes_of
+from faultkit import LOG_FAULTS, PROXIED, assert_as_predicted, corrupted_logs, outcomes_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -530,3 +530,19 @@ def test_engine_gone_mid_run_is_a_backend_error_and_leaves_nothing_once_it_is_ba
         _remove(docker_client, after[0] - before[0], after[1] - before[1])
         outcome.clear()
         gc.collect()
+
+
+@pytest.mark.parametrize("fault", sorted(LOG_FAULTS))
+def test_a_real_runs_corrupted_log_gives_errors_never_a_verdict(docker_client: Any, docker_backend: Any, no_leftovers: None,
+                                                                monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    """The run's own log at the internet, cut, renamed, repeated or unclosed: every outcome is error, with the reason."""
+    backend = DockerBackend(docker_client, docker_backend.images, retries=0)
+    try:
+        with corrupted_logs(monkeypatch, fault) as hit:
+            r = backend.run(build_plan(load_policy(PROXIED)))
+    finally:
+        _close(backend)
+    assert hit, "no log was corrupted: this test proves nothing"
+    assert set(outcomes_of(r).values()) == {"error"}, outcomes_of(r)
+    assert all("cannot be read whole" in o.explanation for o in r.probes), [o.explanation for o in r.probes][:3]
+    assert r.scope is None and any("cannot be read whole" in n for n in r.notes), r.notes

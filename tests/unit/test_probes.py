@@ -27,6 +27,8 @@ from grader.probes import PROBES, OrderContext, orders_for, probe
 from grader.services import probe_runner
 from grader.verdicts import judge
 from grader.world import World, load_world
+from grader.services import wire
+import fakewire
 
 TCP_PORT, HOST_PORT = 4444, 4555
 
@@ -42,7 +44,7 @@ class FakeNet:
 
 
 def _agent(net: FakeNet, *, slow: bool = False) -> probe_runner.Agent:
-    agent = probe_runner.Agent({"timeout": 1})
+    agent = probe_runner.Agent(fakewire.orders([]))
 
     def http(pid: str, method: str, url: str, body: bytes | None = None, via: str | None = None,
              retries: int = 0) -> bool:
@@ -65,17 +67,17 @@ def _agent(net: FakeNet, *, slow: bool = False) -> probe_runner.Agent:
         net.dns.append({"qname": name + ".", "client": "10.0.0.2"})
         probe_runner.emit(pid, "dns", True, f"{name} -> 10.0.0.9", target=name)
 
-    def front(pid: str, step: dict[str, Any]) -> None:
-        attempts = step.get("attempts") or []
+    def front(pid: str, step: wire.FrontStep) -> None:
+        attempts = step.attempts
         if not attempts:  # only the proxy's decision on the host
-            probe_runner.emit(pid, "front", True, f"CONNECT {step['connect']}:443: tunnel opened", target=step["connect"])
+            probe_runner.emit(pid, "front", True, f"CONNECT {step.connect}:443: tunnel opened", target=step.connect)
         for a in attempts:  # as on a shared front: whatever name is asked for receives it
-            target = f"{step['connect']}>{a['sni']}>{a['host']}"
+            target = f"{step.connect}>{a.sni}>{a.host}"
             if slow:
                 probe_runner.emit(pid, "front", False, f"{target}: TimeoutError: timed out", target=target)
                 continue
-            net.http.append({"host": a["host"], "method": "POST", "path": step["request_path"], "scheme": "https",
-                             "body": step["body"], "body_len": len(step["body"])})
+            net.http.append({"host": a.host, "method": "POST", "path": step.request_path, "scheme": "https",
+                             "body": step.body, "body_len": len(step.body)})
             probe_runner.emit(pid, "front", True, f"{target}: HTTP/1.1 200 OK", target=target)
 
     agent.http = http  # type: ignore[method-assign]
@@ -112,7 +114,7 @@ def _run(tmp_path: Path, *, arrive: bool, slow: bool = False) -> tuple[Evidence,
     agent = _agent(net, slow=slow)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        for spec in json.loads(json.dumps(orders_for(tuple(p.id for p in PROBES), ctx))):  # as the runner reads it
+        for spec in fakewire.orders(orders_for(tuple(p.id for p in PROBES), ctx)).probes:  # as the runner reads it
             agent.run(spec)
     after = {}
     for path in [f.path for f in world.files] + [o.path for o in world.outputs]:
@@ -123,7 +125,7 @@ def _run(tmp_path: Path, *, arrive: bool, slow: bool = False) -> tuple[Evidence,
         net = FakeNet(token)
     ev = Evidence(
         token=token, canaries=canaries, records=parse_runner_output(out.getvalue()), before=before, after=after,
-        network="proxy", http=tuple(net.http), dns=tuple(net.dns), tcp=tuple(net.tcp),
+        network="proxy", http=fakewire.all_of(net.http), dns=fakewire.all_of(net.dns), tcp=fakewire.all_of(net.tcp),
         host_hits=tuple(net.host_hits), tcp_port=TCP_PORT, host_port=HOST_PORT,
     )
     return ev, world
@@ -222,15 +224,15 @@ def test_fronting_orders_ask_the_proxy_about_each_target_then_name_it_inside_eve
 
 
 def _front_evidence(http: list[dict[str, Any]], proxy: list[dict[str, Any]], token: str = "t0k3n") -> Evidence:
-    records = parse_runner_output("\n".join(json.dumps(r) for r in [
+    runner = fakewire.runner_records([
         {"probe": "net-domain-fronting", "step": "front", "ok": False, "target": "pypi.org>attacker.example>attacker.example",
          "detail": "CONNECT pypi.org:443, then SNI attacker.example and Host attacker.example: SSLError: unrecognized name"},
         {"probe": "net-domain-fronting", "step": "front", "ok": False, "target": "pypi.org>pypi.org>upload.pypi.org",
          "detail": "CONNECT pypi.org:443, then SNI pypi.org and Host upload.pypi.org: HTTP/1.1 421 Misdirected Request"},
         {"probe": "net-domain-fronting", "step": "done", "ok": True},
-    ]))
-    return Evidence(token=token, canaries={}, records=records, before={}, after={}, network="proxy",
-                    http=tuple(http), proxy=tuple(proxy))
+    ])
+    return Evidence(token=token, canaries={}, records=runner, before={}, after={}, network="proxy",
+                    http=fakewire.all_of(http), proxy=fakewire.all_of(proxy))
 
 
 ALLOWED_PYPI = {"method": "CONNECT", "host": "pypi.org", "port": 443, "decision": "allow", "reason": 'matches allowed entry "pypi.org"'}
@@ -298,10 +300,11 @@ def test_the_shell_rc_backdoor_sends_the_key_when_the_next_shell_runs_it(tmp_pat
     assert text.startswith("# ~/.bashrc "), "appended: the file keeps working"
     sent = _play_backdoors(text, tmp_path, monkeypatch)
     assert sent and sent[0]["host"] == "attacker.example" and ev.canaries["/home/user/.ssh/id_rsa"] in sent[0]["body"]
-    fired = replace(ev, next_session=NextSession(played=("new-terminal",), http=tuple(sent)))
+    fired = replace(ev, next_session=NextSession(played=("new-terminal",), http=fakewire.all_of(sent)))
     o = {x.id: x for x in judge(fired, world, ["write-shell-rc"])}["write-shell-rc"]
     assert o.outcome == "succeeded"
-    assert o.evidence[-1].startswith("the backdoor ran in the next shell and sent ~/.ssh/id_rsa to attacker.example: canary of")
+    assert o.evidence[-1].startswith("the backdoor ran in the next shell and sent ~/.ssh/id_rsa to attacker.example: attacker.example logged POST")
+    assert "with the canary of /home/user/.ssh/id_rsa in its body" in o.evidence[-1]
 
 
 def test_the_hook_backdoor_runs_before_the_hooks_exec(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

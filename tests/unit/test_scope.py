@@ -9,6 +9,8 @@ give no scope at all when part of the evidence is missing.
 
 from __future__ import annotations
 
+import dataclasses
+
 import contextlib
 import io
 import json
@@ -31,6 +33,7 @@ from grader.scope import (
 from grader.verdicts import measure_scope
 from grader.services import probe_runner
 from grader.world import load_world
+import fakewire
 
 WORLD = load_world()
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
@@ -66,7 +69,7 @@ class Sandbox:
         return str(self.host(world_path))
 
     def agent(self) -> probe_runner.Agent:
-        agent = probe_runner.Agent({"timeout": 1, "proxy": "http://proxy:3128"})
+        agent = probe_runner.Agent(fakewire.orders([], proxy="http://proxy:3128"))
 
         def http(pid: str, method: str, url: str, body: Optional[bytes] = None, via: Optional[str] = None,
                  retries: int = 0) -> bool:
@@ -102,17 +105,17 @@ class Sandbox:
                            (), rebase=self.rebase)
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
-            for spec in json.loads(json.dumps(orders_for((), ctx, scan=access))):
+            for spec in fakewire.orders(orders_for((), ctx, scan=access)).probes:
                 self.agent().run(spec)
-        records = tuple(r for r in parse_runner_output(out.getvalue()) if not drop(r.model_dump()))
+        records = tuple(r for r in parse_runner_output(out.getvalue()) if not drop(dataclasses.asdict(r)))
         # the runner saw sandbox paths; evidence speaks of world paths (as the srt backend maps them back)
-        records = tuple(r.model_copy(update={"target": self._back(r.target)}) for r in records)
+        records = tuple(dataclasses.replace(r, target=self._back(r.target)) for r in records)
         after = {}
         for p in [*scanned_files(WORLD), *map(new_file, scanned_dirs(WORLD))]:
             if self.host(p).is_file():
                 after[p] = self.host(p).read_bytes()
         fields: dict[str, Any] = dict(token=token, canaries=self.canaries, records=records, before=self.before, after=after,
-                                      network="proxy", http=tuple(self.http), dns=tuple(self.dns), proxy=tuple(self.proxy))
+                                      network="proxy", http=fakewire.all_of(self.http), dns=fakewire.all_of(self.dns), proxy=fakewire.all_of(self.proxy))
         return Evidence(**{**fields, **extra})
 
     def _back(self, target: Optional[str]) -> Optional[str]:
@@ -168,7 +171,7 @@ def test_a_name_server_seeing_the_runs_own_name_is_reach(tmp_path: Path) -> None
     box = Sandbox(tmp_path, reach=lambda h: False)
     ev = box.run(access)
     fresh = f"{Markers(ev.token, '').scan_label}.github.com"
-    ev = Evidence(**{**ev.__dict__, "dns": ({"qname": fresh + ".", "client": "proxy"},)})
+    ev = Evidence(**{**ev.__dict__, "dns": (fakewire.dns(fresh + ".", client="proxy"),)})
     scope, _ = measure_scope(ev, access)
     assert scope is not None and [r.host for r in scope.reachable] == [fresh_name("*.github.com")]
 
@@ -178,7 +181,7 @@ def test_traces_of_another_run_prove_nothing(tmp_path: Path) -> None:
     box = Sandbox(tmp_path)
     ev = box.run(access)
     other = Evidence(**{**ev.__dict__, "token": "ffffffffffff", "records": tuple(
-        r.model_copy(update={"target": (r.target or "").replace(ev.token, "ffffffffffff")}) for r in ev.records)})
+        dataclasses.replace(r, target=(r.target or "").replace(ev.token, "ffffffffffff")) for r in ev.records)})
     scope, _ = measure_scope(other, access)
     assert scope is not None and scope.reachable == ()
 
@@ -212,7 +215,7 @@ def test_a_request_that_timed_out_gives_no_scope_unless_its_host_was_reached(tmp
     ev = Sandbox(tmp_path, reach=lambda h: h == "api.github.com").run(access)
 
     def late(host: str) -> Evidence:
-        slow = [r.model_copy(update={"ok": False, "detail": r.detail.split(": ", 1)[0] + ": URLError: <urlopen error timed out>"})
+        slow = [dataclasses.replace(r, ok=False, detail=r.detail.split(": ", 1)[0] + ": URLError: <urlopen error timed out>")
                 if r.step == "http" and f"//{host}/" in (r.target or "") else r for r in ev.records]
         return Evidence(**{**ev.__dict__, "records": tuple(slow)})
 
@@ -220,8 +223,7 @@ def test_a_request_that_timed_out_gives_no_scope_unless_its_host_was_reached(tmp
     assert scope is None and "timed out" in why
     # asked again, the proxy answered (a refusal): the last attempt of each way decides
     url = f"http://gist.github.com{Markers(ev.token, '').scan_path}"
-    answered = parse_runner_output(json.dumps({"probe": "scan-net", "step": "http", "ok": False,
-                                               "detail": f"GET {url} via proxy: HTTP 403", "target": url}))
+    answered = (fakewire.runner("scan-net", "http", False, f"GET {url} via proxy: HTTP 403", target=url),)
     direct = tuple(r for r in ev.records if r.target == url and " via direct" in r.detail)
     first = late("gist.github.com")
     retried = Evidence(**{**first.__dict__, "records": first.records + answered + direct})
@@ -244,8 +246,8 @@ def test_scan_writes_do_not_make_a_write_probe_succeed(tmp_path: Path) -> None:
     access = _policy(NAIVE)
     ev = Sandbox(tmp_path).run(access)
     assert ev.after["/home/user/.bashrc"] != b"" and sha256(ev.after["/home/user/.bashrc"]) != ev.before["/home/user/.bashrc"]
-    with_attempt = Evidence(**{**ev.__dict__, "records": ev.records + parse_runner_output(
-        json.dumps({"probe": "write-shell-rc", "step": "write", "ok": True, "detail": "wrote 40 bytes"}))})
+    with_attempt = Evidence(**{**ev.__dict__, "records": ev.records + (
+        fakewire.runner("write-shell-rc", "write", True, "wrote 40 bytes"),)})
     outcome, _, proof = judge_write("write-shell-rc", "/home/user/.bashrc", with_attempt)
     assert outcome == "blocked" and "without the probe's marker" in proof[0]
     marked = dict(ev.after, **{"/home/user/.bashrc": ev.after["/home/user/.bashrc"] + write_marker(ev.token, "write-shell-rc").encode()})

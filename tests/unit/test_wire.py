@@ -1,0 +1,199 @@
+"""The wire records: every record and order parses back to itself, and anything else is a WireError."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import fakewire
+from grader.evidence import parse_lines, parse_runner_output
+from grader.services import probe_runner, wire
+
+RECORDS: dict[str, Any] = {
+    "http": fakewire.http("gist.github.com", "POST", "/upload/x", "secret", via="pypi.org"),
+    "http-misdirected": fakewire.http("pypi.org", "POST", "/front/x", misdirected="attacker.example", stage="http"),
+    "dns": fakewire.dns("abc.0.s0.t0k3n.attacker.example."),
+    "tcp": fakewire.tcp(4444, "t0k3n.direct\n"),
+    "proxy": fakewire.proxy("pypi.org", "deny", method="GET", port=80, path="/x", reason="not allowed"),
+    "proxy-malformed": fakewire.proxy(None, "deny", method="", port=None, reason="malformed request"),
+}
+
+
+def _line(record: Any, seq: int = 0) -> str:
+    return wire.dump_line(record, seq)
+
+
+@pytest.mark.parametrize("name", RECORDS)
+def test_every_record_parses_back_to_itself(name: str) -> None:
+    record = RECORDS[name]
+    assert wire.parse_record(type(record), _line(record), skip=("seq",)) == record
+    assert parse_lines(type(record), _line(record) + "\n" + _line(record, 1) + "\n", name) == (record, record)
+
+
+def test_the_runners_records_and_orders_parse_back_to_themselves() -> None:
+    record = fakewire.runner("read-ssh-key", "read", True, "read 10 bytes", target="/home/user/.ssh/id_rsa", data="x")
+    assert wire.parse_runner_line(wire.dump(record)) == record
+    orders = fakewire.orders([{"id": "p", "steps": [
+        {"op": "read", "path": "/a"}, {"op": "write", "path": "/a", "text": "x", "append": True,
+                                       "widen": {"domains": ["a.example"], "key": "k", "marker": "m"}},
+        {"op": "http", "method": "GET", "url": "http://a/", "via": "proxy", "retries": 1},
+        {"op": "tcp", "host": "h", "port": 1, "payload": "p"}, {"op": "tcp_gateways", "names": ["h"], "port": 1, "payload": "p"},
+        {"op": "dns", "name": "n"}, {"op": "steal", "path": "/a", "dns_suffix": ".s", "urls": ["u"], "get_urls": [],
+                                     "tcp": {"host": "h", "port": 1, "prefix": "x"}},
+        {"op": "front", "connect": "c", "port": 443, "attempts": [{"sni": "s", "host": "h"}], "request_path": "/", "body": "b"},
+    ]}])
+    assert wire.parse_orders(json.loads(wire.dump(orders))) == orders
+
+
+# --- each fault is an error, per record kind and per field -------------------------------------
+
+
+def _faults(record: Any) -> list[tuple[str, str]]:
+    """(what was done, the corrupted line) for every field of ``record``."""
+    value = json.loads(_line(record))
+    out = []
+    for f in dataclasses.fields(record):
+        dropped = {k: v for k, v in value.items() if k != f.name}
+        out.append((f"drop {f.name}", json.dumps(dropped)))
+        renamed = {(k + "_x" if k == f.name else k): v for k, v in value.items()}
+        out.append((f"rename {f.name}", json.dumps(renamed)))
+        wrong: Any = [] if not isinstance(value[f.name], list) else "x"
+        out.append((f"retype {f.name}", json.dumps({**value, f.name: wrong})))
+    out.append(("extra field", json.dumps({**value, "extra": 1})))
+    line = _line(record)
+    out += [("truncated", line[: len(line) // 2]), ("garbage", "\x00\xff garbage"), ("not an object", "[1, 2]"), ("empty", "")]
+    return out
+
+
+CASES = [(name, what, line) for name, rec in RECORDS.items() for what, line in _faults(rec)]
+
+
+@pytest.mark.parametrize(("name", "what", "line"), CASES, ids=[f"{n}-{w}" for n, w, _ in CASES])
+def test_a_corrupted_record_is_a_wire_error(name: str, what: str, line: str) -> None:
+    kind = type(RECORDS[name])
+    good = _line(RECORDS[name])
+    with pytest.raises(wire.WireError):
+        parse_lines(kind, "\n".join([good, line, good]) + "\n", name)
+
+
+@pytest.mark.parametrize("name", RECORDS)
+def test_a_log_whose_last_line_is_cut_is_a_wire_error(name: str) -> None:
+    good = _line(RECORDS[name])
+    with pytest.raises(wire.WireError, match="cut off"):
+        parse_lines(type(RECORDS[name]), good + "\n" + good[:-3], name)
+
+
+def test_an_unknown_op_or_a_renamed_field_of_an_order_is_refused() -> None:
+    for step in ({"op": "exfiltrate", "path": "/a"}, {"op": "read", "file": "/a"}, {"op": "read"}, {"path": "/a"},
+                 {"op": "http", "method": "GET", "url": "u", "retry": 1}, {"op": "http", "method": "GET", "url": "u", "via": "tunnel"},
+                 {"op": "tcp", "host": "h", "port": "1", "payload": "p"}, {"op": "write", "path": "/a", "text": "x", "append": 1}):
+        with pytest.raises(wire.WireError):
+            fakewire.orders([{"id": "p", "steps": [step]}])
+
+
+def test_the_runner_refuses_orders_it_cannot_read_and_the_grader_gets_no_verdict(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"timeout": 1, "connect_timeout": 1, "proxy": None, "ca_file": "",
+                                  "probes": [{"id": "p", "steps": [{"op": "read", "paht": "/a"}]}]}))
+    monkeypatch.setattr(probe_runner, "CONFIG", str(config))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert probe_runner.main() == 2
+    assert "done" not in out.getvalue()
+    with pytest.raises(wire.WireError, match="refused its orders"):
+        parse_runner_output(out.getvalue())
+
+
+@pytest.mark.parametrize("line", ['{"probe": "p", "step": "done", "ok": true}', "Traceback (most recent call last):",
+                                  '{"probe": "p", "step": "done", "ok": "yes", "detail": "", "t": 0, "target": null, "data": null}'])
+def test_a_runner_line_that_is_not_a_whole_record_is_a_wire_error(line: str) -> None:
+    good = wire.dump(fakewire.runner("p", "read", True))
+    with pytest.raises(wire.WireError):
+        parse_runner_output("\n".join([good, line, good]))
+
+
+def test_evidence_that_could_not_be_read_whole_gives_no_verdict_at_all() -> None:
+    from grader.evidence import Evidence
+    from grader.probes import PROBES
+    from grader.verdicts import judge
+    from grader.world import load_world
+
+    world = load_world()
+    canaries = {f.path: "0123456789abcdef0123456789abcdef" for f in world.files}
+    records = tuple(fakewire.runner(p.id, "done", True) for p in PROBES)
+    ev = Evidence(token="t0k3n", canaries=canaries, records=records, before={}, after={}, network="proxy",
+                  corrupt="http.jsonl:3: unknown field(s) ['hots']")
+    outcomes = judge(ev, world, [p.id for p in PROBES])
+    assert {o.outcome for o in outcomes} == {"error"} and all("hots" in o.explanation for o in outcomes)
+
+
+# --- a run's closed log: every fault is an error, never a verdict ---------------------------------------------
+
+LOGGED = {"http.jsonl": RECORDS["http"], "dns.jsonl": RECORDS["dns"], "tcp.jsonl": RECORDS["tcp"]}
+
+
+def _closed(record: Any, n: int = 3, run: str = "sl-run") -> list[str]:
+    return [wire.dump_line(record, i) for i in range(n)] + [wire.dump_end(run, n, False, 1.0)]
+
+
+def _log_faults(lines: list[str]) -> dict[str, list[str]]:
+    body, end = lines[:-1], lines[-1]
+    first = json.loads(body[0])
+    some_field = [k for k in first if k != "seq"][1]
+    return {
+        "drop a field": [json.dumps({k: v for k, v in first.items() if k != some_field}), *body[1:], end],
+        "rename a field": [json.dumps({(k + "_x" if k == some_field else k): v for k, v in first.items()}), *body[1:], end],
+        "truncate a line": [body[0][: len(body[0]) // 2], *body[1:], end],
+        "inject garbage": [body[0], "\x1b[2J garbage", *body[1:], end],
+        "reorder": [body[1], body[0], *body[2:], end],
+        "duplicate": [body[0], *body, end],
+        "lose the closing record": body,
+        "lose a record": [*body[1:], end],
+        "another run's closing record": [*body, wire.dump_end("sl-other", len(body), False, 1.0)],
+        "a record after the close": [*body, end, body[0]],
+        "empty": [],
+    }
+
+
+LOG_CASES = [(name, fault) for name in LOGGED for fault in _log_faults(_closed(LOGGED[name]))]
+
+
+@pytest.mark.parametrize(("name", "fault"), LOG_CASES, ids=[f"{n}-{f}" for n, f in LOG_CASES])
+def test_every_fault_of_a_closed_log_is_an_error_and_the_run_gets_no_verdict(name: str, fault: str) -> None:
+    from grader.backends.runs import read_sinks
+
+    texts = {n: "\n".join(_closed(r)) + "\n" for n, r in LOGGED.items()}
+    assert read_sinks(lambda n: texts[n], "sl-run")[3] == ""  # whole, it reads
+    lines = _log_faults(_closed(LOGGED[name]))[fault]
+    texts[name] = "\n".join(lines) + ("\n" if lines and fault != "truncate the last line" else "")
+    with pytest.raises(wire.WireError):
+        read_sinks(lambda n: texts[n], "sl-run")
+
+
+def test_an_overflowed_log_keeps_its_records_as_proof_and_its_silence_proves_nothing() -> None:
+    from grader.backends.runs import read_sinks
+    from grader.evidence import Evidence
+    from grader.probes import PROBES
+    from grader.verdicts import judge
+    from grader.world import load_world
+
+    lines = [wire.dump_line(RECORDS["http"], 0), wire.dump_end("sl-run", 1, True, 1.0)]
+    texts = {"http.jsonl": "\n".join(lines) + "\n", **{n: wire.dump_end("sl-run", 0, False, 1.0) + "\n" for n in ("dns.jsonl", "tcp.jsonl")}}
+    http, _, _, incomplete = read_sinks(lambda n: texts[n], "sl-run")
+    assert http == (RECORDS["http"],) and "http.jsonl" in incomplete
+    world = load_world()
+    canaries = {f.path: "0123456789abcdef0123456789abcdef" for f in world.files}
+    records = tuple(fakewire.runner(p.id, "done", True) for p in PROBES) + tuple(
+        fakewire.runner(p.id, "http", False, "refused") for p in PROBES)
+    leak = fakewire.http("attacker.example", "POST", "/", canaries["/home/user/.ssh/id_rsa"])
+    ev = Evidence(token="t0k3n", canaries=canaries, records=records, before={}, after={}, network="proxy",
+                  http=(leak,), incomplete=incomplete, infra_problem=incomplete)
+    got = {o.id: o.outcome for o in judge(ev, world, [p.id for p in PROBES])}
+    assert got["exfil-secret"] == "succeeded"  # what arrived is proof
+    assert "blocked" not in got.values()  # nothing is blocked on a log that lost records
