@@ -122,7 +122,7 @@ class Gradebook:
     seconds: float = 0.0
     runs: int = 0  # backend runs this batch made (deduplication makes this smaller than the rows)
     resumed: int = 0  # rows taken from the journal: same student, policy bytes and ``Grading``
-    changes: tuple["ScoreChange", ...] = ()  # students graded afresh whose score differs from the journal's last
+    changes: tuple["ScoreChange", ...] = ()  # students whose score differs from the last one the journal held for them
 
     def counts(self) -> dict[str, int]:
         out = {"ok": 0, "invalid": 0, "error": 0, "full_marks": 0}
@@ -171,12 +171,12 @@ class Gradebook:
 
 @dataclass(frozen=True)
 class ScoreChange:
-    """A student graded afresh whose score differs from the last grade the journal holds for them."""
+    """A student whose score differs from their last grade in the journal (made under another ``Grading`` or policy)."""
 
     student: str
     before: int
     after: int
-    max_score: int
+    max_score: int  # of the new grade
     why: str  # what differs from the stored grade: "backend static → docker", "rubric", "policy", ...
 
     def __str__(self) -> str:
