@@ -4,9 +4,20 @@
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed
 PORT   ?= 8888
 PYTEST_ARGS ?=
+
+# Two installs into the one virtualenv, each with its own stamp, so `make lab`
+# after `make test` (or the other way round) installs exactly what is missing:
+#   LAB_STAMP:  .[lab,docker], what the lessons need (JupyterLab, nbgrader, the Docker SDK);
+#   TEST_STAMP: .[lab,docker,test], plus the test toolchain (pytest, mypy, Playwright, ...).
+# Both install the versions CI tested: CONSTRAINTS pins every package of the test
+# environment (a constraint only pins, it installs nothing), so an upstream release
+# cannot turn `filterwarnings = error` red on a day nothing changed here. `make lock`
+# regenerates it, on purpose.
+LAB_STAMP   := $(VENV)/.installed-lab
+TEST_STAMP  := $(VENV)/.installed-test
+CONSTRAINTS := constraints/test.txt
 
 # Every recipe runs as if the virtualenv were activated: tools the project runs
 # by name (nbgrader's `alembic`, `jupyter`, the lab's formgrader, whatever a test
@@ -22,33 +33,59 @@ export PATH := $(VIRTUAL_ENV)/bin:$(BASE_PATH)
 # requests to jupyter.org) in any lab this virtualenv runs. Binder: binder/postBuild.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/sandbox-lab.json
 
-.PHONY: lab lab-instructor test typecheck unit docker images venv lessons-html bench cleanup clean
+.PHONY: lab lab-instructor test typecheck unit docker images venv venv-lab lock lessons-html bench cleanup clean
 
-$(STAMP): pyproject.toml
+$(PY):
 	@env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
 	  echo "python3 -m venv failed; installing python3-venv"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv && env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(VENV); }
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[lab,test]'
-	@touch $(STAMP)
 
-$(LAB_SETTINGS): binder/lab-settings.json $(STAMP)
+$(LAB_STAMP): pyproject.toml $(CONSTRAINTS) | $(PY)
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[lab,docker]'
+	@touch $@
+
+$(TEST_STAMP): pyproject.toml $(CONSTRAINTS) | $(PY)
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[lab,docker,test]'
+	@touch $@ $(LAB_STAMP)
+
+$(LAB_SETTINGS): binder/lab-settings.json | $(LAB_STAMP)
 	@mkdir -p $(dir $@)
 	cp binder/lab-settings.json $@
 
-venv: $(STAMP) $(LAB_SETTINGS)
+## What the lessons need, and nothing of the test toolchain.
+venv-lab: $(LAB_STAMP) $(LAB_SETTINGS)
+
+## Everything: the lessons and the test toolchain (what `make test` and development use).
+venv: $(TEST_STAMP) $(LAB_SETTINGS)
+
+## Regenerate constraints/test.txt on purpose: resolve .[lab,docker,test] afresh (newest releases
+## pyproject.toml allows) in a throwaway virtualenv and freeze it. Review the diff, run `make test`, commit.
+LOCK_VENV := build/lock-venv
+lock:
+	rm -rf $(LOCK_VENV)
+	env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LOCK_VENV)/bin/python -m pip install -q '.[lab,docker,test]'
+	@mkdir -p $(dir $(CONSTRAINTS))
+	@{ echo "# The test environment CI runs in: every package of .[lab,docker,test], pinned (pip freeze)."; \
+	   echo "# Used as pip constraints by \`make venv\` and \`make venv-lab\`. Regenerate on purpose with \`make lock\`."; \
+	   echo "# Python $$($(LOCK_VENV)/bin/python -c 'import platform; print(platform.python_version())'), $$(date -u +%Y-%m-%d)."; \
+	   $(LOCK_VENV)/bin/python -m pip freeze --exclude sandbox-lab --exclude pip | LC_ALL=C sort -f; } > $(CONSTRAINTS)
+	rm -rf $(LOCK_VENV)
+	@echo "wrote $(CONSTRAINTS): review the diff, then make test"
 
 docker:
 	@scripts/ensure-docker
 
-images: venv docker
+images: venv-lab docker
 	@$(PY) -m grader setup
 
 ## The lessons in JupyterLab as a learner gets them (no solutions, no filled answers), with the Docker backend.
 # learner/ holds what nbgrader releases (scripts/learner-lessons), rebuilt when a lesson changes;
 # a learner's earlier copy is kept beside it, never overwritten.
 LEARNER := learner
-$(LEARNER)/.built: $(wildcard lessons/*/*.ipynb) nbgrader_config.py scripts/learner-lessons $(STAMP)
+$(LEARNER)/.built: $(wildcard lessons/*/*.ipynb) nbgrader_config.py scripts/learner-lessons $(LAB_STAMP)
 	@PYTHON=$(PY) scripts/learner-lessons $(LEARNER)
 	@touch $@
 
@@ -68,7 +105,7 @@ lab-instructor: images
 ## The whole suite: unit, Docker integration, notebooks, nbgrader and browser tests.
 test: images typecheck
 	@PYTHON=$(PY) scripts/ensure-browser
-	@scripts/ensure-srt
+	@PYTHON=$(PY) scripts/ensure-srt
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ## mypy --strict on grader/ (configured in pyproject.toml); the import-layer contract is tests/unit/test_layers.py.
@@ -84,11 +121,11 @@ unit: venv typecheck
 ## writes the other file of each pair from the newer one. Task notebooks are regenerated from grader/tasks/*.json.
 ## tests/unit/test_lesson_pairs.py fails while a pair or a task notebook is out of date.
 .PHONY: lessons
-lessons: venv
+lessons: venv-lab
 	$(VENV)/bin/jupytext --sync lessons/0*/*.md
 	$(PY) scripts/make_task_notebooks.py
 
-lessons-html: venv
+lessons-html: venv-lab
 	$(PY) scripts/lessons_html.py
 
 bench: images
@@ -96,7 +133,7 @@ bench: images
 	$(PY) bench/batch.py
 	$(PY) bench/autograde.py
 
-cleanup: venv
+cleanup: venv-lab
 	$(PY) -m grader cleanup
 
 clean:

@@ -13,15 +13,21 @@ Built for an instructor with a class of 300:
 * classes submit many identical policies, so equal ``canonical_json()`` forms
   are graded once (``dedupe``);
 * each finished row is appended to a JSONL journal at once, so a killed batch
-  resumes where it stopped: a row whose student id and file sha256 are in the
-  journal is not graded again.
+  resumes where it stopped;
+* a stored grade is reused only for exactly what decided it (``Grading``: the
+  Sandbox Lab version, the task's rubric, the world, the backend) and the same
+  student's same policy bytes. Anything else (``--backend docker`` after a
+  static batch, an edited rubric, an upgrade) grades again, and the summary
+  names every student whose score changed and by how much. ``regrade=True``
+  reuses nothing.
 
-Imports: tasks, grading, policy, errors, backends.base. Nothing downstream.
+Imports: tasks, grading, policy, world, version, errors, backends.base. Nothing downstream.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -34,25 +40,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Literal, Optional, Union
 
+from . import version
 from .backends.base import Backend
 from .errors import PolicyError, SandboxLabError
 from .policy import Policy, load_policy
 from .grading import Grade, grade
 from .tasks import Task
+from .world import load_world
 
 __all__ = [
     "Gradebook",
+    "Grading",
     "ProgressBar",
     "Row",
+    "ScoreChange",
     "Submission",
     "grade_batch",
+    "grading_of",
     "output_files",
     "read_submissions",
 ]
 
 Status = Literal["ok", "invalid", "error"]
 Progress = Callable[[int, int], None]  # (rows done, rows in all)
-JOURNAL_VERSION = 1
+JOURNAL_VERSION = 2  # 1 keyed a row by student and policy only: its rows are never reused, only compared with
 MAX_SUBMISSION_BYTES = 1_000_000  # load_policy's own limit; refuse bigger files before reading them whole
 
 
@@ -110,7 +121,8 @@ class Gradebook:
     backend: str
     seconds: float = 0.0
     runs: int = 0  # backend runs this batch made (deduplication makes this smaller than the rows)
-    resumed: int = 0  # rows taken from the journal of an earlier, interrupted batch
+    resumed: int = 0  # rows taken from the journal: same student, policy bytes and ``Grading``
+    changes: tuple["ScoreChange", ...] = ()  # students whose score differs from the last one the journal held for them
 
     def counts(self) -> dict[str, int]:
         out = {"ok": 0, "invalid": 0, "error": 0, "full_marks": 0}
@@ -121,16 +133,22 @@ class Gradebook:
 
     def summary(self) -> str:
         c = self.counts()
-        return (
+        line = (
             f"{self.task}: {len(self.rows)} students graded with the {self.backend} backend in {self.seconds:.1f} s "
             f"({self.runs} run(s), {self.resumed} row(s) resumed from the journal): "
             f"{c['full_marks']} full marks, {c['ok']} ok, {c['invalid']} invalid, {c['error']} error"
+        )
+        if not self.changes:
+            return line
+        return line + f"\nscore changed for {len(self.changes)} student(s) since the journal's last grade:\n" + "\n".join(
+            f"  {ch}" for ch in self.changes
         )
 
     def to_json(self) -> dict[str, Any]:
         return {
             "task": self.task, "max_score": self.max_score, "backend": self.backend,
             "counts": self.counts(), "rows": [r.to_json() for r in self.rows],
+            "changes": [ch.to_json() for ch in self.changes],
         }
 
     def to_csv(self) -> str:
@@ -149,6 +167,58 @@ class Gradebook:
         _atomic_write(csv_path, self.to_csv())
         _atomic_write(json_path, json.dumps(self.to_json(), indent=2) + "\n")
         return csv_path, json_path
+
+
+@dataclass(frozen=True)
+class ScoreChange:
+    """A student whose score differs from their last grade in the journal (made under another ``Grading`` or policy)."""
+
+    student: str
+    before: int
+    after: int
+    max_score: int  # of the new grade
+    why: str  # what differs from the stored grade: "backend static → docker", "rubric", "policy", ...
+
+    def __str__(self) -> str:
+        return f"{self.student}: {self.before} → {self.after} of {self.max_score} ({self.after - self.before:+d}; {self.why})"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"student": self.student, "before": self.before, "after": self.after, "delta": self.after - self.before,
+                "max_score": self.max_score, "why": self.why}
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Grading:
+    """Everything besides the policy that decides a grade: a stored grade is reused only under an equal one."""
+
+    version: str  # Sandbox Lab's: the probes, the judges and the analyzer are code
+    task: str
+    rubric: str  # sha256 of the task's checks and needs
+    world: str  # sha256 of the simulated world the runs are judged against
+    backend: str
+
+    def to_json(self) -> dict[str, str]:
+        return dataclasses.asdict(self)
+
+    def differences(self, other: "Grading") -> list[str]:
+        """What differs from ``other``, in words (``backend static → docker``)."""
+        out = []
+        for f in dataclasses.fields(self):
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if mine != theirs:
+                short = f.name in ("rubric", "world")  # hashes: saying that it changed is enough
+                out.append(f.name if short else f"{f.name} {theirs} → {mine}")
+        return out
+
+
+def grading_of(task: Task, backend: Backend) -> Grading:
+    """The ``Grading`` of grading ``task`` with ``backend`` by this installation of Sandbox Lab."""
+    rubric = {"checks": [dataclasses.asdict(c) for c in task.checks], "needs": dataclasses.asdict(task.needs)}
+    return Grading(version.__version__, task.id, _digest(rubric), _digest(dataclasses.asdict(load_world())), backend.name)
 
 
 def output_files(out: Union[str, os.PathLike[str]]) -> dict[str, Path]:
@@ -243,30 +313,74 @@ def _journal_key(student: str, sha: str) -> str:
     return f"{student}\x00{sha}"
 
 
-def _load_journal(path: Path, task: Task) -> dict[str, Row]:
-    """Rows already finished by an earlier run of this batch; lines cut short by a kill are skipped."""
-    done: dict[str, Row] = {}
+@dataclass(frozen=True)
+class _Stored:
+    """A graded row the journal holds, and the ``Grading`` it was made under (None: a version-1 line)."""
+
+    row: Row
+    grading: Optional[Grading]
+
+
+def _grading_from(d: Any) -> Optional[Grading]:
+    if not isinstance(d, dict) or set(d) != {f.name for f in dataclasses.fields(Grading)}:
+        return None
+    if not all(isinstance(v, str) for v in d.values()):
+        return None
+    return Grading(**d)
+
+
+def _load_journal(path: Path, task: Task) -> tuple[dict[str, _Stored], dict[str, list[_Stored]]]:
+    """What earlier batches of ``task`` stored: (by student and policy sha256, the last of each; by student, all in order).
+
+    Lines cut short by a kill are skipped; error rows (e.g. Docker stopped) are never reused or compared with.
+    """
+    by_key: dict[str, _Stored] = {}
+    by_student: dict[str, list[_Stored]] = {}
     if not path.exists():
-        return done
+        return by_key, by_student
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             d = json.loads(line)
-            if d.get("v") != JOURNAL_VERSION or d.get("task") != task.id:
+            if d.get("v") not in (1, JOURNAL_VERSION) or d.get("task") != task.id:
                 continue
             row = Row.from_json(d["row"])
-        except (ValueError, KeyError, TypeError):
+            grading = _grading_from(d.get("grading")) if d["v"] == JOURNAL_VERSION else None
+        except (ValueError, KeyError, TypeError, AttributeError):
             continue
         if row.status == "error":
             continue  # an error (e.g. Docker stopped) deserves another try on resume
-        done[_journal_key(row.student, row.sha256)] = row
-    return done
+        stored = _Stored(row, grading)
+        by_key[_journal_key(row.student, row.sha256)] = stored
+        by_student.setdefault(row.student, []).append(stored)
+    return by_key, by_student
+
+
+def _change(row: Row, grading: Grading, history: list[_Stored], *, resumed: bool) -> Optional[ScoreChange]:
+    """The score change of ``row`` against the student's last stored grade, if any.
+
+    A row graded now is compared with the last grade stored; a row resumed from the journal
+    (a batch killed and rerun) with the last one stored under another grading or policy.
+    """
+    if resumed:
+        history = [h for h in history if h.grading != grading or h.row.sha256 != row.sha256]
+    before = history[-1] if history else None
+    if before is None or row.status == "error" or before.row.score == row.score:
+        return None
+    if before.grading is None:
+        why = ["a grade stored by an earlier version of Sandbox Lab"]
+    else:
+        why = grading.differences(before.grading)
+    if before.row.sha256 != row.sha256:
+        why.append("policy")
+    return ScoreChange(row.student, before.row.score, row.score, row.max_score, ", ".join(why) or "graded again")
 
 
 class _Journal:
-    """Append-only JSONL: one line per finished row, flushed at once."""
+    """Append-only JSONL: one line per finished row with the ``Grading`` it was made under, flushed at once."""
 
-    def __init__(self, path: Optional[Path], task: Task) -> None:
+    def __init__(self, path: Optional[Path], task: Task, grading: Grading) -> None:
         self.task = task
+        self.grading = grading
         self._fh: Optional[IO[str]] = None
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -279,7 +393,10 @@ class _Journal:
     def append(self, row: Row) -> None:
         if self._fh is None:
             return
-        line = json.dumps({"v": JOURNAL_VERSION, "task": self.task.id, "row": row.to_json()}, separators=(",", ":"))
+        line = json.dumps(
+            {"v": JOURNAL_VERSION, "task": self.task.id, "grading": self.grading.to_json(), "row": row.to_json()},
+            separators=(",", ":"),
+        )
         with self._lock:
             self._fh.write(line + "\n")
             self._fh.flush()
@@ -348,6 +465,7 @@ def grade_batch(
     progress: Optional[Progress] = None,
     on_row: Optional[Callable[[Row], None]] = None,
     out: Optional[Union[str, os.PathLike[str]]] = None,
+    regrade: bool = False,
 ) -> Gradebook:
     """Grade every submission of ``inputs`` on ``task`` and return the gradebook (written to ``out`` if given).
 
@@ -355,17 +473,22 @@ def grade_batch(
         inputs: a directory, a CSV file, or submissions already read.
         workers: backend runs at once (bounded thread pool).
         dedupe: grade each distinct normalized policy once and share its grade.
-        journal: JSONL file of finished rows; rows found there are not graded again.
+        journal: JSONL file of finished rows; a row found there is not graded again when its
+            student, policy bytes and ``grading_of(task, backend)`` are all equal.
             Defaults to ``output_files(out)["journal"]`` when ``out`` is given.
         progress: called with (rows done, rows in all) as rows finish.
         on_row: called with each row as soon as it is final (autograde hands each notebook its own).
+        regrade: grade every submission afresh, whatever the journal holds (it is still read,
+            to name the students whose score changed).
     """
     started = time.monotonic()
     subs = inputs if isinstance(inputs, list) else read_submissions(inputs)
     jpath = Path(journal) if journal is not None else (output_files(out)["journal"] if out is not None else None)
-    done_before = _load_journal(jpath, task) if jpath else {}
-    log = _Journal(jpath, task)
+    grading = grading_of(task, backend)
+    done_before, history = _load_journal(jpath, task) if jpath else ({}, {})
+    log = _Journal(jpath, task, grading)
     rows: dict[str, Row] = {}
+    changes: dict[str, ScoreChange] = {}
     total = len(subs)
     resumed = 0
 
@@ -373,6 +496,9 @@ def grade_batch(
         rows[row.student] = row
         if not from_journal:
             log.append(row)
+        change = _change(row, grading, history.get(row.student, []), resumed=from_journal)
+        if change is not None:
+            changes[row.student] = change
         if progress:
             progress(len(rows), total)
         if on_row:
@@ -382,10 +508,10 @@ def grade_batch(
     runs = 0
     try:
         for sub in subs:
-            prior = done_before.get(_journal_key(sub.student, sub.sha256)) if sub.data is not None else None
-            if prior is not None:
+            stored = done_before.get(_journal_key(sub.student, sub.sha256)) if sub.data is not None else None
+            if stored is not None and stored.grading == grading and not regrade:
                 resumed += 1
-                finish(prior, from_journal=True)
+                finish(stored.row, from_journal=True)
             elif sub.data is None:
                 finish(_error_row(sub, task, sub.error, backend.name))
             else:
@@ -430,6 +556,7 @@ def grade_batch(
     book = Gradebook(
         task=task.id, max_score=task.max_score, rows=tuple(rows[s] for s in sorted(rows)),
         backend=backend.name, seconds=time.monotonic() - started, runs=runs, resumed=resumed,
+        changes=tuple(changes[s] for s in sorted(changes)),
     )
     if out is not None:
         book.write(out)

@@ -139,13 +139,19 @@ COMMANDS: tuple[Command, ...] = (
                 "--dedupe", action=argparse.BooleanOptionalAction, default=api_default(grade_batch, "dedupe"),
                 help="grade identical policies once (default: %(default)s); --no-dedupe grades every submission",
             ),
+            arg(
+                "--regrade", action="store_true", default=api_default(grade_batch, "regrade"),
+                help="grade every submission again, reusing nothing from the journal",
+            ),
             _BACKEND,
             _JSON,
         ),
         "Grade every submission (a directory with one policy file per student, or a CSV with "
         "student,policy_path or student,policy_json) and write gradebook.csv and gradebook.json. Identical "
         "policies are graded once; a broken submission gets a row with its error. Finished rows are kept in "
-        "OUT/journal.jsonl, so rerunning an interrupted batch resumes it. Exit 0 when the batch finished, "
+        "OUT/journal.jsonl with what decided them (Sandbox Lab version, rubric, world, backend, policy): rerunning "
+        "an interrupted batch resumes it, and a row is reused only when all of these are equal (--regrade reuses "
+        "none). The summary names every student whose score changed. Exit 0 when the batch finished, "
         "whatever the scores.",
     ),
     Command("schema", "print the policy's JSON Schema (for editors)", run_schema),

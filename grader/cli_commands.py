@@ -188,7 +188,7 @@ def run_grade_batch(args: argparse.Namespace, io: Streams) -> int:
         try:
             book = grade_batch(
                 task, args.inputs, backend, workers=args.workers, dedupe=args.dedupe,
-                out=out, progress=ProgressBar(f"{task.id}", io.err),
+                out=out, progress=ProgressBar(f"{task.id}", io.err), regrade=args.regrade,
             )
         except KeyboardInterrupt:
             io.err.write("\n")  # the progress bar may be mid-line on a terminal
@@ -210,10 +210,12 @@ def run_grade_batch(args: argparse.Namespace, io: Streams) -> int:
 
 
 def run_setup(args: argparse.Namespace, io: Streams) -> int:
-    from .backends.docker import client_from_env
+    from .backends import docker_module
+
+    client = docker_module().client_from_env()  # a missing docker SDK says: pip install 'sandbox-lab[docker]'
     from .backends.images import ensure_images
 
-    images = ensure_images(client_from_env(), progress_to(io), **given(args, "rebuild"))
+    images = ensure_images(client, progress_to(io), **given(args, "rebuild"))
     if args.json:
         io.out.write(dump({"sandbox": images.sandbox, "services": images.services}))
     else:
@@ -222,9 +224,10 @@ def run_setup(args: argparse.Namespace, io: Streams) -> int:
 
 
 def run_cleanup(args: argparse.Namespace, io: Streams) -> int:
-    from .backends.docker import cleanup, client_from_env
+    from .backends import docker_module
 
-    removed = cleanup(client_from_env(), **given(args, "everything"))
+    docker = docker_module()  # a missing docker SDK says: pip install 'sandbox-lab[docker]'
+    removed = docker.cleanup(docker.client_from_env(), **given(args, "everything"))
     if args.json:
         io.out.write(dump({"removed": removed, "count": len(removed)}))
         return EXIT_OK

@@ -17,13 +17,14 @@ from __future__ import annotations
 import importlib
 import os
 import re
+from types import ModuleType
 from typing import Callable, Optional, cast
 
 from ..errors import DockerUnavailable
 from .base import Backend
 from .static import StaticBackend
 
-__all__ = ["BACKEND_ENV", "BACKEND_NAMES", "Backend", "StaticBackend", "default", "get"]
+__all__ = ["BACKEND_ENV", "BACKEND_NAMES", "Backend", "StaticBackend", "default", "docker_module", "get"]
 
 BACKEND_NAMES = ("static", "docker", "auto", "srt")
 BACKEND_ENV = "SANDBOX_LAB_BACKEND"  # overrides the name ``default()`` starts from
@@ -31,18 +32,23 @@ BACKEND_ENV = "SANDBOX_LAB_BACKEND"  # overrides the name ``default()`` starts f
 Progress = Callable[[str], object]  # the return value, if any, is ignored
 
 
-def _docker(progress: Optional[Progress], shared: bool = False) -> Backend:
+def docker_module() -> ModuleType:
+    """``grader.backends.docker``, or ``DockerUnavailable`` naming the install command when the SDK is missing."""
     try:
-        module = importlib.import_module("grader.backends.docker")
+        return importlib.import_module("grader.backends.docker")
     except ImportError as exc:
         if exc.name == "docker" or (exc.name or "").startswith("docker."):
-            # docker is a core dependency: missing means a broken install, not an opt-out
+            # the docker SDK is an extra: a static-only install (pip install sandbox-lab) has none
             raise DockerUnavailable(
-                "the Python package 'docker' is not installed; reinstall with: pip install 'sandbox-lab'"
+                "the Python package 'docker' is not installed; install it with: pip install 'sandbox-lab[docker]'"
             ) from None
         if exc.name == "grader.backends.docker":
             raise DockerUnavailable("this version of Sandbox Lab has no Docker backend") from None
         raise
+
+
+def _docker(progress: Optional[Progress], shared: bool = False) -> Backend:
+    module = docker_module()
     cls = module.DockerBackend
     # A one-shot process (a terminal's `sandbox-lab probe`) shares the machine's simulated
     # internet and warm proxies with the next one (``hub``); a long-lived one keeps its own

@@ -24,7 +24,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"
 # What a learner's notebook needs; the package itself is installed by postBuild.
-REQUIRED = {"jupyterlab", "ipywidgets", "nbgrader", "pydantic", "docker", "nbclient"}
+REQUIRED = {"jupyterlab", "ipywidgets", "nbgrader", "pydantic", "nbclient"}
+NOT_ON_BINDER = {"docker"}  # no engine there: the static backend needs no Docker SDK
 FIRST_LESSONS = ["00-start-here/start-here.ipynb", "01-why-sandbox/why-sandbox.ipynb"]
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([0-9][0-9A-Za-z.+!-]*)$")
 
@@ -44,6 +45,18 @@ def _requirements() -> dict[str, str]:
 def test_requirements_pin_every_package_the_lessons_need() -> None:
     pins = _requirements()
     assert REQUIRED <= set(pins), f"missing from binder/requirements.txt: {sorted(REQUIRED - set(pins))}"
+
+
+def test_requirements_carry_nothing_binder_cannot_use_and_match_the_tested_versions() -> None:
+    pins = _requirements()
+    assert not NOT_ON_BINDER & set(pins), f"binder/requirements.txt pins {sorted(NOT_ON_BINDER & set(pins))}: Binder has no Docker engine"
+    tested: dict[str, str] = {}
+    for line in (ROOT / "constraints" / "test.txt").read_text().splitlines():
+        m = _PIN.match(line.split("#", 1)[0].strip())
+        if m:
+            tested[m.group(1).lower().replace("_", "-")] = m.group(2)
+    differ = {name: (pin, tested[name]) for name, pin in pins.items() if name in tested and tested[name] != pin}
+    assert not differ, f"binder/requirements.txt and constraints/test.txt disagree (binder, tested): {differ}"
 
 
 def test_requirements_satisfy_the_package_dependencies() -> None:

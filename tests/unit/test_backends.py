@@ -43,7 +43,7 @@ def test_missing_docker_sdk_names_the_install_command(monkeypatch: pytest.Monkey
     _import_failing(monkeypatch, "docker")
     with pytest.raises(DockerUnavailable) as info:
         backends.get("docker")
-    assert "pip install 'sandbox-lab'" in str(info.value)
+    assert "pip install 'sandbox-lab[docker]'" in str(info.value)
 
 
 def test_missing_backend_module_is_docker_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,7 +60,7 @@ def test_auto_falls_back_to_static_with_a_notice(monkeypatch: pytest.MonkeyPatch
     assert len(result.notes) == 1
     note = result.notes[0]
     assert note.startswith("predicted, not run: no Docker engine answers (")
-    assert "pip install 'sandbox-lab'" in note
+    assert "pip install 'sandbox-lab[docker]'" in note
 
 
 def test_auto_uses_docker_when_it_works(monkeypatch: pytest.MonkeyPatch) -> None:

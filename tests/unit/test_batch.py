@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import threading
@@ -206,3 +207,156 @@ def test_progress_bar_without_a_terminal() -> None:
     lines = buf.getvalue().splitlines()
     assert 10 <= len(lines) <= 12
     assert lines[-1].startswith("t [##########] 100/100")
+
+
+# --- what decides a stored grade: reuse only an exact match ---------------------------------
+
+
+class Named(Counting):
+    """The static backend under another name (the journal must tell backends apart by name alone)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+
+
+class Harsher(Counting):
+    """A backend that disagrees with the static one: every run judged as if the policy were the naive one."""
+
+    name = "docker"
+
+    def run(self, plan: RunPlan) -> RunResult:
+        from grader.plan import build_plan
+        from grader.policy import load_policy
+
+        import dataclasses
+
+        return dataclasses.replace(super().run(build_plan(load_policy(NAIVE))), backend="docker")
+
+
+def _five(folder: Path) -> Path:
+    """Five students, five files that all score full marks (graded with dedupe=False: a run each)."""
+    folder.mkdir()
+    sol = json.loads(SOLUTION)
+    for i, student in enumerate(["ada", "ben", "cy", "dee", "eve"]):
+        pol = json.loads(json.dumps(sol))
+        pol["filesystem"]["allowRead"] = list(pol["filesystem"].get("allowRead", [])) + ["/app/workspace"] * (i > 0)
+        (folder / f"{student}.json").write_text(json.dumps(pol, indent=i))  # other bytes, same meaning
+    return folder
+
+
+def test_an_exact_match_is_reused_and_nothing_else_is_run(tmp_path: Path) -> None:
+    subs, out = _five(tmp_path / "subs"), tmp_path / "out"
+    first = grade_batch(TASK, subs, Counting(), out=out, dedupe=False)
+    assert first.runs == 5 and first.resumed == 0 and first.changes == ()
+    again = Counting()
+    book = grade_batch(TASK, subs, again, out=out, dedupe=False)
+    assert again.runs == 0 and book.resumed == 5 and book.changes == ()
+    assert [(r.student, r.score) for r in book.rows] == [(r.student, r.score) for r in first.rows]
+    line = json.loads((out / "journal.jsonl").read_text().splitlines()[0])
+    assert line["v"] == 2 and set(line["grading"]) == {"version", "task", "rubric", "world", "backend"}
+
+
+def test_another_backend_regrades_every_row_and_names_each_changed_score(tmp_path: Path) -> None:
+    subs, out = _five(tmp_path / "subs"), tmp_path / "out"
+    static = grade_batch(TASK, subs, Counting(), out=out, dedupe=False)
+    assert all(r.score == TASK.max_score for r in static.rows)
+    harsher = Harsher()
+    book = grade_batch(TASK, subs, harsher, out=out, dedupe=False)
+    assert book.resumed == 0 and harsher.runs == 5
+    assert all(r.backend == "docker" for r in book.rows)
+    assert all(r.score < TASK.max_score for r in book.rows)
+    assert [c.student for c in book.changes] == ["ada", "ben", "cy", "dee", "eve"]
+    for change, row in zip(book.changes, book.rows):
+        assert (change.before, change.after) == (TASK.max_score, row.score)
+        assert "backend static → docker" in change.why
+        assert f"{change.student}: {TASK.max_score} → {row.score} of {TASK.max_score} ({row.score - TASK.max_score:+d}" in book.summary()
+    assert "score changed for 5 student(s)" in book.summary()
+    assert json.loads((out / "gradebook.json").read_text())["changes"][0]["delta"] == book.rows[0].score - TASK.max_score
+    # same name, same scores: a backend change with nothing to report still regrades
+    same = Named("srt")
+    book2 = grade_batch(TASK, subs, same, out=out, dedupe=False)
+    assert same.runs == 5 and book2.resumed == 0
+
+
+def test_a_rubric_change_regrades(tmp_path: Path) -> None:
+    import dataclasses
+
+    subs, out = _five(tmp_path / "subs"), tmp_path / "out"
+    grade_batch(TASK, subs, Counting(), out=out, dedupe=False)
+    doubled = dataclasses.replace(TASK, checks=tuple(dataclasses.replace(c, points=2 * c.points) for c in TASK.checks))
+    again = Counting()
+    book = grade_batch(doubled, subs, again, out=out, dedupe=False)
+    assert again.runs == 5 and book.resumed == 0
+    assert {(c.before, c.after, c.why) for c in book.changes} == {(TASK.max_score, 2 * TASK.max_score, "rubric")}
+    # a reworded fix decides feedback too: regraded, though no score changes
+    reworded = dataclasses.replace(doubled, checks=(dataclasses.replace(doubled.checks[0], fix="another fix"), *doubled.checks[1:]))
+    third = Counting()
+    assert grade_batch(reworded, subs, third, out=out, dedupe=False).changes == () and third.runs == 5
+
+
+def test_a_version_or_world_change_regrades(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    import grader.batch
+    import grader.version
+
+    subs, out = _five(tmp_path / "subs"), tmp_path / "out"
+    grade_batch(TASK, subs, Counting(), out=out, dedupe=False)
+    monkeypatch.setattr(grader.version, "__version__", "99.0.0")
+    upgraded = Counting()
+    assert grade_batch(TASK, subs, upgraded, out=out, dedupe=False).resumed == 0 and upgraded.runs == 5
+    world = grader.batch.load_world()
+    monkeypatch.setattr(grader.batch, "load_world", lambda: dataclasses.replace(world, hosts=world.hosts[:-1]))
+    moved = Counting()
+    assert grade_batch(TASK, subs, moved, out=out, dedupe=False).resumed == 0 and moved.runs == 5
+    settled = Counting()
+    assert grade_batch(TASK, subs, settled, out=out, dedupe=False).resumed == 5 and settled.runs == 0
+
+
+def test_regrade_reuses_nothing(tmp_path: Path) -> None:
+    subs, out = _five(tmp_path / "subs"), tmp_path / "out"
+    grade_batch(TASK, subs, Counting(), out=out, dedupe=False)
+    forced = Counting()
+    book = grade_batch(TASK, subs, forced, out=out, dedupe=False, regrade=True)
+    assert forced.runs == 5 and book.resumed == 0 and book.changes == ()
+
+
+def test_a_version_1_journal_is_compared_with_never_reused(tmp_path: Path) -> None:
+    subs, out = _five(tmp_path / "subs"), tmp_path / "out"
+    out.mkdir()
+    sha = hashlib.sha256((subs / "ada.json").read_bytes()).hexdigest()
+    old = {"student": "ada", "score": 1, "max_score": TASK.max_score, "status": "ok", "feedback": "", "sha256": sha, "backend": "static"}
+    (out / "journal.jsonl").write_text(json.dumps({"v": 1, "task": TASK.id, "row": old}) + "\n")
+    runs = Counting()
+    book = grade_batch(TASK, subs, runs, out=out, dedupe=False)
+    assert runs.runs == 5 and book.resumed == 0
+    assert [(c.student, c.before, c.after) for c in book.changes] == [("ada", 1, TASK.max_score)]
+    assert "earlier version" in book.changes[0].why
+
+
+def test_a_killed_regrade_still_names_the_changes_of_resumed_rows(tmp_path: Path) -> None:
+    subs, out = _five(tmp_path / "subs"), tmp_path / "out"
+    grade_batch(TASK, subs, Counting(), out=out, dedupe=False)
+    killed = Harsher()
+    killed.interrupt_after = 2
+    with pytest.raises(KeyboardInterrupt):
+        grade_batch(TASK, subs, killed, out=out, dedupe=False, workers=1)
+    rerun = Harsher()
+    book = grade_batch(TASK, subs, rerun, out=out, dedupe=False, workers=1)
+    assert 0 < book.resumed < 5 and rerun.runs == 5 - book.resumed
+    assert [c.student for c in book.changes] == ["ada", "ben", "cy", "dee", "eve"]
+
+
+def test_grade_batch_cli_regrade_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from grader.cli import main
+
+    subs, out = _five(tmp_path / "subs"), tmp_path / "out"
+    argv = ["grade-batch", "--task", TASK.id, str(subs), "--out", str(out), "--backend", "static", "--json"]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["resumed"] == 5
+    assert main([*argv, "--regrade"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["resumed"] == 0 and again["runs"] >= 1 and again["changes"] == []
