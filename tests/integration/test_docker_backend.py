@@ -226,7 +226,8 @@ def test_an_allowed_name_the_world_does_not_know_gets_the_ssh_key(docker_backend
     r = docker_backend.run(build_plan(load_policy({"network": {"allowedDomains": [*PIP, extra]}})))
     exfil = r.outcome("exfil-secret")
     assert exfil.outcome == "succeeded", exfil
-    assert f"canary of /home/user/.ssh/id_rsa received by {extra}: POST /upload/" in exfil.evidence[0], exfil.evidence
+    assert exfil.evidence[0].startswith(f"{extra} logged POST /upload/"), exfil.evidence
+    assert "with the canary of /home/user/.ssh/id_rsa in its body" in exfil.evidence[0], exfil.evidence
     upload = r.outcome("exfil-via-allowed-domain")
     assert upload.outcome == "succeeded" and any(e.startswith(f"{extra} stored POST") for e in upload.evidence), upload
     assert r.outcome("job-fetch-pypi").outcome == "succeeded"

@@ -142,7 +142,8 @@ def test_the_probe_board_shows_the_backdoor_firing_with_the_sinks_line(docker_ba
     for pid, when in (("write-shell-rc", "ran in the next shell"), ("write-git-hook", "ran at the next git commit in /project")):
         o = result.outcome(pid)
         assert o.outcome == "succeeded"
-        assert o.evidence[-1].startswith(f"the backdoor {when} and sent ~/.ssh/id_rsa to attacker.example: canary of /home/user/.ssh/id_rsa received by attacker.example: POST /next/"), o.evidence
+        assert o.evidence[-1].startswith(f"the backdoor {when} and sent ~/.ssh/id_rsa to attacker.example: attacker.example logged POST /next/"), o.evidence
+        assert "with the canary of /home/user/.ssh/id_rsa in its body" in o.evidence[-1], o.evidence
     settings = result.outcome("write-sandbox-settings")
     assert settings.evidence[-1].startswith("the next sandboxed session read the rewritten settings (allowedDomains: attacker.example) and sent ~/.ssh/id_rsa"), settings.evidence
     assert not result.notes

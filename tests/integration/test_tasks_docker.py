@@ -58,7 +58,8 @@ def test_naive_setup_loses_points_with_upload_evidence(backend: Backend) -> None
     assert not leak.passed
     # the evidence is what the simulated internet stored, not the static prediction
     assert "exfil-secret" in leak.message
-    assert "received by" in leak.message and ("gist.github.com" in leak.message or "api.github.com" in leak.message), leak.message
+    assert ("gist.github.com logged" in leak.message or "api.github.com logged" in leak.message), leak.message
+    assert "with the canary of" in leak.message, leak.message
     assert "Fix:" in leak.message
     assert not g.check("build-works").passed
 
