@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from .analyzer import lint, predict
-from .cli_core import EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, given, one_line, pick_backend, progress_to
+from .cli_core import EXIT_BACKEND, EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, given, one_line, pick_backend, progress_to
 from .errors import PolicyError
 from .export import export
 from .plan import build_plan
@@ -307,13 +307,18 @@ def run_attack(args: argparse.Namespace, io: Streams) -> int:
     before = _attempts_before(lvl.item_id, io)
     with pick_backend(args, io, shared=True) as backend:
         result = attack(lvl, code, backend, attempts_before=before)
-    _record(lvl.item_id, result.captured, bool(result.hint), io)
-    if result.note:
-        io.err.write(f"{PROG}: note: {result.note}\n")
+    if result.captured is not None:  # a run that could not be judged is no attempt and unlocks no hint
+        _record(lvl.item_id, result.captured, bool(result.hint), io)
+        if result.note:
+            io.err.write(f"{PROG}: note: {result.note}\n")
+    else:
+        io.err.write(f"{PROG}: error: could not judge the attack: {result.error}. Rerun it; this run is not counted.\n")
     if args.json:
         io.out.write(dump(result.to_json()))
     else:
         from .report import render_attack
 
         io.out.write(render_attack(result, attempt=before + 1))
+    if result.captured is None:
+        return EXIT_BACKEND
     return EXIT_OK if result.captured else EXIT_NOT_FULL
