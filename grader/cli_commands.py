@@ -109,6 +109,10 @@ def run_probe(args: argparse.Namespace, io: Streams) -> int:
     else:
         warnings = lint(policy) if policy is not None else ()
         io.out.write(render_text(result, warnings=warnings, color=_color(args.color, io.out), width=_width()))
+    unjudged = [p.id for p in result.probes if p.outcome == "error"]
+    if unjudged:  # a probe whose evidence is incomplete has no verdict: the run is broken
+        io.err.write(f"{PROG}: error: could not judge {', '.join(unjudged)}: the run's evidence is incomplete; rerun it.\n")
+        return EXIT_BACKEND
     return EXIT_OK
 
 
@@ -174,6 +178,10 @@ def run_grade(args: argparse.Namespace, io: Streams) -> int:
         io.out.write(result.feedback() + "\n")
     if not result.valid:
         return EXIT_INVALID
+    if result.could_not_grade:  # incomplete evidence is a broken run, not a verdict on the policy
+        io.err.write(f"{PROG}: error: could not grade {', '.join(c.id for c in result.could_not_grade)}: "
+                     "the run's evidence is incomplete; rerun the grader.\n")
+        return EXIT_BACKEND
     return EXIT_OK if result.full_marks else EXIT_NOT_FULL
 
 

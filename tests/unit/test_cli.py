@@ -384,6 +384,46 @@ def test_every_exit_code_is_reachable(capsys: pytest.CaptureFixture[str], monkey
     assert sorted(reached) == sorted(code for code, _ in cli.EXIT_CODES)
 
 
+class _LosesOne(Closing):
+    """The static run with one probe's evidence lost, as a Docker run whose log was cut reports it."""
+
+    name = "docker"
+
+    def __init__(self, lost: str) -> None:
+        self.lost = lost
+
+    def run(self, plan: RunPlan) -> RunResult:
+        from dataclasses import replace
+
+        r = StaticBackend().run(plan)
+        return replace(r, backend="docker", probes=tuple(
+            replace(p, outcome="error", explanation="Cannot tell: the run's evidence cannot be read whole (dns.jsonl: cut off).")
+            if p.id == self.lost else p for p in r.probes))
+
+
+def test_grade_and_probe_with_evidence_that_could_not_be_judged_exit_3_never_full_marks(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.tasks import load_task
+
+    task = load_task(TASK)
+    lost = next(pid for c in task.checks if c.kind == "blocked" for pid in c.probes)
+    hit = [c.id for c in task.checks if lost in c.probes]
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: _LosesOne(lost))
+    assert run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "static")[0] == 0  # the same policy, judged whole
+    code, out, err = run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "docker")
+    assert code == 3 and f"could not grade {', '.join(hit)}" in err
+    assert f"/{task.max_score} " in out and f"{task.max_score}/{task.max_score}" not in out.splitlines()[0]
+    assert all(f"[ERROR] {i} (0/" in out for i in hit) and "could not grade: probe " + lost in out
+    code, out, _ = run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "docker", "--json")
+    data = json.loads(out)
+    assert code == 3 and data["could_not_grade"] == hit and data["score"] < data["max_score"]
+    assert all(c["points"] == 0 and "dns.jsonl: cut off" in c["error"] for c in data["checks"] if c["id"] in hit)
+    for argv in (("probe", PRACTICE, "--backend", "docker"), ("probe", PRACTICE, "--backend", "docker", "--json")):
+        code, out, err = run(capsys, *argv)
+        assert code == 3 and f"could not judge {lost}" in err, err
+    assert run(capsys, "probe", PRACTICE, "--backend", "static")[0] == 0
+
+
 def test_an_internal_error_is_not_a_grade_below_full_marks(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import grader.grading
 
