@@ -45,7 +45,7 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
-from ..evidence import Evidence
+from ..evidence import Evidence, log_window
 from ..execution import SIGNER_SOCKET, Execution, Job
 from ..outcomes import RunResult
 from ..verdicts import run_result
@@ -87,6 +87,9 @@ from .runlogs import ANY_CLIENT, close_run, forget_run, open_run
 
 __all__ = ["LABEL", "LABEL_PID", "DockerBackend", "cleanup", "client_from_env", "hardened_options", "runs_root", "sweep"]
 
+# how far before a run's window of the proxy's log to read for the line that numbers it: a proxy record is at
+# most a 64 KiB request head, JSON-escaped (up to 6 bytes a byte), plus its other fields
+PROXY_TAIL = 1 << 20
 HTTP_TIMEOUT = 5.0  # an HTTP exchange inside the sandbox: the proxy answers at once, even to refuse
 CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers in microseconds
 # TEST-NET-2 (RFC 5737), a documentation address. Only used where the sandbox
@@ -525,10 +528,13 @@ class _Run:
         """What the run's proxy logged since the run took it; WireError past the cap (a flood of its own run)."""
         if self.proxy_out is None:
             return ""
-        data = self.proxy_out.read("proxy.jsonl", self.proxy_since, MAX_OUTPUT + 1)
-        if len(data) > MAX_OUTPUT:
+        # with the tail before the run's window: its last line numbers the window's first (evidence.log_window)
+        start = max(0, self.proxy_since - PROXY_TAIL)
+        data = self.proxy_out.read("proxy.jsonl", start, self.proxy_since - start + MAX_OUTPUT + 1)
+        before, window = data[: self.proxy_since - start], data[self.proxy_since - start :]
+        if len(window) > MAX_OUTPUT:
             raise WireError(f"proxy.jsonl: more than {MAX_OUTPUT} bytes in this run")
-        return data.decode("utf-8", "replace")
+        return log_window(before.decode("utf-8", "replace"), window.decode("utf-8", "replace"), "proxy.jsonl", from_start=start == 0)
 
     def _infra_problem(self, net: Optional[_Net], finished: float) -> str:
         """Empty only if every recorder still runs and answered after the sandbox finished."""
