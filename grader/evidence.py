@@ -30,13 +30,14 @@ from typing import Callable, Iterable, Literal, Mapping, Optional, TypeVar
 from .access import Network
 from .domains import matches
 from .outcomes import SinkHit
+from .services.common import HEARTBEAT_HOST
 from .services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_record, parse_runner_line
 from .world import World
 
 __all__ = [
     "Evidence", "Markers", "NextSession", "RunnerRecord", "Verdict", "attacker_reads", "attempts", "backdoor_sightings",
     "canary_sightings", "dns_text", "encodings", "failures", "finished", "http_hits", "in_zone", "judge_read", "judge_write",
-    "log_window", "net_blocked", "parse_lines", "parse_runner_output", "sha256", "sightings", "timed_out", "write_marker",
+    "log_window", "net_blocked", "self_checked_after", "parse_lines", "parse_runner_output", "sha256", "sightings", "timed_out", "write_marker",
 ]
 
 # (outcome, why, evidence): what a probe's judge returns
@@ -88,8 +89,8 @@ def log_window(before: str, text: str, name: str, *, from_start: bool) -> str:
     last whole line): the window's records must number on from that line's, one by one. So a line dropped at
     the window's start or inside it, a duplicated or a reordered line, shows; a cut last line shows as a line
     that is not whole (``parse_lines``). What this cannot show is a record the service writes after the grader
-    read the window (a request still being decided then) or a whole last line lost: only a closing record
-    written on the grader's request would (``runlogs`` does that for the internet's logs).
+    read the window (a request still being decided then) or a whole last line lost; ``self_checked_after``
+    closes the second gap for the proxy.
     """
     if before and not before.endswith("\n"):
         raise WireError(f"{name}: the log before this run ends in a cut line")
@@ -109,6 +110,21 @@ def log_window(before: str, text: str, name: str, *, from_start: bool) -> str:
         if got != first + i:
             raise WireError(f"{where}: record out of place (seq {got}, expected {first + i}): a line was lost, repeated or moved")
     return text
+
+
+def self_checked_after(text: str, after: float) -> bool:
+    """Does ``text`` (a checked ``log_window`` of the proxy's log) hold one of the proxy's own self-checks decided
+    after ``after``? The proxy checks itself every ``HEARTBEAT_INTERVAL`` with a request to
+    ``HEARTBEAT_HOST`` from loopback, and logs it like any other. With the window numbered whole, such a line
+    proves that every record the proxy wrote before that moment is in the window: a log lost at its end lacks it.
+    """
+    for line in text.splitlines():
+        value = json.loads(line)
+        t = value.get("t")
+        if (value.get("host") == HEARTBEAT_HOST and str(value.get("client", "")).startswith("127.")
+                and isinstance(t, (int, float)) and t > after):
+            return True
+    return False
 
 
 def _seq(line: str, where: str) -> int:

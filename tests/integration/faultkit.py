@@ -75,12 +75,20 @@ def _lines(text: str) -> list[str]:
     return text.splitlines(keepends=True)
 
 
+def _last_of_the_sandbox(text: str) -> int:
+    """The index of the window's last line that is not one of the proxy's own self-checks (from loopback)."""
+    return max(i for i, ln in enumerate(_lines(text)) if '"client": "127.' not in ln)
+
+
 # What can happen to a run's window of its proxy's log (``evidence.log_window``), each applied to the real text.
 PROXY_FAULTS: dict[str, Callable[[str], str]] = {
     "lost-first-line": lambda text: "".join(_lines(text)[1:]),
     "lost-middle-line": lambda text: "".join(ln for i, ln in enumerate(_lines(text)) if i != len(_lines(text)) // 2),
     "duplicated-line": lambda text: _lines(text)[0] + text,
-    "cut-line": lambda text: text[: len(text) - len(_lines(text)[-1]) // 2],
+    # cut inside the sandbox's last record: it and the proxy's self-checks since are gone
+    "cut-line": lambda text: "".join(_lines(text)[: _last_of_the_sandbox(text)]) + _lines(text)[_last_of_the_sandbox(text)][:20],
+    # cut at a line boundary after the sandbox's last record: the proxy's self-checks since are gone
+    "lost-last-lines": lambda text: "".join(_lines(text)[: _last_of_the_sandbox(text) + 1]),
 }
 
 

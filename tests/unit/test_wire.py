@@ -263,3 +263,23 @@ def test_a_lost_repeated_moved_or_cut_proxy_line_is_a_wire_error(tmp_path: Path,
     before, window = _split(_proxy_log(tmp_path, 8), 3)
     with pytest.raises(wire.WireError):
         log_window(before, PROXY_WINDOW_FAULTS[fault](window), "proxy.jsonl", from_start=True)
+
+
+def test_a_window_is_whole_up_to_a_moment_only_with_a_self_check_of_the_proxy_decided_after_it(tmp_path: Path) -> None:
+    from grader.evidence import log_window, self_checked_after
+    from grader.services.common import HEARTBEAT_HOST, JsonlLog
+
+    path = tmp_path / "proxy.jsonl"
+    log = JsonlLog(str(path))
+    log.write(fakewire.proxy("gist.github.com", t=10.0))
+    log.write(fakewire.proxy(HEARTBEAT_HOST, "deny", client="127.0.0.1", t=11.0))
+    log.write(fakewire.proxy("gist.github.com", t=12.0))
+    text = log_window("", path.read_text(), "proxy.jsonl", from_start=True)
+    assert self_checked_after(text, 10.5) and not self_checked_after(text, 11.0)
+    # the sandbox's own request to that name is no self-check of the proxy's
+    log.write(fakewire.proxy(HEARTBEAT_HOST, "deny", client="10.0.0.2", t=20.0))
+    assert not self_checked_after(path.read_text(), 12.0)
+    log.write(fakewire.proxy(HEARTBEAT_HOST, "deny", client="127.0.0.1", t=21.0))
+    whole = path.read_text()
+    assert self_checked_after(whole, 12.0)
+    assert not self_checked_after("".join(_lines(whole)[:-1]), 12.0)  # the log lost at its end: not shown whole
