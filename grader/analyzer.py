@@ -64,14 +64,27 @@ def lint(policy: Policy, world: Optional[World] = None) -> tuple[Problem, ...]:
     w = world or load_world()
     out: list[Problem] = list(policy.warnings)
     fs = policy.filesystem
+    grants = access_for(policy, w)
     for key in ("allowRead", "denyRead", "allowWrite", "denyWrite"):
         for i, entry in enumerate(getattr(fs, key)):
             ptr = json_pointer(("filesystem", key, i))
             inside = w.root_of(entry) is not None or any(covers(entry, r) for r in w.roots)
-            if _runtime(entry):
-                out.append(Problem(ptr, f'"{entry}" is part of the runtime (/usr, /etc, ...), which is always readable and never writable in Sandbox Lab; this rule changes nothing here.'))
-            elif not inside:
-                out.append(Problem(ptr, f'"{entry}" is outside the simulated machine ({", ".join(w.roots)}); this rule changes nothing here. The host is never mounted, whatever the policy says.'))
+            if inside:
+                continue
+            # an allow rule that itself grants a path the world does not model: nothing measured it, and grading
+            # counts it as an over-grant (needs._unmodelled_grants); a deny rule there, or an allow rule a deny
+            # takes back, changes nothing
+            decided = grants.read(entry) if key == "allowRead" else grants.write(entry) if key == "allowWrite" else None
+            counted = decided is not None and decided.allowed and decided.rule == (key, entry)
+            where = ("part of the runtime (/usr, /etc, ...), which is always readable and never writable in Sandbox Lab"
+                     if _runtime(entry) else f"outside the simulated machine ({', '.join(w.roots)}), which is never mounted here")
+            if counted:
+                out.append(Problem(ptr, f'"{entry}" is {where}, so no run measures what this rule grants; on a real machine it '
+                                        "grants it all the same, and no job here needs it. `grade` counts it as more than the job "
+                                        f"needs (an over-grant: its {'least-read' if key == 'allowRead' else 'least-write'} check scores 0). "
+                                        f"Remove it: delete {ptr}."))
+            else:
+                out.append(Problem(ptr, f'"{entry}" is {where}; this rule changes nothing here.'))
     for i, entry in enumerate(fs.allowWrite):
         d = access_for(policy, w).read(entry)
         if not d.allowed and d.rule and d.rule[0] == "denyRead":

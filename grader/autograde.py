@@ -237,6 +237,9 @@ def grade_attacks(nb: NotebookNode, backend: Optional[Backend] = None) -> dict[s
             where = "; ".join(s.evidence for s in result.sinks)
             cell.outputs = [_stream(f"level {number}: captured (verified by Sandbox Lab's own run in {result.backend}, "
                                     f"outside your kernel, with a fresh flag): {where}")]
+        elif result.captured is None:
+            cell.outputs = [_error(f"level {number}: not verified, no points: could not grade: the grader's run could not "
+                                   f"be judged ({result.error}); regrade this submission")]
         else:
             cell.outputs = [_error(f"level {number}: not captured in Sandbox Lab's own run (outside your kernel). Hint: {result.hint}")]
     return scored

@@ -444,7 +444,8 @@ class ProgressBar:
 
 def _row(sub: Submission, g: Grade) -> Row:
     return Row(
-        student=sub.student, score=g.score, max_score=g.max_score, status="ok" if g.valid else "invalid",
+        student=sub.student, score=g.score, max_score=g.max_score,
+        status="invalid" if not g.valid else "error" if g.could_not_grade else "ok",  # an error row is regraded on resume
         feedback=g.feedback(), source=sub.source, sha256=sub.sha256,
         checks=tuple(c.to_json() for c in g.checks), backend=g.backend,
     )

@@ -730,6 +730,11 @@ def attack_html(result: AttackResult, *, attempt: int = 1) -> str:
     out = result.output
     printed = (f"<details><summary>What the attack printed ({len(out)} characters; it decides nothing)</summary>"
                f"<pre style='white-space:pre-wrap'>{_h(out) if out.strip() else '(nothing)'}</pre></details>")
+    if result.captured is None:  # the evidence was cut or a recorder failed: an error, not a verdict
+        return (f'<div class="sl-attack-outcome sl-error" data-level="{lv.number}" data-captured="error" style="color:{_AMBER}">'
+                f"<p><strong>Could not judge this attack</strong>: {_h(result.error)}.</p><p>The run is broken, not your "
+                "attack's verdict: it is not counted as an attempt and unlocks no hint. Rerun it.</p>"
+                f"{printed}</div>")
     if result.captured:
         rows = "".join(f"<li><strong>{_h(s.host)}</strong> ({_h(s.how)}): {_h(s.evidence)}</li>" for s in result.sinks)
         body = (f'<p style="color:{_GREEN}"><strong>⚑ Captured</strong> (attempt {attempt}): the flag <code>{_h(result.flag)}</code> '
@@ -737,9 +742,7 @@ def attack_html(result: AttackResult, *, attempt: int = 1) -> str:
     else:
         elsewhere = "".join(f"<li>It reached {_h(s.host)} by {_h(s.how)}, but this level counts only: {_h(', '.join(lv.channels))}.</li>"
                             for s in result.elsewhere)
-        verdict = (f'<p style="color:{_AMBER}"><strong>Could not judge</strong> (attempt {attempt}): {_h(result.note)}. '
-                   "This attempt counts neither way.</p>" if result.note else
-                   f'<p style="color:{_RED}"><strong>Not captured</strong> (attempt {attempt}): no log of the simulated internet '
+        verdict = (f'<p style="color:{_RED}"><strong>Not captured</strong> (attempt {attempt}): no log of the simulated internet '
                    "shows the flag where the attacker can read it.</p>")
         body = (f"{verdict}{'<ul>' + elsewhere + '</ul>' if elsewhere else ''}"
                 f"<p><small>The sandbox:</small></p><pre style='margin:0'>{_h(lv.sandbox_text())}</pre>"

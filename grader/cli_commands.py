@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Optional, TextIO
 
 from .analyzer import lint, predict
-from .cli_core import EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, given, one_line, pick_backend, progress_to
+from .cli_core import EXIT_BACKEND, EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, given, one_line, pick_backend, progress_to
 from .errors import PolicyError
 from .export import export
 from .plan import build_plan
@@ -109,6 +109,10 @@ def run_probe(args: argparse.Namespace, io: Streams) -> int:
     else:
         warnings = lint(policy) if policy is not None else ()
         io.out.write(render_text(result, warnings=warnings, color=_color(args.color, io.out), width=_width()))
+    unjudged = [p.id for p in result.probes if p.outcome == "error"]
+    if unjudged:  # a probe whose evidence is incomplete has no verdict: the run is broken
+        io.err.write(f"{PROG}: error: could not judge {', '.join(unjudged)}: the run's evidence is incomplete; rerun it.\n")
+        return EXIT_BACKEND
     return EXIT_OK
 
 
@@ -174,6 +178,10 @@ def run_grade(args: argparse.Namespace, io: Streams) -> int:
         io.out.write(result.feedback() + "\n")
     if not result.valid:
         return EXIT_INVALID
+    if result.could_not_grade:  # incomplete evidence is a broken run, not a verdict on the policy
+        io.err.write(f"{PROG}: error: could not grade {', '.join(c.id for c in result.could_not_grade)}: "
+                     "the run's evidence is incomplete; rerun the grader.\n")
+        return EXIT_BACKEND
     return EXIT_OK if result.full_marks else EXIT_NOT_FULL
 
 
@@ -310,13 +318,18 @@ def run_attack(args: argparse.Namespace, io: Streams) -> int:
     before = _attempts_before(lvl.item_id, io)
     with pick_backend(args, io, shared=True) as backend:
         result = attack(lvl, code, backend, attempts_before=before)
-    _record(lvl.item_id, result.captured, bool(result.hint), io)
-    if result.note:
-        io.err.write(f"{PROG}: note: {result.note}\n")
+    if result.captured is not None:  # a run that could not be judged is no attempt and unlocks no hint
+        _record(lvl.item_id, result.captured, bool(result.hint), io)
+        if result.note:
+            io.err.write(f"{PROG}: note: {result.note}\n")
+    else:
+        io.err.write(f"{PROG}: error: could not judge the attack: {result.error}. Rerun it; this run is not counted.\n")
     if args.json:
         io.out.write(dump(result.to_json()))
     else:
         from .report import render_attack
 
         io.out.write(render_attack(result, attempt=before + 1))
+    if result.captured is None:
+        return EXIT_BACKEND
     return EXIT_OK if result.captured else EXIT_NOT_FULL

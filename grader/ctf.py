@@ -131,10 +131,15 @@ class Level:
 @dataclass(frozen=True)
 class AttackResult:
     """What one attack on one level did: captured or not, where the flag arrived (with the log that proves it), the
-    attack's own output (capped by the backend), and the hint for a miss."""
+    attack's own output (capped by the backend), and the hint for a miss.
+
+    ``captured`` is None when the run could not be judged: no sighting, and the evidence was cut or a recorder
+    failed, so its silence shows no miss. That is an error (``error`` says why), never "not captured": it unlocks
+    no hint and counts as no attempt.
+    """
 
     level: Level
-    captured: bool
+    captured: Optional[bool]
     sinks: tuple[SinkHit, ...]
     output: str
     hint: str
@@ -145,10 +150,19 @@ class AttackResult:
     elsewhere: tuple[SinkHit, ...] = ()  # the flag arrived, but by a channel this level does not count
     note: str = ""  # anything that limits what the run can prove (a recorder that failed, no replay)
 
+    @property
+    def error(self) -> str:
+        """Why this run could not be judged ("" when it was: captured, or missed with the evidence read whole)."""
+        return self.note if self.captured is None else ""
+
     def to_json(self) -> dict[str, Any]:
-        """The contract's shape: ``{"level", "captured", "sinks": [{"host", "how", "evidence"}], "output", "hint"}``."""
-        return {"level": self.level.number, "captured": self.captured, "sinks": [s.to_json() for s in self.sinks],
-                "output": self.output, "hint": self.hint}
+        """The contract's shape: ``{"level", "captured", "sinks": [{"host", "how", "evidence"}], "output", "hint"}``;
+        a run that could not be judged has ``"captured": null`` and adds ``"error"`` (why) and ``"problems": []``."""
+        data: dict[str, Any] = {"level": self.level.number, "captured": self.captured,
+                                "sinks": [s.to_json() for s in self.sinks], "output": self.output, "hint": self.hint}
+        if self.captured is None:
+            data.update(error=f"could not judge the attack: {self.error}", problems=[])
+        return data
 
 
 def new_flag() -> str:
@@ -171,15 +185,16 @@ def channel_of(hit: SinkHit) -> Channel:
 
 
 def judge(lvl: Level, ex: Execution, flag: str, attempts_before: int = 0, world: Optional[World] = None) -> AttackResult:
-    """Captured when the flag arrived at a sink the attacker reads, by a channel the level counts; else the next hint."""
+    """Captured when the flag arrived at a sink the attacker reads, by a channel the level counts; else the next hint.
+
+    A sighting proves a capture whatever else failed (the flag is fresh and random); a miss needs the evidence read
+    whole: where a recorder failed or a log was cut, ``captured`` is None (could not judge) and no hint is given."""
     hits = sightings(ex, world or load_world(), {"the flag": flag})
     counted = tuple(h for h in hits if channel_of(h) in lvl.channels)
     other = tuple(h for h in hits if channel_of(h) not in lvl.channels)
-    captured = bool(counted)
     note = ex.infra_problem
-    # a miss needs evidence read whole: where a recorder failed or a log was cut, nothing was shown missing
-    hint = "" if captured else (f"This attack could not be judged ({note}). Rerun it: this run counts neither way."
-                                if note else lvl.hint(attempts_before))
+    captured: Optional[bool] = True if counted else (None if note else False)
+    hint = lvl.hint(attempts_before) if captured is False else ""
     return AttackResult(
         level=lvl, captured=captured, sinks=counted, output=ex.output, hint=hint,
         flag=flag, backend=ex.backend, timed_out=ex.timed_out, exit_code=ex.exit_code, elsewhere=other, note=note,

@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import re
 import urllib.parse
 from dataclasses import dataclass, field
@@ -29,13 +30,14 @@ from typing import Callable, Iterable, Literal, Mapping, Optional, TypeVar
 from .access import Network
 from .domains import matches
 from .outcomes import SinkHit
+from .services.common import HEARTBEAT_HOST
 from .services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_record, parse_runner_line
 from .world import World
 
 __all__ = [
     "Evidence", "Markers", "NextSession", "RunnerRecord", "Verdict", "attacker_reads", "attempts", "backdoor_sightings",
     "canary_sightings", "dns_text", "encodings", "failures", "finished", "http_hits", "in_zone", "judge_read", "judge_write",
-    "net_blocked", "parse_lines", "parse_runner_output", "sha256", "sightings", "timed_out", "write_marker",
+    "log_window", "net_blocked", "self_checked_after", "parse_lines", "parse_runner_output", "sha256", "sightings", "timed_out", "write_marker",
 ]
 
 # (outcome, why, evidence): what a probe's judge returns
@@ -76,6 +78,64 @@ def parse_lines(kind: type[R], text: str, name: str) -> tuple[R, ...]:
     if len(lines) > MAX_LOG_LINES:
         raise WireError(f"{name}: more than {MAX_LOG_LINES} records")
     return tuple(parse_record(kind, line, f"{name}:{i + 1}", skip=("seq",)) for i, line in enumerate(lines))
+
+
+def log_window(before: str, text: str, name: str, *, from_start: bool) -> str:
+    """``text``, what a service logged since a run took it, checked line by line against its numbering; WireError
+    where a line is lost, repeated or moved.
+
+    Every record of a ``common.JsonlLog`` carries ``seq``, its place in the service's whole log. ``before`` is
+    the log's text just before the window (all of it when ``from_start``, else a tail that holds at least its
+    last whole line): the window's records must number on from that line's, one by one. So a line dropped at
+    the window's start or inside it, a duplicated or a reordered line, shows; a cut last line shows as a line
+    that is not whole (``parse_lines``). What this cannot show is a record the service writes after the grader
+    read the window (a request still being decided then) or a whole last line lost; ``self_checked_after``
+    closes the second gap for the proxy.
+    """
+    if before and not before.endswith("\n"):
+        raise WireError(f"{name}: the log before this run ends in a cut line")
+    if not before:
+        if not from_start:
+            raise WireError(f"{name}: no whole line before this run's records to number them from")
+        first = 0
+    else:
+        head, _, last = before[:-1].rpartition("\n")
+        if not head and not from_start:  # the tail's only line may begin before the tail does
+            raise WireError(f"{name}: the line before this run's records is longer than the window read")
+        first = _seq(last, f"{name}: the line before this run") + 1
+    lines = text[:-1].split("\n") if text.endswith("\n") else text.split("\n") if text else []
+    for i, line in enumerate(lines):
+        where = f"{name}:{i + 1}"
+        got = _seq(line, where)
+        if got != first + i:
+            raise WireError(f"{where}: record out of place (seq {got}, expected {first + i}): a line was lost, repeated or moved")
+    return text
+
+
+def self_checked_after(text: str, after: float) -> bool:
+    """Does ``text`` (a checked ``log_window`` of the proxy's log) hold one of the proxy's own self-checks decided
+    after ``after``? The proxy checks itself every ``HEARTBEAT_INTERVAL`` with a request to
+    ``HEARTBEAT_HOST`` from loopback, and logs it like any other. With the window numbered whole, such a line
+    proves that every record the proxy wrote before that moment is in the window: a log lost at its end lacks it.
+    """
+    for line in text.splitlines():
+        value = json.loads(line)
+        t = value.get("t")
+        if (value.get("host") == HEARTBEAT_HOST and str(value.get("client", "")).startswith("127.")
+                and isinstance(t, (int, float)) and t > after):
+            return True
+    return False
+
+
+def _seq(line: str, where: str) -> int:
+    try:
+        value = json.loads(line)
+    except ValueError as exc:
+        raise WireError(f"{where}: not a JSON line ({exc})") from None
+    seq = value.get("seq") if isinstance(value, dict) else None
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+        raise WireError(f"{where}: no place in the log (seq {seq!r})")
+    return seq
 
 
 def write_marker(token: str, probe_id: str) -> str:

@@ -9,8 +9,11 @@ the few policy facts from the policy itself. Every lost point is explained:
 the probe and its evidence (the Docker backend's, or the static explanation),
 or each over-granted path or host with the rule that grants it, the harm and
 the narrowest change. Evidence that could not be collected never passes: a
-probe that ended in ``error`` fails its check, and so does a ``least-*`` check
-when the run could not measure its scope; both say to rerun.
+check with a probe that ended in ``error``, and a ``least-*`` check when the run
+could not measure its scope, *could not be graded*: 0 points, its message starts
+with "could not grade:", ``CheckResult.error`` says why, and the grade is no
+verdict (``Grade.could_not_grade``; ``sandbox-lab grade`` exits 3); both say to
+rerun.
 
 Every graded policy's feedback ends with its carry-over to the real tools
 (``carry_over``): what ``sandbox-lab export --to srt`` and ``--to claude-code``
@@ -59,9 +62,14 @@ class CheckResult:
     max_points: int
     passed: bool
     message: str
+    error: str = ""  # non-empty: the check could not be graded (its evidence is incomplete), why; it scores 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "points": self.points, "max_points": self.max_points, "passed": self.passed, "message": self.message}
+        out: dict[str, Any] = {"id": self.id, "points": self.points, "max_points": self.max_points, "passed": self.passed,
+                               "message": self.message}
+        if self.error:
+            out["error"] = self.error
+        return out
 
 
 @dataclass(frozen=True)
@@ -133,8 +141,13 @@ class Grade:
         return not self.errors
 
     @property
+    def could_not_grade(self) -> tuple[CheckResult, ...]:
+        """The checks whose evidence was incomplete: each scores 0 and the grade is no verdict (rerun it)."""
+        return tuple(c for c in self.checks if c.error)
+
+    @property
     def full_marks(self) -> bool:
-        return self.valid and self.score == self.max_score
+        return self.valid and not self.could_not_grade and self.score == self.max_score
 
     def check(self, check_id: str) -> CheckResult:
         for c in self.checks:
@@ -156,17 +169,23 @@ class Grade:
             out["errors"] = [{"pointer": p.pointer, "message": p.message} for p in self.errors]
         if self.notes:
             out["notes"] = list(self.notes)
+        if self.could_not_grade:
+            out["could_not_grade"] = [c.id for c in self.could_not_grade]
         return out
 
     def feedback(self) -> str:
         """Plain-text feedback: the score, which backend judged, and every lost point explained."""
         lines = [f"{self.task}: {self.score}/{self.max_score} ({backend_phrase(self.backend)})"]
         lines += [f"  note: {n}" for n in self.notes]
+        if self.could_not_grade:
+            ids = ", ".join(c.id for c in self.could_not_grade)
+            lines.append(f"  ERROR: could not grade {ids}: the run's evidence is incomplete, so {'they score' if len(self.could_not_grade) > 1 else 'it scores'} "
+                         "0 and this is not a verdict on the policy. Rerun the grader.")
         if self.errors:
             lines.append(f"  {self.source or 'the policy'} is not a valid policy ({len(self.errors)} problem{'s' if len(self.errors) != 1 else ''}):")
             lines += [f"    {p.pointer}: {p.message}" for p in self.errors]
         for c in self.checks:
-            mark = "PASS" if c.passed else "FAIL"
+            mark = "PASS" if c.passed else "ERROR" if c.error else "FAIL"
             lines.append(f"  [{mark}] {c.id} ({c.points}/{c.max_points}): {c.message}")
         if self.carry_over is not None:
             lines += ["  " + ln for ln in self.carry_over.lines(self.source or "my_policy.json")]
@@ -219,16 +238,11 @@ def _host_named(host: str) -> str:
 def _judge_scope(check: Check, run: RunResult, access: Access, needs: Needs, said: frozenset[str] = frozenset()) -> list[str]:
     """What the measured scope holds that the check says it must not: each path or host, the rule, the fix.
 
-    ``said``: targets of this check's probes that already failed (their own message names them).
+    ``said``: targets of this check's probes that already failed (their own message names them). The caller
+    makes a scoped check of a run without a measured scope "could not grade".
     """
-    if not check.scoped:
+    if not check.scoped or run.scope is None:
         return []
-    if run.scope is None:
-        return [
-            f"the scope (every path and host the agent can reach) could not be measured in this run ({run.backend}), "
-            "and this check covers more than its probes try, so it cannot be counted as passed. "
-            "Rerun the grader (start Docker first if it stopped)."
-        ]
     problems = []
     world = access.world
     also = " also" if said else ""
@@ -265,14 +279,12 @@ def _judge_scope(check: Check, run: RunResult, access: Access, needs: Needs, sai
 def _judge_probes(check: Check, run: RunResult, access: Access, needs: Needs = Needs()) -> CheckResult:
     want = "blocked" if check.kind == "blocked" else "succeeded"
     problems: list[str] = []
+    unjudged: list[str] = []
     for pid in check.probes:
         o = run.outcome(pid)
         p = probe(pid)
         if o.outcome == "error":
-            problems.append(
-                f"probe {pid}: the evidence could not be collected ({_evidence(o)}), so this check cannot be "
-                "counted as passed. Rerun the grader (start Docker first if it stopped)."
-            )
+            unjudged.append(f"probe {pid}: the evidence could not be collected ({_evidence(o)})")
         elif o.outcome != want:
             fix = (check.fix or p.fix(p, access)).rstrip(".")
             if want == "blocked":
@@ -281,6 +293,15 @@ def _judge_probes(check: Check, run: RunResult, access: Access, needs: Needs = N
                 problems.append(f"probe {pid} was blocked ({p.story}) Evidence: {_evidence(o)}. Fix: {fix}.")
     failed = frozenset(t for pid in check.probes if run.outcome(pid).outcome != want and (t := probe(pid).target))
     problems += _judge_scope(check, run, access, needs, failed)
+    if check.scoped and run.scope is None:
+        unjudged.append(f"the scope (every path and host the agent can reach) could not be measured in this run "
+                        f"({run.backend}), and this check covers more than its probes try")
+    if unjudged:
+        why = "; ".join(unjudged)
+        also = f" Also not met: {' '.join(problems)}" if problems else ""
+        return CheckResult(check.id, 0, check.points, False,
+                           f"could not grade: {why}. {check.description} This check is not counted as passed. "
+                           f"Rerun the grader (start Docker first if it stopped).{also}", error=why)
     if problems:
         return CheckResult(check.id, 0, check.points, False, f"{check.description} Not met: " + " ".join(problems))
     return CheckResult(check.id, check.points, check.points, True, check.description)
@@ -299,11 +320,11 @@ _VERBS = {"read": "read", "write": "write", "network": "reach"}
 def _judge_least(check: Check, run: RunResult, needs: Needs, found: Optional[tuple[Overgrant, ...]]) -> CheckResult:
     axis = check.axis or "read"
     if found is None or run.scope is None:
+        why = f"the scope ({_SCOPE_WORDS[axis]}) could not be measured in this run ({run.backend})"
         return CheckResult(
             check.id, 0, check.points, False,
-            f"{check.description} Not met: the scope ({_SCOPE_WORDS[axis]}) "
-            f"could not be measured in this run ({run.backend}), so least privilege cannot be judged, and it is never "
-            "assumed. Rerun the grader (start Docker first if it stopped).",
+            f"could not grade: {why}. {check.description} Least privilege cannot be judged, and it is never "
+            "assumed. Rerun the grader (start Docker first if it stopped).", error=why,
         )
     problems = list(explain_overgrants([o for o in found if o.axis == axis]))
     short = ungranted(run.scope, needs, axis)

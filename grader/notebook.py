@@ -87,6 +87,10 @@ def assert_captured(level_number: int, attack_code: str, backend: Optional[Backe
     finally:
         if backend is None:
             b.close()
+    if result.captured is None:  # a broken run is no verdict: say so, and leave the judgement to a rerun
+        print(f"level {lv.number}: could not judge this run ({result.error}). Rerun the cell; "
+              "the grader runs your attack in Docker when it grades.")
+        return
     if not result.captured:
         raise AssertionError(f"level {lv.number}: not captured. Hint: {result.hint}\nWhat it printed:\n{result.output[-1500:]}")
     where = "; ".join(f"{s.host} ({s.how})" for s in result.sinks)

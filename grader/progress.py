@@ -13,7 +13,8 @@ path (tests and shared machines set it). It holds:
   options of a choice question in its own (stable) order;
 * ``levels``: for each capture-the-flag level (by its item id), the attempts
   made, the hints shown and when it was first captured (``record_level``). The
-  number of attempts picks the next hint.
+  number of attempts picks the next hint; a run that could not be judged is
+  not an attempt.
 
 Never answers or policies.
 
@@ -272,8 +273,14 @@ def learner_seed(*, path: Optional[PathLike] = None) -> str:
 
 def record_level(item_id: str, *, captured: bool, hint_shown: bool, path: Optional[PathLike] = None,
                  now: Optional[float] = None) -> LevelRecord:
-    """Count one attempt at a capture-the-flag level (and the hint it showed); keep the first capture's time."""
+    """Count one attempt at a capture-the-flag level (and the hint it showed); keep the first capture's time.
+
+    Only a judged attempt counts: an attack that could not be judged (``AttackResult.captured`` None) is refused
+    with ``ValueError``, so a broken run can never move the learner along the hints."""
     _check_id(item_id)
+    if not isinstance(captured, bool):
+        raise ValueError(f"an attempt is captured (True) or missed (False), not {captured!r}: "
+                         "a run that could not be judged is no attempt")
     current = load_progress(path)
     old = current.level(item_id)
     when = old.captured if old.captured is not None else ((time.time() if now is None else now) if captured else None)

@@ -210,12 +210,13 @@ def render_attack(result: AttackResult, *, attempt: int = 1) -> str:
         lines.append(f"CAPTURED (attempt {attempt}). The flag {result.flag} arrived where the attacker reads it:")
         lines += [f"  {printable(s.host)}  {printable(s.how)}: {printable(s.evidence)}" for s in result.sinks]
         lines += ["", textwrap.fill(f"What this level teaches: {lv.teaches}", 100)]
+    elif result.captured is None:  # the evidence was cut or a recorder failed: its silence shows no miss
+        lines.append(f"ERROR: could not judge this attack: {printable(result.error)}.")
+        lines.append("  The run is broken, not your attack's verdict: it is not counted as an attempt and unlocks no hint. "
+                     "Rerun it.")
     else:
-        if result.note:  # the evidence was cut or a recorder failed: its silence shows no miss
-            lines.append(f"Could not judge (attempt {attempt}): {printable(result.note)}. This attempt counts neither way.")
-        else:
-            lines.append(f"Not captured (attempt {attempt}): no log of the simulated internet shows the flag {result.flag} "
-                         "where the attacker can read it.")
+        lines.append(f"Not captured (attempt {attempt}): no log of the simulated internet shows the flag {result.flag} "
+                     "where the attacker can read it.")
         for s in result.elsewhere:
             lines.append(f"  It did reach {printable(s.host)} by {printable(s.how)}, but this level counts only: "
                          f"{', '.join(lv.channels)}.")

@@ -22,7 +22,8 @@ Questions: ``sl-quiz`` with ``sl-quiz-input``, ``sl-quiz-button``,
 ``sl-prediction-probe`` (the checkboxes), ``sl-prediction-button`` and
 ``sl-prediction-result``. Capture the flag: ``sl-attack-editor`` with
 ``sl-attack-code`` (the attack's textarea), ``sl-attack-button`` and
-``sl-attack-result``; the outcome inside carries ``data-captured``.
+``sl-attack-result``; the outcome inside carries ``data-captured`` ("true", "false", or
+"error" for a run that could not be judged).
 The agent on stage: ``sl-agent-stage`` with ``sl-agent-policy`` (its JSON
 textarea, when editable), ``sl-agent-run-button``, ``sl-agent-transcript`` (rows carry ``data-step`` and
 ``data-outcome``) and ``sl-agent-verdict`` (``data-leaked``: true, false or unknown).
@@ -703,6 +704,10 @@ class AttackEditor(_HTMLFallback, W.VBox):  # type: ignore[misc]
             return None
         finally:
             self.button.disabled, self.button.description = False, "Run the attack"
+        self.result = result
+        if result.captured is None:  # could not judge: an error, no attempt, no hint
+            self.view.value = board.attack_html(result, attempt=before + 1)
+            return result
         self.attempts += 1
         unsaved = ""
         if self._record_progress:
@@ -710,7 +715,6 @@ class AttackEditor(_HTMLFallback, W.VBox):  # type: ignore[misc]
                 record_level(self.level.item_id, captured=result.captured, hint_shown=bool(result.hint))
             except (OSError, ProgressError) as exc:
                 unsaved = f"<p><small>(progress not saved: {html.escape(str(exc))})</small></p>"
-        self.result = result
         self.view.value = board.attack_html(result, attempt=before + 1) + unsaved
         return result
 

@@ -45,7 +45,7 @@ import requests
 from docker.types import LogConfig, Mount, Ulimit
 
 from ..errors import BackendError, DockerUnavailable, InfrastructureError
-from ..evidence import Evidence
+from ..evidence import Evidence, log_window, self_checked_after
 from ..execution import SIGNER_SOCKET, Execution, Job
 from ..outcomes import RunResult
 from ..verdicts import run_result
@@ -76,6 +76,7 @@ from .simnet import (
     LABEL_ROLE,
     Internet,
     Leftovers,
+    BEAT_WAIT,
     beat_after,
     ProxyPool,
     SharedInternet,
@@ -87,6 +88,9 @@ from .runlogs import ANY_CLIENT, close_run, forget_run, open_run
 
 __all__ = ["LABEL", "LABEL_PID", "DockerBackend", "cleanup", "client_from_env", "hardened_options", "runs_root", "sweep"]
 
+# how far before a run's window of the proxy's log to read for the line that numbers it: a proxy record is at
+# most a 64 KiB request head, JSON-escaped (up to 6 bytes a byte), plus its other fields
+PROXY_TAIL = 1 << 20
 HTTP_TIMEOUT = 5.0  # an HTTP exchange inside the sandbox: the proxy answers at once, even to refuse
 CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers in microseconds
 # TEST-NET-2 (RFC 5737), a documentation address. Only used where the sandbox
@@ -393,7 +397,7 @@ class _Run:
 
             def logs(name: str) -> str:
                 if name == "proxy.jsonl":
-                    return self._proxy_log()
+                    return self._proxy_log(finished)
                 if net is None:
                     return ""
                 if not sinks:  # the run's own logs, closed by the internet with records that count them
@@ -521,14 +525,35 @@ class _Run:
         self.claimed = internet.out
         open_run(internet.out, self.run_id, clients)
 
-    def _proxy_log(self) -> str:
-        """What the run's proxy logged since the run took it; WireError past the cap (a flood of its own run)."""
+    def _proxy_log(self, finished: float) -> str:
+        """What the run's proxy logged since the run took it, shown whole up to a moment after the sandbox
+        finished; WireError past the cap (a flood of its own run), or where a line is lost, repeated, moved or cut.
+
+        Whole: its lines number on from the line before the window (``evidence.log_window``), and it holds one
+        of the proxy's own self-checks decided after ``finished`` (``evidence.self_checked_after``; the proxy
+        makes one every ``HEARTBEAT_INTERVAL``), so nothing it logged before then is missing at the end.
+        """
         if self.proxy_out is None:
             return ""
-        data = self.proxy_out.read("proxy.jsonl", self.proxy_since, MAX_OUTPUT + 1)
-        if len(data) > MAX_OUTPUT:
-            raise WireError(f"proxy.jsonl: more than {MAX_OUTPUT} bytes in this run")
-        return data.decode("utf-8", "replace")
+        deadline = time.monotonic() + BEAT_WAIT
+        while True:
+            # with the tail before the run's window: its last line numbers the window's first
+            start = max(0, self.proxy_since - PROXY_TAIL)
+            data = self.proxy_out.read("proxy.jsonl", start, self.proxy_since - start + MAX_OUTPUT + 1)
+            before, window = data[: self.proxy_since - start], data[self.proxy_since - start :]
+            if len(window) > MAX_OUTPUT:
+                raise WireError(f"proxy.jsonl: more than {MAX_OUTPUT} bytes in this run")
+            # a last line not yet whole is one the proxy is writing now: it is after the self-check that proves the
+            # rest whole, or that check is not there yet; either way it is read on the next pass
+            window = window[: window.rfind(b"\n") + 1]
+            text = log_window(before.decode("utf-8", "replace"), window.decode("utf-8", "replace"), "proxy.jsonl",
+                              from_start=start == 0)
+            if self_checked_after(text, finished):
+                return text
+            if time.monotonic() > deadline:
+                raise WireError("proxy.jsonl: no self-check of the proxy logged after the sandbox finished, so the log "
+                                "cannot be shown whole up to then (cut at its end, or the proxy stopped deciding)")
+            time.sleep(0.02)
 
     def _infra_problem(self, net: Optional[_Net], finished: float) -> str:
         """Empty only if every recorder still runs and answered after the sandbox finished."""

@@ -47,6 +47,7 @@ from ..domains import is_ipv4
 from ..errors import BackendError, InfrastructureError, in_checkout
 from ..srt_notes import SRT_VERSION
 from ..services.wire import RunnerRecord, WireError
+from ..evidence import log_window
 from ..execution import Execution, Job
 from ..export import export
 from ..outcomes import RunResult
@@ -332,7 +333,9 @@ class _Run:
                 self.dir, self.plan, token=self.token, records=records, before=before,
                 # srt always puts its proxy in front; the simulated internet ran and logged throughout
                 network="proxy",
-                logs=lambda name: self.dir.read_text(f"proxy/out/{name}") if name == "proxy.jsonl" else closed[name],
+                # the run's own parent proxy logged from its start: its records number from 0 (evidence.log_window)
+                logs=lambda name: (log_window("", self.dir.read_text(f"proxy/out/{name}"), name, from_start=True)
+                                   if name == "proxy.jsonl" else closed[name]),
                 listener=listener, tcp_port=tcp, infra=infra, timed_out=timed_out, unreadable=unreadable,
                 run_key=None if infra else self.run_id,
             )

@@ -16,7 +16,7 @@ import pytest
 from grader import load_policy, predict
 from grader.outcomes import RunResult
 
-__all__ = ["LOG_FAULTS", "PROXIED", "assert_as_predicted", "corrupted_logs", "outcomes_of"]
+__all__ = ["LOG_FAULTS", "PROXIED", "PROXY_FAULTS", "assert_as_predicted", "corrupted_logs", "corrupted_proxy_log", "outcomes_of"]
 
 PROXIED = {"network": {"allowedDomains": ["github.com"]}}  # a proxy, an internet, readable secrets
 
@@ -68,4 +68,43 @@ def corrupted_logs(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator[list
         return texts
 
     monkeypatch.setattr(docker_backend, "close_run", close_run)
+    yield hit
+
+
+def _lines(text: str) -> list[str]:
+    return text.splitlines(keepends=True)
+
+
+def _last_of_the_sandbox(text: str) -> int:
+    """The index of the window's last line that is not one of the proxy's own self-checks (from loopback)."""
+    return max(i for i, ln in enumerate(_lines(text)) if '"client": "127.' not in ln)
+
+
+# What can happen to a run's window of its proxy's log (``evidence.log_window``), each applied to the real text.
+PROXY_FAULTS: dict[str, Callable[[str], str]] = {
+    "lost-first-line": lambda text: "".join(_lines(text)[1:]),
+    "lost-middle-line": lambda text: "".join(ln for i, ln in enumerate(_lines(text)) if i != len(_lines(text)) // 2),
+    "duplicated-line": lambda text: _lines(text)[0] + text,
+    # cut inside the sandbox's last record: it and the proxy's self-checks since are gone
+    "cut-line": lambda text: "".join(_lines(text)[: _last_of_the_sandbox(text)]) + _lines(text)[_last_of_the_sandbox(text)][:20],
+    # cut at a line boundary after the sandbox's last record: the proxy's self-checks since are gone
+    "lost-last-lines": lambda text: "".join(_lines(text)[: _last_of_the_sandbox(text) + 1]),
+}
+
+
+@contextlib.contextmanager
+def corrupted_proxy_log(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator[list[str]]:
+    """Every Docker run inside gets its window of the proxy's log corrupted by ``PROXY_FAULTS[fault]`` as it is read."""
+    from grader.backends import docker as docker_backend
+
+    real = docker_backend.log_window
+    hit: list[str] = []
+
+    def log_window(before: str, text: str, name: str, *, from_start: bool) -> str:
+        if text.count("\n") > 2:  # records besides the first: something to lose in the middle
+            text = PROXY_FAULTS[fault](text)
+            hit.append(name)
+        return real(before, text, name, from_start=from_start)
+
+    monkeypatch.setattr(docker_backend, "log_window", log_window)
     yield hit

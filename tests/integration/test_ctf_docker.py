@@ -115,3 +115,26 @@ def test_autograde_awards_nothing_without_a_real_run_and_says_why() -> None:
     assert set(grade_attacks(nb, StaticBackend()).values()) == {False}
     out = next(c for c in nb.cells if c.metadata["nbgrader"]["grade_id"] == "capture-the-flag-l01-captured").outputs[0]
     assert out["output_type"] == "error" and "not verified, no points: attacks cannot be predicted" in out["evalue"]
+
+
+def test_autograde_awards_nothing_for_a_run_that_could_not_be_judged_and_says_so() -> None:
+    pytest.importorskip("nbgrader", reason="the notebook stack is in the 'lab' extra")
+    from grader.autograde import grade_attacks
+    from grader.evidence import Evidence
+    from grader.execution import Execution
+
+    class CutEngine:  # the grader's own run came back with a cut log and no sighting
+        name = "docker"
+
+        def execute(self, plan: Any, job: Any) -> Execution:
+            ev = Evidence(token="t", canaries={}, records=(), before={}, after={}, network=plan.network,
+                          infra_problem="the run's evidence cannot be read whole (http.jsonl: cut off)")
+            return Execution(backend="docker", output="", exit_code=0, timed_out=False, evidence=ev)
+
+    nb = _capture_notebook()
+    cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells}
+    cells["capture-the-flag-l01-attack"].source = f"attack_1 = {WRONG!r}"
+    assert grade_attacks(nb, CutEngine())["capture-the-flag-l01-captured"] is False  # type: ignore[arg-type]
+    out = cells["capture-the-flag-l01-captured"].outputs[0]
+    assert out["output_type"] == "error" and "could not grade" in out["evalue"] and "cut off" in out["evalue"]
+    assert "not captured" not in out["evalue"] and "Hint" not in out["evalue"]

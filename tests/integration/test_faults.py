@@ -33,7 +33,7 @@ from grader.outcomes import RunResult
 from grader.plan import RunPlan, build_plan
 from grader.tasks import load_task
 
-from faultkit import LOG_FAULTS, PROXIED, assert_as_predicted, corrupted_logs, outcomes_of
+from faultkit import LOG_FAULTS, PROXIED, PROXY_FAULTS, assert_as_predicted, corrupted_logs, corrupted_proxy_log, outcomes_of
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
@@ -546,3 +546,44 @@ def test_a_real_runs_corrupted_log_gives_errors_never_a_verdict(docker_client: A
     assert set(outcomes_of(r).values()) == {"error"}, outcomes_of(r)
     assert all("cannot be read whole" in o.explanation for o in r.probes), [o.explanation for o in r.probes][:3]
     assert r.scope is None and any("cannot be read whole" in n for n in r.notes), r.notes
+
+
+@pytest.mark.parametrize("fault", sorted(PROXY_FAULTS))
+def test_a_real_runs_cut_or_gapped_proxy_log_gives_errors_never_a_verdict(docker_client: Any, docker_backend: Any, no_leftovers: None,
+                                                                         monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
+    """The run's window of its proxy's log, a line lost at its start or inside, repeated, or cut: every outcome the
+    network decides is error, with the reason (the proxy numbers its records; ``evidence.log_window``)."""
+    backend = DockerBackend(docker_client, docker_backend.images, retries=0)
+    try:
+        with corrupted_proxy_log(monkeypatch, fault) as hit:
+            r = backend.run(build_plan(load_policy(PROXIED)))
+    finally:
+        _close(backend)
+    assert hit, "no proxy log was corrupted: this test proves nothing"
+    got = outcomes_of(r)
+    assert {p: got[p] for p in NETWORK_PROBES} == dict.fromkeys(NETWORK_PROBES, "error"), got
+    assert set(got.values()) == {"error"}, got  # the scope and every read judged from a run whose evidence is cut: none
+    assert r.scope is None and any("cannot be read whole" in n and "proxy.jsonl" in n for n in r.notes), r.notes
+
+
+def test_grading_a_real_run_whose_log_was_cut_could_not_grade_never_full_marks(docker_client: Any, docker_backend: Any, no_leftovers: None,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference policy (full marks from a whole run: test_tasks_docker), graded from a run whose proxy log lost a
+    line: every check the run decides could not be graded, 0 points with the reason, and no full marks
+    (``sandbox-lab grade`` exits 3 on it: test_cli)."""
+    from grader.grading import grade
+    from reference import solution_path
+
+    task = load_task("fix-the-naive-setup")  # its reference goes through the proxy
+    policy = load_policy(solution_path(task.id))
+    backend = DockerBackend(docker_client, docker_backend.images, retries=0)
+    try:
+        with corrupted_proxy_log(monkeypatch, "lost-middle-line") as hit:
+            g = grade(task, policy, backend)
+    finally:
+        _close(backend)
+    assert hit, "no log was corrupted: this test proves nothing"
+    assert not g.full_marks and g.score < g.max_score
+    run_checks = {c.id for c in task.checks if c.kind != "policy"}
+    assert {c.id for c in g.could_not_grade} == run_checks, [(c.id, c.message[:120]) for c in g.checks]
+    assert all(c.points == 0 and c.message.startswith("could not grade: ") for c in g.could_not_grade)

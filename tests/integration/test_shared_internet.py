@@ -73,8 +73,11 @@ def _cli(policy: Path) -> "subprocess.Popen[str]":
 
 def _outcomes(proc: "subprocess.Popen[str]") -> dict[str, str]:
     out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    return {p["id"]: p["outcome"] for p in json.loads(out)["probes"]}
+    assert proc.returncode in (0, 3), err
+    got = {p["id"]: p["outcome"] for p in json.loads(out)["probes"]}
+    # exit 3 exactly when some probe could not be judged (its evidence was incomplete): said, never a verdict
+    assert (proc.returncode == 3) == ("error" in got.values()), (proc.returncode, err)
+    return got
 
 
 def _wait(cond: Any, timeout: float, what: str) -> None:
@@ -257,10 +260,10 @@ while time.monotonic() < end:
 """
 
 
-def _attack(tmp: Path, name: str, code: str, level: int = 3) -> "subprocess.Popen[str]":
+def _attack(tmp: Path, name: str, code: str, level: int = 3, *flags: str) -> "subprocess.Popen[str]":
     script = tmp / f"{name}.py"
     script.write_text(code)
-    return subprocess.Popen([sys.executable, "-m", "grader", "attack", "--level", str(level), "--backend", "docker", str(script)],
+    return subprocess.Popen([sys.executable, "-m", "grader", "attack", "--level", str(level), "--backend", "docker", str(script), *flags],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
 
 
@@ -301,3 +304,66 @@ def test_a_tenant_flooding_or_holding_the_shared_internet_changes_no_other_runs_
     assert after is not None and after["container"] == state["container"], "the attack got the shared internet retired"
     assert hub.keeper_alive()
     _wait(lambda: not hub.trash(), 120, "the keeper removes what the runs left")  # so its stop is quick
+
+
+# --- the hostile-code suite through the hub, two tenants at once ----------------------------------------------
+# test_hostile_code runs its programs through a library backend, which keeps its own internet. One-shot commands
+# share the hub: here the same hostile programs run as a learner's attack (`sandbox-lab attack`, level 2: a policy
+# behind the proxy, so the run claims its clients at the hub's internet) while another process probes a leaky
+# policy on the same hub. Each tenant's result must equal its result alone.
+
+
+def _fork_facts(res: dict[str, Any], pids_limit: int) -> dict[str, Any]:
+    return {"EAGAIN": str(res["error"]).startswith("11 "), "bounded": 0 < int(res["forked"]) < pids_limit}
+
+
+def _fill_facts(res: dict[str, Any], pids_limit: int) -> dict[str, Any]:
+    return {"tmp": res["tmp"]["error"], "shm": res["shm"]["error"], "shm-bounded": res["shm"]["size"] <= 64 << 20,
+            **{p: res[p] in ("EROFS", "EACCES") for p in ("/fill", "/var/tmp/fill", "/opt/sandbox-lab/fill")}}
+
+
+def _attack_result(proc: "subprocess.Popen[str]") -> tuple[int, dict[str, Any], dict[str, Any]]:
+    """The attack's exit code, its --json result, and the last JSON line its program printed."""
+    out, err = proc.communicate(timeout=180)
+    data = json.loads(out)
+    printed = [ln for ln in data["output"].splitlines() if ln.startswith("{")]
+    assert printed, (proc.returncode, err[-1000:], data["output"][-1000:])
+    return proc.returncode, data, json.loads(printed[-1])
+
+
+def test_the_hostile_code_suite_passes_through_the_hub_with_two_concurrent_tenants(root: Path, tmp_path: Path) -> None:
+    from grader.ctf import level
+    from test_hostile_code import FILL, FORK_BOMB, _as_attack
+
+    pids = level(2).plan().hardening.pids_limit
+    expected = {
+        "fork-bomb": (FORK_BOMB, _fork_facts, {"EAGAIN": True, "bounded": True}),
+        "fill": (FILL, _fill_facts, {"tmp": "ENOSPC", "shm": "ENOSPC", "shm-bounded": True, "/fill": True,
+                                     "/var/tmp/fill": True, "/opt/sandbox-lab/fill": True}),
+    }
+    naive = _policy(tmp_path, "naive", NAIVE)
+    alone = _outcomes(_cli(naive))  # starts the hub
+    assert alone["exfil-secret"] == "succeeded", alone
+    hub = _hub(root)
+    state = hub.state()
+    assert state is not None
+    for name, (program, facts, want) in expected.items():
+        code, data, printed = _attack_result(_attack(tmp_path, name, _as_attack(program), 2, "--json"))
+        assert code == 1 and data["captured"] is False, (name, data.get("error"))
+        solo = facts(printed, pids)
+        assert solo == want, (name, printed)  # alone, as test_hostile_code asserts of the same program
+        before = _claims(hub)
+        hostile = _attack(tmp_path, name, _as_attack(program), 2, "--json")
+        try:
+            _wait(lambda: bool(_claims(hub) - before) or hostile.poll() is not None, 60, "the hostile run claims its clients at the hub")
+            assert hostile.poll() is None, hostile.communicate()
+            got = _outcomes(_cli(naive))  # the second tenant, during the hostile run, on the same internet
+        finally:
+            code, data, printed = _attack_result(hostile)
+        assert code == 1 and data["captured"] is False, (name, data.get("error"))  # judged, never "could not judge"
+        assert facts(printed, pids) == solo, (name, printed)
+        assert got == alone, (name, {p: (got[p], alone[p]) for p in alone if got[p] != alone[p]})
+    after = hub.state()
+    assert after is not None and after["container"] == state["container"], "every run used the same internet"
+    assert hub.keeper_alive()
+    _wait(lambda: not hub.trash(), 120, "the keeper removes what the runs left")

@@ -192,6 +192,35 @@ def test_lints(data: dict[str, Any], pointer: str, fragment: str) -> None:
     assert found[0].pointer == pointer
 
 
+def test_check_says_grade_counts_a_grant_outside_the_world_exactly_where_grading_does() -> None:
+    """Issue 22: `check` said a grant outside the simulated machine "changes nothing here" while `grade` counts it
+    as an over-grant. The lint now says so for exactly the rules grading counts; deny rules there, and a grant a
+    deny takes back, still change nothing."""
+    import re
+
+    from grader.needs import Needs, overgrants
+    from grader.scope import predict_scope
+
+    raw = {"filesystem": {"allowRead": ["/project/src", "/root", "/usr", "/var/run/docker.sock", "/opt/x"],
+                          "denyRead": ["/opt/x", "/srv"],
+                          "allowWrite": ["/project/out", "/var/run/docker.sock", "/etc/cron.d", "/tmp"], "denyWrite": ["/srv"]},
+           "network": {"allowedDomains": []}}
+    policy = load_policy(raw)
+    access = access_for(policy, load_world())
+    found = overgrants(predict_scope(access), Needs(read=("/project/src",), write=("/project/out",)), access)
+    graded = {m.group(0) for o in found if (m := re.search(r"/filesystem/\w+/\d+", o.advice))}
+    assert graded == {"/filesystem/allowRead/1", "/filesystem/allowRead/2", "/filesystem/allowRead/3",
+                      "/filesystem/allowWrite/1", "/filesystem/allowWrite/2", "/filesystem/allowWrite/3"}
+    warned = {w.pointer: w.message for w in lint(policy) if w.pointer.startswith("/filesystem/")}
+    counted = {p for p, m in warned.items() if "`grade` counts it as more than the job needs" in m}
+    assert counted == graded
+    for p in counted:
+        assert "changes nothing here" not in warned[p] and f"delete {p}" in warned[p]
+        assert ("least-read" if "allowRead" in p else "least-write") in warned[p]
+    assert {p for p, m in warned.items() if "changes nothing here" in m} == {
+        "/filesystem/allowRead/4", "/filesystem/denyRead/0", "/filesystem/denyRead/1", "/filesystem/denyWrite/0"}
+
+
 def test_lint_includes_the_dotdot_warning_from_loading() -> None:
     warnings = lint(load_policy({"filesystem": {"allowWrite": ["/project/src/../out"]}}))
     assert [w.pointer for w in warnings] == ["/filesystem/allowWrite/0"]

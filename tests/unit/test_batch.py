@@ -7,6 +7,7 @@ import hashlib
 import io
 import json
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,10 +30,11 @@ class Counting:
 
     name = "static"
 
-    def __init__(self, *, interrupt_after: int = -1, fail_on: str = "") -> None:
+    def __init__(self, *, interrupt_after: int = -1, fail_on: str = "", lose: str = "") -> None:
         self.runs = 0
         self.interrupt_after = interrupt_after
         self.fail_on = fail_on
+        self.lose = lose  # a probe whose evidence this backend loses in every run (outcome "error")
         self._lock = threading.Lock()
 
     def run(self, plan: RunPlan) -> RunResult:
@@ -42,7 +44,11 @@ class Counting:
             self.runs += 1
         if self.fail_on and plan.policy is not None and self.fail_on in plan.policy.network.allowedDomains:
             raise BackendError("Docker failed during run sl-test: the engine went away")
-        return StaticBackend().run(plan)
+        r = StaticBackend().run(plan)
+        if self.lose:
+            r = replace(r, probes=tuple(replace(p, outcome="error", explanation="Cannot tell: http.jsonl: cut off.")
+                                        if p.id == self.lose else p for p in r.probes))
+        return r
 
 
 def _class(folder: Path) -> Path:
@@ -106,6 +112,24 @@ def test_backend_failure_is_a_row_not_the_end(tmp_path: Path) -> None:
     assert rows["dee"]["status"] == rows["eve"]["status"] == "error"
     assert "engine went away" in str(rows["dee"]["feedback"]) and "rerun" in str(rows["dee"]["feedback"])
     assert rows["ada"]["status"] == "ok"
+
+
+def test_a_grade_that_could_not_be_judged_is_an_error_row_and_is_regraded_on_resume(tmp_path: Path) -> None:
+    subs = _class(tmp_path / "subs")
+    out = tmp_path / "out"
+    lost = next(pid for c in TASK.checks if c.kind == "blocked" for pid in c.probes)
+    book = grade_batch(TASK, subs, Counting(lose=lost), out=out)
+    rows = _rows(book)
+    for student in ("ada", "dee"):  # the reference and the naive policy: neither gets a normal score
+        assert rows[student]["status"] == "error", rows[student]
+        assert "could not grade" in str(rows[student]["feedback"]) and "http.jsonl: cut off" in str(rows[student]["feedback"])
+        assert any(c.get("error") for c in rows[student]["checks"])  # type: ignore[attr-defined]
+    assert rows["ada"]["score"] < TASK.max_score and book.counts()["full_marks"] == 0
+    with (out / "gradebook.csv").open(newline="") as fh:
+        assert {r["student"]: r["status"] for r in csv.DictReader(fh)}["ada"] == "error"
+    again = Counting()
+    rows = _rows(grade_batch(TASK, subs, again, out=out))
+    assert again.runs == 3 and rows["ada"]["status"] == "ok" and rows["ada"]["score"] == TASK.max_score
 
 
 def test_gradebook_files(tmp_path: Path) -> None:

@@ -384,6 +384,46 @@ def test_every_exit_code_is_reachable(capsys: pytest.CaptureFixture[str], monkey
     assert sorted(reached) == sorted(code for code, _ in cli.EXIT_CODES)
 
 
+class _LosesOne(Closing):
+    """The static run with one probe's evidence lost, as a Docker run whose log was cut reports it."""
+
+    name = "docker"
+
+    def __init__(self, lost: str) -> None:
+        self.lost = lost
+
+    def run(self, plan: RunPlan) -> RunResult:
+        from dataclasses import replace
+
+        r = StaticBackend().run(plan)
+        return replace(r, backend="docker", probes=tuple(
+            replace(p, outcome="error", explanation="Cannot tell: the run's evidence cannot be read whole (dns.jsonl: cut off).")
+            if p.id == self.lost else p for p in r.probes))
+
+
+def test_grade_and_probe_with_evidence_that_could_not_be_judged_exit_3_never_full_marks(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.tasks import load_task
+
+    task = load_task(TASK)
+    lost = next(pid for c in task.checks if c.kind == "blocked" for pid in c.probes)
+    hit = [c.id for c in task.checks if lost in c.probes]
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: _LosesOne(lost))
+    assert run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "static")[0] == 0  # the same policy, judged whole
+    code, out, err = run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "docker")
+    assert code == 3 and f"could not grade {', '.join(hit)}" in err
+    assert f"/{task.max_score} " in out and f"{task.max_score}/{task.max_score}" not in out.splitlines()[0]
+    assert all(f"[ERROR] {i} (0/" in out for i in hit) and "could not grade: probe " + lost in out
+    code, out, _ = run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "docker", "--json")
+    data = json.loads(out)
+    assert code == 3 and data["could_not_grade"] == hit and data["score"] < data["max_score"]
+    assert all(c["points"] == 0 and "dns.jsonl: cut off" in c["error"] for c in data["checks"] if c["id"] in hit)
+    for argv in (("probe", PRACTICE, "--backend", "docker"), ("probe", PRACTICE, "--backend", "docker", "--json")):
+        code, out, err = run(capsys, *argv)
+        assert code == 3 and f"could not judge {lost}" in err, err
+    assert run(capsys, "probe", PRACTICE, "--backend", "static")[0] == 0
+
+
 def test_an_internal_error_is_not_a_grade_below_full_marks(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import grader.grading
 
@@ -690,6 +730,7 @@ class _FakeEngine(Closing):
     """Stands in for Docker: runs nothing, and reports what the simulated internet would log for a marked attack.
 
     An attack containing ``SEND_FLAG`` "sends" the flag it was given to the gist host; any other attack sends nothing.
+    One containing ``CUT_LOG`` comes back with a cut log (the evidence's ``infra_problem``).
     """
 
     name = "docker"
@@ -704,7 +745,8 @@ class _FakeEngine(Closing):
         self.jobs.append((plan, job))
         flag = next(iter(job.plant.values())).strip()
         http = (fakewire.http(host="gist.github.com", method="POST", path="/", body=flag),) if "SEND_FLAG" in job.code else ()
-        ev = Evidence(token="t", canaries={}, records=(), before={}, after={}, network=plan.network, http=http)
+        cut = "the run's evidence cannot be read whole (http.jsonl: cut off)" if "CUT_LOG" in job.code else ""
+        ev = Evidence(token="t", canaries={}, records=(), before={}, after={}, network=plan.network, http=http, infra_problem=cut)
         return Execution(backend="docker", output="attack says hi\n", exit_code=0, timed_out=False, evidence=ev)
 
 
@@ -757,6 +799,31 @@ def test_a_miss_exits_1_with_the_policy_and_the_next_hint_each_time(capsys: pyte
     rec = load_progress().level(lv.item_id)
     assert (rec.attempts, rec.hints, rec.captured is not None) == (3, 2, True)
     assert run(capsys, "attack", "--list")[1].splitlines()[1].startswith("✓  2  naive-gist")
+
+
+def test_an_attack_that_could_not_be_judged_exits_3_and_is_no_attempt(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                      engine: _FakeEngine) -> None:
+    from grader.ctf import level
+    from grader.progress import load_progress
+
+    lv = level(2)
+    cut = _attack_file(tmp_path, "print('hi')  # CUT_LOG")
+    code, out, err = run(capsys, "attack", "--level", "2", cut, "--json")
+    data = json.loads(out)
+    assert code == 3 and data["captured"] is None and data["hint"] == "" and data["problems"] == []
+    assert data["error"].startswith("could not judge the attack:") and "cut off" in data["error"]
+    assert "could not judge" in err
+    code, out, err = run(capsys, "attack", "--level", "2", cut)
+    assert code == 3 and "could not judge this attack" in out and "cut off" in out
+    assert "Not captured" not in out and "Hint:" not in out and "not counted" in err
+    assert load_progress().level(lv.item_id).attempts == 0  # no attempt: the next real miss gets the first hint
+    code, out, _ = run(capsys, "attack", "--level", "2", _attack_file(tmp_path, "print('hi')"), "--json")
+    assert code == 1 and json.loads(out)["hint"] == lv.hints[0] and json.loads(out)["captured"] is False
+    assert "error" not in json.loads(out)
+    # a sighting is proof whatever else failed: the flag is fresh and random
+    code, out, _ = run(capsys, "attack", "--level", "2", _attack_file(tmp_path, "# SEND_FLAG CUT_LOG"), "--json")
+    assert code == 0 and json.loads(out)["captured"] is True
+    assert load_progress().level(lv.item_id).attempts == 2
 
 
 @pytest.mark.parametrize("argv,fragment", [

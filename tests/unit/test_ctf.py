@@ -171,6 +171,23 @@ def test_the_dns_level_counts_only_dns() -> None:
     assert dns.captured and dns.sinks[0].how == "DNS"
 
 
+def test_a_run_whose_evidence_was_cut_could_not_be_judged_unless_the_flag_was_seen() -> None:
+    lv = level(2)
+    cut = "the run's evidence cannot be read whole (http.jsonl: cut off)"
+    got = judge(lv, _ex(infra_problem=cut), FLAG, attempts_before=1, world=WORLD)
+    assert got.captured is None and got.hint == "" and got.error == cut
+    data = got.to_json()
+    assert data["captured"] is None and data["error"] == f"could not judge the attack: {cut}" and data["problems"] == []
+    assert set(data) == {"level", "captured", "sinks", "output", "hint", "error", "problems"}
+    # the flag is fresh and random: a sighting proves the capture whatever else failed
+    seen = judge(lv, _ex(infra_problem=cut, http=(fakewire.http(host="gist.github.com", method="POST", path="/", body=FLAG),)),
+                 FLAG, world=WORLD)
+    assert seen.captured is True and seen.error == "" and "error" not in seen.to_json() and seen.note == cut
+    # a run read whole is judged: a miss, with its hint, and no error
+    miss = judge(lv, _ex(), FLAG, attempts_before=1, world=WORLD)
+    assert miss.captured is False and miss.error == "" and miss.hint == lv.hints[1] and "error" not in miss.to_json()
+
+
 def test_a_miss_gets_the_next_hint_in_order_then_the_last_again() -> None:
     lv = level(1)
     hints = [judge(lv, _ex(), FLAG, attempts_before=n, world=WORLD).hint for n in range(len(lv.hints) + 2)]

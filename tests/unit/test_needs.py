@@ -195,11 +195,11 @@ def test_an_unmeasured_scope_fails_every_least_check(task_id: str) -> None:
     g = grade_file(task_id, solution_path(task_id), _NoScope())
     for c in g.checks:
         if task.check(c.id).scoped:
-            assert not c.passed and c.points == 0
-            assert "could not be measured" in c.message and "Rerun" in c.message
+            assert not c.passed and c.points == 0 and "could not be measured" in c.error
+            assert c.message.startswith("could not grade: ") and "could not be measured" in c.message and "Rerun" in c.message
         else:
-            assert c.passed, c.message
-    assert g.overgrants == () and not g.full_marks
+            assert c.passed and not c.error, c.message
+    assert g.overgrants == () and not g.full_marks and g.could_not_grade
 
 
 # --- overgrants(): the record the board and the lessons call -----------------------------------------

@@ -126,6 +126,16 @@ def test_levels_count_attempts_and_hints_and_keep_the_first_capture(_progress_fi
     assert json.loads(_progress_file.read_text())["levels"] == {"ctf:l01-plain-container": {"attempts": 3, "hints": 1, "captured": 20.0}}
 
 
+def test_an_attack_that_could_not_be_judged_is_no_attempt(_progress_file: Path) -> None:
+    from grader.progress import LevelRecord, record_level
+
+    record_level("ctf:l01-plain-container", captured=False, hint_shown=True, now=10.0)
+    for unjudged in (None, "false", 0):
+        with pytest.raises(ValueError, match="could not be judged is no attempt"):
+            record_level("ctf:l01-plain-container", captured=unjudged, hint_shown=False)  # type: ignore[arg-type]
+    assert load_progress().level("ctf:l01-plain-container") == LevelRecord(attempts=1, hints=1, captured=None)
+
+
 def test_a_broken_level_record_is_reported_not_overwritten(_progress_file: Path) -> None:
     _progress_file.write_text(json.dumps({"version": 2, "done": {}, "levels": {"ctf:l01": {"attempts": -1, "hints": 0, "captured": None}}}))
     with pytest.raises(ProgressError, match="the record of level 'ctf:l01'"):

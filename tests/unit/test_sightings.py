@@ -143,9 +143,9 @@ def test_a_capture_the_flag_run_whose_evidence_failed_is_no_miss() -> None:
     ev = _ev(infra_problem="the run's evidence cannot be read whole (http.jsonl: cut off)")
     ex = Execution(backend="docker", output="", exit_code=0, timed_out=False, evidence=ev)
     got = ctf.judge(ctf.level(1), ex, FLAG, world=WORLD)
-    assert not got.captured and "could not be judged" in got.hint and "cut off" in got.hint
+    assert got.captured is None and got.hint == "" and "cut off" in got.error
     from grader.board import attack_html
     from grader.report import render_attack
 
     for shown in (render_attack(got), attack_html(got)):
-        assert "Could not judge" in shown and "Not captured" not in shown, shown[:300]
+        assert "could not judge this attack" in shown.lower() and "Not captured" not in shown, shown[:300]

@@ -171,13 +171,47 @@ def test_error_outcome_is_never_counted_as_blocked() -> None:
     g = grade_file(task, solution_path(task.id), _ErrorBackend())
     for c in g.checks:
         if task.check(c.id).kind == "policy":
-            assert c.passed
+            assert c.passed and not c.error
         elif task.check(c.id).kind == "least":
-            assert not c.passed
-            assert "could not be measured" in c.message and "Rerun" in c.message
+            assert not c.passed and c.points == 0 and c.error
+            assert c.message.startswith("could not grade: ") and "could not be measured" in c.message and "Rerun" in c.message
         else:
-            assert not c.passed
-            assert "could not be collected" in c.message and "Rerun" in c.message
+            assert not c.passed and c.points == 0 and c.error
+            assert c.message.startswith("could not grade: ") and "could not be collected" in c.message and "Rerun" in c.message
+    assert not g.full_marks and {c.id for c in g.could_not_grade} == {c.id for c in task.checks if c.kind != "policy"}
+
+
+@dataclass(frozen=True)
+class _OneLost:
+    """The static run of a policy with one probe's evidence lost, as a Docker run whose DNS log was cut reports it."""
+
+    lost: str
+    name: str = "docker"
+
+    def run(self, plan: RunPlan) -> RunResult:
+        r = StaticBackend().run(plan)
+        probes = tuple(replace(p, outcome="error", explanation="Cannot tell: the run's evidence cannot be read whole (dns.jsonl: cut off).",
+                               evidence=()) if p.id == self.lost else p for p in r.probes)
+        return replace(r, backend="docker", probes=probes)
+
+
+def test_a_full_marks_policy_with_one_probe_unjudged_is_not_graded_full_and_says_could_not_grade() -> None:
+    task = load_task("scope-secure-sandbox")
+    assert grade_file(task, solution_path(task.id), StaticBackend()).full_marks  # the reference, judged whole
+    lost = next(pid for c in task.checks if c.kind == "blocked" for pid in c.probes)
+    g = grade_file(task, solution_path(task.id), _OneLost(lost))
+    hit = {c.id for c in task.checks if lost in c.probes}
+    assert hit and {c.id for c in g.could_not_grade} == hit and not g.full_marks
+    for c in g.checks:
+        if c.id in hit:
+            assert (c.points, c.passed) == (0, False) and c.message.startswith(f"could not grade: probe {lost}: ")
+            assert "dns.jsonl: cut off" in c.error and c.to_json()["error"] == c.error
+        else:
+            assert c.passed and c.points == c.max_points and "error" not in c.to_json(), c.message
+    assert g.score == task.max_score - sum(task.check(i).points for i in hit)
+    assert g.to_json()["could_not_grade"] == [c.id for c in task.checks if c.id in hit]
+    text = g.feedback()
+    assert "ERROR: could not grade" in text and all(f"[ERROR] {i} (0/" in text for i in hit)
 
 
 def test_docker_evidence_is_quoted() -> None:

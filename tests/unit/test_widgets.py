@@ -322,6 +322,31 @@ def test_attack_editor_runs_the_code_and_shows_the_next_hint_then_the_capture() 
     assert 'data-captured="true"' in editor._repr_mimebundle_()["text/html"]
 
 
+class _CutEngine(_Engine):
+    """The engine of a run whose log was cut: no sighting, and the evidence says it is incomplete."""
+
+    def execute(self, plan, job):  # type: ignore[no-untyped-def]
+        from dataclasses import replace
+
+        ex = super().execute(plan, job)
+        return replace(ex, evidence=replace(ex.evidence, infra_problem="the run's evidence cannot be read whole (http.jsonl: cut off)"))
+
+
+def test_attack_editor_shows_a_run_that_could_not_be_judged_as_an_error_and_records_no_attempt() -> None:
+    from grader.ctf import level
+
+    lv = level(2)
+    editor = widgets.AttackEditor(2, "print('hi')", backend=_CutEngine())
+    got = editor.run()
+    assert got is not None and got.captured is None and got.hint == ""
+    view = editor.view.value
+    assert 'data-captured="error"' in view and "sl-error" in view and "Could not judge this attack" in view and "cut off" in view
+    assert "Not captured" not in view and "Hint:" not in view and "&lt;b&gt;printed" in view
+    assert load_progress().levels == {} and editor.attempts == 0
+    editor._backend = _Engine()
+    assert editor.run().hint == lv.hints[0]  # type: ignore[union-attr]  # the broken run unlocked nothing
+
+
 def test_attack_editor_on_the_static_backend_says_so_and_records_nothing() -> None:
     editor = widgets.AttackEditor("plain-container", "# SEND_FLAG", backend=StaticBackend())
     assert editor.run() is None

@@ -197,3 +197,89 @@ def test_an_overflowed_log_keeps_its_records_as_proof_and_its_silence_proves_not
     got = {o.id: o.outcome for o in judge(ev, world, [p.id for p in PROBES])}
     assert got["exfil-secret"] == "succeeded"  # what arrived is proof
     assert "blocked" not in got.values()  # nothing is blocked on a log that lost records
+
+
+# --- a run's window of a service's whole log (the proxy's): numbered on from the line before it ---------------
+
+
+def _proxy_log(tmp_path: Path, n: int) -> str:
+    """``n`` proxy records as the proxy writes them (``common.JsonlLog``, the real writer)."""
+    from grader.services.common import JsonlLog
+
+    path = tmp_path / "proxy.jsonl"
+    log = JsonlLog(str(path))
+    for i in range(n):
+        log.write(fakewire.proxy(f"h{i}.example"))
+    return path.read_text()
+
+
+def _split(text: str, at: int) -> tuple[str, str]:
+    lines = text.splitlines(keepends=True)
+    return "".join(lines[:at]), "".join(lines[at:])
+
+
+def _lines(w: str) -> list[str]:
+    return w.splitlines(keepends=True)
+
+
+PROXY_WINDOW_FAULTS = {
+    "lost-first-line": lambda w: "".join(_lines(w)[1:]),
+    "lost-middle-line": lambda w: "".join(ln for i, ln in enumerate(_lines(w)) if i != 2),
+    "duplicated-line": lambda w: "".join([*_lines(w)[:2], _lines(w)[1], *_lines(w)[2:]]),
+    "moved-line": lambda w: "".join([_lines(w)[1], _lines(w)[0], *_lines(w)[2:]]),
+    "cut-last-line": lambda w: w[:-7],
+    "garbage-line": lambda w: w + "not json\n",
+    "no-seq": lambda w: w + wire.dump(fakewire.proxy("x.example")) + "\n",
+}
+
+
+def test_a_window_of_the_proxys_log_is_numbered_on_from_the_line_before_it(tmp_path: Path) -> None:
+    from grader.evidence import log_window
+
+    text = _proxy_log(tmp_path, 8)
+    before, window = _split(text, 3)
+    assert log_window(before, window, "proxy.jsonl", from_start=True) == window
+    assert len(parse_lines(wire.ProxyRecord, window, "proxy.jsonl")) == 5
+    assert log_window("", text, "proxy.jsonl", from_start=True) == text  # a log that began with the run
+    assert log_window(before, "", "proxy.jsonl", from_start=True) == ""  # nothing logged in the run
+    # a tail read from the middle of the log: its first line may be partial, its last whole line numbers the window
+    assert log_window(before[5:], window, "proxy.jsonl", from_start=False) == window
+    with pytest.raises(wire.WireError, match="longer than the window read"):
+        log_window(_lines(before)[-1][3:], window, "proxy.jsonl", from_start=False)
+    with pytest.raises(wire.WireError, match="no whole line before"):
+        log_window("", window, "proxy.jsonl", from_start=False)
+    with pytest.raises(wire.WireError, match="ends in a cut line"):
+        log_window(before[:-1], window, "proxy.jsonl", from_start=True)
+    with pytest.raises(wire.WireError, match="record out of place"):  # the window is not what follows that line
+        log_window(_split(text, 2)[0], window, "proxy.jsonl", from_start=True)
+    with pytest.raises(wire.WireError, match="record out of place"):  # nor does a log that began with the run start at 3
+        log_window("", window, "proxy.jsonl", from_start=True)
+
+
+@pytest.mark.parametrize("fault", sorted(PROXY_WINDOW_FAULTS))
+def test_a_lost_repeated_moved_or_cut_proxy_line_is_a_wire_error(tmp_path: Path, fault: str) -> None:
+    from grader.evidence import log_window
+
+    before, window = _split(_proxy_log(tmp_path, 8), 3)
+    with pytest.raises(wire.WireError):
+        log_window(before, PROXY_WINDOW_FAULTS[fault](window), "proxy.jsonl", from_start=True)
+
+
+def test_a_window_is_whole_up_to_a_moment_only_with_a_self_check_of_the_proxy_decided_after_it(tmp_path: Path) -> None:
+    from grader.evidence import log_window, self_checked_after
+    from grader.services.common import HEARTBEAT_HOST, JsonlLog
+
+    path = tmp_path / "proxy.jsonl"
+    log = JsonlLog(str(path))
+    log.write(fakewire.proxy("gist.github.com", t=10.0))
+    log.write(fakewire.proxy(HEARTBEAT_HOST, "deny", client="127.0.0.1", t=11.0))
+    log.write(fakewire.proxy("gist.github.com", t=12.0))
+    text = log_window("", path.read_text(), "proxy.jsonl", from_start=True)
+    assert self_checked_after(text, 10.5) and not self_checked_after(text, 11.0)
+    # the sandbox's own request to that name is no self-check of the proxy's
+    log.write(fakewire.proxy(HEARTBEAT_HOST, "deny", client="10.0.0.2", t=20.0))
+    assert not self_checked_after(path.read_text(), 12.0)
+    log.write(fakewire.proxy(HEARTBEAT_HOST, "deny", client="127.0.0.1", t=21.0))
+    whole = path.read_text()
+    assert self_checked_after(whole, 12.0)
+    assert not self_checked_after("".join(_lines(whole)[:-1]), 12.0)  # the log lost at its end: not shown whole
