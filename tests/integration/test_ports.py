@@ -101,10 +101,9 @@ def test_the_port_attack_no_longer_captures_a_level_of_two_download_hosts(docker
     assert all(t["status"].startswith("HTTP/1.1 502") for t in tried), tried
     # the refusal is on record: the proxy's decision, its reason, and nothing at the sinks
     assert ex.evidence is not None
-    refused = {(r["host"], r["port"]) for r in ex.evidence.proxy
-               if r.get("decision") == "deny" and str(r.get("reason", "")).startswith(NOT_SERVED)}
+    refused = {(r.host, r.port) for r in ex.evidence.proxy if r.decision == "deny" and r.reason.startswith(NOT_SERVED)}
     assert refused == {(h, p) for h in ("pypi.org", "files.pythonhosted.org") for p in (4444, 53)}, ex.evidence.proxy
-    assert not [r for r in ex.evidence.tcp if result.flag in str(r.get("data", ""))]
+    assert not [r for r in ex.evidence.tcp if result.flag in r.data]
 
 
 def test_the_same_attack_through_a_name_the_attacker_owns_still_captures(docker_backend: Any, no_leftovers: None) -> None:
