@@ -297,7 +297,9 @@ def test_a_tenant_flooding_or_holding_the_shared_internet_changes_no_other_runs_
         got = _outcomes(_cli(naive))  # during the attack, on the same internet
     finally:
         out, err = hostile.communicate(timeout=120)
-    assert hostile.returncode in (0, 1), err  # its own verdict (captured or not), never a crash
+    # Its own verdict (captured or not), never a crash. A flood past its run's log cap, or a client past its
+    # connection limit, leaves the attacker's own evidence incomplete: "could not judge" (exit 3), not a miss.
+    assert hostile.returncode in (0, 1) or (hostile.returncode == 3 and "could not judge" in err), err
     assert _no_worse(got, alone) == {}, (got, out[-400:])
     assert got["exfil-secret"] == "succeeded", ("the leak was seen alone, and must be seen beside the attack", got)
     after = hub.state()
