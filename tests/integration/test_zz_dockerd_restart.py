@@ -104,7 +104,7 @@ def test_dockerd_restarted_mid_batch_loses_no_grade(docker_client: Any, docker_b
     assert len(first.rows) == 21
     for r in first.rows:  # a row is right or an error saying to rerun; never a wrong score
         if r.status == "error":
-            assert "rerun" in r.feedback, r.feedback
+            assert "rerun" in r.feedback.lower(), r.feedback  # "rerun the batch", or a check's "Rerun the grader"
         else:
             assert (r.score, r.status) == (static[r.student].score, static[r.student].status), r.student
 
