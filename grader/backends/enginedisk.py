@@ -61,8 +61,12 @@ from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Callable, Iterator, Literal, Mapping, Optional, Protocol
 
-import docker
-from docker.types import LogConfig, Mount
+try:
+    import docker
+    from docker.types import LogConfig, Mount
+except ImportError:  # an install without the [docker] extra: the srt backend uses only the host-disk parts here
+    docker = None
+    LogConfig = Mount = None
 
 from ..errors import BackendError, InfrastructureError
 from .runs import MAX_OUTPUT, HostListener, RunDir
