@@ -515,16 +515,6 @@ def serve_forever(listener: socket.socket, handle: Handler, slots: threading.Sem
         _serve_admitted(listener, handle, slots)
         return
 
-    def run(conn: socket.socket, client: str) -> None:
-        try:
-            handle(conn, client)
-        except Exception:  # one broken client must never stop the service
-            print(f"error serving {client}:", file=sys.stderr)
-            traceback.print_exc()
-        finally:
-            conn.close()
-            slots.release()
-
     while True:
         slots.acquire()
         try:
@@ -535,20 +525,22 @@ def serve_forever(listener: socket.socket, handle: Handler, slots: threading.Sem
                 return  # closed at shutdown
             time.sleep(0.05)  # e.g. out of file descriptors: back off, keep serving
             continue
-        spawn(run, conn, addr[0])
+        spawn(_run_one, handle, conn, addr[0], slots.release)
+
+
+def _run_one(handle: Handler, conn: socket.socket, client: str, release: Callable[[], None]) -> None:
+    """Serve one connection, whatever ``handle`` raises; then close it and give its slot back."""
+    try:
+        handle(conn, client)
+    except Exception:  # one broken client must never stop the service
+        print(f"error serving {client}:", file=sys.stderr)
+        traceback.print_exc()
+    finally:
+        conn.close()
+        release()
 
 
 def _serve_admitted(listener: socket.socket, handle: Handler, admission: Admission) -> None:
-    def run(conn: socket.socket, client: str, release: Callable[[], None]) -> None:
-        try:
-            handle(conn, client)
-        except Exception:  # one broken client must never stop the service
-            print(f"error serving {client}:", file=sys.stderr)
-            traceback.print_exc()
-        finally:
-            conn.close()
-            release()
-
     while True:
         try:
             conn, addr = listener.accept()
@@ -563,7 +555,7 @@ def _serve_admitted(listener: socket.socket, handle: Handler, admission: Admissi
             conn.close()  # over its limit: refused at once, and its run is told its evidence is incomplete
             admission.refused(client)
             continue
-        spawn(run, conn, client, release)
+        spawn(_run_one, handle, conn, client, release)
 
 
 # --- reading from a socket ---------------------------------------------------------------
