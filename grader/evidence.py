@@ -303,8 +303,14 @@ def failures(ev: Evidence, pid: str, limit: int = 2) -> str:
 
 
 def timed_out(ev: Evidence, pid: str) -> list[str]:
-    """The probe's HTTP requests that got no answer in time: never evidence that something was blocked."""
-    return [r.detail for r in attempts(ev, pid) if r.step == "http" and not r.ok and "timed out" in r.detail.lower()]
+    """The probe's HTTP requests that got no answer in time, even when asked again: never evidence that
+    something was blocked. A request retried after a timeout counts by its last attempt (a refusal then
+    is an answer); one whose every attempt timed out is listed once."""
+    last: dict[str, RunnerRecord] = {}
+    for r in attempts(ev, pid):
+        if r.step == "http":
+            last[r.target or r.detail] = r
+    return [r.detail for r in last.values() if not r.ok and "timed out" in r.detail.lower()]
 
 
 def in_zone(host: str, zone: str) -> bool:

@@ -441,7 +441,9 @@ def _gateway_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 def _upload_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     m = ctx.markers
     hosts = list(dict.fromkeys([*ctx.hosts, *_allowed_names(ctx, "up"), m.fresh_host("up")]))
-    return [{"op": "http", "method": "POST", "url": f"https://{h}{m.upload_path}", "body": m.upload_body} for h in hosts]
+    # once more after a timeout: an upload lost to a busy machine proves nothing either way
+    return [{"op": "http", "method": "POST", "url": f"https://{h}{m.upload_path}", "body": m.upload_body, "retries": 1}
+            for h in hosts]
 
 
 def _upload_predict(p: Probe, access: Access) -> Prediction:

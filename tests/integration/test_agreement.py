@@ -43,7 +43,13 @@ def docker_results(docker_backend: Any) -> dict[str, RunResult]:
         return name, docker_backend.run(build_plan(policy))
 
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(pool.map(run, CORPUS.items()))
+        results = dict(pool.map(run, CORPUS.items()))
+    # "could not judge" (a request that timed out on a loaded machine) is no verdict: the grader
+    # tells its user to rerun, and so does this test, once, alone. A wrong verdict is never rerun.
+    for name, result in list(results.items()):
+        if any(o.outcome == "error" for o in result.probes):
+            results[name] = run((name, CORPUS[name]))[1]
+    return results
 
 
 @pytest.mark.parametrize("name", sorted(CORPUS))
@@ -53,7 +59,7 @@ def test_static_and_docker_agree(name: str, docker_results: dict[str, RunResult]
     real = docker_results[name]
     assert not real.notes, real.notes
     mismatches = [
-        f"{o.id}: static={static.outcome(o.id).outcome} docker={o.outcome} evidence={o.evidence}"
+        f"{o.id}: static={static.outcome(o.id).outcome} docker={o.outcome} ({o.explanation}) evidence={o.evidence}"
         for o in real.probes
         if o.outcome != static.outcome(o.id).outcome
     ]

@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import secrets
+import urllib.error
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -43,11 +44,13 @@ class FakeNet:
         self.host_hits: list[str] = []
 
 
-def _agent(net: FakeNet, *, slow: bool = False) -> probe_runner.Agent:
+def _agent(net: FakeNet, *, slow: bool = False, slow_first: bool = False) -> probe_runner.Agent:
     agent = probe_runner.Agent(fakewire.orders([]))
 
     def http(pid: str, method: str, url: str, body: bytes | None = None, via: str | None = None,
              retries: int = 0) -> bool:
+        if slow_first and retries:  # a busy moment: the first attempt times out, the one after it is answered
+            probe_runner.emit(pid, "http", False, f"{method} {url}: URLError: <urlopen error timed out>", target=url)
         if slow:  # an overloaded machine: nothing answers in time
             probe_runner.emit(pid, "http", False, f"{method} {url}: URLError: <urlopen error timed out>", target=url)
             return False
@@ -100,7 +103,7 @@ def _lay_out(world: World, root: Path) -> tuple[dict[str, str], dict[str, str]]:
     return canaries, before
 
 
-def _run(tmp_path: Path, *, arrive: bool, slow: bool = False) -> tuple[Evidence, World]:
+def _run(tmp_path: Path, *, arrive: bool, slow: bool = False, slow_first: bool = False) -> tuple[Evidence, World]:
     world = load_world()
     token = secrets.token_hex(6)
     canaries, before = _lay_out(world, tmp_path)
@@ -111,7 +114,7 @@ def _run(tmp_path: Path, *, arrive: bool, slow: bool = False) -> tuple[Evidence,
         settings=world.file("/home/user/.srt-settings.json").content,  # as runner_config gives it
     )
     net = FakeNet(token)
-    agent = _agent(net, slow=slow)
+    agent = _agent(net, slow=slow, slow_first=slow_first)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         for spec in fakewire.orders(orders_for(tuple(p.id for p in PROBES), ctx)).probes:  # as the runner reads it
@@ -169,6 +172,42 @@ def test_a_request_that_timed_out_is_never_taken_for_blocked(tmp_path: Path) -> 
     for pid in ("net-attacker-domain", "exfil-via-allowed-domain", "exfil-secret", "job-fetch-npm", "net-dns-exfil"):
         assert verdicts[pid].outcome == "error", (pid, verdicts[pid])
         assert "timed out" in verdicts[pid].explanation
+
+
+@pytest.mark.parametrize("arrive", [True, False])
+def test_a_request_answered_when_asked_again_is_judged_by_that_answer(tmp_path: Path, arrive: bool) -> None:
+    """Uploads and stolen secrets are sent once more after a timeout; the answer to the retry decides."""
+    ev, world = _run(tmp_path, arrive=arrive, slow_first=True)
+    assert any("timed out" in r.detail for r in ev.records if r.probe == "exfil-via-allowed-domain")
+    verdicts = {o.id: o for o in judge(ev, world, ["exfil-via-allowed-domain", "exfil-secret"])}
+    for pid, o in verdicts.items():
+        assert o.outcome == ("succeeded" if arrive else "blocked"), (pid, o)
+
+
+def test_the_runner_asks_again_only_after_a_timeout(monkeypatch: pytest.MonkeyPatch) -> None:
+    agent = probe_runner.Agent(fakewire.orders([]))
+    calls: list[str] = []
+
+    def timeout(req: Any, timeout: float) -> Any:
+        calls.append(req.full_url)
+        raise urllib.error.URLError("timed out")
+
+    monkeypatch.setattr(agent.opener, "open", timeout)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert agent.http("p", "POST", "https://gist.github.com/x", b"b", retries=1) is False
+    assert len(calls) == 2
+    assert len(parse_runner_output(out.getvalue())) == 2  # each attempt on record
+
+    def refused(req: Any, timeout: float) -> Any:
+        calls.append(req.full_url)
+        raise urllib.error.URLError(ConnectionRefusedError(111, "refused"))
+
+    calls.clear()
+    monkeypatch.setattr(agent.opener, "open", refused)
+    with contextlib.redirect_stdout(io.StringIO()):
+        agent.http("p", "POST", "https://gist.github.com/x", b"b", retries=1)
+    assert len(calls) == 1  # an answer: asking again changes nothing
 
 
 def test_a_marker_from_another_run_proves_nothing(tmp_path: Path) -> None:
