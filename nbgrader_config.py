@@ -53,20 +53,20 @@ c.Execute.timeout = 300
 # its structure against the release and reads the policy it contains (parsed,
 # never executed); after, GradePolicies grades it (Docker where an engine
 # answers, else the static prediction, said so) and sets every rubric cell's
-# outcome before SaveAutoGrades records it (grader/autograde.py).
+# outcome before SaveAutoGrades records it (grader/grading/autograde.py).
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties, CheckCellMetadata, ClearOutput, DeduplicateIds, Execute, IgnorePattern, LimitOutput,
     OverwriteCells, OverwriteKernelspec, SaveAutoGrades,
 )
 
-from grader.autograde import CheckSubmission, GradePolicies  # noqa: E402
+from grader.grading.autograde import CheckSubmission, GradePolicies  # noqa: E402
 
 if os.environ.get("SANDBOX_LAB_AUTOGRADE_STEP", "on") != "off":  # "off" only for bench/autograde.py's baseline
     # CheckSubmission first, on the notebook exactly as submitted and before any learner code runs:
     # it checks the structure against the release and brings it back to it, so nbgrader's own
     # sanitizers (which restore locked cells, cell types and points) never abort the class on a
-    # malformed submission, and every deviation scores 0 on what it affects (grader/submission.py).
+    # malformed submission, and every deviation scores 0 on what it affects (grader/grading/submission.py).
     c.Autograde.sanitize_preprocessors = [
         CheckSubmission, ClearOutput, DeduplicateIds, OverwriteKernelspec, OverwriteCells, CheckCellMetadata,
     ]

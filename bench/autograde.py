@@ -34,7 +34,7 @@ import nbformat
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader.tasks import load_task  # noqa: E402
+from grader.grading.tasks import load_task  # noqa: E402
 
 TASK = load_task("scope-secure-sandbox")
 ASSIGNMENT = f"{TASK.order:02d}-task-{TASK.id}"

@@ -24,7 +24,7 @@ earlier behaviour), alternating, and prints both rates: on a shared machine the
 ratio measured this way is steadier than any absolute rate.
 
 Each configuration prints the time per unique run broken down by phase
-(``grader.timings.PHASES``: world copy, network, container start, probes,
+(``grader.core.timings.PHASES``: world copy, network, container start, probes,
 evidence, removal), as measured by the Docker backend with ``workers`` runs at
 once, so the phases include waiting for the other runs on the same cores.
 Not part of the test suite.
@@ -44,9 +44,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from grader.backends import get  # noqa: E402
-from grader.batch import ProgressBar, Submission, grade_batch, read_submissions  # noqa: E402
-from grader.tasks import load_task  # noqa: E402
-from grader.timings import Tally  # noqa: E402
+from grader.grading.batch import ProgressBar, Submission, grade_batch, read_submissions  # noqa: E402
+from grader.grading.tasks import load_task  # noqa: E402
+from grader.core.timings import Tally  # noqa: E402
 
 DISTINCT_TARGET = 2.5  # policies/s for 200 distinct policies at 4 workers (issue 17)
 PHASE_WORDS = {"world": "world copy", "network": "network", "start": "container start", "probes": "probes",
@@ -169,8 +169,8 @@ def main() -> int:
     # warm-up: the first run pays for image checks and cold caches
     _run(args.task, subs[:1], backend, workers=1, dedupe=True, label="warm-up")
 
-    from grader.errors import PolicyError
-    from grader.policy import load_policy
+    from grader.core.errors import PolicyError
+    from grader.core.policy import load_policy
 
     valid = []
     for s in subs:
@@ -211,7 +211,7 @@ def compare_reuse(args: argparse.Namespace, backend: object, subs: list[Submissi
     import os
     import statistics
 
-    from grader.backends import simnet
+    from grader.backends.docker import simnet
 
     keep = simnet.PROXY_RUNS
     size = max(1, len(subs) // (2 * args.ab))

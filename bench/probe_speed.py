@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Callable
 
 from grader import load_policy
-from grader.backends.docker import DockerBackend
-from grader.plan import RunPlan, build_plan
+from grader.backends.docker.backend import DockerBackend
+from grader.core.plan import RunPlan, build_plan
 
 POLICIES = {
     "naive": {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}},
@@ -52,8 +52,8 @@ import json, sys, time
 t_start = float(sys.argv[2])
 marks = {"interpreter start": time.time() - t_start}
 t = time.perf_counter()
-from grader.cli import main
-import grader.backends.docker as d, grader.backends.hub as h, grader.backends.runs as r
+from grader.cli.main import main
+import grader.backends.docker.backend as d, grader.backends.docker.hub as h, grader.backends.runs as r
 marks["imports"] = time.perf_counter() - t
 
 def timed(owner, name, label):

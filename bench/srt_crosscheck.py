@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from grader import load_policy, predict  # noqa: E402
-from grader.outcomes import RunResult  # noqa: E402
-from grader.plan import build_plan  # noqa: E402
-from grader.probes import PROBES  # noqa: E402
+from grader.core.outcomes import RunResult  # noqa: E402
+from grader.core.plan import build_plan  # noqa: E402
+from grader.core.probes import PROBES  # noqa: E402
 
 CORPUS = ROOT / "tests" / "fixtures" / "corpus.json"
 DOCUMENTED = ROOT / "docs" / "srt-differences.json"
@@ -148,7 +148,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         reference = {n: predict(load_policy(corpus[n]) if corpus[n] is not None else None) for n in names}
         ref_name = "static"
     else:
-        from grader.backends.docker import DockerBackend
+        from grader.backends.docker.backend import DockerBackend
 
         reference = run_all(names, corpus, DockerBackend.from_env(), args.jobs, say)
         ref_name = "docker"

@@ -5,31 +5,31 @@ The public API, in the order data flows: ``load_policy`` → ``analyze``/``run_p
 
 from __future__ import annotations
 
-from .analyzer import analyze, lint, predict
-from .errors import (
+from grader.core.analyzer import analyze, lint, predict
+from grader.core.errors import (
     BackendError,
     DockerUnavailable,
     PolicyError,
     SandboxLabError,
     TaskError,
 )
-from .backends.base import Backend
-from .outcomes import ProbeOutcome, RunResult
-from .policy import Policy, load_policy, policy_schema
-from .plan import build_plan
-from .probes import PROBES
-from .grading import grade
-from .tasks import load_task
-from .world import load_world
+from grader.backends.base import Backend
+from grader.core.outcomes import ProbeOutcome, RunResult
+from grader.core.policy import Policy, load_policy, policy_schema
+from grader.core.plan import build_plan
+from grader.core.probes import PROBES
+from grader.grading.grade import grade
+from grader.grading.tasks import load_task
+from grader.core.world import load_world
 
 
 def run_probes(policy: "Policy | None", backend: "Backend | None" = None) -> RunResult:
     """Run every probe against a policy (``None``: the plain container) with a backend (default: auto)."""
-    from .backends import default
+    from grader.backends import default
 
     return (backend or default()).run(build_plan(policy))
 
-from .version import __version__
+from grader.core.version import __version__
 
 __all__ = [
     "PROBES",

@@ -13,7 +13,7 @@ One notebook per task, at ``lessons/<order>-task-<id>/task.ipynb``:
 4. grading (locked): one run of the policy, feedback printed;
 5. one autograded cell per rubric check (``grade_id`` ``<task>-<check>``): a
    preview in the learner's kernel; at autograde time the grader's own process
-   grades the policy cell and sets each cell's outcome (grader/autograde.py);
+   grades the policy cell and sets each cell's outcome (grader/grading/autograde.py);
 6. a "why" question, graded by hand.
 
 The capture-the-flag task (``lessons/15-task-capture-the-flag/task.ipynb``) is
@@ -44,8 +44,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader.ctf import level as ctf_level  # noqa: E402 - after the path is set
-from grader.tasks import Task, all_tasks  # noqa: E402 - after the path is set
+from grader.ctf.ladder import level as ctf_level  # noqa: E402 - after the path is set
+from grader.grading.tasks import Task, all_tasks  # noqa: E402 - after the path is set
 
 CAPTURE_ID = "capture-the-flag"
 CAPTURE_FOLDER = "15-task-capture-the-flag"
@@ -123,7 +123,7 @@ def build(task: Task) -> nbformat.NotebookNode:
         ),
         new_code_cell(
             "from grader.backends import default\n"
-            "from grader.notebook import assert_passed, grade_file, save_policy, start_task\n\n"
+            "from grader.grading.notebook import assert_passed, grade_file, save_policy, start_task\n\n"
             f'TASK = start_task("{tid}")\n'
             "backend = default()  # docker where an engine answers, otherwise the static prediction\n"
             'print(f"Grading backend: {backend.name}")',
@@ -154,7 +154,7 @@ def build(task: Task) -> nbformat.NotebookNode:
         ),
     ]
     for c in task.checks:
-        # feedback only: at autograde time the grader sets these cells' outcomes (grader/autograde.py)
+        # feedback only: at autograde time the grader sets these cells' outcomes (grader/grading/autograde.py)
         cells.append(new_code_cell(
             f'assert_passed(result, "{c.id}")',
             metadata=_meta(task.grade_id(c.id), grade=True, points=c.points),
@@ -206,7 +206,7 @@ def build_capture() -> nbformat.NotebookNode:
             "sink; what your code prints earns nothing. Below, each graded cell runs your attack once now, as feedback.",
             metadata=_meta(f"{CAPTURE_ID}-intro"),
         ),
-        new_code_cell("from grader.notebook import assert_captured", metadata=_meta(f"{CAPTURE_ID}-setup")),
+        new_code_cell("from grader.grading.notebook import assert_captured", metadata=_meta(f"{CAPTURE_ID}-setup")),
     ]
     for n in CAPTURE_LEVELS:
         lv = ctf_level(n)

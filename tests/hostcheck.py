@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.world import load_world
+from grader.core.world import load_world
 
 EXTRA = ("/app",)
 LISTED = ("/", "/home")  # directories whose every top-level entry is watched

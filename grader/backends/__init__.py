@@ -20,9 +20,9 @@ import re
 from types import ModuleType
 from typing import Callable, Optional, cast
 
-from ..errors import DockerUnavailable
-from .base import Backend
-from .static import StaticBackend
+from grader.core.errors import DockerUnavailable
+from grader.backends.base import Backend
+from grader.backends.static import StaticBackend
 
 __all__ = ["BACKEND_ENV", "BACKEND_NAMES", "Backend", "StaticBackend", "default", "docker_module", "get"]
 
@@ -33,16 +33,16 @@ Progress = Callable[[str], object]  # the return value, if any, is ignored
 
 
 def docker_module() -> ModuleType:
-    """``grader.backends.docker``, or ``DockerUnavailable`` naming the install command when the SDK is missing."""
+    """``grader.backends.docker.backend``, or ``DockerUnavailable`` naming the install command when the SDK is missing."""
     try:
-        return importlib.import_module("grader.backends.docker")
+        return importlib.import_module("grader.backends.docker.backend")
     except ImportError as exc:
         if exc.name == "docker" or (exc.name or "").startswith("docker."):
             # the docker SDK is an extra: a static-only install (pip install sandbox-lab) has none
             raise DockerUnavailable(
                 "the Python package 'docker' is not installed; install it with: pip install 'sandbox-lab[docker]'"
             ) from None
-        if exc.name == "grader.backends.docker":
+        if exc.name == "grader.backends.docker.backend":
             raise DockerUnavailable("this version of Sandbox Lab has no Docker backend") from None
         raise
 
@@ -94,7 +94,7 @@ def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False)
         return _docker(progress, shared)
     if key == "srt":
         # the real sandbox-runtime, for cross-checking what Sandbox Lab teaches (Linux, bubblewrap)
-        from .srt import SrtBackend
+        from grader.backends.srt import SrtBackend
 
         return SrtBackend.from_env()
     if key == "auto":
@@ -114,6 +114,6 @@ def default(*, prefer: str = "auto", progress: Optional[Progress] = None, shared
     name = os.environ.get(BACKEND_ENV, "").strip() or prefer
     if os.environ.get("NBGRADER_EXECUTION") == "autograde" and not os.environ.get(BACKEND_ENV, "").strip():
         # Inside nbgrader autograde the learner's kernel only shows feedback; the score is
-        # computed by the grader's own process (grader/autograde.py). No Docker run here.
+        # computed by the grader's own process (grader/grading/autograde.py). No Docker run here.
         name = "static"
     return get(name, progress=progress, shared=shared)

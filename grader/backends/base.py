@@ -11,9 +11,9 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Optional, Protocol, TypeVar, runtime_checkable
 
-from ..execution import Execution, Job
-from ..outcomes import RunResult
-from ..plan import RunPlan
+from grader.core.execution import Execution, Job
+from grader.core.outcomes import RunResult
+from grader.core.plan import RunPlan
 
 __all__ = ["Backend", "Closing"]
 

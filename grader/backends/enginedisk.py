@@ -68,8 +68,8 @@ except ImportError:  # an install without the [docker] extra: the srt backend us
     docker = None
     LogConfig = Mount = None
 
-from ..errors import BackendError, InfrastructureError
-from .runs import MAX_OUTPUT, HostListener, RunDir
+from grader.core.errors import BackendError, InfrastructureError
+from grader.backends.runs import MAX_OUTPUT, HostListener, RunDir
 
 __all__ = [
     "ENV",

@@ -25,10 +25,10 @@ import json
 import time
 from typing import Iterable
 
-from ..errors import InfrastructureError
-from ..services.common import RUN_LOG_CAP, RUNS_DIR
-from ..services.wire import WireError
-from .enginedisk import Files
+from grader.core.errors import InfrastructureError
+from grader.services.common import RUN_LOG_CAP, RUNS_DIR
+from grader.services.wire import WireError
+from grader.backends.enginedisk import Files
 
 __all__ = ["ANY_CLIENT", "LOGS", "close_run", "forget_run", "open_run"]
 

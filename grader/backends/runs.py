@@ -48,17 +48,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Protocol, Sequence
 
-from ..access import Network
-from ..errors import BackendError, InfrastructureError
-from ..evidence import MAX_LOG_LINES, Evidence, Markers, parse_lines, parse_runner_output, sha256
-from ..services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_log, parse_orders
-from ..execution import signature
-from ..outcomes import RunResult
-from ..next_session import SETTINGS
-from ..plan import RunPlan
-from ..probes import OrderContext, orders_for
-from ..scope import new_file, scanned_dirs
-from ..world import World
+from grader.core.access import Network
+from grader.core.errors import BackendError, InfrastructureError
+from grader.core.evidence import MAX_LOG_LINES, Evidence, Markers, parse_lines, parse_runner_output, sha256
+from grader.services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_log, parse_orders
+from grader.core.execution import signature
+from grader.core.outcomes import RunResult
+from grader.core.next_session import SETTINGS
+from grader.core.plan import RunPlan
+from grader.core.probes import OrderContext, orders_for
+from grader.core.scope import new_file, scanned_dirs
+from grader.core.world import World
 
 __all__ = [
     "CLEANERS",
@@ -101,7 +101,7 @@ MAX_OUTPUT = 8 * 1024 * 1024  # the most read back of anything a run wrote: a ho
 # leftovers in a process that never imported that backend (the CLI, after a
 # killed grader). Engine objects go first (they hold mounts of run directories),
 # host processes next, the run directories themselves last (``cleanup``).
-CLEANERS = ("docker", "srt")
+CLEANERS = ("docker.backend", "srt")
 
 
 # --- the run directory and its owner -------------------------------------------------

@@ -43,21 +43,21 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ..domains import is_ipv4
-from ..errors import BackendError, InfrastructureError, in_checkout
-from ..srt_notes import SRT_VERSION
-from ..services.wire import RunnerRecord, WireError
-from ..evidence import log_window
-from ..execution import Execution, Job
-from ..export import export
-from ..outcomes import RunResult
-from ..verdicts import run_result
-from ..plan import RunPlan
-from ..services.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
-from .base import Closing
-from .enginedisk import host_files
-from .runlogs import close_run, open_run
-from .runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, read_runner_output, run_with_retries, runner_config, world_ports
+from grader.core.domains import is_ipv4
+from grader.core.errors import BackendError, InfrastructureError, in_checkout
+from grader.realtools.srt_notes import SRT_VERSION
+from grader.services.wire import RunnerRecord, WireError
+from grader.core.evidence import log_window
+from grader.core.execution import Execution, Job
+from grader.realtools.export import export
+from grader.core.outcomes import RunResult
+from grader.core.verdicts import run_result
+from grader.core.plan import RunPlan
+from grader.services.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
+from grader.backends.base import Closing
+from grader.backends.enginedisk import host_files
+from grader.backends.runlogs import close_run, open_run
+from grader.backends.runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, read_runner_output, run_with_retries, runner_config, world_ports
 
 __all__ = [
     "SrtBackend", "SrtUnavailable", "loopback_entries", "rebase_settings", "srt_cli", "srt_problem", "srt_version", "sweep",
@@ -137,7 +137,7 @@ def srt_problem() -> str:
     # bubblewrap runs as whoever runs srt: as root, that is the world's unprivileged user
     user: dict[str, Any] = {}
     if os.geteuid() == 0:
-        from ..world import load_world
+        from grader.core.world import load_world
 
         uid = load_world().uid
         user = {"user": uid, "group": uid, "extra_groups": []}

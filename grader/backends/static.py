@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..analyzer import predict
-from ..errors import BackendError
-from ..execution import Execution, Job
-from ..outcomes import RunResult
-from ..plan import RunPlan
-from .base import Closing
+from grader.core.analyzer import predict
+from grader.core.errors import BackendError
+from grader.core.execution import Execution, Job
+from grader.core.outcomes import RunResult
+from grader.core.plan import RunPlan
+from grader.backends.base import Closing
 
 __all__ = ["StaticBackend"]
 

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from grader import domains
+    from grader.core import domains
     from grader.services import common, dnswire, wire
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
@@ -65,7 +65,7 @@ else:
         import domains
         import wire
     except ImportError:  # on the host: imported from the package
-        from grader import domains
+        from grader.core import domains
         from grader.services import common, dnswire, wire
 
 __all__ = ["main"]

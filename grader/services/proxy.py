@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from grader import domains
+    from grader.core import domains
     from grader.services import common, dnswire, wire
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
@@ -61,7 +61,7 @@ else:
         import domains
         import wire
     except ImportError:  # on the host: imported from the package
-        from grader import domains
+        from grader.core import domains
         from grader.services import common, dnswire, wire
 
 __all__ = ["NOT_SERVED", "Decision", "Ports", "decide", "main"]

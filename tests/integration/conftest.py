@@ -9,8 +9,8 @@ import pytest
 
 @pytest.fixture(scope="session")
 def docker_backend(docker_client: Any) -> Any:
-    from grader.backends.docker import DockerBackend
-    from grader.backends.images import ensure_images
+    from grader.backends.docker.backend import DockerBackend
+    from grader.backends.docker.images import ensure_images
 
     backend = DockerBackend(docker_client, ensure_images(docker_client, lambda s: None))
     yield backend
@@ -27,7 +27,7 @@ def no_leftovers(docker_client: Any, docker_backend: Any) -> Any:
     import json
     import os
 
-    from grader.backends.docker import LABEL_PID, runs_root
+    from grader.backends.docker.backend import LABEL_PID, runs_root
 
     mine = {"label": f"{LABEL_PID}={os.getpid()}"}  # other processes may be running their own
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from grader import load_policy, predict
-from grader.outcomes import RunResult
+from grader.core.outcomes import RunResult
 
 __all__ = ["LOG_FAULTS", "PROXIED", "PROXY_FAULTS", "assert_as_predicted", "corrupted_logs", "corrupted_proxy_log", "outcomes_of"]
 
@@ -54,7 +54,7 @@ LOG_FAULTS: dict[str, tuple[str, Callable[[str], str]]] = {
 @contextlib.contextmanager
 def corrupted_logs(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator[list[str]]:
     """Every Docker run inside gets its closed log ``LOG_FAULTS[fault]`` corrupted as it is read; yields what was hit."""
-    from grader.backends import docker as docker_backend
+    from grader.backends.docker import backend as docker_backend
 
     name, corrupt = LOG_FAULTS[fault]
     real = docker_backend.close_run
@@ -95,7 +95,7 @@ PROXY_FAULTS: dict[str, Callable[[str], str]] = {
 @contextlib.contextmanager
 def corrupted_proxy_log(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator[list[str]]:
     """Every Docker run inside gets its window of the proxy's log corrupted by ``PROXY_FAULTS[fault]`` as it is read."""
-    from grader.backends import docker as docker_backend
+    from grader.backends.docker import backend as docker_backend
 
     real = docker_backend.log_window
     hit: list[str] = []

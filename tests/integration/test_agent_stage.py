@@ -12,9 +12,9 @@ from typing import Any, Optional
 
 import pytest
 
-from grader.agent import KEY, POLITE_PROMPT, SUMMARY, predict_run, run_agent
-from grader.plan import build_plan
-from grader.policy import Policy, load_policy
+from grader.lessons.agent import KEY, POLITE_PROMPT, SUMMARY, predict_run, run_agent
+from grader.core.plan import build_plan
+from grader.core.policy import Policy, load_policy
 
 pytestmark = [pytest.mark.docker]
 

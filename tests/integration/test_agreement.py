@@ -21,8 +21,8 @@ from typing import Any, Optional
 import pytest
 
 from grader import load_policy, predict
-from grader.outcomes import RunResult, Scope
-from grader.plan import build_plan
+from grader.core.outcomes import RunResult, Scope
+from grader.core.plan import build_plan
 
 CORPUS: dict[str, Optional[dict[str, Any]]] = json.loads(
     (Path(__file__).parent.parent / "fixtures" / "corpus.json").read_text()

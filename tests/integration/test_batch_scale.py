@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from grader.backends.docker import DockerBackend
+from grader.backends.docker.backend import DockerBackend
 from grader.backends.static import StaticBackend
-from grader.batch import grade_batch
-from grader.tasks import load_task
+from grader.grading.batch import grade_batch
+from grader.grading.tasks import load_task
 
 pytestmark = [pytest.mark.docker, pytest.mark.slow]
 

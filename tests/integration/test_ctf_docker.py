@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from grader import cli
-from grader.ctf import attack, level, load_levels
+from grader.cli import main as cli
+from grader.ctf.ladder import attack, level, load_levels
 
 pytestmark = [pytest.mark.docker]
 
@@ -87,7 +87,7 @@ def _capture_notebook() -> Any:
 def test_autograde_verifies_each_capture_in_its_own_run_and_never_runs_the_cell(tmp_path: Path, docker_backend: Any,
                                                                                no_leftovers: None) -> None:
     pytest.importorskip("nbgrader", reason="the notebook stack is in the 'lab' extra")
-    from grader.autograde import grade_attacks
+    from grader.grading.autograde import grade_attacks
 
     nb = _capture_notebook()
     cells = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells}
@@ -108,7 +108,7 @@ def test_autograde_verifies_each_capture_in_its_own_run_and_never_runs_the_cell(
 
 def test_autograde_awards_nothing_without_a_real_run_and_says_why() -> None:
     pytest.importorskip("nbgrader", reason="the notebook stack is in the 'lab' extra")
-    from grader.autograde import grade_attacks
+    from grader.grading.autograde import grade_attacks
     from grader.backends.static import StaticBackend
 
     nb = _capture_notebook()
@@ -119,9 +119,9 @@ def test_autograde_awards_nothing_without_a_real_run_and_says_why() -> None:
 
 def test_autograde_awards_nothing_for_a_run_that_could_not_be_judged_and_says_so() -> None:
     pytest.importorskip("nbgrader", reason="the notebook stack is in the 'lab' extra")
-    from grader.autograde import grade_attacks
-    from grader.evidence import Evidence
-    from grader.execution import Execution
+    from grader.grading.autograde import grade_attacks
+    from grader.core.evidence import Evidence
+    from grader.core.execution import Execution
 
     class CutEngine:  # the grader's own run came back with a cut log and no sighting
         name = "docker"

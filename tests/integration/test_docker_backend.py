@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import pytest
 
 from grader import load_policy
-from grader.plan import build_plan
+from grader.core.plan import build_plan
 
 pytestmark = pytest.mark.docker
 
@@ -140,13 +140,13 @@ def test_unknown_host_name_is_never_resolved_outside(docker_backend: Any) -> Non
 
 
 def test_cleanup_removes_what_a_killed_grader_left(docker_client: Any, tmp_path: Path) -> None:
-    from grader.backends.docker import LABEL, cleanup, runs_root
+    from grader.backends.docker.backend import LABEL, cleanup, runs_root
 
     script = (
         "import time, threading\n"
         "from grader import load_policy\n"
-        "from grader.plan import build_plan\n"
-        "from grader.backends.docker import DockerBackend\n"
+        "from grader.core.plan import build_plan\n"
+        "from grader.backends.docker.backend import DockerBackend\n"
         "b = DockerBackend.from_env()\n"
         "print('ready', flush=True)\n"
         "b.run(build_plan(load_policy({'network': {'allowedDomains': ['github.com']}})))\n"
@@ -174,7 +174,7 @@ def test_cleanup_removes_what_a_killed_grader_left(docker_client: Any, tmp_path:
         owner = json.loads((d / "owner.json").read_text()) if (d / "owner.json").exists() else {}
         assert owner.get("pid") != proc.pid
     # and the next run is correct
-    from grader.backends.docker import DockerBackend
+    from grader.backends.docker.backend import DockerBackend
 
     r = DockerBackend.from_env().run(build_plan(load_policy(NAIVE)))
     assert r.outcome("read-ssh-key").outcome == "succeeded"
@@ -194,8 +194,8 @@ def test_cli_probe_json_with_docker(tmp_path: Path) -> None:
 
 
 def test_close_removes_the_shared_internet_and_warm_proxies(docker_client: Any) -> None:
-    from grader.backends.docker import DockerBackend
-    from grader.backends.images import find_images
+    from grader.backends.docker.backend import DockerBackend
+    from grader.backends.docker.images import find_images
 
     images = find_images(docker_client)
     assert images is not None

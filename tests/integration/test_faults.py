@@ -25,13 +25,13 @@ from typing import Any, Optional
 import pytest
 
 from grader import load_policy, predict
-from grader.backends.docker import LABEL, LABEL_PID, LABEL_ROLE, DockerBackend, cleanup
+from grader.backends.docker.backend import LABEL, LABEL_PID, LABEL_ROLE, DockerBackend, cleanup
 from grader.backends.static import StaticBackend
-from grader.batch import grade_batch
-from grader.errors import InfrastructureError
-from grader.outcomes import RunResult
-from grader.plan import RunPlan, build_plan
-from grader.tasks import load_task
+from grader.grading.batch import grade_batch
+from grader.core.errors import InfrastructureError
+from grader.core.outcomes import RunResult
+from grader.core.plan import RunPlan, build_plan
+from grader.grading.tasks import load_task
 
 from faultkit import LOG_FAULTS, PROXIED, PROXY_FAULTS, assert_as_predicted, corrupted_logs, corrupted_proxy_log, outcomes_of
 
@@ -216,9 +216,9 @@ def test_eight_runs_at_once_match_each_run_alone(docker_backend: Any, no_leftove
 
 BATCH_SCRIPT = """
 import sys
-from grader.backends.docker import DockerBackend
-from grader.batch import grade_batch
-from grader.tasks import load_task
+from grader.backends.docker.backend import DockerBackend
+from grader.grading.batch import grade_batch
+from grader.grading.tasks import load_task
 grade_batch(load_task(sys.argv[1]), sys.argv[2], DockerBackend.from_env(), workers=2, dedupe=False, journal=sys.argv[3])
 print("finished", flush=True)
 """
@@ -488,7 +488,7 @@ def test_engine_gone_mid_run_is_a_backend_error_and_leaves_nothing_once_it_is_ba
 ) -> None:
     import docker
 
-    from grader.errors import BackendError
+    from grader.core.errors import BackendError
 
     line = _engine_line(tmp_path)
     threads = _ThreadErrors(monkeypatch)
@@ -571,7 +571,7 @@ def test_grading_a_real_run_whose_log_was_cut_could_not_grade_never_full_marks(d
     """The reference policy (full marks from a whole run: test_tasks_docker), graded from a run whose proxy log lost a
     line: every check the run decides could not be graded, 0 points with the reason, and no full marks
     (``sandbox-lab grade`` exits 3 on it: test_cli)."""
-    from grader.grading import grade
+    from grader.grading.grade import grade
     from reference import solution_path
 
     task = load_task("fix-the-naive-setup")  # its reference goes through the proxy

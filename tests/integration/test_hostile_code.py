@@ -30,8 +30,8 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from grader import load_policy, predict
-from grader.backends.docker import LABEL, LABEL_PID, LABEL_ROLE, hardened_options
-from grader.plan import Hardening, build_plan
+from grader.backends.docker.backend import LABEL, LABEL_PID, LABEL_ROLE, hardened_options
+from grader.core.plan import Hardening, build_plan
 
 from faultkit import PROXIED, assert_as_predicted
 
@@ -86,7 +86,7 @@ class _Hostile:
 
     def network(self, suffix: str) -> Any:
         """A network made as the backend makes a run's: internal, and no host address on the bridge."""
-        from grader.backends.simnet import create_network
+        from grader.backends.docker.simnet import create_network
 
         n = create_network(self.client, f"{self.run_id}-{suffix}", self.labels)  # the backend's own way
         self.made.append(n)
@@ -517,7 +517,7 @@ def test_allowed_localhost_metadata_and_host_names_never_reach_the_real_host(hos
 # sandbox of a level, with a fresh flag. The weakest sandbox (level 1, the plain container: Docker's
 # defaults, but the backend's limits) and a policy's sandbox (level 2, behind the proxy) must both hold.
 
-from grader.ctf import ATTACK_TIMEOUT_S, attack, level  # noqa: E402 - this section's own imports
+from grader.ctf.ladder import ATTACK_TIMEOUT_S, attack, level  # noqa: E402 - this section's own imports
 
 
 def _as_attack(program: str, *argv: str) -> str:

@@ -22,7 +22,7 @@ import pytest
 
 from grader import load_policy
 from grader.backends import runs
-from grader.plan import build_plan
+from grader.core.plan import build_plan
 
 pytestmark = pytest.mark.docker
 
@@ -48,9 +48,9 @@ def _owner_dir(root: Path, name: str, pid: int, ns: Optional[str]) -> Path:
 def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
     docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from grader.backends.docker import DockerBackend
-    from grader.backends.images import ensure_images
-    from grader.backends.simnet import LABEL, LABEL_NS, LABEL_PID, create_network
+    from grader.backends.docker.backend import DockerBackend
+    from grader.backends.docker.images import ensure_images
+    from grader.backends.docker.simnet import LABEL, LABEL_NS, LABEL_PID, create_network
 
     root = tmp_path / "runs"
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(root))
@@ -109,8 +109,8 @@ _RUN_AS = r"""
 import json, sys
 from grader import load_policy
 from grader.backends import enginedisk, runs
-from grader.backends.docker import DockerBackend
-from grader.plan import build_plan
+from grader.backends.docker.backend import DockerBackend
+from grader.core.plan import build_plan
 policy = json.loads(sys.argv[1])
 sent = []
 place = enginedisk._VolumeCopy.place
@@ -165,8 +165,8 @@ def test_a_grader_that_is_not_root_judges_as_root_does(docker_client: Any, docke
 def test_the_listener_on_the_engines_host_listens_only_where_a_sandbox_reaches_it(docker_client: Any) -> None:
     """The remote engine's stand-in for the host listener bound every interface of the engine's host, too."""
     from grader.backends.enginedisk import EngineDisk
-    from grader.backends.images import ensure_images
-    from grader.backends.simnet import Leftovers
+    from grader.backends.docker.images import ensure_images
+    from grader.backends.docker.simnet import Leftovers
 
     images = ensure_images(docker_client, lambda s: None)
     name = "sl-" + secrets.token_hex(5)

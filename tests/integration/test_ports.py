@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 
 from grader import load_policy, load_world, predict
-from grader.access import access_for
-from grader.analyzer import tunnel
-from grader.ctf import Level, build_job, judge, new_flag
-from grader.plan import build_plan
+from grader.core.access import access_for
+from grader.core.analyzer import tunnel
+from grader.ctf.ladder import Level, build_job, judge, new_flag
+from grader.core.plan import build_plan
 from grader.services.proxy import NOT_SERVED
 
 pytestmark = [pytest.mark.docker]

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from grader.backends.static import StaticBackend
-from grader.batch import grade_batch
-from grader.tasks import load_task
+from grader.grading.batch import grade_batch
+from grader.grading.tasks import load_task
 from reference import solution_path
 
 pytestmark = [pytest.mark.docker]

@@ -26,8 +26,8 @@ from urllib.parse import urlparse
 import pytest
 
 from grader import load_policy, predict
-from grader.outcomes import RunResult
-from grader.plan import build_plan
+from grader.core.outcomes import RunResult
+from grader.core.plan import build_plan
 
 pytestmark = pytest.mark.docker
 
@@ -140,9 +140,9 @@ def remote(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     from docker.models.containers import ContainerCollection
 
     from grader.backends import enginedisk
-    from grader.backends.docker import DockerBackend, client_from_env
-    from grader.backends.images import ensure_images
-    from grader.backends.simnet import LABEL_ROLE
+    from grader.backends.docker.backend import DockerBackend, client_from_env
+    from grader.backends.docker.images import ensure_images
+    from grader.backends.docker.simnet import LABEL_ROLE
 
     runs = tmp_path_factory.mktemp("remote-runs")
     fwd = Forwarder(needle=str(runs).encode())
@@ -223,7 +223,7 @@ def test_the_engine_is_never_given_a_path_of_the_graders_disk(remote: Remote) ->
 def test_a_remote_backend_leaves_nothing_behind(remote: Remote, docker_client: Any, docker_backend: Any) -> None:
     import docker
 
-    from grader.backends.simnet import LABEL_BACKEND
+    from grader.backends.docker.simnet import LABEL_BACKEND
 
     mine = {"label": f"{LABEL_BACKEND}={remote.owner}"}
     assert docker_client.api.containers(all=True, filters=mine) == []
@@ -246,8 +246,8 @@ def test_the_listener_on_the_engines_host_hears_a_connection(docker_client: Any)
     import secrets
 
     from grader.backends.enginedisk import EngineDisk
-    from grader.backends.images import ensure_images
-    from grader.backends.simnet import Leftovers
+    from grader.backends.docker.images import ensure_images
+    from grader.backends.docker.simnet import Leftovers
 
     images = ensure_images(docker_client, lambda s: None)
     name = "sl-" + secrets.token_hex(5)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from grader.execution import Job, sightings
-from grader.plan import build_plan
-from grader.policy import load_policy
+from grader.core.execution import Job, sightings
+from grader.core.plan import build_plan
+from grader.core.policy import load_policy
 
 pytestmark = pytest.mark.docker
 

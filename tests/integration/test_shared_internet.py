@@ -19,11 +19,11 @@ from typing import Any, Iterator
 import pytest
 
 from grader import load_policy
-from grader.backends.hub import stop_keepers
-from grader.backends.lease import IDLE_ENV, HubDir, process_alive
+from grader.backends.docker.hub import stop_keepers
+from grader.backends.docker.lease import IDLE_ENV, HubDir, process_alive
 from grader.backends.runs import cleanup
-from grader.backends.simnet import LABEL, LABEL_HUB
-from grader.plan import build_plan
+from grader.backends.docker.simnet import LABEL, LABEL_HUB
+from grader.core.plan import build_plan
 
 pytestmark = pytest.mark.docker
 
@@ -170,7 +170,7 @@ def test_a_grader_killed_mid_run_leaves_its_proxy_to_the_keeper(root: Path, tmp_
     _outcomes(_cli(_policy(tmp_path, "secure", SECURE)))
     hub = _hub(root)
     _warm(docker_client, hub)
-    script = ("import os\nfrom grader.backends.docker import DockerBackend\n"
+    script = ("import os\nfrom grader.backends.docker.backend import DockerBackend\n"
               "b = DockerBackend.from_env()\nw = b.proxies.take()\nprint(w.container.name, flush=True)\nos._exit(0)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -183,8 +183,8 @@ def test_a_grader_killed_mid_run_leaves_its_proxy_to_the_keeper(root: Path, tmp_
 def test_the_hub_goes_after_the_idle_period_and_never_while_a_grader_holds_it(
     root: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from grader.backends.docker import DockerBackend
-    from grader.backends.images import find_images
+    from grader.backends.docker.backend import DockerBackend
+    from grader.backends.docker.images import find_images
 
     monkeypatch.setenv(IDLE_ENV, "2")
     images = find_images(docker_client)
@@ -207,8 +207,8 @@ def test_a_terminal_command_shares_and_a_library_backend_keeps_its_own(
     root: Path, tmp_path: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Sharing is for one-shot processes: a class's grade-batch or a lab kernel keeps nothing running after it."""
-    from grader.backends.docker import DockerBackend
-    from grader.backends.images import find_images
+    from grader.backends.docker.backend import DockerBackend
+    from grader.backends.docker.images import find_images
 
     monkeypatch.delenv(IDLE_ENV)
     images = find_images(docker_client)
@@ -334,7 +334,7 @@ def _attack_result(proc: "subprocess.Popen[str]") -> tuple[int, dict[str, Any], 
 
 
 def test_the_hostile_code_suite_passes_through_the_hub_with_two_concurrent_tenants(root: Path, tmp_path: Path) -> None:
-    from grader.ctf import level
+    from grader.ctf.ladder import level
     from test_hostile_code import FILL, FORK_BOMB, _as_attack
 
     pids = level(2).plan().hardening.pids_limit

@@ -20,9 +20,9 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from grader import load_policy, predict
-from grader.export import export
-from grader.outcomes import RunResult
-from grader.plan import build_plan
+from grader.realtools.export import export
+from grader.core.outcomes import RunResult
+from grader.core.plan import build_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS: dict[str, Optional[dict[str, Any]]] = json.loads((ROOT / "tests" / "fixtures" / "corpus.json").read_text())["policies"]
@@ -110,7 +110,7 @@ def test_documented_scope_differences_are_sandbox_labs_own_prediction() -> None:
 def test_policies_not_run_under_srt_are_exactly_those_naming_the_machine_and_are_refused() -> None:
     """srt dials localhost and 127.0.0.0/8 on the machine itself: the backend refuses them, before anything starts."""
     from grader.backends.srt import SrtBackend, loopback_entries
-    from grader.errors import BackendError
+    from grader.core.errors import BackendError
 
     naming = {n for n, p in CORPUS.items() if p is not None and loopback_entries(load_policy(p))}
     assert naming == set(NOT_RUN) and naming, (naming, NOT_RUN)
@@ -247,7 +247,7 @@ def uid_counters() -> Iterator[Any]:
         if os.environ.get("CI"):
             pytest.fail("needs root to read iptables counters; CI is set, so this fails instead of skipping", pytrace=False)
         pytest.skip("needs root to read iptables counters")
-    from grader.world import load_world
+    from grader.core.world import load_world
 
     uid = str(load_world().uid)
     tag = ["-m", "comment", "--comment", f"sandbox-lab-srt-test-{os.getpid()}"]

@@ -17,9 +17,9 @@ import pytest
 
 from grader.backends import get
 from grader.backends.base import Backend
-from grader.policy import load_policy
-from grader.grading import Grade, grade, grade_file
-from grader.tasks import all_tasks, load_task
+from grader.core.policy import load_policy
+from grader.grading.grade import Grade, grade, grade_file
+from grader.grading.tasks import all_tasks, load_task
 from reference import solution_path
 
 pytestmark = pytest.mark.docker

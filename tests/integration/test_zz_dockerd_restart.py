@@ -19,10 +19,10 @@ from typing import Any
 
 import pytest
 
-from grader.backends.docker import LABEL, LABEL_PID, DockerBackend
+from grader.backends.docker.backend import LABEL, LABEL_PID, DockerBackend
 from grader.backends.static import StaticBackend
-from grader.batch import grade_batch
-from grader.tasks import load_task
+from grader.grading.batch import grade_batch
+from grader.grading.tasks import load_task
 
 pytestmark = [
     pytest.mark.docker,

@@ -7,7 +7,7 @@ its policy earns, as ``grade()`` computes it outside any notebook:
 * ``redefine``: the naive policy, and ``assert_passed = assert_check = lambda *a, **k: None``
   (before this step existed, that one line gave every autograded cell its points);
 * ``builtins``: the naive policy, and a cell that patches ``builtins.AssertionError``
-  and replaces ``grader.notebook`` in ``sys.modules`` with a module whose asserts pass;
+  and replaces ``grader.grading.notebook`` in ``sys.modules`` with a module whose asserts pass;
 * ``rewrite``: the naive policy in the cell, and the reference written into
   ``my_policy.json`` right after it (the kernel grades the file; the grader the cell);
 * ``raises``: the reference policy, then the cell raises;
@@ -36,9 +36,9 @@ import nbformat
 import pytest
 
 from grader.backends.static import StaticBackend
-from grader.policy import load_policy
-from grader.grading import grade
-from grader.tasks import load_task
+from grader.core.policy import load_policy
+from grader.grading.grade import grade
+from grader.grading.tasks import load_task
 from reference import solution_path
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
@@ -59,9 +59,9 @@ ATTACKS = {
         "import builtins, sys, types\n"
         "class _Never(Exception):\n    pass\n"
         "builtins.AssertionError = _Never\n"
-        "_fake = types.ModuleType('grader.notebook')\n"
+        "_fake = types.ModuleType('grader.grading.notebook')\n"
         "_fake.assert_passed = _fake.assert_check = lambda *a, **k: None\n"
-        "sys.modules['grader.notebook'] = _fake\n"
+        "sys.modules['grader.grading.notebook'] = _fake\n"
         "assert_passed = assert_check = _fake.assert_passed"
     ),
     "rewrite": (

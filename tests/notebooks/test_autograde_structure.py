@@ -40,9 +40,9 @@ import nbformat
 import pytest
 
 from grader.backends.static import StaticBackend
-from grader.grading import grade
-from grader.policy import load_policy
-from grader.tasks import load_task
+from grader.grading.grade import grade
+from grader.core.policy import load_policy
+from grader.grading.tasks import load_task
 from reference import solution_path
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]

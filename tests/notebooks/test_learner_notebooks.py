@@ -3,7 +3,7 @@
 ``scripts/learner-lessons`` writes what nbgrader releases; this walks every
 notebook it wrote and fails on anything that hands a learner the answers:
 nbgrader's solution or hidden-test markers, a solution helper (there is none in
-the package: ``grader.notebook`` has no ``solution_text``), a reference policy
+the package: ``grader.grading.notebook`` has no ``solution_text``), a reference policy
 from ``solutions/`` in any spelling, or a filled graded answer
 (``answer_x = "c"``). It also proves each check can fail, on a planted copy.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-import grader.notebook
-import grader.tasks
+import grader.grading.notebook
+import grader.grading.tasks
 from reference import SOLUTIONS
 
 pytestmark = [pytest.mark.notebook]
@@ -97,13 +97,13 @@ def test_no_learner_notebook_gives_an_answer_away(learner: Path) -> None:
 
 
 def test_the_package_has_no_solution_helper() -> None:
-    assert not hasattr(grader.notebook, "solution_text")
-    assert not hasattr(grader.tasks, "solution_path")
+    assert not hasattr(grader.grading.notebook, "solution_text")
+    assert not hasattr(grader.grading.tasks, "solution_path")
 
 
 @pytest.mark.parametrize("plant", [
     'policy_json = r"""{reference}"""',
-    'from grader.notebook import solution_text',
+    'from grader.grading.notebook import solution_text',
     'answer_etc_secrets = "c"',
     '### BEGIN SOLUTION\nx = 1\n### END SOLUTION',
 ])

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from grader.tasks import all_tasks
+from grader.grading.tasks import all_tasks
 from reference import solution_path
-from grader.wording import backend_phrase
+from grader.core.wording import backend_phrase
 
 nbformat = pytest.importorskip("nbformat", reason="the notebook stack is in the 'lab' extra")
 nbclient = pytest.importorskip("nbclient", reason="the notebook stack is in the 'lab' extra")

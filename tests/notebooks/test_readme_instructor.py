@@ -27,7 +27,7 @@ import nbformat
 import pytest
 
 from reference import solution_text
-from grader.tasks import load_task
+from grader.grading.tasks import load_task
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from grader import load_policy, load_world
-from grader.access import Access, access_for, baseline_access
-from grader.paths import covers
+from grader.core.access import Access, access_for, baseline_access
+from grader.core.paths import covers
 
 WORLD = load_world()
 SSH_KEY = "/home/user/.ssh/id_rsa"

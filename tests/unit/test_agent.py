@@ -8,14 +8,14 @@ from typing import Any, Optional
 
 import pytest
 
-from grader.agent import (
+from grader.lessons.agent import (
     KEY, POLITE_PROMPT, SUMMARY, TESTS, agent, agent_source, from_execution, parse_transcript, predict_run, run_agent, script,
 )
 from grader.backends.static import StaticBackend
-from grader.evidence import Evidence
-from grader.execution import Execution
-from grader.plan import build_plan
-from grader.policy import load_policy
+from grader.core.evidence import Evidence
+from grader.core.execution import Execution
+from grader.core.plan import build_plan
+from grader.core.policy import load_policy
 import fakewire
 
 CANARY = "0123456789abcdef0123456789abcdef"
@@ -178,7 +178,7 @@ def test_the_static_backend_predicts_instead_of_running() -> None:
 
 
 def test_the_readme_hides_its_instruction_from_a_person_only() -> None:
-    from grader.agent import readme
+    from grader.lessons.agent import readme
 
     text = readme()
     visible = text.split("<!--")[0]

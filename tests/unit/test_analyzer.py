@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from grader import PROBES, load_policy, load_world
-from grader.access import access_for
-from grader.analyzer import channels, exfil_paths, lint, predict, tunnel
-from grader.outcomes import RunResult
+from grader.core.access import access_for
+from grader.core.analyzer import channels, exfil_paths, lint, predict, tunnel
+from grader.core.outcomes import RunResult
 
 REPO = Path(__file__).parents[2]
 NAIVE = REPO / "examples" / "naive.json"
@@ -198,8 +198,8 @@ def test_check_says_grade_counts_a_grant_outside_the_world_exactly_where_grading
     deny takes back, still change nothing."""
     import re
 
-    from grader.needs import Needs, overgrants
-    from grader.scope import predict_scope
+    from grader.core.needs import Needs, overgrants
+    from grader.core.scope import predict_scope
 
     raw = {"filesystem": {"allowRead": ["/project/src", "/root", "/usr", "/var/run/docker.sock", "/opt/x"],
                           "denyRead": ["/opt/x", "/srv"],
@@ -312,7 +312,7 @@ def test_a_name_the_attacker_owns_reaches_all_the_attackers_ports_and_is_a_chann
 def test_a_direct_connection_of_the_plain_container_reaches_any_port_the_internet_listens_on() -> None:
     """Pinned: the plain container's direct connection carries no name, and the simulated internet's one
     address answers it on any served port (as ``internet.py`` does); it reaches the attacker directly anyway."""
-    from grader.access import baseline_access
+    from grader.core.access import baseline_access
 
     access = baseline_access(WORLD)
     assert tunnel(access, "pypi.org", 4444)[0] and tunnel(access, "attacker.example", 4444)[0]

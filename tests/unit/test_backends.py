@@ -11,8 +11,8 @@ import pytest
 
 from grader import backends, load_policy
 from grader.backends import Backend, StaticBackend
-from grader.errors import DockerUnavailable
-from grader.plan import build_plan
+from grader.core.errors import DockerUnavailable
+from grader.core.plan import build_plan
 
 
 @pytest.fixture(autouse=True)
@@ -24,7 +24,7 @@ def _import_failing(monkeypatch: pytest.MonkeyPatch, missing: str) -> None:
     real = importlib.import_module
 
     def fake(name: str, package: Any = None) -> ModuleType:
-        if name == "grader.backends.docker":
+        if name == "grader.backends.docker.backend":
             raise ModuleNotFoundError(f"No module named {missing!r}", name=missing)
         return real(name, package)
 
@@ -47,7 +47,7 @@ def test_missing_docker_sdk_names_the_install_command(monkeypatch: pytest.Monkey
 
 
 def test_missing_backend_module_is_docker_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
-    _import_failing(monkeypatch, "grader.backends.docker")
+    _import_failing(monkeypatch, "grader.backends.docker.backend")
     with pytest.raises(DockerUnavailable):
         backends.get("docker")
 
@@ -108,7 +108,7 @@ def test_cleanup_ends_only_the_listed_processes_that_name_the_run_dir(tmp_path: 
     import sys
     from types import SimpleNamespace
 
-    from grader.backends.docker import cleanup
+    from grader.backends.docker.backend import cleanup
 
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
     run = tmp_path / "srt-0123456789"

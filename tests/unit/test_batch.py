@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from grader.backends.static import StaticBackend
-from grader.batch import ProgressBar, grade_batch, read_submissions
-from grader.errors import BackendError, SandboxLabError
-from grader.outcomes import RunResult
-from grader.plan import RunPlan
-from grader.tasks import load_task
+from grader.grading.batch import ProgressBar, grade_batch, read_submissions
+from grader.core.errors import BackendError, SandboxLabError
+from grader.core.outcomes import RunResult
+from grader.core.plan import RunPlan
+from grader.grading.tasks import load_task
 from reference import solution_path
 
 TASK = load_task("fix-the-naive-setup")
@@ -250,8 +250,8 @@ class Harsher(Counting):
     name = "docker"
 
     def run(self, plan: RunPlan) -> RunResult:
-        from grader.plan import build_plan
-        from grader.policy import load_policy
+        from grader.core.plan import build_plan
+        from grader.core.policy import load_policy
 
         import dataclasses
 
@@ -322,16 +322,16 @@ def test_a_rubric_change_regrades(tmp_path: Path) -> None:
 def test_a_version_or_world_change_regrades(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    import grader.batch
-    import grader.version
+    import grader.grading.batch
+    import grader.core.version
 
     subs, out = _five(tmp_path / "subs"), tmp_path / "out"
     grade_batch(TASK, subs, Counting(), out=out, dedupe=False)
-    monkeypatch.setattr(grader.version, "__version__", "99.0.0")
+    monkeypatch.setattr(grader.core.version, "__version__", "99.0.0")
     upgraded = Counting()
     assert grade_batch(TASK, subs, upgraded, out=out, dedupe=False).resumed == 0 and upgraded.runs == 5
-    world = grader.batch.load_world()
-    monkeypatch.setattr(grader.batch, "load_world", lambda: dataclasses.replace(world, hosts=world.hosts[:-1]))
+    world = grader.grading.batch.load_world()
+    monkeypatch.setattr(grader.grading.batch, "load_world", lambda: dataclasses.replace(world, hosts=world.hosts[:-1]))
     moved = Counting()
     assert grade_batch(TASK, subs, moved, out=out, dedupe=False).resumed == 0 and moved.runs == 5
     settled = Counting()
@@ -373,7 +373,7 @@ def test_a_killed_regrade_still_names_the_changes_of_resumed_rows(tmp_path: Path
 
 
 def test_grade_batch_cli_regrade_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from grader.cli import main
+    from grader.cli.main import main
 
     subs, out = _five(tmp_path / "subs"), tmp_path / "out"
     argv = ["grade-batch", "--task", TASK.id, str(subs), "--out", str(out), "--backend", "static", "--json"]

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grader import load_policy, load_world, predict
-from grader.board import (
+from grader.lessons.board import (
     answer_html,
     backend_note_html,
     board_html,
@@ -23,11 +23,11 @@ from grader.board import (
     question_html,
 )
 from grader.backends import StaticBackend
-from grader.errors import Problem
-from grader.outcomes import ProbeOutcome, RunResult
-from grader.probes import PROBES
-from grader.quiz import question
-from grader.wording import backend_phrase
+from grader.core.errors import Problem
+from grader.core.outcomes import ProbeOutcome, RunResult
+from grader.core.probes import PROBES
+from grader.lessons.quiz import question
+from grader.core.wording import backend_phrase
 
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
 PRACTICE = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
@@ -167,8 +167,8 @@ def test_goal_status_is_met_or_not_yet_escaped_and_says_how_the_run_was_obtained
     import dataclasses
 
     from grader import predict
-    from grader.board import goal_html, goal_status_html
-    from grader.goals import goal
+    from grader.lessons.board import goal_html, goal_status_html
+    from grader.lessons.goals import goal
 
     g = goal("l03-safe-container")
     result = predict(load_policy({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}))
@@ -185,8 +185,8 @@ def test_goal_status_is_met_or_not_yet_escaped_and_says_how_the_run_was_obtained
 
 
 def test_carry_over_shows_both_files_and_the_differences() -> None:
-    from grader.board import carry_over_html
-    from grader.grading import carry_over
+    from grader.lessons.board import carry_over_html
+    from grader.grading.grade import carry_over
 
     html_ = carry_over_html(carry_over(load_policy({"filesystem": {"allowWrite": ["/home/user"]}})))
     assert 'class="sl-carry-over"' in html_ and "--to srt" in html_ and "--to claude-code" in html_
@@ -197,8 +197,8 @@ def test_carry_over_shows_both_files_and_the_differences() -> None:
 
 
 def test_the_progress_board_lists_goals_met(tmp_path: Path) -> None:
-    from grader.board import progress_html
-    from grader.progress import load_progress, mark_done
+    from grader.lessons.board import progress_html
+    from grader.lessons.progress import load_progress, mark_done
 
     path = tmp_path / "p.json"
     before = progress_html(load_progress(path))
@@ -212,9 +212,9 @@ def test_the_progress_board_lists_goals_met(tmp_path: Path) -> None:
 
 
 def test_the_agent_transcript_rows_carry_step_and_outcome_and_the_verdict_its_evidence() -> None:
-    from grader.agent import predict_run
-    from grader.board import agent_run_html
-    from grader.plan import build_plan
+    from grader.lessons.agent import predict_run
+    from grader.lessons.board import agent_run_html
+    from grader.core.plan import build_plan
 
     page = agent_run_html(predict_run(build_plan(None), prompt="never read <secrets>"), goal=True)
     rows = re.findall(r'data-step="(\d+)" data-tool="(\w+)" data-outcome="(\w+)" data-injected="(\w+)"', page)
@@ -226,8 +226,8 @@ def test_the_agent_transcript_rows_carry_step_and_outcome_and_the_verdict_its_ev
 
 
 def test_an_agent_run_that_cannot_tell_says_so_and_escapes_what_the_container_printed() -> None:
-    from grader.agent import AgentRun, ToolCall
-    from grader.board import agent_run_html
+    from grader.lessons.agent import AgentRun, ToolCall
+    from grader.lessons.board import agent_run_html
 
     run = AgentRun("baseline", "docker", False, "", (ToolCall(1, "read", "/x", "cat /x", "ok", "<script>x</script>\x1b[2J"),),
                    None, (), False, (), problem="the DNS server stopped")

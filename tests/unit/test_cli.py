@@ -11,12 +11,14 @@ from typing import Any
 import pytest
 
 import grader
-from grader import backends, cli, cli_commands
+from grader import backends
+from grader.cli import main as cli
+from grader.cli import commands as cli_commands
 from grader.backends.base import Closing
 from grader.backends.static import StaticBackend
-from grader.errors import DockerUnavailable, InfrastructureError
-from grader.outcomes import RunResult
-from grader.plan import RunPlan
+from grader.core.errors import DockerUnavailable, InfrastructureError
+from grader.core.outcomes import RunResult
+from grader.core.plan import RunPlan
 import fakewire
 
 REPO = Path(__file__).parents[2]
@@ -403,7 +405,7 @@ class _LosesOne(Closing):
 
 def test_grade_and_probe_with_evidence_that_could_not_be_judged_exit_3_never_full_marks(
         capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.tasks import load_task
+    from grader.grading.tasks import load_task
 
     task = load_task(TASK)
     lost = next(pid for c in task.checks if c.kind == "blocked" for pid in c.probes)
@@ -425,9 +427,9 @@ def test_grade_and_probe_with_evidence_that_could_not_be_judged_exit_3_never_ful
 
 
 def test_an_internal_error_is_not_a_grade_below_full_marks(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import grader.grading
+    import grader.grading.grade
 
-    monkeypatch.setattr(grader.grading, "grade", _bug)
+    monkeypatch.setattr(grader.grading.grade, "grade", _bug)
     code, out, err = run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "static")
     assert code == cli.EXIT_INTERNAL == 4 and out == ""
     assert "internal error: RuntimeError: unexpected" in err
@@ -444,9 +446,9 @@ def test_debug_shows_the_traceback_of_an_internal_error(monkeypatch: pytest.Monk
 def test_ctrl_c_in_grade_batch_is_130_and_says_how_to_resume(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, json_flag: list[str]
 ) -> None:
-    import grader.batch
+    import grader.grading.batch
 
-    monkeypatch.setattr(grader.batch, "grade", _interrupt)
+    monkeypatch.setattr(grader.grading.batch, "grade", _interrupt)
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "ada.json").write_text(Path(PRACTICE).read_text())
@@ -474,8 +476,8 @@ def test_a_closed_pipe_stops_quietly(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def fake_docker(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
     """setup and cleanup against a recorded fake: what each API function was called with."""
-    from grader.backends import docker as docker_backend
-    from grader.backends import images as images_module
+    from grader.backends.docker import backend as docker_backend
+    from grader.backends.docker import images as images_module
 
     calls: list[tuple[str, dict[str, Any]]] = []
 
@@ -596,7 +598,7 @@ def test_internal_error_and_interrupt_under_json(capsys: pytest.CaptureFixture[s
 
 
 def test_setup_and_cleanup_without_an_engine_exit_3(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.backends import docker as docker_backend
+    from grader.backends.docker import backend as docker_backend
 
     def refuse() -> Any:
         raise DockerUnavailable("connection refused")
@@ -673,7 +675,7 @@ def test_backend_docker_from_the_environment_does_not_fall_back(
 def test_grade_batch_defaults_are_the_api_defaults() -> None:
     import inspect
 
-    from grader.batch import grade_batch
+    from grader.grading.batch import grade_batch
 
     api = inspect.signature(grade_batch).parameters
     args = cli.build_parser().parse_args(["grade-batch", "--task", TASK, "subs"])
@@ -687,7 +689,7 @@ def test_grade_batch_defaults_are_the_api_defaults() -> None:
 def test_help_shows_the_api_defaults(capsys: pytest.CaptureFixture[str]) -> None:
     import inspect
 
-    from grader.batch import grade_batch
+    from grader.grading.batch import grade_batch
 
     out = run(capsys, "grade-batch", "--help")[1]
     assert f"(default: {inspect.signature(grade_batch).parameters['workers'].default})" in " ".join(out.split())
@@ -710,8 +712,8 @@ def test_setup_and_cleanup_flags_leave_the_api_default_alone(capsys: pytest.Capt
 def test_setup_and_cleanup_flags_turn_on_what_the_api_leaves_off() -> None:
     import inspect
 
-    from grader.backends.docker import cleanup
-    from grader.backends.images import ensure_images
+    from grader.backends.docker.backend import cleanup
+    from grader.backends.docker.images import ensure_images
 
     # a store_true flag means something only while the API's default is False
     assert inspect.signature(ensure_images).parameters["rebuild"].default is False
@@ -739,8 +741,8 @@ class _FakeEngine(Closing):
         self.jobs: list[Any] = []
 
     def execute(self, plan: RunPlan, job: Any) -> Any:
-        from grader.evidence import Evidence
-        from grader.execution import Execution
+        from grader.core.evidence import Evidence
+        from grader.core.execution import Execution
 
         self.jobs.append((plan, job))
         flag = next(iter(job.plant.values())).strip()
@@ -765,7 +767,7 @@ def _attack_file(tmp_path: Path, code: str) -> str:
 
 
 def test_attack_list_is_the_ladder_in_order(capsys: pytest.CaptureFixture[str]) -> None:
-    from grader.ctf import load_levels
+    from grader.ctf.ladder import load_levels
 
     code, out, _ = run(capsys, "attack", "--list", "--json")
     assert code == 0
@@ -785,8 +787,8 @@ def test_a_capture_exits_0_with_the_sink_and_its_evidence(capsys: pytest.Capture
 
 
 def test_a_miss_exits_1_with_the_policy_and_the_next_hint_each_time(capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: _FakeEngine) -> None:
-    from grader.ctf import level
-    from grader.progress import load_progress
+    from grader.ctf.ladder import level
+    from grader.lessons.progress import load_progress
 
     lv = level(2)
     attack = _attack_file(tmp_path, "print('hi')")
@@ -803,8 +805,8 @@ def test_a_miss_exits_1_with_the_policy_and_the_next_hint_each_time(capsys: pyte
 
 def test_an_attack_that_could_not_be_judged_exits_3_and_is_no_attempt(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                                       engine: _FakeEngine) -> None:
-    from grader.ctf import level
-    from grader.progress import load_progress
+    from grader.ctf.ladder import level
+    from grader.lessons.progress import load_progress
 
     lv = level(2)
     cut = _attack_file(tmp_path, "print('hi')  # CUT_LOG")
@@ -867,7 +869,7 @@ def test_attack_without_an_engine_exits_3(capsys: pytest.CaptureFixture[str], tm
 
 def test_attack_output_cannot_drive_the_terminal(capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: _FakeEngine,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.execution import Execution
+    from grader.core.execution import Execution
 
     real = engine.execute
     monkeypatch.setattr(engine, "execute", lambda plan, job: Execution(**{**real(plan, job).__dict__, "output": "\x1b[2Jgone\x07"}))

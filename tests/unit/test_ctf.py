@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from grader.access import access_for, baseline_access
+from grader.core.access import access_for, baseline_access
 from grader.backends.static import StaticBackend
-from grader.ctf import (
+from grader.ctf.ladder import (
     CHANNELS,
     STATIC_CANNOT_ATTACK,
     AttackResult,
@@ -24,10 +24,10 @@ from grader.ctf import (
     new_flag,
     parse_level,
 )
-from grader.errors import BackendError, LevelError
-from grader.evidence import Evidence
-from grader.execution import Execution
-from grader.world import load_world
+from grader.core.errors import BackendError, LevelError
+from grader.core.evidence import Evidence
+from grader.core.execution import Execution
+from grader.core.world import load_world
 import fakewire
 
 WORLD = load_world()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from grader import PolicyError, load_policy
-from grader.domains import host_allowed, is_ipv4, matches, normalize_host, normalize_pattern
+from grader.core.domains import host_allowed, is_ipv4, matches, normalize_host, normalize_pattern
 
 # --- normalizing ----------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import pytest
 
 from grader.backends import enginedisk as ed
 from grader.backends.runs import RunDir
-from grader.errors import BackendError
+from grader.core.errors import BackendError
 
 
 @pytest.mark.parametrize(
@@ -164,7 +164,7 @@ def test_the_world_comes_back_as_left_and_nothing_escapes_it(tmp_path: Path) -> 
 
 
 def test_a_world_too_large_to_bring_back_is_an_infrastructure_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.errors import InfrastructureError
+    from grader.core.errors import InfrastructureError
 
     monkeypatch.setattr(ed, "FETCH_TOTAL_LIMIT", 10)
     raw = _tar([_entry("world", tarfile.DIRTYPE), _entry("world/a"), _entry("world/b")], {"world/a": b"123456", "world/b": b"123456"})
@@ -175,7 +175,7 @@ def test_a_world_too_large_to_bring_back_is_an_infrastructure_error(tmp_path: Pa
 def test_the_run_copy_sends_what_the_sandbox_mounts_and_brings_the_world_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
     from grader import load_policy
-    from grader.plan import build_plan
+    from grader.core.plan import build_plan
 
     run = RunDir.create("sl-0000000001")
     run.lay_out(build_plan(load_policy({"filesystem": {"allowWrite": ["/project"]}})))
@@ -208,7 +208,7 @@ def test_the_run_copy_sends_what_the_sandbox_mounts_and_brings_the_world_back(tm
 
 def test_the_grader_copy_is_the_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from grader import load_policy
-    from grader.plan import build_plan
+    from grader.core.plan import build_plan
 
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
     run = RunDir.create("sl-0000000002")
@@ -229,8 +229,8 @@ def test_a_world_the_grader_could_not_hand_over_goes_in_a_volume_owned_by_the_sa
     import socket
 
     from grader import load_policy
-    from grader.errors import BackendError
-    from grader.plan import build_plan
+    from grader.core.errors import BackendError
+    from grader.core.plan import build_plan
 
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path / "runs"))
     run = RunDir.create("sl-0000000003")
@@ -269,7 +269,7 @@ def test_a_world_the_grader_could_not_hand_over_goes_in_a_volume_owned_by_the_sa
 
 
 def test_the_role_label_is_simnets() -> None:
-    from grader.backends.simnet import LABEL_ROLE
+    from grader.backends.docker.simnet import LABEL_ROLE
 
     assert ed._ROLE == LABEL_ROLE
 

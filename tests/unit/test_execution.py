@@ -6,12 +6,12 @@ import base64
 
 import pytest
 
-from grader.errors import BackendError
-from grader.evidence import Evidence
-from grader.execution import Execution, Job, encodings, sightings
-from grader.plan import build_plan
+from grader.core.errors import BackendError
+from grader.core.evidence import Evidence
+from grader.core.execution import Execution, Job, encodings, sightings
+from grader.core.plan import build_plan
 from grader.backends.static import StaticBackend
-from grader.world import load_world
+from grader.core.world import load_world
 import fakewire
 
 WORLD = load_world()
@@ -108,7 +108,7 @@ def test_a_job_replays_only_when_asked() -> None:
 
 
 def test_a_flag_sent_by_a_backdoor_in_the_next_session_is_a_capture_named_so() -> None:
-    from grader.evidence import NextSession
+    from grader.core.evidence import NextSession
 
     ns = NextSession(played=("new-terminal",), http=(fakewire.http(host="attacker.example", method="POST", path="/x", body=FLAG),))
     ex = _ex(next_session=ns)
@@ -119,7 +119,7 @@ def test_a_flag_sent_by_a_backdoor_in_the_next_session_is_a_capture_named_so() -
 
 
 def test_the_sandboxs_own_hits_come_first_and_stay_unnamed() -> None:
-    from grader.evidence import NextSession
+    from grader.core.evidence import NextSession
 
     dns = tuple(fakewire.dns(qname=f"{FLAG[5:-1]}.attacker.example.") for _ in range(1))
     ns = NextSession(tcp=(fakewire.tcp(port=4444, data=FLAG),))
@@ -129,7 +129,7 @@ def test_the_sandboxs_own_hits_come_first_and_stay_unnamed() -> None:
 
 
 def test_nothing_in_the_next_session_no_claim_and_its_infrastructure_is_reported() -> None:
-    from grader.evidence import NextSession
+    from grader.core.evidence import NextSession
 
     ex = _ex(next_session=NextSession(played=("new-terminal",), infra_problem="the internet service vanished"))
     assert sightings(ex, WORLD, {"the flag": FLAG}) == ()

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from grader import load_policy
-from grader.export import TARGETS, export
-from grader.plan import build_plan
-from grader.srt_notes import srt_warnings
+from grader.realtools.export import TARGETS, export
+from grader.core.plan import build_plan
+from grader.realtools.srt_notes import srt_warnings
 
 REPO = Path(__file__).parents[2]
 NAIVE = load_policy(REPO / "examples" / "naive.json")

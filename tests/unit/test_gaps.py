@@ -14,12 +14,12 @@ import pytest
 
 from grader.backends.runs import SigningAgent
 from grader.backends.static import StaticBackend
-from grader.evidence import Evidence, canary_sightings
-from grader.execution import Execution, Job, sightings, signature
-from grader.gaps import GAPS, demonstrate, gap, proxy_saw
-from grader.policy import load_policy
-from grader.quiz import question
-from grader.world import load_world
+from grader.core.evidence import Evidence, canary_sightings
+from grader.core.execution import Execution, Job, sightings, signature
+from grader.lessons.gaps import GAPS, demonstrate, gap, proxy_saw
+from grader.core.policy import load_policy
+from grader.lessons.quiz import question
+from grader.core.world import load_world
 import fakewire
 
 WORLD = load_world()
@@ -50,7 +50,7 @@ def test_every_demo_is_a_job_the_run_accepts_and_fresh_each_time() -> None:
 
 
 def test_the_perfect_policies_keep_every_secret_file_unreadable_but_the_one_the_job_needs() -> None:
-    from grader.analyzer import predict
+    from grader.core.analyzer import predict
 
     for g in GAPS:
         result = predict(load_policy(dict(g.policy)))

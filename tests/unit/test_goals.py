@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 
 from grader import load_policy, predict
-from grader.goals import GOALS, Goal, UnknownGoal, check, goal, tilde
-from grader.outcomes import RunResult
-from grader.probes import PROBES
+from grader.lessons.goals import GOALS, Goal, UnknownGoal, check, goal, tilde
+from grader.core.outcomes import RunResult
+from grader.core.probes import PROBES
 
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
 NPM_FIXED = {
@@ -105,7 +105,7 @@ def test_static_and_a_run_with_the_same_outcomes_and_scope_get_the_same_answer()
 
 
 def test_every_goal_names_real_probes_and_world_hosts() -> None:
-    from grader.world import load_world
+    from grader.core.world import load_world
 
     ids = {p.id: p.kind for p in PROBES}
     hosts = set(load_world().host_names)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.backends.lease import DEFAULT_IDLE, IDLE_ENV, HubDir, hub_dir, idle_seconds, process_alive
+from grader.backends.docker.lease import DEFAULT_IDLE, IDLE_ENV, HubDir, hub_dir, idle_seconds, process_alive
 
 
 @pytest.fixture()

@@ -41,20 +41,20 @@ from typing import Any, Optional
 
 import pytest
 
-from grader.access import access_for, baseline_access
-from grader.analyzer import predict
+from grader.core.access import access_for, baseline_access
+from grader.core.analyzer import predict
 from grader.backends.static import StaticBackend
-from grader.grading import Grade, grade, grade_file
-from grader.needs import HostNeed, Needs, Overgrant, explain_overgrants, overgrants
-from grader.outcomes import RunResult
-from grader.paths import covers
-from grader.plan import RunPlan
-from grader.policy import load_policy
-from grader.probes import probe
-from grader.scope import predict_scope
-from grader.tasks import Task, all_tasks, load_task
+from grader.grading.grade import Grade, grade, grade_file
+from grader.core.needs import HostNeed, Needs, Overgrant, explain_overgrants, overgrants
+from grader.core.outcomes import RunResult
+from grader.core.paths import covers
+from grader.core.plan import RunPlan
+from grader.core.policy import load_policy
+from grader.core.probes import probe
+from grader.core.scope import predict_scope
+from grader.grading.tasks import Task, all_tasks, load_task
 from reference import solution_path
-from grader.world import World, WorldFile, load_world
+from grader.core.world import World, WorldFile, load_world
 
 STATIC = StaticBackend()
 WORLD = load_world()

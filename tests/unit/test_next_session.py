@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from grader import load_policy
-from grader.backends import replay
+from grader.backends.docker import replay
 from grader.backends.runs import RunDir
-from grader.evidence import Evidence, Markers, sha256
-from grader.execution import Job
-from grader.plan import build_plan
-from grader.next_session import (
+from grader.core.evidence import Evidence, Markers, sha256
+from grader.core.execution import Job
+from grader.core.plan import build_plan
+from grader.core.next_session import (
     KEY, SETTINGS, backdoor_line, driver_script, parse_driver_output, read_settings, step_for, steps, widened_settings,
 )
-from grader.world import load_world
+from grader.core.world import load_world
 
 
 def test_the_key_and_the_settings_are_world_files() -> None:

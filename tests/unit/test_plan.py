@@ -8,7 +8,7 @@ from typing import Any, Optional
 import pytest
 
 from grader import load_policy, load_world
-from grader.plan import BASELINE_HARDENING, Hardening, Mount, RunPlan, build_plan
+from grader.core.plan import BASELINE_HARDENING, Hardening, Mount, RunPlan, build_plan
 
 REPO = Path(__file__).parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "policies"

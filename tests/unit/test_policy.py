@@ -10,8 +10,8 @@ import pydantic
 import pytest
 
 from grader import PolicyError, SandboxLabError, load_policy, policy_schema
-from grader.errors import Problem, json_pointer
-from grader.policy import LIMITS, Policy, parse_policy
+from grader.core.errors import Problem, json_pointer
+from grader.core.policy import LIMITS, Policy, parse_policy
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "policies"
 Source = Union[str, bytes, dict[str, Any], Path]
@@ -417,7 +417,7 @@ def test_json_pointer(loc: tuple[Union[str, int], ...], pointer: str) -> None:
 
 
 def test_the_error_tree() -> None:
-    from grader import errors
+    from grader.core import errors
 
     assert issubclass(errors.PolicyError, errors.SandboxLabError) and issubclass(errors.PolicyError, ValueError)
     assert issubclass(errors.TaskError, errors.SandboxLabError) and issubclass(errors.TaskError, LookupError)

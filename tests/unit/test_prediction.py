@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from grader.analyzer import predict
-from grader.outcomes import ProbeOutcome, RunResult
-from grader.prediction import scenario_policy, score_prediction
-from grader.quiz import InvalidAnswer, load_questions, question
+from grader.core.analyzer import predict
+from grader.core.outcomes import ProbeOutcome, RunResult
+from grader.lessons.prediction import scenario_policy, score_prediction
+from grader.lessons.quiz import InvalidAnswer, load_questions, question
 
 SECRETS = question("predict-etc-secrets-github")
 DOCKER = question("predict-standard-docker")

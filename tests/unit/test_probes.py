@@ -22,12 +22,12 @@ from urllib.parse import urlsplit
 import pytest
 
 from grader import load_policy
-from grader.access import access_for, baseline_access
-from grader.evidence import Evidence, Markers, parse_runner_output, sha256
-from grader.probes import PROBES, OrderContext, orders_for, probe
+from grader.core.access import access_for, baseline_access
+from grader.core.evidence import Evidence, Markers, parse_runner_output, sha256
+from grader.core.probes import PROBES, OrderContext, orders_for, probe
 from grader.services import probe_runner
-from grader.verdicts import judge
-from grader.world import World, load_world
+from grader.core.verdicts import judge
+from grader.core.world import World, load_world
 from grader.services import wire
 import fakewire
 
@@ -297,7 +297,7 @@ def test_fronting_succeeds_only_where_data_reached_a_host_the_proxy_did_not_let_
 
 
 def test_the_attacker_reads_what_reaches_a_name_the_world_does_not_know() -> None:
-    from grader.evidence import attacker_reads
+    from grader.core.evidence import attacker_reads
 
     world = load_world()
     for name in ("webhook.site", "localhost", "169.254.169.254", "x.y.attacker.example", "gist.github.com"):
@@ -332,7 +332,7 @@ def _play_backdoors(text: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> l
 def test_the_shell_rc_backdoor_sends_the_key_when_the_next_shell_runs_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from dataclasses import replace
 
-    from grader.evidence import NextSession
+    from grader.core.evidence import NextSession
 
     ev, world = _run(tmp_path, arrive=True)
     text = (tmp_path / "home/user/.bashrc").read_text()
@@ -356,7 +356,7 @@ def test_the_hook_backdoor_runs_before_the_hooks_exec(tmp_path: Path, monkeypatc
 
 
 def test_the_settings_backdoor_widens_the_next_session_and_keeps_the_rest(tmp_path: Path) -> None:
-    from grader.next_session import read_settings
+    from grader.core.next_session import read_settings
 
     ev, world = _run(tmp_path, arrive=True)
     text = (tmp_path / "home/user/.srt-settings.json").read_text()
@@ -372,7 +372,7 @@ def test_the_settings_backdoor_widens_the_next_session_and_keeps_the_rest(tmp_pa
 def test_a_landed_backdoor_that_did_not_fire_says_exactly_that(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from grader.evidence import NextSession
+    from grader.core.evidence import NextSession
 
     ev, world = _run(tmp_path, arrive=True)
     ids = ["write-shell-rc", "write-git-hook", "write-sandbox-settings"]
@@ -395,7 +395,7 @@ def test_a_landed_backdoor_that_did_not_fire_says_exactly_that(tmp_path: Path) -
 def test_a_key_sent_by_the_sandbox_itself_is_no_backdoor_firing(tmp_path: Path) -> None:
     from dataclasses import replace
 
-    from grader.evidence import NextSession
+    from grader.core.evidence import NextSession
 
     ev, world = _run(tmp_path, arrive=True)
     # exfil-secret sent the key from inside the sandbox: not the backdoor's doing in the next session

@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from grader import PolicyError, load_policy, load_world
-from grader.plan import build_plan
-from grader.policy import Policy, parse_policy
+from grader.core.plan import build_plan
+from grader.core.policy import Policy, parse_policy
 
 WORLD = load_world()
 

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from grader.errors import SandboxLabError
-from grader.quiz import (
+from grader.core.errors import SandboxLabError
+from grader.lessons.quiz import (
     RATINGS,
     InvalidAnswer,
     QuestionBankError,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.analyzer import predict
-from grader.board import (
+from grader.core.analyzer import predict
+from grader.lessons.board import (
     ask_html,
     choice_result_html,
     prediction_html,
@@ -16,9 +16,9 @@ from grader.board import (
     recall_reveal_html,
     scenario_html,
 )
-from grader.prediction import scenario_policy, score_prediction
-from grader.progress import Attempt, Progress
-from grader.quiz import ChoiceVerdict, IdeaHit, RecallHint, judge_choice, question, right_key
+from grader.lessons.prediction import scenario_policy, score_prediction
+from grader.lessons.progress import Attempt, Progress
+from grader.lessons.quiz import ChoiceVerdict, IdeaHit, RecallHint, judge_choice, question, right_key
 
 HOSTILE = "<script>alert(1)</script>\x1b[2J"
 

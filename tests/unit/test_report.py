@@ -10,11 +10,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grader import load_policy
-from grader.analyzer import lint, predict
-from grader.errors import PolicyError, Problem
-from grader.outcomes import ProbeOutcome, RunResult
-from grader.report import render_check, render_json, render_policy_error, render_text, result_json, summary
-from grader.wording import backend_phrase
+from grader.core.analyzer import lint, predict
+from grader.core.errors import PolicyError, Problem
+from grader.core.outcomes import ProbeOutcome, RunResult
+from grader.grading.report import render_check, render_json, render_policy_error, render_text, result_json, summary
+from grader.core.wording import backend_phrase
 
 REPO = Path(__file__).parents[2]
 NAIVE = load_policy(REPO / "examples" / "naive.json")

@@ -24,15 +24,15 @@ from typing import Callable, Optional
 
 import pytest
 
-from grader.analyzer import predict
+from grader.core.analyzer import predict
 from grader.backends.static import StaticBackend
-from grader.grading import grade
-from grader.paths import covers
-from grader.policy import load_policy
-from grader.probes import probe
-from grader.scope import scanned_dirs, scanned_files
-from grader.tasks import POLICY_FACTS, Check, Task, all_tasks
-from grader.world import load_world
+from grader.grading.grade import grade
+from grader.core.paths import covers
+from grader.core.policy import load_policy
+from grader.core.probes import probe
+from grader.core.scope import scanned_dirs, scanned_files
+from grader.grading.tasks import POLICY_FACTS, Check, Task, all_tasks
+from grader.core.world import load_world
 from reference import solution_path
 
 WORLD = load_world()

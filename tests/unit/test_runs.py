@@ -24,10 +24,10 @@ from grader import load_policy
 from grader.backends import runs
 from grader.backends.base import Backend, Closing
 from grader.backends.static import StaticBackend
-from grader.errors import InfrastructureError
-from grader.outcomes import RunResult
-from grader.plan import build_plan
-from grader.scope import SCAN_IDS
+from grader.core.errors import InfrastructureError
+from grader.core.outcomes import RunResult
+from grader.core.plan import build_plan
+from grader.core.scope import SCAN_IDS
 
 BACKENDS = Path(runs.__file__).resolve().parent
 
@@ -303,7 +303,7 @@ def test_cleanup_passes_over_a_backend_whose_dependency_is_missing_but_not_a_bro
 def test_every_real_backend_is_registered_with_a_sweep() -> None:
     import importlib
 
-    assert runs.CLEANERS == ("docker", "srt")
+    assert runs.CLEANERS == ("docker.backend", "srt")
     for name in runs.CLEANERS:
         assert callable(importlib.import_module(f"grader.backends.{name}").sweep)
 
@@ -339,8 +339,8 @@ def test_every_backend_closes_and_works_as_a_context_manager() -> None:
 
 def test_the_snapshot_never_follows_a_link_out_of_the_world_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A sandbox that swaps a world directory for a link to the host must not make the grader read host files."""
-    from grader.plan import build_plan
-    from grader.policy import load_policy
+    from grader.core.plan import build_plan
+    from grader.core.policy import load_policy
 
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path / "runs"))
     host_secret = tmp_path / "host-etc"
@@ -379,7 +379,7 @@ def test_the_runs_root_and_each_run_directory_are_the_graders_users_alone(_runs_
 
 
 def test_a_runs_root_that_is_not_ours_alone_is_refused(_runs_root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.errors import BackendError
+    from grader.core.errors import BackendError
 
     _runs_root.mkdir()
     me = os.geteuid()
@@ -417,7 +417,7 @@ _AS_USER = r"""
 import json, os, sys
 from grader import load_policy
 from grader.backends import runs
-from grader.plan import build_plan
+from grader.core.plan import build_plan
 plan = build_plan(load_policy({}))
 d = runs.RunDir.create("sl-nonroot")
 d.lay_out(plan)
@@ -550,7 +550,7 @@ def test_the_sweep_runs_at_most_once_a_minute_and_only_one_at_a_time(
 def test_the_sweep_leaves_directories_alone_while_a_hub_is_being_decided_and_survives_a_failing_engine(
     _runs_root: Path, stand_ins: list[tuple[str, runs.Scope]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from grader.backends.lease import hub_dir
+    from grader.backends.docker.lease import hub_dir
 
     monkeypatch.delenv(runs.SWEEP_ENV, raising=False)
     gone = _stamped(_runs_root, "sl-dead", _dead_pid(), runs.namespace())

@@ -22,17 +22,17 @@ from urllib.parse import urlsplit
 import pytest
 
 from grader import load_policy
-from grader.access import Access, access_for, baseline_access
-from grader.evidence import Evidence, Markers, judge_write, parse_runner_output, sha256, write_marker
-from grader.outcomes import Reach, Scope
-from grader.probes import OrderContext, orders_for
-from grader.scope import (
+from grader.core.access import Access, access_for, baseline_access
+from grader.core.evidence import Evidence, Markers, judge_write, parse_runner_output, sha256, write_marker
+from grader.core.outcomes import Reach, Scope
+from grader.core.probes import OrderContext, orders_for
+from grader.core.scope import (
     FRESH_LABEL, NEW_FILE, SCAN_IDS, fresh_name, new_file, predict_scope, scanned_dirs, scanned_files, scanned_hosts,
     summary,
 )
-from grader.verdicts import measure_scope
+from grader.core.verdicts import measure_scope
 from grader.services import probe_runner
-from grader.world import load_world
+from grader.core.world import load_world
 import fakewire
 
 WORLD = load_world()
@@ -318,9 +318,9 @@ def test_summary_names_upload_hosts_and_calls_a_wildcard_over_an_upload_family_a
 
 def test_the_board_opens_with_the_scope_and_the_terminal_says_it_too() -> None:
     from grader import predict
-    from grader.board import board_html
-    from grader.outcomes import RunResult
-    from grader.report import render_text
+    from grader.lessons.board import board_html
+    from grader.core.outcomes import RunResult
+    from grader.grading.report import render_text
 
     result = predict(load_policy(NAIVE))
     assert result.scope is not None

@@ -119,7 +119,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     opt.mkdir()
     for name in ("internet.py", "proxy.py", "common.py", "dnswire.py", "wire.py"):
         shutil.copy(SERVICES / name, opt / name)
-    shutil.copy(SERVICES.parent / "domains.py", opt / "domains.py")
+    shutil.copy(SERVICES.parent / "core" / "domains.py", opt / "domains.py")
     dns, http, https, tcp, proxy_port = _free_ports(5)
     world = Services(root / "internet", root / "proxy", uuid.uuid4().hex, dns, http, https, tcp, proxy_port)
     procs: list[subprocess.Popen[bytes]] = []
@@ -926,7 +926,7 @@ def test_the_srt_backends_services_serve_the_worlds_ports_on_their_loopback_port
     ports to them), started as it starts them: the world's ports answer, an allowed download host's 4444 does not."""
     from grader import load_policy
     from grader.backends import srt
-    from grader.plan import build_plan
+    from grader.core.plan import build_plan
 
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
     run = srt._Run(build_plan(load_policy({"network": {"allowedDomains": ["pypi.org"]}})), "")

@@ -17,11 +17,12 @@ from pathlib import Path
 import pytest
 
 import fakewire
-from grader import ctf, evidence
-from grader.evidence import Evidence, Markers, canary_sightings, encodings, sightings
-from grader.execution import Execution
-from grader.execution import sightings as execution_sightings
-from grader.world import load_world
+from grader.ctf import ladder as ctf
+from grader.core import evidence
+from grader.core.evidence import Evidence, Markers, canary_sightings, encodings, sightings
+from grader.core.execution import Execution
+from grader.core.execution import sightings as execution_sightings
+from grader.core.world import load_world
 
 WORLD = load_world()
 CANARY = "5f3c9a0b1d2e4f60718293a4b5c6d7e8"
@@ -119,8 +120,8 @@ def test_no_module_defines_a_judge_of_sightings_but_evidence() -> None:
 
 
 def test_the_probes_the_jobs_and_the_next_session_all_ask_the_one_judge(monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader import execution
-    from grader.outcomes import SinkHit
+    from grader.core import execution
+    from grader.core.outcomes import SinkHit
 
     asked: list[str] = []
 
@@ -130,7 +131,7 @@ def test_the_probes_the_jobs_and_the_next_session_all_ask_the_one_judge(monkeypa
 
     monkeypatch.setattr(evidence, "sightings", judge)
     monkeypatch.setattr(execution, "judge_sightings", judge)
-    from grader.evidence import NextSession
+    from grader.core.evidence import NextSession
 
     ev = _ev(next_session=NextSession(played=("new-terminal",)))
     assert canary_sightings(ev, WORLD, [PATH]) == ["stub"]
@@ -144,8 +145,8 @@ def test_a_capture_the_flag_run_whose_evidence_failed_is_no_miss() -> None:
     ex = Execution(backend="docker", output="", exit_code=0, timed_out=False, evidence=ev)
     got = ctf.judge(ctf.level(1), ex, FLAG, world=WORLD)
     assert got.captured is None and got.hint == "" and "cut off" in got.error
-    from grader.board import attack_html
-    from grader.report import render_attack
+    from grader.lessons.board import attack_html
+    from grader.grading.report import render_attack
 
     for shown in (render_attack(got), attack_html(got)):
         assert "could not judge this attack" in shown.lower() and "Not captured" not in shown, shown[:300]

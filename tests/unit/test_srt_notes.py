@@ -9,8 +9,8 @@ from typing import Any, Optional
 import pytest
 
 from grader import load_policy
-from grader.paths import normalize_path
-from grader.srt_notes import PREFIX, RULES, srt_differences, srt_warnings
+from grader.core.paths import normalize_path
+from grader.realtools.srt_notes import PREFIX, RULES, srt_differences, srt_warnings
 
 REPO = Path(__file__).parents[2]
 CORPUS: dict[str, Optional[dict[str, Any]]] = json.loads((REPO / "tests" / "fixtures" / "corpus.json").read_text())["policies"]

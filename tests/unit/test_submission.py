@@ -17,10 +17,10 @@ import nbformat
 import pytest
 from nbgrader.utils import compute_checksum
 
-from grader.autograde import _reads
-from grader.batch import MAX_SUBMISSION_BYTES
-from grader.submission import Reference, check_structure, read_policy_file, reference_of, zeroed
-from grader.tasks import load_task
+from grader.grading.autograde import _reads
+from grader.grading.batch import MAX_SUBMISSION_BYTES
+from grader.grading.submission import Reference, check_structure, read_policy_file, reference_of, zeroed
+from grader.grading.tasks import load_task
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = load_task("scope-secure-sandbox")

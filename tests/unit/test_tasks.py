@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 
 from grader.backends.static import StaticBackend
-from grader.cli import main as grading_main
-from grader.errors import PolicyError, TaskError
-from grader.outcomes import RunResult
-from grader.plan import RunPlan
-from grader.policy import load_policy
-from grader.probes import PROBES
-from grader.grading import grade, grade_file
-from grader.notebook import assert_check, assert_passed, save_policy, start_task
-from grader.tasks import POLICY_FACTS, _task_from, all_tasks, load_task
+from grader.cli.main import main as grading_main
+from grader.core.errors import PolicyError, TaskError
+from grader.core.outcomes import RunResult
+from grader.core.plan import RunPlan
+from grader.core.policy import load_policy
+from grader.core.probes import PROBES
+from grader.grading.grade import grade, grade_file
+from grader.grading.notebook import assert_check, assert_passed, save_policy, start_task
+from grader.grading.tasks import POLICY_FACTS, _task_from, all_tasks, load_task
 from reference import solution_path
 
 STATIC = StaticBackend()
@@ -345,7 +345,7 @@ def test_notebook_helpers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
         assert_check(task.id, "no-git-hook", "my_policy.json")
 
 
-# --- the CLI commands (grader.cli) ---------------------------------------------------------
+# --- the CLI commands (grader.cli.main) ---------------------------------------------------------
 
 
 def test_cli_grade_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -394,7 +394,7 @@ def test_cli_grade_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_feedback_ends_with_the_export_for_srt_and_claude_code(tmp_path: Path) -> None:
-    from grader.export import export
+    from grader.realtools.export import export
 
     path = solution_path("scope-secure-sandbox")
     g = grade_file("scope-secure-sandbox", path, STATIC)

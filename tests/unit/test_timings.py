@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from grader.outcomes import RunResult
-from grader.timings import PHASES, Stopwatch, Tally
+from grader.core.outcomes import RunResult
+from grader.core.timings import PHASES, Stopwatch, Tally
 
 
 class FakeClock:

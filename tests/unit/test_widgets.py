@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from grader.backends import StaticBackend
-from grader.errors import BackendError
-from grader.progress import load_progress, mark_done
-from grader.quiz import InvalidAnswer, choice_order, right_key
-from grader.wording import backend_phrase
+from grader.core.errors import BackendError
+from grader.lessons.progress import load_progress, mark_done
+from grader.lessons.quiz import InvalidAnswer, choice_order, right_key
+from grader.core.wording import backend_phrase
 import fakewire
 
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
@@ -29,7 +29,7 @@ def _progress_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-widgets = pytest.importorskip("grader.widgets", reason="ipywidgets is in the 'lab' extra")
+widgets = pytest.importorskip("grader.lessons.widgets", reason="ipywidgets is in the 'lab' extra")
 
 
 def test_policy_editor_lists_errors_with_pointers_and_disables_the_button() -> None:
@@ -97,7 +97,7 @@ def test_an_editor_whose_goal_is_met_says_so_records_it_and_shows_the_real_tools
 
 
 def test_an_editor_goal_is_given_as_an_id_or_a_goal_and_an_unknown_id_is_refused() -> None:
-    from grader.goals import UnknownGoal, goal
+    from grader.lessons.goals import UnknownGoal, goal
 
     editor = widgets.PolicyEditor(NPM_FIXED, backend=StaticBackend(), goal=goal("l02-npm-build"), record_progress=False)
     editor.probe()
@@ -293,8 +293,8 @@ class _Engine:
     name = "docker"
 
     def execute(self, plan, job):  # type: ignore[no-untyped-def]
-        from grader.evidence import Evidence
-        from grader.execution import Execution
+        from grader.core.evidence import Evidence
+        from grader.core.execution import Execution
 
         flag = next(iter(job.plant.values())).strip()
         http = (fakewire.http(host="gist.github.com", method="POST", path="/", body=flag),) if "SEND_FLAG" in job.code else ()
@@ -303,7 +303,7 @@ class _Engine:
 
 
 def test_attack_editor_runs_the_code_and_shows_the_next_hint_then_the_capture() -> None:
-    from grader.ctf import level
+    from grader.ctf.ladder import level
 
     lv = level(2)
     editor = widgets.AttackEditor(2, "print('hi')", backend=_Engine())
@@ -333,7 +333,7 @@ class _CutEngine(_Engine):
 
 
 def test_attack_editor_shows_a_run_that_could_not_be_judged_as_an_error_and_records_no_attempt() -> None:
-    from grader.ctf import level
+    from grader.ctf.ladder import level
 
     lv = level(2)
     editor = widgets.AttackEditor(2, "print('hi')", backend=_CutEngine())
@@ -355,8 +355,8 @@ def test_attack_editor_on_the_static_backend_says_so_and_records_nothing() -> No
 
 
 def test_the_progress_board_shows_the_levels() -> None:
-    from grader.ctf import load_levels
-    from grader.progress import record_level
+    from grader.ctf.ladder import load_levels
+    from grader.lessons.progress import record_level
 
     record_level(load_levels()[0].item_id, captured=True, hint_shown=False)
     board = widgets.ProgressBoard()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 import fakewire
-from grader.evidence import parse_lines, parse_runner_output
+from grader.core.evidence import parse_lines, parse_runner_output
 from grader.services import probe_runner, wire
 
 RECORDS: dict[str, Any] = {
@@ -119,10 +119,10 @@ def test_a_runner_line_that_is_not_a_whole_record_is_a_wire_error(line: str) -> 
 
 
 def test_evidence_that_could_not_be_read_whole_gives_no_verdict_at_all() -> None:
-    from grader.evidence import Evidence
-    from grader.probes import PROBES
-    from grader.verdicts import judge
-    from grader.world import load_world
+    from grader.core.evidence import Evidence
+    from grader.core.probes import PROBES
+    from grader.core.verdicts import judge
+    from grader.core.world import load_world
 
     world = load_world()
     canaries = {f.path: "0123456789abcdef0123456789abcdef" for f in world.files}
@@ -178,10 +178,10 @@ def test_every_fault_of_a_closed_log_is_an_error_and_the_run_gets_no_verdict(nam
 
 def test_an_overflowed_log_keeps_its_records_as_proof_and_its_silence_proves_nothing() -> None:
     from grader.backends.runs import read_sinks
-    from grader.evidence import Evidence
-    from grader.probes import PROBES
-    from grader.verdicts import judge
-    from grader.world import load_world
+    from grader.core.evidence import Evidence
+    from grader.core.probes import PROBES
+    from grader.core.verdicts import judge
+    from grader.core.world import load_world
 
     lines = [wire.dump_line(RECORDS["http"], 0), wire.dump_end("sl-run", 1, True, 1.0)]
     texts = {"http.jsonl": "\n".join(lines) + "\n", **{n: wire.dump_end("sl-run", 0, False, 1.0) + "\n" for n in ("dns.jsonl", "tcp.jsonl")}}
@@ -234,7 +234,7 @@ PROXY_WINDOW_FAULTS = {
 
 
 def test_a_window_of_the_proxys_log_is_numbered_on_from_the_line_before_it(tmp_path: Path) -> None:
-    from grader.evidence import log_window
+    from grader.core.evidence import log_window
 
     text = _proxy_log(tmp_path, 8)
     before, window = _split(text, 3)
@@ -258,7 +258,7 @@ def test_a_window_of_the_proxys_log_is_numbered_on_from_the_line_before_it(tmp_p
 
 @pytest.mark.parametrize("fault", sorted(PROXY_WINDOW_FAULTS))
 def test_a_lost_repeated_moved_or_cut_proxy_line_is_a_wire_error(tmp_path: Path, fault: str) -> None:
-    from grader.evidence import log_window
+    from grader.core.evidence import log_window
 
     before, window = _split(_proxy_log(tmp_path, 8), 3)
     with pytest.raises(wire.WireError):
@@ -266,7 +266,7 @@ def test_a_lost_repeated_moved_or_cut_proxy_line_is_a_wire_error(tmp_path: Path,
 
 
 def test_a_window_is_whole_up_to_a_moment_only_with_a_self_check_of_the_proxy_decided_after_it(tmp_path: Path) -> None:
-    from grader.evidence import log_window, self_checked_after
+    from grader.core.evidence import log_window, self_checked_after
     from grader.services.common import HEARTBEAT_HOST, JsonlLog
 
     path = tmp_path / "proxy.jsonl"

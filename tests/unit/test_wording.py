@@ -8,13 +8,13 @@ import pytest
 
 from grader import load_policy, predict
 from grader.backends.static import StaticBackend
-from grader.board import board_html, describe_backend
-from grader.outcomes import Outcome, ProbeOutcome
-from grader.probes import ProbeKind
-from grader.report import render_text
-from grader.grading import grade
-from grader.tasks import load_task
-from grader.wording import backend_phrase, printable, tone
+from grader.lessons.board import board_html, describe_backend
+from grader.core.outcomes import Outcome, ProbeOutcome
+from grader.core.probes import ProbeKind
+from grader.grading.report import render_text
+from grader.grading.grade import grade
+from grader.grading.tasks import load_task
+from grader.core.wording import backend_phrase, printable, tone
 
 NAIVE = load_policy(Path(__file__).parents[2] / "examples" / "naive.json")
 FALLBACK = "predicted, not run: no Docker engine answers (test)"

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from grader import load_world
-from grader.errors import SandboxLabError, WorldError
-from grader.world import LOOT_ROLES, ROLES, WorldDir, WorldFile, parse_world, read_world
+from grader.core.errors import SandboxLabError, WorldError
+from grader.core.world import LOOT_ROLES, ROLES, WorldDir, WorldFile, parse_world, read_world
 
 WORLD = load_world()
 RAW: dict[str, Any] = json.loads(resources.files("grader").joinpath("world.json").read_text("utf-8"))

@@ -1,0 +1,462 @@
+"""The machine's shared simulated internet (a hub): its keeper process, and a grader's handle on it.
+
+A grader run from a terminal lives for one probe run. Starting an internet and
+a proxy for it, and removing them afterwards, cost more than the run itself;
+so every grader on the machine (terminal, kernel, test session) shares a hub:
+
+* the first grader that needs one starts a **keeper**, a small process of its
+  own (``python -m grader.backends.docker.hub``), detached so it outlives that grader.
+  The keeper starts the internet, keeps a few proxies warm in front of it,
+  removes what finished runs hand it (so no grader waits for a removal), and
+  removes everything and exits once no lease has held for the idle period
+  (``lease.idle_seconds``), when its internet dies or hangs, or on SIGTERM
+  (``sandbox-lab cleanup --all``);
+* every grader that finds a live keeper with a healthy internet adopts it
+  (``Hub``); one that finds a dead or sick one retires it (stops its keeper,
+  removes its leftovers) and starts another.
+
+The keeper is the owner of what it makes: the internet, its network and the
+warm proxies carry the keeper's pid, so ``cleanup`` removes them once the
+keeper is gone, and never while it runs. A proxy is handed to exactly one run
+(``lease.HubDir.claim``), which gives it its own lists and removes it
+afterwards: no proxy serves two runs. The internet is shared exactly as inside
+one grader before: each run claims its proxy's address and reads its own
+closed logs (``runlogs``), so runs in different processes never count, hide
+or evict each other's traffic.
+
+Lives under ``backends/`` because it talks to Docker; only ``docker.py`` uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import docker
+
+from grader.core.errors import InfrastructureError
+from grader.backends.enginedisk import Files, host_files, host_path
+from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive
+from grader.backends.runs import runs_root
+from grader.backends.docker.simnet import (
+    LABEL,
+    LABEL_HUB,
+    Internet,
+    Leftovers,
+    ProxyPool,
+    SharedInternet,
+    WarmProxy,
+    build_proxy,
+    running,
+    start_internet,
+)
+
+__all__ = ["POOL_SIZE", "Hub", "HubInternet", "HubPool", "keep", "stop_keepers"]
+
+POOL_SIZE = 2  # warm proxies: one for the next run while the keeper builds the other
+START_TIMEOUT = 60.0  # the keeper's start: a Python start, a network and a container start
+BEAT_STALE = 2.0  # an internet whose heartbeat is older than this is hung (it beats every 0.1 s)
+TICK = 0.05  # the keeper's pace: how soon a finished run's containers start going
+
+
+def _world_text() -> str:
+    return resources.files("grader").joinpath("world.json").read_text("utf-8")
+
+
+def _beating(out: Files, within: float = BEAT_STALE) -> bool:
+    beat = out.stat("heartbeat")
+    return beat is not None and time.time() - beat.mtime < within
+
+
+def _remove_listed(client: Any, entry: dict[str, Any], leftovers: Leftovers) -> None:
+    """Remove the containers, networks and directories a run listed; only what carries our label, only under runs_root."""
+    root = runs_root().resolve()
+
+    def ours(kind: str, ident: str) -> Any:
+        try:
+            thing = client.containers.get(ident) if kind == "c" else client.networks.get(ident)
+        except docker.errors.NotFound:
+            return None
+        labels = thing.attrs.get("Config", {}).get("Labels") if kind == "c" else thing.attrs.get("Labels")
+        return thing if LABEL in (labels or {}) else None  # never anything that is not Sandbox Lab's
+
+    containers = [c for c in (ours("c", i) for i in entry.get("containers", [])) if c is not None]
+    threads = [threading.Thread(target=leftovers.remove, args=(c,)) for c in containers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for n in (ours("n", i) for i in entry.get("networks", [])):
+        if n is not None:
+            leftovers.remove(n)
+    for d in entry.get("dirs", []):
+        p = Path(str(d)).resolve()
+        if p.parent == root:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _empty_trash(client: Any, hub: HubDir, leftovers: Leftovers) -> None:
+    for path, entry in hub.trash():
+        _remove_listed(client, entry, leftovers)
+        if len(leftovers):
+            # A network whose killed container is still being torn down refuses once: the grader's
+            # own removal tried again at once too (``drain``); what still fails is retried each second.
+            time.sleep(0.2)
+            leftovers.retry()
+        path.unlink(missing_ok=True)
+
+
+def _proxy_entry(w: WarmProxy, gen: str) -> dict[str, Any]:
+    assert w.container is not None
+    return {"container": w.container.id, "network": w.network.id, "workdir": str(host_path(w.workdir)), "ip": w.ip, "gen": gen}
+
+
+def _entry_things(entry: dict[str, Any]) -> dict[str, list[str]]:
+    return {"containers": [entry["container"]], "networks": [entry["network"]], "dirs": [entry["workdir"]]}
+
+
+# --- a grader's handle ------------------------------------------------------------------------
+
+
+class Hub:
+    """A grader's handle on the machine's hub: adopts the running one, or starts a keeper for a new one."""
+
+    def __init__(self, client: Any, image: str, leftovers: Leftovers) -> None:
+        self._client = client
+        self._image = image
+        self._leftovers = leftovers
+        self.dir = hub_dir(image, _world_text())
+        self._lock = threading.Lock()
+        self._net: Optional[Internet] = None
+        self._gen = ""
+        self._pending: list[tuple[Path, dict[str, Any]]] = []  # our runs' trash, until the keeper has removed it
+
+    # --- the internet ---------------------------------------------------------------
+
+    def internet(self) -> Internet:
+        """The hub's internet, healthy now, with this grader's lease renewed."""
+        with self._lock:
+            net = self._net
+            if net is not None and self._current(net):
+                self.dir.lease(os.getpid())
+                return net
+            self._net = None
+            with self.dir.lock():
+                state = self.dir.state()
+                if state is not None and self.dir.keeper_alive():
+                    net = self._adopt(state)
+                    if net is not None and self._current(net):
+                        self.dir.lease(os.getpid())  # under the lock: the keeper cannot decide it is idle meanwhile
+                        self._net = net
+                        return net
+                if self.dir.path.exists():
+                    self._retire()
+                net = self._start()
+                self.dir.lease(os.getpid())
+                self._net = net
+                return net
+
+    def _current(self, net: Internet) -> bool:
+        state = self.dir.state()
+        return (state is not None and state.get("gen") == self._gen and self.dir.keeper_alive()
+                and _beating(net.out) and running(net.container))
+
+    def _adopt(self, state: dict[str, Any]) -> Optional[Internet]:
+        try:
+            container = self._client.containers.get(state["container"])
+            network = self._client.networks.get(state["network"])
+        except (docker.errors.NotFound, KeyError):
+            return None
+        self._gen = str(state.get("gen", ""))
+        return Internet(container, network, str(state["ip"]), host_files(Path(state["dir"])).sub("out"))
+
+    def _retire(self) -> None:
+        """Stop the keeper of a dead or sick hub and remove everything it left (we hold the lock)."""
+        pid = self.dir.keeper_pid()
+        stop_keeper(pid, self.dir.name)
+        _empty_trash(self._client, self.dir, self._leftovers)
+        mine = {"label": f"{LABEL_HUB}={self.dir.name}"}
+        for c in self._client.api.containers(all=True, filters=mine):
+            with contextlib.suppress(docker.errors.NotFound):
+                self._leftovers.remove(self._client.containers.get(c["Id"]))
+        for n in self._client.api.networks(filters=mine):
+            with contextlib.suppress(docker.errors.NotFound):
+                self._leftovers.remove(self._client.networks.get(n["Id"]))
+        shutil.rmtree(self.dir.path, ignore_errors=True)
+
+    def _start(self) -> Internet:
+        """Start a keeper (detached: never our child, so never our zombie) and wait for its internet."""
+        self.dir.make()
+        env = dict(os.environ)
+        # the keeper imports this very package, wherever the grader was started from
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[3]), env.get("PYTHONPATH")]))
+        log = self.dir.path / "keeper.log"
+        # a shim starts the keeper in a session of its own and exits at once: the keeper is re-parented
+        shim = ("import subprocess,sys\n"
+                "p=subprocess.Popen(sys.argv[2:],start_new_session=True,stdin=subprocess.DEVNULL,"
+                "stdout=open(sys.argv[1],'ab'),stderr=subprocess.STDOUT,close_fds=True)\nprint(p.pid)")
+        out = subprocess.run(
+            [sys.executable, "-I", "-S", "-c", shim, str(log), sys.executable, "-m", "grader.backends.docker.hub",
+             str(self.dir.path), self._image],
+            capture_output=True, text=True, env=env, timeout=30, check=True,
+        )
+        pid = int(out.stdout.strip())
+        self.dir.set_keeper(pid)
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            state = self.dir.state()
+            if state is not None:
+                net = self._adopt(state)
+                if net is not None:
+                    return net
+            if not process_alive(pid, self.dir.name):
+                break
+            time.sleep(0.02)
+        tail = log.read_text(errors="replace")[-400:] if log.exists() else ""
+        stop_keeper(pid, self.dir.name)
+        raise InfrastructureError(f"the shared internet's keeper did not start: {tail.strip()}")
+
+    # --- proxies ----------------------------------------------------------------------
+
+    def take(self, internet: Internet) -> Optional[WarmProxy]:
+        """A warm proxy of the hub's current internet, claimed for one run; None when the pool is empty."""
+        while True:
+            got = self.dir.claim(os.getpid())
+            if got is None:
+                return None
+            claim, entry = got
+            w: Optional[WarmProxy] = None
+            if entry.get("gen") == self._gen:
+                try:
+                    w = WarmProxy(self._client.containers.get(entry["container"]), self._client.networks.get(entry["network"]),
+                                  host_files(Path(entry["workdir"])), str(entry["ip"]), internet, claim)
+                except (docker.errors.NotFound, KeyError):
+                    w = None
+            if w is not None and running(w.container):
+                return w
+            self.discard("stale-" + claim.stem.replace("@", "-"), _entry_things(entry), claim)  # never handed out
+
+    # --- removal ----------------------------------------------------------------------
+
+    def discard(self, run: str, things: dict[str, list[str]], claim: Optional[Path] = None) -> bool:
+        """Hand a finished run's things to the keeper; False (nothing handed) when no keeper runs."""
+        if not self.dir.keeper_alive():
+            return False
+        try:
+            path = self.dir.discard(run, things)
+        except OSError:
+            return False
+        self._leftovers.hand_off(things.get("containers", []) + things.get("networks", []))
+        if claim is not None:
+            claim.unlink(missing_ok=True)
+        with self._lock:
+            self._pending.append((path, dict(things)))
+        return True
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until the keeper has removed everything this grader handed it; remove here whatever it left.
+
+        A keeper that stops (its internet died, ``cleanup``) between taking a
+        run's list and removing all of it leaves the rest: removing again is a
+        no-op for what is gone.
+        """
+        with self._lock:
+            pending, self._pending = self._pending, []
+        deadline = time.monotonic() + timeout
+        for path, entry in pending:
+            while path.exists() and self.dir.keeper_alive() and time.monotonic() < deadline:
+                time.sleep(0.02)
+            _remove_listed(self._client, entry, self._leftovers)
+            path.unlink(missing_ok=True)
+        # and what other backends handed it (a closed backend does not wait for its own): the hub is settled
+        while self.dir.trash() and self.dir.keeper_alive() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        self._leftovers.retry()
+
+    def release(self) -> None:
+        """This grader is done with the hub: its lease now lasts only the idle period."""
+        with self._lock:
+            if self._net is not None:
+                self.dir.lease(os.getpid(), held=False)
+            self._net = None
+
+    def standing(self) -> set[str]:
+        with self._lock:
+            net = self._net
+        if net is None:
+            return set()
+        return {net.container.name, net.network.name, self.dir.name} | {e["workdir"].rsplit("/", 1)[-1] for _, e in self.dir.pooled()}
+
+
+class HubInternet(SharedInternet):
+    """The backend's shared internet, when graders share one between processes: the hub's."""
+
+    def __init__(self, hub: Hub) -> None:
+        self.hub = hub
+
+    def get(self) -> Internet:
+        return self.hub.internet()
+
+    def close(self) -> None:
+        self.hub.release()
+
+    def standing(self) -> set[str]:
+        return self.hub.standing()
+
+
+class HubPool(ProxyPool):
+    """The backend's proxy pool, when graders share one hub: claims the keeper's warm proxies.
+
+    When the pool is empty (several runs at once), the run builds a proxy of its
+    own in front of the same internet, as a grader without a hub does.
+    """
+
+    def __init__(self, client: Any, image: str, hub: Hub, leftovers: Leftovers) -> None:
+        super().__init__(client, image, HubInternet(hub), leftovers, size=0)
+        self.hub = hub
+
+    def take(self) -> WarmProxy:
+        internet = self.hub.internet()
+        return self.hub.take(internet) or self._build(internet)
+
+    def refill(self) -> None:
+        """The keeper refills the pool, not the grader."""
+
+
+def make_hub(client: Any, image: str, leftovers: Leftovers, idle: Optional[float]) -> Optional[Hub]:
+    """A hub handle when sharing between processes is on (an idle period above 0), else None."""
+    return Hub(client, image, leftovers) if (idle_seconds() if idle is None else idle) > 0 else None
+
+
+# --- stopping keepers --------------------------------------------------------------------------
+
+
+def stop_keeper(pid: int, name: str, timeout: float = 10.0) -> None:
+    """SIGTERM the keeper ``pid`` of hub ``name`` (it removes what it keeps), then SIGKILL if it lingers."""
+    if not process_alive(pid, name):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while process_alive(pid, name) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if process_alive(pid, name):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def stop_keepers() -> list[str]:
+    """Stop every keeper of a hub under ``runs_root()`` (``cleanup --all``); say which."""
+    root = runs_root()
+    stopped = []
+    for d in sorted(root.glob("sl-hub-*")) if root.is_dir() else []:
+        hub = HubDir(d)
+        pid = hub.keeper_pid()
+        if hub.keeper_alive():
+            stop_keeper(pid, hub.name)
+            stopped.append(f"keeper {pid} of {hub.name}")
+    return stopped
+
+
+# --- the keeper --------------------------------------------------------------------------------
+
+
+def keep(hub: HubDir, image: str, *, size: int = POOL_SIZE, client: Any = None) -> int:
+    """The keeper's life: start the internet, keep proxies warm, remove trash, exit when idle, dead or told to."""
+    from grader.core.world import load_world
+
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C in the terminal that started it is not for the keeper
+    hub.set_keeper(os.getpid())
+    client = client if client is not None else docker.from_env(version="auto", timeout=120)
+    leftovers = Leftovers()
+
+    def labels(name: str) -> dict[str, str]:
+        return {**leftovers.labels(name), LABEL_HUB: hub.name}
+
+    gen = secrets.token_hex(4)
+    workdir = hub.path / "internet"
+    workdir.mkdir()
+    net = start_internet(client, image, load_world(), host_files(workdir), f"{hub.name}-{gen}", labels(hub.name), leftovers)
+    try:
+        hub.write_state({"gen": gen, "container": net.container.id, "network": net.network.id, "ip": net.ip, "dir": str(workdir)})
+        _serve(client, hub, image, net, gen, size, labels, leftovers, stop)
+    finally:
+        with contextlib.suppress(OSError):
+            (hub.path / "state.json").unlink()  # no grader adopts what is going
+        with contextlib.suppress(Exception):  # noqa: BLE001 - remove what can be removed; cleanup finds the rest
+            for _, entry in hub.pooled():
+                _remove_listed(client, _entry_things(entry), leftovers)
+            for claim, _, entry in hub.claims():
+                _remove_listed(client, _entry_things(entry), leftovers)
+            _empty_trash(client, hub, leftovers)
+            net.remove(leftovers)
+            leftovers.retry()
+            leftovers.sweep(client)
+        if hub.keeper_pid() == os.getpid():
+            with contextlib.suppress(Exception):  # noqa: BLE001 - a run that finished meanwhile
+                _empty_trash(client, hub, leftovers)
+            shutil.rmtree(hub.path, ignore_errors=True)
+    return 0
+
+
+def _serve(client: Any, hub: HubDir, image: str, net: Internet, gen: str, size: int,
+           labels: Callable[[str], dict[str, str]], leftovers: Leftovers, stop: threading.Event) -> None:
+    idle = idle_seconds()
+    checked = time.monotonic()
+    while not stop.is_set() and hub.path.is_dir():
+        _empty_trash(client, hub, leftovers)
+        claims = hub.claims()
+        for claim, pid, entry in claims:
+            if not process_alive(pid):  # its grader died mid-run: the proxy is nobody's
+                _remove_listed(client, _entry_things(entry), leftovers)
+                claim.unlink(missing_ok=True)
+        if time.monotonic() - checked > 1.0:
+            checked = time.monotonic()
+            if net.problem() or not _beating(net.out):
+                return  # dead or hung: graders adopt a new hub, never this one
+            if not _idle_check(hub, idle):
+                return
+            leftovers.retry()
+        # refill between runs, never while a run's sandbox is starting against the same engine
+        if not claims and len(hub.pooled()) < size and not hub.trash():
+            try:
+                w = build_proxy(client, image, net, labels, leftovers)
+            except Exception:  # noqa: BLE001 - a grader finding the pool empty builds its own
+                time.sleep(1.0)
+                continue
+            hub.offer(w.workdir.name, _proxy_entry(w, gen))
+            continue
+        stop.wait(TICK)
+
+
+def _idle_check(hub: HubDir, idle: float) -> bool:
+    """True while the hub is to stay. Decided under the lock, so a grader adopting it now is seen;
+    while a grader holds the lock (adopting, or retiring this very keeper) it stays for now."""
+    with hub.try_lock() as locked:
+        if not locked or hub.holds(idle):
+            return True
+        (hub.path / "state.json").unlink(missing_ok=True)  # still under the lock: nobody adopts it from now on
+        return False
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    return keep(HubDir(Path(args[0])), args[1])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,250 @@
+"""The on-disk record of a shared simulated internet (a hub): who keeps it, who uses it, what is warm, what is done.
+
+A grader run from a terminal lives for one probe run; starting a simulated
+internet and a proxy for each would cost more than the run. So graders on one
+machine share a hub: one simulated internet and a few warm proxies in front of
+it, kept by a small keeper process (``hub.py``) that outlives any one grader.
+This module is the hub's directory under ``runs_root()``, written and read by
+the keeper and the graders alike:
+
+* the owner record: the keeper's pid (as in every run directory, so ``cleanup``
+  removes the directory once the keeper is gone); the keeper is the owner of the
+  internet and the warm proxies, and they carry its pid on their labels;
+* ``state.json``: the running internet's container, network and address;
+* ``leases/<pid>.json``: one per grader using the hub. A lease holds while its
+  grader lives and has not released it, and for the idle period after its last
+  use; a hub with no lease that holds is removed by its keeper;
+* ``pool/<proxy>.json``: a warm proxy nobody has; a grader claims one by renaming
+  it into ``claimed/<proxy>@<pid>.json`` (a rename succeeds once, so no proxy is
+  handed to two runs); a claim whose grader died is removed by the keeper;
+* ``trash/<run>.json``: what a finished run made (containers, networks,
+  directories), for the keeper to remove while the grader goes on (or exits).
+
+Every change that decides whether the hub lives (adopting it, starting it,
+retiring it) is made under one lock: ``flock`` on ``runs_root()`` itself, so no
+lock file is ever left behind.
+
+Imports: backends.runs and the standard library. Never ``docker``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator, Optional
+
+from grader.backends.runs import pid_alive, private_root, read_owner, runs_root, write_owner
+
+__all__ = ["DEFAULT_IDLE", "IDLE_ENV", "HubDir", "hub_dir", "idle_seconds", "process_alive"]
+
+IDLE_ENV = "SANDBOX_LAB_SHARED_IDLE"
+# Long enough for a learner between two probe runs of a lesson; the keeper and
+# three small containers are all that stands meanwhile.
+DEFAULT_IDLE = 600.0
+
+
+def idle_seconds() -> float:
+    """How long a hub outlives its last use (``SANDBOX_LAB_SHARED_IDLE``); 0 turns sharing between processes off."""
+    raw = os.environ.get(IDLE_ENV, "")
+    try:
+        return max(0.0, float(raw)) if raw.strip() else DEFAULT_IDLE
+    except ValueError:
+        return DEFAULT_IDLE
+
+
+def process_alive(pid: int, marker: str = "") -> bool:
+    """True while ``pid`` runs (not a zombie) and, if given, has ``marker`` in its command line.
+
+    The marker guards against a recycled pid: a keeper is recognised by its
+    hub's name in its arguments. Where there is no ``/proc``, the pid alone decides.
+    """
+    if pid <= 0 or not pid_alive(pid):
+        return False
+    try:
+        return not marker or marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return not Path("/proc/self").exists()  # no /proc to ask: the pid alone decides
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> Optional[dict[str, Any]]:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass(frozen=True)
+class HubDir:
+    """One hub's directory; every method is one small file operation, safe between processes."""
+
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    # --- the lock and the keeper ----------------------------------------------------
+
+    @contextlib.contextmanager
+    def lock(self) -> Iterator[None]:
+        """Held while a process decides whether the hub lives: adopting, starting or retiring it."""
+        private_root()  # made if missing, and shown to be this user's alone
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing releases the lock
+
+    @contextlib.contextmanager
+    def try_lock(self) -> Iterator[bool]:
+        """The lock if it is free now (True), else nothing (False): the keeper never waits for a grader."""
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                yield False
+                return
+            yield True
+        finally:
+            os.close(fd)
+
+    def keeper_pid(self) -> int:
+        owner = read_owner(self.path)
+        return owner.pid if owner is not None else 0
+
+    def keeper_alive(self) -> bool:
+        return process_alive(self.keeper_pid(), self.name)
+
+    def make(self) -> None:
+        """Create the directory and its parts; the owner record follows once the keeper's pid is known."""
+        self.path.mkdir(mode=0o700)  # the grader's user's alone, like every run directory
+        os.chmod(self.path, 0o700)
+        for part in ("leases", "pool", "claimed", "trash"):
+            (self.path / part).mkdir()
+
+    def set_keeper(self, pid: int) -> None:
+        write_owner(self.path, pid)  # cleanup reads it like any run's
+
+    def state(self) -> Optional[dict[str, Any]]:
+        return _read_json(self.path / "state.json")
+
+    def write_state(self, state: dict[str, Any]) -> None:
+        _write_json(self.path / "state.json", state)
+
+    # --- leases ---------------------------------------------------------------------
+
+    def lease(self, pid: int, *, held: bool = True) -> None:
+        """Record a use by ``pid`` now: held while it lives (``held``), and for the idle period after."""
+        with contextlib.suppress(FileNotFoundError):  # the hub went meanwhile: the next use adopts anew
+            _write_json(self.path / "leases" / f"{pid}.json", {"pid": pid, "held": held, "at": time.time()})
+
+    def holds(self, idle: float, now: Optional[float] = None) -> bool:
+        """True while some lease holds: its grader lives and holds it, or it was used within ``idle`` seconds."""
+        now = time.time() if now is None else now
+        for p in self._entries("leases"):
+            lease = _read_json(p)
+            if lease is None:
+                continue
+            if now - float(lease.get("at", 0)) < idle:
+                return True
+            if lease.get("held") and pid_alive(int(lease.get("pid", 0))):
+                return True
+            with contextlib.suppress(OSError):
+                p.unlink()  # lapsed: nobody holds it any more
+        return False
+
+    # --- the pool of warm proxies ---------------------------------------------------
+
+    def offer(self, name: str, entry: dict[str, Any]) -> None:
+        """The keeper puts a warm proxy in the pool."""
+        _write_json(self.path / "pool" / f"{name}.json", entry)
+
+    def pooled(self) -> list[tuple[str, dict[str, Any]]]:
+        out = []
+        for p in self._entries("pool"):
+            entry = _read_json(p)
+            if entry is not None:
+                out.append((p.stem, entry))
+        return out
+
+    def withdraw(self, name: str) -> bool:
+        """The keeper takes a warm proxy back out of the pool; False if a grader claimed it first."""
+        try:
+            (self.path / "pool" / f"{name}.json").unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
+    def claim(self, pid: int) -> Optional[tuple[Path, dict[str, Any]]]:
+        """Take one warm proxy for a run of ``pid``: (its claim, its entry), or None when the pool is empty."""
+        for p in self._entries("pool"):
+            entry = _read_json(p)
+            if entry is None:
+                continue
+            claim = self.path / "claimed" / f"{p.stem}@{pid}.json"
+            try:
+                os.rename(p, claim)  # atomic: of two graders renaming one entry, one succeeds
+            except FileNotFoundError:
+                continue
+            return claim, entry
+        return None
+
+    def claims(self) -> list[tuple[Path, int, dict[str, Any]]]:
+        out = []
+        for p in self._entries("claimed"):
+            entry = _read_json(p)
+            try:
+                pid = int(p.stem.rpartition("@")[2])
+            except ValueError:
+                pid = 0
+            if entry is not None:
+                out.append((p, pid, entry))
+        return out
+
+    # --- the trash ------------------------------------------------------------------
+
+    def discard(self, run: str, things: dict[str, list[str]]) -> Path:
+        """Ask the keeper to remove a finished run's ``containers``, ``networks`` and ``dirs``."""
+        path = self.path / "trash" / f"{run}.json"
+        _write_json(path, dict(things))
+        return path
+
+    def trash(self) -> list[tuple[Path, dict[str, Any]]]:
+        out = []
+        for p in self._entries("trash"):
+            entry = _read_json(p)
+            if entry is not None:
+                out.append((p, entry))
+        return out
+
+    def _entries(self, part: str) -> list[Path]:
+        try:
+            return sorted(p for p in (self.path / part).iterdir() if p.suffix == ".json" and not p.name.startswith("."))
+        except OSError:
+            return []
+
+
+def hub_dir(image: str, world: str) -> HubDir:
+    """The hub for one services image and one world, under this ``runs_root()``.
+
+    Graders share a hub only when the internet would be the same: same image,
+    same world, same runs root (tests give each session a root of its own).
+    """
+    root = runs_root()
+    key = hashlib.sha256("\0".join([image, world, str(root.resolve())]).encode()).hexdigest()[:12]
+    return HubDir(root / f"sl-hub-{key}")

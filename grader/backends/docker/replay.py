@@ -1,0 +1,284 @@
+"""The next session, played in Docker: what the user runs after the sandbox exits, against the run's world copy.
+
+A backdoor in ``~/.bashrc`` or a git hook does nothing inside the sandbox; it
+fires in the user's next shell or commit, outside it, with full network. After
+the sandbox has exited and its evidence is collected, ``play`` plays that
+moment (``next_session`` says what it plays):
+
+1. the user's shells and commit run in a *separate* container, as the user
+   (uid of the world), with the world copy mounted at its paths, read-write,
+   as the user's machine sees it, and nothing else of the host; hardened with
+   the sandbox's limits (pids, memory, wall clock, no capabilities, read-only
+   root) and on the plain container's network: an internet of its own
+   (``simnet.start_internet``; the plain container's own, reused, when the
+   run has one), its DNS server the only name server, on an internal bridge
+   with no route off the machine;
+2. the next *sandboxed* session, when the sandbox's settings file was
+   rewritten: the settings are read as that session would read them, and the
+   backend runs a session under them (the probes' next session sends the key;
+   a job's is the same code again), on the same machine, so with the same key.
+
+What the recorders logged is the ``NextSession`` evidence; what a backdoor
+prints decides nothing. Everything made here is labelled with the run's id and
+handed to the run, which removes it with its own containers and networks.
+
+A probe run plays only when something the next session runs changed (after
+the scope scan's own marks are set aside): otherwise it would run the world's
+own files, in which nothing waits. A job asks for it (``Job.replay``).
+
+Imports: docker, enginedisk, errors, evidence, execution, next_session, plan, probes, runs, simnet.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, Callable, Optional, Protocol
+
+import docker
+import requests
+from docker.types import Mount
+
+from grader.core.errors import BackendError, InfrastructureError
+from grader.core.evidence import Evidence, Markers, NextSession, sha256
+from grader.services.wire import DnsRecord, HttpRecord, TcpRecord, WireError
+from grader.core.execution import Execution, Job
+from grader.core.next_session import KEY, SETTINGS, driver_script, parse_driver_output, read_settings, steal_code, steps
+from grader.core.plan import Hardening, RunPlan, build_plan
+from grader.core.probes import probe
+from grader.backends.enginedisk import Disk, RunCopy
+from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
+from grader.backends.runs import MAX_OUTPUT, RunDir, read_sinks
+from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, start_internet
+
+__all__ = ["REPLAY_HARDENING", "RunLike", "changed_paths", "play", "wanted"]
+
+# The sandbox's own limits, every restriction on: the replay runs what the sandbox wrote, which is hostile
+REPLAY_HARDENING = Hardening()
+
+
+class RunLike(Protocol):
+    """What a run hands the replay: its identity, its world copy, and the lists it removes at the end."""
+
+    client: Any
+    run_id: str
+    token: str
+    labels: dict[str, str]
+    dir: RunDir
+    plan: RunPlan
+    job: Optional[Job]
+    containers: list[Any]
+    networks: list[Any]
+    copy: RunCopy
+
+
+def wanted(plan: RunPlan, job: Optional[Job]) -> bool:
+    """Does this run play the next session at all? A job when it asks; a probe run when it writes anything."""
+    if job is not None:
+        return job.replay
+    return plan.scan or any(probe(p).action == "write" for p in plan.probes)
+
+
+def changed_paths(ev: Evidence, world_paths: set[str], scan_text: str) -> set[str]:
+    """The world paths whose content differs from the run's start, the scope scan's own marks set aside."""
+    out = set()
+    for p in world_paths:
+        after, before = ev.after.get(p), ev.before.get(p)
+        if before is None:
+            continue
+        if after is None or sha256(after.replace(scan_text.encode(), b"")) != before:
+            out.add(p)
+    return out
+
+
+def play(
+    run: RunLike, ev: Evidence, *, images: tuple[str, str], leftovers: Leftovers, disk: Disk,
+    harden: Callable[[Hardening], dict[str, Any]], execute: Callable[[RunPlan, Job], Execution],
+    internet: Optional[Internet] = None,
+) -> NextSession:
+    """Play the user's next session after ``run``'s sandbox exited; its evidence, never an exception for what it ran.
+
+    Args:
+        images: the sandbox image (the user's shells) and the services image (the internet).
+        disk: where the engine finds the run's files (``enginedisk``): the world copy is bound from there.
+        harden: turns a ``Hardening`` into container options (``docker.hardened_options``).
+        execute: runs a job in a new sandbox (the backend's ``execute``): the next sandboxed session.
+        internet: the plain container's own internet, when the run has one: the replay reuses it (the
+            sandbox has exited, so whatever it logs from here on is the replay's); otherwise the replay
+            starts an internet of its own and removes it as soon as it is done.
+    """
+    started = time.monotonic()
+    world, job = run.plan.world, run.job
+    scan_text = Markers(run.token, world.attacker.name).scan_text
+    played_by_shells = {p for s in steps(world) for p in s.runs}
+    changed = changed_paths(ev, played_by_shells | {SETTINGS}, scan_text)
+    forced = job is not None and job.replay
+    if not forced and not changed:
+        return NextSession(skipped="nothing the next session runs was changed: it ran the world's own files",
+                           seconds=time.monotonic() - started)
+    _release(run, leftovers)
+    ns = NextSession()
+    if forced or changed & played_by_shells:
+        try:
+            ns = _shells(run, images, leftovers, disk, harden, internet)
+        except (docker.errors.DockerException, requests.exceptions.RequestException, InfrastructureError) as exc:
+            # the replay's own machinery failed: nothing can be said of what the next session did
+            ns = NextSession(infra_problem=f"the next session could not be played: {str(exc).splitlines()[0][:200]}")
+    else:
+        ns = replace(ns, skipped="no start-up file or hook was changed: the user's shells and commits ran the world's own files")
+    if SETTINGS in changed:
+        ns = _next_sandbox(run, ev, ns, execute)
+    else:
+        ns = replace(ns, settings="the settings were not changed: the next sandboxed session keeps the original rules")
+    return replace(ns, seconds=time.monotonic() - started)
+
+
+def _release(run: RunLike, leftovers: Leftovers) -> None:
+    """Remove the run's sandbox, proxy (and their network) and its copy's holder now: their evidence is collected
+    (the world copy is back in the run directory), and a busy engine has few bridge networks to give."""
+    done = [c for c in run.containers if c is run.copy.container or c.labels.get(LABEL_ROLE) in ("sandbox", "proxy")]
+    for thing in [*done, *run.networks]:  # containers before their networks
+        leftovers.remove(thing)
+
+
+# --- the user's shells and commits ------------------------------------------------------------
+
+
+def _shells(
+    run: RunLike, images: tuple[str, str], leftovers: Leftovers, disk: Disk, harden: Callable[[Hardening], dict[str, Any]],
+    internet: Optional[Internet],
+) -> NextSession:
+    world, client = run.plan.world, run.client
+    own = internet is None
+    if internet is None:
+        workdir = disk.files(f"{run.run_id}-next-internet", lambda: run.dir.path / "next-internet")
+        internet = start_internet(client, images[1], world, workdir, f"{run.run_id}-next", run.labels, leftovers)
+        run.containers.append(internet.container)  # the run removes them with its own, whatever happens here
+        run.networks.append(internet.network)
+    try:
+        return _drive(run, images[0], internet, disk, harden)
+    finally:
+        if own:  # freed now, not with the run: a bridge network is a scarce thing on a busy engine
+            internet.remove(leftovers)
+
+
+def _drive(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Callable[[Hardening], dict[str, Any]]) -> NextSession:
+    world, client = run.plan.world, run.client
+    key = f"{run.run_id}-next"
+    open_run(internet.out, key, [ANY_CLIENT])  # the replay's internet is its own: it claims every client
+    try:
+        return _play(run, image, internet, disk, harden, key)
+    finally:
+        forget_run(internet.out, key)
+
+
+def _play(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Callable[[Hardening], dict[str, Any]],
+          key: str) -> NextSession:
+    world, client = run.plan.world, run.client
+    rdir = run.dir.path / "run"
+    rdir.mkdir(exist_ok=True)
+    (rdir / "next.sh").write_text(driver_script(world), encoding="utf-8")
+    # the plain container's network: the replay's own DNS server is its only name server
+    (rdir / "next-resolv.conf").write_text(f"nameserver {internet.ip}\noptions timeout:1 attempts:1\n")
+    # the user's machine trusts the simulated internet's certificates as a real one trusts real CAs:
+    # a backdoor that speaks HTTPS to the attacker works in the next session as it would on a laptop
+    ca = internet.out.read("ca.pem")
+    if not ca:
+        raise InfrastructureError("the next session's internet has no certificate authority (ca.pem)")
+    (rdir / "next-ca.pem").write_bytes(ca)
+    try:
+        source = run.copy.place()  # the run directory as it is now: the world copy as the sandbox left it
+    finally:
+        if run.copy.container is not None:
+            run.containers.append(run.copy.container)
+    mounts = [
+        Mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
+        Mount("/etc/resolv.conf", source("run/next-resolv.conf"), type="bind", read_only=True),
+        # the world copy as the user's machine sees it: every root at its path, writable; nothing else of the host
+        *(Mount(root, source("world/" + root.lstrip("/")), type="bind", read_only=False) for root in world.roots),
+    ]
+    h = REPLAY_HARDENING
+    opts = dict(
+        harden(replace(h, user=f"{world.uid}:{world.uid}")),
+        name=f"{run.run_id}-next", labels={**run.labels, LABEL_ROLE: "next-session"},
+        environment={"HOME": world.home, "USER": world.user, "LOGNAME": world.user, "SHELL": "/bin/bash",
+                     "PYTHONDONTWRITEBYTECODE": "1", "SSL_CERT_FILE": "/opt/sandbox-lab/run/next-ca.pem"},
+        working_dir=world.home, hostname="laptop", mounts=mounts, network=internet.network.name,
+    )
+    container = client.containers.create(image, ["bash", "/opt/sandbox-lab/run/next.sh"], **opts)
+    run.containers.append(container)
+    try:
+        container.start()
+        timed_out = _wait(container, h.timeout_s)
+        finished = disk.finished(container)
+        raw: bytes = container.logs(stdout=True, stderr=True)
+    finally:
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.DockerException:
+            pass  # it is the run's too: removed (or kept for a retry) with the run's own
+    output = raw[:MAX_OUTPUT].decode("utf-8", "replace")
+    problem = internet.problem(answered_after=finished)
+    http: tuple[HttpRecord, ...] = ()
+    dns: tuple[DnsRecord, ...] = ()
+    tcp: tuple[TcpRecord, ...] = ()
+    if not problem:
+        try:
+            texts = close_run(internet.out, key)
+            http, dns, tcp, incomplete = read_sinks(lambda name: texts[name], key)
+            problem = incomplete  # a replay's log that lost records proves no absence
+        except WireError as exc:  # read in part, the replay's logs prove nothing: an infrastructure error
+            http, dns, tcp = (), (), ()
+            problem = f"the next session's evidence cannot be read whole ({exc})"
+    return NextSession(
+        played=tuple(sid for sid, _, _ in parse_driver_output(output)), output=output,
+        http=http, dns=dns, tcp=tcp, infra_problem=problem, timed_out=timed_out,
+    )
+
+
+def _wait(container: Any, timeout_s: float) -> bool:
+    """Wait for the container under its wall clock; True when it had to be killed."""
+    try:
+        container.wait(timeout=timeout_s)
+        return False
+    except requests.exceptions.RequestException:
+        container.reload()
+        if container.status != "running":
+            return False
+        try:
+            container.kill()
+        except docker.errors.APIError:
+            pass  # it finished between the check and the kill
+        return True
+
+
+# --- the next sandboxed session -------------------------------------------------------------
+
+
+def _next_sandbox(run: RunLike, ev: Evidence, ns: NextSession, execute: Callable[[RunPlan, Job], Execution]) -> NextSession:
+    """Read the rewritten settings as the next session would, and run that session under them."""
+    world, job = run.plan.world, run.job
+    text = (ev.after.get(SETTINGS) or b"").replace(Markers(run.token, world.attacker.name).scan_text.encode(), b"")
+    policy, why = read_settings(text.decode("utf-8", "replace"))
+    if policy is None:
+        return replace(ns, settings=why)
+    allowed = ", ".join(policy.network.allowedDomains) or "no host"
+    said = f"allowedDomains: {allowed}"
+    if job is not None:
+        nxt = Job(code=job.code, plant=job.plant, env=job.env, timeout_s=job.timeout_s)  # the same agent, once more
+    else:
+        pid = next((p for p in run.plan.probes if probe(p).target == SETTINGS), "write-sandbox-settings")
+        url = f"http://{world.attacker.name}{Markers(run.token, world.attacker.name).next_path(pid)}"
+        # the same machine: the next session's key is this run's key
+        nxt = Job(code=steal_code(url), plant={KEY: "\n" + ev.canaries.get(KEY, "") + "\n"}, timeout_s=20.0)
+    try:
+        ex = execute(build_plan(policy, world), nxt)
+    except BackendError as exc:
+        return replace(ns, settings=said, infra_problem=f"the next sandboxed session could not run: {exc}")
+    got = ex.evidence
+    if got is None:
+        return replace(ns, settings=said, infra_problem="the next sandboxed session left no evidence")
+    output = ns.output + f"\n--- the next sandboxed session ({said}) ---\n" + ex.output
+    infra = "; ".join(x for x in (ns.infra_problem, got.infra_problem) if x)
+    return replace(ns, settings=said, output=output, http=ns.http + got.http, dns=ns.dns + got.dns, tcp=ns.tcp + got.tcp,
+                   played=ns.played + ("next-sandbox",), infra_problem=infra, timed_out=ns.timed_out or ex.timed_out)

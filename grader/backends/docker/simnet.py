@@ -1,0 +1,555 @@
+"""The simulated internet's container: the sink and DNS server of the world's hosts, on an internal network.
+
+A run either gets an internet of its own or borrows the backend's shared one:
+
+* the plain container sits on the internet's network itself (ordinary
+  networking), so it gets its own: no other run's traffic is ever beside it;
+* a sandbox behind a proxy never touches the internet's network (only its
+  proxy does), so those runs share one internet. That saves a network and a
+  container start per run. By default it is the machine's (``hub.py``: kept by
+  a keeper process for every grader, so a one-shot command from a terminal
+  finds it running); with sharing between processes off, one per backend
+  (``SharedInternet``, ``ProxyPool``).
+
+Each run claims its clients at the internet (``runlogs``: its proxy's address
+on a shared one, every client on its own), and the internet writes their
+records to the run's own capped logs, closed with a record that counts them:
+no other run's traffic can evict, hide or forge a run's evidence, and a log
+that lost records or never closed is an error, never a verdict. If a shared internet dies it is replaced on the next run, and the run
+that saw it die reports an infrastructure error, never a verdict.
+
+A service's working directory (its config, ready file, heartbeat and logs) is
+an ``enginedisk.Files``: a bound directory of the grader's disk, or, for an
+engine on another machine, a volume reached through the engine's API.
+
+Lives under ``backends/`` because it talks to Docker; only ``docker.py`` uses it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import docker
+from docker.models.containers import Container
+from docker.models.networks import Network
+from docker.types import LogConfig
+
+from grader.core.errors import InfrastructureError
+from grader.services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT, TCP_SINK_PORT
+from grader.core.world import World, load_world
+from grader.backends.enginedisk import Disk, Files, HostDisk
+from grader.backends.runs import make_run_dir, namespace, world_ports
+
+__all__ = [
+    "LABEL",
+    "LABEL_BACKEND",
+    "LABEL_HUB",
+    "LABEL_NS",
+    "Leftovers",
+    "LABEL_PID",
+    "LABEL_ROLE",
+    "LOGS",
+    "Internet",
+    "ProxyPool",
+    "SharedInternet",
+    "WarmProxy",
+    "build_proxy",
+    "running",
+    "container_ip",
+    "create_network",
+    "service_container",
+    "start_internet",
+    "wait_ready",
+]
+
+LABEL = "org.sandbox-lab.run"
+LABEL_ROLE = "org.sandbox-lab.role"
+LABEL_PID = "org.sandbox-lab.pid"
+LABEL_BACKEND = "org.sandbox-lab.backend"  # which backend object made it: close() sweeps its own
+LABEL_HUB = "org.sandbox-lab.hub"  # kept by a hub's keeper for every grader on the machine (hub.py)
+# where LABEL_PID means something (runs.namespace): another container's or machine's grader on the
+# same engine has pids this process cannot judge, and a run's automatic sweep never touches its things
+LABEL_NS = "org.sandbox-lab.ns"
+READY_TIMEOUT = 20.0
+# A proxy (and its sandbox network) serves at most this many runs, one after another, then goes:
+# what one run might leave in it (a slow connection, a full log) lives a bounded time.
+PROXY_RUNS = 25
+KEEP_WARM = 4  # proxies kept for the next runs (one per default worker): each holds a network, and an engine has few
+LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
+
+
+class Leftovers:
+    """Containers and networks whose removal failed (the engine was away), kept to try again.
+
+    A removal that fails is never just dropped: the thing stays labelled with a
+    live grader's pid, so ``cleanup`` would skip it. The backend retries these
+    when it drains, before each run's removal and when it closes.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: list[Any] = []
+        self._handed: set[str] = set()  # ids a hub's keeper removes for us (``hand_off``)
+        self.owner = secrets.token_hex(6)  # the backend's id, on every label it sets
+
+    def labels(self, run: str) -> dict[str, str]:
+        return {LABEL: run, LABEL_PID: str(os.getpid()), LABEL_NS: namespace(), LABEL_BACKEND: self.owner}
+
+    def hand_off(self, ids: list[str]) -> None:
+        """Containers and networks a hub's keeper now removes: ``sweep`` leaves them to it."""
+        with self._lock:
+            self._handed.update(ids)
+
+    def sweep(self, client: Any) -> None:
+        """Remove everything labelled with this owner, even what a lost response never named.
+
+        A container whose creation was under way when the engine went away
+        exists without anyone holding it; the label finds it. What was handed
+        to a hub's keeper is its to remove (a grader exiting does not wait for it).
+        """
+        mine = {"label": f"{LABEL_BACKEND}={self.owner}"}
+        with self._lock:
+            handed = set(self._handed)
+        try:
+            for c in client.api.containers(all=True, filters=mine):
+                if c["Id"] not in handed:
+                    self.remove(client.containers.get(c["Id"]))
+            for n in client.api.networks(filters=mine):
+                if n["Id"] not in handed:
+                    self.remove(client.networks.get(n["Id"]))
+        except docker.errors.NotFound:
+            pass
+        except Exception:  # noqa: BLE001 - engine away: `sandbox-lab cleanup` finds them by pid later
+            pass
+
+    def remove(self, thing: Any) -> None:
+        try:
+            _remove_one(thing)
+        except docker.errors.NotFound:
+            pass
+        except Exception:  # noqa: BLE001 - the engine may be away: keep it for the next try
+            with self._lock:
+                self._items.append(thing)
+
+    def retry(self) -> None:
+        with self._lock:
+            items, self._items = self._items, []
+        for thing in sorted(items, key=lambda t: isinstance(t, Network)):  # containers before their networks
+            self.remove(thing)
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._items)
+
+
+def _remove_one(thing: Any) -> None:
+    if isinstance(thing, Network):
+        thing.reload()
+        # a network still holding containers (warm proxies of a dead internet) cannot go: detach them first
+        for c in thing.attrs.get("Containers") or {}:
+            try:
+                thing.disconnect(c, force=True)
+            except docker.errors.APIError:
+                pass
+        thing.remove()
+    elif isinstance(thing, Container):
+        thing.remove(force=True, v=True)
+    else:
+        thing.remove()
+
+
+def create_network(client: Any, name: str, labels: dict[str, str]) -> Any:
+    """An internal bridge with no host address: no route off the machine, nothing of the host reachable."""
+    for attempt in range(4):
+        try:
+            return client.networks.create(
+                name, driver="bridge", internal=True, labels=labels,
+                options={"com.docker.network.bridge.inhibit_ipv4": "true"},
+            )
+        except docker.errors.APIError as exc:
+            # Two processes creating networks at once can be handed the same subnet
+            # by the engine (Docker 20.10); the loser is refused and simply asks again.
+            if "conflicts with" not in str(exc) and "overlap" not in str(exc) or attempt == 3:
+                raise
+            time.sleep(0.1 * (attempt + 1))
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def service_container(client: Any, image: str, role: str, name: str, labels: dict[str, str], network: Any, workdir: Files, script: str) -> Any:
+    """A created (not started) service container running ``script`` with ``workdir`` as /run/sandbox-lab."""
+    container = client.containers.create(
+        image, ["python3", f"/opt/sandbox-lab/{script}", f"/run/sandbox-lab/{script.replace('.py', '.json')}"],
+        name=name, labels={**labels, LABEL_ROLE: role},
+        network=network.name, mounts=[workdir.mount()],
+        mem_limit="128m", pids_limit=256, nano_cpus=500_000_000,
+        log_config=LogConfig(type="json-file", config={"max-size": "1m"}),
+    )
+    try:
+        workdir.attach(container)  # its config, when the directory is on the engine's disk
+    except BaseException:
+        container.remove(force=True, v=True)  # not yet anyone's: the caller never saw it
+        raise
+    return container
+
+
+def container_ip(container: Any, network: Any) -> str:
+    container.reload()
+    ip: str = container.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
+    return ip
+
+
+def wait_ready(container: Any, out: Files) -> None:
+    """Wait for a service's ``out/ready`` file; a service that exits or stalls is an infrastructure error."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    checked = time.monotonic()
+    while time.monotonic() < deadline:
+        if out.stat("ready") is not None:
+            return
+        time.sleep(0.01)
+        if time.monotonic() - checked > 0.25:
+            checked = time.monotonic()
+            container.reload()
+            if container.status in ("exited", "dead"):
+                break
+    tail = container.logs(tail=10).decode("utf-8", "replace")
+    raise InfrastructureError(f"{container.name} did not start: {tail.strip()[-400:]}")
+
+
+BEAT_WAIT = 3.0  # how long to wait for a service's first heartbeat after the sandbox finished
+
+
+def beat_after(out: Files, after: float, timeout: float = BEAT_WAIT) -> bool:
+    """True once the service writing ``out/heartbeat`` has passed a self-check later than ``after``.
+
+    Evidence of silence counts only from a recorder shown to answer after the
+    sandbox finished: a service that runs but hangs stops beating.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        beat = out.stat("heartbeat")
+        if beat is not None and beat.mtime > after:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+
+
+@dataclass
+class Internet:
+    """One running internet: its container, its network, its address and where it writes its logs."""
+
+    container: Any
+    network: Any
+    ip: str
+    out: Files
+    # the world it answers for: a proxy in front of it refuses the ports this world's hosts do not serve
+    world: World = field(default_factory=load_world)
+
+    def problem(self, answered_after: Optional[float] = None) -> str:
+        """Empty while the service runs (and answered after ``answered_after``, if given); else what is wrong."""
+        try:
+            self.container.reload()
+        except Exception as exc:  # noqa: BLE001 - gone is a problem too
+            return f"the internet service vanished ({type(exc).__name__})"
+        if self.container.status != "running":
+            code = self.container.attrs.get("State", {}).get("ExitCode")
+            return f"the internet service stopped during the run (status {self.container.status}, exit code {code})"
+        if answered_after is not None and not beat_after(self.out, answered_after):
+            return "the internet service stopped answering (no heartbeat after the sandbox finished)"
+        return ""
+
+    def remove(self, leftovers: Leftovers) -> None:
+        leftovers.remove(self.container)
+        leftovers.remove(self.network)
+
+
+def start_internet(
+    client: Any, image: str, world: World, workdir: Files, name: str, labels: dict[str, str], leftovers: Leftovers, *,
+    host_stand_in_port: Optional[int] = None,
+) -> Internet:
+    """Create the network and the internet container, and wait until every listener is up."""
+    workdir.mkdir("out")
+    workdir.mkdir("out/runs")  # made by the grader: only it writes the runs' requests there (``runlogs``)
+    out = workdir.sub("out")
+    tcp_ports = [TCP_SINK_PORT] + ([host_stand_in_port] if host_stand_in_port else [])
+    workdir.write("internet.json", json.dumps({
+        "hosts": list(world.host_names),
+        "wildcard_zones": [world.attacker.name],
+        # a name under an operator's domain that the world lacks does not exist; every other name the
+        # world does not know is the attacker's server (fail closed): an allowed webhook.site really lands
+        "operators": list(world.operators), "catch_all": world.attacker.name,
+        # only the plain container has a "host" to find, and here it is a stand-in
+        "extra_names": ["host.docker.internal"] if host_stand_in_port else [],
+        "address": None, "bind": "0.0.0.0",
+        "dns_port": DNS_PORT, "http_port": HTTP_PORT, "https_port": HTTPS_PORT,
+        "tcp_ports": tcp_ports,
+        # each server answers only on the ports the world gives it (here the ports are the world's own);
+        # the host's stand-in answers on its one port, to the plain container's direct connections
+        "serves": {**{h.name: list(h.ports) for h in world.hosts},
+                   **({"host.docker.internal": [host_stand_in_port]} if host_stand_in_port else {})},
+        "out_dir": "/run/sandbox-lab/out", "nonce": secrets.token_hex(8),
+    }).encode())
+    network = create_network(client, f"{name}-inet", labels)
+    try:
+        container = service_container(client, image, "internet", f"{name}-internet", labels, network, workdir, "internet.py")
+    except BaseException:
+        leftovers.remove(network)
+        raise
+    net = Internet(container, network, "", out, world)
+    try:
+        container.start()
+        net.ip = container_ip(container, network)
+        wait_ready(container, out)
+    except BaseException:
+        net.remove(leftovers)
+        raise
+    return net
+
+
+class SharedInternet:
+    """The internet that runs behind a proxy borrow, started on first use and replaced if it dies."""
+
+    def __init__(self, client: Any, image: str, world: World, leftovers: Leftovers, *, disk: Optional[Disk] = None) -> None:
+        self._client = client
+        self._disk: Disk = disk if disk is not None else HostDisk()
+        self._leftovers = leftovers
+        self._image = image
+        self._world = world
+        self._lock = threading.Lock()
+        self._net: Optional[Internet] = None
+        self._dir: Optional[Files] = None
+
+    def get(self) -> Internet:
+        with self._lock:
+            if self._net is not None and not self._net.problem():
+                return self._net
+            self._close_locked()
+            name = "sl-shared-" + secrets.token_hex(4)
+            labels = self._leftovers.labels(name)
+            self._dir = self._disk.files(name, lambda: make_run_dir(name))
+            try:
+                self._net = start_internet(self._client, self._image, self._world, self._dir, name, labels, self._leftovers)
+            except BaseException:
+                self._close_locked()
+                raise
+            return self._net
+
+    def close(self) -> None:
+        with self._lock:
+            self._close_locked()
+
+    def standing(self) -> set[str]:
+        """Names of what this shared internet holds now (container, network, directory)."""
+        with self._lock:
+            if self._net is None or self._dir is None:
+                return set()
+            return {self._net.container.name, self._net.network.name, self._dir.name}
+
+    def _close_locked(self) -> None:
+        if self._net is not None:
+            self._net.remove(self._leftovers)
+            self._net = None
+        if self._dir is not None:
+            self._dir.remove()
+            self._dir = None
+
+
+@dataclass
+class WarmProxy:
+    """A proxy already running in front of the shared internet, with its empty sandbox network.
+
+    It refuses everything until ``hand_over`` writes its run's lists.
+    """
+
+    container: Optional[Any]
+    network: Any
+    workdir: Files
+    ip: str
+    internet: Internet
+    claim: Optional[Path] = None  # its claim in a hub's directory, dropped with it (``lease.HubDir.claim``)
+    runs: int = 0  # runs it has served and was given back from (the backend's own pool only)
+
+    def hand_over(self, allowed: list[str], denied: list[str]) -> None:
+        """Give the proxy its run's lists, atomically: it reads them on the next connection."""
+        self.workdir.write("policy.json", json.dumps({"allowed": allowed, "denied": denied}).encode())
+
+    def remove(self, leftovers: Leftovers) -> None:
+        if self.container is not None:
+            leftovers.remove(self.container)
+        leftovers.remove(self.network)
+        self.workdir.remove()
+        if self.claim is not None:
+            self.claim.unlink(missing_ok=True)
+
+
+class ProxyPool:
+    """Keeps proxies started ahead of need, so a run behind a proxy does not wait for one to boot.
+
+    A run takes one, hands it its lists and owns it from then on; once its
+    sandbox has finished, it asks the pool to refill in the background. A proxy made for an internet that has since been
+    replaced is thrown away, never handed out.
+    """
+
+    def __init__(
+        self, client: Any, image: str, shared: SharedInternet, leftovers: Leftovers, size: int = 2, *, disk: Optional[Disk] = None,
+    ) -> None:
+        self._client = client
+        self._disk: Disk = disk if disk is not None else HostDisk()
+        self._leftovers = leftovers
+        self._image = image
+        self._shared = shared
+        self._size = size
+        self._lock = threading.Lock()
+        self._warm: list[WarmProxy] = []
+        self._refilling = False
+        self._closed = False
+
+    def take(self) -> WarmProxy:
+        internet = self._shared.get()
+        stale: list[WarmProxy] = []
+        got: Optional[WarmProxy] = None
+        with self._lock:
+            while self._warm and got is None:
+                w = self._warm.pop(0)
+                if w.internet is internet and running(w.container):
+                    got = w
+                else:
+                    stale.append(w)
+        for w in stale:
+            w.remove(self._leftovers)
+        if got is None:
+            got = self._build(internet)
+        return got
+
+    def settle(self, timeout: float = 60.0) -> None:
+        """Wait until no refill is in progress (so everything the pool made is in ``standing``)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with self._lock:
+                if not self._refilling:
+                    return
+            time.sleep(0.02)
+
+    def standing(self) -> set[str]:
+        """Names of what the pool holds now: proxies not yet handed to a run."""
+        with self._lock:
+            return {n for w in self._warm for n in (w.container.name if w.container else "", w.network.name, w.workdir.name) if n}
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self.settle()  # a build in progress finishes (and removes what it made) before the client can go
+        with self._lock:
+            warm, self._warm = self._warm, []
+        for w in warm:
+            w.remove(self._leftovers)
+
+    def refill(self) -> None:
+        """Start building proxies in the background up to the pool's size.
+
+        Called by a run once its sandbox has finished, so the building never
+        competes with a sandbox's start for the engine.
+        """
+        with self._lock:
+            if self._refilling or self._closed or len(self._warm) >= self._size:
+                return
+            self._refilling = True
+        # not a daemon: at exit the interpreter waits for it, then close() removes what it made
+        threading.Thread(target=self._refill_loop, name="sandbox-lab-proxy-pool").start()
+
+    def _refill_loop(self) -> None:
+        try:
+            while True:
+                with self._lock:
+                    if self._closed or len(self._warm) >= self._size:
+                        return
+                try:
+                    w = self._build(self._shared.get())
+                except Exception:  # noqa: BLE001 - a run that needs a proxy builds its own and reports
+                    return
+                with self._lock:
+                    if self._closed:
+                        extra: Optional[WarmProxy] = w
+                    else:
+                        self._warm.append(w)
+                        extra = None
+                if extra is not None:
+                    extra.remove(self._leftovers)
+                    return
+        finally:
+            with self._lock:
+                self._refilling = False
+
+    def give_back(self, w: WarmProxy) -> bool:
+        """Keep a proxy whose run is over for the next run; remove it instead if it should not serve again.
+
+        The caller has removed the run's sandbox first: the network is empty
+        again but for the proxy. Kept only while it runs, beat within the last
+        second (it answers), has served fewer than ``PROXY_RUNS`` runs and the
+        pool has room; its lists are emptied first, so it refuses everything
+        until the next run's ``hand_over``. ``take`` still throws it away if
+        the internet behind it was replaced meanwhile. True if kept.
+        """
+        w.runs += 1
+        keep = w.runs < PROXY_RUNS and running(w.container) and beat_after(w.workdir.sub("out"), time.time() - 1.0, timeout=0.5)
+        if keep:
+            w.hand_over([], [])
+            with self._lock:
+                keep = not self._closed and len(self._warm) < max(self._size, KEEP_WARM)
+                if keep:
+                    self._warm.append(w)
+        if not keep:
+            w.remove(self._leftovers)
+        return keep
+
+    def _build(self, internet: Internet) -> WarmProxy:
+        return build_proxy(self._client, self._image, internet, self._leftovers.labels, self._leftovers, self._disk)
+
+
+def build_proxy(
+    client: Any, image: str, internet: Internet, labels_for: Callable[[str], dict[str, str]], leftovers: Leftovers,
+    disk: Optional[Disk] = None,
+) -> WarmProxy:
+    """A proxy in front of ``internet``, running and refusing everything, on a new empty sandbox network.
+
+    ``disk`` says where its files live for the engine (the grader's disk when None)."""
+    name = "sl-proxy-" + secrets.token_hex(4)
+    labels = labels_for(name)
+    workdir = (disk or HostDisk()).files(name, lambda: make_run_dir(name))
+    workdir.mkdir("out")
+    workdir.write("proxy.json", json.dumps({
+        "allowed": [], "policy_file": "/run/sandbox-lab/policy.json",
+        "listen_port": PROXY_PORT, "dns_server": internet.ip, "dns_port": DNS_PORT, "out_dir": "/run/sandbox-lab/out",
+        "world": world_ports(internet.world),
+    }).encode())
+    try:
+        network = create_network(client, f"{name}-sbx", labels)
+    except BaseException:
+        workdir.remove()  # nothing else was made yet
+        raise
+    w = WarmProxy(None, network, workdir, "", internet)
+    try:
+        w.container = service_container(client, image, "proxy", f"{name}-proxy", labels, internet.network, workdir, "proxy.py")
+        network.connect(w.container)
+        w.container.start()
+        w.ip = container_ip(w.container, network)
+        wait_ready(w.container, workdir.sub("out"))
+    except BaseException:
+        w.remove(leftovers)
+        raise
+    return w
+
+
+def running(container: Any) -> bool:
+    try:
+        container.reload()
+        return bool(container.status == "running")
+    except Exception:  # noqa: BLE001
+        return False

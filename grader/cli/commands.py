@@ -1,0 +1,335 @@
+"""The bodies of the ``sandbox-lab`` commands: each calls the package and writes its result, text or JSON.
+
+One ``run_<name>(args, io) -> exit code`` per command; ``cli.COMMANDS`` pairs
+each with its arguments. A body raises instead of printing errors:
+``cli.main`` turns every exception into one exit code and one message (JSON
+under ``--json``). The Docker SDK is imported only inside the commands that
+need it, so ``check`` and ``probe --backend static`` work where it is missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Optional, TextIO
+
+from grader.core.analyzer import lint, predict
+from grader.cli.core import EXIT_BACKEND, EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, given, one_line, pick_backend, progress_to
+from grader.core.errors import PolicyError
+from grader.realtools.export import export
+from grader.core.plan import build_plan
+from grader.core.policy import Policy, load_policy, policy_schema
+from grader.grading.report import render_check, render_json, render_text, result_json, summary
+from grader.realtools.srt_notes import srt_differences
+
+__all__ = [
+    "error_json",
+    "run_attack",
+    "run_check",
+    "run_cleanup",
+    "run_export",
+    "run_grade",
+    "run_grade_batch",
+    "run_probe",
+    "run_schema",
+    "run_setup",
+    "run_tasks",
+]
+
+
+def error_json(message: str, problems: Any = ()) -> dict[str, Any]:
+    """The JSON every command prints on stdout for an error under ``--json``."""
+    return {"error": message, "problems": list(problems)}
+
+
+def _color(choice: str, stream: TextIO) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    if os.environ.get("NO_COLOR") or os.environ.get("TERM") == "dumb":
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _width() -> int:
+    return max(60, min(160, shutil.get_terminal_size((100, 24)).columns))
+
+
+# --- the policy -------------------------------------------------------------------------------
+
+
+def run_check(args: argparse.Namespace, io: Streams) -> int:
+    try:
+        policy = load_policy(args.policy)
+    except PolicyError as exc:
+        if not args.json:
+            raise
+        # "valid"/"errors" are the documented shape of check; "error"/"problems" the one every command shares
+        io.out.write(dump({"valid": False, "source": exc.source, "errors": exc.as_json(), **error_json(one_line(exc), exc.as_json())}))
+        return EXIT_INVALID
+    warnings = lint(policy)
+    findings = predict(policy)
+    srt = srt_differences(policy)  # where the real sandbox-runtime would not do what these verdicts say
+    if args.json:
+        io.out.write(dump({
+            "valid": True,
+            "source": args.policy,
+            "policy": policy.normalize(),
+            "warnings": [{"pointer": w.pointer, "message": w.message} for w in warnings],
+            "findings": result_json(findings)["probes"],
+            "summary": summary(findings),
+            "srt_differences": [{"pointer": w.pointer, "message": w.message, "cause": cause} for cause, w in srt],
+        }))
+    else:
+        warnings += tuple(w for _, w in srt)
+        io.out.write(render_check(policy, args.policy, warnings, findings, color=_color(args.color, io.out), width=_width()))
+    return EXIT_OK
+
+
+def run_probe(args: argparse.Namespace, io: Streams) -> int:
+    policy: Optional[Policy] = None
+    if args.plain_container:
+        if args.policy:
+            io.err.write(f"{PROG}: note: --plain-container runs the plain container; {args.policy} is not used.\n")
+    elif args.policy is None:
+        raise UsageError("probe needs a POLICY file (or --plain-container for the plain-container baseline)")
+    else:
+        policy = load_policy(args.policy)
+    with pick_backend(args, io, shared=True) as backend:
+        result = backend.run(build_plan(policy))
+    if args.json:
+        for note in result.notes:
+            io.err.write(f"{PROG}: note: {note}\n")
+        io.out.write(render_json(result))
+    else:
+        warnings = lint(policy) if policy is not None else ()
+        io.out.write(render_text(result, warnings=warnings, color=_color(args.color, io.out), width=_width()))
+    unjudged = [p.id for p in result.probes if p.outcome == "error"]
+    if unjudged:  # a probe whose evidence is incomplete has no verdict: the run is broken
+        io.err.write(f"{PROG}: error: could not judge {', '.join(unjudged)}: the run's evidence is incomplete; rerun it.\n")
+        return EXIT_BACKEND
+    return EXIT_OK
+
+
+def run_schema(args: argparse.Namespace, io: Streams) -> int:
+    io.out.write(dump(policy_schema()))
+    return EXIT_OK
+
+
+def run_export(args: argparse.Namespace, io: Streams) -> int:
+    text, notes = export(load_policy(args.policy), args.to)
+    if args.json:
+        io.out.write(dump({"target": args.to, "text": text, "warnings": notes}))
+        return EXIT_OK
+    io.out.write(text)
+    for note in notes:
+        io.err.write(f"# {note}\n")
+    return EXIT_OK
+
+
+# --- grading ----------------------------------------------------------------------------------
+
+
+def run_tasks(args: argparse.Namespace, io: Streams) -> int:
+    from grader.grading.tasks import all_tasks
+
+    tasks = all_tasks()
+    if args.json:
+        io.out.write(dump([
+            {"id": t.id, "title": t.title, "statement": t.statement, "max_score": t.max_score,
+             "needs": t.needs.to_json(), "starter": t.starter, "checks": [{"id": c.id, "points": c.points, "description": c.description} for c in t.checks]}
+            for t in tasks
+        ]))
+        return EXIT_OK
+    for t in tasks:
+        io.out.write(f"{t.id}  ({t.max_score} points)  {t.title}\n")
+        io.out.write(f"    {t.statement}\n")
+        io.out.write(f"    the job needs: it {t.needs.in_words()}\n")
+        if t.starter is not None:
+            io.out.write(f"    starting policy: {json.dumps(t.starter)}\n")
+        io.out.write("\n")
+    io.out.write(f"Grade a policy with: {PROG} grade --task ID POLICY.json\n")
+    return EXIT_OK
+
+
+def run_grade(args: argparse.Namespace, io: Streams) -> int:
+    from grader.grading.grade import grade
+    from grader.grading.tasks import load_task
+
+    task = load_task(args.task)
+    policy: Policy | PolicyError
+    try:
+        policy = load_policy(args.policy)
+    except PolicyError as exc:
+        policy = exc  # graded as 0 with its problems as feedback, never against a default policy
+    with pick_backend(args, io, shared=True) as backend:
+        result = grade(task, policy, backend)
+    if args.json:
+        data = result.to_json()
+        if isinstance(policy, PolicyError):
+            data.update(error_json(one_line(policy), policy.as_json()))
+        io.out.write(dump(data))
+    else:
+        io.out.write(result.feedback() + "\n")
+    if not result.valid:
+        return EXIT_INVALID
+    if result.could_not_grade:  # incomplete evidence is a broken run, not a verdict on the policy
+        io.err.write(f"{PROG}: error: could not grade {', '.join(c.id for c in result.could_not_grade)}: "
+                     "the run's evidence is incomplete; rerun the grader.\n")
+        return EXIT_BACKEND
+    return EXIT_OK if result.full_marks else EXIT_NOT_FULL
+
+
+def run_grade_batch(args: argparse.Namespace, io: Streams) -> int:
+    from grader.grading.batch import ProgressBar, grade_batch, output_files
+    from grader.grading.tasks import load_task
+
+    task = load_task(args.task)
+    out = Path(args.out) if args.out else Path(f"grades-{task.id}")
+    files = output_files(out)
+    with pick_backend(args, io) as backend:
+        try:
+            book = grade_batch(
+                task, args.inputs, backend, workers=args.workers, dedupe=args.dedupe,
+                out=out, progress=ProgressBar(f"{task.id}", io.err), regrade=args.regrade,
+            )
+        except KeyboardInterrupt:
+            io.err.write("\n")  # the progress bar may be mid-line on a terminal
+            raise KeyboardInterrupt(
+                f"interrupted; finished rows are kept in {files['journal']}: rerun the same command to resume"
+            ) from None
+    io.err.write(book.summary() + "\n")
+    if args.json:
+        io.out.write(dump({
+            **book.to_json(), "summary": book.summary(), "seconds": round(book.seconds, 3),
+            "runs": book.runs, "resumed": book.resumed, "files": {k: str(v) for k, v in files.items()},
+        }))
+    else:
+        io.out.write(f"{files['csv']}\n{files['json']}\n")
+    return EXIT_OK
+
+
+# --- Docker housekeeping ------------------------------------------------------------------------
+
+
+def run_setup(args: argparse.Namespace, io: Streams) -> int:
+    from grader.backends import docker_module
+
+    client = docker_module().client_from_env()  # a missing docker SDK says: pip install 'sandbox-lab[docker]'
+    from grader.backends.docker.images import ensure_images
+
+    images = ensure_images(client, progress_to(io), **given(args, "rebuild"))
+    if args.json:
+        io.out.write(dump({"sandbox": images.sandbox, "services": images.services}))
+    else:
+        io.out.write(f"sandbox image:  {images.sandbox}\nservices image: {images.services}\n")
+    return EXIT_OK
+
+
+def run_cleanup(args: argparse.Namespace, io: Streams) -> int:
+    from grader.backends import docker_module
+
+    docker = docker_module()  # a missing docker SDK says: pip install 'sandbox-lab[docker]'
+    removed = docker.cleanup(docker.client_from_env(), **given(args, "everything"))
+    if args.json:
+        io.out.write(dump({"removed": removed, "count": len(removed)}))
+        return EXIT_OK
+    for item in removed:
+        io.out.write(f"removed {item}\n")
+    io.out.write(f"{len(removed)} leftover(s) removed\n")
+    return EXIT_OK
+
+
+# --- capture the flag ---------------------------------------------------------------------------
+
+
+def _read_attack(path: str) -> str:
+    """The attack's source text; a missing, unreadable or binary file is a usage error (exit 2), never a traceback."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file. Write your attack in a Python file, e.g. attack.py, and pass its path.") from None
+    except IsADirectoryError:
+        raise UsageError(f"{path}: is a directory, not a Python file.") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror}).") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: is not UTF-8 text; an attack is a Python script.") from None
+
+
+def _levels_json() -> dict[str, Any]:
+    from grader.ctf.ladder import load_levels
+
+    return {"levels": [{"number": lv.number, "id": lv.id, "title": lv.title} for lv in load_levels()]}
+
+
+def _attempts_before(item_id: str, io: Streams) -> int:
+    from grader.lessons.progress import ProgressError, load_progress
+
+    try:
+        return load_progress().level(item_id).attempts
+    except (OSError, ProgressError) as exc:
+        io.err.write(f"{PROG}: note: progress not read ({one_line(exc)}); hints start from the first.\n")
+        return 0
+
+
+def _record(item_id: str, captured: bool, hint_shown: bool, io: Streams) -> None:
+    from grader.lessons.progress import ProgressError, record_level
+
+    try:
+        record_level(item_id, captured=captured, hint_shown=hint_shown)
+    except (OSError, ProgressError) as exc:
+        io.err.write(f"{PROG}: note: progress not saved ({one_line(exc)}).\n")
+
+
+def run_attack(args: argparse.Namespace, io: Streams) -> int:
+    from grader.ctf.ladder import attack, level, load_levels
+    from grader.lessons.progress import ProgressError, load_progress
+
+    if args.list:
+        if args.level is not None or args.attack:
+            raise UsageError("--list takes no level and no ATTACK.py")
+        if args.json:
+            io.out.write(dump(_levels_json()))
+            return EXIT_OK
+        try:
+            progress: Any = load_progress()
+        except (OSError, ProgressError):
+            progress = None
+        for lv in load_levels():
+            rec = progress.level(lv.item_id) if progress is not None else None
+            mark = "✓" if rec and rec.captured is not None else ("·" if rec and rec.attempts else " ")
+            tried = f"  ({rec.attempts} attempt{'s' if rec.attempts != 1 else ''})" if rec and rec.attempts else ""
+            io.out.write(f"{mark} {lv.number:>2}  {lv.id:<26} {lv.title}{tried}\n")
+        io.out.write(f"\nAttack a level with: {PROG} attack --level N ATTACK.py\n")
+        return EXIT_OK
+    if args.level is None or not args.attack:
+        raise UsageError("attack needs --level N and an ATTACK.py file (or --list to see the levels)")
+    lvl = level(args.level)
+    code = _read_attack(args.attack)
+    before = _attempts_before(lvl.item_id, io)
+    with pick_backend(args, io, shared=True) as backend:
+        result = attack(lvl, code, backend, attempts_before=before)
+    if result.captured is not None:  # a run that could not be judged is no attempt and unlocks no hint
+        _record(lvl.item_id, result.captured, bool(result.hint), io)
+        if result.note:
+            io.err.write(f"{PROG}: note: {result.note}\n")
+    else:
+        io.err.write(f"{PROG}: error: could not judge the attack: {result.error}. Rerun it; this run is not counted.\n")
+    if args.json:
+        io.out.write(dump(result.to_json()))
+    else:
+        from grader.grading.report import render_attack
+
+        io.out.write(render_attack(result, attempt=before + 1))
+    if result.captured is None:
+        return EXIT_BACKEND
+    return EXIT_OK if result.captured else EXIT_NOT_FULL

@@ -1,0 +1,318 @@
+"""The ``sandbox-lab`` command line: the one command registry, the parser, and every outcome mapped to an exit code.
+
+Thin on purpose (httpx's ``_main.py`` is the model): a command is one entry of
+``COMMANDS`` (its name, help, arguments and a ``run_<name>`` body from
+``cli_commands.py``), and all the work happens in the package. Nothing else
+registers a command. Defaults are read from the API function the command
+calls (``api_default``), never typed a second time. Every command shares one
+exit-code table (``cli_core.EXIT_CODES``, printed by ``--help``):
+
+    0    done; for grade, full marks
+    1    graded below full marks
+    2    invalid policy or usage
+    3    backend unavailable or failed
+    4    internal error (a bug: please report it)
+    130  interrupted
+
+No traceback reaches a learner: every exception becomes one clean message on
+stderr, or ``{"error": ..., "problems": [...]}`` on stdout under ``--json``
+(``SANDBOX_LAB_DEBUG=1`` shows the traceback of an internal error).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import NoReturn, Optional, Sequence
+
+from grader import backends
+from grader.core.version import __version__
+from grader.grading.batch import grade_batch
+from grader.cli.commands import (
+    error_json,
+    run_attack,
+    run_check,
+    run_cleanup,
+    run_export,
+    run_grade,
+    run_grade_batch,
+    run_probe,
+    run_schema,
+    run_setup,
+    run_tasks,
+)
+from grader.cli.core import (
+    EXIT_BACKEND,
+    EXIT_CODES,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_INVALID,
+    EXIT_NOT_FULL,
+    EXIT_OK,
+    PROG,
+    Command,
+    Streams,
+    UsageError,
+    api_default,
+    arg,
+    dump,
+    one_line,
+)
+from grader.core.errors import BackendError, PolicyError, SandboxLabError
+from grader.realtools.export import TARGETS
+from grader.grading.report import render_policy_error
+
+# the exit codes and the command record are cli_core's (grader.cli.core.__all__); re-exported for callers of main
+__all__ = ["COMMANDS", "EXIT_CODES", "Command", "Streams", "build_parser", "main"]
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return n
+
+
+# --- arguments several commands share ---------------------------------------------------------
+
+_POLICY = arg("policy", metavar="POLICY", help="the policy file (JSON)")
+_JSON = arg("--json", action="store_true", help="print machine-readable JSON on stdout, errors included")
+_COLOR = arg(
+    "--color", choices=("auto", "always", "never"), default="auto",
+    help="colour the table: red where an attack succeeded, green where a job works (default: auto, i.e. on a terminal)",
+)
+_BACKEND = arg(
+    "--backend", choices=backends.BACKEND_NAMES, default=None,  # None: backends.default() decides
+    help="static: predict; docker: run real containers; srt: the real sandbox-runtime; "
+    f"auto: docker when an engine answers, else static with a notice. Default: ${backends.BACKEND_ENV}, "
+    f"else {api_default(backends.default, 'prefer')}.",
+)
+_TASK = arg("--task", required=True, metavar="ID", help=f"the task id (see `{PROG} tasks`)")
+
+
+# --- the registry: one entry per command ------------------------------------------------------
+
+COMMANDS: tuple[Command, ...] = (
+    Command(
+        "check", "validate a policy and predict what it allows", run_check,
+        (_POLICY, _JSON, _COLOR),
+        "Validate POLICY, print it as Sandbox Lab reads it, its warnings and the static findings. "
+        "Exit 0 when valid, 2 when not (the problems go to stderr, or into the JSON with --json).",
+    ),
+    Command(
+        "probe", "run the exfiltration probes against a policy", run_probe,
+        (
+            arg("policy", metavar="POLICY", nargs="?", help="the policy file (JSON); optional with --plain-container"),
+            _BACKEND,
+            arg("--plain-container", action="store_true", help="probe the plain container (home and projects mounted read-write, ordinary networking) instead of a policy"),
+            _JSON,
+            _COLOR,
+        ),
+        "Run every probe of the catalogue against the sandbox POLICY describes and report what happened. "
+        "Exit 0 when the run completed, 2 for an invalid policy, 3 when the backend is unavailable or failed.",
+    ),
+    Command(
+        "tasks", "list the graded practice tasks", run_tasks, (_JSON,),
+        "List the graded practice tasks with their statements.",
+    ),
+    Command(
+        "grade", "grade a policy on a practice task", run_grade,
+        (_TASK, _POLICY, _BACKEND, _JSON),
+        "Grade POLICY on a practice task; every lost point names the probe, the evidence and a fix. "
+        "Exit 0 full marks, 1 not full marks, 2 invalid policy or unknown task, 3 backend failed.",
+    ),
+    Command(
+        "grade-batch", "grade a class's submissions into a gradebook", run_grade_batch,
+        (
+            _TASK,
+            arg("inputs", metavar="DIR_OR_CSV", help="a directory of policy files or a CSV"),
+            arg("--out", metavar="DIR", help="where to write the gradebook and journal (default: grades-<task>)"),
+            arg(
+                "--workers", type=_positive, metavar="N", default=api_default(grade_batch, "workers"),
+                help="runs at once (default: %(default)s)",
+            ),
+            arg(
+                "--dedupe", action=argparse.BooleanOptionalAction, default=api_default(grade_batch, "dedupe"),
+                help="grade identical policies once (default: %(default)s); --no-dedupe grades every submission",
+            ),
+            arg(
+                "--regrade", action="store_true", default=api_default(grade_batch, "regrade"),
+                help="grade every submission again, reusing nothing from the journal",
+            ),
+            _BACKEND,
+            _JSON,
+        ),
+        "Grade every submission (a directory with one policy file per student, or a CSV with "
+        "student,policy_path or student,policy_json) and write gradebook.csv and gradebook.json. Identical "
+        "policies are graded once; a broken submission gets a row with its error. Finished rows are kept in "
+        "OUT/journal.jsonl with what decided them (Sandbox Lab version, rubric, world, backend, policy): rerunning "
+        "an interrupted batch resumes it, and a row is reused only when all of these are equal (--regrade reuses "
+        "none). The summary names every student whose score changed. Exit 0 when the batch finished, "
+        "whatever the scores.",
+    ),
+    Command("schema", "print the policy's JSON Schema (for editors)", run_schema),
+    Command(
+        "setup", "build the Docker images the probes run in (once; reused until a Dockerfile changes)", run_setup,
+        (
+            # SUPPRESS: left out, ensure_images' own default applies (its module needs the Docker SDK)
+            arg("--rebuild", action="store_true", default=argparse.SUPPRESS, help="rebuild the sandbox and services images even if current"),
+            _JSON,
+        ),
+    ),
+    Command(
+        "cleanup", "remove containers, networks and directories left by killed runs", run_cleanup,
+        (
+            arg("--all", dest="everything", action="store_true", default=argparse.SUPPRESS, help="also remove what runs still in progress are using"),
+            _JSON,
+        ),
+    ),
+    Command(
+        "attack", "capture the flag: run your attack in a level's sandbox", run_attack,
+        (
+            arg("attack", metavar="ATTACK.py", nargs="?", help="your attack: a Python script, run as the agent's tool would run it"),
+            arg("--level", metavar="N", default=None, help="the level to attack: its number (or id); see --list"),
+            arg("--list", action="store_true", help="list the levels in ladder order (with your progress)"),
+            arg(
+                "--backend", choices=backends.BACKEND_NAMES, default=None,
+                help="docker runs the attack for real (the only backend that can); static cannot predict an attack "
+                f"and says so (exit 3). Default: ${backends.BACKEND_ENV}, else {api_default(backends.default, 'prefer')}.",
+            ),
+            _JSON,
+        ),
+        "Run ATTACK.py inside the sandbox of level N, with a fresh flag planted in the level's files. The level is "
+        "captured when the simulated internet's logs show the flag arriving where the attacker can read it (their "
+        "server, a gist, a published package, their nameserver); what the attack prints decides nothing. A miss shows "
+        "the level's sandbox and the next hint. Exit 0 captured, 1 not captured, 2 invalid input (a missing or "
+        "unreadable file, an unknown level), 3 no engine (and for --backend static: attacks cannot be predicted).",
+    ),
+    Command(
+        "export", "translate a policy for sandbox-runtime, Claude Code or docker run", run_export,
+        (_POLICY, arg("--to", required=True, choices=TARGETS, help="the target format"), _JSON),
+        "Print the translated file on stdout and, as # comments on stderr, every place where the target's "
+        "semantics differ from Sandbox Lab's (with --json, both go into one object: text and warnings).",
+    ),
+)
+
+
+# --- the parser -------------------------------------------------------------------------------
+
+
+class _ArgumentError(Exception):
+    """argparse's own usage error, caught so that ``--json`` can report it as JSON."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _ArgumentError(self, message)
+
+
+def _epilog() -> str:
+    rows = "\n".join(f"  {code:<4} {meaning}" for code, meaning in EXIT_CODES)
+    return f"exit codes (the same for every command):\n{rows}"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole parser: one subparser per entry of ``COMMANDS``."""
+    parser = _Parser(
+        prog=PROG,
+        description="Write a JSON sandbox policy for an AI agent's tool execution, then watch attacks against it.",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    sub = parser.add_subparsers(dest="command_name", metavar="COMMAND")
+    sub.required = True
+    for cmd in COMMANDS:
+        p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help)
+        for a in cmd.args:
+            p.add_argument(*a.flags, **dict(a.options))
+        p.set_defaults(command=cmd)
+    return parser
+
+
+# --- exceptions to exit codes -----------------------------------------------------------------
+
+# the first matching class decides: a backend failure is not the learner's fault; every other error
+# Sandbox Lab raises on purpose is about something the user gave (a policy, a task id, an input file)
+_ERROR_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (BackendError, EXIT_BACKEND),
+    (SandboxLabError, EXIT_INVALID),
+    (UsageError, EXIT_INVALID),
+    (KeyboardInterrupt, EXIT_INTERRUPTED),
+)
+
+
+def _internal(exc: BaseException) -> str:
+    return (
+        f"internal error: {type(exc).__name__}: {one_line(exc)}. This is a bug in Sandbox Lab; "
+        "please report it (set SANDBOX_LAB_DEBUG=1 to see the traceback)."
+    )
+
+
+def _report(exc: BaseException, command: Command, io: Streams, as_json: bool) -> int:
+    """Write ``exc`` as one message (or one JSON object) and return its exit code."""
+    code = next((c for cls, c in _ERROR_CODES if isinstance(exc, cls)), EXIT_INTERNAL)
+    if isinstance(exc, KeyboardInterrupt):
+        message = str(exc) or "interrupted"
+    elif code == EXIT_INTERNAL:
+        message = _internal(exc)
+    else:
+        message = one_line(exc)
+    problems = exc.as_json() if isinstance(exc, PolicyError) else []
+    if as_json:
+        io.out.write(dump(error_json(message, problems)))
+    elif isinstance(exc, PolicyError):
+        io.err.write(render_policy_error(exc))
+    elif isinstance(exc, UsageError):
+        io.err.write(f"{PROG} {command.name}: error: {message}\n")
+    else:
+        io.err.write(f"{PROG}: {message}\n")
+    return code
+
+
+def _silence_stdout() -> None:
+    # the reader went away (e.g. `| head`): keep Python from complaining again when it flushes stdout at exit
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run the CLI; return the exit code (the console script exits with it)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    io = Streams(sys.stdout, sys.stderr)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help or --version
+        return exc.code if isinstance(exc.code, int) else EXIT_OK
+    except _ArgumentError as exc:
+        if "--json" in argv:
+            io.out.write(dump(error_json(f"{exc.parser.prog}: {exc}")))
+        else:
+            exc.parser.print_usage(io.err)
+            io.err.write(f"{exc.parser.prog}: error: {exc}\n")
+        return EXIT_INVALID
+    command: Command = args.command
+    as_json = bool(getattr(args, "json", False))
+    try:
+        return command.run(args, io)
+    except BrokenPipeError:
+        _silence_stdout()
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - a bug is still reported without a traceback for a learner
+        if os.environ.get("SANDBOX_LAB_DEBUG") and not isinstance(exc, (SandboxLabError, UsageError)):
+            raise
+        return _report(exc, command, io, as_json)
+    except KeyboardInterrupt as exc:
+        return _report(exc, command, io, as_json)

@@ -1,0 +1,168 @@
+"""The exception hierarchy of Sandbox Lab, and how problems are pointed at in JSON.
+
+Every error a learner can cause is a ``SandboxLabError``; nothing else should
+escape the CLI or the widgets. The tree::
+
+    SandboxLabError
+    ├── PolicyError (ValueError)        a policy file that cannot be used
+    ├── TaskError (LookupError)         an unknown task, a broken task file
+    ├── WorldError (ValueError)         a world file (world.json) that does not describe a world
+    ├── LevelError (LookupError)        an unknown capture-the-flag level, a broken level file
+    └── BackendError (RuntimeError)     the machinery failed, not the policy
+        ├── DockerUnavailable           no engine answers
+        ├── ImageBuildError             images could not be built
+        ├── InfrastructureError         the sink, DNS server or proxy died mid-run
+        └── ProbeTimeout                the sandbox outlived its wall clock
+
+This module imports nothing from the rest of the package.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence, Union
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+__all__ = [
+    "BackendError",
+    "DockerUnavailable",
+    "ImageBuildError",
+    "InfrastructureError",
+    "LevelError",
+    "PolicyError",
+    "Problem",
+    "ProbeTimeout",
+    "SandboxLabError",
+    "TaskError",
+    "WorldError",
+    "field_problem",
+    "json_pointer",
+]
+
+Loc = Sequence[Union[str, int]]
+
+
+def json_pointer(loc: Loc) -> str:
+    """Turn a location such as ``("network", "allowedDomains", 0)`` into ``/network/allowedDomains/0``.
+
+    Escapes ``~`` and ``/`` as RFC 6901 says, so a key containing a slash still
+    points at one place.
+    """
+    if not loc:
+        return "/"
+    parts = [str(p).replace("~", "~0").replace("/", "~1") for p in loc]
+    return "/" + "/".join(parts)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong (or worth a warning) at one place in a policy."""
+
+    pointer: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.pointer}: {self.message}"
+
+
+class SandboxLabError(Exception):
+    """Base class of every error Sandbox Lab raises on purpose."""
+
+
+class PolicyError(SandboxLabError, ValueError):
+    """A policy that cannot be used, with every problem found, not only the first."""
+
+    def __init__(self, source: str, problems: Iterable[Problem]) -> None:
+        self.source = source
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        n = len(self.problems)
+        head = f"{self.source} is not a valid policy ({n} problem{'s' if n != 1 else ''})"
+        return "\n".join([head, *(f"  {p}" for p in self.problems)])
+
+    def as_json(self) -> list[dict[str, str]]:
+        return [{"pointer": p.pointer, "message": p.message} for p in self.problems]
+
+
+class TaskError(SandboxLabError, LookupError):
+    """An unknown task id or a task file that does not describe a task."""
+
+
+class WorldError(SandboxLabError, ValueError):
+    """A world file that cannot be used, with every problem found (as ``PolicyError`` lists a policy's)."""
+
+    def __init__(self, source: str, problems: Iterable[Problem]) -> None:
+        self.source = source
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        n = len(self.problems)
+        head = f"{source} is not a valid world ({n} problem{'s' if n != 1 else ''})"
+        super().__init__("\n".join([head, *(f"  {p}" for p in self.problems)]))
+
+
+class LevelError(SandboxLabError, LookupError):
+    """An unknown capture-the-flag level, or a level file that does not describe one (every problem listed)."""
+
+    def __init__(self, message: str, problems: Iterable[Problem] = ()) -> None:
+        self.problems: tuple[Problem, ...] = tuple(problems)
+        super().__init__("\n".join([message, *(f"  {p}" for p in self.problems)]))
+
+
+class BackendError(SandboxLabError, RuntimeError):
+    """The grading machinery failed; the policy was not judged."""
+
+
+def field_problem(ptr: str, kind: str, key: str, model: "Optional[type[BaseModel]]") -> Problem:
+    """The message for the two pydantic errors every data file shares: an unknown key (with "did you mean")
+    or a missing one (with the field's description). ``model`` is the pydantic model at that place, if known."""
+    known = list(model.model_fields) if model else []
+    if kind == "extra_forbidden":
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+        hint = f' Did you mean "{close[0]}"?' if close else f" Known keys here: {', '.join(known)}."
+        return Problem(ptr, "unknown key (usually a typo)." + hint)
+    field = model.model_fields.get(key) if model else None
+    why = f": {field.description}" if field and field.description else ""
+    return Problem(ptr, f'missing. Add "{key}"{why}.')
+
+
+def in_checkout(script: str) -> bool:
+    """Is this package running from a Sandbox Lab checkout that has ``scripts/<script>``? (A wheel has no scripts.)"""
+    from pathlib import Path
+
+    return (Path(__file__).resolve().parents[2] / "scripts" / script).is_file()
+
+
+class DockerUnavailable(BackendError):
+    """No Docker engine answers."""
+
+    def __init__(self, detail: str = "") -> None:
+        self.detail = detail
+        how = (
+            "Start it with `scripts/ensure-docker` (as root on Debian/Ubuntu)"
+            if in_checkout("ensure-docker")
+            else "Install and start Docker (Debian/Ubuntu: `sudo apt-get install docker.io && sudo systemctl start docker`; "
+            "elsewhere Docker Desktop), or point DOCKER_HOST at an engine"
+        )
+        msg = (
+            "No Docker engine answers"
+            + (f" ({detail})" if detail else "")
+            + f". {how}, or use `--backend static` for a prediction without Docker."
+        )
+        super().__init__(msg)
+
+
+class ImageBuildError(BackendError):
+    """The project's images could not be built."""
+
+
+class InfrastructureError(BackendError):
+    """A service of the simulated internet failed during a run; its evidence cannot be trusted."""
+
+
+class ProbeTimeout(BackendError):
+    """The sandbox did not finish within its wall-clock limit and was killed."""

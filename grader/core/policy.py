@@ -1,0 +1,348 @@
+"""The learner's sandbox policy: its pydantic model, its JSON loader and its normal form.
+
+A policy is the JSON shape of sandbox-runtime's settings file::
+
+    {"filesystem": {"allowRead": [], "denyRead": [], "allowWrite": [], "denyWrite": []},
+     "network": {"allowedDomains": [], "deniedDomains": []}}
+
+Every list may be omitted (omitted = empty). Loading checks everything at once
+and reports each problem with its JSON pointer and a fix. Limits are enforced
+before parsing work can grow with the input (see ``LIMITS``).
+
+This module must not import the world, the analyzer or any backend.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Union
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
+
+from grader.core.domains import normalize_pattern
+from grader.core.errors import PolicyError, Problem, json_pointer
+from grader.core.paths import MAX_PATH_LENGTH, normalize_path, uses_dotdot
+
+__all__ = [
+    "LIMITS",
+    "SCHEMA_VERSION",
+    "FilesystemPolicy",
+    "NetworkPolicy",
+    "Policy",
+    "load_policy",
+    "parse_policy",
+    "policy_schema",
+]
+
+SCHEMA_VERSION = 1
+
+LIMITS = {
+    "file_bytes": 1_000_000,  # a policy is a few hundred bytes; 1 MB is generous and cheap to refuse
+    "list_entries": 1_000,
+    "path_chars": MAX_PATH_LENGTH,
+    "host_chars": 253,
+    "nesting_depth": 16,  # a policy is three levels deep; anything deeper is not a policy
+}
+
+PathEntry = Annotated[str, AfterValidator(normalize_path)]
+DomainEntry = Annotated[str, AfterValidator(normalize_pattern)]
+
+# sandbox-runtime settings we recognise but do not model: naming them beats "unknown key"
+_SRT_ONLY_KEYS = {
+    "allowUnixSockets", "allowAllUnixSockets", "allowLocalBinding", "httpProxyPort",
+    "socksProxyPort", "ignoreViolations", "enableWeakerNestedSandbox", "mandatoryDenySearchDepth",
+    "allowGitConfig", "allowPty", "ripgrep",
+}
+
+
+def _dedupe(items: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(items))
+
+
+class _Strict(BaseModel):
+    # extra="forbid": in a security policy an unknown key is usually a typo that
+    # silently widens the sandbox (sandbox-runtime drops such keys; we refuse them).
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FilesystemPolicy(_Strict):
+    """What the sandboxed process may read and write."""
+
+    allowRead: tuple[PathEntry, ...] = Field(
+        default=(),
+        description="Paths readable. If non-empty, everything of the world not covered by a rule is unreadable.",
+    )
+    denyRead: tuple[PathEntry, ...] = Field(
+        default=(), description="Paths hidden from the sandbox (the most specific rule wins; ties deny)."
+    )
+    allowWrite: tuple[PathEntry, ...] = Field(
+        default=(), description="Paths writable (and therefore readable). Nothing else is writable."
+    )
+    denyWrite: tuple[PathEntry, ...] = Field(
+        default=(), description="Paths kept read-only inside an allowWrite (the most specific rule wins; ties deny)."
+    )
+
+    def normalized(self) -> dict[str, list[str]]:
+        return {k: list(_dedupe(getattr(self, k))) for k in ("allowRead", "denyRead", "allowWrite", "denyWrite")}
+
+
+class NetworkPolicy(_Strict):
+    """Which hosts the sandbox may reach through the egress proxy."""
+
+    allowedDomains: tuple[DomainEntry, ...] = Field(
+        default=(),
+        description='Hosts reachable: exact names, IPv4 literals or "*.suffix" (strict subdomains). Empty = no network.',
+    )
+    deniedDomains: tuple[DomainEntry, ...] = Field(
+        default=(), description="Hosts never reachable, even when an allowedDomains entry matches (deny wins)."
+    )
+
+    def normalized(self) -> dict[str, list[str]]:
+        return {k: list(_dedupe(getattr(self, k))) for k in ("allowedDomains", "deniedDomains")}
+
+
+class Policy(_Strict):
+    """A sandbox policy: the filesystem axis and the network axis, scoped independently."""
+
+    schema_: Union[str, None] = Field(default=None, alias="$schema", description="Optional JSON Schema URL for editors.")
+    filesystem: FilesystemPolicy = Field(default_factory=FilesystemPolicy)
+    network: NetworkPolicy = Field(default_factory=NetworkPolicy)
+
+    _warnings: tuple[Problem, ...] = PrivateAttr(default=())
+
+    @property
+    def warnings(self) -> tuple[Problem, ...]:
+        """Things that are valid but probably not what the author meant (e.g. ``..`` in a path)."""
+        return self._warnings
+
+    def normalize(self) -> dict[str, Any]:
+        """The canonical JSON form: every list present, entries normalized, duplicates dropped."""
+        return {"filesystem": self.filesystem.normalized(), "network": self.network.normalized()}
+
+    def canonical_json(self) -> str:
+        """One string per meaning: equal for policies that mean the same, used to grade duplicates once."""
+        return json.dumps(self.normalize(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def allowed_domains_written(self) -> bool:
+        """True if the author wrote ``network.allowedDomains`` explicitly (even as ``[]``)."""
+        return "network" in self.model_fields_set and "allowedDomains" in self.network.model_fields_set
+
+
+def policy_schema() -> dict[str, Any]:
+    """The JSON Schema of a policy, for editors and for the lessons."""
+    schema = Policy.model_json_schema(by_alias=True)
+    schema["$id"] = f"https://sandbox-lab.invalid/policy/v{SCHEMA_VERSION}.json"
+    schema["title"] = "Sandbox Lab policy"
+    return schema
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+class _Dup(dict[str, Any]):
+    """A JSON object that remembers which keys it saw twice."""
+
+    dups: tuple[str, ...] = ()
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> _Dup:
+    obj = _Dup()
+    seen: list[str] = []
+    for k, v in pairs:
+        if k in obj:
+            seen.append(k)
+        obj[k] = v
+    obj.dups = tuple(seen)
+    return obj
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _nesting_depth(text: str) -> int:
+    """Deepest bracket nesting outside strings; linear, so a hostile file cannot blow the stack."""
+    depth = best = 0
+    in_str = esc = False
+    for c in text:
+        if in_str:
+            if esc:
+                esc = False
+            elif c == "\\":
+                esc = True
+            elif c == '"':
+                in_str = False
+        elif c == '"':
+            in_str = True
+        elif c in "[{":
+            depth += 1
+            best = max(best, depth)
+        elif c in "]}":
+            depth -= 1
+    return best
+
+
+def _walk(value: Any, loc: tuple[Union[str, int], ...] = ()) -> Iterator[tuple[tuple[Union[str, int], ...], Any]]:
+    yield loc, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _walk(v, loc + (k,))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _walk(v, loc + (i,))
+
+
+def _structural_problems(data: Any) -> list[Problem]:
+    problems = []
+    for loc, value in _walk(data):
+        if isinstance(value, _Dup) and value.dups:
+            for key in dict.fromkeys(value.dups):
+                problems.append(Problem(
+                    json_pointer(loc + (key,)),
+                    "this key appears more than once. JSON parsers disagree on which one wins, "
+                    "and a policy must mean one thing: keep one.",
+                ))
+        if isinstance(value, list) and len(value) > LIMITS["list_entries"]:
+            problems.append(Problem(
+                json_pointer(loc),
+                f"{len(value)} entries; the limit is {LIMITS['list_entries']}. Name directories, not every file.",
+            ))
+    return problems
+
+
+def _decode(raw: bytes, source: str) -> str:
+    if len(raw) > LIMITS["file_bytes"]:
+        raise PolicyError(source, [Problem("/", f"the file is larger than {LIMITS['file_bytes']:,} bytes; a policy is a few hundred.")])
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]  # a UTF-8 byte-order mark, as some editors write: harmless, dropped
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyError(source, [Problem("/", f"byte {exc.start} is not UTF-8. Save the file as UTF-8.")]) from None
+    if not text.strip():
+        raise PolicyError(source, [Problem("/", 'the file is empty. A policy is a JSON object; the smallest is "{}".')])
+    return text
+
+
+def _parse_json(text: str, source: str) -> Any:
+    if _nesting_depth(text) > LIMITS["nesting_depth"]:
+        raise PolicyError(source, [Problem("/", f"nested deeper than {LIMITS['nesting_depth']} levels; a policy is three levels deep.")])
+    try:
+        return json.loads(text, object_pairs_hook=_pairs, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        if isinstance(exc, json.JSONDecodeError):
+            msg = f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}."
+        else:
+            msg = f"invalid JSON: {exc} (NaN and Infinity are not allowed)."
+        raise PolicyError(source, [Problem("/", msg)]) from None
+
+
+def _suggest(key: str, known: list[str]) -> str:
+    if key in _SRT_ONLY_KEYS:
+        return "a sandbox-runtime setting that Sandbox Lab does not model. Remove it."
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+    if not close:
+        close = [k for k in known if k.lower() == key.lower()]
+    hint = f' Did you mean "{close[0]}"?' if close else f" Known keys here: {', '.join(known)}."
+    return "unknown key (an unknown key is usually a typo that leaves a rule out)." + hint
+
+
+_KNOWN = {
+    (): ["filesystem", "network", "$schema"],
+    ("filesystem",): list(FilesystemPolicy.model_fields),
+    ("network",): list(NetworkPolicy.model_fields),
+}
+
+_EXAMPLES = {
+    "filesystem": '{"allowWrite": ["/project/out"]}',
+    "network": '{"allowedDomains": ["registry.npmjs.org"]}',
+}
+
+
+def _problem_from(err: dict[str, Any]) -> Problem:
+    loc = tuple(err["loc"])
+    kind = err["type"]
+    ptr = json_pointer(loc)
+    if kind == "extra_forbidden":
+        return Problem(ptr, _suggest(str(loc[-1]), _KNOWN.get(loc[:-1], [])))
+    if kind == "value_error":
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        return Problem(ptr, msg)
+    if kind in ("model_type", "model_attributes_type", "dict_type"):
+        if not loc:
+            return Problem(ptr, 'a policy is a JSON object, e.g. {"filesystem": {...}, "network": {...}}.')
+        example = _EXAMPLES.get(str(loc[-1]), "{...}")
+        return Problem(ptr, f"must be a JSON object, e.g. {example}.")
+    if kind in ("tuple_type", "list_type"):
+        example = '["registry.npmjs.org"]' if "network" in loc else '["/project/out"]'
+        return Problem(ptr, f"must be a list of strings, e.g. {example}. Use [] for none.")
+    if kind == "string_type":
+        return Problem(ptr, "must be a string.")
+    return Problem(ptr, str(err["msg"]))
+
+
+def _dotdot_warnings(data: Any) -> list[Problem]:
+    out = []
+    fs = data.get("filesystem") if isinstance(data, dict) else None
+    if isinstance(fs, dict):
+        for key, entries in fs.items():
+            if isinstance(entries, list):
+                for i, e in enumerate(entries):
+                    if isinstance(e, str) and uses_dotdot(e):
+                        out.append(Problem(
+                            json_pointer(("filesystem", key, i)),
+                            f'uses "..": it means {normalize_path(e)!r}. Write that instead, so readers see it too.',
+                        ))
+    return out
+
+
+def parse_policy(data: Any, source: str = "policy") -> Policy:
+    """Validate already-parsed JSON data; raise ``PolicyError`` listing every problem."""
+    problems = _structural_problems(data)
+    try:
+        policy = Policy.model_validate(data, by_alias=True)
+    except ValidationError as exc:
+        problems.extend(_problem_from(e) for e in exc.errors(include_url=False))  # type: ignore[arg-type]
+        policy = None
+    except (RecursionError, TypeError) as exc:  # defensive: never a traceback for a learner
+        problems.append(Problem("/", f"cannot be read as a policy ({type(exc).__name__})."))
+        policy = None
+    if problems or policy is None:
+        raise PolicyError(source, problems)
+    policy._warnings = tuple(_dotdot_warnings(data))
+    return policy
+
+
+def load_policy(source: Union[str, os.PathLike[str], bytes, dict[str, Any]], *, name: Union[str, None] = None) -> Policy:
+    """Load a policy from a file path, JSON text/bytes, or a dict; raise ``PolicyError`` on any problem.
+
+    A missing file and an invalid policy are different results: the first is a
+    ``PolicyError`` saying the file does not exist, never a default policy.
+    """
+    if isinstance(source, dict):
+        return parse_policy(source, name or "policy")
+    if isinstance(source, bytes):
+        label = name or "policy"
+        return parse_policy(_parse_json(_decode(source, label), label), label)
+    if isinstance(source, str) and (not source.strip() or source.lstrip().startswith(("{", "[", '"'))):
+        label = name or "policy"
+        return parse_policy(_parse_json(_decode(source.encode("utf-8", "surrogatepass"), label), label), label)
+    path = Path(source)
+    label = name or str(path)
+    try:
+        size = path.stat().st_size
+        if size > LIMITS["file_bytes"]:
+            raise PolicyError(label, [Problem("/", f"the file is {size:,} bytes; the limit is {LIMITS['file_bytes']:,}.")])
+        with path.open("rb") as fh:
+            raw = fh.read(LIMITS["file_bytes"] + 1)
+    except FileNotFoundError:
+        raise PolicyError(label, [Problem("/", "no such file. Check the path, or create it with a policy such as {}.")]) from None
+    except IsADirectoryError:
+        raise PolicyError(label, [Problem("/", "is a directory, not a policy file.")]) from None
+    except OSError as exc:
+        raise PolicyError(label, [Problem("/", f"cannot be read: {exc.strerror}.")]) from None
+    return parse_policy(_parse_json(_decode(raw, label), label), label)

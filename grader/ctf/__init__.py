@@ -1,0 +1,1 @@
+"""The capture-the-flag ladder: levels, attacks and their judging."""

@@ -1,0 +1,1 @@
+"""Grading a class: tasks and their rubrics, grades, batches, the nbgrader step, reports."""

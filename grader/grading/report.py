@@ -1,0 +1,230 @@
+"""Rendering findings for the terminal and for programs: text (optionally coloured) and JSON.
+
+Pure functions from values to strings: no printing, no terminal detection, no
+I/O. The CLI decides where the string goes and whether colour is wanted. The
+one HTML rendering of a run is the probe board (``board.py``), which a
+notebook shows; both say how a run was obtained with ``wording.backend_phrase``
+and colour outcomes by ``wording.tone``.
+
+Everything that came from a policy or a container (paths, host names,
+explanations that quote them, evidence) is untrusted text. Text output
+replaces control characters, so evidence cannot smuggle terminal escape
+sequences or break the table.
+
+Imports: outcomes, scope, wording, errors, policy (types only), ctf (an attack's result). Nothing downstream.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from typing import Any, Sequence
+
+from grader.ctf.ladder import AttackResult
+from grader.core.errors import PolicyError, Problem
+from grader.core.outcomes import ProbeOutcome, RunResult
+from grader.core.policy import Policy
+from grader.core.scope import summary as scope_summary
+from grader.core.wording import Tone, backend_phrase, printable, tone
+
+__all__ = [
+    "render_attack",
+    "render_check",
+    "render_json",
+    "render_policy",
+    "render_policy_error",
+    "render_text",
+    "render_warnings",
+    "result_json",
+    "scope_line",
+    "summary",
+]
+
+_ANSI: dict[Tone, str] = {"bad": "\x1b[31m", "good": "\x1b[32m", "warn": "\x1b[33m"}  # red, green, yellow
+_BOLD = "\x1b[1m"
+_DIM = "\x1b[2m"
+_RESET = "\x1b[0m"
+
+
+def _one_line(text: str) -> str:
+    return printable(text.replace("\r\n", "\n").replace("\n", " / "))
+
+
+def _attacks(result: RunResult) -> list[ProbeOutcome]:
+    return [p for p in result.probes if p.kind == "attack"]
+
+
+def _jobs(result: RunResult) -> list[ProbeOutcome]:
+    return [p for p in result.probes if p.kind == "job"]
+
+
+def summary(result: RunResult) -> str:
+    """One line, e.g. "3 of 16 attacks succeeded; 5 of 5 jobs work"."""
+    attacks, jobs = _attacks(result), _jobs(result)
+    won = sum(p.outcome == "succeeded" for p in attacks)
+    work = sum(p.outcome == "succeeded" for p in jobs)
+    line = f"{won} of {len(attacks)} attacks succeeded; {work} of {len(jobs)} jobs work"
+    errors = sum(p.outcome == "error" for p in result.probes)
+    if errors:
+        line += f"; {errors} probe{'s' if errors != 1 else ''} could not be judged"
+    return line
+
+
+def _heading(result: RunResult) -> list[str]:
+    """What was probed, how the outcomes were obtained, then the scope in one line (as the board opens)."""
+    what = "the plain container (no policy)" if result.sandbox == "baseline" else "your policy"
+    how = backend_phrase(result.backend, result.notes, run_id=result.run_id, seconds=result.seconds)
+    return [f"Probes against {what}", _one_line(how), _one_line(scope_line(result))]
+
+
+def scope_line(result: RunResult) -> str:
+    """The scope of a run in one sentence, or why there is none (shared by the board and the terminal)."""
+    if result.scope is None:
+        return "The scope was not measured in this run (see the notes)."
+    return scope_summary(result.scope)
+
+
+# --- text ---------------------------------------------------------------------------------
+
+
+def _paint(text: str, how: Tone, color: bool) -> str:
+    code = _ANSI.get(how)
+    return f"{code}{text}{_RESET}" if color and code else text
+
+
+def _text_section(title: str, probes: Sequence[ProbeOutcome], *, color: bool, width: int) -> list[str]:
+    if not probes:
+        return []
+    id_w = max(len("id"), *(len(p.id) for p in probes))
+    out_w = max(len("outcome"), *(len(p.outcome) for p in probes))
+    expl_w = max(30, width - id_w - out_w - 4)
+    head = f"{'id':<{id_w}}  {'outcome':<{out_w}}  explanation"
+    lines = [f"{_BOLD}{title}{_RESET}" if color else title, head, "-" * min(width, id_w + out_w + 4 + expl_w)]
+    pad = " " * (id_w + out_w + 4)
+    for p in probes:
+        wrapped = textwrap.wrap(_one_line(p.explanation), expl_w) or [""]
+        outcome = _paint(f"{p.outcome:<{out_w}}", tone(p), color)
+        lines.append(f"{p.id:<{id_w}}  {outcome}  {wrapped[0]}")
+        lines.extend(pad + w for w in wrapped[1:])
+        for ev in p.evidence:
+            for i, w in enumerate(textwrap.wrap(_one_line(ev), max(20, expl_w - 10)) or [""]):
+                label = "evidence: " if i == 0 else "          "
+                lines.append(pad + (f"{_DIM}{label}{w}{_RESET}" if color else f"{label}{w}"))
+    return lines
+
+
+def render_text(
+    result: RunResult, *, warnings: Sequence[Problem] = (), color: bool = False, width: int = 100
+) -> str:
+    """A readable table: attack probes first, then job probes, each with its outcome and why.
+
+    Args:
+        color: ANSI colours by ``wording.tone`` (red where an attack
+            succeeded, green where a job works, yellow where a job is broken
+            or nothing was judged); the caller decides, e.g. only when
+            writing to a terminal.
+        width: the line width the explanation column wraps to.
+    """
+    lines = _heading(result)
+    lines.extend(f"note: {_one_line(n)}" for n in result.notes)
+    lines.append("")
+    lines.extend(_text_section("Attacks (blocked is good)", _attacks(result), color=color, width=width))
+    lines.append("")
+    lines.extend(_text_section("Jobs (succeeded is good)", _jobs(result), color=color, width=width))
+    if warnings:
+        lines.append("")
+        lines.append(render_warnings(warnings))
+    lines.append("")
+    lines.append(summary(result))
+    return "\n".join(lines) + "\n"
+
+
+def render_warnings(warnings: Sequence[Problem]) -> str:
+    """Lint warnings as text, one per line with its JSON pointer; empty string when there are none."""
+    if not warnings:
+        return ""
+    n = len(warnings)
+    head = f"{n} warning{'s' if n != 1 else ''}:"
+    return "\n".join([head, *(f"  {_one_line(w.pointer)}: {_one_line(w.message)}" for w in warnings)])
+
+
+def render_policy(policy: Policy) -> str:
+    """The normalized policy as indented JSON: every list present, entries as Sandbox Lab reads them."""
+    return json.dumps(policy.normalize(), indent=2, ensure_ascii=False)
+
+
+def render_check(
+    policy: Policy, source: str, warnings: Sequence[Problem], findings: RunResult, *, color: bool = False, width: int = 100
+) -> str:
+    """What ``sandbox-lab check`` prints for a valid policy: its normal form, warnings, and the static findings."""
+    parts = [
+        f"{_one_line(source)} is a valid policy. As Sandbox Lab reads it:",
+        render_policy(policy),
+        "",
+        render_warnings(warnings) if warnings else "No warnings.",
+        "",
+        render_text(findings, color=color, width=width).rstrip("\n"),
+    ]
+    return "\n".join(parts) + "\n"
+
+
+def render_policy_error(err: PolicyError) -> str:
+    """An invalid policy, as text: the file, then each problem with its JSON pointer and a fix."""
+    return printable(str(err)) + "\n"
+
+
+# --- JSON ---------------------------------------------------------------------------------
+
+
+def result_json(result: RunResult) -> dict[str, Any]:
+    """The stable JSON shape of a run: ``{"backend", "policy", "probes": [{"id", "kind", "outcome", "explanation"}]}``.
+
+    Built from ``RunResult.to_json()``. Real runs add ``evidence`` per probe
+    and ``run_id``/``seconds``; ``notes`` appears when the result carries one
+    (e.g. "predicted, not run"); ``sandbox`` appears only for the plain
+    container (``"baseline"``), where ``policy`` is null.
+    """
+    out = result.to_json()
+    if out.get("sandbox") == "policy":
+        del out["sandbox"]
+    return out
+
+
+def render_json(result: RunResult) -> str:
+    """``result_json`` as indented JSON text."""
+    return json.dumps(result_json(result), indent=2, ensure_ascii=False) + "\n"
+
+
+def _printable_lines(text: str) -> str:
+    """Untrusted output line by line: newlines kept, every other control character shown, never obeyed."""
+    return "\n".join(printable(line) for line in text.splitlines())
+
+
+def render_attack(result: AttackResult, *, attempt: int = 1) -> str:
+    """An attack on a level, for the terminal: captured or not, where the flag arrived (with the log line that
+    proves it), the attack's own output, and for a miss the level's sandbox and the next hint."""
+    lv = result.level
+    head = f"Level {lv.number} ({lv.id}): {lv.title}"
+    lines = [head, "=" * min(len(head), 100)]
+    if result.captured:
+        lines.append(f"CAPTURED (attempt {attempt}). The flag {result.flag} arrived where the attacker reads it:")
+        lines += [f"  {printable(s.host)}  {printable(s.how)}: {printable(s.evidence)}" for s in result.sinks]
+        lines += ["", textwrap.fill(f"What this level teaches: {lv.teaches}", 100)]
+    elif result.captured is None:  # the evidence was cut or a recorder failed: its silence shows no miss
+        lines.append(f"ERROR: could not judge this attack: {printable(result.error)}.")
+        lines.append("  The run is broken, not your attack's verdict: it is not counted as an attempt and unlocks no hint. "
+                     "Rerun it.")
+    else:
+        lines.append(f"Not captured (attempt {attempt}): no log of the simulated internet shows the flag {result.flag} "
+                     "where the attacker can read it.")
+        for s in result.elsewhere:
+            lines.append(f"  It did reach {printable(s.host)} by {printable(s.how)}, but this level counts only: "
+                         f"{', '.join(lv.channels)}.")
+        if result.timed_out:
+            lines.append("  The attack ran out of time and was killed.")
+        lines += ["", "The sandbox of this level:", *("  " + ln for ln in lv.sandbox_text().splitlines())]
+        lines += ["", textwrap.fill(f"Hint: {result.hint}", 100)]
+    out = result.output
+    lines += ["", f"--- what the attack printed ({len(out)} characters; it decides nothing) ---"]
+    lines.append(_printable_lines(out) if out.strip() else "(nothing)")
+    return "\n".join(lines) + "\n"

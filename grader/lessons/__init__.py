@@ -1,0 +1,1 @@
+"""The lessons' features, each with its views: quiz, progress, goals, prediction, the scripted agent, gaps; the board and widgets."""

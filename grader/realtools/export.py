@@ -1,0 +1,335 @@
+"""Exporting a policy to the tools that enforce sandboxes for real, with every place the semantics differ.
+
+Three targets:
+
+* ``srt``: a settings file for Anthropic's sandbox-runtime (``srt``), in the
+  user schema of its ``src/sandbox/sandbox-config.ts``: ``filesystem``
+  (``denyRead``, ``allowRead``, ``allowWrite``, ``denyWrite``) and ``network``
+  (``allowedDomains``, ``deniedDomains``), all five arrays present because
+  srt requires them;
+* ``claude-code``: the same rules as the ``sandbox`` block of a Claude Code
+  ``settings.json`` (``sandbox.enabled``, ``sandbox.filesystem``,
+  ``sandbox.network``);
+* ``docker``: a shell snippet that rebuilds by hand the container Sandbox Lab
+  runs for the policy, from ``build_plan``: mounts, network, hardening, and
+  the egress proxy's allowlist.
+
+Exports never claim more than they can: each returns the file text and a list
+of sentences, one per difference between Sandbox Lab's reading of the policy
+and the target's (allow-only reads, precedence, mandatory protections, ``~``,
+paths that do not exist yet, ...). The CLI prints them as ``#`` comments. For
+srt and Claude Code, the policy-specific ones are ``srt_notes.srt_warnings``,
+the one table of what sandbox-runtime 0.0.78 was measured to do differently
+(``docs/srt-differences.md``), each line with the JSON pointer of its entry.
+
+Imports: access, plan, policy, srt_notes, world, paths, and the services' ports. Nothing downstream.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Literal, Optional
+
+from grader.core.access import access_for
+from grader.core.paths import HOME, covers
+from grader.core.plan import RunPlan, build_plan
+from grader.core.policy import Policy
+from grader.services.common import DNS_PORT, PROXY_PORT
+from grader.realtools.srt_notes import srt_warnings
+from grader.core.world import World, load_world
+
+__all__ = ["TARGETS", "Target", "export"]
+
+Target = Literal["srt", "claude-code", "docker"]
+TARGETS: tuple[Target, ...] = ("srt", "claude-code", "docker")
+
+HIDDEN_TMPFS = "size=64k,mode=0755"  # an empty private directory over a hidden one, as the Docker backend mounts it
+
+
+def export(policy: Policy, to: Target, *, world: Optional[World] = None) -> tuple[str, list[str]]:
+    """Translate ``policy`` for ``to``; return (the file text, the differences as one sentence each)."""
+    w = world or load_world()
+    if to == "srt":
+        settings, notes = _srt(policy, w)
+        return json.dumps(settings, indent=2) + "\n", notes
+    if to == "claude-code":
+        return _claude_code(policy, w)
+    if to == "docker":
+        return _docker(policy, w)
+    raise ValueError(f"unknown export target {to!r}; choose one of: {', '.join(TARGETS)}")
+
+
+# --- sandbox-runtime -------------------------------------------------------------------------
+
+
+def _add(items: list[str], value: str) -> None:
+    if value not in items:
+        items.append(value)
+
+
+def _existing(world: World) -> set[str]:
+    return set(world.directories()) | {f.path for f in world.files}
+
+
+def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
+    fs, net = policy.filesystem, policy.network
+    access = access_for(policy, world)
+    notes: list[str] = []
+    deny_read = list(fs.denyRead)
+    allow_read = list(fs.allowRead)
+
+    if fs.allowRead:
+        grants = fs.allowRead + fs.allowWrite
+        uncovered = [r for r in world.roots if not any(covers(g, r) for g in grants)]
+        for r in uncovered:
+            _add(deny_read, r)
+        notes.append(
+            "allow-only reads: allowRead lists paths, so Sandbox Lab makes everything of the simulated machine "
+            "that no rule covers unreadable; srt allows every read by default, so this export adds denyRead of "
+            + (", ".join(uncovered) if uncovered else "no data root (every one is covered)")
+            + " (the world's data roots that no allowRead or allowWrite covers) and keeps the allowRead entries "
+            "to re-allow what you listed. On a real machine, directories outside those roots (/var, /srv, other "
+            "homes, ...) stay readable under srt."
+        )
+        notes.append(
+            "allowRead is part of sandbox-runtime's user schema (filesystem.allowRead in src/sandbox/sandbox-config.ts); "
+            "an srt too old to know it drops the key silently, and then the denyRead entries above hide those "
+            "roots entirely."
+        )
+
+    # Sandbox Lab: allowWrite implies read. srt: a denyRead region stays unreadable
+    # unless allowRead re-allows it, so writable paths inside one are re-allowed.
+    for entry in fs.allowWrite:
+        if any(covers(d, entry) for d in deny_read) and access.read(entry).allowed:
+            _add(allow_read, entry)
+
+    notes.append(
+        f'"~": Sandbox Lab reads "~" as {HOME} and this export writes every path out in full; srt expands "~" to the '
+        f"home of whoever runs it. If that is not {HOME}, write ~/... instead of {HOME}/... ."
+    )
+    notes.append(
+        "mandatory protections: whatever allowWrite says, srt 0.0.78 on Linux write-protects shell start-up files "
+        "(.bashrc, .zshrc, .profile, ...), .git/hooks and .git/config, but only in the directory srt starts in and "
+        "up to 3 levels below it (mandatoryDenySearchDepth); elsewhere they are as writable as allowWrite makes them. "
+        "It does not protect its own settings file (~/.srt-settings.json). Sandbox Lab has no such exceptions. "
+        "Protect all of them with denyWrite rather than rely on srt."
+    )
+    notes.append(
+        'wildcards: "*.example.com" matches strict subdomains only, never example.com itself; the same in srt.'
+    )
+    existing = _existing(world)
+    missing = [
+        e for key in ("allowRead", "denyRead", "allowWrite", "denyWrite") for e in getattr(fs, key)
+        if world.root_of(e) is not None and e not in existing
+    ]
+    notes.append(
+        "paths that do not exist yet: srt applies a rule to the path as it exists when the sandbox starts "
+        "(on Linux, bubblewrap can only mount what exists): an allowWrite of a path created later grants nothing, "
+        "and a denyRead of one hides nothing; Sandbox Lab applies a rule whenever the path appears. Create such "
+        "paths before starting srt"
+        + (": " + ", ".join(dict.fromkeys(missing)) if missing else "")
+        + "."
+    )
+    beyond = [
+        e for key in ("allowRead", "denyRead", "allowWrite", "denyWrite") for e in getattr(fs, key)
+        if world.root_of(e) is None
+    ]
+    for e in dict.fromkeys(beyond):
+        notes.append(
+            f'"{e}" reaches beyond the simulated machine\'s data roots ({", ".join(world.roots)}): Sandbox Lab '
+            "judges only those and never mounts anything else; srt applies the rule to that path of your real machine."
+        )
+    # where srt 0.0.78 was measured to differ, entry by entry: one table, shared with `sandbox-lab check`
+    notes.extend(str(w) for w in srt_warnings(policy, world))
+
+    settings = {
+        "filesystem": {
+            "denyRead": deny_read,
+            "allowRead": allow_read,
+            "allowWrite": list(dict.fromkeys(fs.allowWrite)),
+            "denyWrite": list(dict.fromkeys(fs.denyWrite)),
+        },
+        "network": {
+            "allowedDomains": list(dict.fromkeys(net.allowedDomains)),
+            "deniedDomains": list(dict.fromkeys(net.deniedDomains)),
+        },
+    }
+    return settings, notes
+
+
+# --- Claude Code ---------------------------------------------------------------------------
+
+
+def _cc_path(path: str) -> str:
+    # In Claude Code's sandbox.filesystem a leading "/" means "relative to the
+    # settings file's directory" and "//" an absolute path; "//x" is also "/x"
+    # to any tool that reads "/" as absolute, so "//" is right either way.
+    return "/" + path
+
+
+def _claude_code(policy: Policy, world: World) -> tuple[str, list[str]]:
+    settings, notes = _srt(policy, world)
+    fs = {k: [_cc_path(p) for p in v] for k, v in settings["filesystem"].items()}
+    block = {"sandbox": {"enabled": True, "filesystem": fs, "network": settings["network"]}}
+    notes = [n.replace("srt", "Claude Code's sandbox (srt inside)", 1) if n.startswith("allow-only") else n for n in notes]
+    notes.extend([
+        'paths are written with a leading "//": in Claude Code\'s sandbox.filesystem "//" marks an absolute path, '
+        'while a single leading "/" is read relative to the settings file\'s directory.',
+        "the sandbox confines Bash commands; Claude Code's own Read and Edit tools follow permission rules "
+        '(permissions.deny such as "Read(//home/user/.ssh/**)"), not these settings. Add matching deny rules.',
+        "hosts missing from allowedDomains: Claude Code may ask you whether to allow them; Sandbox Lab has no "
+        "prompt and blocks them. Answer no, or manage the list with allowManagedDomainsOnly in managed settings.",
+        "key shape checked against Claude Code's settings documentation and its sandbox settings schema "
+        "(sandbox.enabled, sandbox.filesystem.allowWrite/denyWrite/denyRead, sandbox.network.allowedDomains); "
+        "allowRead and deniedDomains exist only in newer versions, and Claude Code drops keys it does not know "
+        "without an error: check with /sandbox that every rule is listed.",
+    ])
+    return json.dumps(block, indent=2) + "\n", notes
+
+
+# --- docker --------------------------------------------------------------------------------
+
+# World paths are the package's own data; anything else (":" or "," would split a
+# -v or --mount value, quotes or "$" would change the shell word) is refused
+# rather than quoted into a command that means something else.
+_SAFE = re.compile(r"^/[A-Za-z0-9._/+=@-]*$")
+
+
+def _safe(path: str) -> str:
+    if not _SAFE.match(path):
+        raise ValueError(f"world path {path!r} cannot be written into a docker command safely")
+    return path
+
+
+def _in_world(path: str) -> str:
+    """``"$WORLD/home/user"``: a world path inside the world copy, as one shell word."""
+    return f'"$WORLD{_safe(path)}"'
+
+
+def _mount_flags(plan: RunPlan) -> list[str]:
+    """One flag per plan mount: a bind of the world copy, a tmpfs over a hidden directory, an empty file over a hidden file."""
+    flags = []
+    for m in plan.mounts:
+        source, target = _safe(m.source), _safe(m.target)
+        if m.kind == "bind":
+            flags.append(f'-v "$WORLD{source}:{target}{"" if m.mode == "rw" else ":ro"}"')
+        elif m.kind == "tmpfs":
+            flags.append(f"--tmpfs {target}:{HIDDEN_TMPFS}")
+        else:
+            flags.append(f'--mount type=bind,src="$RUN/empty",dst={target},readonly')
+    return flags
+
+
+def _docker(policy: Policy, world: World) -> tuple[str, list[str]]:
+    plan = build_plan(policy, world)
+    h = plan.hardening
+    notes = [
+        "this reproduces the sandbox container and its egress proxy only: Sandbox Lab also lays out a fresh copy of "
+        "the world with per-run canaries, starts a simulated internet (DNS server and sinks) and judges every probe "
+        "from evidence outside the sandbox.",
+        "here the sandbox has no name server at all (only the proxy resolves names); Sandbox Lab points it at the "
+        "run's own DNS server so that it can log, and judge, DNS exfiltration.",
+    ]
+    fs = policy.filesystem
+    beyond = [
+        e for key in ("allowRead", "denyRead", "allowWrite", "denyWrite") for e in getattr(fs, key)
+        if world.root_of(e) is None and not any(covers(e, r) for r in world.roots)
+    ]
+    for e in dict.fromkeys(beyond):
+        notes.append(f'"{e}" names nothing on the simulated machine, so it mounts nothing: no path a policy names is ever mounted from the host.')
+    if plan.network == "proxy":
+        notes.append(
+            "the proxy needs a DNS server to resolve allowed names (DNS_SERVER) and a network that leads out "
+            "(UPSTREAM_NETWORK, default bridge); in Sandbox Lab both are the simulated internet's, so no probe "
+            "traffic ever leaves the machine. Here, allowed hosts are the real ones."
+        )
+
+    canonical = json.dumps(policy.normalize(), separators=(",", ":"))
+    lines = [
+        "#!/bin/sh",
+        "# Rebuild by hand the sandbox Sandbox Lab runs for this policy:",
+        f"#   {canonical}",
+        "# WORLD is a copy of the simulated machine's files, laid out as on the machine:",
+        "#   " + ", ".join(f"$WORLD{r}" for r in world.roots),
+        "# Only parts of $WORLD are ever mounted, whatever the policy says.",
+        "set -eu",
+        ': "${WORLD:?set WORLD to a copy of the simulated machine\'s files}"',
+        "SANDBOX_IMAGE=\"${SANDBOX_IMAGE:-$(docker images --format '{{.Repository}}:{{.Tag}}' sandbox-lab/sandbox | head -n 1)}\"",
+        'RUN="$(mktemp -d)"',
+        "# an empty file to mask hidden files; a resolv.conf with no name server",
+        ': > "$RUN/empty"',
+        "printf '# no name server: only the proxy resolves names\\n' > \"$RUN/resolv.conf\"",
+    ]
+    pre = [m for m in plan.mounts if m.precreate]
+    if pre:
+        lines.append("# files a job creates that a rule names: they must exist before the run to carry their own mode")
+        lines.extend(f"touch {_in_world(m.source)}" for m in pre)
+    env: list[str] = ["-e HOME=/home/user", "-w /home/user"]
+    if plan.network == "proxy":
+        proxy_cfg = json.dumps({
+            "allowed": list(plan.allowed_domains), "denied": list(plan.denied_domains),
+            "listen_port": PROXY_PORT, "dns_server": "__DNS__", "dns_port": DNS_PORT, "out_dir": "/run/sandbox-lab/out",
+            "world": None,  # in front of a DNS server of your own: its servers say which ports answer
+        })
+        # normalized host patterns hold only [a-z0-9.*-]: safe inside an unquoted here-document
+        proxy_cfg = proxy_cfg.replace('"__DNS__"', '"${DNS_SERVER}"')
+        lines += [
+            "",
+            "# The network: the sandbox's own network is internal (no route anywhere); the",
+            "# proxy is its only other member, and the only way out. The proxy's allowlist:",
+            *(f"#   allow {d}" for d in plan.allowed_domains),
+            *(f"#   deny  {d}  (deny wins)" for d in plan.denied_domains),
+            ': "${DNS_SERVER:?set DNS_SERVER to the IP address of a DNS server the proxy may ask}"',
+            "SERVICES_IMAGE=\"${SERVICES_IMAGE:-$(docker images --format '{{.Repository}}:{{.Tag}}' sandbox-lab/services | head -n 1)}\"",
+            "docker network create --internal sandbox-lab-sbx",
+            'mkdir -p "$RUN/proxy/out"',
+            'cat > "$RUN/proxy/proxy.json" <<EOF',
+            proxy_cfg,
+            "EOF",
+            'docker create --name sandbox-lab-proxy --network "${UPSTREAM_NETWORK:-bridge}" \\',
+            '  -v "$RUN/proxy:/run/sandbox-lab" "$SERVICES_IMAGE" python3 /opt/sandbox-lab/proxy.py /run/sandbox-lab/proxy.json',
+            "docker network connect sandbox-lab-sbx sandbox-lab-proxy",
+            "docker start sandbox-lab-proxy",
+            "PROXY=\"http://$(docker inspect -f '{{(index .NetworkSettings.Networks \"sandbox-lab-sbx\").IPAddress}}' "
+            f'sandbox-lab-proxy):{PROXY_PORT}"',
+        ]
+        env += [f'-e {k}="$PROXY"' for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy")]
+        network = "--network sandbox-lab-sbx"
+    else:
+        network = "--network none" if plan.network == "none" else "--network bridge"
+    flags: list[str] = []
+    if h.read_only_root:
+        flags.append("--read-only")
+    if h.cap_drop_all:
+        flags.append("--cap-drop ALL")
+    if h.no_new_privileges:
+        flags.append("--security-opt no-new-privileges")
+    cpus = h.nano_cpus / 1e9
+    flags += [
+        f"--user {h.user}",
+        f"--pids-limit {h.pids_limit}",
+        f"--memory {h.mem_bytes // (1024 * 1024)}m --memory-swap {h.mem_bytes // (1024 * 1024)}m",
+        f"--cpus {cpus:g}",
+        f"--tmpfs /tmp:rw,nosuid,nodev,size={h.tmp_bytes // (1024 * 1024)}m,mode=1777",
+        f"--shm-size {h.shm_bytes // 1024}k --ulimit nofile={h.nofile}:{h.nofile}",
+        network,
+        '--mount type=bind,src="$RUN/resolv.conf",dst=/etc/resolv.conf,readonly',
+        *env,
+        *_mount_flags(plan),
+    ]
+    lines += [
+        "",
+        "# The sandbox: a read-only root (nothing a command plants survives), no capabilities,",
+        "# no privilege gain, the unprivileged user, limits, a private /tmp, "
+        + ("no network at all" if plan.network == "none" else "only the proxy as a way out") + ",",
+        f"# and only the plan's parts of $WORLD. Sandbox Lab kills it after {h.timeout_s:g} s of wall clock.",
+        "docker run --rm -it \\",
+    ]
+    lines.extend(f"  {flag} \\" for flag in flags)
+    lines.append('  "$SANDBOX_IMAGE" sh')
+    lines += ["", "# Afterwards:"]
+    if plan.network == "proxy":
+        lines.append("docker rm -f sandbox-lab-proxy && docker network rm sandbox-lab-sbx")
+    lines.append('rm -rf "$RUN"')
+    return "\n".join(lines) + "\n", notes
