@@ -9,7 +9,7 @@ paths the probe board draws.
 
 Each probe's prediction lives in its record (``probes.py``); this module runs them.
 
-Imports: access, channels, probes, outcomes, policy, world, domains, paths.
+Imports: access, channels, findings, probes, outcomes, policy, world, domains, paths.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import Optional
 from grader.core.access import Access, access_for, baseline_access
 from grader.core.channels import Channel, ExfilPath, channels, exfil_paths, tunnel, unknown_name_why
 from grader.core.domains import matches
+from grader.core.findings import find
 from grader.core.errors import Problem, json_pointer
 from grader.core.outcomes import ProbeOutcome, RunResult
 from grader.core.paths import covers
@@ -48,10 +49,11 @@ def predict(policy: Optional[Policy], world: Optional[World] = None, *, notes: t
     return RunResult(
         backend="static",
         sandbox=access.kind,
-        policy=policy.normalize() if policy else None,
+        policy=policy,
         probes=analyze(access),
         notes=notes,
         scope=predict_scope(access),
+        findings=find(access),
     )
 
 

@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Literal, Mapping, Optional, TypeVar
 
 from grader.core.access import Network
 from grader.core.domains import matches
-from grader.core.outcomes import SinkHit
+from grader.core.records import SinkHit
 from grader.services.common import HEARTBEAT_HOST
 from grader.services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_record, parse_runner_line
 from grader.core.world import World

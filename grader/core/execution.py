@@ -14,7 +14,7 @@ stores uploads (a gist, a package registry), a download-only host whose
 request URLs the attacker reads (in the URL only), or the attacker's
 nameserver (a name spelled from the secret). Pure: no Docker, no files.
 
-Imports: evidence, outcomes, world. Nothing downstream.
+Imports: evidence, records, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Mapping, Optional
 
 from grader.core.evidence import Evidence, NextSession, encodings
 from grader.core.evidence import sightings as judge_sightings
-from grader.core.outcomes import SinkHit
+from grader.core.records import SinkHit
 from grader.core.world import World
 
 __all__ = ["Job", "Execution", "MAX_CODE_BYTES", "SIGNER_SOCKET", "encodings", "sightings", "signature"]

@@ -24,7 +24,7 @@ Two decisions make "within the needs" mean least privilege:
 
 The runtime (``role == "runtime"``: what every program needs) is never judged.
 
-Pure. Imports: access, domains, outcomes, paths, scope, world. Nothing downstream.
+Pure. Imports: access, domains, paths, records, scope, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any, Literal, Optional
 
 from grader.core.access import Access, Decision
 from grader.core.domains import matches
-from grader.core.outcomes import Scope
+from grader.core.records import Scope
 from grader.core.paths import covers
 from grader.core.scope import FRESH_LABEL, NEW_FILE
 from grader.core.world import World

@@ -19,7 +19,7 @@ The scope scan (``scan_orders``) lives here too: the same kind of orders,
 trying every world path and host instead of a sample, with its markers in
 ``Markers`` beside the probes'; ``verdicts.measure_scope`` judges it.
 
-Pure. Imports: access, channels, domains, evidence, next_session, outcomes, scope, world. Nothing downstream.
+Pure. Imports: access, channels, domains, evidence, next_session, records, scope, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from grader.core.evidence import (
     timed_out,
 )
 from grader.core.next_session import KEY, MARKER_KEY, SETTINGS, backdoor_line, step_for, widened_settings
-from grader.core.outcomes import ProbeKind
+from grader.core.records import ProbeKind
 from grader.core.scope import SCAN_IDS, new_file, scan_name, scanned_dirs, scanned_files, scanned_hosts
 from grader.services.wire import HttpRecord
 from grader.core.world import World

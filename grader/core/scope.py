@@ -9,7 +9,7 @@ reachable (with whether each accepts uploads). The static backend predicts it
 evidence is judged by ``verdicts.measure_scope``); the two must agree, as the
 probes must. ``summary`` says it in one line for the board and the terminal.
 
-Pure. Imports: access, domains, outcomes, world. Nothing downstream.
+Pure. Imports: access, domains, records, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Optional
 
 from grader.core.access import Access
 from grader.core.domains import matches
-from grader.core.outcomes import Reach, Scope
+from grader.core.records import Reach, Scope
 from grader.core.world import World, load_world
 
 __all__ = [

@@ -3,10 +3,11 @@
 Each probe's judge lives in its record (``probes.py``); this module runs them,
 turns an unfinished probe into ``error`` (never ``blocked``), measures the
 scope from the scope scan's evidence (``measure_scope``), and builds the
-``RunResult`` every real backend returns. One function for every backend, so
+``RunResult`` every real backend returns, with its findings (``findings.find``,
+from the plan's own access and world). One function for every backend, so
 they cannot differ in how they read the same facts.
 
-Imports: access, analyzer, evidence, outcomes, plan, probes, scope, world. Nothing downstream.
+Imports: access, analyzer, evidence, findings, outcomes, plan, probes, scope, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from __future__ import annotations
 from typing import Any, Iterable, Optional
 
 from grader.core.access import Access
-from grader.core.analyzer import predict
+from grader.core.analyzer import analyze
+from grader.core.findings import find
 from grader.core.evidence import Evidence, Markers, RunnerRecord, finished, sha256
 from grader.core.outcomes import ProbeOutcome, Reach, RunResult, Scope
 from grader.core.plan import RunPlan
@@ -127,9 +129,9 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     return Scope(tuple(sorted(readable)), tuple(sorted(writable)), tuple(sorted(reachable, key=lambda r: r.host))), ""
 
 
-def _explain(outcomes: tuple[ProbeOutcome, ...], plan: RunPlan, disagreement: str) -> tuple[ProbeOutcome, ...]:
+def _explain(outcomes: tuple[ProbeOutcome, ...], access: Access, disagreement: str) -> tuple[ProbeOutcome, ...]:
     """Say why in the policy's terms when a run agrees with the prediction; flag it when not."""
-    predicted = {p.id: p for p in predict(plan.policy, plan.world).probes}
+    predicted = {p.id: p for p in analyze(access)}
     out = []
     for o in outcomes:
         pred = predicted[o.id]
@@ -153,17 +155,19 @@ def run_result(
     notes = [f"infrastructure error, evidence incomplete: {ev.infra_problem}"] if ev.infra_problem else []
     if ev.timed_out:
         notes.append(f"{stopped} after {plan.hardening.timeout_s:.0f} s")
-    scope, unmeasured = measure_scope(ev, plan.access) if plan.scan else (None, "")
+    access = plan.access
+    scope, unmeasured = measure_scope(ev, access) if plan.scan else (None, "")
     if unmeasured:
         notes.append(f"scope not measured: {unmeasured}")
     return RunResult(
         backend=backend,
         sandbox=plan.sandbox,
-        policy=plan.policy.normalize() if plan.policy else None,
-        probes=_explain(judge(ev, plan.world, plan.probes), plan, disagreement),
+        policy=plan.policy,
+        probes=_explain(judge(ev, plan.world, plan.probes), access, disagreement),
         notes=tuple(notes),
         seconds=seconds,
         run_id=run_id,
         extra=extra or {},
         scope=scope,
+        findings=find(access),
     )

@@ -8,7 +8,7 @@ words, and ``tone`` how an outcome should look, so red always means an attack
 got through. Colours themselves belong to the medium (ANSI codes in
 ``report``, the HTML palette in ``board``).
 
-Imports: outcomes. Nothing downstream (tasks, report and board import this).
+Imports: records. Nothing downstream (tasks, report and board import this).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Literal, Sequence
 
-from grader.core.outcomes import ProbeOutcome
+from grader.core.records import ProbeOutcome
 
 __all__ = ["Tone", "backend_phrase", "printable", "tone"]
 

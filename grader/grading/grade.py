@@ -20,7 +20,10 @@ Every graded policy's feedback ends with its carry-over to the real tools
 write for it, and the differences that matter for this policy
 (``srt_notes.srt_warnings``, and allow-only reads where it lists allowRead).
 
-Imports: tasks, needs, policy, plan, probes, outcomes, access, paths, scope, world, errors,
+The rules behind each verdict come from the run's findings (``RunResult.findings``,
+computed once where the run was made), never rebuilt here.
+
+Imports: tasks, needs, policy, plan, probes, outcomes, access, paths, scope, errors,
 export, srt_notes, wording, backends.base (the protocol only; the static backend lazily, as the
 default of ``grade_file``). Nothing downstream (no report, no CLI, no widgets).
 """
@@ -32,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from grader.core.access import Access, access_for
+from grader.core.access import Access
 from grader.backends.base import Backend
 from grader.core.errors import PolicyError, Problem, TaskError
 from grader.realtools.export import export
@@ -46,7 +49,6 @@ from grader.core.scope import FRESH_LABEL, NEW_FILE
 from grader.realtools.srt_notes import srt_warnings
 from grader.grading.tasks import Check, Task, load_task
 from grader.core.wording import backend_phrase
-from grader.core.world import load_world
 
 __all__ = ["CarryOver", "CheckResult", "Grade", "carry_over", "grade", "grade_file", "overgrants_of"]
 
@@ -367,11 +369,17 @@ def _invalid(task: Task, error: PolicyError, backend_name: str) -> Grade:
     return Grade(task.id, backend_name, results, problems, source=error.source)
 
 
-def overgrants_of(task: Task, run: RunResult, access: Access) -> Optional[tuple[Overgrant, ...]]:
-    """Every path and host ``run`` grants beyond ``task``'s needs; None when the run could not measure its scope."""
+def overgrants_of(task: Task, run: RunResult, access: Optional[Access] = None) -> Optional[tuple[Overgrant, ...]]:
+    """Every path and host ``run`` grants beyond ``task``'s needs; None when the run could not measure its scope.
+
+    The rules that grant them are the run's own (``run.findings.access``); ``access`` is for a result without findings.
+    """
     if run.scope is None:
         return None
-    return overgrants(run.scope, task.needs, access)
+    grants = access if access is not None else run.findings.access if run.findings is not None else None
+    if grants is None:
+        raise TaskError("the run carries no findings: pass the access it was judged against")
+    return overgrants(run.scope, task.needs, grants)
 
 
 def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Backend, *, source: str = "") -> Grade:
@@ -385,8 +393,10 @@ def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Back
         return _invalid(task, policy_or_error, backend.name)
     policy = policy_or_error
     needs_run = any(c.kind != "policy" for c in task.checks)
-    run = backend.run(build_plan(policy)) if needs_run else None
-    access = access_for(policy, load_world())
+    plan = build_plan(policy)
+    run = backend.run(plan) if needs_run else None
+    # the rules that decide, from the run's own findings (a result made by hand has none: the plan's, same world)
+    access = run.findings.access if run is not None and run.findings is not None else plan.access
     found = overgrants_of(task, run, access) if run is not None else None
     results = []
     for c in task.checks:

@@ -150,18 +150,9 @@ def _section(title: str, probes: Sequence[ProbeOutcome]) -> list[str]:
     return [f'<tr><th colspan="3" style="text-align:left;padding:6px 6px 2px">{_h(title)}</th></tr>', *(_row(p) for p in probes)]
 
 
-def _access(result: RunResult, world: World) -> Optional[Access]:
-    if result.sandbox == "baseline":
-        return baseline_access(world)
-    if result.policy is None:
-        return None
-    return access_for(parse_policy(result.policy, "result"), world)
-
-
-def paths_for(result: RunResult, world: Optional[World] = None) -> tuple[ExfilPath, ...]:
-    """The exfiltration paths of the sandbox a result describes (the picture's data)."""
-    acc = _access(result, world or load_world())
-    return exfil_paths(acc) if acc else ()
+def paths_for(result: RunResult) -> tuple[ExfilPath, ...]:
+    """The exfiltration paths of the sandbox a result describes (the picture's data): its findings', none when unknown."""
+    return result.findings.paths if result.findings is not None else ()
 
 
 def board_html(result: Optional[RunResult], *, only: Optional[Iterable[str]] = None, picture: bool = True) -> str:
@@ -198,16 +189,14 @@ def board_html(result: Optional[RunResult], *, only: Optional[Iterable[str]] = N
 
 
 def _why_none(result: RunResult) -> str:
-    acc = _access(result, load_world())
-    if acc is None:
+    found = result.findings
+    if found is None:
         return ""
-    readable = [s for s in acc.world.loot if acc.read(s.path).allowed]
-    chans = channels(acc)
-    if not readable and not chans:
+    if not found.readable and not found.channels:
         return "No secret is readable and no channel leads out."
-    if not readable:
-        return f"No secret is readable (a channel out remains: {', '.join(c.host for c in chans)})."
-    return f"{len(readable)} secret(s) are readable, but no channel leads out."
+    if not found.readable:
+        return f"No secret is readable (a channel out remains: {', '.join(c.host for c in found.channels)})."
+    return f"{len(found.readable)} secret(s) are readable, but no channel leads out."
 
 
 # --- the exfiltration picture -------------------------------------------------------------

@@ -27,15 +27,17 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the packages' own __init__: a docstring, nothing imported
     {"core", "realtools", "lessons", "ctf", "grading", "cli", "backends.docker"},
     # vocabulary: imports nothing of the package (services.common: stdlib only, shared with the containers)
-    {"core.errors", "core.paths", "core.domains", "core.outcomes", "core.timings", "core.version", "services.common"},
+    {"core.errors", "core.paths", "core.domains", "core.records", "core.timings", "core.version", "services.common"},
     # the inputs: the learner's policy, the simulated world, and words shared by every renderer
     {"core.policy", "core.world", "core.wording", "lessons.progress"},
     # the semantics of the policy language
     {"core.access", "core.next_session"},
     # what a policy grants, and what a real run leaves behind
     {"core.channels", "core.scope", "core.evidence", "realtools.srt_notes"},
-    # one record per probe
-    {"core.probes"},
+    # one record per probe; what a sandbox grants, found once per run
+    {"core.probes", "core.findings"},
+    # a run's result: its probe outcomes and its findings
+    {"core.outcomes"},
     # policy → predictions, plan, needs; the question bank
     {"core.analyzer", "core.plan", "core.needs", "lessons.quiz"},
     # run: judging real runs; export to the real tools

@@ -25,7 +25,7 @@ def docker_result(evidence: str = HOSTILE) -> RunResult:
     return RunResult(
         backend="docker",
         sandbox="policy",
-        policy={"filesystem": {}, "network": {}},
+        policy=load_policy({"filesystem": {}, "network": {}}),
         probes=(
             ProbeOutcome("job-read-src", "job", "succeeded", "The job reads /project/src.", ("canary seen",)),
             ProbeOutcome("read-ssh-key", "attack", "succeeded", f"read {HOSTILE}", (evidence,)),
