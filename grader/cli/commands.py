@@ -327,7 +327,7 @@ def run_attack(args: argparse.Namespace, io: Streams) -> int:
     if args.json:
         io.out.write(dump(result.to_json()))
     else:
-        from grader.grading.report import render_attack
+        from grader.ctf.views import render_attack
 
         io.out.write(render_attack(result, attempt=before + 1))
     if result.captured is None:

@@ -2,7 +2,7 @@
 
 Pure functions from values to strings: no printing, no terminal detection, no
 I/O. The CLI decides where the string goes and whether colour is wanted. The
-one HTML rendering of a run is the probe board (``board.py``), which a
+one HTML rendering of a run is the probe board (``lessons/board.py``), which a
 notebook shows; both say how a run was obtained with ``wording.backend_phrase``
 and colour outcomes by ``wording.tone``.
 
@@ -11,7 +11,8 @@ explanations that quote them, evidence) is untrusted text. Text output
 replaces control characters, so evidence cannot smuggle terminal escape
 sequences or break the table.
 
-Imports: outcomes, scope, wording, errors, policy (types only), ctf (an attack's result). Nothing downstream.
+Imports: outcomes, scope, wording, errors, policy (types only). Nothing downstream. (An attack on a
+capture-the-flag level is rendered by ``ctf.views``.)
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ import json
 import textwrap
 from typing import Any, Sequence
 
-from grader.ctf.ladder import AttackResult
 from grader.core.errors import PolicyError, Problem
 from grader.core.outcomes import ProbeOutcome, RunResult
 from grader.core.policy import Policy
@@ -28,7 +28,6 @@ from grader.core.scope import summary as scope_summary
 from grader.core.wording import Tone, backend_phrase, printable, tone
 
 __all__ = [
-    "render_attack",
     "render_check",
     "render_json",
     "render_policy",
@@ -193,38 +192,3 @@ def result_json(result: RunResult) -> dict[str, Any]:
 def render_json(result: RunResult) -> str:
     """``result_json`` as indented JSON text."""
     return json.dumps(result_json(result), indent=2, ensure_ascii=False) + "\n"
-
-
-def _printable_lines(text: str) -> str:
-    """Untrusted output line by line: newlines kept, every other control character shown, never obeyed."""
-    return "\n".join(printable(line) for line in text.splitlines())
-
-
-def render_attack(result: AttackResult, *, attempt: int = 1) -> str:
-    """An attack on a level, for the terminal: captured or not, where the flag arrived (with the log line that
-    proves it), the attack's own output, and for a miss the level's sandbox and the next hint."""
-    lv = result.level
-    head = f"Level {lv.number} ({lv.id}): {lv.title}"
-    lines = [head, "=" * min(len(head), 100)]
-    if result.captured:
-        lines.append(f"CAPTURED (attempt {attempt}). The flag {result.flag} arrived where the attacker reads it:")
-        lines += [f"  {printable(s.host)}  {printable(s.how)}: {printable(s.evidence)}" for s in result.sinks]
-        lines += ["", textwrap.fill(f"What this level teaches: {lv.teaches}", 100)]
-    elif result.captured is None:  # the evidence was cut or a recorder failed: its silence shows no miss
-        lines.append(f"ERROR: could not judge this attack: {printable(result.error)}.")
-        lines.append("  The run is broken, not your attack's verdict: it is not counted as an attempt and unlocks no hint. "
-                     "Rerun it.")
-    else:
-        lines.append(f"Not captured (attempt {attempt}): no log of the simulated internet shows the flag {result.flag} "
-                     "where the attacker can read it.")
-        for s in result.elsewhere:
-            lines.append(f"  It did reach {printable(s.host)} by {printable(s.how)}, but this level counts only: "
-                         f"{', '.join(lv.channels)}.")
-        if result.timed_out:
-            lines.append("  The attack ran out of time and was killed.")
-        lines += ["", "The sandbox of this level:", *("  " + ln for ln in lv.sandbox_text().splitlines())]
-        lines += ["", textwrap.fill(f"Hint: {result.hint}", 100)]
-    out = result.output
-    lines += ["", f"--- what the attack printed ({len(out)} characters; it decides nothing) ---"]
-    lines.append(_printable_lines(out) if out.strip() else "(nothing)")
-    return "\n".join(lines) + "\n"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from grader import load_policy, load_world, predict
 from grader.lessons.board import (
-    answer_html,
     backend_note_html,
     board_html,
     comparison_html,
@@ -19,9 +18,8 @@ from grader.lessons.board import (
     failed_html,
     paths_for,
     problems_html,
-    prompt_html,
-    question_html,
 )
+from grader.lessons.quiz_views import answer_html, prompt_html, question_html
 from grader.backends import StaticBackend
 from grader.core.errors import Problem
 from grader.core.outcomes import ProbeOutcome, RunResult
@@ -167,7 +165,7 @@ def test_goal_status_is_met_or_not_yet_escaped_and_says_how_the_run_was_obtained
     import dataclasses
 
     from grader import predict
-    from grader.lessons.board import goal_html, goal_status_html
+    from grader.lessons.goal_views import goal_html, goal_status_html
     from grader.lessons.goals import goal
 
     g = goal("l03-safe-container")
@@ -197,7 +195,7 @@ def test_carry_over_shows_both_files_and_the_differences() -> None:
 
 
 def test_the_progress_board_lists_goals_met(tmp_path: Path) -> None:
-    from grader.lessons.board import progress_html
+    from grader.lessons.progress_views import progress_html
     from grader.lessons.progress import load_progress, mark_done
 
     path = tmp_path / "p.json"
@@ -213,7 +211,7 @@ def test_the_progress_board_lists_goals_met(tmp_path: Path) -> None:
 
 def test_the_agent_transcript_rows_carry_step_and_outcome_and_the_verdict_its_evidence() -> None:
     from grader.lessons.agent import predict_run
-    from grader.lessons.board import agent_run_html
+    from grader.lessons.agent_views import agent_run_html
     from grader.core.plan import build_plan
 
     page = agent_run_html(predict_run(build_plan(None), prompt="never read <secrets>"), goal=True)
@@ -227,7 +225,7 @@ def test_the_agent_transcript_rows_carry_step_and_outcome_and_the_verdict_its_ev
 
 def test_an_agent_run_that_cannot_tell_says_so_and_escapes_what_the_container_printed() -> None:
     from grader.lessons.agent import AgentRun, ToolCall
-    from grader.lessons.board import agent_run_html
+    from grader.lessons.agent_views import agent_run_html
 
     run = AgentRun("baseline", "docker", False, "", (ToolCall(1, "read", "/x", "cat /x", "ok", "<script>x</script>\x1b[2J"),),
                    None, (), False, (), problem="the DNS server stopped")

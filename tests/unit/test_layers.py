@@ -60,7 +60,13 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"grading.autograde"},
     # report
     {"grading.report"},
+    # views, each feature its own (HTML strings), sharing only the palette
+    {"lessons.palette"},
+    {"lessons.quiz_views", "lessons.progress_views", "lessons.agent_views", "lessons.goal_views", "ctf.views"},
     {"lessons.board"},
+    # widgets (ipywidgets), each feature its own; ``widgets`` re-exports them for the lessons
+    {"lessons.widget_base"},
+    {"lessons.quiz_widgets", "lessons.agent_stage", "ctf.widgets"},
     {"lessons.widgets"},
     # the edge: argv and exit codes
     {"cli.core"},

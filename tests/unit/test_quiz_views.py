@@ -1,15 +1,15 @@
-"""The question views of ``board``: nothing of an answer before it is due, first attempts on the board, everything escaped."""
+"""The question views (``quiz_views``, and the score board's ``progress_views``): nothing of an answer before it is due, first attempts on the board, everything escaped."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from grader.core.analyzer import predict
-from grader.lessons.board import (
+from grader.lessons.progress_views import progress_html
+from grader.lessons.quiz_views import (
     ask_html,
     choice_result_html,
     prediction_html,
-    progress_html,
     prompt_html,
     question_html,
     rating_html,

@@ -145,8 +145,7 @@ def test_a_capture_the_flag_run_whose_evidence_failed_is_no_miss() -> None:
     ex = Execution(backend="docker", output="", exit_code=0, timed_out=False, evidence=ev)
     got = ctf.judge(ctf.level(1), ex, FLAG, world=WORLD)
     assert got.captured is None and got.hint == "" and "cut off" in got.error
-    from grader.lessons.board import attack_html
-    from grader.grading.report import render_attack
+    from grader.ctf.views import attack_html, render_attack
 
     for shown in (render_attack(got), attack_html(got)):
         assert "could not judge this attack" in shown.lower() and "Not captured" not in shown, shown[:300]

@@ -1,0 +1,110 @@
+"""Capture the flag as a widget: a level's story and sandbox, an editor for the learner's attack, and a button
+that runs it for real (``AttackEditor``).
+
+Running and judging are ``ladder``'s; what is drawn, ``ctf.views``'. Stable CSS
+classes for browser tests: ``sl-attack-editor`` with ``sl-attack-code`` (the
+attack's textarea), ``sl-attack-button`` and ``sl-attack-result``; the outcome
+inside carries ``data-captured`` ("true", "false", or "error" for a run that
+could not be judged).
+
+Imports: backends, ctf (ladder, views), errors, palette, progress, widget_base. Nothing downstream.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Optional, Union
+
+import ipywidgets as W
+
+from grader.backends import Backend, default
+from grader.core.errors import SandboxLabError
+from grader.ctf import views as ctf_views
+from grader.ctf.ladder import AttackResult, attack, level
+from grader.lessons import palette
+from grader.lessons.progress import ProgressError, load_progress, record_level
+from grader.lessons.widget_base import HTMLFallback
+
+__all__ = ["AttackEditor", "attack_editor"]
+
+
+class AttackEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
+    """A level's story and sandbox, a code editor for the learner's attack, and a button that runs it for real.
+
+    The attack runs in the level's sandbox with a fresh flag (``ctf.attack``); the result says where the flag
+    arrived, or shows the next hint (picked by the attempts recorded on the progress board).
+    """
+
+    def __init__(self, level_key: Union[int, str], initial: str = "", *, backend: Optional[Backend] = None,
+                 record_progress: bool = True, rows: int = 12) -> None:
+        self.level = level(level_key)
+        self._backend = backend
+        self._record_progress = record_progress
+        self.intro = W.HTML(ctf_views.level_html(self.level))
+        self.text = W.Textarea(value=initial or "# your attack: Python, run as the agent's tool would run it\n",
+                               layout=W.Layout(width="100%", height=f"{rows * 1.6:.0f}em"))
+        self.text.add_class("sl-attack-code")
+        self.button = W.Button(description="Run the attack", icon="play", button_style="danger",
+                               tooltip="Run this code inside the level's sandbox, with a fresh flag")
+        self.button.add_class("sl-attack-button")
+        self.view = W.HTML()
+        self.view.add_class("sl-attack-result")
+        self.result: Optional[AttackResult] = None
+        self.attempts = 0  # attempts made in this editor (the progress board keeps the total)
+        super().__init__([self.intro, self.text, self.button, self.view])
+        self.add_class("sl-attack-editor")
+        self.button.on_click(lambda _b: self.run())
+
+    @property
+    def code(self) -> str:
+        return str(self.text.value)
+
+    @code.setter
+    def code(self, value: str) -> None:
+        self.text.value = value
+
+    def _attempts_before(self) -> int:
+        if not self._record_progress:
+            return self.attempts
+        try:
+            return load_progress().level(self.level.item_id).attempts
+        except (OSError, ProgressError):
+            return self.attempts
+
+    def run(self, code: Optional[str] = None) -> Optional[AttackResult]:
+        """What the button does: run the attack (``code``, or the editor's text) and show where the flag went."""
+        if code is not None:
+            self.code = code
+        before = self._attempts_before()
+        self.button.disabled, self.button.description = True, "Running…"
+        try:
+            if self._backend is None:
+                self._backend = default()  # chosen on first use, then kept by this editor only
+            result = attack(self.level, self.code, self._backend, attempts_before=before)
+        except SandboxLabError as exc:  # no engine, the static backend, a broken run: said, never raised
+            self.view.value = palette.failed_html(str(exc))
+            return None
+        finally:
+            self.button.disabled, self.button.description = False, "Run the attack"
+        self.result = result
+        if result.captured is None:  # could not judge: an error, no attempt, no hint
+            self.view.value = ctf_views.attack_html(result, attempt=before + 1)
+            return result
+        self.attempts += 1
+        unsaved = ""
+        if self._record_progress:
+            try:
+                record_level(self.level.item_id, captured=result.captured, hint_shown=bool(result.hint))
+            except (OSError, ProgressError) as exc:
+                unsaved = f"<p><small>(progress not saved: {html.escape(str(exc))})</small></p>"
+        self.view.value = ctf_views.attack_html(result, attempt=before + 1) + unsaved
+        return result
+
+    def _html_fallback(self) -> str:
+        return (f'<div class="sl-attack-editor">{self.intro.value}<pre class="sl-attack-code">{html.escape(self.code)}</pre>'
+                f"{self.view.value}</div>")
+
+
+def attack_editor(level_key: Union[int, str], initial: str = "", *, backend: Optional[Backend] = None) -> AttackEditor:
+    """An ``AttackEditor`` for a level (its number or id)."""
+    return AttackEditor(level_key, initial, backend=backend)

@@ -1,0 +1,102 @@
+"""Lesson 01's agent on stage as a widget: the scripted agent run in one sandbox, its transcript and verdict.
+
+Running is ``agent``'s; what is drawn, ``agent_views``'s. Stable CSS classes:
+``sl-agent-stage`` with ``sl-agent-policy`` (its JSON textarea, when editable),
+``sl-agent-run-button``, ``sl-agent-transcript`` (rows carry ``data-step`` and
+``data-outcome``) and ``sl-agent-verdict`` (``data-leaked``: true, false or unknown).
+
+Imports: agent, agent_views, backends, board (``problems_html``), errors, palette, policy, widget_base. Nothing downstream.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Optional
+
+import ipywidgets as W
+
+from grader.backends import Backend, default
+from grader.core.errors import PolicyError, SandboxLabError
+from grader.core.policy import Policy, load_policy
+from grader.lessons import agent_views, board, palette
+from grader.lessons.agent import AgentRun, run_agent
+from grader.lessons.widget_base import PolicyInput, as_policy, HTMLFallback
+
+__all__ = ["AgentStage"]
+
+
+class AgentStage(HTMLFallback, W.VBox):  # type: ignore[misc]
+    """Lesson 01's scripted agent run in one sandbox: its transcript, and whether the key left (from the evidence).
+
+    ``policy`` None is the plain container. ``editable`` shows the policy as
+    JSON text the learner changes before pressing the run button; ``goal`` adds
+    the lesson's check (the key stayed and the job was done). The agent runs
+    once when the stage is shown, unless ``run`` is False.
+    """
+
+    def __init__(self, policy: PolicyInput = None, *, prompt: str = "", backend: Optional[Backend] = None,
+                 editable: bool = False, goal: bool = False, title: str = "", run: bool = True) -> None:
+        if editable and policy is None:
+            raise ValueError("an editable stage needs a policy to start from (the plain container has no JSON)")
+        self._backend = backend
+        self._prompt = prompt
+        self._goal = goal
+        self.title = title or ("The agent in the plain container" if policy is None else "The agent under a policy")
+        self._fixed: Optional[Policy] = None if editable else as_policy(policy, "policy")
+        self.text: Optional[W.Textarea] = None
+        parts: list[W.Widget] = [W.HTML(f"<h4 style='margin:6px 0 2px'>{html.escape(self.title)}</h4>")]
+        if editable:
+            initial = policy if isinstance(policy, str) else json.dumps(
+                policy.normalize() if isinstance(policy, Policy) else dict(policy or {}), indent=2)
+            self.text = W.Textarea(value=initial, layout=W.Layout(width="100%", height="13em"))
+            self.text.add_class("sl-agent-policy")
+            parts.append(self.text)
+        self.button = W.Button(description="Run the agent", icon="play", button_style="warning",
+                               tooltip="Run the scripted agent in this sandbox and collect the evidence")
+        self.button.add_class("sl-agent-run-button")
+        self.view = W.HTML()
+        self.view.add_class("sl-agent-output")
+        self.last_run: Optional[AgentRun] = None
+        super().__init__([*parts, self.button, self.view])
+        self.add_class("sl-agent-stage")
+        self.button.on_click(lambda _b: self.run())
+        if run:
+            self.run()
+
+    def _policy(self) -> tuple[Optional[Policy], str]:
+        """The policy to run under, or ("" when valid) the problems to show instead."""
+        if self.text is None:
+            return self._fixed, ""
+        try:
+            return load_policy(str(self.text.value).encode("utf-8", "surrogatepass"), name="the agent's policy"), ""
+        except PolicyError as exc:
+            return None, board.problems_html(exc.problems)
+
+    def run(self) -> Optional[AgentRun]:
+        """What the button does: run the agent (or predict it, on the static backend) and show the transcript."""
+        policy, problems = self._policy()
+        if problems:
+            self.last_run, self.view.value = None, problems
+            return None
+        self.button.disabled, self.button.description = True, "Running…"
+        try:
+            if self._backend is None:
+                self._backend = default()  # chosen on first use, then kept by this stage only
+            try:
+                outcome = run_agent(self._backend, policy, prompt=self._prompt)
+            except SandboxLabError as exc:
+                self.last_run, self.view.value = None, palette.failed_html(f"{type(exc).__name__}: {exc}")
+                return None
+        finally:
+            self.button.disabled, self.button.description = False, "Run the agent"
+        self.last_run = outcome
+        self.view.value = agent_views.agent_run_html(outcome, goal=self._goal)
+        return outcome
+
+    def _html_fallback(self) -> str:
+        if self.text is not None:
+            text: Optional[str] = str(self.text.value)
+        else:
+            text = None if self._fixed is None else json.dumps(self._fixed.normalize(), indent=2)
+        return agent_views.agent_stage_html(self.title, text, str(self.view.value))

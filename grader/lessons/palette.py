@@ -1,0 +1,47 @@
+"""What every HTML view has in common: one palette, one way to escape untrusted text, and how a run was obtained.
+
+Each feature owns its views (the probe board in ``board``, questions in
+``quiz_views``, the score board in ``progress_views``, the agent in
+``agent_views``, goals in ``goal_views``, capture the flag in ``ctf.views``);
+this module is the only thing they share. Every string that came from a
+policy, a container or the question bank goes through ``h``: escaped, its
+control characters shown as escapes, so a hostile path such as
+``/x/<script>`` or evidence a container wrote shows as text. Colours follow
+``wording.tone``, as in the text report.
+
+Imports: outcomes (types only), wording. Nothing downstream.
+"""
+
+from __future__ import annotations
+
+import html
+
+from grader.core.outcomes import RunResult
+from grader.core.wording import Tone, backend_phrase, printable
+
+__all__ = ["AMBER", "BG", "GREEN", "GREY", "INK", "MUTED", "RED", "error_html", "failed_html", "h", "run_phrase"]
+
+# The palette of every view: ink and background per ``wording.tone``.
+RED, GREEN, AMBER, GREY, MUTED = "#b42318", "#067647", "#b54708", "#475467", "#98a2b3"
+INK: dict[Tone, str] = {"bad": RED, "good": GREEN, "warn": AMBER, "plain": GREY}
+BG: dict[Tone, str] = {"bad": "#fee4e2", "good": "#dcfae6", "warn": "#fef0c7", "plain": "transparent"}
+
+
+def h(text: object) -> str:
+    """Untrusted text as HTML: escaped, and its control characters shown, not passed on."""
+    return html.escape(printable(str(text)), quote=True)
+
+
+def run_phrase(result: RunResult) -> str:
+    """How ``result`` was obtained, in the learner's words (``wording.backend_phrase``)."""
+    return backend_phrase(result.backend, result.notes, run_id=result.run_id, seconds=result.seconds)
+
+
+def failed_html(message: str) -> str:
+    """The board of a run that failed: the machinery's message, never a traceback."""
+    return f'<div class="sl-board sl-failed" style="color:{AMBER}"><strong>The run failed:</strong> {h(message)}</div>'
+
+
+def error_html(message: str) -> str:
+    """Any other view that could not be drawn (e.g. an unreadable progress file), with the reason."""
+    return f'<div class="sl-error" style="color:{AMBER}">{h(message)}</div>'

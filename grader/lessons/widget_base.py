@@ -1,0 +1,66 @@
+"""What every widget shares: a ``text/html`` rendering for exports, a policy from what a lesson passes, one run
+whose machinery failure becomes a message, and a question's first attempt recorded.
+
+Imports: backends (the protocol), errors, plan, policy, progress. Nothing downstream.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional, Union
+
+import ipywidgets as W
+
+from grader.backends import Backend
+from grader.core.errors import SandboxLabError
+from grader.core.outcomes import RunResult
+from grader.core.plan import build_plan
+from grader.core.policy import Policy, load_policy
+from grader.lessons.progress import Attempt, ProgressError, record_attempt
+
+__all__ = ["HTMLFallback", "PolicyInput", "as_policy", "record_first", "run_sandbox", "show_widget"]
+
+PolicyInput = Union[Policy, Mapping[str, Any], str, None]
+
+
+class HTMLFallback:
+    """Adds a ``text/html`` rendering to a widget's output, for exports and kernels without a widget manager."""
+
+    def _html_fallback(self) -> str:
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        data = super()._repr_mimebundle_(**kwargs)  # type: ignore[misc]
+        if isinstance(data, dict):
+            data["text/html"] = self._html_fallback()
+        return data
+
+
+def as_policy(value: PolicyInput, name: str) -> Optional[Policy]:
+    if value is None or isinstance(value, Policy):
+        return value
+    if isinstance(value, Mapping):
+        return load_policy(dict(value), name=name)
+    return load_policy(value, name=name)
+
+
+def run_sandbox(backend: Backend, policy: Optional[Policy]) -> Union[RunResult, str]:
+    """Run one sandbox; a machinery failure becomes a message for the learner, never a traceback."""
+    try:
+        return backend.run(build_plan(policy))
+    except SandboxLabError as exc:
+        return f"{type(exc).__name__}: {exc}"
+
+
+def record_first(enabled: bool, item_id: str, result: str, score: float) -> tuple[Optional[Attempt], bool, str]:
+    """Record an attempt (only a first one is kept): (the attempt that counts, whether it is this one, why not saved)."""
+    if not enabled:
+        return None, False, ""
+    try:
+        attempt, this_one = record_attempt(item_id, result, score)
+    except (OSError, ProgressError) as exc:
+        return None, False, str(exc)
+    return attempt, this_one, ""
+
+
+def show_widget(widget: W.Widget, visible: bool) -> None:
+    widget.layout.display = "" if visible else "none"
