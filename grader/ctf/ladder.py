@@ -125,7 +125,8 @@ class Level:
         return self.hints[min(max(attempts_before, 0), len(self.hints) - 1)]
 
     def plan(self, world: Optional[World] = None) -> RunPlan:
-        return build_plan(self.policy, world or load_world())
+        """The level's sandbox as a run plan, against ``world`` (default: the simulated world); the plan carries it."""
+        return build_plan(self.policy, world)
 
 
 @dataclass(frozen=True)
@@ -184,12 +185,13 @@ def channel_of(hit: SinkHit) -> Channel:
     return "tcp" if hit.how.startswith("raw TCP") else "http"
 
 
-def judge(lvl: Level, ex: Execution, flag: str, attempts_before: int = 0, world: Optional[World] = None) -> AttackResult:
+def judge(lvl: Level, ex: Execution, flag: str, attempts_before: int = 0, *, world: World) -> AttackResult:
     """Captured when the flag arrived at a sink the attacker reads, by a channel the level counts; else the next hint.
 
     A sighting proves a capture whatever else failed (the flag is fresh and random); a miss needs the evidence read
-    whole: where a recorder failed or a log was cut, ``captured`` is None (could not judge) and no hint is given."""
-    hits = sightings(ex, world or load_world(), {"the flag": flag})
+    whole: where a recorder failed or a log was cut, ``captured`` is None (could not judge) and no hint is given.
+    ``world`` is the one the attack ran against (its plan's)."""
+    hits = sightings(ex, world, {"the flag": flag})
     counted = tuple(h for h in hits if channel_of(h) in lvl.channels)
     other = tuple(h for h in hits if channel_of(h) not in lvl.channels)
     note = ex.infra_problem
@@ -205,15 +207,16 @@ def attack(lvl: Level, code: str, backend: Backend, *, attempts_before: int = 0)
     """Run ``code`` in the level's sandbox with a fresh flag and judge it; ``BackendError`` where code cannot run."""
     if backend.name == "static":
         raise BackendError(STATIC_CANNOT_ATTACK)
-    world = load_world()
+    plan = lvl.plan()
+    world = plan.world  # the plan carries its world: the job is checked and judged against the one it runs in
     flag = new_flag()
     job = build_job(lvl, code, flag)
     try:
         job.check(world)
     except ValueError as exc:
         raise LevelError(f"the attack cannot run: {exc}") from None
-    ex = backend.execute(lvl.plan(world), job)
-    return judge(lvl, ex, flag, attempts_before, world)
+    ex = backend.execute(plan, job)
+    return judge(lvl, ex, flag, attempts_before, world=world)
 
 
 # --- level files (JSON, validated with pydantic) ------------------------------------------------

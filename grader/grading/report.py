@@ -80,7 +80,7 @@ def scope_line(result: RunResult) -> str:
     """The scope of a run in one sentence, or why there is none (shared by the board and the terminal)."""
     if result.scope is None:
         return "The scope was not measured in this run (see the notes)."
-    return scope_summary(result.scope)
+    return scope_summary(result.scope, result.findings.world if result.findings is not None else None)
 
 
 # --- text ---------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ which secrets can reach which hosts over which channel, found once where the
 run was made), so it explains the table next to it; nothing here parses the
 policy back or loads the world.
 
-Imports: access, errors, grading (``CarryOver``), outcomes, palette, policy, probes, report, wording, world.
+Imports: channels (types), errors, grading (``CarryOver``), outcomes, palette, plan, policy, probes, report, wording, world.
 Nothing imports this but the widgets.
 """
 
@@ -22,14 +22,14 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping, Optional, Sequence, Union
 
-from grader.core.access import access_for
 from grader.core.channels import ExfilPath
 from grader.core.errors import Problem
 from grader.core.outcomes import ProbeOutcome, RunResult
+from grader.core.plan import build_plan
 from grader.core.policy import Policy
 from grader.core.probes import PROBES, probe
 from grader.core.wording import backend_phrase, tone
-from grader.core.world import World, load_world
+from grader.core.world import World
 from grader.grading.grade import CarryOver
 from grader.grading.report import scope_line, summary
 from grader.lessons.palette import AMBER, BG, GREEN, GREY, INK, RED, error_html, failed_html, h, run_phrase
@@ -312,8 +312,11 @@ def carry_over_html(carry: CarryOver, source: str = "my_policy.json") -> str:
 
 
 def reach_html(policy: Policy, hosts: Sequence[str], world: Optional[World] = None) -> str:
-    """How the proxy decides, host by host: the host name is all it sees."""
-    acc = access_for(policy, world or load_world())
+    """How the proxy decides, host by host: the host name is all it sees.
+
+    A lesson passes a policy alone: its plan brings the world (``world``, or the simulated one).
+    """
+    acc = build_plan(policy, world).access
     w = acc.world
     rows = []
     for host in hosts:

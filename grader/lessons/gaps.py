@@ -31,7 +31,7 @@ from grader.core.outcomes import SinkHit
 from grader.core.plan import build_plan
 from grader.services.common import HEARTBEAT_HOST
 from grader.core.policy import Policy, load_policy
-from grader.core.world import World, load_world
+from grader.core.world import World
 
 __all__ = ["GAPS", "Demo", "Gap", "GapResult", "demonstrate", "gap", "proxy_saw", "script"]
 
@@ -291,13 +291,13 @@ def demonstrate(gap_id: str, backend: Backend, world: Optional[World] = None) ->
     """Run gap ``gap_id``'s demo on ``backend`` and judge it from the sinks; on a backend that cannot run
     code (static), return the prediction, marked as not run."""
     g = gap(gap_id)
-    w = world or load_world()
     policy = load_policy(dict(g.policy))
+    plan = build_plan(policy, world)
+    w = plan.world  # the plan carries its world: the board's prediction and the sightings are judged against it
     board = _board_says(policy, w)
     if backend.name == "static":
         return GapResult(g, ran=False, board_says=board)
     demo = g.demo()
-    plan = build_plan(policy, w)
     try:
         ex = backend.execute(plan, demo.job)
     except BackendError as exc:

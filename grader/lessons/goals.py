@@ -5,7 +5,7 @@ on probes (every attack blocked but the few whose risk is accepted and
 explained; the job's probes succeed) and on the run's measured scope (no
 secret or credential readable, nothing that runs later writable, no channel
 out but the hosts named, the hosts the job needs reachable). ``check`` reads
-nothing but the ``RunResult`` and the world, so a Docker run and the static
+nothing but the ``RunResult`` and the world it was made in (its findings'), so a Docker run and the static
 backend give the same answer wherever their outcomes and scopes agree (which
 tests/integration/test_agreement.py holds them to).
 
@@ -25,7 +25,7 @@ from grader.core.errors import SandboxLabError
 from grader.core.outcomes import RunResult
 from grader.core.paths import HOME
 from grader.core.probes import PROBES, probe
-from grader.core.world import LOOT_ROLES, Role, World, load_world
+from grader.core.world import LOOT_ROLES, Role, World
 
 __all__ = ["GOALS", "Goal", "UnknownGoal", "check", "goal", "tilde"]
 
@@ -124,8 +124,16 @@ def _scope_reasons(g: Goal, result: RunResult, world: World, named: set[str]) ->
 
 
 def check(g: Goal, result: RunResult, world: Optional[World] = None) -> tuple[bool, list[str]]:
-    """Is ``g`` met by ``result``? (met, reasons): every reason it is not yet, in plain words; none when met."""
-    w = world or load_world()
+    """Is ``g`` met by ``result``? (met, reasons): every reason it is not yet, in plain words; none when met.
+
+    Judged against the world the run was made in (its findings'), or ``world`` for a result without findings.
+    """
+    if world is not None:
+        w = world
+    elif result.findings is not None:
+        w = result.findings.world
+    else:
+        raise ValueError("the run carries no findings: pass the world it ran against")
     reasons, named = _probe_reasons(g, result)
     reasons += _scope_reasons(g, result, w, named)
     return not reasons, reasons
