@@ -36,6 +36,7 @@ class HTMLFallback:
 
 
 def as_policy(value: PolicyInput, name: str) -> Optional[Policy]:
+    """What a lesson passes (a policy, its JSON as a mapping or text, a file, or None: the plain container) as a policy."""
     if value is None or isinstance(value, Policy):
         return value
     if isinstance(value, Mapping):
@@ -63,4 +64,5 @@ def record_first(enabled: bool, item_id: str, result: str, score: float) -> tupl
 
 
 def show_widget(widget: W.Widget, visible: bool) -> None:
+    """Show or hide a widget, keeping its place."""
     widget.layout.display = "" if visible else "none"
