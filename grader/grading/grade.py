@@ -378,7 +378,7 @@ def overgrants_of(task: Task, run: RunResult, access: Optional[Access] = None) -
         return None
     grants = access if access is not None else run.findings.access if run.findings is not None else None
     if grants is None:
-        raise TaskError("the run carries no findings: pass the access it was judged against")
+        raise ValueError("the run carries no findings: pass the access it was judged against")
     return overgrants(run.scope, task.needs, grants)
 
 

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from grader import load_policy, predict
+from grader.backends import StaticBackend
 from grader.core.access import access_for, baseline_access
 from grader.core.channels import channels, exfil_paths
 from grader.core.evidence import Evidence
 from grader.core.findings import Findings, find
-from grader.core.plan import build_plan
+from grader.core.outcomes import RunResult
+from grader.core.plan import RunPlan, build_plan
 from grader.core.verdicts import run_result
 from grader.core.world import load_world
+from grader.grading.grade import grade, overgrants_of
+from grader.grading.tasks import load_task
 
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
 PRACTICE = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
@@ -56,3 +62,26 @@ def test_a_real_runs_result_carries_the_plans_findings() -> None:
     assert result.findings is not None and result.findings.world is plan.world
     assert result.findings.paths == exfil_paths(plan.access)
     assert [p.outcome for p in result.probes] == ["error"]  # nothing finished: no verdict, whatever the findings say
+
+
+class _NoFindings:
+    """A backend whose results were made by hand: the same outcomes and scope, no findings."""
+
+    name = "static"
+
+    def run(self, plan: RunPlan) -> RunResult:
+        return dataclasses.replace(StaticBackend().run(plan), findings=None)
+
+    def close(self) -> None:
+        pass
+
+
+def test_grade_judges_by_the_runs_findings_and_needs_none_rebuilt() -> None:
+    task = load_task("fix-the-naive-setup")
+    policy = load_policy(NAIVE)
+    run = predict(policy)
+    assert run.findings is not None
+    assert overgrants_of(task, run) == overgrants_of(task, run, run.findings.access)
+    assert grade(task, policy, _NoFindings()) == grade(task, policy, StaticBackend())  # the plan's access, the same world
+    with pytest.raises(ValueError, match="no findings"):
+        overgrants_of(task, dataclasses.replace(run, findings=None))
