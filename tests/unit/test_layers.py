@@ -38,12 +38,14 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"core.access", "core.next_session"},
     # what a policy grants, and what a real run leaves behind
     {"core.channels", "core.scope", "core.evidence", "realtools.srt_notes"},
-    # one record per probe: the record, then the channel families (every other module of core/probes/:
-    # a probe on a new channel is a module there, placed by this line), the registry that orders them,
-    # and the package, which re-exports the registry
+    # one record per probe: the record, and the wording several channel families share
     {"core.probes.record"},
+    # the channel families and the scope scan's orders: every other module of core/probes/ (a probe on a
+    # new channel is a module there, placed here without a line of its own); no family imports another
     PROBE_CHANNELS,
+    # the probe catalogue: every family's records in their order
     {"core.probes.registry"},
+    # the probes package: re-exports the catalogue's public API
     {"core.probes"},
     # policy → predictions, plan, needs; the question bank
     {"core.analyzer", "core.plan", "core.needs", "lessons.quiz"},
