@@ -21,19 +21,10 @@ PACKAGE = Path(probes.__file__).parent
 NOT_CHANNELS = {"__init__", "record", "registry", "scan"}  # the record, the catalogue, the package, the scope scan
 CHANNELS = sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in NOT_CHANNELS)
 
-# the catalogue's order, as reports, boards, tasks and the runner's orders have always had it
-ORDER = (
-    "read-ssh-key", "read-cloud-credentials", "read-etc-secrets", "read-dotenv", "read-personal-notes",
-    "read-other-project", "write-shell-rc", "write-git-hook", "write-sandbox-settings", "tamper-source",
-    "net-direct-ip", "net-dns-exfil", "net-attacker-domain", "net-host-gateway", "net-domain-fronting",
-    "exfil-via-allowed-domain", "exfil-secret", "job-read-src", "job-write-out", "job-write-build",
-    "job-fetch-npm", "job-fetch-pypi",
-)
 
-
-def test_the_catalogue_keeps_its_ids_and_order() -> None:
-    assert tuple(p.id for p in PROBES) == ORDER
-    assert PROBES is REGISTERED  # the package re-exports the registry's one tuple
+def test_the_package_serves_the_registrys_one_catalogue() -> None:
+    """The order itself is pinned where it shows: every report golden (tests/fixtures/goldens/naive-static.*)."""
+    assert PROBES is REGISTERED
 
 
 def test_ids_are_unique_slugs_and_found_by_id() -> None:
