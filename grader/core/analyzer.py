@@ -7,7 +7,7 @@ Also owns the policy lints that need the world (rules outside the simulated
 machine, wildcards that reach upload hosts, ...) and the list of exfiltration
 paths the probe board draws.
 
-Each probe's prediction lives in its record (``probes.py``); this module runs them.
+Each probe's prediction lives in its record (``probes/``); this module runs them.
 
 Imports: access, channels, findings, probes, outcomes, policy, world, domains, paths.
 """

