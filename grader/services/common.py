@@ -1,10 +1,12 @@
-"""The plumbing both service programs share: ports, config, JSON-lines logs, the ready file, threads, sockets, HTTP heads.
+"""The plumbing both service programs share: ports, config, JSON-lines logs, the ready file, threads, listeners.
 
 Run inside the services image beside ``internet.py`` and ``proxy.py``, which
 import it as the top-level module ``common`` (and, on the host, as
-``grader.services.common``). Standard library only: it must not import the
-package, nor ``domains`` or ``dnswire``, nor anything of either service; it
-imports only ``wire``, the records it writes. What
+``grader.services.common``). Standard library only, since the static
+install (pydantic alone) imports its ports too: it must not import the
+package, nor ``domains``, ``http1`` or ``nameserver`` (which need ``h11`` and
+``dnslib``), nor anything of either service; it imports only ``wire``, the
+records it writes. Reading from sockets and HTTP heads are ``http1``'s. What
 differs between the services (their config keys, limits and timeouts) is
 passed in, never kept here.
 

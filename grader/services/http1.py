@@ -26,7 +26,11 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-import h11
+try:
+    import h11
+except ImportError as exc:  # the host without the extra that runs the services
+    raise ImportError("the services frame HTTP with h11: pip install 'sandbox-lab[docker]' "
+                      "(the services image has it from Debian: python3-h11)") from exc
 
 __all__ = [
     "BadHead",

@@ -1,8 +1,9 @@
 """The simulated internet: DNS, HTTP, HTTPS and raw TCP sinks answering for every host of one run's world.
 
-Run inside the services image as ``python3 internet.py CONFIG.json``. Standard
-library only; it imports just its neighbours ``domains.py``, ``dnswire.py`` and
-``common.py`` (copied beside it in the image) and never the package itself,
+Run inside the services image as ``python3 internet.py CONFIG.json``. It
+imports just its neighbours ``domains.py``, ``common.py``, ``http1.py`` (HTTP
+framing by ``h11``), ``nameserver.py`` (DNS by ``dnslib``) and ``tls.py`` (the
+run's CA), copied beside it in the image, and never the package itself,
 except as a fallback so host-side tests can import it.
 
 It is a sink, not a judge: it records everything it receives as wire records
@@ -46,7 +47,6 @@ import os
 import shutil
 import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import threading
@@ -57,17 +57,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader.core import domains
-    from grader.services import common, http1, nameserver, wire
+    from grader.services import common, http1, nameserver, tls, wire
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
         import domains
         import http1
         import nameserver
+        import tls
         import wire
     except ImportError:  # on the host: imported from the package
         from grader.core import domains
-        from grader.services import common, http1, nameserver, wire
+        from grader.services import common, http1, nameserver, tls, wire
 
 __all__ = ["main"]
 
@@ -82,7 +83,6 @@ TCP_IDLE = 3.0
 MAX_CONNECTIONS = 256  # threads for every client together
 PER_CLIENT = 96  # threads one client (a run's proxy) may hold: well under the total, so one run cannot take them all
 RESERVED = 8  # threads of the self-check's own listeners: it answers whatever the clients do
-CA_NAME = "Sandbox Lab run CA"
 
 _CONFIG_DEFAULTS: dict[str, Any] = {
     "wildcard_zones": [],
@@ -160,101 +160,6 @@ def _own_ipv4() -> str:
         if "/32 host LOCAL" in line and domains.is_ipv4(candidate) and not candidate.startswith("127."):
             return candidate
     raise SystemExit('cannot discover this container\'s IPv4 address; set "address" in the config')
-
-
-# --- TLS -----------------------------------------------------------------------------
-
-_OPENSSL_CONFIG = """\
-[req]
-distinguished_name = dn
-prompt = no
-[dn]
-CN = {ca_name}
-# Extensions that strict verifiers (Python 3.13's VERIFY_X509_STRICT, Go, curl) require.
-[ca]
-basicConstraints = critical, CA:TRUE, pathlen:0
-keyUsage = critical, keyCertSign, cRLSign
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid:always
-[leaf]
-basicConstraints = critical, CA:FALSE
-keyUsage = critical, digitalSignature
-extendedKeyUsage = serverAuth
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid, issuer
-subjectAltName = {sans}
-"""
-
-
-class _Certs:
-    """The run's CA and the certificates its servers present: one leaf for the world's names, more minted on demand.
-
-    A new CA per internet, whose key lives only in this process's private
-    temporary directory (never in ``out_dir``, which others read): trusting it
-    in one run's sandbox grants nothing anywhere else. The first leaf covers
-    every listed name and one label under each zone. A name it does not cover
-    (a name the world does not know, an IP address, a deeper name in a zone)
-    gets a leaf of its own when a server answers for it, signed from the same
-    request in one openssl call; at most ``MAX_MINTED`` are kept.
-    """
-
-    MAX_MINTED = 256
-
-    def __init__(self, names: list[str], zones: list[str], workdir: str) -> None:
-        self._dir = workdir
-        self._covered = set(names) | set(zones)
-        self._zones = tuple(zones)
-        self._lock = threading.Lock()
-        self._minted: dict[str, ssl.SSLContext] = {}
-        sans = sorted(self._covered) + [f"*.{zone}" for zone in sorted(set(zones))]
-        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-config", self._config(sans)]
-        self._run(["openssl", "req", "-x509", *ec, "-keyout", self._p("ca.key"), "-out", self._p("ca.pem"),
-                   "-days", "2", "-sha256", "-subj", f"/CN={CA_NAME}", "-extensions", "ca"])  # fmt: skip
-        self._run(["openssl", "req", "-new", *ec, "-keyout", self._p("leaf.key"), "-out", self._p("leaf.csr"),
-                   "-subj", "/CN=Sandbox Lab simulated internet"])  # fmt: skip
-        self.base = self._sign("leaf", sans)
-        with open(self._p("ca.pem"), "rb") as pem:
-            self.ca_pem = pem.read()
-
-    def _p(self, name: str) -> str:
-        return os.path.join(self._dir, name)
-
-    def _config(self, sans: list[str], name: str = "openssl") -> str:
-        alt = ", ".join(f"IP:{n}" if domains.is_ipv4(n) else f"DNS:{n}" for n in sans)
-        path = self._p(f"{name}.cnf")
-        with open(path, "w", encoding="ascii") as f:
-            f.write(_OPENSSL_CONFIG.format(ca_name=CA_NAME, sans=alt))
-        return path
-
-    @staticmethod
-    def _run(step: list[str]) -> None:
-        done = subprocess.run(step, capture_output=True, text=True, timeout=30, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(step[:3])} failed: {done.stderr.strip()}")
-
-    def _sign(self, stem: str, sans: list[str]) -> ssl.SSLContext:
-        self._run(["openssl", "x509", "-req", "-in", self._p("leaf.csr"), "-CA", self._p("ca.pem"), "-CAkey", self._p("ca.key"),
-                   "-set_serial", "0x" + os.urandom(16).hex(), "-days", "2", "-sha256",
-                   "-extfile", self._config(sans, stem), "-extensions", "leaf", "-out", self._p(f"{stem}.pem")])  # fmt: skip
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(self._p(f"{stem}.pem"), self._p("leaf.key"))
-        context.sni_callback = _choose_by_sni
-        for done in (f"{stem}.pem", f"{stem}.cnf"):  # loaded: only the keys and the request stay
-            os.remove(self._p(done))
-        return context
-
-    def context_for(self, name: str | None) -> ssl.SSLContext:
-        """A server context whose certificate covers ``name`` (the base one when it does already)."""
-        if not name or name in self._covered or any(name.count(".") == z.count(".") + 1 and name.endswith("." + z) for z in self._zones):
-            return self.base
-        with self._lock:
-            found = self._minted.get(name)
-            if found is None:
-                if len(self._minted) >= self.MAX_MINTED:
-                    self._minted.pop(next(iter(self._minted)))  # the oldest goes
-                found = self._minted[name] = self._sign(f"leaf-{len(self._minted)}-{os.urandom(4).hex()}", [name])
-            return found
 
 
 # --- reading from clients ---------------------------------------------------------------
@@ -359,7 +264,7 @@ class _Site:
     world: _World
     nonce: str
     log: common.KindLog
-    certs: _Certs | None = None  # None: plain HTTP
+    certs: tls.Certs | None = None  # None: plain HTTP
 
 
 def _target_of(conn: socket.socket) -> str | None:
@@ -583,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = tempfile.mkdtemp(prefix="sandbox-lab-tls-")
     try:
         try:
-            certs = _Certs(names, zones, workdir)
+            certs = tls.Certs(names, zones, workdir, _choose_by_sni)
         except RuntimeError as exc:
             raise SystemExit(str(exc)) from None
         common.write_atomically(os.path.join(out_dir, "ca.pem"), certs.ca_pem)
@@ -592,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bind: str, certs: _Certs,
+def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bind: str, certs: tls.Certs,
            stop: threading.Event) -> int:  # fmt: skip
     nonce = str(config["nonce"])
     # each run's records go to its own capped logs, closed when its grader asks (common.Recorder)

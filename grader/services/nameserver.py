@@ -21,7 +21,11 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from dnslib import QTYPE, RR, A, DNSError, DNSHeader, DNSQuestion, DNSRecord
+try:
+    from dnslib import QTYPE, RR, A, DNSError, DNSHeader, DNSQuestion, DNSRecord
+except ImportError as exc:  # the host without the extra that runs the services
+    raise ImportError("the services parse DNS with dnslib: pip install 'sandbox-lab[docker]' "
+                      "(the services image has it from Debian: python3-dnslib)") from exc
 
 if TYPE_CHECKING:
     from grader.services import common, http1, wire

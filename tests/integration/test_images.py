@@ -126,13 +126,13 @@ def test_services_image_has_domains_and_openssl(docker_client: Any, built: tuple
     uid, version = out.strip().splitlines()
     assert uid == "0"
     assert version.startswith("OpenSSL 3")
-    for name in ("internet.py", "proxy.py", "http1.py", "nameserver.py", "domains.py"):
+    for name in ("internet.py", "proxy.py", "http1.py", "nameserver.py", "tls.py", "domains.py"):
         assert _run(docker_client, built[0].services, ["test", "-f", f"/opt/sandbox-lab/{name}"]) == ""
     # the protocol libraries come from Debian, at the versions the host pins beside them (pyproject.toml)
     versions = _run(docker_client, built[0].services,
                     ["python3", "-c", "import dnslib, h11; print(dnslib.version, h11.__version__)"]).split()
     assert versions[0].startswith("0.9.") and versions[1].startswith("0.14.")
-    for name in ("http1", "nameserver", "internet", "proxy"):  # each imports in the image, its libraries found
+    for name in ("http1", "nameserver", "tls", "internet", "proxy"):  # each imports in the image, its libraries found
         assert _run(docker_client, built[0].services, ["python3", "-c", f"import {name}"]) == ""
 
 

@@ -68,7 +68,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"__main__", ""},  # "" is grader/__init__.py: the public API re-exports every layer
 ))
 SERVICES = ("services.probe_runner", "services.proxy", "services.internet", "services.nameserver", "services.http1",
-            "services.wire")
+            "services.tls", "services.wire")
 
 
 def _name(path: Path) -> str:
@@ -126,7 +126,7 @@ def test_a_module_imports_only_from_lower_layers(path: Path) -> None:
 
 # what the services image carries beside the services: flat scripts, the standard library and the Debian
 # packages the image installs (python3-dnslib, python3-h11)
-IN_IMAGE = {"common", "domains", "http1", "nameserver", "wire"}
+IN_IMAGE = {"common", "domains", "http1", "nameserver", "tls", "wire"}
 IN_IMAGE_LIBRARIES = {"dnslib", "h11"}
 _IN_IMAGE_TOPS = set(sys.stdlib_module_names) | IN_IMAGE | IN_IMAGE_LIBRARIES | {"grader", "__future__"}
 

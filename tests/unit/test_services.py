@@ -117,7 +117,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     root = tmp_path_factory.mktemp("services")
     opt = root / "opt"  # stands in for /opt/sandbox-lab/ in the image
     opt.mkdir()
-    for name in ("internet.py", "proxy.py", "common.py", "http1.py", "nameserver.py", "wire.py"):
+    for name in ("internet.py", "proxy.py", "common.py", "http1.py", "nameserver.py", "tls.py", "wire.py"):
         shutil.copy(SERVICES / name, opt / name)
     shutil.copy(SERVICES.parent / "core" / "domains.py", opt / "domains.py")
     dns, http, https, tcp, proxy_port = _free_ports(5)
