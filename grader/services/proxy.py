@@ -247,7 +247,7 @@ def _read_chunked(body: http1.Body) -> bytes:
     while (piece := body.next()) is not None:
         out += piece
         if len(out) > MAX_CHUNKED_BODY:
-            raise _BadRequest(f"chunked body over {MAX_CHUNKED_BODY} bytes")
+            raise http1.TooLarge(f"chunked body over {MAX_CHUNKED_BODY} bytes")
     return bytes(out)
 
 
@@ -458,7 +458,12 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
             if head.values("expect"):
                 conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")  # the client waits for it before its body
             chunked = _read_chunked(body)
-        except (_BadRequest, http1.BadHead, OSError) as exc:
+        except http1.TooLarge as exc:
+            settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], decision.host, port, path or None,
+                                                "deny", f"request too large: {exc}"))
+            _send_status(conn, 413, "Content Too Large", f"bad proxy request: {exc}\n")
+            return
+        except (http1.BadHead, OSError) as exc:
             # a body the origin could read otherwise than we do: refused before anything is dialled
             settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], decision.host, port, path or None,
                                                 "deny", f"malformed request: {exc}"))

@@ -1,8 +1,9 @@
 """The services image's programs, run for real on 127.0.0.1: the simulated internet and the egress proxy.
 
 No Docker: ``internet.py`` and ``proxy.py`` start as subprocesses laid out flat
-beside ``domains.py`` and ``nameserver.py``, exactly as the image copies them, and
-the tests talk to them over sockets and read the JSONL evidence they write.
+beside their neighbours (``common.py``, ``http1.py``, ``nameserver.py``, ``tls.py``,
+``wire.py``, ``domains.py``), exactly as the image copies them, and the tests
+talk to them over sockets and read the JSONL evidence they write.
 """
 
 from __future__ import annotations
@@ -395,6 +396,18 @@ def test_a_chunked_post_to_the_sink_is_recorded_decoded(services: Services) -> N
     assert response.startswith(b"HTTP/1.1 200 ")
     record = _wait_for(services.internet_out / "http.jsonl", lambda r: r["path"] == f"/c/{token}")
     assert (record["host"], record["body"]) == ("pypi.org", token)
+
+
+def test_a_chunked_body_over_the_cap_is_413_and_never_forwarded(services: Services) -> None:
+    token = uuid.uuid4().hex
+    size = proxy.MAX_CHUNKED_BODY + 100
+    response = _exchange(services.proxy, f"POST http://gist.github.com:{services.http}/big/{token} HTTP/1.1\r\n"
+                                         f"Transfer-Encoding: chunked\r\n\r\n{size:x}\r\n".encode()
+                         + b"x" * size + b"\r\n0\r\n\r\n")  # fmt: skip
+    assert response.startswith(b"HTTP/1.1 413 ")
+    record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["path"] == f"/big/{token}")
+    assert record["decision"] == "deny" and record["reason"].startswith("request too large: ")
+    assert not [r for r in _records(services.internet_out / "http.jsonl") if token in r["path"]]
 
 
 # Request smuggling: a request whose body's end two parsers could read differently. Each shape is answered
