@@ -1,10 +1,12 @@
-"""The plumbing both service programs share: ports, config, JSON-lines logs, the ready file, threads, sockets, HTTP heads.
+"""The plumbing both service programs share: ports, config, JSON-lines logs, the ready file, threads, listeners.
 
 Run inside the services image beside ``internet.py`` and ``proxy.py``, which
 import it as the top-level module ``common`` (and, on the host, as
-``grader.services.common``). Standard library only: it must not import the
-package, nor ``domains`` or ``dnswire``, nor anything of either service; it
-imports only ``wire``, the records it writes. What
+``grader.services.common``). Standard library only, since the static
+install (pydantic alone) imports its ports too: it must not import the
+package, nor ``domains``, ``http1`` or ``nameserver`` (which need ``h11`` and
+``dnslib``), nor anything of either service; it imports only ``wire``, the
+records it writes. Reading from sockets and HTTP heads are ``http1``'s. What
 differs between the services (their config keys, limits and timeouts) is
 passed in, never kept here.
 
@@ -47,20 +49,14 @@ __all__ = [
     "TARGET_PREFIX",
     "TCP_SINK_PORT",
     "Admission",
-    "BadHead",
     "Handler",
-    "Head",
     "JsonlLog",
     "KindLog",
-    "Reader",
     "Recorder",
-    "TooLarge",
     "exchange",
     "expect_http",
-    "header_fields",
     "heartbeat",
     "load_config",
-    "parse_head",
     "read_command_line",
     "read_target",
     "serve_forever",
@@ -556,146 +552,3 @@ def _serve_admitted(listener: socket.socket, handle: Handler, admission: Admissi
             admission.refused(client)
             continue
         spawn(_run_one, handle, conn, client, release)
-
-
-# --- reading from a socket ---------------------------------------------------------------
-
-
-def header_fields(lines: Sequence[str]) -> list[tuple[str, str]]:
-    """A head's header lines as (name, value) pairs in order, names as sent, blank lines skipped.
-
-    Raises ValueError on a line that is not ``name: value``.
-    """
-    fields = []
-    for line in lines:
-        if not line:
-            continue
-        name, sep, value = line.partition(":")
-        # Obsolete line folding, spaces before the colon and bare CR, LF or NUL
-        # (which some servers take for a line end) are classic smuggling
-        # tricks: refuse rather than guess.
-        if not sep or not name or name != name.strip() or line[0] in " \t" or _FORBIDDEN.search(line):
-            raise ValueError("malformed header line")
-        fields.append((name, value.strip()))
-    return fields
-
-
-_FORBIDDEN = re.compile(r"[\r\n\x00]")
-# RFC 9112: a method is a token, a target has no white space or control
-# character, a version is HTTP/<digit>.<digit>; a status is three digits, and a
-# reason phrase is printable (obs-text allowed).
-_REQUEST_LINE = re.compile(r"([!#$%&'*+.^_`|~0-9A-Za-z-]+) ([^\x00-\x20\x7f]+) (HTTP/[0-9]\.[0-9])")
-_STATUS_LINE = re.compile(r"(HTTP/[0-9]\.[0-9]) ([0-9]{3}) ([\t\x20-\x7e\x80-\xff]*)")
-
-
-class TooLarge(Exception):
-    """More bytes arrived before the awaited marker (or more header lines) than the caller allows."""
-
-
-class BadHead(ValueError):
-    """Bytes that are not an HTTP head; the text says what is wrong."""
-
-
-@dataclass(frozen=True)
-class Head:
-    """One HTTP head: its start line in three parts and its header fields as sent, in order."""
-
-    start: tuple[str, str, str]  # request: method, target, version; response: version, status, reason
-    headers: tuple[tuple[str, str], ...]  # (name as sent, value)
-
-    def values(self, name: str) -> list[str]:
-        """Every value of the header ``name`` (compared case-insensitively), in order."""
-        wanted = name.lower()
-        return [v for k, v in self.headers if k.lower() == wanted]
-
-    def value(self, name: str) -> str | None:
-        """The first value of the header ``name``, None when there is none."""
-        found = self.values(name)
-        return found[0] if found else None
-
-
-def parse_head(raw: bytes, max_headers: int, *, response: bool = False) -> Head:
-    """Parse a request head (or, with ``response``, a response head), up to and including its blank line.
-
-    The one HTTP head parser of the services: the sink and the proxy read the
-    same bytes the same way. A request line is exactly ``METHOD SP TARGET SP
-    HTTP/d.d``; a response line is ``HTTP/d.d SP STATUS SP reason`` (the
-    reason may hold spaces). Raises BadHead on anything else, or on a malformed
-    header line, and TooLarge past ``max_headers`` header lines.
-    """
-    lines = raw.decode("latin-1").split("\r\n")
-    start = (_STATUS_LINE if response else _REQUEST_LINE).fullmatch(lines[0])
-    if start is None:
-        raise BadHead("malformed start line")
-    try:
-        headers = header_fields(lines[1:])
-    except ValueError as exc:
-        raise BadHead(str(exc)) from None
-    if len(headers) > max_headers:
-        raise TooLarge("too many headers")
-    return Head((start[1], start[2], start[3]), tuple(headers))
-
-
-class Reader:
-    """Buffered reads from a socket under an idle timeout and optional deadlines.
-
-    ``deadline`` (a ``time.monotonic()`` value) caps every read of this
-    reader; a deadline passed to one call caps that call as well. Deadlines
-    bound the whole exchange, so slow drip-feeding cannot pin a thread.
-    """
-
-    def __init__(self, sock: socket.socket, idle: float, deadline: float | None = None) -> None:
-        self.sock = sock
-        self.buf = bytearray()
-        self._idle = idle
-        self._deadline = deadline
-
-    def fill(self, deadline: float | None = None) -> bool:
-        """Read more; False on EOF, timeout or error (a silent peer is treated as gone)."""
-        timeout = self._idle
-        for cap in (self._deadline, deadline):
-            if cap is not None:
-                timeout = min(timeout, cap - time.monotonic())
-        if timeout <= 0:
-            return False
-        self.sock.settimeout(timeout)
-        try:
-            chunk = self.sock.recv(65536)
-        except OSError:  # timeout, reset, TLS error: the peer is gone either way
-            return False
-        self.buf += chunk
-        return bool(chunk)
-
-    def read_until(self, marker: bytes, limit: int, deadline: float | None = None) -> bytes | None:
-        """Bytes up to and including ``marker``; None if the stream ends first.
-
-        Raises TooLarge once more than ``limit`` bytes are buffered without it.
-        """
-        while True:
-            index = self.buf.find(marker)
-            if index >= 0:
-                end = index + len(marker)
-                out = bytes(self.buf[:end])
-                del self.buf[:end]
-                return out
-            if len(self.buf) > limit:
-                # The proxy reports this text to its client; the sink ignores it.
-                raise TooLarge("request head too large")
-            if not self.fill(deadline):
-                return None
-
-    def read_exact(self, n: int) -> bytes:
-        """Up to ``n`` bytes: fewer only if the stream ends first."""
-        while len(self.buf) < n and self.fill():
-            pass
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
-        return out
-
-    def take(self, limit: int) -> bytes:
-        """Up to ``limit`` bytes, reading once if nothing is buffered; b"" at the end."""
-        if not self.buf and not self.fill():
-            return b""
-        out = bytes(self.buf[:limit])
-        del self.buf[:limit]
-        return out

@@ -1,8 +1,9 @@
 """The simulated internet: DNS, HTTP, HTTPS and raw TCP sinks answering for every host of one run's world.
 
-Run inside the services image as ``python3 internet.py CONFIG.json``. Standard
-library only; it imports just its neighbours ``domains.py``, ``dnswire.py`` and
-``common.py`` (copied beside it in the image) and never the package itself,
+Run inside the services image as ``python3 internet.py CONFIG.json``. It
+imports just its neighbours ``domains.py``, ``common.py``, ``http1.py`` (HTTP
+framing by ``h11``), ``nameserver.py`` (DNS by ``dnslib``) and ``tls.py`` (the
+run's CA), copied beside it in the image, and never the package itself,
 except as a fallback so host-side tests can import it.
 
 It is a sink, not a judge: it records everything it receives as wire records
@@ -46,7 +47,6 @@ import os
 import shutil
 import socket
 import ssl
-import subprocess
 import sys
 import tempfile
 import threading
@@ -57,16 +57,18 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader.core import domains
-    from grader.services import common, dnswire, wire
+    from grader.services import common, http1, nameserver, tls, wire
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
-        import dnswire
         import domains
+        import http1
+        import nameserver
+        import tls
         import wire
     except ImportError:  # on the host: imported from the package
         from grader.core import domains
-        from grader.services import common, dnswire, wire
+        from grader.services import common, http1, nameserver, tls, wire
 
 __all__ = ["main"]
 
@@ -81,7 +83,6 @@ TCP_IDLE = 3.0
 MAX_CONNECTIONS = 256  # threads for every client together
 PER_CLIENT = 96  # threads one client (a run's proxy) may hold: well under the total, so one run cannot take them all
 RESERVED = 8  # threads of the self-check's own listeners: it answers whatever the clients do
-CA_NAME = "Sandbox Lab run CA"
 
 _CONFIG_DEFAULTS: dict[str, Any] = {
     "wildcard_zones": [],
@@ -161,213 +162,57 @@ def _own_ipv4() -> str:
     raise SystemExit('cannot discover this container\'s IPv4 address; set "address" in the config')
 
 
-# --- TLS -----------------------------------------------------------------------------
-
-_OPENSSL_CONFIG = """\
-[req]
-distinguished_name = dn
-prompt = no
-[dn]
-CN = {ca_name}
-# Extensions that strict verifiers (Python 3.13's VERIFY_X509_STRICT, Go, curl) require.
-[ca]
-basicConstraints = critical, CA:TRUE, pathlen:0
-keyUsage = critical, keyCertSign, cRLSign
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid:always
-[leaf]
-basicConstraints = critical, CA:FALSE
-keyUsage = critical, digitalSignature
-extendedKeyUsage = serverAuth
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid, issuer
-subjectAltName = {sans}
-"""
-
-
-class _Certs:
-    """The run's CA and the certificates its servers present: one leaf for the world's names, more minted on demand.
-
-    A new CA per internet, whose key lives only in this process's private
-    temporary directory (never in ``out_dir``, which others read): trusting it
-    in one run's sandbox grants nothing anywhere else. The first leaf covers
-    every listed name and one label under each zone. A name it does not cover
-    (a name the world does not know, an IP address, a deeper name in a zone)
-    gets a leaf of its own when a server answers for it, signed from the same
-    request in one openssl call; at most ``MAX_MINTED`` are kept.
-    """
-
-    MAX_MINTED = 256
-
-    def __init__(self, names: list[str], zones: list[str], workdir: str) -> None:
-        self._dir = workdir
-        self._covered = set(names) | set(zones)
-        self._zones = tuple(zones)
-        self._lock = threading.Lock()
-        self._minted: dict[str, ssl.SSLContext] = {}
-        sans = sorted(self._covered) + [f"*.{zone}" for zone in sorted(set(zones))]
-        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-config", self._config(sans)]
-        self._run(["openssl", "req", "-x509", *ec, "-keyout", self._p("ca.key"), "-out", self._p("ca.pem"),
-                   "-days", "2", "-sha256", "-subj", f"/CN={CA_NAME}", "-extensions", "ca"])  # fmt: skip
-        self._run(["openssl", "req", "-new", *ec, "-keyout", self._p("leaf.key"), "-out", self._p("leaf.csr"),
-                   "-subj", "/CN=Sandbox Lab simulated internet"])  # fmt: skip
-        self.base = self._sign("leaf", sans)
-        with open(self._p("ca.pem"), "rb") as pem:
-            self.ca_pem = pem.read()
-
-    def _p(self, name: str) -> str:
-        return os.path.join(self._dir, name)
-
-    def _config(self, sans: list[str], name: str = "openssl") -> str:
-        alt = ", ".join(f"IP:{n}" if domains.is_ipv4(n) else f"DNS:{n}" for n in sans)
-        path = self._p(f"{name}.cnf")
-        with open(path, "w", encoding="ascii") as f:
-            f.write(_OPENSSL_CONFIG.format(ca_name=CA_NAME, sans=alt))
-        return path
-
-    @staticmethod
-    def _run(step: list[str]) -> None:
-        done = subprocess.run(step, capture_output=True, text=True, timeout=30, check=False)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(step[:3])} failed: {done.stderr.strip()}")
-
-    def _sign(self, stem: str, sans: list[str]) -> ssl.SSLContext:
-        self._run(["openssl", "x509", "-req", "-in", self._p("leaf.csr"), "-CA", self._p("ca.pem"), "-CAkey", self._p("ca.key"),
-                   "-set_serial", "0x" + os.urandom(16).hex(), "-days", "2", "-sha256",
-                   "-extfile", self._config(sans, stem), "-extensions", "leaf", "-out", self._p(f"{stem}.pem")])  # fmt: skip
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(self._p(f"{stem}.pem"), self._p("leaf.key"))
-        context.sni_callback = _choose_by_sni
-        for done in (f"{stem}.pem", f"{stem}.cnf"):  # loaded: only the keys and the request stay
-            os.remove(self._p(done))
-        return context
-
-    def context_for(self, name: str | None) -> ssl.SSLContext:
-        """A server context whose certificate covers ``name`` (the base one when it does already)."""
-        if not name or name in self._covered or any(name.count(".") == z.count(".") + 1 and name.endswith("." + z) for z in self._zones):
-            return self.base
-        with self._lock:
-            found = self._minted.get(name)
-            if found is None:
-                if len(self._minted) >= self.MAX_MINTED:
-                    self._minted.pop(next(iter(self._minted)))  # the oldest goes
-                found = self._minted[name] = self._sign(f"leaf-{len(self._minted)}-{os.urandom(4).hex()}", [name])
-            return found
-
-
 # --- reading from clients ---------------------------------------------------------------
 
 
-def _reader(conn: socket.socket, idle: float = IDLE_TIMEOUT) -> common.Reader:
+def _reader(conn: socket.socket, idle: float = IDLE_TIMEOUT) -> http1.Reader:
     """A reader whose every read also counts against the connection's overall deadline."""
-    return common.Reader(conn, idle, time.monotonic() + CONNECTION_DEADLINE)
+    return http1.Reader(conn, idle, time.monotonic() + CONNECTION_DEADLINE)
 
 
 # --- DNS -----------------------------------------------------------------------------
 
 
-def _answer_dns(
-    data: bytes, client: str, world: _World, address: str, log: common.KindLog
-) -> bytes | None:
-    """Log one query and build its answer; ``None`` means stay silent (malformed input)."""
-    query = dnswire.parse_query(data)
-    if query is None:
-        log.write(wire.DnsRecord(time.time(), client, "", 0, answered=False, malformed=True, via=None, refused=None))
-        return None
-    if query.opcode != 0:  # not a standard query (NOTIFY, UPDATE...): refuse, but keep the evidence
-        log.write(wire.DnsRecord(time.time(), client, query.qname, query.qtype, answered=False, malformed=False, via=None,
-                                 refused=None))
-        return dnswire.build_response(query, dnswire.RCODE_NOTIMP)
-    # "answered" means the name exists in the world (NOERROR), even when it
-    # has no record of the asked type; False means NXDOMAIN.
-    known = world.knows(query.qname)
-    log.write(wire.DnsRecord(time.time(), client, query.qname, query.qtype, answered=known, malformed=False, via=None, refused=None))
-    if not known:
-        return dnswire.build_response(query, dnswire.RCODE_NXDOMAIN)
-    wants_a = query.qtype in (dnswire.TYPE_A, dnswire.TYPE_ANY)
-    if wants_a and query.qclass in (dnswire.CLASS_IN, dnswire.CLASS_ANY):
-        return dnswire.build_response(query, addresses=[address])
-    return dnswire.build_response(query)  # known name, no records of that type
-
-
-def _serve_dns_udp(sock: socket.socket, world: _World, address: str, log: common.KindLog) -> None:
-    while True:
-        try:
-            data, peer = sock.recvfrom(4096)
-        except OSError:
-            if sock.fileno() == -1:
-                return
-            continue
-        try:
-            reply = _answer_dns(data, peer[0], world, address, log)
-            if reply is not None:
-                sock.sendto(reply, peer)
-        except Exception:
-            traceback.print_exc()
-
-
 def _serve_dns_tcp(
     conn: socket.socket, client: str, world: _World, address: str, log: common.KindLog, port: int
 ) -> None:
-    """DNS over TCP: length-prefixed messages, several per connection, until the client stops.
-
-    Through the proxy, only to a name of a server that serves DNS (the
-    attacker's nameserver): a tunnel to another host on this port is refused
-    before a byte of it is read, so no query in it is ever logged or answered.
-    """
-    target = _target_of(conn)  # a tunnel through the proxy: its line is not part of the messages
-    refused = world.refusal(target, port)
-    if refused is not None:
-        log.write(wire.DnsRecord(time.time(), client, "", 0, answered=False, malformed=False, via=target,
-                                 refused=refused))
-        return
-    reader = _reader(conn)
-    while True:
-        prefix = reader.read_exact(2)
-        if len(prefix) < 2:
-            return
-        message = reader.read_exact(int.from_bytes(prefix, "big"))
-        reply = _answer_dns(message, client, world, address, log)
-        if reply is None:
-            return
-        conn.sendall(len(reply).to_bytes(2, "big") + reply)
+    """DNS over TCP (``nameserver.serve_tcp``); a tunnel's proxy line is not part of the messages."""
+    nameserver.serve_tcp(conn, client, world, address, log, port, _target_of(conn), _reader)
 
 
 # --- HTTP and HTTPS ----------------------------------------------------------------
 
 
-def _read_body(reader: common.Reader, request: common.Head, conn: socket.socket) -> tuple[bytes, bool]:
-    """The request body, at most MAX_BODY bytes; the flag says it was cut short."""
-    encoding = (request.value("transfer-encoding") or "").lower()
-    length_text = request.value("content-length")
-    chunked = encoding.rsplit(",", 1)[-1].strip() == "chunked"
-    if not chunked and not length_text:
-        return b"", False
-    if (request.value("expect") or "").lower() == "100-continue":
+def _read_body(reader: http1.Reader, raw_head: bytes, request: http1.Head, conn: socket.socket) -> tuple[bytes, bool]:
+    """The request body as ``h11`` frames it, at most MAX_BODY bytes; the flag says it was cut short.
+
+    Raises BadHead on a malformed body; the bytes received for it are then the evidence (``BadBody``).
+    """
+    body = http1.Body(raw_head, request, reader, keep=MAX_BODY)
+    framed = request.values("transfer-encoding") or request.values("content-length")
+    if framed and (request.value("expect") or "").lower() == "100-continue":
         conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")  # spares curl its 1 s wait
-    if not chunked:
-        if not length_text or not length_text.isdigit():
-            raise ValueError("bad Content-Length")
-        wanted = int(length_text)
-        body = reader.read_exact(min(wanted, MAX_BODY))
-        return body, wanted > MAX_BODY
     chunks = bytearray()
-    while True:
-        line = reader.read_until(b"\r\n", 4096)
-        if line is None:
-            return bytes(chunks), True
-        size = int(line.split(b";", 1)[0].strip(), 16)
-        if size == 0:
-            return bytes(chunks), False  # trailers are ignored: the response closes anyway
-        if len(chunks) + size > MAX_BODY:
-            chunks += reader.read_exact(MAX_BODY - len(chunks))
-            return bytes(chunks), True
-        chunks += reader.read_exact(size)
-        reader.read_exact(2)
+    try:
+        while (piece := body.next()) is not None:
+            if len(chunks) + len(piece) > MAX_BODY:
+                chunks += piece[: MAX_BODY - len(chunks)]
+                return bytes(chunks), True
+            chunks += piece
+    except http1.BadHead as exc:
+        raise _BadBody(str(exc), bytes(body.raw)) from None
+    return bytes(chunks), False
 
 
-def _host_of(request: common.Head | None, sni: str | None) -> str:
+class _BadBody(ValueError):
+    """A body ``h11`` refused; ``raw`` holds the bytes received for it, kept as evidence."""
+
+    def __init__(self, text: str, raw: bytes) -> None:
+        super().__init__(text)
+        self.raw = raw
+
+
+def _host_of(request: http1.Head | None, sni: str | None) -> str:
     """The Host header (or SNI) as a normalized name, without port: what the grader matches on."""
     raw = request.value("host") if request else None
     target = request.start[1] if request else ""
@@ -419,7 +264,7 @@ class _Site:
     world: _World
     nonce: str
     log: common.KindLog
-    certs: _Certs | None = None  # None: plain HTTP
+    certs: tls.Certs | None = None  # None: plain HTTP
 
 
 def _target_of(conn: socket.socket) -> str | None:
@@ -500,7 +345,7 @@ def _handle_request(
     conn: socket.socket, client: str, scheme: str, site: _Site, sni: str | None, target: str | None
 ) -> None:
     reader = _reader(conn)
-    request: common.Head | None = None
+    request: http1.Head | None = None
     head = b""
     status = "200 OK"
     try:
@@ -511,7 +356,7 @@ def _handle_request(
             if reader.buf:
                 site.log.write(_http_record(client, scheme, None, sni, bytes(reader.buf), target))
             return
-        request = common.parse_head(head, MAX_HEADERS)
+        request = http1.parse_head(head, MAX_HEADERS)
         host = _host_of(request, sni) or target or ""
         if target is not None and site.world.server(host) != site.world.server(target):
             # As real origins do (RFC 9110, 421): this server does not answer for that name.
@@ -520,14 +365,15 @@ def _handle_request(
             payload = {"ok": False, "host": target, "misdirected": host, "nonce": site.nonce}
             _respond(conn, "421 Misdirected Request", payload, head_only=request.start[0] == "HEAD")
             return
-        body, truncated = _read_body(reader, request, conn)
+        body, truncated = _read_body(reader, head, request, conn)
         if truncated:
             status = "413 Content Too Large"
-    except (common.TooLarge, ValueError) as exc:
-        too_large = isinstance(exc, common.TooLarge)
+    except (http1.TooLarge, ValueError) as exc:
+        too_large = isinstance(exc, http1.TooLarge)
         status = "431 Request Header Fields Too Large" if too_large else "400 Bad Request"
         # Unparsable input is still evidence: keep the raw bytes as the body.
-        body = (b"" if request else head) + bytes(reader.buf)
+        received = exc.raw if isinstance(exc, _BadBody) else b""
+        body = (b"" if request else head) + received + bytes(reader.buf)
     record = _http_record(client, scheme, request, sni, body, target)
     site.log.write(record)
     payload = {"ok": status.startswith("200"), "host": record.host, "nonce": site.nonce}
@@ -535,7 +381,7 @@ def _handle_request(
 
 
 def _http_record(
-    client: str, scheme: str, request: common.Head | None, sni: str | None, body: bytes, target: str | None
+    client: str, scheme: str, request: http1.Head | None, sni: str | None, body: bytes, target: str | None
 ) -> wire.HttpRecord:
     host = _host_of(request, sni) or target or ""
     return wire.HttpRecord(
@@ -592,7 +438,7 @@ def _listen_tcp(bind: str, port: int) -> socket.socket:
 
 def _self_check(dns_port: int, http_port: int, tcp_ports: list[int]) -> None:
     """One round trip through every kind of listener (raises if one does not answer)."""
-    dnswire.query_a("127.0.0.1", common.HEARTBEAT_HOST, dns_port, 1.0)
+    nameserver.query_a("127.0.0.1", common.HEARTBEAT_HOST, dns_port, 1.0)
     common.expect_http(http_port, "/__heartbeat", "http listener")
     for port in tcp_ports[:1]:
         if not common.exchange(port, b"heartbeat\n"):
@@ -642,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     workdir = tempfile.mkdtemp(prefix="sandbox-lab-tls-")
     try:
         try:
-            certs = _Certs(names, zones, workdir)
+            certs = tls.Certs(names, zones, workdir, _choose_by_sni)
         except RuntimeError as exc:
             raise SystemExit(str(exc)) from None
         common.write_atomically(os.path.join(out_dir, "ca.pem"), certs.ca_pem)
@@ -651,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bind: str, certs: _Certs,
+def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bind: str, certs: tls.Certs,
            stop: threading.Event) -> int:  # fmt: skip
     nonce = str(config["nonce"])
     # each run's records go to its own capped logs, closed when its grader asks (common.Recorder)
@@ -673,7 +519,7 @@ def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bi
     for port in map(int, config["tcp_ports"]):
         handler = functools.partial(_serve_tcp, port=port, nonce=nonce, log=tcp_log, world=world)
         listeners.append((_listen_tcp(bind, port), handler))
-    common.spawn(_serve_dns_udp, udp, world, address, dns_log)
+    common.spawn(nameserver.serve_udp, udp, world, address, dns_log)
     for listener, handle in listeners:
         common.spawn(common.serve_forever, listener, handle, slots)
     # The self-check's own listeners on loopback, with threads of their own: no client can starve them

@@ -1,14 +1,21 @@
 """The egress proxy: the sandbox's only way out, deciding each request by host name before anything is resolved.
 
 Run inside the services image as ``python3 proxy.py CONFIG.json``. Standard
-library only; it imports just its neighbours ``domains.py`` (the one
-allowlist matcher, shared with the static analyzer, so prediction and
-enforcement cannot disagree), ``dnswire.py`` and ``common.py``, and never the
-package itself except as a fallback so host-side tests can import it.
+library plus Debian's ``python3-h11`` and ``python3-dnslib``; it imports just
+its neighbours ``domains.py`` (the one allowlist matcher, shared with the
+static analyzer, so prediction and enforcement cannot disagree),
+``http1.py``, ``nameserver.py`` and ``common.py``, and never the package
+itself except as a fallback so host-side tests can import it.
 
 It speaks ``CONNECT host:port`` (a blind byte tunnel: the proxy never sees
 inside TLS, which is the lesson) and absolute-form HTTP
-(``GET http://host/path``). Every decision is written to ``proxy.jsonl`` in
+(``GET http://host/path``), one request per connection, its body framed by
+``h11`` (``http1.Body``): a request whose framing is ambiguous or malformed
+(Content-Length beside Transfer-Encoding, conflicting Content-Lengths, a bad
+chunk, a folded header) is answered 400 and logged, and never reaches an
+origin. A chunked body is read whole first (at most ``MAX_CHUNKED_BODY``) and
+sent on with a Content-Length, so the origin never parses a chunk the proxy
+did not. Every decision is written to ``proxy.jsonl`` in
 ``out_dir``, and every lookup goes to the run's own DNS server, never to the
 system resolver. IP literals are names like any other here: an allowed one
 is looked up at the run's DNS server too.
@@ -53,16 +60,17 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader.core import domains
-    from grader.services import common, dnswire, wire
+    from grader.services import common, http1, nameserver, wire
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
-        import dnswire
         import domains
+        import http1
+        import nameserver
         import wire
     except ImportError:  # on the host: imported from the package
         from grader.core import domains
-        from grader.services import common, dnswire, wire
+        from grader.services import common, http1, nameserver, wire
 
 __all__ = ["NOT_SERVED", "Decision", "Ports", "decide", "main"]
 
@@ -72,6 +80,9 @@ CONNECT_TIMEOUT = 3.0
 DNS_TIMEOUT = 2.0
 MAX_HEAD = 64 * 1024
 MAX_HEADERS = 100
+# A chunked body is read whole before its request goes on (a bad chunk must not be half forwarded);
+# past this it is refused with 413. The sink keeps 1 MiB of a body, so 4 MiB loses no evidence it keeps.
+MAX_CHUNKED_BODY = 4 * 1024 * 1024
 MAX_CONNECTIONS = 512  # threads; more clients wait in the listen backlog
 NOT_THE_INTERNET = "refused to dial {address}: only the simulated internet ({internet}) is ever dialled"
 NOT_SERVED = "not served:"  # how a refusal by the world's ports starts its reason
@@ -205,27 +216,6 @@ def _split_authority(authority: str, default_port: int | None) -> tuple[str, int
     return host, int(port_text)
 
 
-def _body_framing(head: common.Head) -> tuple[str, int]:
-    """How the request body is delimited: ("none"|"length"|"chunked", length)."""
-    encodings = head.values("transfer-encoding")
-    lengths = set(head.values("content-length"))
-    if encodings and lengths:
-        # Both at once is how request smuggling starts: refuse it.
-        raise _BadRequest("both Transfer-Encoding and Content-Length")
-    if encodings:
-        if ",".join(encodings).rsplit(",", 1)[-1].strip().lower() != "chunked":
-            raise _BadRequest("unsupported Transfer-Encoding")
-        return "chunked", 0
-    if len(lengths) > 1:
-        raise _BadRequest("conflicting Content-Length headers")
-    if lengths:
-        text = lengths.pop()
-        if not text.isdigit():
-            raise _BadRequest("invalid Content-Length")
-        return "length", int(text)
-    return "none", 0
-
-
 # --- relaying --------------------------------------------------------------------------
 
 
@@ -251,35 +241,28 @@ def _send_status(conn: socket.socket, status: int, text: str, body: str) -> None
         pass  # the client left; the decision is logged already
 
 
-def _relay_body(reader: common.Reader, upstream: socket.socket, framing: str, length: int) -> None:
-    """Forward exactly one request body and nothing after it.
+def _read_chunked(body: http1.Body) -> bytes:
+    """A chunked body, whole, before a byte of its request is sent on: a bad chunk is refused, not half forwarded."""
+    out = bytearray()
+    while (piece := body.next()) is not None:
+        out += piece
+        if len(out) > MAX_CHUNKED_BODY:
+            raise http1.TooLarge(f"chunked body over {MAX_CHUNKED_BODY} bytes")
+    return bytes(out)
+
+
+def _relay_body(body: http1.Body, upstream: socket.socket) -> None:
+    """Forward exactly one Content-Length body and nothing after it.
 
     Bytes past the body would be a second request on the same connection,
-    which must not reach an origin the proxy never judged it for.
+    which must not reach an origin the proxy never judged it for; ``h11``
+    keeps them out of the body.
     """
-    if framing == "length":
-        while length > 0:
-            chunk = reader.take(min(length, 65536))
-            if not chunk:
-                raise _BadRequest("client closed mid-body")
-            upstream.sendall(chunk)
-            length -= len(chunk)
-    elif framing == "chunked":
-        while True:
-            line = reader.read_until(b"\r\n", 4096)
-            if line is None:
-                raise _BadRequest("client closed mid-body")
-            upstream.sendall(line)
-            try:
-                size = int(line.split(b";", 1)[0].strip(), 16)
-            except ValueError:
-                raise _BadRequest("invalid chunk size") from None
-            if size == 0:
-                while (trailer := reader.read_until(b"\r\n", 4096)) not in (None, b"\r\n"):
-                    upstream.sendall(trailer)
-                upstream.sendall(b"\r\n")
-                return
-            _relay_body(reader, upstream, "length", size + 2)  # data and its CRLF
+    try:
+        while (piece := body.next()) is not None:
+            upstream.sendall(piece)
+    except http1.BadHead as exc:
+        raise _BadRequest(str(exc)) from None
 
 
 def _tunnel(a: socket.socket, b: socket.socket) -> None:
@@ -312,9 +295,14 @@ def _tunnel(a: socket.socket, b: socket.socket) -> None:
                     return  # a reset on either side ends the tunnel
 
 
-def _forward_http(reader: common.Reader, client: socket.socket, upstream: socket.socket, head: common.Head,
-                  host: str, port: int, path: str, framing: tuple[str, int]) -> None:  # fmt: skip
-    """Send one absolute-form request to the origin in origin-form, then relay its response."""
+def _forward_http(client: socket.socket, upstream: socket.socket, head: http1.Head, body: http1.Body,
+                  chunked: bytes | None, target: tuple[str, int, str]) -> None:  # fmt: skip
+    """Send one absolute-form request to the origin in origin-form, then relay its response.
+
+    ``chunked`` is the whole body of a chunked request (read already), sent
+    with a Content-Length; otherwise the body is relayed as ``body`` frames it.
+    """
+    host, port, path = target
     method, _target, version = head.start
     named = {v.strip().lower() for value in head.values("connection") for v in value.split(",")}
     lines = [f"{method} {path} {version}"]
@@ -322,23 +310,29 @@ def _forward_http(reader: common.Reader, client: socket.socket, upstream: socket
     # host. Otherwise "GET http://allowed/ + Host: attacker.example" would be
     # judged as one host and logged by the sink as another.
     lines.append(f"Host: {host}" if port == 80 else f"Host: {host}:{port}")
-    lines += [f"{k}: {v}" for k, v in head.headers if k.lower() not in _HOP_BY_HOP | named]
+    dropped = _HOP_BY_HOP | named | ({"transfer-encoding"} if chunked is not None else set())
+    lines += [f"{k}: {v}" for k, v in head.headers if k.lower() not in dropped]
+    if chunked is not None:
+        lines.append(f"Content-Length: {len(chunked)}")
     lines.append("Connection: close")
     upstream.settimeout(IDLE_TIMEOUT)
     upstream.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-    if head.values("expect") and framing[0] != "none":
-        # Expect was stripped upstream; answering it here spares the client its wait.
-        client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
-    _relay_body(reader, upstream, *framing)
+    if chunked is not None:
+        upstream.sendall(chunked)
+    else:
+        if head.values("expect") and head.values("content-length"):
+            # Expect was stripped upstream; answering it here spares the client its wait.
+            client.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")
+        _relay_body(body, upstream)
 
-    origin = common.Reader(upstream, IDLE_TIMEOUT)
+    origin = http1.Reader(upstream, IDLE_TIMEOUT)
     response_head = origin.read_until(b"\r\n\r\n", MAX_HEAD)
     if response_head is None:
         _send_status(client, 502, "Bad Gateway", f"{host} closed the connection without a response\n")
         return
     try:
-        response = common.parse_head(response_head, MAX_HEADERS, response=True)
-    except (common.BadHead, common.TooLarge):
+        response = http1.parse_head(response_head, MAX_HEADERS, response=True)
+    except (http1.BadHead, http1.TooLarge):
         _send_status(client, 502, "Bad Gateway", f"{host} sent a malformed response\n")
         return
     # The response closes the connection, whatever the origin said about keep-alive.
@@ -402,7 +396,7 @@ class _Settings:
 
 
 def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
-    reader = common.Reader(conn, IDLE_TIMEOUT)
+    reader = http1.Reader(conn, IDLE_TIMEOUT)
     head_deadline = time.monotonic() + HEAD_DEADLINE
     method: str = ""
     port: int | None = None
@@ -410,7 +404,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         raw = reader.read_until(b"\r\n\r\n", MAX_HEAD, head_deadline)
         if raw is None:
             return  # the client left (or stalled) before asking for anything
-        head = common.parse_head(raw, MAX_HEADERS)
+        head = http1.parse_head(raw, MAX_HEADERS)
         method, target, _version = head.start
         path = ""
         if method.upper() == "CONNECT":
@@ -425,8 +419,10 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
             raw_host, port = _split_authority(rest[:cut], 80)
         else:
             raise _BadRequest("not a proxy request: send CONNECT host:port or an absolute http:// URL")
-        framing = _body_framing(head) if method.upper() != "CONNECT" else ("none", 0)
-    except (_BadRequest, common.BadHead, common.TooLarge) as exc:
+        # h11 frames the body (and refuses an ambiguous framing) before any decision; after CONNECT's
+        # head come the tunnel's bytes, which are no body
+        body = http1.Body(raw, head, reader, keep=0)
+    except (_BadRequest, http1.BadHead, http1.TooLarge) as exc:
         settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], None, port, None, "deny", f"malformed request: {exc}"))
         _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
         return
@@ -456,6 +452,24 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
             _send_status(conn, 403, "Forbidden", text)
         return
 
+    chunked: bytes | None = None
+    if method.upper() != "CONNECT" and body.chunked:
+        try:
+            if head.values("expect"):
+                conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")  # the client waits for it before its body
+            chunked = _read_chunked(body)
+        except http1.TooLarge as exc:
+            settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], decision.host, port, path or None,
+                                                "deny", f"request too large: {exc}"))
+            _send_status(conn, 413, "Content Too Large", f"bad proxy request: {exc}\n")
+            return
+        except (http1.BadHead, OSError) as exc:
+            # a body the origin could read otherwise than we do: refused before anything is dialled
+            settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], decision.host, port, path or None,
+                                                "deny", f"malformed request: {exc}"))
+            _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
+            return
+
     upstream, failure = _open_upstream(decision.host, port, settings)
     settings.log.write(record(decision.reason + (f"; {failure}" if failure else "")))
     if upstream is None:
@@ -469,15 +483,15 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
             _tunnel(conn, upstream)
         else:
             try:
-                _forward_http(reader, conn, upstream, head, decision.host, port, path, framing)
-            except (_BadRequest, common.TooLarge) as exc:
+                _forward_http(conn, upstream, head, body, chunked, (decision.host, port, path))
+            except (_BadRequest, http1.TooLarge) as exc:
                 _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
 
 
 def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.socket | None, str]:
     """Resolve through the run's DNS server only, then connect; on failure say why."""
     try:
-        addresses = dnswire.query_a(settings.dns_server, host, settings.dns_port, DNS_TIMEOUT)
+        addresses = nameserver.query_a(settings.dns_server, host, settings.dns_port, DNS_TIMEOUT)
     except (OSError, ValueError) as exc:
         return None, f"DNS lookup failed: {exc}"
     if not addresses:

@@ -126,8 +126,39 @@ def test_services_image_has_domains_and_openssl(docker_client: Any, built: tuple
     uid, version = out.strip().splitlines()
     assert uid == "0"
     assert version.startswith("OpenSSL 3")
-    for name in ("internet.py", "proxy.py", "dnswire.py", "domains.py"):
+    for name in ("internet.py", "proxy.py", "http1.py", "nameserver.py", "tls.py", "domains.py"):
         assert _run(docker_client, built[0].services, ["test", "-f", f"/opt/sandbox-lab/{name}"]) == ""
+    # the protocol libraries come from Debian, at the versions the host pins beside them (pyproject.toml)
+    versions = _run(docker_client, built[0].services,
+                    ["python3", "-c", "import dnslib, h11; print(dnslib.version, h11.__version__)"]).split()
+    assert versions[0].startswith("0.9.") and versions[1].startswith("0.14.")
+    for name in ("http1", "nameserver", "tls", "internet", "proxy"):  # each imports in the image, its libraries found
+        assert _run(docker_client, built[0].services, ["python3", "-c", f"import {name}"]) == ""
+
+
+# Debian's h11 is 0.14.0 with the fix for CVE-2025-43859 backported (0.14.0-1.1~deb12u1): the two bytes after a
+# chunk's data must be its CRLF. Checked in the image, since the host's unit tests run a newer wheel.
+_CHUNK_CHECK = """
+import socket, http1
+def frame(payload):
+    a, b = socket.socketpair()
+    raw = b"POST / HTTP/1.1\\r\\nHost: x\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n"
+    a.sendall(payload); a.close()
+    body = http1.Body(raw, http1.parse_head(raw, 10), http1.Reader(b, 1.0), keep=0)
+    out = b""
+    try:
+        while (piece := body.next()) is not None:
+            out += piece
+    except http1.BadHead:
+        return "refused"
+    return out.decode()
+print(frame(b"3\\r\\nabc\\r\\n0\\r\\n\\r\\n"), frame(b"3\\r\\nabcXX0\\r\\n\\r\\n"), frame(b"zz\\r\\n0\\r\\n\\r\\n"))
+"""
+
+
+@pytest.mark.docker
+def test_services_image_frames_chunks_strictly(docker_client: Any, built: tuple[Images, list[str]]) -> None:
+    assert _run(docker_client, built[0].services, ["python3", "-c", _CHUNK_CHECK]).split() == ["abc", "refused", "refused"]
 
 
 # --- hashing (no Docker) ------------------------------------------------------------------

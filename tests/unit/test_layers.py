@@ -14,6 +14,7 @@ that names the test covering it (or covering every module of its directory).
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"cli.main"},
     {"__main__", ""},  # "" is grader/__init__.py: the public API re-exports every layer
 ))
-SERVICES = ("services.probe_runner", "services.proxy", "services.internet", "services.dnswire", "services.wire")
+SERVICES = ("services.probe_runner", "services.proxy", "services.internet", "services.nameserver", "services.http1",
+            "services.tls", "services.wire")
 
 
 def _name(path: Path) -> str:
@@ -141,8 +143,20 @@ def test_a_module_imports_only_from_lower_layers(path: Path) -> None:
     assert not upward, f"{name} (layer {mine}) imports {upward} from its own layer or above"
 
 
-# what the services image carries beside the services: flat scripts, standard library only
-IN_IMAGE = {"common", "dnswire", "domains", "wire"}
+# what the services image carries beside the services: flat scripts, the standard library and the Debian
+# packages the image installs (python3-dnslib, python3-h11)
+IN_IMAGE = {"common", "domains", "http1", "nameserver", "tls", "wire"}
+IN_IMAGE_LIBRARIES = {"dnslib", "h11"}
+_IN_IMAGE_TOPS = set(sys.stdlib_module_names) | IN_IMAGE | IN_IMAGE_LIBRARIES | {"grader", "__future__"}
+
+
+def test_the_static_path_needs_no_service_library() -> None:
+    """``common`` and ``wire`` are imported by the static install (pydantic only): they import no library."""
+    for name in ("common", "wire"):
+        tree = ast.parse((PACKAGE / "services" / f"{name}.py").read_text(encoding="utf-8"))
+        tops = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        tops |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+        assert not tops & IN_IMAGE_LIBRARIES, f"services/{name}.py imports {tops & IN_IMAGE_LIBRARIES}"
 
 
 @pytest.mark.parametrize("service", SERVICES)
@@ -154,9 +168,12 @@ def test_services_use_the_standard_library_and_the_files_beside_them_only(servic
             assert node.level == 0, f"{service} uses a relative import; the container has no package"
             if (node.module or "").split(".")[0] == "grader":
                 assert {a.name for a in node.names} <= IN_IMAGE, f"{service} imports {node.module}: not in the image"
+            top = (node.module or "").split(".")[0]
+            assert top in _IN_IMAGE_TOPS, f"{service} imports {node.module}: neither the standard library nor in the image"
         elif isinstance(node, ast.Import):
             for a in node.names:
                 assert a.name.split(".")[0] != "grader", f"{service} imports {a.name}"
+                assert a.name.split(".")[0] in _IN_IMAGE_TOPS, f"{service} imports {a.name}: not in the image"
     assert not _imports(PACKAGE / "core" / "domains.py"), "domains runs in the image: it must import nothing of the package"
     assert not _imports(PACKAGE / "services" / "wire.py"), "wire runs in the image: it must import nothing of the package"
 

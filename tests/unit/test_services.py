@@ -1,8 +1,9 @@
 """The services image's programs, run for real on 127.0.0.1: the simulated internet and the egress proxy.
 
 No Docker: ``internet.py`` and ``proxy.py`` start as subprocesses laid out flat
-beside ``domains.py`` and ``dnswire.py``, exactly as the image copies them, and
-the tests talk to them over sockets and read the JSONL evidence they write.
+beside their neighbours (``common.py``, ``http1.py``, ``nameserver.py``, ``tls.py``,
+``wire.py``, ``domains.py``), exactly as the image copies them, and the tests
+talk to them over sockets and read the JSONL evidence they write.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
-from grader.services import common, dnswire, proxy, wire
+from grader.services import common, http1, nameserver, proxy, wire
 import fakewire
 
 SERVICES = Path(__file__).resolve().parents[2] / "grader" / "services"
@@ -117,7 +118,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     root = tmp_path_factory.mktemp("services")
     opt = root / "opt"  # stands in for /opt/sandbox-lab/ in the image
     opt.mkdir()
-    for name in ("internet.py", "proxy.py", "common.py", "dnswire.py", "wire.py"):
+    for name in ("internet.py", "proxy.py", "common.py", "http1.py", "nameserver.py", "tls.py", "wire.py"):
         shutil.copy(SERVICES / name, opt / name)
     shutil.copy(SERVICES.parent / "core" / "domains.py", opt / "domains.py")
     dns, http, https, tcp, proxy_port = _free_ports(5)
@@ -199,16 +200,16 @@ def _body_json(response: bytes) -> dict[str, Any]:
     return result
 
 
-# --- dnswire, pure -----------------------------------------------------------------------
+# --- nameserver (dnslib), pure -----------------------------------------------------------------------
 
 
-def test_dnswire_round_trip() -> None:
-    query = dnswire.parse_query(dnswire.build_query(0x1234, "GitHub.com."))
-    assert query is not None and query.qname == "github.com" and query.qtype == dnswire.TYPE_A
-    answer = dnswire.parse_response(dnswire.build_response(query, addresses=["10.0.0.7"]))
+def test_nameserver_round_trip() -> None:
+    query = nameserver.parse_query(nameserver.build_query(0x1234, "GitHub.com."))
+    assert query is not None and query.qname == "github.com" and query.qtype == nameserver.TYPE_A
+    answer = nameserver.parse_response(nameserver.build_response(query, addresses=["10.0.0.7"]))
     assert (answer.id, answer.rcode, answer.addresses) == (0x1234, 0, ("10.0.0.7",))
-    nx = dnswire.parse_response(dnswire.build_response(query, dnswire.RCODE_NXDOMAIN))
-    assert (nx.rcode, nx.addresses) == (dnswire.RCODE_NXDOMAIN, ())
+    nx = nameserver.parse_response(nameserver.build_response(query, nameserver.RCODE_NXDOMAIN))
+    assert (nx.rcode, nx.addresses) == (nameserver.RCODE_NXDOMAIN, ())
 
 
 @pytest.mark.parametrize(
@@ -224,19 +225,19 @@ def test_dnswire_round_trip() -> None:
     ],
     ids=["empty", "short-header", "pointer-loop", "forward-pointer", "truncated-label", "response", "too-long"],
 )
-def test_dnswire_rejects_malformed_queries(packet: bytes) -> None:
-    assert dnswire.parse_query(packet) is None
+def test_nameserver_rejects_malformed_queries(packet: bytes) -> None:
+    assert nameserver.parse_query(packet) is None
 
 
 # --- the HTTP head parser, pure ------------------------------------------------------------
 
 
 def test_parse_head_reads_a_request_and_a_response() -> None:
-    head = common.parse_head(b"GET http://x.example/a?b HTTP/1.1\r\nHost: x.example\r\nX-A: 1\r\nx-a:  2 \r\n\r\n", 10)
+    head = http1.parse_head(b"GET http://x.example/a?b HTTP/1.1\r\nHost: x.example\r\nX-A: 1\r\nx-a:  2 \r\n\r\n", 10)
     assert head.start == ("GET", "http://x.example/a?b", "HTTP/1.1")
     assert head.headers == (("Host", "x.example"), ("X-A", "1"), ("x-a", "2"))  # names as sent, in order
     assert head.values("X-a") == ["1", "2"] and head.value("host") == "x.example" and head.value("te") is None
-    response = common.parse_head(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n", 10, response=True)
+    response = http1.parse_head(b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n", 10, response=True)
     assert response.start == ("HTTP/1.1", "502", "Bad Gateway")  # the reason may hold spaces
 
 
@@ -267,24 +268,24 @@ def test_parse_head_reads_a_request_and_a_response() -> None:
          "nul-in-target", "lf-in-value", "nul-in-value"],
 )
 def test_parse_head_refuses_malformed_requests(raw: bytes) -> None:
-    with pytest.raises(common.BadHead):
-        common.parse_head(raw, 10)
+    with pytest.raises(http1.BadHead):
+        http1.parse_head(raw, 10)
 
 
 def test_parse_head_refuses_a_response_line_as_a_request_and_the_reverse() -> None:
-    with pytest.raises(common.BadHead):
-        common.parse_head(b"HTTP/1.1 200 OK\r\n\r\n", 10)
-    with pytest.raises(common.BadHead):
-        common.parse_head(b"GET / HTTP/1.1\r\n\r\n", 10, response=True)
-    with pytest.raises(common.BadHead):
-        common.parse_head(b"HTTP/1.1 two hundred OK\r\n\r\n", 10, response=True)
+    with pytest.raises(http1.BadHead):
+        http1.parse_head(b"HTTP/1.1 200 OK\r\n\r\n", 10)
+    with pytest.raises(http1.BadHead):
+        http1.parse_head(b"GET / HTTP/1.1\r\n\r\n", 10, response=True)
+    with pytest.raises(http1.BadHead):
+        http1.parse_head(b"HTTP/1.1 two hundred OK\r\n\r\n", 10, response=True)
 
 
 def test_parse_head_caps_the_number_of_headers() -> None:
     raw = b"GET / HTTP/1.1\r\n" + b"".join(b"X-%d: y\r\n" % i for i in range(11)) + b"\r\n"
-    with pytest.raises(common.TooLarge):
-        common.parse_head(raw, 10)
-    assert len(common.parse_head(raw, 11).headers) == 11
+    with pytest.raises(http1.TooLarge):
+        http1.parse_head(raw, 10)
+    assert len(http1.parse_head(raw, 11).headers) == 11
 
 
 # --- the simulated internet ----------------------------------------------------------------
@@ -294,9 +295,9 @@ def test_dns_answers_world_hosts_and_wildcard_zones(services: Services) -> None:
     known = ["github.com", "registry.npmjs.org", "host.docker.internal", "x1y2.attacker.example",
              "a.b.c.attacker.example", "ATTACKER.example"]  # fmt: skip
     for name in known:
-        assert dnswire.query_a(LOCALHOST, name, services.dns) == [LOCALHOST], name
+        assert nameserver.query_a(LOCALHOST, name, services.dns) == [LOCALHOST], name
     for name in ["example.org", "evilattacker.example", "github.com.evil.org"]:
-        assert dnswire.query_a(LOCALHOST, name, services.dns) == [], name
+        assert nameserver.query_a(LOCALHOST, name, services.dns) == [], name
 
     logged = {(r["qname"], r["answered"]) for r in _records(services.internet_out / "dns.jsonl") if "qname" in r}
     assert {(n.lower(), True) for n in known} <= logged
@@ -306,9 +307,9 @@ def test_dns_answers_world_hosts_and_wildcard_zones(services: Services) -> None:
 def test_dns_answers_other_types_of_known_names_with_no_records(services: Services) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         sock.settimeout(2)
-        sock.sendto(dnswire.build_query(7, "github.com", dnswire.TYPE_AAAA), (LOCALHOST, services.dns))
-        answer = dnswire.parse_response(sock.recv(4096))
-    assert (answer.id, answer.rcode, answer.addresses) == (7, dnswire.RCODE_NOERROR, ())
+        sock.sendto(nameserver.build_query(7, "github.com", nameserver.TYPE_AAAA), (LOCALHOST, services.dns))
+        answer = nameserver.parse_response(sock.recv(4096))
+    assert (answer.id, answer.rcode, answer.addresses) == (7, nameserver.RCODE_NOERROR, ())
 
 
 def test_malformed_dns_is_logged_and_does_not_kill_the_server(services: Services) -> None:
@@ -316,7 +317,7 @@ def test_malformed_dns_is_logged_and_does_not_kill_the_server(services: Services
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
         for packet in garbage:
             sock.sendto(packet, (LOCALHOST, services.dns))
-    assert dnswire.query_a(LOCALHOST, "pypi.org", services.dns) == [LOCALHOST]
+    assert nameserver.query_a(LOCALHOST, "pypi.org", services.dns) == [LOCALHOST]
     malformed = [r for r in _records(services.internet_out / "dns.jsonl") if r.get("malformed")]
     assert len(malformed) >= len(garbage)
     assert all(r["client"] == LOCALHOST and isinstance(r["t"], float) for r in malformed)
@@ -369,6 +370,98 @@ def test_http_post_through_the_proxy_lands_in_the_sink(services: Services) -> No
     decision = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["method"] == "POST")
     assert decision["decision"] == "allow" and decision["host"] == "registry.npmjs.org"
     assert decision["port"] == services.http
+
+
+def test_a_chunked_post_through_the_proxy_arrives_whole_and_alone(services: Services) -> None:
+    """h11 decodes the chunks; the origin gets the body with a Content-Length, and nothing pipelined behind it."""
+    token = uuid.uuid4().hex
+    response = _exchange(
+        services.proxy,
+        f"POST http://gist.github.com:{services.http}/up/{token} HTTP/1.1\r\nHost: gist.github.com\r\n"
+        f"Transfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n{len(token):x}\r\n{token}\r\n0\r\nX-T: 1\r\n\r\n"
+        f"GET /behind/{token} HTTP/1.1\r\nHost: attacker.example\r\n\r\n".encode(),
+    )
+    assert response.startswith(b"HTTP/1.1 200 ")
+    record = _wait_for(services.internet_out / "http.jsonl", lambda r: r["path"] == f"/up/{token}")
+    assert (record["body"], record["body_len"]) == ("hello" + token, 5 + len(token))
+    _exchange(services.proxy, f"GET http://gist.github.com:{services.http}/after/{token} HTTP/1.1\r\n\r\n".encode())
+    _wait_for(services.internet_out / "http.jsonl", lambda r: r["path"] == f"/after/{token}")
+    assert not [r for r in _records(services.internet_out / "http.jsonl") if f"/behind/{token}" in r["path"]]
+
+
+def test_a_chunked_post_to_the_sink_is_recorded_decoded(services: Services) -> None:
+    token = uuid.uuid4().hex
+    response = _exchange(services.http, f"POST /c/{token} HTTP/1.1\r\nHost: pypi.org\r\nTransfer-Encoding: chunked\r\n"
+                                        f"\r\n{len(token):x}\r\n{token}\r\n0\r\n\r\n".encode())  # fmt: skip
+    assert response.startswith(b"HTTP/1.1 200 ")
+    record = _wait_for(services.internet_out / "http.jsonl", lambda r: r["path"] == f"/c/{token}")
+    assert (record["host"], record["body"]) == ("pypi.org", token)
+
+
+def test_a_chunked_body_over_the_cap_is_413_and_never_forwarded(services: Services) -> None:
+    token = uuid.uuid4().hex
+    size = proxy.MAX_CHUNKED_BODY + 100
+    response = _exchange(services.proxy, f"POST http://gist.github.com:{services.http}/big/{token} HTTP/1.1\r\n"
+                                         f"Transfer-Encoding: chunked\r\n\r\n{size:x}\r\n".encode()
+                         + b"x" * size + b"\r\n0\r\n\r\n")  # fmt: skip
+    assert response.startswith(b"HTTP/1.1 413 ")
+    record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["path"] == f"/big/{token}")
+    assert record["decision"] == "deny" and record["reason"].startswith("request too large: ")
+    assert not [r for r in _records(services.internet_out / "http.jsonl") if token in r["path"]]
+
+
+# Request smuggling: a request whose body's end two parsers could read differently. Each shape is answered
+# 400, logged as a denial with the reason, and never reaches the simulated internet.
+_SMUGGLING = {
+    "content-length-and-chunked": ("Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n{behind}",
+                                   "both Transfer-Encoding and Content-Length"),
+    "two-content-lengths": ("Content-Length: 0\r\nContent-Length: {n}\r\n\r\n{behind}", "Content-Length"),
+    "bad-chunk-size": ("Transfer-Encoding: chunked\r\n\r\nzz\r\n{behind}\r\n0\r\n\r\n", "chunk"),
+    # h11 before 0.16 read any two bytes after a chunk's data as its CRLF (CVE-2025-43859); Debian's 0.14.0-1.1~deb12u1
+    # carries the fix, which tests/integration/test_images.py checks in the image
+    "chunk-overrun": ("Transfer-Encoding: chunked\r\n\r\n3\r\nabcXX0\r\n\r\n{behind}", "chunk"),
+    "signed-chunk-size": ("Transfer-Encoding: chunked\r\n\r\n-1\r\n{behind}\r\n0\r\n\r\n", "chunk"),
+    "obs-fold": ("X-A: 1\r\n Transfer-Encoding: chunked\r\nContent-Length: {n}\r\n\r\n{behind}", "malformed header line"),
+    "chunked-not-last": ("Transfer-Encoding: chunked, identity\r\n\r\n0\r\n\r\n{behind}", "Transfer-Encoding"),
+    "bare-lf-header": ("X-A: 1\nTransfer-Encoding: chunked\r\nContent-Length: {n}\r\n\r\n{behind}", "malformed header line"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_SMUGGLING))
+def test_request_smuggling_shapes_are_refused_logged_and_never_forwarded(services: Services, shape: str) -> None:
+    token = uuid.uuid4().hex
+    headers, reason = _SMUGGLING[shape]
+    behind = f"GET /smuggled/{token} HTTP/1.1\r\nHost: attacker.example\r\n\r\n"
+    request = (f"POST http://gist.github.com:{services.http}/front/{token} HTTP/1.1\r\nHost: gist.github.com\r\n"
+               + headers.format(behind=behind, n=len(behind)))  # fmt: skip
+    log = services.proxy_out / "proxy.jsonl"
+    before = len(_records(log))
+    response = _exchange(services.proxy, request.encode())
+    assert response.startswith(b"HTTP/1.1 400 "), response[:80]
+    deadline = time.monotonic() + 3
+    while not (refusals := [r for r in _records(log)[before:] if r["reason"].startswith("malformed request: ")]):
+        assert time.monotonic() < deadline, _records(log)[before:]
+        time.sleep(0.02)
+    assert refusals[0]["decision"] == "deny" and reason in refusals[0]["reason"], refusals
+    # a head that does not parse has no method on record; one whose body does not frame has its host
+    assert refusals[0]["method"] in ("", "POST") and refusals[0]["host"] in (None, "gist.github.com")
+    # nothing reached the internet: a request sent after it arrives, and neither of the refused ones did
+    _exchange(services.proxy, f"GET http://gist.github.com:{services.http}/after/{token} HTTP/1.1\r\n\r\n".encode())
+    _wait_for(services.internet_out / "http.jsonl", lambda r: r["path"] == f"/after/{token}")
+    assert not [r for r in _records(services.internet_out / "http.jsonl") if token in r["path"] and "after" not in r["path"]]
+
+
+@pytest.mark.parametrize("shape", ["content-length-and-chunked", "two-content-lengths", "bad-chunk-size", "obs-fold"])
+def test_request_smuggling_shapes_sent_to_the_sink_are_400_and_kept_as_raw_evidence(services: Services, shape: str) -> None:
+    token = uuid.uuid4().hex
+    headers, _reason = _SMUGGLING[shape]
+    behind = f"GET /smuggled/{token} HTTP/1.1\r\nHost: attacker.example\r\n\r\n"
+    request = f"POST /front/{token} HTTP/1.1\r\nHost: pypi.org\r\n" + headers.format(behind=behind, n=len(behind))
+    response = _exchange(services.http, request.encode())
+    assert response.startswith(b"HTTP/1.1 400 "), response[:80]
+    record = _wait_for(services.internet_out / "http.jsonl", lambda r: token in r["body"] or token in r["path"])
+    assert f"/smuggled/{token}" in record["body"]  # the raw bytes, as received: evidence, never a second request
+    assert not [r for r in _records(services.internet_out / "http.jsonl") if r["path"] == f"/smuggled/{token}"]
 
 
 def test_https_through_connect_verifies_and_lands_in_the_sink(services: Services) -> None:
@@ -629,9 +722,9 @@ def test_read_target_takes_only_the_proxys_line() -> None:
 
 def test_dns_answers_unknown_names_for_the_attacker_but_not_an_operators_missing_ones(fail_closed: Services) -> None:
     for name in ["webhook.site", "localhost", "169.254.169.254", "x.ngrok.io", "host.docker.internal", "pypi.org"]:
-        assert dnswire.query_a(LOCALHOST, name, fail_closed.dns) == [LOCALHOST], name
+        assert nameserver.query_a(LOCALHOST, name, fail_closed.dns) == [LOCALHOST], name
     for name in ["nope.pypi.org", "abc.github.com", "heartbeat.invalid"]:
-        assert dnswire.query_a(LOCALHOST, name, fail_closed.dns) == [], name
+        assert nameserver.query_a(LOCALHOST, name, fail_closed.dns) == [], name
 
 
 @pytest.mark.parametrize("name", ["webhook.site", "169.254.169.254", "localhost", "tok3n.ngrok.io"])
@@ -719,9 +812,9 @@ def test_the_proxy_dials_nothing_but_the_simulated_internet(fail_closed: Service
 
         def answer() -> None:  # a DNS server that points every name somewhere else
             data, peer = liar.recvfrom(4096)
-            query = dnswire.parse_query(data)
+            query = nameserver.parse_query(data)
             assert query is not None
-            liar.sendto(dnswire.build_response(query, addresses=["127.0.0.2"]), peer)
+            liar.sendto(nameserver.build_response(query, addresses=["127.0.0.2"]), peer)
 
         threading.Thread(target=answer, daemon=True).start()
         (port,) = _free_ports(1)
@@ -768,7 +861,7 @@ def _send_refusable(port: int, data: bytes) -> bytes:
 
 def _dns_over_tcp(sock: socket.socket, name: str) -> bytes:
     """Send one length-prefixed A query for ``name``; return the answer ("" when the server closed instead)."""
-    query = dnswire.build_query(0x5151, name)
+    query = nameserver.build_query(0x5151, name)
     answer = b""
     try:
         sock.sendall(len(query).to_bytes(2, "big") + query)
@@ -866,7 +959,7 @@ def test_dns_over_tcp_refuses_a_tunnel_to_any_host_but_the_nameservers(services:
     with socket.create_connection((LOCALHOST, services.dns), timeout=5) as sock:  # to the nameserver's own name
         sock.sendall(common.target_line("attacker.example"))
         answer = _dns_over_tcp(sock, f"{token}b.attacker.example")
-    assert dnswire.parse_response(answer[2:]).addresses == (LOCALHOST,)
+    assert nameserver.parse_response(answer[2:]).addresses == (LOCALHOST,)
     _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("qname") == f"{token}b.attacker.example")
 
 
@@ -887,7 +980,7 @@ def test_a_direct_connection_carries_no_name_and_is_served_as_before(services: S
     token = uuid.uuid4().hex
     with socket.create_connection((LOCALHOST, services.dns), timeout=5) as sock:
         answer = _dns_over_tcp(sock, f"{token}.attacker.example")
-    assert dnswire.parse_response(answer[2:]).addresses == (LOCALHOST,)
+    assert nameserver.parse_response(answer[2:]).addresses == (LOCALHOST,)
     record = _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("qname") == f"{token}.attacker.example")
     assert record.get("refused") is None and record.get("via") is None
 
@@ -946,7 +1039,7 @@ def test_the_srt_backends_services_serve_the_worlds_ports_on_their_loopback_port
             while not head.endswith(b"\r\n\r\n") and (chunk := sock.recv(1)):
                 head += chunk
             assert head.startswith(b"HTTP/1.1 200"), head
-            assert dnswire.parse_response(_dns_over_tcp(sock, f"{token}.attacker.example")[2:]).addresses == (LOCALHOST,)
+            assert nameserver.parse_response(_dns_over_tcp(sock, f"{token}.attacker.example")[2:]).addresses == (LOCALHOST,)
         refused = [r for r in _records(run.dir.path / "proxy" / "out" / "proxy.jsonl") if r["host"] == "pypi.org"]
         assert [(r["port"], r["decision"]) for r in refused] == [(4444, "deny"), (53, "deny")]
         assert all(r["reason"].startswith(proxy.NOT_SERVED) for r in refused)

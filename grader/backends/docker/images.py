@@ -135,7 +135,9 @@ def image_specs() -> dict[str, ImageSpec]:
                 ("internet.py", services / "internet.py"),
                 ("proxy.py", services / "proxy.py"),
                 ("common.py", services / "common.py"),
-                ("dnswire.py", services / "dnswire.py"),
+                ("http1.py", services / "http1.py"),  # h11 frames requests (python3-h11)
+                ("nameserver.py", services / "nameserver.py"),  # dnslib parses DNS (python3-dnslib)
+                ("tls.py", services / "tls.py"),
                 ("wire.py", services / "wire.py"),  # the records they write, parsed by the grader with the same module
                 # The allowlist matcher, shared with the static analyzer so the
                 # proxy and the prediction can never disagree on a host.
