@@ -16,11 +16,7 @@ LIMIT = 600
 # Today's offenders and their sizes in lines: split them, then delete their line. Never add one, never raise one.
 OVER: dict[str, int] = {
     "grader/backends/runs.py": 858,
-    "grader/lessons/board.py": 752,
     "grader/backends/enginedisk.py": 743,
-    "grader/lessons/widgets.py": 728,
-    "grader/services/internet.py": 704,
-    "grader/services/common.py": 701,
     "grader/backends/docker/backend.py": 691,
 }
 
