@@ -81,7 +81,7 @@ DNS_TIMEOUT = 2.0
 MAX_HEAD = 64 * 1024
 MAX_HEADERS = 100
 # A chunked body is read whole before its request goes on (a bad chunk must not be half forwarded);
-# past this it is refused with 413. The sink keeps 1 MiB of a body, so 4 MiB loses no evidence it keeps.
+# past this only its first part is sent on. The sink keeps 1 MiB of a body, so 4 MiB loses no evidence it keeps.
 MAX_CHUNKED_BODY = 4 * 1024 * 1024
 MAX_CONNECTIONS = 512  # threads; more clients wait in the listen backlog
 NOT_THE_INTERNET = "refused to dial {address}: only the simulated internet ({internet}) is ever dialled"
@@ -241,14 +241,19 @@ def _send_status(conn: socket.socket, status: int, text: str, body: str) -> None
         pass  # the client left; the decision is logged already
 
 
-def _read_chunked(body: http1.Body) -> bytes:
-    """A chunked body, whole, before a byte of its request is sent on: a bad chunk is refused, not half forwarded."""
+def _read_chunked(body: http1.Body) -> tuple[bytes, bool]:
+    """A chunked body, whole, before a byte of its request is sent on: a bad chunk is refused, not half forwarded.
+
+    Past ``MAX_CHUNKED_BODY`` the rest is not read and the first part is sent on (True: cut). A real
+    proxy would deliver the whole body to an allowed host; refusing it here would read as "blocked",
+    and the sink keeps only its first 1 MiB as evidence anyway.
+    """
     out = bytearray()
     while (piece := body.next()) is not None:
         out += piece
         if len(out) > MAX_CHUNKED_BODY:
-            raise http1.TooLarge(f"chunked body over {MAX_CHUNKED_BODY} bytes")
-    return bytes(out)
+            return bytes(out[:MAX_CHUNKED_BODY]), True
+    return bytes(out), False
 
 
 def _relay_body(body: http1.Body, upstream: socket.socket) -> None:
@@ -453,16 +458,14 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         return
 
     chunked: bytes | None = None
+    failure_note = ""
     if method.upper() != "CONNECT" and body.chunked:
         try:
             if head.values("expect"):
                 conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")  # the client waits for it before its body
-            chunked = _read_chunked(body)
-        except http1.TooLarge as exc:
-            settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], decision.host, port, path or None,
-                                                "deny", f"request too large: {exc}"))
-            _send_status(conn, 413, "Content Too Large", f"bad proxy request: {exc}\n")
-            return
+            chunked, cut = _read_chunked(body)
+            if cut:
+                failure_note = f"; chunked body cut at {MAX_CHUNKED_BODY} bytes, its first part sent on"
         except (http1.BadHead, OSError) as exc:
             # a body the origin could read otherwise than we do: refused before anything is dialled
             settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], decision.host, port, path or None,
@@ -471,7 +474,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
             return
 
     upstream, failure = _open_upstream(decision.host, port, settings)
-    settings.log.write(record(decision.reason + (f"; {failure}" if failure else "")))
+    settings.log.write(record(decision.reason + failure_note + (f"; {failure}" if failure else "")))
     if upstream is None:
         _send_status(conn, 502, "Bad Gateway", f"{decision.host}: {failure}\n")
         return
