@@ -42,9 +42,14 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals"},
     # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in)
     {"lessons.agent"},
+    # the one importer of the docker SDK, where the engine's errors become ours
+    {"backends.docker.engine"},
     {"backends.base", "backends.docker.images", "backends.runs"},
+    # a service's working directory (docker-free: the srt backend's too); its kind on the engine's own disk
+    {"backends.files"},
+    {"backends.docker.volumes"},
     # where a run's files live for the engine (the grader's disk, or the engine's through its API)
-    {"backends.enginedisk"},
+    {"backends.docker.enginedisk"},
     {"backends.static", "backends.docker.simnet", "backends.docker.lease", "backends.runlogs"},
     {"backends.docker.hub", "backends.docker.replay"},
     {"backends.docker.backend", "backends.srt"},

@@ -40,9 +40,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import docker
-import requests
-from docker.types import LogConfig, Mount, Ulimit
 
 from grader.core.errors import BackendError, DockerUnavailable, InfrastructureError
 from grader.core.evidence import Evidence, log_window, self_checked_after
@@ -56,7 +53,9 @@ from grader.services.wire import WireError
 from grader.backends import runs
 from grader.backends.docker import replay
 from grader.backends.base import Closing
-from grader.backends.enginedisk import Disk, Files, HostDisk, Listener, disk_for, host_path
+from grader.backends.files import Files, host_path
+from grader.backends.docker.engine import LogConfig, Missing, Mount, Refused, Ulimit, Unanswered, engine_errors, open_client
+from grader.backends.docker.enginedisk import Disk, HostDisk, Listener, disk_for
 from grader.backends.docker.hub import Hub, HubInternet, HubPool, make_hub, stop_keepers
 from grader.backends.docker.lease import IDLE_ENV, idle_seconds
 from grader.backends.docker.images import Images, ensure_images
@@ -104,7 +103,7 @@ UNROUTABLE_ATTACKER_IP = "198.51.100.66"
 def client_from_env() -> Any:
     """A docker client for ``DOCKER_HOST`` (or the default socket), at the API version the engine speaks."""
     try:
-        client = docker.from_env(version="auto", timeout=120)
+        client = open_client()
         client.ping()
         return client
     except Exception as exc:  # noqa: BLE001 - any failure here means "no engine"
@@ -137,18 +136,14 @@ def sweep(scope: runs.Scope) -> list[str]:
     # the low-level list carries labels: no per-container lookup that a concurrent removal could race
     for c in client.api.containers(all=True, filters={"label": LABEL}):
         if stale(c.get("Labels") or {}):
-            try:
+            with engine_errors(ignore=(Missing,)):
                 client.api.remove_container(c["Id"], force=True, v=True)
                 removed.append(f"container {c['Names'][0].lstrip('/') if c.get('Names') else c['Id'][:12]}")
-            except docker.errors.NotFound:
-                pass
     for n in client.api.networks(filters={"label": LABEL}):
         if stale(n.get("Labels") or {}):
-            try:
+            with engine_errors(ignore=(Refused,)):
                 client.api.remove_network(n["Id"])
                 removed.append(f"network {n['Name']}")
-            except docker.errors.APIError:
-                pass
     return removed
 
 
@@ -303,9 +298,10 @@ def hardened_options(h: Hardening) -> dict[str, Any]:
 def _gone(leftovers: Leftovers, container: Any) -> bool:
     """Remove ``container``; True once it is gone. A failed removal is kept in ``leftovers`` to try again."""
     try:
-        container.remove(force=True, v=True)
+        with engine_errors():
+            container.remove(force=True, v=True)
         return True
-    except docker.errors.NotFound:
+    except Missing:
         return True
     except Exception:  # noqa: BLE001 - the engine may be away: kept and retried, and not gone
         leftovers.remove(container)
@@ -369,62 +365,58 @@ class _Run:
         listener: Optional[Listener] = None
         watch = self.watch
         try:
-            with watch.phase("world"):
-                before = self.dir.lay_out(self.plan)
-                if self.job is not None:
-                    self._plant(self.job)
-            with watch.phase("network"):
-                listener = self.b.disk.listener(self.b.images.services, self.run_id, self.labels)
-                if listener.container is not None:
-                    self.containers.append(listener.container)
-                net = self._connect(listener.port)
-            sandbox, timed_out = self._run_sandbox(net, listener.port)  # times "start" and "probes"
-            evidence_started = time.perf_counter()
-            finished = self.b.disk.finished(sandbox)
-            if self.plan.network == "proxy" and self.warm is None:
-                self.b.proxies.refill()  # now, not earlier: the build would compete with the sandbox's start
-            text = self._output(sandbox)
-            # a listener that stopped heard nothing it could report: its silence proves nothing
-            infra = self._infra_problem(net, finished) or listener.problem()
-            if infra and not final:
-                raise InfrastructureError(infra)
-            if output is not None:
-                output.append(text)
-            if timed is not None:
-                timed.append(timed_out)
-            self.copy.fetch()
+            with engine_errors(f"run {self.run_id}"):
+                with watch.phase("world"):
+                    before = self.dir.lay_out(self.plan)
+                    if self.job is not None:
+                        self._plant(self.job)
+                with watch.phase("network"):
+                    listener = self.b.disk.listener(self.b.images.services, self.run_id, self.labels)
+                    if listener.container is not None:
+                        self.containers.append(listener.container)
+                    net = self._connect(listener.port)
+                sandbox, timed_out = self._run_sandbox(net, listener.port)  # times "start" and "probes"
+                evidence_started = time.perf_counter()
+                finished = self.b.disk.finished(sandbox)
+                if self.plan.network == "proxy" and self.warm is None:
+                    self.b.proxies.refill()  # now, not earlier: the build would compete with the sandbox's start
+                text = self._output(sandbox)
+                # a listener that stopped heard nothing it could report: its silence proves nothing
+                infra = self._infra_problem(net, finished) or listener.problem()
+                if infra and not final:
+                    raise InfrastructureError(infra)
+                if output is not None:
+                    output.append(text)
+                if timed is not None:
+                    timed.append(timed_out)
+                self.copy.fetch()
 
-            sinks: dict[str, str] = {}
+                sinks: dict[str, str] = {}
 
-            def logs(name: str) -> str:
-                if name == "proxy.jsonl":
-                    return self._proxy_log(finished)
-                if net is None:
-                    return ""
-                if not sinks:  # the run's own logs, closed by the internet with records that count them
-                    sinks.update(close_run(net.internet.out, net.key))
-                return sinks[name]
+                def logs(name: str) -> str:
+                    if name == "proxy.jsonl":
+                        return self._proxy_log(finished)
+                    if net is None:
+                        return ""
+                    if not sinks:  # the run's own logs, closed by the internet with records that count them
+                        sinks.update(close_run(net.internet.out, net.key))
+                    return sinks[name]
 
-            records, unreadable = read_runner_output(text) if self.job is None else ((), "")
-            ev = gather_evidence(
-                self.dir, self.plan, token=self.token, records=records, before=before,
-                network=self.plan.network, logs=logs, listener=listener, tcp_port=TCP_SINK_PORT,
-                infra=infra, timed_out=timed_out, unreadable=unreadable,
-                run_key=net.key if net is not None and not infra else None,
-            )
-            watch.add("evidence", time.perf_counter() - evidence_started)
-            self.clean = not infra
-            if replay.wanted(self.plan, self.job):  # the user's next session, outside the sandbox
-                ev = dataclasses.replace(ev, next_session=replay.play(
-                    self, ev, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
-                    disk=self.b.disk, harden=hardened_options, execute=self.b.execute, internet=self.owned_internet,
-                ))
-            return ev
-        except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
-            raise BackendError(
-                f"the Docker engine failed during run {self.run_id}: {str(exc).splitlines()[0][:200]}. "
-                "Check that it answers (`docker info`), then rerun."
-            ) from None
+                records, unreadable = read_runner_output(text) if self.job is None else ((), "")
+                ev = gather_evidence(
+                    self.dir, self.plan, token=self.token, records=records, before=before,
+                    network=self.plan.network, logs=logs, listener=listener, tcp_port=TCP_SINK_PORT,
+                    infra=infra, timed_out=timed_out, unreadable=unreadable,
+                    run_key=net.key if net is not None and not infra else None,
+                )
+                watch.add("evidence", time.perf_counter() - evidence_started)
+                self.clean = not infra
+                if replay.wanted(self.plan, self.job):  # the user's next session, outside the sandbox
+                    ev = dataclasses.replace(ev, next_session=replay.play(
+                        self, ev, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
+                        disk=self.b.disk, harden=hardened_options, execute=self.b.execute, internet=self.owned_internet,
+                    ))
+                return ev
         finally:
             if self.claimed is not None:
                 forget_run(self.claimed, self.run_id)  # read or not, the run's logs at the internet go
@@ -669,20 +661,19 @@ class _Run:
     def _wait(self, sandbox: Any, timeout_s: float) -> tuple[Any, bool]:
         """Wait for the sandbox under its wall clock: (the sandbox, whether it was killed)."""
         try:
-            status = sandbox.wait(timeout=timeout_s)
+            with engine_errors():
+                status = sandbox.wait(timeout=timeout_s)
             self.exit_code = int(status.get("StatusCode", -1)) if isinstance(status, dict) else None
             return sandbox, False
-        except requests.exceptions.RequestException:
+        except (Unanswered, Refused):  # the transport's errors, the engine's answers among them
             # The SDK reports its read timeout in more than one way; ask the engine
             # instead: still running means the wall clock ran out (an engine that
             # does not answer raises here, and the run is a backend error).
             sandbox.reload()
             if sandbox.status != "running":
                 return sandbox, False
-            try:
-                sandbox.kill()
-            except docker.errors.APIError:
-                pass  # it finished between the check and the kill (409)
+            with engine_errors(ignore=(Refused,)):
+                sandbox.kill()  # it finished between the check and the kill (409): nothing to kill
             return sandbox, True
 
     def _output(self, sandbox: Any) -> str:

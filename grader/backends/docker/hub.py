@@ -24,7 +24,7 @@ one grader before: each run claims its proxy's address and reads its own
 closed logs (``runlogs``), so runs in different processes never count, hide
 or evict each other's traffic.
 
-Lives under ``backends/`` because it talks to Docker; only ``docker.py`` uses it.
+Talks to Docker through ``engine`` (its errors mapped there); only the backend uses it.
 """
 
 from __future__ import annotations
@@ -43,10 +43,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import docker
-
 from grader.core.errors import InfrastructureError
-from grader.backends.enginedisk import Files, host_files, host_path
+from grader.backends.files import Files, host_files, host_path
+from grader.backends.docker.engine import Missing, engine_errors, open_client
 from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive
 from grader.backends.runs import runs_root
 from grader.backends.docker.simnet import (
@@ -85,8 +84,9 @@ def _remove_listed(client: Any, entry: dict[str, Any], leftovers: Leftovers) -> 
 
     def ours(kind: str, ident: str) -> Any:
         try:
-            thing = client.containers.get(ident) if kind == "c" else client.networks.get(ident)
-        except docker.errors.NotFound:
+            with engine_errors():
+                thing = client.containers.get(ident) if kind == "c" else client.networks.get(ident)
+        except Missing:
             return None
         labels = thing.attrs.get("Config", {}).get("Labels") if kind == "c" else thing.attrs.get("Labels")
         return thing if LABEL in (labels or {}) else None  # never anything that is not Sandbox Lab's
@@ -174,9 +174,10 @@ class Hub:
 
     def _adopt(self, state: dict[str, Any]) -> Optional[Internet]:
         try:
-            container = self._client.containers.get(state["container"])
-            network = self._client.networks.get(state["network"])
-        except (docker.errors.NotFound, KeyError):
+            with engine_errors():
+                container = self._client.containers.get(state["container"])
+                network = self._client.networks.get(state["network"])
+        except (Missing, KeyError):
             return None
         self._gen = str(state.get("gen", ""))
         return Internet(container, network, str(state["ip"]), host_files(Path(state["dir"])).sub("out"))
@@ -188,10 +189,10 @@ class Hub:
         _empty_trash(self._client, self.dir, self._leftovers)
         mine = {"label": f"{LABEL_HUB}={self.dir.name}"}
         for c in self._client.api.containers(all=True, filters=mine):
-            with contextlib.suppress(docker.errors.NotFound):
+            with engine_errors(ignore=(Missing,)):
                 self._leftovers.remove(self._client.containers.get(c["Id"]))
         for n in self._client.api.networks(filters=mine):
-            with contextlib.suppress(docker.errors.NotFound):
+            with engine_errors(ignore=(Missing,)):
                 self._leftovers.remove(self._client.networks.get(n["Id"]))
         shutil.rmtree(self.dir.path, ignore_errors=True)
 
@@ -239,9 +240,10 @@ class Hub:
             w: Optional[WarmProxy] = None
             if entry.get("gen") == self._gen:
                 try:
-                    w = WarmProxy(self._client.containers.get(entry["container"]), self._client.networks.get(entry["network"]),
-                                  host_files(Path(entry["workdir"])), str(entry["ip"]), internet, claim)
-                except (docker.errors.NotFound, KeyError):
+                    with engine_errors():
+                        w = WarmProxy(self._client.containers.get(entry["container"]), self._client.networks.get(entry["network"]),
+                                      host_files(Path(entry["workdir"])), str(entry["ip"]), internet, claim)
+                except (Missing, KeyError):
                     w = None
             if w is not None and running(w.container):
                 return w
@@ -381,7 +383,7 @@ def keep(hub: HubDir, image: str, *, size: int = POOL_SIZE, client: Any = None) 
         signal.signal(sig, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C in the terminal that started it is not for the keeper
     hub.set_keeper(os.getpid())
-    client = client if client is not None else docker.from_env(version="auto", timeout=120)
+    client = client if client is not None else open_client()
     leftovers = Leftovers()
 
     def labels(name: str) -> dict[str, str]:

@@ -26,7 +26,7 @@ A probe run plays only when something the next session runs changed (after
 the scope scan's own marks are set aside): otherwise it would run the world's
 own files, in which nothing waits. A job asks for it (``Job.replay``).
 
-Imports: docker, enginedisk, errors, evidence, execution, next_session, plan, probes, runs, simnet.
+Imports: engine, enginedisk, errors, evidence, execution, next_session, plan, probes, runs, simnet.
 """
 
 from __future__ import annotations
@@ -35,9 +35,6 @@ import time
 from dataclasses import replace
 from typing import Any, Callable, Optional, Protocol
 
-import docker
-import requests
-from docker.types import Mount
 
 from grader.core.errors import BackendError, InfrastructureError
 from grader.core.evidence import Evidence, Markers, NextSession, sha256
@@ -46,7 +43,8 @@ from grader.core.execution import Execution, Job
 from grader.core.next_session import KEY, SETTINGS, driver_script, parse_driver_output, read_settings, steal_code, steps
 from grader.core.plan import Hardening, RunPlan, build_plan
 from grader.core.probes import probe
-from grader.backends.enginedisk import Disk, RunCopy
+from grader.backends.docker.engine import DockerError, EngineError, Mount, Refused, Unanswered, engine_errors
+from grader.backends.docker.enginedisk import Disk, RunCopy
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
 from grader.backends.runs import MAX_OUTPUT, RunDir, read_sinks
 from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, start_internet
@@ -120,8 +118,9 @@ def play(
     ns = NextSession()
     if forced or changed & played_by_shells:
         try:
-            ns = _shells(run, images, leftovers, disk, harden, internet)
-        except (docker.errors.DockerException, requests.exceptions.RequestException, InfrastructureError) as exc:
+            with engine_errors():
+                ns = _shells(run, images, leftovers, disk, harden, internet)
+        except (EngineError, InfrastructureError) as exc:
             # the replay's own machinery failed: nothing can be said of what the next session did
             ns = NextSession(infra_problem=f"the next session could not be played: {str(exc).splitlines()[0][:200]}")
     else:
@@ -213,10 +212,8 @@ def _play(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Call
         finished = disk.finished(container)
         raw: bytes = container.logs(stdout=True, stderr=True)
     finally:
-        try:
+        with engine_errors(ignore=(DockerError,)):  # it is the run's too: removed (or kept for a retry) with the run's own
             container.remove(force=True, v=True)
-        except docker.errors.DockerException:
-            pass  # it is the run's too: removed (or kept for a retry) with the run's own
     output = raw[:MAX_OUTPUT].decode("utf-8", "replace")
     problem = internet.problem(answered_after=finished)
     http: tuple[HttpRecord, ...] = ()
@@ -239,16 +236,15 @@ def _play(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Call
 def _wait(container: Any, timeout_s: float) -> bool:
     """Wait for the container under its wall clock; True when it had to be killed."""
     try:
-        container.wait(timeout=timeout_s)
+        with engine_errors():
+            container.wait(timeout=timeout_s)
         return False
-    except requests.exceptions.RequestException:
+    except (Unanswered, Refused):  # the transport's errors, the engine's answers among them
         container.reload()
         if container.status != "running":
             return False
-        try:
+        with engine_errors(ignore=(Refused,)):  # it finished between the check and the kill
             container.kill()
-        except docker.errors.APIError:
-            pass  # it finished between the check and the kill
         return True
 
 
