@@ -51,8 +51,12 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # where a run's files live for the engine (the grader's disk, or the engine's through its API)
     {"backends.docker.enginedisk"},
     {"backends.static", "backends.docker.simnet", "backends.docker.lease", "backends.runlogs"},
+    # what one run made (removed together), then the one interface to the shared internet (in-process or the hub's)
+    {"backends.docker.resources"},
+    {"backends.docker.sharing"},
     {"backends.docker.hub", "backends.docker.replay"},
-    {"backends.docker.backend", "backends.srt"},
+    {"backends.docker.run", "backends.srt"},
+    {"backends.docker.backend"},
     {"backends"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder
     {"grading.tasks", "ctf.ladder", "lessons.gaps"},

@@ -48,6 +48,8 @@ from grader.backends.files import Files, host_files, host_path
 from grader.backends.docker.engine import Missing, engine_errors, open_client
 from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive
 from grader.backends.runs import runs_root
+from grader.backends.docker.resources import Resources
+from grader.backends.docker.sharing import Taken, give_back
 from grader.backends.docker.simnet import (
     LABEL,
     LABEL_HUB,
@@ -61,7 +63,7 @@ from grader.backends.docker.simnet import (
     start_internet,
 )
 
-__all__ = ["POOL_SIZE", "Hub", "HubInternet", "HubPool", "keep", "stop_keepers"]
+__all__ = ["POOL_SIZE", "Hub", "HubInternet", "HubPool", "HubSharing", "keep", "make_hub", "stop_keepers"]
 
 POOL_SIZE = 2  # warm proxies: one for the next run while the keeper builds the other
 START_TIMEOUT = 60.0  # the keeper's start: a Python start, a network and a container start
@@ -334,6 +336,55 @@ class HubPool(ProxyPool):
 
     def refill(self) -> None:
         """The keeper refills the pool, not the grader."""
+
+
+class HubSharing:
+    """The machine's hub as a backend's ``sharing.Sharing``: its internet and warm proxies; a finished run's
+    things go to its keeper, so nobody waits for their removal."""
+
+    def __init__(self, client: Any, image: str, hub: Hub, leftovers: Leftovers) -> None:
+        self.hub = hub
+        self.pool = HubPool(client, image, hub, leftovers)
+        self._shared = HubInternet(hub)
+
+    def internet(self) -> Internet:
+        return self.hub.internet()
+
+    def take(self, made: Resources) -> Taken:
+        w = self.pool.take()
+        if w.claim is None:
+            return Taken(w, borrowed=True)  # none warm: built by this process, given back (or handed off) after
+        # a hub's proxy (shared between processes): this run's alone, removed with it
+        assert w.container is not None
+        made.container(w.container)
+        made.network(w.network)
+        made.directory(w.workdir)
+        return Taken(w, borrowed=False)
+
+    def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken]) -> bool:
+        things = made.listing()
+        w = taken.proxy if taken is not None else None
+        if taken is not None and taken.borrowed and taken.proxy.container is not None:
+            # one the pool could not give (none warm), built by this process: it goes with the rest
+            things["containers"].append(taken.proxy.container.id)
+            things["networks"].append(taken.proxy.network.id)
+            things["dirs"].append(str(host_path(taken.proxy.workdir)))
+        return self.hub.discard(run_id, things, w.claim if w is not None else None)
+
+    def give_back(self, taken: Taken, *, clean: bool, leftovers: Leftovers) -> None:
+        give_back(self.pool, taken, clean=clean, leftovers=leftovers)
+
+    def settle(self) -> None:
+        self.hub.settle()  # what the runs handed the hub's keeper is gone too
+        self.pool.settle()
+
+    def standing(self) -> set[str]:
+        return self.pool.standing() | self._shared.standing()
+
+    def close(self) -> None:
+        """This backend's lease on the hub lapses after the idle period; its things stay the keeper's."""
+        self.pool.close()
+        self._shared.close()
 
 
 def make_hub(client: Any, image: str, leftovers: Leftovers, idle: Optional[float]) -> Optional[Hub]:
