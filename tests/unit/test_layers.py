@@ -44,6 +44,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"lessons.agent"},
     # the one importer of the docker SDK, where the engine's errors become ours
     {"backends.docker.engine"},
+    # a run's surroundings: the runs root and its owner records, the host's listener, removing what runs left
+    {"backends.owners", "backends.listeners"},
+    {"backends.cleanup"},
     {"backends.base", "backends.docker.images", "backends.runs"},
     # a service's working directory (docker-free: the srt backend's too); its kind on the engine's own disk
     {"backends.files"},

@@ -19,7 +19,7 @@ imported by ``engine`` alone, where its errors become ours. Per run:
 
 Every object is labelled ``org.sandbox-lab.run=<run id>`` so ``cleanup`` can
 remove what a killed run left behind (``sweep`` is this backend's part of
-``runs.cleanup``).
+``cleanup.cleanup``).
 
 An engine on another machine (``DOCKER_HOST=tcp://…`` or ``ssh://…``) cannot
 bind the grader's directories: there ``enginedisk`` sends the world copy and
@@ -40,9 +40,10 @@ from grader.core.execution import Execution, Job
 from grader.core.outcomes import RunResult
 from grader.core.plan import RunPlan
 from grader.core.timings import Tally
-from grader.backends import runs
+from grader.backends import cleanup as cleaning
 from grader.backends.base import Closing
-from grader.backends.runs import run_with_retries, runs_root
+from grader.backends.owners import runs_root
+from grader.backends.runs import run_with_retries
 from grader.backends.docker.engine import Missing, Refused, engine_errors, open_client
 from grader.backends.docker.enginedisk import Disk, HostDisk, disk_for
 from grader.backends.docker.hub import HubSharing, make_hub, stop_keepers
@@ -71,14 +72,14 @@ def client_from_env() -> Any:
 def cleanup(client: Any, *, everything: bool = False) -> list[str]:
     """Remove leftovers of runs whose grader process is gone (or of all runs, with ``everything``).
 
-    Every real backend's leftovers, not only Docker's: this is ``runs.cleanup``
+    Every real backend's leftovers, not only Docker's: this is ``cleanup.cleanup``
     with ``client`` as the engine to sweep.
     """
-    return runs.cleanup(everything=everything, engine=client)
+    return cleaning.cleanup(everything=everything, engine=client)
 
 
-def sweep(scope: runs.Scope) -> list[str]:
-    """This backend's part of ``runs.cleanup``: labelled containers and networks of the runs in ``scope``."""
+def sweep(scope: cleaning.Scope) -> list[str]:
+    """This backend's part of ``cleanup.cleanup``: labelled containers and networks of the runs in ``scope``."""
     if scope.automatic and scope.engine is None:
         return []  # a run's own sweep reaches only the engine its backend holds
     client = scope.engine if scope.engine is not None else client_from_env()

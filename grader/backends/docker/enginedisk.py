@@ -56,7 +56,8 @@ from typing import Any, Callable, Literal, Mapping, Optional, Protocol
 
 from grader.core.errors import BackendError, InfrastructureError
 from grader.backends.files import Files, HostFiles
-from grader.backends.runs import MAX_OUTPUT, HostListener, RunDir
+from grader.backends.listeners import HostListener
+from grader.backends.runs import MAX_OUTPUT, RunDir
 from grader.backends.docker.engine import LogConfig
 from grader.backends.docker.volumes import ENV, VolumeCopy, VolumeFiles, parse_engine_time
 

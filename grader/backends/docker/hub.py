@@ -47,7 +47,7 @@ from grader.core.errors import InfrastructureError
 from grader.backends.files import Files, host_files, host_path
 from grader.backends.docker.engine import Missing, engine_errors, open_client
 from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive
-from grader.backends.runs import runs_root
+from grader.backends.owners import runs_root
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import Taken, give_back
 from grader.backends.docker.simnet import (

@@ -32,7 +32,8 @@ from grader.services.common import PROXY_PORT, TCP_SINK_PORT
 from grader.services.wire import WireError
 from grader.backends.files import Files, host_files
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
-from grader.backends.runs import MAX_OUTPUT, RunDir, SigningAgent, gather_evidence, read_runner_output, runner_config
+from grader.backends.listeners import SigningAgent
+from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, runner_config
 from grader.backends.docker import replay
 from grader.backends.docker.engine import LogConfig, Mount, Refused, Ulimit, Unanswered, engine_errors
 from grader.backends.docker.enginedisk import Disk, HostDisk, Listener

@@ -44,7 +44,8 @@ from grader.backends.files import Files
 from grader.backends.docker.engine import Container, LogConfig, Missing, Network, Refused, engine_errors
 from grader.backends.docker.enginedisk import Disk, HostDisk
 from grader.backends.docker.volumes import attach, service_mount
-from grader.backends.runs import make_run_dir, namespace, world_ports
+from grader.backends.owners import make_run_dir, namespace
+from grader.backends.runs import world_ports
 
 __all__ = [
     "LABEL",
