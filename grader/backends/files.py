@@ -6,7 +6,7 @@ grader reads and writes it through ``Files``: on the grader's own disk
 (``HostFiles``, what the srt backend and a local Docker engine use), or, for a
 Docker engine on another machine, in a volume reached through the engine's
 API (``docker.volumes``). How a container mounts one is the Docker backend's
-business (``docker.enginedisk.service_mount``), not this module's.
+business (``docker.volumes.service_mount``), not this module's.
 
 Imports: runs (``MAX_OUTPUT``) and the standard library. Never ``docker``: the srt backend uses it where the
 docker SDK is missing.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from grader.core.errors import BackendError, InfrastructureError
-from grader.core.evidence import Evidence, log_window, self_checked_after
+from grader.core.evidence import Evidence, NextSession, log_window, self_checked_after
 from grader.core.execution import SIGNER_SOCKET, Execution, Job
 from grader.core.outcomes import RunResult
 from grader.core.plan import Hardening, RunPlan, build_plan
@@ -231,7 +231,7 @@ class Run:
             run_key=net.key if net is not None and not infra else None,
         )
 
-    def _replay(self, ev: Evidence, net: Optional[_Net]) -> Any:
+    def _replay(self, ev: Evidence, net: Optional[_Net]) -> NextSession:
         """The next session, given the run's identity, world copy and plan, and the run's resources to add to."""
         world = self.plan.world
 
