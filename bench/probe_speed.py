@@ -54,6 +54,7 @@ marks = {"interpreter start": time.time() - t_start}
 t = time.perf_counter()
 from grader.cli.main import main
 import grader.backends.docker.backend as d, grader.backends.docker.hub as h, grader.backends.runs as r
+import grader.backends.docker.run as u
 marks["imports"] = time.perf_counter() - t
 
 def timed(owner, name, label):
@@ -71,10 +72,10 @@ timed(h.Hub, "internet", "shared internet (adopt)")
 timed(h.Hub, "take", "warm proxy (claim)")
 timed(d.DockerBackend, "close", "close (hand-offs)")
 timed(r.RunDir, "lay_out", "world copy")
-timed(d._Run, "_run_sandbox", "sandbox create+start+wait")
-timed(d._Run, "_infra_problem", "recorders' heartbeat")
-timed(d._Run, "_output", "sandbox output")
-timed(d, "gather_evidence", "evidence")
+timed(u.Run, "_run_sandbox", "sandbox create+start+wait")
+timed(u.Run, "_infra_problem", "recorders' heartbeat")
+timed(u.Run, "_output", "sandbox output")
+timed(u, "gather_evidence", "evidence")
 timed(d.DockerBackend, "run", "run (whole)")
 t = time.perf_counter()
 code = main(["probe", sys.argv[1], "--backend", "docker", "--json"])

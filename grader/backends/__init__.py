@@ -84,7 +84,7 @@ def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False)
         progress: called with one line per step while the Docker backend
             prepares (building images can take a minute the first time).
         shared: the caller is a one-shot process: the Docker backend adopts
-            the machine's shared simulated internet (``backends.hub``), which
+            the machine's shared simulated internet (``backends.docker.hub``), which
             outlives it for an idle period, instead of starting its own.
     """
     key = name.strip().lower()

@@ -10,13 +10,13 @@ nothing about what it lacks (``runs.read_sinks``, ``Evidence.incomplete``). The 
 serves an internet shared by many runs (the hub, ``SharedInternet``: a run
 claims its proxy's address) and one a run has to itself (it claims ``*``).
 
-The protocol is files in the internet's ``out/runs/`` (``enginedisk.Files``,
+The protocol is files in the internet's ``out/runs/`` (``files.Files``,
 so an engine on another machine works the same): ``<run>.open`` names the
 run's clients and the internet answers ``<run>/opened``; ``<run>.close``
 asks for the closing records, answered by ``<run>/closed``; ``<run>.gone``
 lets the internet delete the run's files. Only the grader writes there.
 
-Imports: enginedisk, errors, services. No Docker.
+Imports: files, errors, services. No Docker.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Iterable
 from grader.core.errors import InfrastructureError
 from grader.services.common import RUN_LOG_CAP, RUNS_DIR
 from grader.services.wire import WireError
-from grader.backends.enginedisk import Files
+from grader.backends.files import Files
 
 __all__ = ["ANY_CLIENT", "LOGS", "close_run", "forget_run", "open_run"]
 

@@ -55,7 +55,7 @@ from grader.core.verdicts import run_result
 from grader.core.plan import RunPlan
 from grader.services.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
 from grader.backends.base import Closing
-from grader.backends.enginedisk import host_files
+from grader.backends.files import host_files
 from grader.backends.runlogs import close_run, open_run
 from grader.backends.runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, read_runner_output, run_with_retries, runner_config, world_ports
 

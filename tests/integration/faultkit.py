@@ -54,10 +54,10 @@ LOG_FAULTS: dict[str, tuple[str, Callable[[str], str]]] = {
 @contextlib.contextmanager
 def corrupted_logs(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator[list[str]]:
     """Every Docker run inside gets its closed log ``LOG_FAULTS[fault]`` corrupted as it is read; yields what was hit."""
-    from grader.backends.docker import backend as docker_backend
+    from grader.backends.docker import run as docker_run
 
     name, corrupt = LOG_FAULTS[fault]
-    real = docker_backend.close_run
+    real = docker_run.close_run
     hit: list[str] = []
 
     def close_run(out: Any, key: str) -> dict[str, str]:
@@ -67,7 +67,7 @@ def corrupted_logs(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator[list
             hit.append(f"{key}:{name}")
         return texts
 
-    monkeypatch.setattr(docker_backend, "close_run", close_run)
+    monkeypatch.setattr(docker_run, "close_run", close_run)
     yield hit
 
 
@@ -95,9 +95,9 @@ PROXY_FAULTS: dict[str, Callable[[str], str]] = {
 @contextlib.contextmanager
 def corrupted_proxy_log(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator[list[str]]:
     """Every Docker run inside gets its window of the proxy's log corrupted by ``PROXY_FAULTS[fault]`` as it is read."""
-    from grader.backends.docker import backend as docker_backend
+    from grader.backends.docker import run as docker_run
 
-    real = docker_backend.log_window
+    real = docker_run.log_window
     hit: list[str] = []
 
     def log_window(before: str, text: str, name: str, *, from_start: bool) -> str:
@@ -106,5 +106,5 @@ def corrupted_proxy_log(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator
             hit.append(name)
         return real(before, text, name, from_start=from_start)
 
-    monkeypatch.setattr(docker_backend, "log_window", log_window)
+    monkeypatch.setattr(docker_run, "log_window", log_window)
     yield hit

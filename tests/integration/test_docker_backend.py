@@ -205,7 +205,7 @@ def test_close_removes_the_shared_internet_and_warm_proxies(docker_client: Any) 
     assert r.outcome("job-fetch-npm").outcome == "succeeded"
     backend.drain()
     standing = backend.standing()
-    shared = backend.shared.get()
+    shared = backend.sharing.internet()
     assert {shared.container.name, shared.network.name} <= standing
     assert any(n.startswith("sl-proxy-") for n in standing), "the pool keeps a proxy warm"
     backend.close()

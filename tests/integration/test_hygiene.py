@@ -108,16 +108,17 @@ def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
 _RUN_AS = r"""
 import json, sys
 from grader import load_policy
-from grader.backends import enginedisk, runs
+from grader.backends import runs
+from grader.backends.docker import volumes
 from grader.backends.docker.backend import DockerBackend
 from grader.core.plan import build_plan
 policy = json.loads(sys.argv[1])
 sent = []
-place = enginedisk._VolumeCopy.place
+place = volumes.VolumeCopy.place
 def counted(self):
     sent.append(self.dir.handed)
     return place(self)
-enginedisk._VolumeCopy.place = counted
+volumes.VolumeCopy.place = counted
 backend = DockerBackend.from_env(shared_idle=0)
 try:
     result = backend.run(build_plan(load_policy(policy)))
@@ -164,7 +165,7 @@ def test_a_grader_that_is_not_root_judges_as_root_does(docker_client: Any, docke
 
 def test_the_listener_on_the_engines_host_listens_only_where_a_sandbox_reaches_it(docker_client: Any) -> None:
     """The remote engine's stand-in for the host listener bound every interface of the engine's host, too."""
-    from grader.backends.enginedisk import EngineDisk
+    from grader.backends.docker.enginedisk import EngineDisk
     from grader.backends.docker.images import ensure_images
     from grader.backends.docker.simnet import Leftovers
 

@@ -139,7 +139,7 @@ def remote(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     """Every policy run on the engine over TCP with the disk forced remote; the backend closed after."""
     from docker.models.containers import ContainerCollection
 
-    from grader.backends import enginedisk
+    from grader.backends.docker import enginedisk
     from grader.backends.docker.backend import DockerBackend, client_from_env
     from grader.backends.docker.images import ensure_images
     from grader.backends.docker.simnet import LABEL_ROLE
@@ -199,7 +199,7 @@ def test_a_remote_run_agrees_with_the_prediction_and_the_local_engine(name: str,
 
 
 def test_the_engine_is_never_given_a_path_of_the_graders_disk(remote: Remote) -> None:
-    from grader.backends.enginedisk import COPY_ROOT
+    from grader.backends.docker.volumes import COPY_ROOT
 
     assert remote.forwarder.connections > 0
     # every kind of container really went through the remote engine: sandbox, its disk, the host listener, services
@@ -245,7 +245,7 @@ def test_the_listener_on_the_engines_host_hears_a_connection(docker_client: Any)
     """The stand-in for the grader's HostListener on a remote engine really listens: its silence means something."""
     import secrets
 
-    from grader.backends.enginedisk import EngineDisk
+    from grader.backends.docker.enginedisk import EngineDisk
     from grader.backends.docker.images import ensure_images
     from grader.backends.docker.simnet import Leftovers
 

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 import pytest
 
 from grader import load_policy
-from grader.backends.docker.hub import stop_keepers
+from grader.backends.docker.hub import HubSharing, stop_keepers
 from grader.backends.docker.lease import IDLE_ENV, HubDir, process_alive
 from grader.backends.runs import cleanup
 from grader.backends.docker.simnet import LABEL, LABEL_HUB
@@ -171,7 +171,9 @@ def test_a_grader_killed_mid_run_leaves_its_proxy_to_the_keeper(root: Path, tmp_
     hub = _hub(root)
     _warm(docker_client, hub)
     script = ("import os\nfrom grader.backends.docker.backend import DockerBackend\n"
-              "b = DockerBackend.from_env()\nw = b.proxies.take()\nprint(w.container.name, flush=True)\nos._exit(0)\n")
+              "from grader.backends.docker.resources import Resources\n"
+              "b = DockerBackend.from_env()\nw = b.sharing.take(Resources()).proxy\nprint(w.container.name, flush=True)\n"
+              "os._exit(0)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr
     claimed = out.stdout.split()[-1]
@@ -214,7 +216,7 @@ def test_a_terminal_command_shares_and_a_library_backend_keeps_its_own(
     images = find_images(docker_client)
     assert images is not None
     with DockerBackend(docker_client, images) as backend:
-        assert backend.hub is None
+        assert not isinstance(backend.sharing, HubSharing)
     assert _hub_names(root) == []
     assert _outcomes(_cli(_policy(tmp_path, "pip", PIP)))["job-fetch-pypi"] == "succeeded"
     assert len(_hub_names(root)) == 1, "the terminal's probe started the machine's shared internet"

@@ -14,7 +14,8 @@ from typing import Any, Optional
 
 import pytest
 
-from grader.backends import enginedisk as ed
+from grader.backends.docker import enginedisk as ed
+from grader.backends.docker import volumes as vol
 from grader.backends.runs import RunDir
 from grader.core.errors import BackendError
 
@@ -44,11 +45,11 @@ def test_an_unknown_disk_mode_is_a_clear_error() -> None:
 
 
 def test_engine_times_keep_their_nanoseconds_and_zone() -> None:
-    assert ed.parse_engine_time("1970-01-01T00:00:10.5Z") == 10.5
-    assert ed.parse_engine_time("2026-01-01T00:00:00.123456789Z") == pytest.approx(1767225600.123456789)
-    assert ed.parse_engine_time("2026-01-01T01:00:00+01:00") == 1767225600.0
-    assert ed.parse_engine_time("0001-01-01T00:00:00Z") == 0.0  # Go's zero time: never finished
-    assert ed.parse_engine_time("") == 0.0 and ed.parse_engine_time("yesterday") == 0.0
+    assert vol.parse_engine_time("1970-01-01T00:00:10.5Z") == 10.5
+    assert vol.parse_engine_time("2026-01-01T00:00:00.123456789Z") == pytest.approx(1767225600.123456789)
+    assert vol.parse_engine_time("2026-01-01T01:00:00+01:00") == 1767225600.0
+    assert vol.parse_engine_time("0001-01-01T00:00:00Z") == 0.0  # Go's zero time: never finished
+    assert vol.parse_engine_time("") == 0.0 and vol.parse_engine_time("yesterday") == 0.0
 
 
 def test_host_files_are_the_directory_itself(tmp_path: Path) -> None:
@@ -62,7 +63,7 @@ def test_host_files_are_the_directory_itself(tmp_path: Path) -> None:
     assert out.read("log", 4, 3) == b"456" and out.read("missing") == b""
     st = out.stat("log")
     assert st is not None and st.size == 10 and out.stat("missing") is None
-    assert files.mount()["Source"] == str(tmp_path / "svc") and files.mount()["Type"] == "bind"
+    assert vol.service_mount(files)["Source"] == str(tmp_path / "svc") and vol.service_mount(files)["Type"] == "bind"
     assert files.name == "svc"
     files.remove()
     assert not (tmp_path / "svc").exists()
@@ -105,16 +106,16 @@ class _FakeClient:
 def test_volume_files_go_in_when_the_service_exists_and_at_once_after() -> None:
     c = _FakeContainer()
     files = ed.EngineDisk(_FakeClient(c)).files("sl-proxy-1", lambda: pytest.fail("no directory on the grader's disk"))
-    mount = files.mount()
-    assert mount["Type"] == "volume" and not mount.get("Source") and mount["Target"] == ed.SERVICE_ROOT
+    mount = vol.service_mount(files)
+    assert mount["Type"] == "volume" and not mount.get("Source") and mount["Target"] == vol.SERVICE_ROOT
     files.mkdir("out")
     files.write("proxy.json", b"{}")
     assert files.stat("out/ready") is None and files.read("out/log") == b""  # no container yet: nothing written
     assert c.puts == []
-    files.attach(c)
-    assert c.puts == [(ed.SERVICE_ROOT, {"out": None, "proxy.json": b"{}"})]
+    vol.attach(files, c)
+    assert c.puts == [(vol.SERVICE_ROOT, {"out": None, "proxy.json": b"{}"})]
     files.sub("out").write("x.json", b"1")  # a view writes under its own path, straight away
-    assert c.puts[-1] == (ed.SERVICE_ROOT, {"out/x.json": b"1"})
+    assert c.puts[-1] == (vol.SERVICE_ROOT, {"out/x.json": b"1"})
     files.remove()  # the volume goes with the container: nothing to do here
 
 
@@ -151,13 +152,13 @@ def test_the_world_comes_back_as_left_and_nothing_escapes_it(tmp_path: Path) -> 
             _entry("elsewhere/x"),
             _entry("world/home/fifo", tarfile.FIFOTYPE),
         ],
-        {"world/home/a.txt": b"canary", "world/home/big": b"x" * (ed.FETCH_FILE_LIMIT + 10),
+        {"world/home/a.txt": b"canary", "world/home/big": b"x" * (vol.FETCH_FILE_LIMIT + 10),
          "world/home/link/under": b"no", "world/../escape": b"no", "/abs": b"no", "elsewhere/x": b"no"},
     )
-    ed._unpack_world(io.BytesIO(raw), world)
+    vol._unpack_world(io.BytesIO(raw), world)
     assert (world / "home" / "a.txt").read_bytes() == b"canary"
     assert (world / "home" / "hard").read_bytes() == b"canary"
-    assert len((world / "home" / "big").read_bytes()) == ed.FETCH_FILE_LIMIT
+    assert len((world / "home" / "big").read_bytes()) == vol.FETCH_FILE_LIMIT
     assert os.readlink(world / "home" / "link") == "/etc/passwd"  # made, not followed
     assert not (world / "home" / "fifo").exists()
     assert sorted(p.name for p in tmp_path.rglob("*")) == sorted(["run", "world", "home", "a.txt", "hard", "big", "link"])
@@ -166,10 +167,10 @@ def test_the_world_comes_back_as_left_and_nothing_escapes_it(tmp_path: Path) -> 
 def test_a_world_too_large_to_bring_back_is_an_infrastructure_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from grader.core.errors import InfrastructureError
 
-    monkeypatch.setattr(ed, "FETCH_TOTAL_LIMIT", 10)
+    monkeypatch.setattr(vol, "FETCH_TOTAL_LIMIT", 10)
     raw = _tar([_entry("world", tarfile.DIRTYPE), _entry("world/a"), _entry("world/b")], {"world/a": b"123456", "world/b": b"123456"})
     with pytest.raises(InfrastructureError, match="too large"):
-        ed._unpack_world(io.BytesIO(raw), tmp_path / "world")
+        vol._unpack_world(io.BytesIO(raw), tmp_path / "world")
 
 
 def test_the_run_copy_sends_what_the_sandbox_mounts_and_brings_the_world_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,16 +184,16 @@ def test_the_run_copy_sends_what_the_sandbox_mounts_and_brings_the_world_back(tm
     (run.path / "run" / "config.json").write_text("{}")
     (run.path / "resolv.conf").write_text("nameserver 127.0.0.1\n")
     source = "/var/lib/docker/volumes/abc/_data"
-    c = _FakeContainer(mounts=[{"Destination": ed.COPY_ROOT, "Source": source}])
+    c = _FakeContainer(mounts=[{"Destination": vol.COPY_ROOT, "Source": source}])
     client = _FakeClient(c)
     copy = ed.EngineDisk(client).copy(run, "services:1", "sl-0000000001", {"org.sandbox-lab.run": "sl-0000000001"})
     where = copy.place()
     assert copy.container is c
     made = client.created[0]
     assert made["network_mode"] == "none" and made["labels"]["org.sandbox-lab.role"] == "disk"
-    assert [m["Target"] for m in made["mounts"]] == [ed.COPY_ROOT] and made["mounts"][0]["Type"] == "volume"
+    assert [m["Target"] for m in made["mounts"]] == [vol.COPY_ROOT] and made["mounts"][0]["Type"] == "volume"
     path, sent = c.puts[0]
-    assert path == ed.COPY_ROOT
+    assert path == vol.COPY_ROOT
     assert {n.split("/")[0] for n in sent} == {"world", "mask", "run", "resolv.conf"}  # never the owner record
     assert sent["run/config.json"] == b"{}"
     assert where("world/project/") == f"{source}/world/project" and where("mask/empty") == f"{source}/mask/empty"
@@ -247,7 +248,7 @@ def test_a_world_the_grader_could_not_hand_over_goes_in_a_volume_owned_by_the_sa
         ed.HostDisk().copy(run, "services:1", "sl-0000000003", {}).place()  # no engine to send it to
 
     source = "/var/lib/docker/volumes/abc/_data"
-    c = _FakeContainer(mounts=[{"Destination": ed.COPY_ROOT, "Source": source}])
+    c = _FakeContainer(mounts=[{"Destination": vol.COPY_ROOT, "Source": source}])
     client = _FakeClient(c)
     copy = ed.HostDisk(client).copy(run, "services:1", "sl-0000000003", {"org.sandbox-lab.run": "sl-0000000003"})
     where = copy.place()

@@ -56,12 +56,24 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals"},
     # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in)
     {"lessons.agent"},
+    # the one importer of the docker SDK, where the engine's errors become ours
+    {"backends.docker.engine"},
+    # a run's surroundings: the runs root and its owner records, the host's listener, removing what runs left
+    {"backends.owners", "backends.listeners"},
+    {"backends.cleanup"},
     {"backends.base", "backends.docker.images", "backends.runs"},
+    # a service's working directory (docker-free: the srt backend's too); its kind on the engine's own disk
+    {"backends.files"},
+    {"backends.docker.volumes"},
     # where a run's files live for the engine (the grader's disk, or the engine's through its API)
-    {"backends.enginedisk"},
+    {"backends.docker.enginedisk"},
     {"backends.static", "backends.docker.simnet", "backends.docker.lease", "backends.runlogs"},
+    # what one run made (removed together), then the one interface to the shared internet (in-process or the hub's)
+    {"backends.docker.resources"},
+    {"backends.docker.sharing"},
     {"backends.docker.hub", "backends.docker.replay"},
-    {"backends.docker.backend", "backends.srt"},
+    {"backends.docker.run", "backends.srt"},
+    {"backends.docker.backend"},
     {"backends"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder
     {"grading.tasks", "ctf.ladder", "lessons.gaps"},

@@ -11,6 +11,7 @@ import pytest
 
 from grader import load_policy
 from grader.backends.docker import replay
+from grader.backends.docker.resources import Resources
 from grader.backends.runs import RunDir
 from grader.core.evidence import Evidence, Markers, sha256
 from grader.core.execution import Job
@@ -134,16 +135,11 @@ class _NoEngine:
 def test_nothing_changed_nothing_played_and_the_engine_is_never_asked(tmp_path: Path) -> None:
     plan = build_plan(load_policy({}))
 
-    class Run:
-        client = _NoEngine()
-        run_id, token, labels = "sl-test", "tok", {}
-        dir = RunDir(tmp_path)
-        job = None
-        containers: list[Any] = []
-        networks: list[Any] = []
-
-    Run.plan = plan  # type: ignore[attr-defined]
+    session = replay.Session(client=_NoEngine(), run_id="sl-test", token="tok", labels={}, dir=RunDir(tmp_path),
+                             copy=_NoEngine(), plan=plan, job=None)
+    made = Resources()
     same = {f.path: f.content.encode() for f in plan.world.files}
-    ns = replay.play(Run(), _ev(same, same), images=("s", "v"), leftovers=_NoEngine(), disk=_NoEngine(), harden=lambda h: {},
-                     execute=lambda p, j: (_ for _ in ()).throw(AssertionError("no next sandbox")))
+    ns = replay.play(session, _ev(same, same), made, images=("s", "v"), leftovers=_NoEngine(), disk=_NoEngine(),
+                     harden=lambda h: {}, next_sandbox=lambda p, j: (_ for _ in ()).throw(AssertionError("no next sandbox")))
+    assert made == Resources()  # nothing made, nothing to remove
     assert ns.played == () and ns.skipped.startswith("nothing the next session runs was changed")

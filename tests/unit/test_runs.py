@@ -21,6 +21,7 @@ from typing import Any, Iterator, Optional
 import pytest
 
 from grader import load_policy
+from grader.backends import cleanup as cleaning
 from grader.backends import runs
 from grader.backends.base import Backend, Closing
 from grader.backends.static import StaticBackend
@@ -80,9 +81,9 @@ def test_a_missing_or_unreadable_owner_record_reads_as_none(_runs_root: Path, te
 
 
 def test_the_owner_record_is_written_in_one_place() -> None:
-    """Only runs.py names the owner record; every backend gets its directories from make_run_dir."""
+    """Only owners.py names the owner record; every backend gets its directories from make_run_dir."""
     naming = sorted(p.name for p in BACKENDS.glob("*.py") if "owner.json" in p.read_text())
-    assert naming == ["runs.py"]
+    assert naming == ["owners.py"]
 
 
 def test_a_run_dir_lays_out_the_world_with_fresh_canaries() -> None:
@@ -260,7 +261,7 @@ def stand_ins(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, runs.
 
         module.sweep = sweep  # type: ignore[attr-defined]
         monkeypatch.setitem(sys.modules, module.__name__, module)
-    monkeypatch.setattr(runs, "CLEANERS", ("_first", "_second"))
+    monkeypatch.setattr(cleaning, "CLEANERS", ("_first", "_second"))
     yield calls
 
 
@@ -293,9 +294,9 @@ def test_cleanup_passes_over_a_backend_whose_dependency_is_missing_but_not_a_bro
                 raise ModuleNotFoundError("No module named 'somesdk'", name="somesdk")
 
     monkeypatch.setattr(sys, "meta_path", [_Finder(), *sys.meta_path])
-    monkeypatch.setattr(runs, "CLEANERS", ("_needs_sdk", "_first"))
+    monkeypatch.setattr(cleaning, "CLEANERS", ("_needs_sdk", "_first"))
     assert runs.cleanup() == ["thing of _first"]
-    monkeypatch.setattr(runs, "CLEANERS", ("_no_such_backend", "_first"))
+    monkeypatch.setattr(cleaning, "CLEANERS", ("_no_such_backend", "_first"))
     with pytest.raises(ModuleNotFoundError):
         runs.cleanup()
 
@@ -570,7 +571,7 @@ def test_the_sweep_leaves_directories_alone_while_a_hub_is_being_decided_and_sur
 
 def test_a_run_sweep_imports_no_backend_it_does_not_run(_runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """It runs in a thread beside the run's own imports; a backend this process never loaded has no engine here."""
-    monkeypatch.setattr(runs, "CLEANERS", ("_never_imported",))
+    monkeypatch.setattr(cleaning, "CLEANERS", ("_never_imported",))
     assert runs.cleanup(automatic=True) == []
     with pytest.raises(ModuleNotFoundError):
         runs.cleanup()

@@ -1055,7 +1055,7 @@ def test_the_srt_backends_services_serve_the_worlds_ports_on_their_loopback_port
 
 
 def test_a_claimed_clients_records_go_to_its_runs_own_log_closed_with_their_count(services: Services) -> None:
-    from grader.backends.enginedisk import host_files
+    from grader.backends.files import host_files
     from grader.backends.runlogs import close_run, forget_run, open_run
     from grader.backends.runs import read_sinks
 

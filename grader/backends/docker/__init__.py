@@ -1,1 +1,9 @@
-"""The Docker backend: images, the run's simulated internet (its own, or a shared hub's), the next session's replay."""
+"""The Docker backend, one module per concern (lowest first).
+
+``engine`` (the one importer of the docker SDK; its errors become ours in ``engine_errors``),
+``images`` (building the two images), ``volumes`` and ``enginedisk`` (where a run's files live for
+the engine), ``simnet`` (the simulated internet's containers), ``lease`` and ``hub`` (one internet
+shared by every grader on the machine), ``resources`` (what one run made), ``sharing`` (the one
+interface to a shared internet: the backend's own or the hub's), ``replay`` (the user's next
+session), ``run`` (one run of one plan) and ``backend`` (the backend object, and the sweep).
+"""

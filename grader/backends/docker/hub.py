@@ -24,7 +24,7 @@ one grader before: each run claims its proxy's address and reads its own
 closed logs (``runlogs``), so runs in different processes never count, hide
 or evict each other's traffic.
 
-Lives under ``backends/`` because it talks to Docker; only ``docker.py`` uses it.
+Talks to Docker through ``engine`` (its errors mapped there); only the backend uses it.
 """
 
 from __future__ import annotations
@@ -43,12 +43,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import docker
-
 from grader.core.errors import InfrastructureError
-from grader.backends.enginedisk import Files, host_files, host_path
+from grader.backends.files import Files, host_files, host_path
+from grader.backends.docker.engine import Missing, engine_errors, open_client
 from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive
-from grader.backends.runs import runs_root
+from grader.backends.owners import runs_root
+from grader.backends.docker.resources import Resources
+from grader.backends.docker.sharing import Taken, give_back
 from grader.backends.docker.simnet import (
     LABEL,
     LABEL_HUB,
@@ -62,7 +63,7 @@ from grader.backends.docker.simnet import (
     start_internet,
 )
 
-__all__ = ["POOL_SIZE", "Hub", "HubInternet", "HubPool", "keep", "stop_keepers"]
+__all__ = ["POOL_SIZE", "Hub", "HubInternet", "HubPool", "HubSharing", "keep", "make_hub", "stop_keepers"]
 
 POOL_SIZE = 2  # warm proxies: one for the next run while the keeper builds the other
 START_TIMEOUT = 60.0  # the keeper's start: a Python start, a network and a container start
@@ -85,8 +86,9 @@ def _remove_listed(client: Any, entry: dict[str, Any], leftovers: Leftovers) -> 
 
     def ours(kind: str, ident: str) -> Any:
         try:
-            thing = client.containers.get(ident) if kind == "c" else client.networks.get(ident)
-        except docker.errors.NotFound:
+            with engine_errors():
+                thing = client.containers.get(ident) if kind == "c" else client.networks.get(ident)
+        except Missing:
             return None
         labels = thing.attrs.get("Config", {}).get("Labels") if kind == "c" else thing.attrs.get("Labels")
         return thing if LABEL in (labels or {}) else None  # never anything that is not Sandbox Lab's
@@ -174,9 +176,10 @@ class Hub:
 
     def _adopt(self, state: dict[str, Any]) -> Optional[Internet]:
         try:
-            container = self._client.containers.get(state["container"])
-            network = self._client.networks.get(state["network"])
-        except (docker.errors.NotFound, KeyError):
+            with engine_errors():
+                container = self._client.containers.get(state["container"])
+                network = self._client.networks.get(state["network"])
+        except (Missing, KeyError):
             return None
         self._gen = str(state.get("gen", ""))
         return Internet(container, network, str(state["ip"]), host_files(Path(state["dir"])).sub("out"))
@@ -188,10 +191,10 @@ class Hub:
         _empty_trash(self._client, self.dir, self._leftovers)
         mine = {"label": f"{LABEL_HUB}={self.dir.name}"}
         for c in self._client.api.containers(all=True, filters=mine):
-            with contextlib.suppress(docker.errors.NotFound):
+            with engine_errors(ignore=(Missing,)):
                 self._leftovers.remove(self._client.containers.get(c["Id"]))
         for n in self._client.api.networks(filters=mine):
-            with contextlib.suppress(docker.errors.NotFound):
+            with engine_errors(ignore=(Missing,)):
                 self._leftovers.remove(self._client.networks.get(n["Id"]))
         shutil.rmtree(self.dir.path, ignore_errors=True)
 
@@ -239,9 +242,10 @@ class Hub:
             w: Optional[WarmProxy] = None
             if entry.get("gen") == self._gen:
                 try:
-                    w = WarmProxy(self._client.containers.get(entry["container"]), self._client.networks.get(entry["network"]),
-                                  host_files(Path(entry["workdir"])), str(entry["ip"]), internet, claim)
-                except (docker.errors.NotFound, KeyError):
+                    with engine_errors():
+                        w = WarmProxy(self._client.containers.get(entry["container"]), self._client.networks.get(entry["network"]),
+                                      host_files(Path(entry["workdir"])), str(entry["ip"]), internet, claim)
+                except (Missing, KeyError):
                     w = None
             if w is not None and running(w.container):
                 return w
@@ -334,6 +338,55 @@ class HubPool(ProxyPool):
         """The keeper refills the pool, not the grader."""
 
 
+class HubSharing:
+    """The machine's hub as a backend's ``sharing.Sharing``: its internet and warm proxies; a finished run's
+    things go to its keeper, so nobody waits for their removal."""
+
+    def __init__(self, client: Any, image: str, hub: Hub, leftovers: Leftovers) -> None:
+        self.hub = hub
+        self.pool = HubPool(client, image, hub, leftovers)
+        self._shared = HubInternet(hub)
+
+    def internet(self) -> Internet:
+        return self.hub.internet()
+
+    def take(self, made: Resources) -> Taken:
+        w = self.pool.take()
+        if w.claim is None:
+            return Taken(w, borrowed=True)  # none warm: built by this process, given back (or handed off) after
+        # a hub's proxy (shared between processes): this run's alone, removed with it
+        assert w.container is not None
+        made.container(w.container)
+        made.network(w.network)
+        made.directory(w.workdir)
+        return Taken(w, borrowed=False)
+
+    def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken]) -> bool:
+        things = made.listing()
+        w = taken.proxy if taken is not None else None
+        if taken is not None and taken.borrowed and taken.proxy.container is not None:
+            # one the pool could not give (none warm), built by this process: it goes with the rest
+            things["containers"].append(taken.proxy.container.id)
+            things["networks"].append(taken.proxy.network.id)
+            things["dirs"].append(str(host_path(taken.proxy.workdir)))
+        return self.hub.discard(run_id, things, w.claim if w is not None else None)
+
+    def give_back(self, taken: Taken, *, clean: bool, leftovers: Leftovers) -> None:
+        give_back(self.pool, taken, clean=clean, leftovers=leftovers)
+
+    def settle(self) -> None:
+        self.hub.settle()  # what the runs handed the hub's keeper is gone too
+        self.pool.settle()
+
+    def standing(self) -> set[str]:
+        return self.pool.standing() | self._shared.standing()
+
+    def close(self) -> None:
+        """This backend's lease on the hub lapses after the idle period; its things stay the keeper's."""
+        self.pool.close()
+        self._shared.close()
+
+
 def make_hub(client: Any, image: str, leftovers: Leftovers, idle: Optional[float]) -> Optional[Hub]:
     """A hub handle when sharing between processes is on (an idle period above 0), else None."""
     return Hub(client, image, leftovers) if (idle_seconds() if idle is None else idle) > 0 else None
@@ -381,7 +434,7 @@ def keep(hub: HubDir, image: str, *, size: int = POOL_SIZE, client: Any = None) 
         signal.signal(sig, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C in the terminal that started it is not for the keeper
     hub.set_keeper(os.getpid())
-    client = client if client is not None else docker.from_env(version="auto", timeout=120)
+    client = client if client is not None else open_client()
     leftovers = Leftovers()
 
     def labels(name: str) -> dict[str, str]:

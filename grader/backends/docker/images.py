@@ -16,7 +16,7 @@ reused exactly when its base, its Dockerfile and every file copied into it are
 unchanged, so editing a service rebuilds its image and nothing else.
 
 This module takes a docker client from its caller and imports nothing from the
-package except ``grader.core.errors``.
+package except ``grader.core.errors`` and the engine's errors (``engine``).
 """
 
 from __future__ import annotations
@@ -37,9 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import docker
-
 from grader.core.errors import BackendError, DockerUnavailable, ImageBuildError
+from grader.backends.docker.engine import BuildFailed, EngineError, Missing, Refused, engine_errors
 
 __all__ = [
     "BASE_TAG",
@@ -292,8 +291,9 @@ def _ensure_base(client: Any, progress: Progress) -> str:
 def _try_pull_slim(client: Any, progress: Progress) -> Any:
     repository, tag = _SLIM.split(":")
     try:
-        return client.images.pull(repository, tag)
-    except (docker.errors.DockerException, OSError) as exc:
+        with engine_errors():
+            return client.images.pull(repository, tag)
+    except (EngineError, OSError) as exc:
         # Expected offline: the registry is unreachable. debootstrap needs
         # only a Debian mirror.
         detail = getattr(exc, "explanation", None) or str(exc)
@@ -543,8 +543,9 @@ def _build(client: Any, tag: str, source: object, *, hint: str = "", **options: 
     construction. Intermediate containers go even when a step fails.
     """
     try:
-        image, _ = client.images.build(tag=tag, rm=True, forcerm=True, pull=False, **options)
-    except docker.errors.BuildError as exc:
+        with engine_errors():
+            image, _ = client.images.build(tag=tag, rm=True, forcerm=True, pull=False, **options)
+    except BuildFailed as exc:
         raise ImageBuildError(
             f"Building {tag} from {source} failed: {exc.msg}\n{_build_log_tail(exc.build_log)}" + (f"\n{hint}" if hint else "")
         ) from exc
@@ -554,20 +555,22 @@ def _build(client: Any, tag: str, source: object, *, hint: str = "", **options: 
 def _get(client: Any, ref: str) -> Any:
     """The image named ``ref``, or None if there is none."""
     try:
-        return client.images.get(ref)
-    except docker.errors.ImageNotFound:
+        with engine_errors():
+            return client.images.get(ref)
+    except Missing:
         return None
 
 
 @contextmanager
 def _docker_errors(failure: type[BackendError], doing: str) -> Iterator[None]:
-    """Turn the docker SDK's errors into ours. Wrap only docker calls in it."""
+    """Turn the engine's errors into the image step's own. Wrap only docker calls in it."""
     try:
-        yield
-    except docker.errors.APIError as exc:
+        with engine_errors():
+            yield
+    except Refused as exc:
         detail = exc.explanation or str(exc)
         raise failure(f"Docker failed while {doing}: {detail}") from exc
-    except (docker.errors.DockerException, OSError) as exc:
+    except (EngineError, OSError) as exc:
         # requests' ConnectionError and Timeout are OSErrors: the engine went
         # away or never answered.
         raise DockerUnavailable(f"while {doing}: {_first_line(str(exc))}") from exc

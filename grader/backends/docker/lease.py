@@ -24,7 +24,7 @@ Every change that decides whether the hub lives (adopting it, starting it,
 retiring it) is made under one lock: ``flock`` on ``runs_root()`` itself, so no
 lock file is ever left behind.
 
-Imports: backends.runs and the standard library. Never ``docker``.
+Imports: backends.owners and the standard library. Never ``docker``.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from grader.backends.runs import pid_alive, private_root, read_owner, runs_root, write_owner
+from grader.backends.owners import pid_alive, private_root, read_owner, runs_root, write_owner
 
 __all__ = ["DEFAULT_IDLE", "IDLE_ENV", "HubDir", "hub_dir", "idle_seconds", "process_alive"]
 

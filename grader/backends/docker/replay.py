@@ -19,57 +19,59 @@ moment (``next_session`` says what it plays):
    a job's is the same code again), on the same machine, so with the same key.
 
 What the recorders logged is the ``NextSession`` evidence; what a backdoor
-prints decides nothing. Everything made here is labelled with the run's id and
-handed to the run, which removes it with its own containers and networks.
+prints decides nothing. The replay is given the run's identity, world copy and
+plan (``Session``), and the run's ``Resources``: everything made here is
+labelled with the run's id and added to them, so the run removes it with its
+own. The next sandboxed session is run by the caller (``next_sandbox``), who
+compiles its plan from the settings the replay read.
 
 A probe run plays only when something the next session runs changed (after
 the scope scan's own marks are set aside): otherwise it would run the world's
 own files, in which nothing waits. A job asks for it (``Job.replay``).
 
-Imports: docker, enginedisk, errors, evidence, execution, next_session, plan, probes, runs, simnet.
+Imports: engine, enginedisk, resources, errors, evidence, execution, next_session, plan, policy, probes, runs, simnet.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import Any, Callable, Optional, Protocol
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Optional
 
-import docker
-import requests
-from docker.types import Mount
 
 from grader.core.errors import BackendError, InfrastructureError
 from grader.core.evidence import Evidence, Markers, NextSession, sha256
 from grader.services.wire import DnsRecord, HttpRecord, TcpRecord, WireError
 from grader.core.execution import Execution, Job
 from grader.core.next_session import KEY, SETTINGS, driver_script, parse_driver_output, read_settings, steal_code, steps
-from grader.core.plan import Hardening, RunPlan, build_plan
+from grader.core.plan import Hardening, RunPlan
+from grader.core.policy import Policy
 from grader.core.probes import probe
-from grader.backends.enginedisk import Disk, RunCopy
+from grader.backends.docker.engine import DockerError, EngineError, Mount, Refused, Unanswered, engine_errors
+from grader.backends.docker.enginedisk import Disk, RunCopy
+from grader.backends.docker.resources import Resources
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
 from grader.backends.runs import MAX_OUTPUT, RunDir, read_sinks
 from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, start_internet
 
-__all__ = ["REPLAY_HARDENING", "RunLike", "changed_paths", "play", "wanted"]
+__all__ = ["REPLAY_HARDENING", "Session", "changed_paths", "play", "wanted"]
 
 # The sandbox's own limits, every restriction on: the replay runs what the sandbox wrote, which is hostile
 REPLAY_HARDENING = Hardening()
 
 
-class RunLike(Protocol):
-    """What a run hands the replay: its identity, its world copy, and the lists it removes at the end."""
+@dataclass(frozen=True)
+class Session:
+    """What a run hands the replay: its engine and identity, its world copy and its plan."""
 
     client: Any
     run_id: str
     token: str
     labels: dict[str, str]
     dir: RunDir
+    copy: RunCopy
     plan: RunPlan
     job: Optional[Job]
-    containers: list[Any]
-    networks: list[Any]
-    copy: RunCopy
 
 
 def wanted(plan: RunPlan, job: Optional[Job]) -> bool:
@@ -92,17 +94,20 @@ def changed_paths(ev: Evidence, world_paths: set[str], scan_text: str) -> set[st
 
 
 def play(
-    run: RunLike, ev: Evidence, *, images: tuple[str, str], leftovers: Leftovers, disk: Disk,
-    harden: Callable[[Hardening], dict[str, Any]], execute: Callable[[RunPlan, Job], Execution],
+    run: Session, ev: Evidence, made: Resources, *, images: tuple[str, str], leftovers: Leftovers, disk: Disk,
+    harden: Callable[[Hardening], dict[str, Any]], next_sandbox: Callable[[Policy, Job], Execution],
     internet: Optional[Internet] = None,
 ) -> NextSession:
     """Play the user's next session after ``run``'s sandbox exited; its evidence, never an exception for what it ran.
 
     Args:
+        made: the run's resources: what the replay makes is added to them (the run removes it whatever
+            happens), and the sandbox, its proxy and their networks in them are removed now.
         images: the sandbox image (the user's shells) and the services image (the internet).
         disk: where the engine finds the run's files (``enginedisk``): the world copy is bound from there.
         harden: turns a ``Hardening`` into container options (``docker.hardened_options``).
-        execute: runs a job in a new sandbox (the backend's ``execute``): the next sandboxed session.
+        next_sandbox: runs a job in a new sandbox under a policy, in the run's world (the backend compiles
+            its plan): the next sandboxed session.
         internet: the plain container's own internet, when the run has one: the replay reuses it (the
             sandbox has exited, so whatever it logs from here on is the replay's); otherwise the replay
             starts an internet of its own and removes it as soon as it is done.
@@ -116,28 +121,29 @@ def play(
     if not forced and not changed:
         return NextSession(skipped="nothing the next session runs was changed: it ran the world's own files",
                            seconds=time.monotonic() - started)
-    _release(run, leftovers)
+    _release(run, made, leftovers)
     ns = NextSession()
     if forced or changed & played_by_shells:
         try:
-            ns = _shells(run, images, leftovers, disk, harden, internet)
-        except (docker.errors.DockerException, requests.exceptions.RequestException, InfrastructureError) as exc:
+            with engine_errors():
+                ns = _shells(run, made, images, leftovers, disk, harden, internet)
+        except (EngineError, InfrastructureError) as exc:
             # the replay's own machinery failed: nothing can be said of what the next session did
             ns = NextSession(infra_problem=f"the next session could not be played: {str(exc).splitlines()[0][:200]}")
     else:
         ns = replace(ns, skipped="no start-up file or hook was changed: the user's shells and commits ran the world's own files")
     if SETTINGS in changed:
-        ns = _next_sandbox(run, ev, ns, execute)
+        ns = _next_sandbox(run, ev, ns, next_sandbox)
     else:
         ns = replace(ns, settings="the settings were not changed: the next sandboxed session keeps the original rules")
     return replace(ns, seconds=time.monotonic() - started)
 
 
-def _release(run: RunLike, leftovers: Leftovers) -> None:
+def _release(run: Session, made: Resources, leftovers: Leftovers) -> None:
     """Remove the run's sandbox, proxy (and their network) and its copy's holder now: their evidence is collected
     (the world copy is back in the run directory), and a busy engine has few bridge networks to give."""
-    done = [c for c in run.containers if c is run.copy.container or c.labels.get(LABEL_ROLE) in ("sandbox", "proxy")]
-    for thing in [*done, *run.networks]:  # containers before their networks
+    done = [c for c in made.containers if c is run.copy.container or c.labels.get(LABEL_ROLE) in ("sandbox", "proxy")]
+    for thing in [*done, *made.networks]:  # containers before their networks
         leftovers.remove(thing)
 
 
@@ -145,35 +151,36 @@ def _release(run: RunLike, leftovers: Leftovers) -> None:
 
 
 def _shells(
-    run: RunLike, images: tuple[str, str], leftovers: Leftovers, disk: Disk, harden: Callable[[Hardening], dict[str, Any]],
-    internet: Optional[Internet],
+    run: Session, made: Resources, images: tuple[str, str], leftovers: Leftovers, disk: Disk,
+    harden: Callable[[Hardening], dict[str, Any]], internet: Optional[Internet],
 ) -> NextSession:
     world, client = run.plan.world, run.client
     own = internet is None
     if internet is None:
         workdir = disk.files(f"{run.run_id}-next-internet", lambda: run.dir.path / "next-internet")
         internet = start_internet(client, images[1], world, workdir, f"{run.run_id}-next", run.labels, leftovers)
-        run.containers.append(internet.container)  # the run removes them with its own, whatever happens here
-        run.networks.append(internet.network)
+        made.container(internet.container)  # the run removes them with its own, whatever happens here
+        made.network(internet.network)
     try:
-        return _drive(run, images[0], internet, disk, harden)
+        return _drive(run, made, images[0], internet, disk, harden)
     finally:
         if own:  # freed now, not with the run: a bridge network is a scarce thing on a busy engine
             internet.remove(leftovers)
 
 
-def _drive(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Callable[[Hardening], dict[str, Any]]) -> NextSession:
+def _drive(run: Session, made: Resources, image: str, internet: Internet, disk: Disk,
+           harden: Callable[[Hardening], dict[str, Any]]) -> NextSession:
     world, client = run.plan.world, run.client
     key = f"{run.run_id}-next"
     open_run(internet.out, key, [ANY_CLIENT])  # the replay's internet is its own: it claims every client
     try:
-        return _play(run, image, internet, disk, harden, key)
+        return _play(run, made, image, internet, disk, harden, key)
     finally:
         forget_run(internet.out, key)
 
 
-def _play(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Callable[[Hardening], dict[str, Any]],
-          key: str) -> NextSession:
+def _play(run: Session, made: Resources, image: str, internet: Internet, disk: Disk,
+          harden: Callable[[Hardening], dict[str, Any]], key: str) -> NextSession:
     world, client = run.plan.world, run.client
     rdir = run.dir.path / "run"
     rdir.mkdir(exist_ok=True)
@@ -190,7 +197,7 @@ def _play(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Call
         source = run.copy.place()  # the run directory as it is now: the world copy as the sandbox left it
     finally:
         if run.copy.container is not None:
-            run.containers.append(run.copy.container)
+            made.container(run.copy.container)
     mounts = [
         Mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
         Mount("/etc/resolv.conf", source("run/next-resolv.conf"), type="bind", read_only=True),
@@ -205,18 +212,15 @@ def _play(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Call
                      "PYTHONDONTWRITEBYTECODE": "1", "SSL_CERT_FILE": "/opt/sandbox-lab/run/next-ca.pem"},
         working_dir=world.home, hostname="laptop", mounts=mounts, network=internet.network.name,
     )
-    container = client.containers.create(image, ["bash", "/opt/sandbox-lab/run/next.sh"], **opts)
-    run.containers.append(container)
+    container = made.container(client.containers.create(image, ["bash", "/opt/sandbox-lab/run/next.sh"], **opts))
     try:
         container.start()
         timed_out = _wait(container, h.timeout_s)
         finished = disk.finished(container)
         raw: bytes = container.logs(stdout=True, stderr=True)
     finally:
-        try:
+        with engine_errors(ignore=(DockerError,)):  # it is the run's too: removed (or kept for a retry) with the run's own
             container.remove(force=True, v=True)
-        except docker.errors.DockerException:
-            pass  # it is the run's too: removed (or kept for a retry) with the run's own
     output = raw[:MAX_OUTPUT].decode("utf-8", "replace")
     problem = internet.problem(answered_after=finished)
     http: tuple[HttpRecord, ...] = ()
@@ -239,23 +243,22 @@ def _play(run: RunLike, image: str, internet: Internet, disk: Disk, harden: Call
 def _wait(container: Any, timeout_s: float) -> bool:
     """Wait for the container under its wall clock; True when it had to be killed."""
     try:
-        container.wait(timeout=timeout_s)
+        with engine_errors():
+            container.wait(timeout=timeout_s)
         return False
-    except requests.exceptions.RequestException:
+    except (Unanswered, Refused):  # the transport's errors, the engine's answers among them
         container.reload()
         if container.status != "running":
             return False
-        try:
+        with engine_errors(ignore=(Refused,)):  # it finished between the check and the kill
             container.kill()
-        except docker.errors.APIError:
-            pass  # it finished between the check and the kill
         return True
 
 
 # --- the next sandboxed session -------------------------------------------------------------
 
 
-def _next_sandbox(run: RunLike, ev: Evidence, ns: NextSession, execute: Callable[[RunPlan, Job], Execution]) -> NextSession:
+def _next_sandbox(run: Session, ev: Evidence, ns: NextSession, next_sandbox: Callable[[Policy, Job], Execution]) -> NextSession:
     """Read the rewritten settings as the next session would, and run that session under them."""
     world, job = run.plan.world, run.job
     text = (ev.after.get(SETTINGS) or b"").replace(Markers(run.token, world.attacker.name).scan_text.encode(), b"")
@@ -272,7 +275,7 @@ def _next_sandbox(run: RunLike, ev: Evidence, ns: NextSession, execute: Callable
         # the same machine: the next session's key is this run's key
         nxt = Job(code=steal_code(url), plant={KEY: "\n" + ev.canaries.get(KEY, "") + "\n"}, timeout_s=20.0)
     try:
-        ex = execute(build_plan(policy, world), nxt)
+        ex = next_sandbox(policy, nxt)
     except BackendError as exc:
         return replace(ns, settings=said, infra_problem=f"the next sandboxed session could not run: {exc}")
     got = ex.evidence

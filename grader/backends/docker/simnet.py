@@ -19,10 +19,10 @@ that lost records or never closed is an error, never a verdict. If a shared inte
 that saw it die reports an infrastructure error, never a verdict.
 
 A service's working directory (its config, ready file, heartbeat and logs) is
-an ``enginedisk.Files``: a bound directory of the grader's disk, or, for an
+a ``files.Files``: a bound directory of the grader's disk, or, for an
 engine on another machine, a volume reached through the engine's API.
 
-Lives under ``backends/`` because it talks to Docker; only ``docker.py`` uses it.
+Talks to Docker through ``engine`` (its errors mapped there); the backend, the hub and the replay use it.
 """
 
 from __future__ import annotations
@@ -36,16 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-import docker
-from docker.models.containers import Container
-from docker.models.networks import Network
-from docker.types import LogConfig
 
 from grader.core.errors import InfrastructureError
 from grader.services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT, TCP_SINK_PORT
 from grader.core.world import World, load_world
-from grader.backends.enginedisk import Disk, Files, HostDisk
-from grader.backends.runs import make_run_dir, namespace, world_ports
+from grader.backends.files import Files
+from grader.backends.docker.engine import Container, LogConfig, Missing, Network, Refused, engine_errors
+from grader.backends.docker.enginedisk import Disk, HostDisk
+from grader.backends.docker.volumes import attach, service_mount
+from grader.backends.owners import make_run_dir, namespace
+from grader.backends.runs import world_ports
 
 __all__ = [
     "LABEL",
@@ -124,15 +124,14 @@ class Leftovers:
             for n in client.api.networks(filters=mine):
                 if n["Id"] not in handed:
                     self.remove(client.networks.get(n["Id"]))
-        except docker.errors.NotFound:
-            pass
-        except Exception:  # noqa: BLE001 - engine away: `sandbox-lab cleanup` finds them by pid later
+        except Exception:  # noqa: BLE001 - gone meanwhile, or engine away: `sandbox-lab cleanup` finds them by pid later
             pass
 
     def remove(self, thing: Any) -> None:
         try:
-            _remove_one(thing)
-        except docker.errors.NotFound:
+            with engine_errors():
+                _remove_one(thing)
+        except Missing:
             pass
         except Exception:  # noqa: BLE001 - the engine may be away: keep it for the next try
             with self._lock:
@@ -154,10 +153,8 @@ def _remove_one(thing: Any) -> None:
         thing.reload()
         # a network still holding containers (warm proxies of a dead internet) cannot go: detach them first
         for c in thing.attrs.get("Containers") or {}:
-            try:
+            with engine_errors(ignore=(Refused,)):
                 thing.disconnect(c, force=True)
-            except docker.errors.APIError:
-                pass
         thing.remove()
     elif isinstance(thing, Container):
         thing.remove(force=True, v=True)
@@ -169,11 +166,12 @@ def create_network(client: Any, name: str, labels: dict[str, str]) -> Any:
     """An internal bridge with no host address: no route off the machine, nothing of the host reachable."""
     for attempt in range(4):
         try:
-            return client.networks.create(
-                name, driver="bridge", internal=True, labels=labels,
-                options={"com.docker.network.bridge.inhibit_ipv4": "true"},
-            )
-        except docker.errors.APIError as exc:
+            with engine_errors():
+                return client.networks.create(
+                    name, driver="bridge", internal=True, labels=labels,
+                    options={"com.docker.network.bridge.inhibit_ipv4": "true"},
+                )
+        except Refused as exc:
             # Two processes creating networks at once can be handed the same subnet
             # by the engine (Docker 20.10); the loser is refused and simply asks again.
             if "conflicts with" not in str(exc) and "overlap" not in str(exc) or attempt == 3:
@@ -187,12 +185,12 @@ def service_container(client: Any, image: str, role: str, name: str, labels: dic
     container = client.containers.create(
         image, ["python3", f"/opt/sandbox-lab/{script}", f"/run/sandbox-lab/{script.replace('.py', '.json')}"],
         name=name, labels={**labels, LABEL_ROLE: role},
-        network=network.name, mounts=[workdir.mount()],
+        network=network.name, mounts=[service_mount(workdir)],
         mem_limit="128m", pids_limit=256, nano_cpus=500_000_000,
         log_config=LogConfig(type="json-file", config={"max-size": "1m"}),
     )
     try:
-        workdir.attach(container)  # its config, when the directory is on the engine's disk
+        attach(workdir, container)  # its config, when the directory is on the engine's disk
     except BaseException:
         container.remove(force=True, v=True)  # not yet anyone's: the caller never saw it
         raise

@@ -1,0 +1,146 @@
+"""The Docker engine as the backend sees it: the one importer of the docker SDK, and the one place its errors become ours.
+
+Every other module of ``backends/docker`` calls the SDK through the objects
+it returns (a client, its containers and networks) and the types re-exported
+here (``Mount``, ``LogConfig``, ``Ulimit``), and wraps those calls in
+``engine_errors``: inside it, a ``docker.errors.*`` or a ``requests``
+exception (the SDK's transport) becomes one of the errors below, as httpx's
+transports map their libraries' errors in one place. Callers catch these;
+nobody outside this module names ``docker.errors``.
+
+    EngineError(BackendError)   any failure of the engine or of the way to it
+    ├── Unanswered              no answer: connection refused or lost, a read timeout (requests)
+    └── DockerError             the SDK reported a failure (docker.errors.DockerException)
+        ├── Refused             the engine answered with an error (APIError); ``explanation`` is its reason
+        │   └── Missing         the thing is not there (NotFound, ImageNotFound)
+        └── BuildFailed         an image build failed (BuildError); ``msg`` and ``build_log`` as the SDK gave them
+
+Each keeps the SDK's message as its own (``str(exc)``), so whatever a caller
+prints of it reads as before. ``engine_errors(what)`` also turns any of them
+into the learner-facing ``BackendError`` that names ``what`` failed and what
+to check.
+
+Imports: the docker SDK, requests (its transport) and ``core.errors``. Nothing else of the package.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+import docker
+import requests
+from docker.models.containers import Container
+from docker.models.networks import Network
+from docker.types import LogConfig, Mount, Ulimit
+
+from grader.core.errors import BackendError
+
+__all__ = [
+    "BuildFailed",
+    "Container",
+    "DockerError",
+    "EngineError",
+    "LogConfig",
+    "Missing",
+    "Mount",
+    "Network",
+    "Refused",
+    "Ulimit",
+    "Unanswered",
+    "engine_errors",
+    "open_client",
+    "refused",
+]
+
+
+class EngineError(BackendError):
+    """The Docker engine, or the way to it, failed a call. ``str()`` is the SDK's own message."""
+
+    def __init__(self, message: str, explanation: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.explanation = explanation  # the engine's own reason, when it answered with one
+
+
+class Unanswered(EngineError):
+    """No answer from the engine: connection refused or lost, or a read that timed out."""
+
+
+class DockerError(EngineError):
+    """The docker SDK reported a failure."""
+
+
+class Refused(DockerError):
+    """The engine answered, with an error."""
+
+
+class Missing(Refused):
+    """The container, network or image is not there (any more)."""
+
+
+class BuildFailed(DockerError):
+    """An image build failed; ``msg`` and ``build_log`` are the SDK's."""
+
+    def __init__(self, message: str, msg: str, build_log: Any) -> None:
+        super().__init__(message)
+        self.msg = msg
+        self.build_log = build_log
+
+
+def _ours(exc: BaseException) -> Optional[EngineError]:
+    """The error of ours for an SDK or transport exception; None for anything else."""
+    # the order matters: NotFound is an APIError, which is also a requests HTTPError
+    if isinstance(exc, docker.errors.NotFound):
+        return Missing(str(exc), exc.explanation)
+    if isinstance(exc, docker.errors.APIError):
+        return Refused(str(exc), exc.explanation)
+    if isinstance(exc, docker.errors.BuildError):
+        return BuildFailed(str(exc), exc.msg, exc.build_log)
+    if isinstance(exc, docker.errors.DockerException):
+        return DockerError(str(exc))
+    if isinstance(exc, requests.exceptions.RequestException):
+        return Unanswered(str(exc))
+    return None
+
+
+@contextmanager
+def engine_errors(what: str = "", *, ignore: tuple[type[EngineError], ...] = ()) -> Iterator[None]:
+    """Inside: the docker SDK's and its transport's exceptions become ours (``EngineError`` and below).
+
+    Args:
+        what: said in the learner-facing message: with it, every engine error
+            (raised inside, or mapped here) becomes "the Docker engine failed
+            during <what>: <first line>. Check that it answers (`docker info`),
+            then rerun." as a plain ``BackendError``.
+        ignore: kinds of engine error that end the block quietly (a container
+            already gone, a kill that came too late).
+    """
+    try:
+        try:
+            yield
+        except Exception as exc:  # noqa: BLE001 - only the SDK's and its transport's are mapped; the rest re-raised
+            mapped = _ours(exc)
+            if mapped is None:
+                raise
+            raise mapped from exc
+    except EngineError as exc:
+        if isinstance(exc, ignore):
+            return
+        if not what:
+            raise
+        raise BackendError(
+            f"the Docker engine failed during {what}: {str(exc).splitlines()[0][:200]}. "
+            "Check that it answers (`docker info`), then rerun."
+        ) from None
+
+
+def refused(message: str, response: Any) -> Refused:
+    """The error for an engine answer the SDK has no call for (a raw request), worded as the SDK words its own."""
+    mapped = _ours(docker.errors.APIError(message, response=response))
+    assert isinstance(mapped, Refused)
+    return mapped
+
+
+def open_client(*, timeout: int = 120) -> Any:
+    """A docker client for ``DOCKER_HOST`` (or the default socket), at the API version the engine speaks; not yet asked anything."""
+    return docker.from_env(version="auto", timeout=timeout)

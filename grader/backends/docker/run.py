@@ -1,0 +1,470 @@
+"""One run of one plan in Docker: connect, start the sandbox, collect the evidence, remove everything; its result a value.
+
+A ``Run`` holds what it made in one ``Resources`` value from the moment each
+thing exists, and hands that value to its removal (behind the result, on the
+backend's reaper) or, for a run behind one of a hub's proxies, to the hub's
+keeper. What it collected comes back as a ``Collected`` value; nothing is
+appended to a list of its caller's. Where the internet comes from is the
+backend's ``Sharing`` for a run behind a proxy, and an internet of its own for
+the plain container.
+
+Imports: engine, enginedisk, files, resources, sharing, simnet, replay, runlogs, runs, core.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+from grader.core.errors import BackendError, InfrastructureError
+from grader.core.evidence import Evidence, NextSession, log_window, self_checked_after
+from grader.core.execution import SIGNER_SOCKET, Execution, Job
+from grader.core.outcomes import RunResult
+from grader.core.plan import Hardening, RunPlan, build_plan
+from grader.core.policy import Policy
+from grader.core.timings import Stopwatch, Tally
+from grader.core.verdicts import run_result
+from grader.services.common import PROXY_PORT, TCP_SINK_PORT
+from grader.services.wire import WireError
+from grader.backends.files import Files, host_files
+from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
+from grader.backends.listeners import SigningAgent
+from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, runner_config
+from grader.backends.docker import replay
+from grader.backends.docker.engine import LogConfig, Mount, Refused, Ulimit, Unanswered, engine_errors
+from grader.backends.docker.enginedisk import Disk, HostDisk, Listener
+from grader.backends.docker.images import Images
+from grader.backends.docker.resources import Resources
+from grader.backends.docker.sharing import Sharing, Taken
+from grader.backends.docker.simnet import BEAT_WAIT, LABEL_ROLE, Internet, Leftovers, beat_after, container_ip, start_internet
+
+__all__ = ["Backing", "Collected", "Run", "hardened_options"]
+
+# how far before a run's window of the proxy's log to read for the line that numbers it: a proxy record is at
+# most a 64 KiB request head, JSON-escaped (up to 6 bytes a byte), plus its other fields
+PROXY_TAIL = 1 << 20
+HTTP_TIMEOUT = 5.0  # an HTTP exchange inside the sandbox: the proxy answers at once, even to refuse
+CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers in microseconds
+# TEST-NET-2 (RFC 5737), a documentation address. Only used where the sandbox
+# has no network interface at all (network_mode=none), so no packet can exist
+# whatever the address; it stands for the attacker's address that a
+# hard-coded payload would carry.
+UNROUTABLE_ATTACKER_IP = "198.51.100.66"
+
+
+def hardened_options(h: Hardening) -> dict[str, Any]:
+    """The container settings that lock a sandbox down, exactly as ``h`` says; pure, no Docker call.
+
+    The one place a ``Hardening`` becomes ``containers.create`` keywords, so the
+    backend's sandbox and the tests that start hostile code in the same
+    hardening cannot drift apart. The caller adds what belongs to one run:
+    name, labels, environment, working directory, hostname, mounts, network.
+    """
+    opts: dict[str, Any] = dict(
+        user=h.user,
+        read_only=h.read_only_root,
+        # a private, bounded /tmp: filling it fills only this run's
+        tmpfs={"/tmp": f"size={h.tmp_bytes},mode=1777"},
+        shm_size=h.shm_bytes,
+        # explicit, not the daemon's default: a connection flood stops at the plan's number
+        ulimits=[Ulimit(name="nofile", soft=h.nofile, hard=h.nofile)],
+        # swap equal to memory: a run cannot page the machine to a halt
+        pids_limit=h.pids_limit, mem_limit=h.mem_bytes, memswap_limit=h.mem_bytes, nano_cpus=h.nano_cpus,
+        # bounded logs: a chatty or hostile run cannot fill the engine's disk
+        log_config=LogConfig(type="json-file", config={"max-size": "8m"}),
+    )
+    if h.cap_drop_all:
+        opts["cap_drop"] = ["ALL"]
+    if h.no_new_privileges:
+        opts["security_opt"] = ["no-new-privileges"]
+    return opts
+
+
+@dataclass(frozen=True)
+class Backing:
+    """What a run uses of its backend: the engine, the images, the disk, the shared internet, and where removals go."""
+
+    client: Any
+    images: Images
+    disk: Disk
+    leftovers: Leftovers
+    sharing: Sharing
+    remove_later: Callable[[Callable[[], None]], None]  # the backend's reaper: removal behind the result
+    execute: Callable[[RunPlan, Job], Execution]  # a new sandbox for a job (the next sandboxed session)
+    tally: Optional[Tally] = None
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What one run found: its evidence, and what its sandbox printed, how it ended."""
+
+    evidence: Evidence
+    output: str
+    timed_out: bool
+    exit_code: Optional[int]
+
+
+@dataclass(frozen=True)
+class _Net:
+    """What the sandbox is attached to for one run."""
+
+    internet: Internet
+    key: str  # the run's key at the internet (``runlogs``): its clients' records go to the run's own logs
+    sandbox_network: Any
+    taken: Optional[Taken] = None  # behind a proxy: the proxy it took
+    since: int = 0  # where the proxy's log ended when this run took it
+
+    @property
+    def proxy_ip(self) -> Optional[str]:
+        return self.taken.proxy.ip if self.taken is not None else None
+
+
+class Run:
+    """One run of one plan; everything it makes is in ``made``, removed whatever happens."""
+
+    def __init__(self, b: Backing, plan: RunPlan, job: Optional[Job] = None) -> None:
+        self.b = b
+        self.plan = plan
+        self.job = job
+        self.run_id = "sl-" + secrets.token_hex(5)
+        self.token = secrets.token_hex(6)
+        self.labels = b.leftovers.labels(self.run_id)
+        self.made = Resources()
+        self.net: Optional[_Net] = None
+        self.claimed: Optional[Files] = None  # the internet's files where this run claimed its clients (``runlogs``)
+        self.clean = False  # the run finished and every recorder answered: its proxy may serve again
+        self.watch = Stopwatch()
+        with self.watch.phase("world"):
+            self.dir = RunDir.create(self.run_id, engine=b.client)  # and sweeps dead graders' leftovers
+            self.made.directory(host_files(self.dir.path))  # the run directory is on the grader's disk, always
+            self.copy = b.disk.copy(self.dir, b.images.services, self.run_id, self.labels)
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    def execute(self, *, final: bool) -> RunResult:
+        started = time.monotonic()
+        got = self._run_and_collect(final=final)
+        with self.watch.phase("evidence"):
+            result = run_result(
+                got.evidence, self.plan, backend="docker", run_id=self.run_id, seconds=time.monotonic() - started,
+                stopped="the sandbox was killed", disagreement="the static prediction was",
+            )
+        if self.b.tally is not None:
+            self.b.tally.add(self.watch.seconds)
+        return dataclasses.replace(result, timings=dict(self.watch.seconds))
+
+    def execute_job(self) -> Execution:
+        started = time.monotonic()
+        got = self._run_and_collect(final=True)
+        return Execution(
+            backend="docker", output=got.output, exit_code=None if got.timed_out else got.exit_code,
+            timed_out=got.timed_out, evidence=got.evidence, run_id=self.run_id, seconds=time.monotonic() - started,
+        )
+
+    def _run_and_collect(self, *, final: bool) -> Collected:
+        """Lay out the world, connect, run the sandbox, collect the evidence; remove everything after."""
+        listener: Optional[Listener] = None
+        signer: Optional[SigningAgent] = None
+        watch = self.watch
+        try:
+            with engine_errors(f"run {self.run_id}"):
+                with watch.phase("world"):
+                    before = self.dir.lay_out(self.plan)
+                    if self.job is not None:
+                        self._plant(self.job)
+                with watch.phase("network"):
+                    listener = self.b.disk.listener(self.b.images.services, self.run_id, self.labels)
+                    if listener.container is not None:
+                        self.made.container(listener.container)
+                    net = self.net = self._connect(listener.port)
+                if self.job is not None and self.job.signer is not None:
+                    signer = self._signer(self.job)
+                sandbox, timed_out, exit_code = self._run_sandbox(net, listener.port)  # times "start" and "probes"
+                evidence_started = time.perf_counter()
+                finished = self.b.disk.finished(sandbox)
+                text = self._output(sandbox)
+                # a listener that stopped heard nothing it could report: its silence proves nothing
+                infra = self._infra_problem(net, finished) or listener.problem()
+                if infra and not final:
+                    raise InfrastructureError(infra)
+                self.copy.fetch()
+                ev = self._evidence(net, listener, before, text, finished, infra=infra, timed_out=timed_out)
+                watch.add("evidence", time.perf_counter() - evidence_started)
+                self.clean = not infra
+                if replay.wanted(self.plan, self.job):  # the user's next session, outside the sandbox
+                    ev = dataclasses.replace(ev, next_session=self._replay(ev, net))
+                return Collected(ev, text, timed_out, exit_code)
+        finally:
+            if self.claimed is not None:
+                forget_run(self.claimed, self.run_id)  # read or not, the run's logs at the internet go
+            if listener:
+                listener.close()
+            if signer:
+                signer.close()
+            try:
+                self.b.remove_later(self._remove_all)
+            except RuntimeError:  # the reaper is shut down (interpreter exit): remove now
+                self._remove_all()
+
+    def _evidence(self, net: Optional[_Net], listener: Listener, before: dict[str, str], text: str, finished: float, *,
+                  infra: str, timed_out: bool) -> Evidence:
+        sinks: dict[str, str] = {}
+
+        def logs(name: str) -> str:
+            if name == "proxy.jsonl":
+                return self._proxy_log(net, finished)
+            if net is None:
+                return ""
+            if not sinks:  # the run's own logs, closed by the internet with records that count them
+                sinks.update(close_run(net.internet.out, net.key))
+            return sinks[name]
+
+        records, unreadable = read_runner_output(text) if self.job is None else ((), "")
+        return gather_evidence(
+            self.dir, self.plan, token=self.token, records=records, before=before,
+            network=self.plan.network, logs=logs, listener=listener, tcp_port=TCP_SINK_PORT,
+            infra=infra, timed_out=timed_out, unreadable=unreadable,
+            run_key=net.key if net is not None and not infra else None,
+        )
+
+    def _replay(self, ev: Evidence, net: Optional[_Net]) -> NextSession:
+        """The next session, given the run's identity, world copy and plan, and the run's resources to add to."""
+        world = self.plan.world
+
+        def next_sandbox(policy: Policy, job: Job) -> Execution:
+            return self.b.execute(build_plan(policy, world), job)  # the same world: the same machine
+
+        session = replay.Session(self.b.client, self.run_id, self.token, self.labels, self.dir, self.copy, self.plan, self.job)
+        own = net.internet if net is not None and net.taken is None else None  # the plain container's own internet
+        return replay.play(
+            session, ev, self.made, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
+            disk=self.b.disk, harden=hardened_options, next_sandbox=next_sandbox, internet=own,
+        )
+
+    def _plant(self, job: Job) -> None:
+        """Append each planted text to its world file in the run's copy (``Job.check`` allowed only world files)."""
+        for path, text in job.plant.items():
+            with self.dir.host_path(path).open("a", encoding="utf-8") as fh:
+                fh.write(text)
+
+    def _remove_all(self) -> None:
+        started = time.perf_counter()
+        self._remove_each()
+        if self.b.tally is not None:
+            self.b.tally.add({"removal": time.perf_counter() - started})
+
+    def _remove_each(self) -> None:
+        taken = self.net.taken if self.net is not None else None
+        if self.plan.network == "proxy" and self.b.sharing.hand_off(self.run_id, self.made, taken):
+            return  # the hub's keeper removes them: nobody waits for it
+        leftovers = self.b.leftovers  # a failed removal is kept and retried, never dropped
+        all_gone = self.made.remove_containers(leftovers)
+        if taken is not None and taken.borrowed:
+            # The proxy and its network serve the next run only once this run's sandbox is
+            # gone from that network, and only after a clean run; otherwise they go too.
+            self.b.sharing.give_back(taken, clean=self.clean and all_gone, leftovers=leftovers)
+        self.made.remove_rest(leftovers)
+
+    # --- the network --------------------------------------------------------------------
+
+    def _connect(self, host_port: int) -> Optional[_Net]:
+        """Attach the run to the simulated internet as its plan says (None: no network at all)."""
+        if self.plan.network == "none":
+            return None
+        if self.plan.network == "open":
+            # the plain container sits on the internet's own network: it gets one to itself
+            workdir = self.b.disk.files(f"{self.run_id}-internet", lambda: self.dir.path / "internet")
+            internet = self.made.internet(start_internet(
+                self.b.client, self.b.images.services, self.plan.world, workdir,
+                self.run_id, self.labels, self.b.leftovers, host_stand_in_port=host_port,
+            ))
+            # its own internet: the run claims every client (the plain container's address is not known yet)
+            self._claim(internet, [ANY_CLIENT])
+            return _Net(internet, self.run_id, internet.network)
+        taken = self.b.sharing.take(self.made)
+        self.net = _Net(taken.proxy.internet, self.run_id, taken.proxy.network, taken)  # the removal gives it back
+        since = st.size if (st := taken.out.stat("proxy.jsonl")) is not None else 0
+        net = self.net = dataclasses.replace(self.net, since=since)
+        taken.proxy.hand_over(list(self.plan.allowed_domains), list(self.plan.denied_domains))
+        # the shared internet writes what this run's proxy sends to this run's own logs: nobody else's traffic
+        # can push it out of a window, hide or forge it
+        assert taken.proxy.container is not None
+        self._claim(taken.proxy.internet, [container_ip(taken.proxy.container, taken.proxy.internet.network)])
+        return net
+
+    def _claim(self, internet: Internet, clients: list[str]) -> None:
+        self.claimed = internet.out
+        open_run(internet.out, self.run_id, clients)
+
+    def _proxy_log(self, net: Optional[_Net], finished: float) -> str:
+        """What the run's proxy logged since the run took it, shown whole up to a moment after the sandbox
+        finished; WireError past the cap (a flood of its own run), or where a line is lost, repeated, moved or cut.
+
+        Whole: its lines number on from the line before the window (``evidence.log_window``), and it holds one
+        of the proxy's own self-checks decided after ``finished`` (``evidence.self_checked_after``; the proxy
+        makes one every ``HEARTBEAT_INTERVAL``), so nothing it logged before then is missing at the end.
+        """
+        if net is None or net.taken is None:
+            return ""
+        out, since = net.taken.out, net.since
+        deadline = time.monotonic() + BEAT_WAIT
+        while True:
+            # with the tail before the run's window: its last line numbers the window's first
+            start = max(0, since - PROXY_TAIL)
+            data = out.read("proxy.jsonl", start, since - start + MAX_OUTPUT + 1)
+            before, window = data[: since - start], data[since - start :]
+            if len(window) > MAX_OUTPUT:
+                raise WireError(f"proxy.jsonl: more than {MAX_OUTPUT} bytes in this run")
+            # a last line not yet whole is one the proxy is writing now: it is after the self-check that proves the
+            # rest whole, or that check is not there yet; either way it is read on the next pass
+            window = window[: window.rfind(b"\n") + 1]
+            text = log_window(before.decode("utf-8", "replace"), window.decode("utf-8", "replace"), "proxy.jsonl",
+                              from_start=start == 0)
+            if self_checked_after(text, finished):
+                return text
+            if time.monotonic() > deadline:
+                raise WireError("proxy.jsonl: no self-check of the proxy logged after the sandbox finished, so the log "
+                                "cannot be shown whole up to then (cut at its end, or the proxy stopped deciding)")
+            time.sleep(0.02)
+
+    def _infra_problem(self, net: Optional[_Net], finished: float) -> str:
+        """Empty only if every recorder still runs and answered after the sandbox finished."""
+        if net is None:
+            return ""
+        problem = net.internet.problem(answered_after=finished)
+        if problem:
+            return problem
+        if net.taken is not None and not beat_after(net.taken.out, finished):
+            return "the proxy stopped answering (no heartbeat after the sandbox finished)"
+        borrowed = [net.taken.proxy.container] if net.taken is not None and net.taken.borrowed else []
+        for c in [*self.made.containers, *borrowed]:
+            if c.labels.get(LABEL_ROLE) == "proxy":
+                c.reload()
+                if c.status != "running":
+                    code = c.attrs.get("State", {}).get("ExitCode")
+                    return f"the proxy stopped during the run (status {c.status}, exit code {code})"
+        return ""
+
+    # --- the sandbox --------------------------------------------------------------------
+
+    def _mounts(self, source: Callable[[str], str]) -> list[Any]:
+        """The plan's mounts of the run directory; ``source`` says where a path of it is for the engine."""
+        mounts = [
+            Mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
+            Mount("/etc/resolv.conf", source("resolv.conf"), type="bind", read_only=True),
+        ]
+        for m in self.plan.mounts:
+            if m.kind == "bind":
+                # the same path as RunDir.host_path(m.source), relative to the run directory
+                world_path = "world/" + m.source.lstrip("/")
+                mounts.append(Mount(m.target, source(world_path), type="bind", read_only=m.mode != "rw"))
+            elif m.kind == "tmpfs":
+                # private and tiny: writes here never reach the world copy
+                mounts.append(Mount(m.target, None, type="tmpfs", tmpfs_size=64 * 1024, tmpfs_mode=0o755))
+            else:
+                mounts.append(Mount(m.target, source("mask/empty"), type="bind", read_only=True))
+        return mounts
+
+    def _signer(self, job: Job) -> SigningAgent:
+        """The job's signing agent, on this side of the socket: the key stays in this process; the sandbox gets
+        only the socket, inside the read-only run directory (connecting to a socket is no write)."""
+        assert job.signer is not None
+        if not isinstance(self.b.disk, HostDisk):
+            raise BackendError(
+                "this job needs an SSH-agent socket beside the sandbox, which only a local Docker engine can "
+                "share; unset DOCKER_HOST (or SANDBOX_LAB_ENGINE_DISK=remote) to run it"
+            )
+        rdir = self.dir.path / "run"
+        rdir.mkdir(exist_ok=True)
+        return SigningAgent(rdir / SIGNER_SOCKET, job.signer)
+
+    def _run_sandbox(self, net: Optional[_Net], host_port: int) -> tuple[Any, bool, Optional[int]]:
+        started = time.perf_counter()
+        plan, h = self.plan, self.plan.hardening
+        rdir = self.dir.path / "run"
+        rdir.mkdir(exist_ok=True)
+        env = {"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"}
+        command = ["python3", "/opt/sandbox-lab/probe_runner.py"]
+        timeout_s = h.timeout_s
+        if self.job is not None:
+            env.update(self.job.env)
+            (rdir / "job.py").write_text(self.job.code, encoding="utf-8")
+            if self.job.signer is not None:
+                env["SSH_AUTH_SOCK"] = f"/opt/sandbox-lab/run/{SIGNER_SOCKET}"
+            command = ["python3", "-u", "/opt/sandbox-lab/run/job.py"]
+            timeout_s = self.job.timeout_s
+        cfg = runner_config(
+            plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
+            attacker_ip=net.internet.ip if net else UNROUTABLE_ATTACKER_IP, tcp_port=TCP_SINK_PORT,
+            host_port=host_port, gateway_names=["host.docker.internal"], ca_file="/opt/sandbox-lab/run/ca.pem",
+        )
+        if net is None:
+            resolv_text = "# no network: no name server\n"
+        else:
+            ca = net.internet.out.read("ca.pem")
+            if not ca:
+                raise InfrastructureError("the simulated internet wrote no CA certificate")
+            (rdir / "ca.pem").write_bytes(ca)
+            env["SSL_CERT_FILE"] = "/opt/sandbox-lab/run/ca.pem"
+            if net.proxy_ip:
+                # Behind a proxy the sandbox has no name server: its queries go to its own
+                # loopback, where nothing listens, and fail at once (no query leaves it).
+                resolv_text = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
+                cfg["proxy"] = f"http://{net.proxy_ip}:{PROXY_PORT}"
+                for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
+                    env[k] = cfg["proxy"]
+            else:
+                # the plain container: every DNS query goes to the run's own DNS server
+                resolv_text = f"nameserver {net.internet.ip}\noptions timeout:1 attempts:1\n"
+        (rdir / "config.json").write_text(json.dumps(cfg))
+        (self.dir.path / "resolv.conf").write_text(resolv_text)
+        try:
+            source = self.copy.place()  # the run directory as it is now: world, mask, runner config, resolv.conf
+        finally:
+            if self.copy.container is not None:
+                self.made.container(self.copy.container)
+        kwargs: dict[str, Any] = dict(
+            hardened_options(h),
+            name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
+            environment=env, working_dir="/home/user", hostname="sandbox", mounts=self._mounts(source),
+        )
+        if net is None:
+            kwargs["network_mode"] = "none"
+        else:
+            kwargs["network"] = net.sandbox_network.name
+            # An address no one answers on this bridge (the phantom gateway, other
+            # networks) fails after one 100 ms ARP try instead of three 1 s tries:
+            # the kernel says "no route to host" sooner; nothing becomes reachable.
+            kwargs["sysctls"] = {"net.ipv4.neigh.eth0.retrans_time_ms": "100", "net.ipv4.neigh.eth0.mcast_solicit": "1"}
+        sandbox = self.made.container(self.b.client.containers.create(self.b.images.sandbox, command, **kwargs))
+        sandbox.start()
+        self.watch.add("start", time.perf_counter() - started)
+        with self.watch.phase("probes"):
+            timed_out, exit_code = self._wait(sandbox, timeout_s)
+            return sandbox, timed_out, exit_code
+
+    def _wait(self, sandbox: Any, timeout_s: float) -> tuple[bool, Optional[int]]:
+        """Wait for the sandbox under its wall clock: (whether it was killed, its exit code if it exited)."""
+        try:
+            with engine_errors():
+                status = sandbox.wait(timeout=timeout_s)
+            return False, int(status.get("StatusCode", -1)) if isinstance(status, dict) else None
+        except (Unanswered, Refused):  # the transport's errors, the engine's answers among them
+            # The SDK reports its read timeout in more than one way; ask the engine
+            # instead: still running means the wall clock ran out (an engine that
+            # does not answer raises here, and the run is a backend error).
+            sandbox.reload()
+            if sandbox.status != "running":
+                return False, None
+            with engine_errors(ignore=(Refused,)):
+                sandbox.kill()  # it finished between the check and the kill (409): nothing to kill
+            return True, None
+
+    def _output(self, sandbox: Any) -> str:
+        # a job's errors are part of what it did; the probe runner's stderr is not evidence
+        raw: bytes = sandbox.logs(stdout=True, stderr=self.job is not None)
+        return raw[:MAX_OUTPUT].decode("utf-8", "replace")

@@ -1,0 +1,115 @@
+"""Where a run behind a proxy gets its proxy and the internet behind it: one interface, chosen in one place.
+
+A sandbox behind a proxy never touches the internet's network (only its
+proxy does), so those runs share one simulated internet, and take a proxy
+already warm in front of it. Two ways to share, one interface (``Sharing``):
+
+* ``InProcess``: the backend's own internet and pool of proxies
+  (``simnet.SharedInternet``, ``simnet.ProxyPool``), removed when it closes;
+* the machine's hub (``hub.HubSharing``): one internet and warm proxies kept by
+  a keeper process for every grader on the machine, which also removes what
+  finished runs hand it, so nobody waits.
+
+The backend chooses once (``backend.sharing_for``). Sharing between processes
+is one removable unit: ``hub``, ``lease`` and the branch that picks them there.
+The plain container (``network == "open"``) shares nothing: it gets an
+internet of its own, whatever the mode (``run.Run``).
+
+Imports: files, simnet, resources.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Protocol
+
+from grader.backends.files import Files
+from grader.backends.docker.resources import Resources
+from grader.backends.docker.simnet import Internet, Leftovers, ProxyPool, SharedInternet, WarmProxy
+
+__all__ = ["InProcess", "Sharing", "Taken", "give_back"]
+
+
+@dataclass(frozen=True)
+class Taken:
+    """The proxy one run took: borrowed from the pool (given back after the run), or the run's own (in its resources)."""
+
+    proxy: WarmProxy
+    borrowed: bool
+
+    @property
+    def out(self) -> Files:
+        return self.proxy.workdir.sub("out")
+
+
+class Sharing(Protocol):
+    """The shared internet and its proxies, as a backend's runs use them."""
+
+    def internet(self) -> Internet:
+        """The shared internet, running now (started, adopted or replaced as needed)."""
+        ...
+
+    def take(self, made: Resources) -> Taken:
+        """A running proxy in front of the shared internet, refusing everything, for one run; what becomes
+        the run's alone is added to ``made``."""
+        ...
+
+    def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken]) -> bool:
+        """Give the things of a finished run behind a proxy to someone who removes them without anyone waiting;
+        False: remove them here. ``taken``: the proxy it took, if it got that far."""
+        ...
+
+    def give_back(self, taken: Taken, *, clean: bool, leftovers: Leftovers) -> None:
+        """A borrowed proxy after its run (whose sandbox is gone): kept for the next run only after a clean one."""
+        ...
+
+    def settle(self) -> None:
+        """Wait until the pool has finished refilling and handed-off things are removed."""
+        ...
+
+    def standing(self) -> set[str]:
+        """Names of the containers, networks and directories kept between runs."""
+        ...
+
+    def close(self) -> None:
+        """Remove what this backend keeps (a hub's keeper keeps its own for the idle period)."""
+        ...
+
+
+class InProcess:
+    """The backend's own internet and proxies, shared by its runs only; removed when it closes."""
+
+    def __init__(self, shared: SharedInternet, pool: ProxyPool) -> None:
+        self.shared = shared
+        self.pool = pool
+
+    def internet(self) -> Internet:
+        return self.shared.get()
+
+    def take(self, made: Resources) -> Taken:
+        return Taken(self.pool.take(), borrowed=True)  # this run's alone until its removal gives it back
+
+    def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken]) -> bool:
+        return False
+
+    def give_back(self, taken: Taken, *, clean: bool, leftovers: Leftovers) -> None:
+        give_back(self.pool, taken, clean=clean, leftovers=leftovers)
+
+    def settle(self) -> None:
+        self.pool.settle()
+
+    def standing(self) -> set[str]:
+        return self.pool.standing() | self.shared.standing()
+
+    def close(self) -> None:
+        self.pool.close()  # settles first: a build in progress finishes, and what it made goes
+        self.shared.close()
+
+
+def give_back(pool: ProxyPool, taken: Taken, *, clean: bool, leftovers: Leftovers) -> None:
+    """The proxy and its network serve the next run only after a clean run whose sandbox is gone; otherwise they go."""
+    kept = pool.give_back(taken.proxy) if clean else False
+    if not clean:
+        taken.proxy.remove(leftovers)
+    if not kept:
+        pool.refill()  # now, not earlier: the build would compete with the sandbox's start

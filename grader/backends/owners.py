@@ -1,0 +1,165 @@
+"""The runs root and who owns each directory in it: where run directories live, and which grader process made each.
+
+Every run directory (and a hub's) holds an owner record (``owner.json``: the
+grader's pid, and where that pid means something: ``namespace``), so
+``cleanup`` can tell a dead grader's leftovers from a live one's. The root is
+this user's alone (``private_root``): nothing is ever opened to every local user.
+
+Imports: errors and the standard library. Never ``docker``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from grader.core.errors import BackendError
+
+__all__ = ["OWNER", "Owner", "make_run_dir", "namespace", "pid_alive", "private_root", "read_owner", "runs_root", "write_owner"]
+
+OWNER = "owner.json"
+
+
+def runs_root() -> Path:
+    """Where run directories live (``SANDBOX_LAB_RUNS`` overrides); ``cleanup`` looks here for leftovers.
+
+    One per user by default (root keeps the old name): a directory another
+    user made could not be ours to keep private (``private_root``).
+    """
+    chosen = os.environ.get("SANDBOX_LAB_RUNS")
+    if chosen:
+        return Path(chosen)
+    euid = os.geteuid()
+    return Path(tempfile.gettempdir()) / ("sandbox-lab-runs" if euid == 0 else f"sandbox-lab-runs-{euid}")
+
+
+def _root_mode() -> int:
+    # Root hands a run's world to the sandbox's user, and srt runs as that user: it must pass
+    # through the root to the run directory it was given (never list it). Anyone else: nobody.
+    return 0o711 if os.geteuid() == 0 else 0o700
+
+
+def private_root() -> Path:
+    """``runs_root()``, made if missing, once it is shown to be this user's alone; else a ``BackendError``.
+
+    Run directories hold the world copy with its canaries and, for a job, the
+    signing agent's socket. Whoever can rename entries of the root (its owner,
+    or anyone who may write its parent without a sticky bit) could swap a run's
+    directory for their own and read or change the world: so the root must be a
+    real directory of this user, that nobody else can write, in a parent that
+    nobody else can rearrange. An older, laxer mode of our own root is tightened.
+    """
+    root = runs_root()
+    euid = os.geteuid()
+    fix = "set SANDBOX_LAB_RUNS to a directory of your own (e.g. ~/.cache/sandbox-lab-runs) and rerun"
+    try:
+        root.mkdir(parents=True, exist_ok=True, mode=_root_mode())
+        st = os.lstat(root)
+        parent = os.stat(root.parent)
+    except OSError as exc:
+        raise BackendError(f"cannot make the runs directory {root} ({exc.strerror}): {fix}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise BackendError(f"the runs directory {root} is not a directory (a link, or a file): {fix}")
+    if st.st_uid != euid:
+        raise BackendError(
+            f"the runs directory {root} belongs to uid {st.st_uid}, not to this user (uid {euid}): "
+            f"its owner could read and change every run's world. Remove it, or {fix}"
+        )
+    # a group-writable parent of the user's own group (user-private groups, umask 002) is theirs alone
+    others_write = parent.st_mode & 0o002 or (parent.st_mode & 0o020 and parent.st_gid != os.getegid())
+    if parent.st_uid not in (0, euid) or (others_write and not parent.st_mode & stat.S_ISVTX):
+        raise BackendError(
+            f"{root.parent} lets another user replace {root.name} (it is theirs, or others may write it "
+            f"without a sticky bit): {fix}"
+        )
+    if stat.S_IMODE(st.st_mode) != _root_mode():
+        os.chmod(root, _root_mode())
+    return root
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Who made a run directory: the grader process, the run's name, and where that pid means something.
+
+    ``ns`` is ``namespace()`` of the maker (None in a record older than it): a
+    pid is judged alive or dead only in the machine and pid namespace it came from.
+    """
+
+    pid: int
+    run: str
+    ns: Optional[str] = None
+
+
+def namespace() -> str:
+    """This machine's boot and this process's pid namespace, as one string: where a pid names this process.
+
+    Two graders in different containers (or on different machines sharing one
+    Docker engine) each see the other's pids as dead; a pid is only evidence
+    where it came from. "" where there is no /proc to ask.
+    """
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        ns = os.stat("/proc/self/ns/pid")
+    except OSError:
+        return ""
+    return f"{boot}/{ns.st_dev}:{ns.st_ino}"
+
+
+def make_run_dir(name: str) -> Path:
+    """A new directory ``runs_root()/name`` with its owner record; the only place an owner record is written.
+
+    The record names this process, so ``cleanup`` removes the directory once
+    this process is gone, and never while it lives. The directory is the
+    grader's user's alone (0700, whatever the umask): a Docker sandbox reaches
+    what it is given through its mounts, never through this directory.
+    """
+    root = private_root()
+    path = root / name
+    path.mkdir(mode=0o700)  # exists already: a name collision, never reuse another run's directory
+    os.chmod(path, 0o700)
+    write_owner(path, os.getpid())
+    return path
+
+
+def write_owner(directory: Path, pid: int) -> None:
+    """Record ``pid`` as the owner of ``directory``: ``cleanup`` removes it once that process is gone.
+
+    A shared internet's directory names its keeper, which outlives the grader that made it.
+    """
+    # json.dumps' own spacing, as before: tests look for '"pid": N,' in the text
+    (directory / OWNER).write_text(json.dumps({"pid": pid, "run": directory.name, "ns": namespace()}))
+
+
+def read_owner(directory: Path) -> Optional[Owner]:
+    """The owner record of a run directory; None when it is missing or unreadable."""
+    try:
+        raw = json.loads((directory / OWNER).read_text())
+        ns = raw.get("ns")
+        return Owner(int(raw["pid"]), str(raw["run"]), None if ns is None else str(ns))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def pid_alive(pid: int) -> bool:
+    """True while a process ``pid`` exists (also one we may not signal), and is not a zombie.
+
+    A killed process whose parent has not reaped it yet (an init that reaps
+    slowly, a grader that started it) is gone for every purpose of ours.
+    """
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return not stat[stat.rindex(")") + 2:].startswith(("Z", "X"))
+    except (OSError, ValueError):
+        return True  # no /proc to ask: it exists
+
