@@ -14,11 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LIMIT = 600
 
 # Today's offenders and their sizes in lines: split them, then delete their line. Never add one, never raise one.
-OVER: dict[str, int] = {
-    "grader/backends/runs.py": 858,
-    "grader/backends/enginedisk.py": 743,
-    "grader/backends/docker/backend.py": 691,
-}
+OVER: dict[str, int] = {}
 
 
 def _lines(path: Path) -> int:
