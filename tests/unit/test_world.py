@@ -15,6 +15,7 @@ from grader.core.world import LOOT_ROLES, ROLES, WorldDir, WorldFile, parse_worl
 
 WORLD = load_world()
 RAW: dict[str, Any] = json.loads(resources.files("grader").joinpath("world.json").read_text("utf-8"))
+ATTACKER_AT = next(i for i, h in enumerate(RAW["hosts"]) if h.get("attacker"))  # its index in the file, wherever it is
 PROJECTS = ("/project", "/app/workspace")
 
 # sandbox-runtime's mandatory write-deny list (DANGEROUS_FILES, getDangerousDirectories(), .git/hooks, .git/config)
@@ -261,7 +262,7 @@ def test_a_directory_without_a_role_is_refused() -> None:
         (lambda d: d["hosts"][0].__setitem__("ports", [443, 443]), "/hosts/0/ports", "twice"),
         (lambda d: d["hosts"][0].__setitem__("ports", [443, 70000]), "/hosts/0/ports", "no TCP port"),
         (lambda d: d["hosts"][0].__setitem__("ports", [443, "80"]), "/hosts/0/ports/1", "whole number"),
-        (lambda d: next(h for h in d["hosts"] if h.get("attacker")).__setitem__("ports", [80, 443, 4444]), "/hosts/15/ports", "add 53"),
+        (lambda d: next(h for h in d["hosts"] if h.get("attacker")).__setitem__("ports", [80, 443, 4444]), f"/hosts/{ATTACKER_AT}/ports", "add 53"),
         (lambda d: d.__setitem__("files", {}), "/files", "JSON list"),
     ],
 )
