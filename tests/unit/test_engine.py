@@ -107,3 +107,20 @@ def test_only_the_engine_module_imports_the_docker_sdk() -> None:
             if any(n.split(".")[0] in ("docker", "requests") for n in names):
                 importers.append(str(path.relative_to(PACKAGE)))
     assert sorted(set(importers)) == ["backends/docker/engine.py"]
+
+
+def test_an_engine_that_goes_away_mid_cleanup_is_said_so_with_what_to_check() -> None:
+    """`sandbox-lab cleanup` once printed the transport's bare "('Connection aborted.', FileNotFoundError(...))"."""
+    from grader.backends.cleanup import Scope
+    from grader.backends.docker.backend import sweep
+
+    class Api:
+        def containers(self, **_: object) -> list[object]:
+            raise requests.exceptions.ConnectionError(("Connection aborted.", FileNotFoundError(2, "No such file or directory")))
+
+    class Client:
+        api = Api()
+
+    with pytest.raises(BackendError) as caught:
+        sweep(Scope(everything=False, engine=Client()))
+    assert "the Docker engine failed during cleanup" in str(caught.value) and "docker info" in str(caught.value)

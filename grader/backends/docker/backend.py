@@ -92,6 +92,12 @@ def sweep(scope: cleaning.Scope) -> list[str]:
         except ValueError:
             return not scope.automatic  # no pid to judge: only an explicit cleanup takes it
 
+    with engine_errors("cleanup"):  # an engine that goes away mid-sweep is said so, with what to check
+        return removed + _sweep_labelled(client, stale)
+
+
+def _sweep_labelled(client: Any, stale: Callable[[dict[str, str]], bool]) -> list[str]:
+    removed: list[str] = []
     # the low-level list carries labels: no per-container lookup that a concurrent removal could race
     for c in client.api.containers(all=True, filters={"label": LABEL}):
         if stale(c.get("Labels") or {}):
