@@ -158,7 +158,8 @@ def test_a_grader_that_is_not_root_judges_as_root_does(docker_client: Any, docke
         # the world's user binds the run directory; anyone else sends a world it could not hand over
         # (placed once per container that mounts it: the sandbox, and the next session's replay if any)
         assert set(got["volume"]) == (set() if uid == 1000 else {False})
-        assert list((home / "runs").iterdir()) == []  # the run removed its directory, as root's does
+        left = sorted(str(p) for p in (home / "runs").rglob("*"))  # each file, to say whose it is when one stays
+        assert left == [], [f"{p} ({Path(p).owner()})" for p in left]  # the run removed its directory, as root's does
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
