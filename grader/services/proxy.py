@@ -458,14 +458,14 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         return
 
     chunked: bytes | None = None
-    failure_note = ""
+    cut_note = ""
     if method.upper() != "CONNECT" and body.chunked:
         try:
             if head.values("expect"):
                 conn.sendall(b"HTTP/1.1 100 Continue\r\n\r\n")  # the client waits for it before its body
             chunked, cut = _read_chunked(body)
             if cut:
-                failure_note = f"; chunked body cut at {MAX_CHUNKED_BODY} bytes, its first part sent on"
+                cut_note = f"; chunked body cut at {MAX_CHUNKED_BODY} bytes, its first part sent on"
         except (http1.BadHead, OSError) as exc:
             # a body the origin could read otherwise than we do: refused before anything is dialled
             settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], decision.host, port, path or None,
@@ -474,7 +474,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
             return
 
     upstream, failure = _open_upstream(decision.host, port, settings)
-    settings.log.write(record(decision.reason + failure_note + (f"; {failure}" if failure else "")))
+    settings.log.write(record(decision.reason + cut_note + (f"; {failure}" if failure else "")))
     if upstream is None:
         _send_status(conn, 502, "Bad Gateway", f"{decision.host}: {failure}\n")
         return
