@@ -41,6 +41,7 @@ reachable too, so whatever it sent could have gone to the attacker directly.
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -432,8 +433,20 @@ def _serve_tcp(conn: socket.socket, client: str, port: int, nonce: str, log: com
 # --- start-up --------------------------------------------------------------------------
 
 
-def _listen_tcp(bind: str, port: int) -> socket.socket:
-    return socket.create_server((bind, port), backlog=128)
+def _listen_tcp(bind: str, port: int, own: str = "") -> socket.socket:
+    """A listener on ``bind``; a wildcard ``bind`` whose port is taken on some other local address falls back to ``own``.
+
+    Docker's embedded DNS listens inside every container on a user network, on 127.0.0.11 and a
+    random high port. The host's stand-in takes the host listener's port, also a random high
+    port: when the two meet, the wildcard bind fails, although the sandbox only ever connects
+    to this internet's own address, where the port is free.
+    """
+    try:
+        return socket.create_server((bind, port), backlog=128)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE or bind not in ("0.0.0.0", "") or not own:
+            raise
+        return socket.create_server((own, port), backlog=128)
 
 
 def _self_check(dns_port: int, http_port: int, tcp_ports: list[int]) -> None:
@@ -518,7 +531,7 @@ def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bi
     ]  # fmt: skip
     for port in map(int, config["tcp_ports"]):
         handler = functools.partial(_serve_tcp, port=port, nonce=nonce, log=tcp_log, world=world)
-        listeners.append((_listen_tcp(bind, port), handler))
+        listeners.append((_listen_tcp(bind, port, own=address), handler))
     common.spawn(nameserver.serve_udp, udp, world, address, dns_log)
     for listener, handle in listeners:
         common.spawn(common.serve_forever, listener, handle, slots)

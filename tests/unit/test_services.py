@@ -1145,3 +1145,25 @@ def test_the_heartbeat_beats_while_one_client_holds_every_connection_it_may(serv
     finally:
         for sock in held:
             sock.close()
+
+
+def test_a_stand_in_port_taken_on_another_local_address_listens_on_the_internets_own():
+    """Docker's embedded DNS holds a random high port on 127.0.0.11; the host's stand-in may draw the same one."""
+    from grader.services import internet
+
+    taken = socket.create_server(("127.0.0.1", 0))
+    port = taken.getsockname()[1]
+    try:
+        with pytest.raises(OSError):
+            internet._listen_tcp("0.0.0.0", port)  # the wildcard meets the taken port
+        listener = internet._listen_tcp("0.0.0.0", port, own="127.0.0.2")
+        try:
+            assert listener.getsockname() == ("127.0.0.2", port)
+            with socket.create_connection(("127.0.0.2", port), timeout=5):
+                pass
+        finally:
+            listener.close()
+        with pytest.raises(OSError):  # a specific address is never silently moved
+            internet._listen_tcp("127.0.0.1", port, own="127.0.0.2")
+    finally:
+        taken.close()
