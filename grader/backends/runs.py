@@ -229,7 +229,7 @@ def runner_config(
         host_port=host_port, gateway_names=tuple(gateway_names),
         hosts=w.host_names, loot=tuple(s.path for s in w.loot), rebase=path,
         # every allowed name is tried as a way out, known to the world or not
-        allowed=plan.allowed_domains, uploads=tuple(h.name for h in w.hosts if h.uploads and not h.attacker),
+        allowed=plan.allowed_domains, denied=plan.denied_domains, uploads=tuple(h.name for h in w.hosts if h.uploads and not h.attacker),
         urls=tuple(h.name for h in w.hosts if h.urls_public),
         settings=next((f.content for f in w.files if f.path == SETTINGS), "{}"),
     )

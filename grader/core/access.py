@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from grader.core.domains import host_allowed, matches
+from grader.core.domains import entry_host, entry_port, matches
 from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.world import World
@@ -117,20 +117,32 @@ class Access:
             return "open"
         return "proxy" if self.policy.network.allowedDomains else "none"
 
-    def reach(self, host: str) -> Decision:
-        """May the agent talk to ``host`` (a normalized name)?"""
+    def reach(self, host: str, port: Optional[int] = None) -> Decision:
+        """May the agent talk to ``host`` (a normalized name) on ``port``?
+
+        With ``port`` None: on some port the name's server serves (the world's
+        ports; 80 and 443 for a name no server answers), which is what an
+        attacker asks: an entry pinned to one port opens that port only.
+        """
         if self.policy is None:
             return Decision(True, None, "the plain container has ordinary networking: every host is reachable")
         net = self.policy.network
         if not net.allowedDomains:
             return Decision(False, None, "allowedDomains is empty, so the sandbox has no network at all")
+        if port is None:
+            decisions = [self.reach(host, p) for p in self.world.ports_of(host) or (80, 443)]
+            return next((d for d in decisions if d.allowed), decisions[0])
+        on = f" on port {port}"
         for d in net.deniedDomains:
-            if matches(d, host):
-                return Decision(False, ("deniedDomains", d), f'deniedDomains "{d}" blocks it (deny wins)')
+            if matches(d, host, port):
+                return Decision(False, ("deniedDomains", d), f'deniedDomains "{d}" blocks it{on if entry_port(d) else ""} (deny wins)')
         for a in net.allowedDomains:
-            if matches(a, host):
-                return Decision(True, ("allowedDomains", a), f'allowedDomains "{a}" lets the proxy through to it')
-        apex = [a for a in net.allowedDomains if a.startswith("*.") and a[2:] == host]
+            if matches(a, host, port):
+                return Decision(True, ("allowedDomains", a), f'allowedDomains "{a}" lets the proxy through to it{on if entry_port(a) else ""}')
+        pinned = [a for a in net.allowedDomains if matches(a, host)]
+        if pinned:
+            return Decision(False, None, f'"{pinned[0]}" opens port {entry_port(pinned[0])} only, not port {port}')
+        apex = [a for a in net.allowedDomains if entry_host(a).startswith("*.") and entry_host(a)[2:] == host]
         if apex:
             return Decision(False, None, f'"{apex[0]}" matches subdomains only, not {host} itself')
         return Decision(False, None, "no allowedDomains entry matches it")
@@ -140,14 +152,14 @@ class Access:
 
         Only a wildcard for exactly that zone matches a fresh label: an exact
         entry names one fixed host, and a deeper wildcard needs a deeper name.
+        The proxy looks a name up only once it lets the request through, so
+        the name must be reachable on some port.
         """
         if self.policy is None:
             return True
         net = self.policy.network
         probe = f"x0fresh0x.{zone}"  # stands for any label the agent invents
-        return host_allowed(probe, net.allowedDomains, net.deniedDomains) and any(
-            a == f"*.{zone}" for a in net.allowedDomains
-        )
+        return self.reach(probe).allowed and any(entry_host(a) == f"*.{zone}" for a in net.allowedDomains)
 
 
 def access_for(policy: Policy, world: World) -> Access:

@@ -18,7 +18,7 @@ from typing import Optional
 
 from grader.core.access import Access, access_for, baseline_access
 from grader.core.channels import Channel, ExfilPath, channels, exfil_paths, tunnel, unknown_name_why
-from grader.core.domains import matches
+from grader.core.domains import matches, split_port
 from grader.core.findings import find
 from grader.core.errors import Problem, json_pointer
 from grader.core.outcomes import ProbeOutcome, RunResult
@@ -93,25 +93,34 @@ def lint(policy: Policy, world: Optional[World] = None) -> tuple[Problem, ...]:
             out.append(Problem(json_pointer(("filesystem", "allowWrite", i)), f'"{entry}" is hidden by denyRead "{d.rule[1]}": writes there never reach the real file.'))
     net = policy.network
     access = access_for(policy, w)
-    for i, entry in enumerate(net.allowedDomains):
+    for i, raw in enumerate(net.allowedDomains):
         ptr = json_pointer(("network", "allowedDomains", i))
+        entry, port = split_port(raw)  # the host-level rules read the host; the port is checked last
         if entry.startswith("*."):
-            ups = [h.name for h in w.hosts if h.uploads and matches(entry, h.name) and not any(matches(d, h.name) for d in net.deniedDomains)]
+            ups = [h.name for h in w.hosts if h.uploads and matches(raw, h.name) and access.reach(h.name, port).allowed]
             if ups:
-                out.append(Problem(ptr, f'"{entry}" also reaches {", ".join(ups)}, which accept uploads: every subdomain is an exfiltration path. List the exact host the job needs.'))
+                out.append(Problem(ptr, f'"{raw}" also reaches {", ".join(ups)}, which accept uploads: every subdomain is an exfiltration path. List the exact host the job needs.'))
             apex = entry[2:]
             if apex in w.host_names:
-                out.append(Problem(ptr, f'"{entry}" does not match {apex} itself, only its subdomains. Add "{apex}" if the job needs it.'))
+                out.append(Problem(ptr, f'"{raw}" does not match {apex} itself, only its subdomains. Add "{apex}" if the job needs it.'))
         elif entry.startswith("xn--") or ".xn--" in entry:
-            out.append(Problem(ptr, f'"{entry}" is an internationalized name: it is not the ASCII host it may look like.'))
+            out.append(Problem(ptr, f'"{raw}" is an internationalized name: it is not the ASCII host it may look like.'))
         if entry.startswith("*.") and entry[2:] != w.attacker.name and w.attacker_owns(f"x0fresh0x.{entry[2:]}"):
-            out.append(Problem(ptr, f"{unknown_name_why(access, entry)}. An open channel: remove it unless the job needs it, and then list the exact host."))
+            out.append(Problem(ptr, f"{unknown_name_why(access, raw)}. An open channel: remove it unless the job needs it, and then list the exact host."))
         elif not entry.startswith("*.") and entry not in w.host_names and w.attacker_owns(entry):
-            out.append(Problem(ptr, f"{unknown_name_why(access, entry)}. An open channel: remove it unless the job needs it."))
+            out.append(Problem(ptr, f"{unknown_name_why(access, raw)}. An open channel: remove it unless the job needs it."))
         elif not entry.startswith("*.") and entry.split(".")[-1] == "invalid":
-            out.append(Problem(ptr, f'"{entry}" is a reserved name (.invalid) that never exists: it reaches nothing anywhere.'))
+            out.append(Problem(ptr, f'"{raw}" is a reserved name (.invalid) that never exists: it reaches nothing anywhere.'))
         elif not entry.startswith("*.") and entry not in w.host_names:
-            out.append(Problem(ptr, f'"{entry}" is not a host of the simulated internet, and its operator\'s domain is modelled without it, so nothing answers it here.'))
+            out.append(Problem(ptr, f'"{raw}" is not a host of the simulated internet, and its operator\'s domain is modelled without it, so nothing answers it here.'))
+        elif port is not None and not entry.startswith("*.") and port not in w.ports_of(entry):
+            served = ", ".join(map(str, w.ports_of(entry)))
+            out.append(Problem(ptr, f'"{raw}" opens port {port} of {entry}, which serves only {served}: nothing answers there, so it opens nothing.'))
+    catch_all = [e for e in net.deniedDomains if split_port(e)[0] == "*"]
+    if catch_all and net.allowedDomains:
+        every = catch_all[0]
+        on = f" on port {split_port(every)[1]}" if split_port(every)[1] else ""
+        out.append(Problem("/network/deniedDomains", f'"{every}" denies every host{on}, and deny wins: no allowedDomains entry opens anything{on}.'))
     if net.deniedDomains and not net.allowedDomains:
         out.append(Problem("/network/deniedDomains", "deniedDomains has no effect while allowedDomains is empty: there is no network at all."))
     return tuple(out)

@@ -8,12 +8,17 @@ package: the image copies this file on its own.
 Rules (the policy language):
 
 * an entry is an exact host name (case-insensitive, a trailing dot dropped,
-  internationalized names turned to punycode), an IPv4 literal, or
-  ``*.suffix``;
+  internationalized names turned to punycode), an IPv4 literal or
+  ``*.suffix``, optionally followed by ``:port`` (1-65535),
+  which restricts the entry to that port (without one it matches every port);
+  in ``deniedDomains`` a bare ``*`` (or ``*:port``) denies every host;
 * ``*.suffix`` matches strict subdomains of a suffix of at least two labels and
   NOT the bare suffix: ``*.github.com`` matches ``gist.github.com`` but not
   ``github.com``;
-* a host is reachable iff no denied entry matches it and some allowed entry does.
+* ``host:port`` is reachable iff no denied entry matches it and some allowed entry does.
+
+These are sandbox-runtime's rules (its ``domain-pattern`` tests are
+``tests/unit/test_domains.py``'s too).
 
 It also says which server of the simulated internet answers for a name
 (``server_of``): the one rule the static analyzer and the simulated internet
@@ -22,6 +27,7 @@ share, so a name the world does not know is the attacker's on both sides.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from typing import Iterable
 
@@ -32,6 +38,11 @@ __all__ = [
     "matches",
     "normalize_host",
     "normalize_pattern",
+    "entry_host",
+    "entry_port",
+    "split_port",
+    "web_scheme",
+    "WEB_PORTS",
     "operator_domain",
     "server_of",
 ]
@@ -92,8 +103,72 @@ def normalize_host(name: str) -> str:
     return _check_name(_to_ascii(name), name)
 
 
-def normalize_pattern(entry: str) -> str:
-    """Normalize one ``allowedDomains``/``deniedDomains`` entry; raise ValueError saying how to fix it."""
+_PORT = re.compile(r"^[1-9][0-9]{0,4}$")
+
+
+def split_port(entry: str) -> tuple[str, int | None]:
+    """An entry's host pattern and its port (None: every port), as sandbox-runtime splits them.
+
+    ``"api.example.com:443"`` → ``("api.example.com", 443)``; ``"*:22"`` →
+    ``("*", 22)``; ``"[::1]:443"`` → ``("[::1]", 443)``; anything whose suffix
+    is no port (``":0"``, ``":0443"``, ``":abc"``, ``":"``) is left whole, for
+    the host check to refuse.
+    """
+    if entry.startswith("["):
+        close = entry.find("]")
+        if close != -1 and entry[close + 1:].startswith(":"):
+            text = entry[close + 2:]
+            if _PORT.match(text) and int(text) <= 65535:
+                return entry[:close + 1], int(text)
+        return entry, None
+    host, sep, text = entry.rpartition(":")
+    if sep and ":" not in host and _PORT.match(text) and int(text) <= 65535:
+        return host, int(text)
+    return entry, None
+
+
+def entry_host(entry: str) -> str:
+    """A normalized entry without its port: the host pattern every host-level rule reads."""
+    return split_port(entry)[0]
+
+
+def entry_port(entry: str) -> int | None:
+    """A normalized entry's port (None: every port)."""
+    return split_port(entry)[1]
+
+
+def _is_ipv6(text: str) -> bool:
+    try:
+        ipaddress.IPv6Address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _ipv6(entry: str) -> str:
+    """A bracketed IPv6 literal in its canonical form, ``[2001:db8::1]``; raise ValueError if it is none."""
+    inner = entry[1:-1] if entry.startswith("[") and entry.endswith("]") else ""
+    try:
+        if not inner or "%" in inner:
+            raise ValueError(inner)
+        return f"[{ipaddress.IPv6Address(inner).compressed}]"
+    except ValueError:
+        raise ValueError(
+            "is not a bracketed IPv6 literal: write it as \"[2001:db8::1]\" (zone ids such as %eth0 are not "
+            "allowed), optionally followed by a port, \"[2001:db8::1]:443\"."
+        ) from None
+
+
+def normalize_pattern(entry: str, *, denied: bool = False) -> str:
+    """Normalize one ``allowedDomains`` (or, with ``denied``, ``deniedDomains``) entry; raise ValueError saying how to fix it.
+
+    As in sandbox-runtime: an optional ``:port`` (1-65535) restricts the entry
+    to that port; a bare ``*`` (or ``*:port``) is accepted in ``deniedDomains``
+    only, where it denies every host (on that port). One difference, on
+    purpose: a bracketed IPv6 literal, valid there, is refused with its reason
+    (the simulated internet has no IPv6, and what the grader cannot measure it
+    does not grade).
+    """
     if not isinstance(entry, str):  # pragma: no cover - the model checks types first
         raise ValueError("must be a string")
     if entry == "":
@@ -114,22 +189,44 @@ def normalize_pattern(entry: str) -> str:
                 "CIDR ranges are not supported: the proxy decides by host name. List hosts instead."
             )
         raise ValueError(f'has a path. Write only the host: "{head}".')
-    if entry.startswith("[") or entry.count(":") >= 2:
+    host, port = split_port(entry)
+    suffix = f":{port}" if port is not None else ""
+    if host.startswith("[") or host.count(":") >= 2:
+        if not host.startswith("[") and ":" in host.split(":", 1)[1] and not _is_ipv6(host):
+            name = host.split(":", 1)[0]
+            raise ValueError(f'is not a host with one port. Write "{name}" for every port, or "{name}:443" for one.')
+        if not host.startswith("["):
+            raise ValueError(
+                "is an IPv6 literal without brackets, which is ambiguous next to a port. "
+                f'Write it in brackets: "[{host}]" (or "[{host}]:443" for one port).'
+            )
         raise ValueError(
-            "IPv6 literals (and zone ids) are not supported. The simulated internet is reached "
-            "by host name; list the host name instead."
+            f'names the IPv6 address {_ipv6(host)}. sandbox-runtime accepts it, but the simulated internet has no '
+            "IPv6, so the lab cannot measure what it opens (on a real machine [::1] is the machine itself): "
+            "remove it, or name the host instead."
         )
-    if ":" in entry:
-        host = entry.split(":", 1)[0]
+    if ":" in host:
+        name, _, text = host.rpartition(":")
         raise ValueError(
-            f'has a port. Entries name hosts on any port; write "{host}".'
+            f'has the port {text!r}, which is no port: a port is a number from 1 to 65535 without leading '
+            f'zeros. Write "{name}:443" for one port, or "{name}" for every port.'
         )
-    if entry in ("*", "*.", "*.*"):
+    if host in ("*", "*.", "*.*"):
+        if denied and host == "*":
+            return "*" + suffix
+        if denied:
+            raise ValueError('a deny-all entry is written "*" (or "*:22" for one port).')
         raise ValueError(
-            '"*" allows every host. List the hosts the job needs instead, e.g. "registry.npmjs.org".'
+            '"*" would allow every host. List the hosts the job needs instead, e.g. "registry.npmjs.org" '
+            '(in deniedDomains, "*" denies every host).'
         )
-    wildcard = entry.startswith("*.")
-    rest = entry[2:] if wildcard else entry
+    return _host_pattern(host, entry) + suffix
+
+
+def _host_pattern(host: str, entry: str) -> str:
+    """A host pattern without a port: an exact name, an IPv4 literal or ``*.suffix``."""
+    wildcard = host.startswith("*.")
+    rest = host[2:] if wildcard else host
     if "*" in rest:
         raise ValueError(
             'a wildcard is allowed only as a leading "*." (e.g. "*.example.com"). '
@@ -154,22 +251,42 @@ def normalize_pattern(entry: str) -> str:
     return f"*.{name}" if wildcard else name
 
 
-def matches(pattern: str, host: str) -> bool:
-    """True if a normalized pattern matches a normalized host.
+def matches(pattern: str, host: str, port: int | None = None) -> bool:
+    """True if a normalized entry matches a normalized host (on ``port``).
 
     ``*.suffix`` matches strict subdomains only: the bare suffix is not matched,
-    as in sandbox-runtime.
+    as in sandbox-runtime; ``*`` (deny-all) matches every host. An entry with a
+    port matches that port only; with ``port`` None the entry's port is not
+    looked at (the host-level question: which names does it name).
     """
+    pattern, pinned = split_port(pattern)
+    if port is not None and pinned is not None and pinned != port:
+        return False
+    if pattern == "*":
+        return True
     if pattern.startswith("*."):
         return host.endswith(pattern[1:]) and len(host) > len(pattern) - 1
     return pattern == host
 
 
-def host_allowed(host: str, allowed: Iterable[str], denied: Iterable[str]) -> bool:
-    """Deny wins: reachable iff no denied pattern and some allowed pattern matches."""
-    if any(matches(p, host) for p in denied):
+def host_allowed(host: str, allowed: Iterable[str], denied: Iterable[str], port: int) -> bool:
+    """Deny wins: ``host:port`` is reachable iff no denied entry and some allowed entry matches it."""
+    if any(matches(p, host, port) for p in denied):
         return False
-    return any(matches(p, host) for p in allowed)
+    return any(matches(p, host, port) for p in allowed)
+
+
+WEB_PORTS = {"https": 443, "http": 80}
+
+
+def web_scheme(host: str, allowed: Iterable[str], denied: Iterable[str], prefer: str = "https") -> str:
+    """The scheme a request to ``host`` uses: ``prefer``, or the other web scheme when the lists open
+    only the other's port to it (an entry pinned to ``:80`` or ``:443``); ``prefer`` when neither is open."""
+    allowed, denied = tuple(allowed), tuple(denied)
+    other = "http" if prefer == "https" else "https"
+    if not host_allowed(host, allowed, denied, WEB_PORTS[prefer]) and host_allowed(host, allowed, denied, WEB_PORTS[other]):
+        return other
+    return prefer
 
 
 RESERVED_NOWHERE = "invalid"  # RFC 6761: a name under .invalid never exists, anywhere

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 from grader.core.access import Access, Decision
-from grader.core.domains import matches
+from grader.core.domains import entry_host, matches
 from grader.core.records import Scope
 from grader.core.paths import covers
 from grader.core.scope import FRESH_LABEL, NEW_FILE
@@ -355,7 +355,8 @@ def _host_overgrants(scope: Scope, needs: Needs, access: Access) -> list[Overgra
     world = access.world
     hosts = [r.host for r in scope.reachable]
     if access.policy is not None:  # every allowed exact name, known to the world or not: fail closed
-        hosts += [a for a in access.policy.network.allowedDomains if not a.startswith("*.") and access.reach(a).allowed]
+        names = [entry_host(a) for a in access.policy.network.allowedDomains]
+        hosts += [a for a in names if not a.startswith("*.") and access.reach(a).allowed]
     out = []
     for host in dict.fromkeys(hosts):
         if host in needs.host_names:

@@ -15,6 +15,7 @@ This module must not import the world, the analyzer or any backend.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import os
 from pathlib import Path
@@ -49,6 +50,7 @@ LIMITS = {
 
 PathEntry = Annotated[str, AfterValidator(normalize_path)]
 DomainEntry = Annotated[str, AfterValidator(normalize_pattern)]
+DeniedEntry = Annotated[str, AfterValidator(functools.partial(normalize_pattern, denied=True))]
 
 # sandbox-runtime settings we recognise but do not model: naming them beats "unknown key"
 _SRT_ONLY_KEYS = {
@@ -94,10 +96,12 @@ class NetworkPolicy(_Strict):
 
     allowedDomains: tuple[DomainEntry, ...] = Field(
         default=(),
-        description='Hosts reachable: exact names, IPv4 literals or "*.suffix" (strict subdomains). Empty = no network.',
+        description=('Hosts reachable: exact names, IPv4 literals or "*.suffix" (strict '
+                     'subdomains), each optionally with ":port" (that port only). Empty = no network.'),
     )
-    deniedDomains: tuple[DomainEntry, ...] = Field(
-        default=(), description="Hosts never reachable, even when an allowedDomains entry matches (deny wins)."
+    deniedDomains: tuple[DeniedEntry, ...] = Field(
+        default=(), description=('Hosts never reachable, even when an allowedDomains entry matches (deny wins); '
+                                 'the same forms, and "*" (or "*:port") for every host.'),
     )
 
     def normalized(self) -> dict[str, list[str]]:

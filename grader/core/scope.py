@@ -17,13 +17,13 @@ from __future__ import annotations
 from typing import Optional
 
 from grader.core.access import Access
-from grader.core.domains import matches
+from grader.core.domains import entry_host, matches, web_scheme
 from grader.core.records import Reach, Scope
 from grader.core.world import World, load_world
 
 __all__ = [
     "FRESH_LABEL", "NEW_FILE", "SCAN_IDS", "fresh_name", "new_file", "predict_scope",
-    "scan_name", "scanned_dirs", "scanned_files", "scanned_hosts", "summary", "uploads",
+    "scan_name", "scan_url", "scanned_dirs", "scanned_files", "scanned_hosts", "summary", "uploads",
 ]
 
 NEW_FILE = ".sandbox-lab-new"  # the file the scan tries to create in every world directory
@@ -59,7 +59,8 @@ def scanned_hosts(access: Access) -> tuple[str, ...]:
     an unknown one is the attacker's server, fail closed), and a fresh name under every allowed wildcard."""
     names = list(access.world.host_names)
     if access.policy is not None:
-        names += [a if not a.startswith("*.") else fresh_name(a) for a in access.policy.network.allowedDomains]
+        entries = [entry_host(a) for a in access.policy.network.allowedDomains]
+        names += [a if not a.startswith("*.") else fresh_name(a) for a in entries]
     return tuple(dict.fromkeys(names))
 
 
@@ -71,6 +72,15 @@ def scan_name(label: str, host: str) -> str:
     simulated internet that other runs share.
     """
     return label + host[len(FRESH_LABEL):] if _is_fresh(host) else host
+
+
+def scan_url(access: Access, name: str, path: str) -> str:
+    """What the scan asks ``name`` (a ``scan_name``) for: plain HTTP where the policy lets it (the
+    proxy logs the path, and no TLS handshake to wait for), HTTPS where an entry opens port 443 only."""
+    if access.policy is None or not access.policy.network.allowedDomains:
+        return f"http://{name}{path}"
+    net = access.policy.network
+    return f"{web_scheme(name, net.allowedDomains, net.deniedDomains, 'http')}://{name}{path}"
 
 
 def uploads(world: World, host: str) -> bool:

@@ -21,7 +21,7 @@ from grader.core.evidence import Evidence, Markers, RunnerRecord, finished, sha2
 from grader.core.outcomes import ProbeOutcome, Reach, RunResult, Scope
 from grader.core.plan import RunPlan
 from grader.core.probes import PROBES
-from grader.core.scope import SCAN_IDS, new_file, scan_name, scanned_dirs, scanned_files, scanned_hosts, uploads
+from grader.core.scope import SCAN_IDS, new_file, scan_name, scan_url, scanned_dirs, scanned_files, scanned_hosts, uploads
 from grader.core.world import World
 
 __all__ = ["judge", "measure_scope", "run_result"]
@@ -99,7 +99,7 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     files, dirs, hosts = scanned_files(world), scanned_dirs(world), scanned_hosts(access)
     by = {s: [r for r in ev.records if r.probe == s] for s in SCAN_IDS}
     gaps = _missing(by["scan-read"], "read", list(files)) + _missing(by["scan-write"], "write", [*files, *map(new_file, dirs)])
-    urls = [f"http://{scan_name(markers.scan_label, h)}{markers.scan_path}" for h in hosts]
+    urls = [scan_url(access, scan_name(markers.scan_label, h), markers.scan_path) for h in hosts]
     gaps += _missing(by["scan-net"], "http", urls) + _missing(by["scan-net"], "dns", [markers.scan_dns(scan_name(markers.scan_label, h)) for h in hosts])
     gaps += [f"{p} (no canary, no hash before the run)" for p in files if p not in ev.canaries or p not in ev.before]
     if gaps:
@@ -117,7 +117,7 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     writable = {p for p in files if changed(p)} | {d for d in dirs if new_file(d) in ev.after}
     reached = {h for h in hosts if _reached(ev, markers, scan_name(markers.scan_label, h))}
     # a request that timed out may have been on its way when the run ended: its silence proves nothing
-    got_out = {f"http://{scan_name(markers.scan_label, h)}{markers.scan_path}" for h in reached}
+    got_out = {scan_url(access, scan_name(markers.scan_label, h), markers.scan_path) for h in reached}
     last: dict[tuple[Optional[str], str], RunnerRecord] = {}  # each way to each host: its last attempt decides
     for r in by["scan-net"]:
         if r.step == "http":

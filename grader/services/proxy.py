@@ -130,8 +130,10 @@ class Decision:
     reason: str
 
 
-def decide(raw_host: str, allowed: list[str], denied: list[str], *, any_host: bool = False) -> Decision:
-    """Judge a requested host by name only; nothing here touches the network.
+def decide(raw_host: str, port: int, allowed: list[str], denied: list[str], *, any_host: bool = False) -> Decision:
+    """Judge a requested ``host:port`` by name and port only; nothing here touches the network.
+
+    An entry with a port matches that port only (``registry.npmjs.org:443``).
 
     ``any_host`` skips the lists (another proxy in front applied them); a
     name must still be valid. An IP literal is judged like a name: allowed
@@ -144,11 +146,13 @@ def decide(raw_host: str, allowed: list[str], denied: list[str], *, any_host: bo
         return Decision(raw_host[:255], False, 400, "invalid host")
     if any_host:
         return Decision(host, True, 200, "any host: the proxy in front applied the policy")
-    if not domains.host_allowed(host, allowed, denied):
-        hit = next((p for p in denied if domains.matches(p, host)), None)
-        reason = f'matches denied entry "{hit}"' if hit else "not in the allowed list"
+    if not domains.host_allowed(host, allowed, denied, port):
+        hit = next((p for p in denied if domains.matches(p, host, port)), None)
+        pinned = next((p for p in allowed if domains.matches(p, host)), None)
+        reason = (f'matches denied entry "{hit}"' if hit else
+                  f'allowed entry "{pinned}" opens no port {port}' if pinned else "not in the allowed list")
         return Decision(host, False, 403, reason)
-    entry = next(p for p in allowed if domains.matches(p, host))
+    entry = next(p for p in allowed if domains.matches(p, host, port))
     return Decision(host, True, 200, f'matches allowed entry "{entry}"')
 
 
@@ -381,7 +385,7 @@ class _Allowlist:
                         raw = json.load(fh)
                     self._lists = (
                         [domains.normalize_pattern(p) for p in raw["allowed"]],
-                        [domains.normalize_pattern(p) for p in raw["denied"]],
+                        [domains.normalize_pattern(p, denied=True) for p in raw["denied"]],
                     )
                     self._seen = key
             except (OSError, ValueError, KeyError, TypeError):
@@ -434,7 +438,7 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
 
     # The decision comes first, from the name alone: a refused host is never
     # looked up, so a denied name cannot leak through DNS either.
-    decision = decide(raw_host, *settings.allowlist.current(), any_host=settings.any_host)
+    decision = decide(raw_host, port, *settings.allowlist.current(), any_host=settings.any_host)
     if decision.allow and settings.ports is not None:
         # Then the world: a port the name's server does not serve reaches nothing (and is never looked up).
         unserved = settings.ports.refusal(decision.host, port)
@@ -532,7 +536,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         # Normalized the same way the policy loader does, so "GitHub.com." matches.
         allowed = [domains.normalize_pattern(p) for p in config["allowed"]]
-        denied = [domains.normalize_pattern(p) for p in config["denied"]]
+        denied = [domains.normalize_pattern(p, denied=True) for p in config["denied"]]
     except ValueError as exc:
         raise SystemExit(f"{config_path}: invalid allowlist entry: {exc}") from None
     policy_file = config.get("policy_file")

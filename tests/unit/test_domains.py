@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import pytest
 
 from grader import PolicyError, load_policy
-from grader.core.domains import host_allowed, is_ipv4, matches, normalize_host, normalize_pattern
+from grader.core.domains import host_allowed, is_ipv4, matches, normalize_host, normalize_pattern, split_port, web_scheme
 
 # --- normalizing ----------------------------------------------------------------------------
 
@@ -63,14 +65,16 @@ def test_matches(pattern: str, host: str, ok: bool) -> None:
     assert matches(pattern, host) is ok
 
 
-def test_deny_wins_over_allow() -> None:
+@pytest.mark.parametrize("port", [80, 443, 4444])
+def test_deny_wins_over_allow(port: int) -> None:
     allowed = ("*.github.com", "registry.npmjs.org")
-    assert host_allowed("api.github.com", allowed, ())
-    assert not host_allowed("gist.github.com", allowed, ("gist.github.com",))
-    assert not host_allowed("api.github.com", allowed, ("*.github.com",))
-    assert host_allowed("registry.npmjs.org", allowed, ("*.github.com",))
-    assert not host_allowed("pypi.org", allowed, ())
-    assert not host_allowed("github.com", (), ())
+    assert host_allowed("api.github.com", allowed, (), port)
+    assert not host_allowed("gist.github.com", allowed, ("gist.github.com",), port)
+    assert not host_allowed("api.github.com", allowed, ("*.github.com",), port)
+    assert host_allowed("registry.npmjs.org", allowed, ("*.github.com",), port)
+    assert not host_allowed("pypi.org", allowed, (), port)
+    assert not host_allowed("github.com", (), (), port)
+    assert not host_allowed("registry.npmjs.org", allowed, ("*",), port)  # deny-all wins over every entry
 
 
 def test_punycode_look_alike_does_not_pass_for_the_real_host() -> None:
@@ -87,16 +91,22 @@ def test_punycode_look_alike_does_not_pass_for_the_real_host() -> None:
 @pytest.mark.parametrize(
     ("entry", "fragment"),
     [
-        ("*", '"*" allows every host'),
-        ("*.", '"*" allows every host'),
-        ("*.*", '"*" allows every host'),
+        ("*", '"*" would allow every host'),
+        ("*:443", '"*" would allow every host'),
+        ("*.", '"*" would allow every host'),
+        ("*.*", '"*" would allow every host'),
         ("*.com", "at least two labels"),
         ("*.org.", "at least two labels"),
         ("https://registry.npmjs.org", 'has a scheme. Write only the host: "registry.npmjs.org"'),
         ("http://gist.github.com/x", 'has a scheme. Write only the host: "gist.github.com"'),
         ("registry.npmjs.org/", 'has a path. Write only the host: "registry.npmjs.org"'),
         ("github.com/user/repo", 'has a path. Write only the host: "github.com"'),
-        ("registry.npmjs.org:443", 'has a port. Entries name hosts on any port; write "registry.npmjs.org"'),
+        ("registry.npmjs.org:0", "which is no port"),
+        ("registry.npmjs.org:0443", "which is no port"),
+        ("registry.npmjs.org:65536", "which is no port"),
+        ("registry.npmjs.org:abc", "which is no port"),
+        ("registry.npmjs.org:", "which is no port"),
+        ("registry.npmjs.org:80:443", 'is not a host with one port. Write "registry.npmjs.org" for every port'),
         ("a.*.github.com", 'only as a leading "*."'),
         ("github.*", 'only as a leading "*."'),
         ("*github.com", 'only as a leading "*."'),
@@ -107,10 +117,13 @@ def test_punycode_look_alike_does_not_pass_for_the_real_host() -> None:
         ("github.com ", "contains whitespace"),
         ("git hub.com", "contains whitespace"),
         ("github.com\t", "contains whitespace"),
-        ("::1", "IPv6 literals"),
-        ("[::1]", "IPv6 literals"),
-        ("[2001:db8::1]:443", "IPv6 literals"),
-        ("fe80::1%eth0", "IPv6 literals (and zone ids)"),
+        ("::1", 'without brackets, which is ambiguous next to a port. Write it in brackets: "[::1]"'),
+        ("fd00:ec2::254", 'Write it in brackets: "[fd00:ec2::254]"'),
+        ("fe80::1%eth0", "without brackets"),
+        ("[::1]", "names the IPv6 address [::1]. sandbox-runtime accepts it, but the simulated internet has no IPv6"),
+        ("[2001:0db8:0000::0001]:8443", "names the IPv6 address [2001:db8::1]"),
+        ("[fe80::1%eth0]", "zone ids"),
+        ("[::1", "not a bracketed IPv6 literal"),
         ("github\x00.com", "control character"),
         ("", "empty host name"),
         ("256.1.1.1", "not a valid IPv4 address"),
@@ -132,3 +145,86 @@ def test_refused_entries_in_a_policy_carry_their_pointer(key: str) -> None:
     with pytest.raises(PolicyError) as info:
         load_policy({"network": {key: ["pypi.org", "https://pypi.org", "*.com"]}})
     assert [p.pointer for p in info.value.problems] == [f"/network/{key}/1", f"/network/{key}/2"]
+
+
+# --- sandbox-runtime's own domain-pattern cases (test/sandbox/domain-pattern.test.ts) -------------
+
+
+@pytest.mark.parametrize(
+    ("entry", "split"),
+    [
+        ("example.com:443", ("example.com", 443)),
+        ("*.example.com:8080", ("*.example.com", 8080)),
+        ("*:22", ("*", 22)),
+        ("example.com", ("example.com", None)),
+        # no suffix, or a non-port suffix, is left whole (for the host check to refuse)
+        *[(s, (s, None)) for s in ("example.com:0", "example.com:65536", "example.com:99999999", "example.com:0443",
+                                    "example.com:abc", "example.com:443.allowed.com", "example.com:")],
+        ("[::1]", ("[::1]", None)),
+        ("[::1]:443", ("[::1]", 443)),
+        ("fd00:ec2::254", ("fd00:ec2::254", None)),  # unbracketed multi-colon is never split
+        ("::1", ("::1", None)),
+        ("example.com:80:443", ("example.com:80:443", None)),
+        *[(s, (s, None)) for s in ("[::1", "[::1]junk", "[::1]:", "[::1]:0", "[::1]:65536")],
+    ],
+)
+def test_an_entry_splits_into_host_and_port_as_sandbox_runtime_splits_it(entry: str, split: tuple[str, Optional[int]]) -> None:
+    assert split_port(entry) == split
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "entry", "ok"),
+    [
+        ("example.com", 22, "example.com", True),  # an entry without a port matches any port
+        ("a.example.com", 65535, "*.example.com", True),
+        ("example.com", 443, "example.com:443", True),  # with a port, that port only
+        ("example.com", 80, "example.com:443", False),
+        ("a.example.com", 8443, "*.example.com:8443", True),
+        ("a.example.com", 443, "*.example.com:8443", False),
+        ("anything.test", 22, "*:22", True),  # bare "*" with a port (deniedDomains)
+        ("anything.test", 23, "*:22", False),
+        ("anything.test", 23, "*", True),
+        ("example.com", 443, "*.example.com:443", False),  # strict subdomains, whatever the port
+    ],
+)
+def test_an_entry_matches_a_host_and_port_as_sandbox_runtime_matches_it(host: str, port: int, entry: str, ok: bool) -> None:
+    assert matches(normalize_pattern(entry, denied=True), host, port) is ok
+
+
+@pytest.mark.parametrize(
+    ("entry", "denied", "normalized"),
+    [
+        ("registry.npmjs.org:443", False, "registry.npmjs.org:443"),
+        ("Registry.NPMJS.org.:443", False, "registry.npmjs.org:443"),
+        ("*.GitHub.com:8443", False, "*.github.com:8443"),
+        ("1.2.3.4:80", False, "1.2.3.4:80"),
+        ("*", True, "*"),
+        ("*:22", True, "*:22"),
+        ("gist.github.com:443", True, "gist.github.com:443"),
+    ],
+)
+def test_port_and_deny_all_entries_are_accepted_where_sandbox_runtime_accepts_them(entry: str, denied: bool, normalized: str) -> None:
+    assert normalize_pattern(entry, denied=denied) == normalized
+
+
+def test_a_bare_star_is_refused_in_the_allow_list_and_says_what_it_does_in_the_deny_list() -> None:
+    with pytest.raises(ValueError) as info:
+        normalize_pattern("*")
+    assert "would allow every host" in str(info.value) and 'in deniedDomains, "*" denies every host' in str(info.value)
+    with pytest.raises(ValueError):
+        normalize_pattern("*.", denied=True)
+
+
+@pytest.mark.parametrize(
+    ("allowed", "denied", "prefer", "scheme"),
+    [
+        (("gist.github.com",), (), "https", "https"),
+        (("gist.github.com:80",), (), "https", "http"),  # only port 80 open: the attacker uses it
+        (("gist.github.com:443",), (), "http", "https"),
+        (("gist.github.com",), ("gist.github.com:443",), "https", "http"),  # a pinned deny leaves port 80
+        (("gist.github.com:8443",), (), "https", "https"),  # neither open: the preferred one, refused
+        (("gist.github.com",), ("*",), "http", "http"),
+    ],
+)
+def test_a_request_uses_the_web_port_the_lists_leave_open(allowed: tuple[str, ...], denied: tuple[str, ...], prefer: str, scheme: str) -> None:
+    assert web_scheme("gist.github.com", allowed, denied, prefer) == scheme

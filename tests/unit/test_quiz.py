@@ -338,7 +338,7 @@ def _set(qid: str, **fields: Any) -> Any:
         (_set("predict-standard-docker", scenario=None), "predict-standard-docker", "scenario", "needs its sandbox"),
         (lambda b: _q(b, "predict-standard-docker")["scenario"].pop("policy"), "predict-standard-docker", "scenario/policy", 'missing. Add "policy"'),
         (lambda b: _q(b, "predict-etc-secrets-github")["scenario"]["policy"]["network"].update(allowedDomains=["*"]),
-         "predict-etc-secrets-github", "scenario/policy/network/allowedDomains/0", "allows every host"),
+         "predict-etc-secrets-github", "scenario/policy/network/allowedDomains/0", "would allow every host"),
         (lambda b: _q(b, "predict-standard-docker")["scenario"].update(probes=["read-ssh-keys"]), "predict-standard-docker", "scenario/probes/0", 'Did you mean "read-ssh-key"?'),
         (lambda b: _q(b, "predict-standard-docker")["scenario"].update(probes=["read-ssh-key", "read-ssh-key"]), "predict-standard-docker", "scenario/probes/1", "listed twice"),
         (_set("predict-standard-docker", choices=[{"key": "a", "text": "x"}]), "predict-standard-docker", "choices", 'a predict question has no "choices"'),

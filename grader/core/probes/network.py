@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from grader.core.access import Access
 from grader.core.evidence import Evidence, Markers, Verdict, http_hits, in_zone, net_blocked
-from grader.core.probes.record import OrderContext, Prediction, Probe, Step, fix_network
+from grader.core.probes.record import OrderContext, Prediction, Probe, Step, fix_network, web_url
 from grader.core.world import World
 
 __all__ = ["ATTACKER_DOMAIN", "DIRECT_IP", "DNS_EXFIL", "HOST_GATEWAY"]
@@ -46,7 +46,7 @@ def _direct_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 def _dns_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     m = ctx.markers
     # its own resolver, and through the proxy, which looks names up for whoever it lets through
-    return [{"op": "dns", "name": m.dns_name}, {"op": "http", "method": "GET", "url": f"http://{m.dns_via_proxy}/"}]
+    return [{"op": "dns", "name": m.dns_name}, {"op": "http", "method": "GET", "url": web_url(ctx, m.dns_via_proxy, "/", prefer="http")}]
 
 
 def _dns_predict(p: Probe, access: Access) -> Prediction:
@@ -73,7 +73,7 @@ def _dns_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 
 
 def _attacker_orders(p: Probe, ctx: OrderContext) -> list[Step]:
-    return [{"op": "http", "method": "GET", "url": f"http://{ctx.markers.attacker}{ctx.markers.ping_path}"}]
+    return [{"op": "http", "method": "GET", "url": web_url(ctx, ctx.markers.attacker, ctx.markers.ping_path, prefer="http")}]
 
 
 def _attacker_predict(p: Probe, access: Access) -> Prediction:

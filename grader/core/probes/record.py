@@ -18,13 +18,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
 
 from grader.core.access import Access
+from grader.core.domains import entry_host, web_scheme
 from grader.core.evidence import Evidence, Markers, Verdict
 from grader.core.records import ProbeKind
 from grader.core.world import World
 
 __all__ = [
     "Action", "OrderContext", "Prediction", "Probe", "ProbeKind", "Step",
-    "allowed_names", "fix_network", "fix_write_attack", "parent", "rule_text",
+    "allowed_names", "fix_network", "web_url", "fix_write_attack", "parent", "rule_text",
 ]
 
 Action = Literal["read", "write", "net", "exfil", "fetch"]
@@ -45,6 +46,7 @@ class OrderContext:
     loot: tuple[str, ...]  # the world paths an attacker steals (secrets and credentials)
     rebase: Callable[[str], str] = str  # world path → the path the runner opens (srt runs on a world copy)
     allowed: tuple[str, ...] = ()  # the policy's allowedDomains entries: every one is tried as a way out
+    denied: tuple[str, ...] = ()  # the policy's deniedDomains entries (which ports an entry leaves open)
     uploads: tuple[str, ...] = ()  # the world's hosts that store uploads (the attacker's aside)
     urls: tuple[str, ...] = ()  # the world's download-only hosts whose request URLs the attacker reads
     settings: str = "{}"  # the world's sandbox settings as laid out (the settings backdoor widens them)
@@ -82,7 +84,15 @@ def rule_text(rule: Optional[tuple[str, str]]) -> str:
 def allowed_names(ctx: OrderContext, label: str) -> list[str]:
     """Every allowed exact name, and a name of this run's own under every allowed wildcard: all tried as targets."""
     m = ctx.markers
-    return [m.fresh_under(a[2:], label) if a.startswith("*.") else a for a in ctx.allowed]
+    names = [entry_host(a) for a in ctx.allowed]
+    return list(dict.fromkeys(m.fresh_under(a[2:], label) if a.startswith("*.") else a for a in names))
+
+
+def web_url(ctx: OrderContext, host: str, path: str, prefer: str = "https") -> str:
+    """The URL an attacker uses to reach ``host``: the preferred scheme, or the other when the policy
+    opens only the other's port to that host (``domains.web_scheme``). No policy: the preferred one."""
+    scheme = web_scheme(host, ctx.allowed, ctx.denied, prefer) if ctx.allowed else prefer
+    return f"{scheme}://{host}{path}"
 
 
 _NO_NETWORK_FIX = (

@@ -13,7 +13,7 @@ from typing import Any
 
 from grader.core.access import Access
 from grader.core.probes.record import OrderContext, Step
-from grader.core.scope import SCAN_IDS, new_file, scan_name, scanned_dirs, scanned_files, scanned_hosts
+from grader.core.scope import SCAN_IDS, new_file, scan_name, scan_url, scanned_dirs, scanned_files, scanned_hosts
 
 __all__ = ["SCAN_WIDTH", "scan_orders"]
 
@@ -38,7 +38,7 @@ def scan_orders(access: Access, ctx: OrderContext) -> list[dict[str, Any]]:
     net: list[Step] = []
     for host in scanned_hosts(access):
         name = scan_name(m.scan_label, host)
-        url = f"http://{name}{m.scan_path}"  # plain HTTP: the proxy logs the path, and no TLS handshake to wait for
+        url = scan_url(access, name, m.scan_path)
         # once more after a timeout: a request lost to a busy machine proves nothing either way
         net += [{"op": "http", "method": "GET", "url": url, "via": "proxy", "retries": 1},
                 {"op": "http", "method": "GET", "url": url, "via": "direct", "retries": 1},
