@@ -14,7 +14,7 @@ Two kinds of sandbox are described:
   and workspace are mounted read-write, everything else of the machine is not
   there, and the network is ordinary (direct connections, DNS, the host).
 
-Imports: policy, world, paths, domains. Nothing downstream.
+Imports: errors, policy, world, paths, domains. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -22,12 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Optional
 
-from grader.core.domains import entry_host, entry_port, matches
+from grader.core.domains import WEB_PORTS, entry_host, entry_port, matches, split_port
+from grader.core.errors import PolicyError, Problem, json_pointer
 from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.world import World
 
-__all__ = ["Access", "Decision", "Mode", "Network", "access_for", "baseline_access"]
+__all__ = ["Access", "Decision", "Mode", "Network", "access_for", "baseline_access", "unmeasured_ports"]
 
 Mode = Literal["hidden", "ro", "rw"]
 Network = Literal["none", "proxy", "open"]
@@ -120,9 +121,11 @@ class Access:
     def reach(self, host: str, port: Optional[int] = None) -> Decision:
         """May the agent talk to ``host`` (a normalized name) on ``port``?
 
-        With ``port`` None: on some port the name's server serves (the world's
-        ports; 80 and 443 for a name no server answers), which is what an
-        attacker asks: an entry pinned to one port opens that port only.
+        With ``port`` None: over the web, on 443 or 80 (those of them the name's
+        server serves; both for a name no server answers), whichever the
+        policy leaves open: an entry pinned to one port opens that port only,
+        and an attacker uses the one that is open. Other ports of a name the
+        attacker owns are refused before any run (``unmeasured_ports``).
         """
         if self.policy is None:
             return Decision(True, None, "the plain container has ordinary networking: every host is reachable")
@@ -130,7 +133,8 @@ class Access:
         if not net.allowedDomains:
             return Decision(False, None, "allowedDomains is empty, so the sandbox has no network at all")
         if port is None:
-            decisions = [self.reach(host, p) for p in self.world.ports_of(host) or (80, 443)]
+            ports = [p for p in WEB_PORTS.values() if p in self.world.ports_of(host)] or list(WEB_PORTS.values())
+            decisions = [self.reach(host, p) for p in ports]
             return next((d for d in decisions if d.allowed), decisions[0])
         on = f" on port {port}"
         for d in net.deniedDomains:
@@ -152,8 +156,9 @@ class Access:
 
         Only a wildcard for exactly that zone matches a fresh label: an exact
         entry names one fixed host, and a deeper wildcard needs a deeper name.
-        The proxy looks a name up only once it lets the request through, so
-        the name must be reachable on some port.
+        The proxy looks a name up only once it lets the request through (on a
+        port its server serves): the name must be reachable over the web, the
+        only ports a name the attacker owns may be opened on (``unmeasured_ports``).
         """
         if self.policy is None:
             return True
@@ -162,8 +167,35 @@ class Access:
         return self.reach(probe).allowed and any(entry_host(a) == f"*.{zone}" for a in net.allowedDomains)
 
 
+def unmeasured_ports(policy: Policy, world: World) -> tuple[Problem, ...]:
+    """Allowed entries the lab cannot measure: a port other than 80 or 443 opened to a name the attacker owns.
+
+    The attacker's server answers such a name on its nameserver's and raw
+    listener's ports too, and through a CONNECT tunnel there data leaves
+    without any HTTP request the probes model. Rather than report "blocked"
+    for a channel nothing tried, the entry is refused with its reason (fail
+    closed). The same port opened to a world host that does not serve it
+    opens nothing, and is only linted.
+    """
+    out = []
+    for i, entry in enumerate(policy.network.allowedDomains):
+        host, port = split_port(entry)
+        if port is None or port in WEB_PORTS.values():
+            continue
+        name = f"x0fresh0x.{host[2:]}" if host.startswith("*.") else host
+        if world.attacker_owns(name) and world.serves(name, port):
+            out.append(Problem(json_pointer(("network", "allowedDomains", i)), (
+                f'"{entry}" opens port {port} of a name the attacker owns, where the attacker\'s server listens; '
+                "the lab measures such names over the web (ports 80 and 443) only, so it cannot grade this entry. "
+                "Remove it: no job needs it.")))
+    return tuple(out)
+
+
 def access_for(policy: Policy, world: World) -> Access:
-    """The sandbox a learner's policy describes."""
+    """The sandbox a learner's policy describes; PolicyError when it opens what the lab cannot measure."""
+    problems = unmeasured_ports(policy, world)
+    if problems:
+        raise PolicyError("this policy", problems)
     return Access("policy", world, policy)
 
 
