@@ -13,7 +13,7 @@ flag went or a hint. Rerun the cell to attack again.
 
     %%attack 11 --policy my_policy.json      (the capstone: your policy for its job)
 
-Imports: ctf.widgets, errors, policy. Nothing downstream.
+Imports: ctf (ladder, widgets), errors, palette, policy. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import ipywidgets as W
 from grader.backends import Backend
 from grader.core.errors import LevelError, SandboxLabError
 from grader.core.policy import load_policy
+from grader.ctf.ladder import STATIC_CANNOT_ATTACK
 from grader.ctf.widgets import AttackEditor
 from grader.lessons import palette
 
@@ -67,14 +68,26 @@ def attack_cell(line: str, cell: str, *, backend: Optional[Backend] = None, reco
     """Run the cell's text as an attack on the line's level, in its sandbox, and return the view of what happened.
 
     The editor's text area and button are hidden: the code cell is the editor, and rerunning it attacks again.
-    A bad line or a policy that cannot be loaded is shown, not raised, as the button would show it."""
+    A cell with nothing but comments runs nothing (no attempt spent), and neither does one on the static backend,
+    which cannot run code: each says so."""
     spec = parse_line(line)
-    policy = load_policy(spec.policy) if spec.policy else None
+    blank = not any(ln.strip() and not ln.strip().startswith("#") for ln in cell.splitlines())
+    policy = load_policy(spec.policy) if spec.policy and not blank else None  # the capstone's, once there is an attack
     editor = AttackEditor(spec.level, cell, backend=backend, record_progress=record_progress, policy=policy)
     editor.text.layout.display = "none"
     editor.button.layout.display = "none"
-    editor.run()
+    if blank:
+        # nothing written yet (Run All on a fresh notebook): no attempt is spent and no hint given away
+        editor.view.value = _note("Write your attack in this cell, below the first line, then run the cell.")
+    elif backend is not None and backend.name == "static":
+        editor.view.value = _note(f"Not run here: {STATIC_CANNOT_ATTACK}")
+    else:
+        editor.run()
     return editor
+
+
+def _note(text: str) -> str:
+    return f'<p class="sl-attack-not-run" style="color:{palette.GREY}">{palette.h(text)}</p>'
 
 
 def register_attack_magic(backend: Optional[Backend] = None, ipython: Any = None) -> Callable[[str, str], Any]:

@@ -84,3 +84,21 @@ def test_the_magic_registers_and_says_a_bad_line_in_the_cell() -> None:
     assert "/nowhere/p.json" in fn("11 --policy /nowhere/p.json", "print(1)").value and engine.jobs == []
     got = fn("11 --policy " + str(ROOT / "solutions" / "attacks" / "level-11.policy.json"), "print(1)")
     assert got.result is not None and engine.plans[-1].network == "proxy", "the capstone ran under the learner's policy"
+
+
+def test_a_cell_with_only_comments_or_on_the_static_backend_runs_nothing() -> None:
+    from grader.backends import StaticBackend
+    from grader.lessons.progress import load_progress
+
+    engine = _Engine()
+    blank = attack_cell("2", "\n# your attack: Python\n   \n", backend=engine)  # type: ignore[arg-type]
+    assert engine.jobs == [] and blank.result is None and "Write your attack in this cell" in blank.view.value
+    static = attack_cell("2", "print(1)", backend=StaticBackend())
+    assert static.result is None and "attacks cannot be predicted" in static.view.value and "sl-failed" not in static.view.value
+    assert load_progress().levels == {}, "no attempt was spent"
+
+
+def test_the_capstones_blank_cell_needs_no_policy_file_yet() -> None:
+    engine = _Engine()
+    blank = attack_cell("11 --policy /nowhere/capstone_policy.json", "# write the policy first\n", backend=engine)  # type: ignore[arg-type]
+    assert engine.jobs == [] and "Write your attack in this cell" in blank.view.value
