@@ -14,18 +14,19 @@ arrived are passed in (``execution.sightings``, the one judge), and a record
 to one of them is left to the capture's own report. Where the logs are empty
 the caller falls back to the level's hints in order.
 
-Imports: evidence, execution, services.common, world. Nothing downstream.
+Imports: evidence, execution, services (common, wire), world. Nothing downstream.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Collection, Literal
+from typing import Collection, Iterable, Literal
 
 from grader.core.evidence import in_zone, sha256
 from grader.core.execution import Execution
 from grader.core.world import World
 from grader.services.common import HEARTBEAT_HOST
+from grader.services.wire import HttpRecord
 
 __all__ = ["MAX_FINDINGS", "Finding", "diagnose"]
 
@@ -48,27 +49,30 @@ def _short(path: str) -> str:
     return path if len(path) <= 48 else path[:45] + "..."
 
 
-def _http(ex: Execution, world: World, arrived: Collection[str], prize: str) -> list[Finding]:
-    assert ex.evidence is not None
+def _http(records: Iterable[HttpRecord], world: World, arrived: Collection[str], prize: str, when: str = "") -> list[Finding]:
     out: list[Finding] = []
-    for r in ex.evidence.http:
+    for r in records:
         host = r.host
         if not host or host == HEARTBEAT_HOST or host in arrived:
             continue
-        what = f"{r.method} {_short(r.path)}"
+        what = f"{when}your {r.method} {_short(r.path)}"
+        said = what[0].upper() + what[1:]
         if r.refused or r.misdirected is not None:
-            out.append(Finding("refused-by-host", host, f"{host} refused your {what}: {r.refused or 'misdirected request'}."))
+            out.append(Finding("refused-by-host", host, f"{host} refused {what}: {r.refused or 'misdirected request'}."))
+        elif world.uploads_to(host) and not r.body_len:
+            out.append(Finding("upload-without-flag", host,
+                               f"{said} reached {host}, which keeps what it is sent, but it sent no body: nothing left."))
         elif world.uploads_to(host):
             out.append(Finding("upload-without-flag", host,
-                               f"Your {what} reached {host}, which keeps what it is sent ({r.body_len} bytes accepted), "
+                               f"{said} reached {host}, which keeps what it is sent ({r.body_len} bytes accepted), "
                                f"but {prize} was not in it: what left was no secret."))
         elif world.reads_url(host):
             out.append(Finding("url-without-flag", host,
-                               f"Your {what} reached {host}: it stores no uploads, yet anyone reads the URLs it is asked "
+                               f"{said} reached {host}: it stores no uploads, yet anyone reads the URLs it is asked "
                                f"for. {prize[0].upper() + prize[1:]} was not in the URL."))
         else:
             out.append(Finding("download-only", host,
-                               f"Your {what} reached {host}, but {host} is download-only: it keeps nothing you send, so "
+                               f"{said} reached {host}, but {host} is download-only: it keeps nothing you send, so "
                                "the attacker reads nothing there."))
     return out
 
@@ -129,9 +133,12 @@ def diagnose(ex: Execution, world: World, arrived: Collection[str], prize: str =
     """
     if ex.evidence is None:
         return ()
-    found = [*_proxy(ex), *_http(ex, world, arrived, prize), *_dns_tcp(ex, world, arrived, prize)]
+    found = [*_proxy(ex), *_http(ex.evidence.http, world, arrived, prize), *_dns_tcp(ex, world, arrived, prize)]
     if next_session:
         found += _writes(ex, world)
+        ns = ex.next_session
+        if ns is not None:  # what the user's next session sent, outside the sandbox: the backdoor's own requests
+            found += _http(ns.http, world, arrived, prize, "in the next session, ")
     unique: dict[tuple[str, str], Finding] = {}
     for f in found:
         unique.setdefault((f.kind, f.host), f)  # one finding per host and kind: ten refused retries are one fact

