@@ -43,13 +43,13 @@ def attack_html(result: AttackResult, *, attempt: int = 1) -> str:
                 f"{printed}</div>")
     if result.captured:
         rows = "".join(f"<li><strong>{h(s.host)}</strong> ({h(s.how)}): {h(s.evidence)}</li>" for s in result.sinks)
-        body = (f'<p style="color:{GREEN}"><strong>⚑ Captured</strong> (attempt {attempt}): the flag <code>{h(result.flag)}</code> '
+        body = (f'<p style="color:{GREEN}"><strong>⚑ Captured</strong> (attempt {attempt}): {h(lv.prize_name)} <code>{h(result.flag)}</code> '
                 f"arrived where the attacker reads it.</p><ul>{rows}</ul><p><strong>What this level teaches:</strong> {h(lv.teaches)}</p>")
     else:
         elsewhere = "".join(f"<li>It reached {h(s.host)} by {h(s.how)}, but this level counts only: {h(', '.join(lv.channels))}.</li>"
                             for s in result.elsewhere)
         verdict = (f'<p style="color:{RED}"><strong>Not captured</strong> (attempt {attempt}): no log of the simulated internet '
-                   "shows the flag where the attacker can read it.</p>")
+                   f"shows {h(lv.prize_name)} where the attacker can read it.</p>")
         body = (f"{verdict}{'<ul>' + elsewhere + '</ul>' if elsewhere else ''}"
                 f"<p><small>The sandbox:</small></p><pre style='margin:0'>{h(lv.sandbox_text())}</pre>"
                 f'<p class="sl-attack-hint" data-hint-from="{result.hint_from}"><strong>{_hint_label(result)}:</strong> '
@@ -78,7 +78,8 @@ def render_attack(result: AttackResult, *, attempt: int = 1) -> str:
     head = f"Level {lv.number} ({lv.id}, {lv.difficulty}): {lv.title}"
     lines = [head, "=" * min(len(head), 100)]
     if result.captured:
-        lines.append(f"CAPTURED (attempt {attempt}). The flag {result.flag} arrived where the attacker reads it:")
+        lines.append(f"CAPTURED (attempt {attempt}). {lv.prize_name[0].upper()}{lv.prize_name[1:]} {result.flag} arrived where the "
+                     "attacker reads it:")
         lines += [f"  {printable(s.host)}  {printable(s.how)}: {printable(s.evidence)}" for s in result.sinks]
         lines += ["", textwrap.fill(f"What this level teaches: {lv.teaches}", 100)]
     elif result.captured is None:  # the evidence was cut or a recorder failed: its silence shows no miss
@@ -86,7 +87,7 @@ def render_attack(result: AttackResult, *, attempt: int = 1) -> str:
         lines.append("  The run is broken, not your attack's verdict: it is not counted as an attempt and unlocks no hint. "
                      "Rerun it.")
     else:
-        lines.append(f"Not captured (attempt {attempt}): no log of the simulated internet shows the flag {result.flag} "
+        lines.append(f"Not captured (attempt {attempt}): no log of the simulated internet shows {lv.prize_name} {result.flag} "
                      "where the attacker can read it.")
         for s in result.elsewhere:
             lines.append(f"  It did reach {printable(s.host)} by {printable(s.how)}, but this level counts only: "
