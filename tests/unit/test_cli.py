@@ -779,8 +779,9 @@ def test_attack_list_is_the_ladder_in_order(capsys: pytest.CaptureFixture[str]) 
 def test_a_capture_exits_0_with_the_sink_and_its_evidence(capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: _FakeEngine) -> None:
     code, out, _ = run(capsys, "attack", "--level", "2", _attack_file(tmp_path, "# SEND_FLAG"), "--backend", "docker", "--json")
     data = json.loads(out)
-    assert code == 0 and list(data) == ["level", "captured", "sinks", "output", "hint"]
+    assert code == 0 and list(data) == ["level", "captured", "sinks", "output", "hint", "hint_from", "findings", "lesson"]
     assert data["level"] == 2 and data["captured"] is True and data["hint"] == "" and data["output"] == "attack says hi\n"
+    assert data["lesson"]["id"] == "naive-gist" and data["lesson"]["teaches"].startswith("A trusted domain is not a safe domain")
     assert data["sinks"][0]["host"] == "gist.github.com" and "logged POST" in data["sinks"][0]["evidence"]
     plan, job = engine.jobs[0]
     assert plan.allowed_domains == ("*.github.com",) and set(job.plant) == {"/etc/secrets/db_password"}

@@ -9,10 +9,17 @@ from typing import Any
 
 import pytest
 
-from grader.core.access import access_for, baseline_access
+from grader.core.access import Access, access_for, baseline_access
+from grader.core.evidence import NextSession, sha256
+from grader.core.execution import signature
+from grader.core.policy import load_policy
 from grader.backends.static import StaticBackend
 from grader.ctf.ladder import (
     CHANNELS,
+    DIFFICULTIES,
+    Level,
+    check_capstone,
+    prize,
     STATIC_CANNOT_ATTACK,
     AttackResult,
     _from_files,
@@ -32,16 +39,19 @@ import fakewire
 
 WORLD = load_world()
 LEVELS = load_levels()
+SCOPED = next(lv for lv in LEVELS if lv.uncapturable is not None)  # the correctly scoped level
+CAPTURABLE = [lv for lv in LEVELS if lv.uncapturable is None]
 ROOT = Path(__file__).resolve().parents[2]
 FLAG = "FLAG{00c0ffee1234abcd5678ef90}"
 GOOD: dict[str, Any] = {
     "number": 1, "id": "demo", "title": "t", "story": "s", "policy": "plain container",
-    "flag_in": ["/home/user/.ssh/id_rsa"], "hints": ["first", "second"], "teaches": "x",
+    "flag_in": ["/home/user/.ssh/id_rsa"], "hints": ["first", "second"], "teaches": "x", "difficulty": "one idea",
 }
 
 
 def _ex(output: str = "", **logs: object) -> Execution:
-    ev = Evidence(token="t0k", canaries={}, records=(), before={}, after={}, network="open", **logs)  # type: ignore[arg-type]
+    fields: dict[str, object] = {"token": "t0k", "canaries": {}, "records": (), "before": {}, "after": {}, "network": "open", **logs}
+    ev = Evidence(**fields)  # type: ignore[arg-type]
     return Execution(backend="docker", output=output, exit_code=0, timed_out=False, evidence=ev)
 
 
@@ -55,7 +65,7 @@ def _problems(data: Any) -> list[str]:
 
 
 def test_the_ladder_has_the_levels_the_course_needs_in_order() -> None:
-    assert len(LEVELS) >= 7
+    assert len(LEVELS) >= 10
     assert [lv.number for lv in LEVELS] == list(range(1, len(LEVELS) + 1))
     ids = [lv.id for lv in LEVELS]
     assert len(set(ids)) == len(ids) and all(re.fullmatch(r"[a-z0-9-]+", i) for i in ids)
@@ -66,28 +76,63 @@ def test_the_ladder_has_the_levels_the_course_needs_in_order() -> None:
     assert any(lv.policy is not None and lv.policy.network.deniedDomains and any(d.startswith("*.") for d in lv.policy.network.allowedDomains) for lv in LEVELS)
     assert any(lv.next_session for lv in LEVELS), "a persistence level"
     assert any(lv.channels == ("dns",) for lv in LEVELS), "a DNS level"
-    final = LEVELS[-1]
-    assert final.uncapturable is not None and all(lv.uncapturable is None for lv in LEVELS[:-1])
+    assert sum(1 for lv in LEVELS if lv.uncapturable) == 1
+    assert any(lv.flag_env for lv in LEVELS), "a token in the environment (lesson 06)"
+    assert any(lv.signer for lv in LEVELS), "an SSH agent socket (lesson 06)"
+    assert LEVELS[-1].capstone is not None and all(lv.capstone is None for lv in LEVELS[:-1]), "the capstone comes last"
     for lv in LEVELS:
         assert lv.hints and lv.teaches and lv.story and lv.title
         assert all(p in {f.path for f in WORLD.files} for p in lv.flag_in)
 
 
-def test_every_level_but_the_last_has_a_reachable_flag_and_a_reference_attack() -> None:
-    """A flag the sandbox shows (or, for persistence, a start-up file it lets the agent write), and a solution file."""
-    for lv in LEVELS[:-1]:
-        a = baseline_access(WORLD) if lv.policy is None else access_for(lv.policy, WORLD)
+def _sandbox(lv: Level) -> Access:
+    if lv.capstone is not None:
+        return access_for(check_capstone(lv, load_policy(str(ROOT / "solutions" / "attacks" / f"level-{lv.number:02d}.policy.json"))), WORLD)
+    return baseline_access(WORLD) if lv.policy is None else access_for(lv.policy, WORLD)
+
+
+def test_every_capturable_level_has_a_reachable_flag_and_a_reference_attack() -> None:
+    """A flag the sandbox shows (or, for persistence, a start-up file it lets the agent write; for the gaps of
+    lesson 06, a flag no file rule reaches), and a solution file."""
+    for lv in CAPTURABLE:
+        a = _sandbox(lv)
         if lv.next_session:
             assert any(a.write(p).allowed for p in WORLD.paths_with_role("persistence")), lv.id
+        elif lv.flag_env or lv.signer:
+            # the static analyzer's view agrees: the file policy is perfect, every file holding the flag is hidden
+            assert not any(a.read(p).allowed for p in lv.flag_in), lv.id
         else:
             assert any(a.read(p).allowed for p in lv.flag_in), lv.id
         assert (ROOT / "solutions" / "attacks" / f"level-{lv.number:02d}.py").is_file(), lv.id
-    assert not (ROOT / "solutions" / "attacks" / f"level-{LEVELS[-1].number:02d}.py").exists()
+    assert not (ROOT / "solutions" / "attacks" / f"level-{SCOPED.number:02d}.py").exists()
 
 
-def test_the_final_level_is_uncapturable_by_its_policy() -> None:
+def test_the_gap_levels_leave_one_host_that_keeps_what_it_is_sent() -> None:
+    """Where the static analyzer can judge, it agrees with the reference attacks: the only reachable hosts are the
+    job's, and the reference attack sends to one the attacker reads (a body kept, or a public URL)."""
+    hosts = {9: "github.com", 10: "registry.npmjs.org", 11: "cdn.jsdelivr.net"}
+    for number, host in hosts.items():
+        lv = level(number)
+        a = _sandbox(lv)
+        assert a.network == "proxy" and a.reach(host).allowed and not a.reach(WORLD.attacker.name).allowed, lv.id
+        assert [h for h in WORLD.host_names if a.reach(h).allowed] == [host], lv.id
+        assert host in (ROOT / "solutions" / "attacks" / f"level-{number:02d}.py").read_text(), lv.id
+        assert WORLD.reads_url(host) and (WORLD.uploads_to(host) or number == 11), lv.id
+    assert not level(11).capstone is None and not WORLD.uploads_to("cdn.jsdelivr.net"), "the capstone needs the URL idea"
+    assert _sandbox(level(11)).read("/project/src/main.py").allowed, "the job reads the source the flag was committed to"
+
+
+def test_every_level_is_tagged_and_the_new_ones_need_two_ideas() -> None:
+    assert {lv.difficulty for lv in LEVELS} <= set(DIFFICULTIES)
+    assert [lv.number for lv in LEVELS if lv.difficulty == "two ideas"] == [6, 9, 10]
+    assert SCOPED.difficulty == "correctly scoped" and LEVELS[-1].difficulty == "capstone"
+    for lv in (level(9), level(10), level(11)):
+        assert "What this level teaches" in lv.story, lv.id
+
+
+def test_the_scoped_level_is_uncapturable_by_its_policy() -> None:
     """The honest outcome follows from the policy: no flag readable, nothing that runs later writable, no resolver."""
-    final = LEVELS[-1]
+    final = SCOPED
     assert final.policy is not None
     a = access_for(final.policy, WORLD)
     assert all(not a.read(p).allowed for p in final.flag_in)
@@ -127,14 +172,21 @@ def test_every_problem_of_a_level_file_is_named_by_its_json_pointer() -> None:
 
 def test_the_ladder_itself_is_checked(tmp_path: Path) -> None:
     one = json.dumps(GOOD)
-    last = json.dumps({**GOOD, "number": 2, "id": "last", "uncapturable": {"after": 2, "why": "scoped"}})
+    last = json.dumps({**GOOD, "number": 2, "id": "last", "difficulty": "correctly scoped", "uncapturable": {"after": 3, "why": "scoped"}})
     assert [lv.id for lv in _from_files({"01-demo.json": one, "02-last.json": last})] == ["demo", "last"]
     with pytest.raises(LevelError, match="rename it 01-demo.json"):
         _from_files({"01-other.json": one, "02-last.json": last})
     with pytest.raises(LevelError, match="without gaps"):
         _from_files({"01-demo.json": one, "03-last.json": json.dumps({**json.loads(last), "number": 3})})
-    with pytest.raises(LevelError, match="the last level, and only the last"):
+    with pytest.raises(LevelError, match='exactly one level is "uncapturable"'):
         _from_files({"01-demo.json": one})
+    with pytest.raises(LevelError, match='exactly one level is "uncapturable"'):
+        _from_files({"01-demo.json": json.dumps({**json.loads(last), "number": 1, "id": "demo"}), "02-last.json": last})
+    cap = json.dumps({**GOOD, "number": 3, "id": "cap", "difficulty": "capstone", "policy": "yours",
+                      "capstone": {"does": "reads the source", "read": ["/project/src"]}})
+    assert [lv.id for lv in _from_files({"01-demo.json": one, "02-last.json": last, "03-cap.json": cap})][-1] == "cap"
+    with pytest.raises(LevelError, match="the capstone, if there is one, is the last level"):
+        _from_files({"01-cap.json": json.dumps({**json.loads(cap), "number": 1, "id": "cap"}), "02-last.json": last})
     with pytest.raises(LevelError, match="not valid JSON"):
         _from_files({"01-demo.json": "{", "02-last.json": last})
 
@@ -148,7 +200,7 @@ def test_a_flag_is_fresh_hex_every_time() -> None:
 
 
 def test_the_job_plants_the_flag_in_every_file_of_the_level() -> None:
-    final = LEVELS[-1]
+    final = SCOPED
     job = build_job(final, "print(1)", FLAG)
     assert set(job.plant) == set(final.flag_in) and all(FLAG in t for t in job.plant.values())
     job.check(WORLD)  # only files of the world
@@ -178,7 +230,7 @@ def test_a_run_whose_evidence_was_cut_could_not_be_judged_unless_the_flag_was_se
     assert got.captured is None and got.hint == "" and got.error == cut
     data = got.to_json()
     assert data["captured"] is None and data["error"] == f"could not judge the attack: {cut}" and data["problems"] == []
-    assert set(data) == {"level", "captured", "sinks", "output", "hint", "error", "problems"}
+    assert set(data) == {"level", "captured", "sinks", "output", "hint", "hint_from", "findings", "lesson", "error", "problems"}
     # the flag is fresh and random: a sighting proves the capture whatever else failed
     seen = judge(lv, _ex(infra_problem=cut, http=(fakewire.http(host="gist.github.com", method="POST", path="/", body=FLAG),)),
                  FLAG, world=WORLD)
@@ -188,24 +240,50 @@ def test_a_run_whose_evidence_was_cut_could_not_be_judged_unless_the_flag_was_se
     assert miss.captured is False and miss.error == "" and miss.hint == lv.hints[1] and "error" not in miss.to_json()
 
 
-def test_a_miss_gets_the_next_hint_in_order_then_the_last_again() -> None:
+def test_a_miss_the_logs_say_nothing_about_gets_the_next_hint_in_order_then_the_last_again() -> None:
     lv = level(1)
-    hints = [judge(lv, _ex(), FLAG, attempts_before=n, world=WORLD).hint for n in range(len(lv.hints) + 2)]
-    assert hints == [*lv.hints, lv.hints[-1], lv.hints[-1]]
+    got = [judge(lv, _ex(), FLAG, attempts_before=n, world=WORLD) for n in range(len(lv.hints) + 2)]
+    assert [g.hint for g in got] == [*lv.hints, lv.hints[-1], lv.hints[-1]]
+    assert {g.hint_from for g in got} == {"attempts"}
 
 
-def test_the_final_level_says_why_after_enough_attempts() -> None:
-    final = LEVELS[-1]
+def test_level_ones_first_hint_does_not_repeat_the_starter() -> None:
+    """The starter of lesson 07 already opens and reads the key: the first hint says what comes next."""
+    first = level(1).hints[0]
+    assert "open ~/.ssh/id_rsa and read it" not in first and "attacker" in first
+
+
+def test_the_scoped_level_shows_every_hint_then_says_why() -> None:
+    final = SCOPED
     assert final.uncapturable is not None
     n = final.uncapturable.after
-    assert judge(final, _ex(), FLAG, attempts_before=n - 2, world=WORLD).hint in final.hints
-    assert judge(final, _ex(), FLAG, attempts_before=n - 1, world=WORLD).hint == final.uncapturable.why
+    shown = [judge(final, _ex(), FLAG, attempts_before=k, world=WORLD).hint for k in range(n)]
+    assert shown == [*final.hints, final.uncapturable.why], "every hint, the third included, comes before the why"
+    with pytest.raises(LevelError, match=r"/uncapturable/after: must be more than the number of hints \(2\)"):
+        parse_level({**GOOD, "difficulty": "correctly scoped", "uncapturable": {"after": 2, "why": "scoped"}})
+
+
+def test_the_scoped_levels_why_says_what_an_accepted_upload_was() -> None:
+    """After an npm publish of the workspace, the debrief says it was accepted and held no secret, not "no secret can leave"."""
+    final = SCOPED
+    assert final.uncapturable is not None
+    put = fakewire.http(host="registry.npmjs.org", method="PUT", path="/workspace-copy", body='{"name": "workspace-copy"}')
+    got = judge(final, _ex(http=(put,)), FLAG, attempts_before=final.uncapturable.after - 1, world=WORLD)
+    assert got.hint.startswith("Your PUT /workspace-copy reached registry.npmjs.org, which keeps what it is sent")
+    assert "the flag was not in it: what left was no secret." in got.hint and got.hint.endswith(final.uncapturable.why)
+    for text in (got.hint, final.teaches, final.debrief):
+        assert "no secret can leave" not in text.lower()
 
 
 def test_the_result_json_is_the_contract() -> None:
     got = judge(level(1), _ex(output="hi", dns=(fakewire.dns(qname=f"{FLAG[5:-1]}.attacker.example"),)), FLAG, world=WORLD)
     data = got.to_json()
-    assert list(data) == ["level", "captured", "sinks", "output", "hint"]
+    assert list(data) == ["level", "captured", "sinks", "output", "hint", "hint_from", "findings", "lesson"]
+    lv = level(1)
+    assert data["lesson"] == {"id": lv.id, "title": lv.title, "difficulty": "warm-up", "story": lv.story,
+                              "teaches": lv.teaches, "debrief": lv.teaches}
+    assert data["hint_from"] == "" and data["findings"] == []
+    assert SCOPED.debrief == SCOPED.uncapturable.why if SCOPED.uncapturable else False
     assert data["level"] == 1 and data["captured"] is True and data["output"] == "hi"
     assert list(data["sinks"][0]) == ["host", "how", "evidence"]
     assert isinstance(got, AttackResult) and got.flag == FLAG
@@ -220,7 +298,7 @@ def test_the_static_backend_says_attacks_cannot_be_predicted() -> None:
 def test_a_persistence_level_asks_for_the_next_session() -> None:
     lv = next(lv for lv in LEVELS if lv.next_session)
     assert build_job(lv, "pass", FLAG).replay
-    assert not any(build_job(other, "pass", FLAG).replay for other in LEVELS if not other.next_session)
+    assert not any(prize(other, "pass").job.replay for other in LEVELS if not other.next_session)
 
 
 def test_the_readme_introduces_every_level() -> None:
@@ -228,3 +306,129 @@ def test_the_readme_introduces_every_level() -> None:
     assert "sandbox-lab attack --list" in readme and "sandbox-lab attack --level 1 attack.py" in readme
     for lv in LEVELS:
         assert f"| {lv.number} | `{lv.id}` | {lv.title} |" in readme, lv.id
+
+
+# --- hints from what the attack did (ctf.diagnosis, over the records that judged it) ----------------
+
+
+def test_a_flagless_post_to_an_allowed_upload_host_gets_a_hint_naming_that_host() -> None:
+    lv = level(2)
+    post = fakewire.http(host="gist.github.com", method="POST", path="/", body='{"files": {"a.txt": {"content": "hello"}}}')
+    got = judge(lv, _ex(http=(post,)), FLAG, attempts_before=0, world=WORLD)
+    assert got.captured is False and got.hint_from == "evidence" and got.hint != lv.hints[0]
+    assert got.hint.startswith("Your POST / reached gist.github.com, which keeps what it is sent") and "the flag was not in it" in got.hint
+    assert got.to_json()["findings"] == [got.hint]
+    # the flag in the same request: a capture, no hint (the one judge, sightings, decided)
+    caught = judge(lv, _ex(http=(fakewire.http(host="gist.github.com", method="POST", path="/", body=FLAG.encode().hex()),)), FLAG, world=WORLD)
+    assert caught.captured and caught.hint == "" and caught.findings == ()
+
+
+def test_a_host_the_proxy_refused_is_named_with_the_proxys_reason() -> None:
+    lv = level(9)
+    refused = fakewire.proxy(host="api.github.com", port=443, decision="deny", reason="not in the allowed list")
+    beat = fakewire.proxy(host="heartbeat.invalid", port=80, decision="deny", reason="not in the allowed list")
+    got = judge(lv, _ex(proxy=(beat, refused, refused)), FLAG, world=WORLD)
+    assert got.hint == "The proxy refused api.github.com: not in the allowed list.", "one finding per host; the heartbeat is not the attack"
+
+
+def test_a_download_only_host_and_a_public_url_host_are_told_apart() -> None:
+    raw = fakewire.http(host="raw.githubusercontent.com", method="POST", path="/x", body=FLAG)
+    got = judge(level(1), _ex(http=(raw,)), FLAG, world=WORLD)
+    assert not got.captured and "raw.githubusercontent.com is download-only: it keeps nothing you send" in got.hint
+    cdn = fakewire.http(host="cdn.jsdelivr.net", method="POST", path="/npm/x.js", body=FLAG)
+    got = judge(level(1), _ex(http=(cdn,)), FLAG, world=WORLD)
+    assert not got.captured and "anyone reads the URLs it is asked for. The flag was not in the URL." in got.hint
+
+
+def test_a_dns_query_or_a_tcp_connection_that_carried_nothing_is_said() -> None:
+    dns_level = next(lv for lv in LEVELS if lv.channels == ("dns",))
+    got = judge(dns_level, _ex(dns=(fakewire.dns(qname="hello.attacker.example"),)), FLAG, world=WORLD)
+    assert got.hint == "1 DNS query reached the attacker's nameserver (hello.attacker.example), but none spelled the flag."
+    tcp = judge(level(1), _ex(tcp=(fakewire.tcp(port=4444, data="hi"),)), FLAG, world=WORLD)
+    assert tcp.hint == "A raw TCP connection reached the attacker's port 4444, but the flag was not in it."
+
+
+def test_a_persistence_write_that_never_landed_is_said_from_the_world_copy() -> None:
+    lv = next(lv for lv in LEVELS if lv.next_session)
+    bashrc = "/home/user/.bashrc"
+    same = _ex(before={bashrc: sha256(b"x")}, after={bashrc: b"x"})
+    assert "No start-up file changed after the run" in judge(lv, same, FLAG, world=WORLD).hint
+    changed = _ex(before={bashrc: sha256(b"x")}, after={bashrc: b"x\npython3 -c ..."},
+                  next_session=NextSession(played=("login shell",)))
+    assert judge(lv, changed, FLAG, world=WORLD).hint.startswith(f"You changed {bashrc}; the next session ran (login shell)")
+
+
+def test_the_signer_level_judges_the_signature_not_the_flag() -> None:
+    lv = level(10)
+    assert lv.signer is not None and lv.prize_name == "a signature only the SSH key makes"
+    with pytest.raises(ValueError, match="needs the agent's key"):
+        build_job(lv, "pass", FLAG)
+    got = prize(lv, "pass")
+    assert got.job.signer is not None and got.value == signature(got.job.signer, lv.signer)
+    assert all(FLAG not in v for v in got.job.plant.values()) and set(got.job.plant) == set(lv.flag_in)
+    sig = judge(lv, _ex(http=(fakewire.http(host="registry.npmjs.org", method="PUT", path="/p", body=got.value),)), got.value, world=WORLD)
+    assert sig.captured and sig.sinks[0].host == "registry.npmjs.org"
+    missed = judge(lv, _ex(http=(fakewire.http(host="registry.npmjs.org", method="PUT", path="/p", body="{}"),)), got.value, world=WORLD)
+    assert "a signature only the SSH key makes was not in it" in missed.hint
+
+
+def test_the_env_level_puts_the_flag_in_the_environment() -> None:
+    lv = level(9)
+    job = build_job(lv, "pass", FLAG)
+    assert dict(job.env) == {"GITHUB_TOKEN": FLAG} and job.signer is None
+    job.check(WORLD)
+    with pytest.raises(LevelError, match=r'/flag_env/0: "HOME" is not a variable a level may set'):
+        parse_level({**GOOD, "flag_env": ["HOME"]})
+
+
+# --- the capstone -------------------------------------------------------------------------------------
+
+
+def test_the_capstone_runs_only_under_a_policy_that_does_the_job_and_nothing_more() -> None:
+    cap = LEVELS[-1]
+    good = load_policy(str(ROOT / "solutions" / "attacks" / f"level-{cap.number:02d}.policy.json"))
+    assert cap.plan(policy=good).network == "proxy"
+    with pytest.raises(LevelError, match="it runs under your own policy"):
+        cap.plan()
+    with pytest.raises(LevelError, match="only the capstone takes your policy"):
+        level(1).plan(policy=good)
+    # attack your own work: the policies that would make the capstone a level-1 exercise are refused, each said
+    open_reads = load_policy({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": ["cdn.jsdelivr.net"]}})
+    with pytest.raises(LevelError) as err:
+        check_capstone(cap, open_reads)
+    assert [p.pointer for p in err.value.problems] == ["/filesystem/allowRead"] and "/home/user/.ssh/id_rsa" in str(err.value.problems[0])
+    wildcard = load_policy({**good.normalize(), "network": {"allowedDomains": ["cdn.jsdelivr.net", "*.attacker.example"]}})
+    with pytest.raises(LevelError, match="a name the attacker makes up can be reached"):
+        check_capstone(cap, wildcard)
+    no_job = load_policy({"filesystem": {"allowRead": ["/project/src"]}, "network": {"allowedDomains": []}})
+    with pytest.raises(LevelError) as err:
+        check_capstone(cap, no_job)
+    assert {p.pointer for p in err.value.problems} == {"/filesystem/allowWrite", "/network/allowedDomains"}
+    writes_home = load_policy({**good.normalize(), "filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out", "/home/user"]}})
+    with pytest.raises(LevelError, match="/home/user/.bashrc"):
+        check_capstone(cap, writes_home)
+
+
+def test_the_capstone_checks_the_policy_before_it_says_the_static_backend_cannot_attack() -> None:
+    cap = LEVELS[-1]
+    with pytest.raises(LevelError):
+        attack(cap, "pass", StaticBackend(), policy=load_policy({"network": {"allowedDomains": ["cdn.jsdelivr.net"]}}))
+    good = load_policy(str(ROOT / "solutions" / "attacks" / f"level-{cap.number:02d}.policy.json"))
+    with pytest.raises(BackendError):
+        attack(cap, "pass", StaticBackend(), policy=good)
+
+
+def test_what_the_next_session_sent_without_the_flag_is_said_as_such() -> None:
+    lv = next(lv for lv in LEVELS if lv.next_session)
+    bashrc = "/home/user/.bashrc"
+    sent = fakewire.http(host="attacker.example", method="POST", path="/bashrc", body="hello")
+    ex = _ex(before={bashrc: sha256(b"x")}, after={bashrc: b"x\nbackdoor"},
+             next_session=NextSession(played=("login shell",), http=(sent,)))
+    got = judge(lv, ex, FLAG, world=WORLD)
+    assert got.hint == ("In the next session, your POST /bashrc reached attacker.example, which keeps what it is sent "
+                        "(5 bytes accepted), but the flag was not in it: what left was no secret.")
+
+
+def test_a_get_with_no_body_to_an_upload_host_is_said_to_have_sent_nothing() -> None:
+    got = judge(level(1), _ex(http=(fakewire.http(host="attacker.example", method="GET", path="/"),)), FLAG, world=WORLD)
+    assert got.hint == "Your GET / reached attacker.example, which keeps what it is sent, but it sent no body: nothing left."

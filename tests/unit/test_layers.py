@@ -54,8 +54,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"core.analyzer", "core.plan", "core.needs", "lessons.quiz"},
     # run: judging real runs; export to the real tools
     {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals"},
-    # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in)
-    {"lessons.agent"},
+    # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in); what an
+    # attack's records show it did
+    {"lessons.agent", "ctf.diagnosis"},
     # the one importer of the docker SDK, where the engine's errors become ours
     {"backends.docker.engine"},
     # a run's surroundings: the runs root and its owner records, the host's listener, removing what runs left
@@ -91,7 +92,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # widgets (ipywidgets), each feature its own; ``widgets`` re-exports them for the lessons
     {"lessons.widget_base"},
     {"lessons.quiz_widgets", "lessons.agent_stage", "ctf.widgets"},
-    {"lessons.widgets"},
+    {"lessons.widgets", "ctf.magic"},
     # the edge: argv and exit codes
     {"cli.core"},
     {"cli.commands"},
