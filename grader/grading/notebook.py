@@ -24,6 +24,7 @@ from grader.core.errors import BackendError, PolicyError, TaskError
 from grader.grading.grade import Grade, grade_file
 from grader.core.policy import load_policy
 from grader.grading.tasks import Task, load_task
+from grader.lessons.progress import ProgressError, load_progress, mark_done, record_level
 
 __all__ = ["assert_captured", "assert_check", "assert_passed", "grade_file", "save_policy", "start_task"]
 
@@ -69,8 +70,6 @@ def assert_passed(result: Grade, check_id: str) -> None:
 
 def _record_level(item_id: str, captured: bool, hint_shown: bool) -> None:
     """Count a judged attack on the learner's progress board, as lesson 07's editor and ``sandbox-lab attack`` do."""
-    from grader.lessons.progress import ProgressError, record_level
-
     try:
         record_level(item_id, captured=captured, hint_shown=hint_shown)
     except (OSError, ProgressError) as exc:
@@ -84,8 +83,6 @@ def _record_task(result: Grade) -> None:
     the learner's own record, kept in their kernel; a file that cannot be written is said, never raised:
     the check passed all the same.
     """
-    from grader.lessons.progress import ProgressError, load_progress, mark_done
-
     try:
         wanted = {c.id for c in load_task(result.task).checks}
     except TaskError:

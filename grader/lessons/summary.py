@@ -149,7 +149,7 @@ def summary_html(progress: Progress, items: CourseItems, policies: Optional[dict
     for title, rows in groups:
         if not rows:
             continue
-        parts.append(f"<h2>{h(title)}</h2><table><thead><tr><th></th><th>item</th><th>when</th></tr></thead>"
+        parts.append(f"<h2>{h(title)}</h2><table><thead><tr><th>done</th><th>item</th><th>when</th></tr></thead>"
                      f"<tbody>{_rows(rows, finished)}</tbody></table>")
     parts.append("<h2>Your best policies</h2>")
     if not policies:
