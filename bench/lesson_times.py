@@ -127,9 +127,10 @@ def measure(backend: str, only: tuple[str, ...] = ()) -> dict[str, Any]:
         print(f"{stop['folder']:32} run {seconds:6.1f} s  {words:5} words  {questions:2} questions  "
               f"{hands_on:2} hands-on  -> {stop['minutes']} min", flush=True)
     cores = os.cpu_count() or 0
+    load = os.getloadavg()[1] if hasattr(os, "getloadavg") else float("nan")  # a shared machine runs slower: say so
     data["how"] = how(backend)
-    data["measured_with"] = (f"{backend} backend, {platform.system()} {platform.machine()}, {cores} cores, "
-                             f"{datetime.now(timezone.utc):%Y-%m-%d}")
+    data["measured_with"] = (f"{backend} backend, {platform.system()} {platform.machine()}, {cores} cores "
+                             f"(load average {load:.1f} at the end), {datetime.now(timezone.utc):%Y-%m-%d}")
     return data
 
 

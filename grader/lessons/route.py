@@ -150,7 +150,7 @@ def route_markdown(route: Route, *, links: Literal["lab", "repo"]) -> str:
         rows.append(f"| {s.folder[:2]} | [{s.title}]({target}) | {s.does} | {s.minutes} min | {s.needs} |")
     lessons, tasks = total_minutes(route, "lesson"), total_minutes(route, "task")
     rows += ["", f"In all about **{_hours(lessons + tasks)}**: {_hours(lessons)} for the lessons, "
-             f"{_hours(tasks)} for the graded tasks. {route.how}"]
+             f"{_hours(tasks)} for the graded tasks. {route.how} Measured with the {route.measured_with}."]
     return "\n".join(rows)
 
 
