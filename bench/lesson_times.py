@@ -115,12 +115,12 @@ def how(backend: str) -> str:
 def measure(backend: str, only: tuple[str, ...] = ()) -> dict[str, Any]:
     import nbformat
 
-    data = json.loads(ROUTE_FILE.read_text(encoding="utf-8"))
+    data: dict[str, Any] = json.loads(ROUTE_FILE.read_text(encoding="utf-8"))
     for stop in data["stops"]:
         if only and stop["folder"] not in only:
             continue
         path = REPO / "lessons" / stop["folder"] / stop["notebook"]
-        words, questions, hands_on = count(nbformat.read(path, as_version=4))
+        words, questions, hands_on = count(nbformat.read(path, as_version=4))  # type: ignore[no-untyped-call]
         seconds = round(run_all(path, backend), 1)
         stop.update(run_seconds=seconds, words=words, questions=questions, hands_on=hands_on,
                     minutes=minutes_for(seconds, words, questions, hands_on))
