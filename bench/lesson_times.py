@@ -80,7 +80,7 @@ def run_all(path: Path, backend: str) -> float:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "lessons" / path.parent.name
         shutil.copytree(path.parent, folder, ignore=shutil.ignore_patterns("my_policy.json", ".ipynb_checkpoints"))
-        nb = nbformat.read(folder / path.name, as_version=4)
+        nb = nbformat.read(folder / path.name, as_version=4)  # type: ignore[no-untyped-call]
         # the kernel imports this checkout's package, whatever else the interpreter has installed
         path_env = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)
         env = {"SANDBOX_LAB_BACKEND": backend, "SANDBOX_LAB_PROGRESS": str(Path(tmp) / "progress.json"), "PYTHONPATH": path_env}
