@@ -36,6 +36,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.fixture(autouse=True)
+def _own_progress_file(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test records progress in a file of its own, never the learner's ~/.sandbox-lab/progress.json
+    (a passing task check records the task as done); a test that names its own file still can."""
+    monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path_factory.mktemp("progress") / "progress.json"))
+
+
 @pytest.fixture(scope="session")
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     """True when the run was started with ``--update-goldens``."""

@@ -5,7 +5,10 @@ Each helper prints or raises in a learner's words; none holds grading logic
 feedback: scores are set by the grader's own process (``autograde``).
 Reference solutions are not part of the package. ``grade_file`` is re-exported so a notebook needs one import.
 
-Imports: tasks, grading, policy, errors, ctf, backends (the protocol, and the default choice).
+A check that passes with the whole task at full marks records the task as done, and an attack that was
+judged counts as an attempt at its level, on the learner's progress board (``lessons.progress``).
+
+Imports: tasks, grading, policy, errors, ctf, backends (the protocol, and the default choice), progress.
 Nothing downstream (no widgets, no CLI).
 """
 
@@ -17,10 +20,11 @@ from typing import Optional, Union
 
 from grader.backends.base import Backend
 from grader.ctf.ladder import attack, level
-from grader.core.errors import BackendError, PolicyError
+from grader.core.errors import BackendError, PolicyError, TaskError
 from grader.grading.grade import Grade, grade_file
 from grader.core.policy import load_policy
 from grader.grading.tasks import Task, load_task
+from grader.lessons.progress import ProgressError, load_progress, mark_done, record_level
 
 __all__ = ["assert_captured", "assert_check", "assert_passed", "grade_file", "save_policy", "start_task"]
 
@@ -60,6 +64,40 @@ def assert_passed(result: Grade, check_id: str) -> None:
             head += "The policy is not valid: " + "; ".join(f"{p.pointer}: {p.message}" for p in result.errors) + " "
         raise AssertionError(head + c.message)
     print(f"{result.task}/{check_id}: {c.points}/{c.max_points} ({result.backend}). {c.message}")
+    if result.full_marks:
+        _record_task(result)
+
+
+def _record_level(item_id: str, captured: bool, hint_shown: bool) -> None:
+    """Count a judged attack on the learner's progress board, as lesson 07's editor and ``sandbox-lab attack`` do."""
+    try:
+        record_level(item_id, captured=captured, hint_shown=hint_shown)
+    except (OSError, ProgressError) as exc:
+        print(f"(progress not saved: {exc})")
+
+
+def _record_task(result: Grade) -> None:
+    """Record the task as done on the learner's progress board: every one of its checks passed in this grade.
+
+    The grade must hold every check the task has (a partial grade proves nothing). Progress is
+    the learner's own record, kept in their kernel; a file that cannot be written is said, never raised:
+    the check passed all the same.
+    """
+    try:
+        wanted = {c.id for c in load_task(result.task).checks}
+    except TaskError:
+        return
+    if wanted != {c.id for c in result.checks}:
+        return
+    item = f"task:{result.task}"
+    try:
+        if load_progress().is_done(item):
+            return
+        mark_done(item)
+    except (OSError, ProgressError) as exc:
+        print(f"(progress not saved: {exc})")
+        return
+    print(f"Task {result.task} done: every check passes. It is recorded on your progress board.")
 
 
 def assert_check(task_id: str, check_id: str, path: Union[str, os.PathLike[str]], backend: Optional[Backend] = None) -> None:
@@ -91,6 +129,7 @@ def assert_captured(level_number: int, attack_code: str, backend: Optional[Backe
         print(f"level {lv.number}: could not judge this run ({result.error}). Rerun the cell; "
               "the grader runs your attack in Docker when it grades.")
         return
+    _record_level(lv.item_id, result.captured, bool(result.hint))
     if not result.captured:
         raise AssertionError(f"level {lv.number}: not captured. Hint: {result.hint}\nWhat it printed:\n{result.output[-1500:]}")
     where = "; ".join(f"{s.host} ({s.how})" for s in result.sinks)

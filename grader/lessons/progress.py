@@ -22,7 +22,10 @@ A missing file is an empty record; an unreadable or corrupt one is reported as
 such (``ProgressError``) rather than silently overwritten, so a typo in the
 environment variable cannot wipe a learner's record.
 
-Imports: errors. Nothing downstream.
+The file is parsed strictly (pydantic, ``extra="forbid"``): an unknown key or a wrong type is a
+``ProgressError`` naming each JSON path and what belongs there, never a silently emptied record.
+
+Imports: errors, route (the lessons and their times). Nothing downstream.
 """
 
 from __future__ import annotations
@@ -35,9 +38,12 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Annotated, Any, Literal, Mapping, Optional, Union
 
-from grader.core.errors import SandboxLabError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from grader.core.errors import Problem, SandboxLabError, field_problem, json_pointer
+from grader.lessons.route import load_route
 
 __all__ = [
     "LESSONS",
@@ -58,20 +64,13 @@ __all__ = [
 PROGRESS_ENV = "SANDBOX_LAB_PROGRESS"
 _VERSION = 2  # 2 added "first" and "learner"; a version-1 file reads as one without them
 
-# The lessons, in the order a learner takes them: (item id, title, minutes).
-LESSONS: tuple[tuple[str, str, int], ...] = (
-    ("l00-start-here", "Start here", 5),
-    ("l01-why-sandbox", "Why sandbox an agent's tools?", 15),
-    ("l02-naive-vs-secure", "Naive vs secure: scope each axis", 25),
-    ("l03-container-alone", "Mistake 1: a container alone is not a sandbox", 20),
-    ("l04-trusted-domains", "Mistake 2: a trusted domain is not a safe domain", 20),
-    ("l05-check-yourself", "Check yourself: recall and understanding", 15),
-    ("l06-what-a-policy-misses", "What a policy does not cover", 20),
-    ("l07-break-it-yourself", "Break it yourself: capture the flag", 30),
-)
+# The lessons, in the order a learner takes them: (item id, title, minutes), from the course's route
+# (grader/route.json, whose minutes are measured: bench/lesson_times.py).
+LESSONS: tuple[tuple[str, str, int], ...] = tuple((s.item or s.folder, s.title, s.minutes) for s in load_route().lessons())
 
 PathLike = Union[str, "os.PathLike[str]"]
 _SHAPE = '{"version": 2, "done": {id: time}, "first": {id: {"at": time, "result": "...", "score": 0..1}}}'
+_FIX = "Fix the file at these places, or delete it to start afresh (what it records is then lost)."
 
 
 class ProgressError(SandboxLabError, ValueError):
@@ -131,61 +130,78 @@ def _number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _attempt(v: object) -> Optional[Attempt]:
-    if not isinstance(v, dict):
-        return None
-    at, result, score = v.get("at"), v.get("result"), v.get("score")
-    if not isinstance(at, (int, float)) or not isinstance(result, str) or not isinstance(score, (int, float)):
-        return None
-    if not _number(at) or not _number(score) or not 0.0 <= score <= 1.0:
-        return None
-    return Attempt(float(at), result, float(score))
+# --- the file's schema: strict, so a hand-edited or foreign file is refused with every problem named -------------
+
+_Time = Annotated[float, Field(allow_inf_nan=False, description="a UNIX time in seconds")]
+_Count = Annotated[int, Field(ge=0, description="a whole number, 0 or more")]
+_STRICT = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-def _parse(p: Path, data: Any) -> Progress:
-    bad = ProgressError(f"{p}: not a progress record (expected {_SHAPE}). Fix or delete the file.")
+class _AttemptFile(BaseModel):
+    model_config = _STRICT
+    at: _Time = Field(description="when the first attempt was made (UNIX time)")
+    result: str = Field(description='the result in words, e.g. "right", "partly", "4/6 right"')
+    score: float = Field(ge=0.0, le=1.0, allow_inf_nan=False, description="the score, from 0 to 1")
+
+
+class _LevelFile(BaseModel):
+    model_config = _STRICT
+    attempts: _Count = Field(description="judged attempts made, 0 or more")
+    hints: _Count = Field(description="hints shown, 0 or more")
+    # a file written before a capture's time was kept may lack it: not captured
+    captured: Optional[_Time] = Field(default=None, description="when the level was first captured (UNIX time), or null")
+
+
+class _ProgressFile(BaseModel):
+    model_config = _STRICT
+    version: Literal[1, 2] = Field(description="the file format, 2 (a file of version 1 reads as one with no first attempts)")
+    done: dict[str, _Time] = Field(description="item id -> when it was first completed (UNIX time)")
+    first: dict[str, _AttemptFile] = Field(default_factory=dict, description="question item id -> its first attempt")
+    learner: str = Field(default="", description="this install's shuffling token")
+    levels: dict[str, _LevelFile] = Field(default_factory=dict, description="level item id -> its record")
+
+
+_MODEL_AT: dict[str, type[BaseModel]] = {"first": _AttemptFile, "levels": _LevelFile}
+_WHAT_AT = {"first": "the first attempt at {key!r}", "levels": "the record of level {key!r}", "done": "the completion of {key!r}"}
+_FIX_AT = {
+    "done": "a UNIX time (a number)",
+    "first": '{"at": time, "result": "...", "score": 0..1}',
+    "levels": '{"attempts": n, "hints": n, "captured": time or null}',
+    "learner": "a string",
+    "version": "2",
+}
+
+
+def _problem(err: Mapping[str, Any]) -> Problem:
+    """One pydantic error as a problem at its JSON path, saying what belongs there (never the file's value)."""
+    loc = tuple(err["loc"])
+    ptr = json_pointer(loc)
+    kind = str(err["type"])
+    section = str(loc[0]) if loc else ""
+    where = f" (in {_WHAT_AT[section].format(key=loc[1])})" if section in _WHAT_AT and len(loc) > 1 else ""
+    if kind in ("extra_forbidden", "missing") and loc:
+        model: Optional[type[BaseModel]] = _ProgressFile if len(loc) == 1 else (_MODEL_AT.get(section) if len(loc) == 3 else None)
+        base = field_problem(ptr, kind, str(loc[-1]), model)
+        return Problem(ptr, base.message + where)
+    fix = _FIX_AT.get(section, "")
+    detail = str(err["msg"]).rstrip(".")
+    return Problem(ptr, f"{detail}{where}." + (f" Expected {fix}." if fix else ""))
+
+
+def _parse(p: Path, data: object) -> Progress:
+    """The record in ``data`` (parsed JSON), or ``ProgressError`` listing every problem with its JSON path."""
     if not isinstance(data, dict):
-        raise bad
-    done = data.get("done")
-    if not isinstance(done, dict) or not all(isinstance(k, str) and _number(v) for k, v in done.items()):
-        raise bad
-    raw_first = data.get("first", {})
-    if not isinstance(raw_first, dict):
-        raise bad
-    first: dict[str, Attempt] = {}
-    for k, v in raw_first.items():
-        a = _attempt(v)
-        if a is None:
-            raise ProgressError(f'{p}: the first attempt at {k!r} is not {{"at": time, "result": "...", "score": 0..1}}. '
-                                "Fix or delete the file.")
-        first[str(k)] = a
-    learner = data.get("learner", "")
-    if not isinstance(learner, str):
-        raise bad
-    raw_levels = data.get("levels", {})
-    if not isinstance(raw_levels, dict):
-        raise bad
-    levels: dict[str, LevelRecord] = {}
-    for k, v in raw_levels.items():
-        rec = _level(v)
-        if rec is None:
-            raise ProgressError(f'{p}: the record of level {k!r} is not {{"attempts": n, "hints": n, "captured": time or null}}. '
-                                "Fix or delete the file.")
-        levels[str(k)] = rec
-    return Progress(p, {k: float(v) for k, v in done.items()}, first, learner, levels)
-
-
-def _level(v: object) -> Optional[LevelRecord]:
-    if not isinstance(v, dict):
-        return None
-    attempts, hints, captured = v.get("attempts"), v.get("hints"), v.get("captured")
-    if not isinstance(attempts, int) or isinstance(attempts, bool) or attempts < 0:
-        return None
-    if not isinstance(hints, int) or isinstance(hints, bool) or hints < 0:
-        return None
-    if captured is not None and not (isinstance(captured, (int, float)) and _number(captured)):
-        return None
-    return LevelRecord(attempts, hints, None if captured is None else float(captured))
+        raise ProgressError(f"{p} is not a progress record: the file holds no JSON object (expected {_SHAPE}). Fix or delete the file.")
+    try:
+        f = _ProgressFile.model_validate(data)
+    except ValidationError as exc:
+        problems = [_problem(e) for e in exc.errors()]
+        n = len(problems)
+        raise ProgressError("\n".join([f"{p} is not a progress record ({n} problem{'s' if n != 1 else ''})",
+                                        *(f"  {pr}" for pr in problems), _FIX])) from None
+    first = {k: Attempt(float(a.at), a.result, float(a.score)) for k, a in f.first.items()}
+    levels = {k: LevelRecord(r.attempts, r.hints, None if r.captured is None else float(r.captured)) for k, r in f.levels.items()}
+    return Progress(p, {k: float(v) for k, v in f.done.items()}, first, f.learner, levels)
 
 
 def load_progress(path: Optional[PathLike] = None) -> Progress:

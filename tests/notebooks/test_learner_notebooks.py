@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,17 @@ def test_every_lesson_and_task_is_there(learner: Path) -> None:
     sources = {p.parent.name for p in (REPO / "lessons").glob("*/*.ipynb")}
     assert {p.name for p in learner.iterdir() if p.is_dir()} == sources
     assert not list(learner.rglob("*.md")), "no lesson source (it holds the solutions) is released"
+
+
+def test_lesson_00_s_route_leads_to_every_notebook_of_the_learner_lab(learner: Path) -> None:
+    """Every link of the route resolves where the learner lab has its folders (at its root, not under lessons/)."""
+    nb = nbformat.read(learner / "00-start-here" / "start-here.ipynb", as_version=4)
+    text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    links = re.findall(r"\]\((\.\./[^)]+\.ipynb)\)", text)
+    assert len(links) == len([p for p in learner.iterdir() if p.is_dir()])
+    for link in links:
+        assert (learner / "00-start-here" / link).resolve().is_file(), link
+    assert "lessons/1" not in text  # a task folder is named as the learner lab has it
 
 
 def test_no_learner_notebook_gives_an_answer_away(learner: Path) -> None:

@@ -145,6 +145,9 @@ def test_task_runs_top_to_bottom(path: Path, backend: str, tmp_path: Path, monke
         assert f"{task.id}/{c.id}: {c.points}/{c.points} ({backend})." in text
     if backend == "docker":
         assert "predicted" not in text, "the docker run fell back to the static prediction"
+    # full marks in the learner's kernel: the task is done on the progress board, said once
+    assert text.count(f"Task {task.id} done") == 1
+    assert f"task:{task.id}" in json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))["done"]
     # the policy cell wrote the reference solution into the working directory, not into the repository
     written = json.loads((folder / "my_policy.json").read_text(encoding="utf-8"))
     assert written == json.loads(solution_path(task.id).read_text(encoding="utf-8"))
@@ -228,6 +231,8 @@ def test_capture_task_runs_top_to_bottom_and_captures_every_level(tmp_path: Path
     text = "\n".join(_texts(_execute(folder / "task.ipynb", folder)))
     for n in (1, 2, 3):
         assert f"level {n}: captured (docker)" in text, text[-3000:]
+    levels = json.loads((tmp_path / "progress.json").read_text(encoding="utf-8"))["levels"]
+    assert sum(1 for rec in levels.values() if rec["captured"] is not None) == 3  # recorded on the board
 
 
 def test_capture_task_on_the_static_backend_runs_and_leaves_the_verdict_to_the_grader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -236,6 +241,7 @@ def test_capture_task_on_the_static_backend_runs_and_leaves_the_verdict_to_the_g
     folder = _task_copy(ROOT / "lessons" / CAPTURE / "task.ipynb", tmp_path)
     text = "\n".join(_texts(_execute(folder / "task.ipynb", folder)))
     assert text.count("The grader runs your attack in Docker when it grades.") == 3 and ": captured" not in text
+    assert not (tmp_path / "progress.json").exists()  # no judged attack, no attempt recorded
 
 
 @pytest.mark.slow

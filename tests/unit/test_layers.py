@@ -33,6 +33,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"core", "realtools", "lessons", "ctf", "grading", "cli", "backends.docker"},
     # vocabulary: imports nothing of the package (services.common: stdlib only, shared with the containers)
     {"core.errors", "core.paths", "core.domains", "core.records", "core.timings", "core.version", "services.common"},
+    # the course's route (its stops and measured times), read by the progress record
+    {"lessons.route"},
     # the inputs: the learner's policy, the simulated world, and words shared by every renderer
     {"core.policy", "core.world", "core.wording", "lessons.progress"},
     # the semantics of the policy language
@@ -88,7 +90,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # views, each feature its own (HTML strings), sharing only the palette
     {"lessons.palette"},
     {"lessons.quiz_views", "lessons.progress_views", "lessons.agent_views", "lessons.goal_views", "ctf.views"},
-    {"lessons.board"},
+    {"lessons.board", "lessons.summary"},
     # widgets (ipywidgets), each feature its own; ``widgets`` re-exports them for the lessons
     {"lessons.widget_base"},
     {"lessons.quiz_widgets", "lessons.agent_stage", "ctf.widgets"},

@@ -141,10 +141,11 @@ def _replace(path: Path, old: str, new: str) -> None:
 
 
 def test_an_edited_md_is_out_of_sync(lessons_copy: Path) -> None:
-    _replace(lessons_copy / "00-start-here" / "start-here.md", "about 5 minutes", "about 6 minutes")
+    _replace(lessons_copy / "00-start-here" / "start-here.md", "**Start here.** This page is the map", "**Start here!** This page is the map")
     [problem] = pair_problems(lessons_copy)
-    assert problem == ("00-start-here/start-here: cell 0 source, line 3: .md has '**Start here (about 6 minutes).**', "
-                       ".ipynb has '**Start here (about 5 minutes).**' (edit the .md, then run `make lessons`)")
+    line = " This page is the map: the route through the course, how long each part takes, and"
+    assert problem == (f"00-start-here/start-here: cell 0 source, line 3: .md has '**Start here!**{line}', "
+                       f".ipynb has '**Start here.**{line}' (edit the .md, then run `make lessons`)")
 
 
 def test_changed_points_are_out_of_sync(lessons_copy: Path) -> None:

@@ -141,3 +141,65 @@ def test_a_broken_level_record_is_reported_not_overwritten(_progress_file: Path)
     with pytest.raises(ProgressError, match="the record of level 'ctf:l01'"):
         load_progress()
     assert "-1" in _progress_file.read_text()
+
+
+# --- the file's schema: strict, every problem with its JSON path and what belongs there -----------------
+
+
+@pytest.mark.parametrize(
+    ("data", "pointer", "words"),
+    [
+        ({"version": 2, "done": {}, "levelz": {}}, "/levelz", 'Did you mean "levels"?'),  # a typo is not ignored
+        ({"version": 2, "done": {}, "first": {"quiz:a": {"at": 1, "result": "right", "score": 1, "why": "x"}}},
+         "/first/quiz:a/why", "unknown key"),
+        ({"version": 2, "done": {"l01": "yesterday"}}, "/done/l01", "a UNIX time"),
+        ({"version": 2, "done": {"l01": True}}, "/done/l01", "a UNIX time"),  # a boolean is no time
+        ({"version": 2, "done": {}, "first": {"quiz:a": {"at": 1, "result": "right", "score": "1"}}},
+         "/first/quiz:a/score", "first attempt at 'quiz:a'"),  # no "1" for 1: strict
+        ({"version": 2, "done": {}, "levels": {"ctf:l01": {"attempts": 1.5, "hints": 0}}}, "/levels/ctf:l01/attempts", "record of level"),
+        ({"version": 2, "done": {}, "levels": {"ctf:l01": {"attempts": 1, "hints": 0, "captured": "sometime-later"}}},
+         "/levels/ctf:l01/captured", "record of level"),
+        ({"version": 3, "done": {}}, "/version", "Expected 2"),
+        ({"done": {}}, "/version", 'missing. Add "version"'),
+    ],
+)
+def test_a_file_that_is_not_a_record_names_each_json_path_and_the_fix(_progress_file: Path, data: object, pointer: str,
+                                                                        words: str) -> None:
+    _progress_file.write_text(json.dumps(data))
+    with pytest.raises(ProgressError) as info:
+        load_progress()
+    message = str(info.value)
+    assert message.startswith(f"{_progress_file} is not a progress record (")
+    line = next(ln for ln in message.splitlines() if ln.strip().startswith(pointer + ":"))
+    assert words in line, message
+    assert "Fix the file at these places, or delete it" in message
+    assert "yesterday" not in message and "sometime-later" not in message  # paths, not the file's values
+    assert json.loads(_progress_file.read_text()) == data  # left as it was
+
+
+def test_every_problem_is_listed_at_once(_progress_file: Path) -> None:
+    _progress_file.write_text(json.dumps({"version": 2, "done": {"a": "x", "b": "y"}, "learner": 7, "extra": 1}))
+    with pytest.raises(ProgressError, match=r"\(4 problems\)") as info:
+        load_progress()
+    assert all(p in str(info.value) for p in ("/done/a:", "/done/b:", "/learner:", "/extra:"))
+
+
+def test_non_finite_numbers_are_refused(_progress_file: Path) -> None:
+    _progress_file.write_text('{"version": 2, "done": {"l01": NaN}, "first": {"q": {"at": 1, "result": "r", "score": Infinity}}}')
+    with pytest.raises(ProgressError) as info:
+        load_progress()
+    assert "/done/l01:" in str(info.value) and "/first/q/score:" in str(info.value)
+
+
+def test_a_full_version_2_file_round_trips_unchanged(_progress_file: Path) -> None:
+    data = {"version": 2, "done": {"l01-why-sandbox": 5.0, "task:scope-secure-sandbox": 6},
+            "first": {"quiz:a": {"at": 7, "result": "4/6 right", "score": 0.5}}, "learner": "abcd",
+            "levels": {"ctf:l01": {"attempts": 2, "hints": 1, "captured": None}, "ctf:l02": {"attempts": 1, "hints": 0}}}
+    _progress_file.write_text(json.dumps(data))
+    p = load_progress()
+    assert p.done == {"l01-why-sandbox": 5.0, "task:scope-secure-sandbox": 6.0} and p.learner == "abcd"
+    assert p.level("ctf:l02").captured is None and p.first_attempt("quiz:a") == Attempt(7.0, "4/6 right", 0.5)
+    mark_done("l02-naive-vs-secure", now=8.0)
+    again = json.loads(_progress_file.read_text())
+    assert again["first"] == {"quiz:a": {"at": 7.0, "result": "4/6 right", "score": 0.5}} and again["learner"] == "abcd"
+    assert again["levels"]["ctf:l02"] == {"attempts": 1, "hints": 0, "captured": None}
