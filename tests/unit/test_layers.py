@@ -38,7 +38,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the semantics of the policy language
     {"core.access", "core.next_session"},
     # what a policy grants, and what a real run leaves behind
-    {"core.channels", "core.scope", "core.evidence", "realtools.srt_notes"},
+    {"core.channels", "core.scope", "core.evidence", "realtools.srt_notes", "realtools.hatches"},
     # one record per probe: the record, and the wording several channel families share
     {"core.probes.record"},
     # the channel families and the scope scan's orders: every other module of core/probes/ (a probe on a
@@ -76,7 +76,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"backends.docker.backend"},
     {"backends"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder
-    {"grading.tasks", "ctf.ladder", "lessons.gaps"},
+    {"grading.tasks", "ctf.ladder", "lessons.gaps", "lessons.hole_hunt"},
     {"grading.grade"},
     {"grading.batch", "grading.notebook"},
     # a submission as received, checked against the released assignment (before any learner code runs)
@@ -90,7 +90,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"lessons.board"},
     # widgets (ipywidgets), each feature its own; ``widgets`` re-exports them for the lessons
     {"lessons.widget_base"},
-    {"lessons.quiz_widgets", "lessons.agent_stage", "ctf.widgets"},
+    {"lessons.quiz_widgets", "lessons.agent_stage", "ctf.widgets", "lessons.export_view"},
     {"lessons.widgets"},
     # the edge: argv and exit codes
     {"cli.core"},
