@@ -53,7 +53,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # policy → predictions, plan, needs; the question bank
     {"core.analyzer", "core.plan", "core.needs", "lessons.quiz"},
     # run: judging real runs; export to the real tools
-    {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals"},
+    {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals", "lessons.needed_jobs"},
     # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in)
     {"lessons.agent"},
     # the one importer of the docker SDK, where the engine's errors become ours
