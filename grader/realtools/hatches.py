@@ -70,8 +70,9 @@ HATCHES: tuple[Hatch, ...] = (
           "lets a command that failed in the sandbox be retried outside it (the dangerouslyDisableSandbox "
           "parameter); true by default",
           lambda v: v is not False,
-          "a command the sandbox refused (cat ~/.ssh/id_rsa, a POST to a host not allowed) is retried unsandboxed, "
-          "behind one permission prompt, or none in a mode that skips prompts; a prompt is a request, like a system prompt",
+          "a command the sandbox refused (cat ~/.ssh/id_rsa, a POST to a host not allowed) is retried unsandboxed "
+          "after one permission prompt (none in a mode that skips prompts): the boundary becomes a question a busy "
+          "person answers",
           'set "allowUnsandboxedCommands": false, so every command runs sandboxed (deleting the key leaves it true)'),
     Hatch("excludedCommands", [], "names commands that never run in the sandbox",
           lambda v: not (isinstance(v, list) and not v),
