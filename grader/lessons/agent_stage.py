@@ -56,7 +56,7 @@ class AgentStage(HTMLFallback, W.VBox):  # type: ignore[misc]
             # ``beside``: a view that follows the policy as it is typed (lesson 01: export_view.RealToolsView)
             self.beside = beside(self.text) if beside is not None else None
             if self.beside is not None:
-                self.text.layout.flex = "1 1 50%"
+                self.text.layout.flex = "1 1 20em"  # two columns where 40em fit, one above the other where not
             parts.append(self.text if self.beside is None else W.HBox(
                 [self.text, self.beside], layout=W.Layout(width="100%", flex_flow="row wrap", align_items="flex-start")))
         self.button = W.Button(description="Run the agent", icon="play", button_style="warning",

@@ -102,7 +102,7 @@ class RealToolsView(HTMLFallback, W.HTML):  # type: ignore[misc]
     """``real_tools_html`` of a textarea's policy, redrawn whenever its text changes."""
 
     def __init__(self, source: W.Textarea, **kwargs: Any) -> None:
-        super().__init__(layout=W.Layout(flex="1 1 50%", min_width="18em"), **kwargs)
+        super().__init__(layout=W.Layout(flex="1 1 20em", min_width="16em"), **kwargs)
         self.source = source
         self.add_class("sl-real-tools-view")
         source.observe(lambda _change: self.refresh(), names="value")
