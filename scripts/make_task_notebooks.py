@@ -90,7 +90,7 @@ WHY: dict[str, tuple[str, str]] = {
 
 # Said right after a statement that uses the lab's allowRead rule, in the same paragraph: the real tools read it differently.
 ALLOW_READ_NOTE = (
-    " (That is this lab's rule. In sandbox-runtime and Claude Code every read is allowed by default and allowRead only "
+    " (The allowRead rule above is this lab's. In sandbox-runtime and Claude Code every read is allowed by default and allowRead only "
     "re-allows paths inside a denyRead: `sandbox-lab export my_policy.json --to srt` adds the denyRead that makes yours hold there.)"
 )
 
