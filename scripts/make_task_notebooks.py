@@ -64,7 +64,8 @@ WHY: dict[str, tuple[str, str]] = {
         "The 'secure' setup from the lesson only allows registry.npmjs.org. Why does it still let a secret leave, and why did you have to fix the filesystem axis rather than the network axis?",
         "registry.npmjs.org accepts uploads (npm publish with an account the attacker owns), and the proxy only sees the "
         "host name, not the encrypted content. Any readable secret can be published. The build needs that host, so the "
-        "channel cannot be closed: the secrets have to be made unreadable (allowRead only /app/workspace).",
+        "channel cannot be closed: the secrets have to be made unreadable (in the lab, allowRead only /app/workspace; "
+        "in sandbox-runtime and Claude Code, where allowRead only re-allows inside a denyRead, with the denyRead the export adds).",
     ),
     "pip-install-only": (
         "Why is \"*.pypi.org\" more dangerous than listing pypi.org, even though every pypi.org host is run by the same trusted organisation?",
@@ -85,6 +86,13 @@ WHY: dict[str, tuple[str, str]] = {
         "send it. The most specific rule decides: /project/.env is longer than /project, so denyRead /project/.env wins.",
     ),
 }
+
+
+# Said right after a statement that uses the lab's allowRead rule, in the same paragraph: the real tools read it differently.
+ALLOW_READ_NOTE = (
+    " (The allowRead rule above is this lab's. In sandbox-runtime and Claude Code every read is allowed by default and allowRead only "
+    "re-allows paths inside a denyRead: `sandbox-lab export my_policy.json --to srt` adds the denyRead that makes yours hold there.)"
+)
 
 
 def _meta(grade_id: str, *, grade: bool = False, solution: bool = False, locked: bool = True, points: int = 0) -> dict[str, object]:
@@ -114,7 +122,7 @@ def build(task: Task) -> nbformat.NotebookNode:
     cells = [
         new_markdown_cell(
             f"# Practice task: {task.title}\n\n"
-            f"{task.statement}\n\n"
+            f"{task.statement}{ALLOW_READ_NOTE if 'allowRead' in task.statement else ''}\n\n"
             f"**What the job needs:** it {task.needs.in_words()}. Anything your policy grants beyond that costs points.\n\n"
             f"**How it is graded.** Your policy is run against the probe suite: attacks a compromised agent would try, "
             f"and the legitimate job; and every path and host it grants is compared with the job's needs. Each rubric line is worth points ({task.max_score} in all, plus a question at the end):\n\n"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 import json
-from typing import Optional
+from typing import Callable, Optional
 
 import ipywidgets as W
 
@@ -36,7 +36,8 @@ class AgentStage(HTMLFallback, W.VBox):  # type: ignore[misc]
     """
 
     def __init__(self, policy: PolicyInput = None, *, prompt: str = "", backend: Optional[Backend] = None,
-                 editable: bool = False, goal: bool = False, title: str = "", run: bool = True) -> None:
+                 editable: bool = False, goal: bool = False, title: str = "", run: bool = True,
+                 beside: Optional[Callable[[W.Textarea], W.Widget]] = None) -> None:
         if editable and policy is None:
             raise ValueError("an editable stage needs a policy to start from (the plain container has no JSON)")
         self._backend = backend
@@ -45,13 +46,19 @@ class AgentStage(HTMLFallback, W.VBox):  # type: ignore[misc]
         self.title = title or ("The agent in the plain container" if policy is None else "The agent under a policy")
         self._fixed: Optional[Policy] = None if editable else as_policy(policy, "policy")
         self.text: Optional[W.Textarea] = None
+        self.beside: Optional[W.Widget] = None
         parts: list[W.Widget] = [W.HTML(f"<h4 style='margin:6px 0 2px'>{html.escape(self.title)}</h4>")]
         if editable:
             initial = policy if isinstance(policy, str) else json.dumps(
                 policy.normalize() if isinstance(policy, Policy) else dict(policy or {}), indent=2)
             self.text = W.Textarea(value=initial, layout=W.Layout(width="100%", height="13em"))
             self.text.add_class("sl-agent-policy")
-            parts.append(self.text)
+            # ``beside``: a view that follows the policy as it is typed (lesson 01: export_view.RealToolsView)
+            self.beside = beside(self.text) if beside is not None else None
+            if self.beside is not None:
+                self.text.layout.flex = "1 1 20em"  # two columns where 40em fit, one above the other where not
+            parts.append(self.text if self.beside is None else W.HBox(
+                [self.text, self.beside], layout=W.Layout(width="100%", flex_flow="row wrap", align_items="flex-start")))
         self.button = W.Button(description="Run the agent", icon="play", button_style="warning",
                                tooltip="Run the scripted agent in this sandbox and collect the evidence")
         self.button.add_class("sl-agent-run-button")
@@ -99,4 +106,5 @@ class AgentStage(HTMLFallback, W.VBox):  # type: ignore[misc]
             text: Optional[str] = str(self.text.value)
         else:
             text = None if self._fixed is None else json.dumps(self._fixed.normalize(), indent=2)
-        return agent_views.agent_stage_html(self.title, text, str(self.view.value))
+        extra = self.beside._html_fallback() if isinstance(self.beside, HTMLFallback) else ""
+        return agent_views.agent_stage_html(self.title, text, extra + str(self.view.value))

@@ -24,7 +24,7 @@ features' classes are listed in their own modules.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional, Union
+from typing import Any, Mapping, Optional, Sequence, Union
 
 import ipywidgets as W
 
@@ -39,6 +39,7 @@ from grader.grading.grade import carry_over
 from grader.lessons import board, goal_views, palette, progress_views
 from grader.lessons.agent_stage import AgentStage
 from grader.lessons.goals import Goal, check, goal as find_goal
+from grader.lessons.needed_jobs import only_jobs
 from grader.lessons.progress import ProgressError, load_progress, mark_done
 from grader.lessons.quiz import load_questions
 from grader.lessons.quiz_widgets import Prediction, Quiz, ask, quizzes
@@ -87,15 +88,17 @@ class ProbeBoard(HTMLFallback, W.HTML):  # type: ignore[misc]
         return str(self.value)
 
 
-def probe_board(policy: PolicyInput, backend: Optional[Backend] = None, *, only: Optional[list[str]] = None) -> ProbeBoard:
-    """Run one policy (``None`` = the plain-container baseline) and show its board, optionally only some probes."""
+def probe_board(policy: PolicyInput, backend: Optional[Backend] = None, *, only: Optional[list[str]] = None,
+                jobs: Optional[Sequence[str]] = None) -> ProbeBoard:
+    """Run one policy (``None`` = the plain-container baseline) and show its board, optionally only some probes;
+    ``jobs``: count only these job probes (the lesson's job's, ``needed_jobs``)."""
     b = backend if backend is not None else default()
     out = run_sandbox(b, as_policy(policy, "policy"))
     pb = ProbeBoard(None, only=only)
     if isinstance(out, str):
         pb.show_error(out)
     else:
-        pb.show(out)
+        pb.show(out if jobs is None else only_jobs(out, jobs))
     return pb
 
 
@@ -112,9 +115,11 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
     """
 
     def __init__(self, initial: Union[Mapping[str, Any], str], *, backend: Optional[Backend] = None, rows: int = 10,
-                 goal: Union[Goal, str, None] = None, record_progress: bool = True) -> None:
+                 goal: Union[Goal, str, None] = None, record_progress: bool = True,
+                 jobs: Optional[Sequence[str]] = None) -> None:
         text = initial if isinstance(initial, str) else json.dumps(dict(initial), indent=2)
         self._backend = backend
+        self._jobs = jobs  # the board counts only these job probes (None: every one)
         self.goal: Optional[Goal] = find_goal(goal) if isinstance(goal, str) else goal
         self._record_progress = record_progress
         self.goal_box = W.HTML(goal_views.goal_html(self.goal) if self.goal else "")
@@ -182,7 +187,7 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
             self.last_result = None
             self.goal_met, self.goal_reasons, self.goal_status.value = None, [], ""  # nothing was judged
             return None
-        self.board.show(outcome)
+        self.board.show(outcome if self._jobs is None else only_jobs(outcome, self._jobs))
         self.backend_note.value = board.backend_note_html(outcome)
         self.last_result = outcome
         self._check_goal(policy, outcome)
@@ -224,8 +229,10 @@ class SideBySide(HTMLFallback, W.HTML):  # type: ignore[misc]
         return str(self.value)
 
 
-def side_by_side(policies: Mapping[str, PolicyInput], backend: Optional[Backend] = None) -> SideBySide:
-    """Run each policy (``None`` = the plain-container baseline) with one backend and compare them."""
+def side_by_side(policies: Mapping[str, PolicyInput], backend: Optional[Backend] = None, *,
+                 jobs: Optional[Sequence[str]] = None) -> SideBySide:
+    """Run each policy (``None`` = the plain-container baseline) with one backend and compare them;
+    ``jobs``: count only these job probes (the lesson's job's, ``needed_jobs``)."""
     b = backend if backend is not None else default()
     results: dict[str, Union[RunResult, str]] = {}
     for name, value in policies.items():
@@ -234,7 +241,8 @@ def side_by_side(policies: Mapping[str, PolicyInput], backend: Optional[Backend]
         except PolicyError as exc:
             results[name] = str(exc)
             continue
-        results[name] = run_sandbox(b, policy)
+        out = run_sandbox(b, policy)
+        results[name] = out if isinstance(out, str) or jobs is None else only_jobs(out, jobs)
     return SideBySide(results)
 
 

@@ -322,10 +322,18 @@ def test_the_agent_on_stage_leaks_the_key_until_the_learner_s_policy_contains_it
     _shot(page, "agent-2-naive")
     assert stage.locator(".sl-agent-goal").get_attribute("data-met") == "false"
 
+    # Beside the policy: the same policy as sandbox-runtime's and Claude Code's settings, and how allowRead differs there.
+    real = stage.locator('.sl-real-tools[data-state="exported"]')
+    assert "re-allow" in real.locator(".sl-allow-read").inner_text()
+    assert '"/home/user"' in real.locator(".sl-real-tools-srt").inner_text()
+
     # The learner's policy, typed into the stage; the agent runs again, the key stays and the job is done.
     text = stage.locator(".sl-agent-policy textarea")
     text.fill(json.dumps(AGENT_POLICY, indent=2))
     text.press("Tab")  # leave the field, so the widget's last value is synced
+    # the export follows the edit: the learner's denyRead is in both tools' settings
+    stage.locator(".sl-real-tools-srt", has_text="/project/.env").wait_for(state="attached", timeout=30_000)
+    assert "//project/.env" in stage.locator(".sl-real-tools-claude-code").inner_text()
     button = stage.locator("button.sl-agent-run-button")
     page.wait_for_function("el => !el.disabled", arg=button.element_handle(), timeout=30_000)
     button.click()

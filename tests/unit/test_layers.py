@@ -40,7 +40,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the semantics of the policy language
     {"core.access", "core.next_session"},
     # what a policy grants, and what a real run leaves behind
-    {"core.channels", "core.scope", "core.evidence", "realtools.srt_notes"},
+    {"core.channels", "core.scope", "core.evidence", "realtools.srt_notes", "realtools.hatches"},
     # one record per probe: the record, and the wording several channel families share
     {"core.probes.record"},
     # the channel families and the scope scan's orders: every other module of core/probes/ (a probe on a
@@ -55,7 +55,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # policy → predictions, plan, needs; the question bank
     {"core.analyzer", "core.plan", "core.needs", "lessons.quiz"},
     # run: judging real runs; export to the real tools
-    {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals"},
+    {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals", "lessons.needed_jobs"},
     # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in); what an
     # attack's records show it did
     {"lessons.agent", "ctf.diagnosis"},
@@ -79,7 +79,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"backends.docker.backend"},
     {"backends"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder
-    {"grading.tasks", "ctf.ladder", "lessons.gaps"},
+    {"grading.tasks", "ctf.ladder", "lessons.gaps", "lessons.hole_hunt"},
     {"grading.grade"},
     {"grading.batch", "grading.notebook"},
     # a submission as received, checked against the released assignment (before any learner code runs)
@@ -93,7 +93,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"lessons.board", "lessons.summary"},
     # widgets (ipywidgets), each feature its own; ``widgets`` re-exports them for the lessons
     {"lessons.widget_base"},
-    {"lessons.quiz_widgets", "lessons.agent_stage", "ctf.widgets"},
+    {"lessons.quiz_widgets", "lessons.agent_stage", "ctf.widgets", "lessons.export_view"},
     {"lessons.widgets", "ctf.magic"},
     # the edge: argv and exit codes
     {"cli.core"},

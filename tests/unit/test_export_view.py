@@ -1,0 +1,83 @@
+"""export_view.py: the policy as sandbox-runtime's and Claude Code's settings, live beside lesson 01's editor."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from grader.core.policy import load_policy
+from grader.lessons.export_view import ALLOW_READ_SENTENCE, RealToolsView, added_deny_read, real_tools_html
+from grader.realtools.export import export
+
+W = pytest.importorskip("ipywidgets")
+
+from grader.lessons.agent_stage import AgentStage  # noqa: E402 - after the skip
+
+SRC_ONLY = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+
+
+@pytest.fixture(autouse=True)
+def _own_progress(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path / "progress.json"))
+
+
+def _pre(html: str, cls: str) -> str:
+    m = re.search(rf'<pre class="{cls}"[^>]*>(.*?)</pre>', html, re.S)
+    assert m, cls
+    return m.group(1).replace("&quot;", '"')
+
+
+def test_the_view_shows_what_export_writes_for_both_tools() -> None:
+    html = real_tools_html(json.dumps(SRC_ONLY))
+    policy = load_policy(SRC_ONLY)
+    assert 'data-state="exported"' in html
+    assert _pre(html, "sl-real-tools-srt") == export(policy, "srt")[0]
+    assert _pre(html, "sl-real-tools-claude-code") == export(policy, "claude-code")[0]
+
+
+def test_the_view_says_how_allow_read_differs_and_what_the_export_added() -> None:
+    html = real_tools_html(json.dumps(SRC_ONLY))
+    assert 'class="sl-allow-read"' in html and "re-allow" in html and "in this lab" in html
+    srt = json.loads(export(load_policy(SRC_ONLY), "srt")[0])
+    added = added_deny_read(load_policy(SRC_ONLY), export(load_policy(SRC_ONLY), "srt")[0])
+    assert added and set(added) <= set(srt["filesystem"]["denyRead"]) and "/home/user" in added
+    assert "the export adds denyRead of " + ", ".join(added) in html
+    assert "allowRead" in ALLOW_READ_SENTENCE and "denyRead" in ALLOW_READ_SENTENCE
+
+
+def test_a_policy_without_allow_read_is_told_what_holds_where() -> None:
+    assert "every file is readable" in real_tools_html("{}")
+    deny = real_tools_html(json.dumps({"filesystem": {"denyRead": ["/home/user/.ssh"]}}))
+    assert "hides the same paths here and in both tools" in deny
+
+
+def test_an_invalid_policy_shows_no_settings_at_all() -> None:
+    for text in ("{", '{"filesystem": {"allowReads": ["/x"]}}'):
+        html = real_tools_html(text)
+        assert 'data-state="invalid"' in html and "sl-real-tools-srt" not in html and "sl-real-tools-claude-code" not in html
+
+
+def test_the_widget_follows_its_textarea_and_never_keeps_a_stale_export() -> None:
+    area = W.Textarea(value="{}")
+    view = RealToolsView(area)
+    assert "every file is readable" in view.value
+    area.value = json.dumps(SRC_ONLY)
+    assert "/project/src" in _pre(view.value, "sl-real-tools-srt")
+    area.value = json.dumps(SRC_ONLY)[:-1]  # a keystroke breaks the JSON: the last export must go
+    assert 'data-state="invalid"' in view.value and "sl-real-tools-srt" not in view.value
+    assert view._html_fallback() == view.value
+
+
+def test_the_agent_stage_shows_it_beside_its_policy_and_in_its_export() -> None:
+    stage = AgentStage(SRC_ONLY, editable=True, run=False, beside=RealToolsView)
+    assert isinstance(stage.beside, RealToolsView) and stage.beside.source is stage.text
+    assert any(isinstance(c, W.HBox) and stage.text in c.children and stage.beside in c.children for c in stage.children)
+    assert stage.text is not None
+    stage.text.value = "{}"
+    assert "every file is readable" in stage.beside.value
+    assert "sl-real-tools" in stage._html_fallback()
+    plain = AgentStage(SRC_ONLY, editable=True, run=False)  # without the hook, as before
+    assert plain.beside is None and plain.text in plain.children
