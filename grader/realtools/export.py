@@ -64,7 +64,7 @@ def export(
     """
     w = world or load_world()
     if machine is not None and to in ("srt", "claude-code"):
-        real = machine_export(policy, to, machine, world=w)  # type: ignore[arg-type]
+        real = machine_export(policy, to, machine, world=w)
         hardening = [f"{pointer}: {reason}" for pointer, reason in real.hardening.items()]
         return real.text, [*real.notes, *hardening]
     if machine is not None:
