@@ -147,6 +147,9 @@ class _Reader:
                 else:
                     self.note(loc + (key, i), why + "; left out (an allow left out only narrows)")
                 continue
+            if self.world.root_of(mapped) is None and not any(covers(mapped, r) for r in self.world.roots):
+                self.note(loc + (key, i), f"{mapped} is neither under --project-root nor under your home (~ or --home): "
+                          "it names nothing on the simulated machine, so no attack reaches it here")
             out.append(mapped)
         return out
 

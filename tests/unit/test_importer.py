@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,11 @@ LOOT = [f.path for f in load_world().loot]
 MACHINE = Machine("/tmp/x", "/tmp/h")
 
 
+@functools.lru_cache(maxsize=None)
+def _before(name: str) -> dict[str, str]:
+    return {p.id: p.outcome for p in predict(load_policy(POLICIES[name])).probes}
+
+
 def _explained(probe: str, changes: Any) -> bool:
     """A changed outcome is explained when the export named a change to the probe's target (or to a secret it sends)."""
     targets = [TARGET[probe]] if TARGET.get(probe) else LOOT
@@ -39,7 +45,7 @@ def test_import_of_export_equals_the_policy_in_outcomes_except_where_the_export_
     for machine in (MACHINE, Machine("/tmp/x")):
         e = machine_export(policy, to, machine)  # type: ignore[arg-type]
         back = import_settings(e.settings, to, machine, world_project=primary_project(policy)).policy  # type: ignore[arg-type]
-        before = {p.id: p.outcome for p in predict(policy).probes}
+        before = _before(name)
         after = {p.id: p.outcome for p in predict(back).probes}
         assert before.keys() == after.keys()
         unexplained = [k for k in before if before[k] != after[k] and not _explained(k, e.changes)]
