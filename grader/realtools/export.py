@@ -66,7 +66,9 @@ def export(
     if machine is not None and to in ("srt", "claude-code"):
         real = machine_export(policy, to, machine, world=w)
         hardening = [f"{pointer}: {reason}" for pointer, reason in real.hardening.items()]
-        return real.text, [*real.notes, *hardening]
+        # where srt (inside Claude Code too) was measured to differ, entry by entry, in the policy's own paths
+        measured = [str(w) for w in srt_warnings(policy, w)]
+        return real.text, [*real.notes, *hardening, *measured]
     if machine is not None:
         raise ValueError("--project-root maps paths for srt and claude-code; the docker export rebuilds the simulated machine")
     world_note = _WORLD_PATHS_NOTE.format(roots=", ".join(w.roots))

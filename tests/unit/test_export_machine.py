@@ -129,3 +129,10 @@ def test_cli_export_for_a_machine(capsys: pytest.CaptureFixture[str], tmp_path: 
     assert "# /sandbox/allowUnsandboxedCommands:" in err
     assert main(["export", str(policy), "--to", "srt", "--home", "/tmp/h"]) == 2  # --home without --project-root
     assert main(["export", str(policy), "--to", "docker", "--project-root", "/tmp/x"]) == 2
+
+
+def test_a_machine_export_names_where_srt_was_measured_to_differ() -> None:
+    # allowRead and denyRead of the same path: Sandbox Lab denies, srt lets allowRead win
+    policy = load_policy(CORPUS["read-allow-deny-same-path"])
+    _, notes = export(policy, "claude-code", machine=MACHINE)
+    assert any(n.startswith("/filesystem/denyRead/0: [srt") for n in notes), notes
