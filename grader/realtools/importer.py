@@ -63,7 +63,7 @@ _NOT_MODELLED_NET = {
     "parentProxy": "a proxy of your own; the lab runs its own",
 }
 _NOT_MODELLED_SANDBOX = {
-    "enabled": "the lab always sandboxes (an import with enabled false is refused)",
+    "enabled": "",  # required to be true (checked above)
     "failIfUnavailable": "the lab's sandbox always starts, or the run is an error",
     "allowUnsandboxedCommands": "the lab's attacks cannot ask to leave the sandbox",
     "excludedCommands": "commands run outside the sandbox entirely: the lab's attacks never do",
