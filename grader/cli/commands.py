@@ -33,6 +33,7 @@ __all__ = [
     "run_export",
     "run_grade",
     "run_grade_batch",
+    "run_import",
     "run_probe",
     "run_schema",
     "run_setup",
@@ -99,7 +100,7 @@ def run_probe(args: argparse.Namespace, io: Streams) -> int:
     elif args.policy is None:
         raise UsageError("probe needs a POLICY file (or --plain-container for the plain-container baseline)")
     else:
-        policy = load_policy(args.policy)
+        policy = _policy_from(args, io)
     with pick_backend(args, io, shared=True) as backend:
         result = backend.run(build_plan(policy))
     if args.json:
@@ -121,8 +122,58 @@ def run_schema(args: argparse.Namespace, io: Streams) -> int:
     return EXIT_OK
 
 
+def _machine(args: argparse.Namespace) -> Any:
+    from grader.realtools.machine import Machine
+
+    if args.project_root is None:
+        if args.home is not None or getattr(args, "secret_env", None):
+            raise UsageError("--home and --secret-env need --project-root DIR (where your project is)")
+        return None
+    try:
+        return Machine(args.project_root, args.home, tuple(getattr(args, "secret_env", None) or ()))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _policy_from(args: argparse.Namespace, io: Streams) -> Policy:
+    """POLICY itself, or with ``--from claude-code|srt`` a real settings file read back as a policy."""
+    if getattr(args, "from_", None) is None:
+        return load_policy(args.policy)
+    from grader.realtools.importer import import_settings
+
+    machine = _machine(args)
+    if machine is None:
+        raise UsageError("--from needs --project-root DIR: the directory your settings call the project")
+    imported = import_settings(args.policy, args.from_, machine, world_project=args.world_project)
+    for problem in imported.unmapped:
+        io.err.write(f"{PROG}: note: {args.policy}{problem.pointer}: {problem.message}\n")
+    return imported.policy
+
+
+def run_import(args: argparse.Namespace, io: Streams) -> int:
+    from grader.realtools.importer import import_settings
+
+    machine = _machine(args)
+    if machine is None:
+        raise UsageError("import needs --project-root DIR: the directory your settings call the project")
+    imported = import_settings(args.settings, args.from_, machine, world_project=args.world_project)
+    unmapped = [{"pointer": p.pointer, "message": p.message} for p in imported.unmapped]
+    if args.json:
+        io.out.write(dump({"policy": imported.policy.normalize(), "unmapped": unmapped}))
+        return EXIT_OK
+    io.out.write(json.dumps(imported.policy.normalize(), indent=2) + "\n")
+    for p in imported.unmapped:
+        io.err.write(f"# not mapped: {p.pointer}: {p.message}\n")
+    return EXIT_OK
+
+
 def run_export(args: argparse.Namespace, io: Streams) -> int:
-    text, notes = export(load_policy(args.policy), args.to)
+    try:
+        text, notes = export(load_policy(args.policy), args.to, machine=_machine(args))
+    except ValueError as exc:
+        if isinstance(exc, PolicyError):
+            raise
+        raise UsageError(str(exc)) from None
     if args.json:
         io.out.write(dump({"target": args.to, "text": text, "warnings": notes}))
         return EXIT_OK
@@ -164,7 +215,7 @@ def run_grade(args: argparse.Namespace, io: Streams) -> int:
     task = load_task(args.task)
     policy: Policy | PolicyError
     try:
-        policy = load_policy(args.policy)
+        policy = _policy_from(args, io)
     except PolicyError as exc:
         policy = exc  # graded as 0 with its problems as feedback, never against a default policy
     with pick_backend(args, io, shared=True) as backend:

@@ -37,6 +37,7 @@ from grader.cli.commands import (
     run_export,
     run_grade,
     run_grade_batch,
+    run_import,
     run_probe,
     run_schema,
     run_setup,
@@ -91,6 +92,12 @@ _BACKEND = arg(
     f"auto: docker when an engine answers, else static with a notice. Default: ${backends.BACKEND_ENV}, "
     f"else {api_default(backends.default, 'prefer')}.",
 )
+_FROM = arg("--from", dest="from_", choices=("claude-code", "srt"), default=None,
+             help="POLICY is a real settings file of this tool, read back as a policy (needs --project-root)")
+_PROJECT_ROOT = arg("--project-root", metavar="DIR", default=None, help="your project's directory: the world's project maps onto it")
+_HOME = arg("--home", metavar="DIR", default=None, help="your home directory (default: written as ~)")
+_WORLD_PROJECT = arg("--world-project", metavar="PATH", default=None,
+                     help="the simulated machine's project your project root stands for (default: /project)")
 _TASK = arg("--task", required=True, metavar="ID", help=f"the task id (see `{PROG} tasks`)")
 
 
@@ -109,6 +116,7 @@ COMMANDS: tuple[Command, ...] = (
             arg("policy", metavar="POLICY", nargs="?", help="the policy file (JSON); optional with --plain-container"),
             _BACKEND,
             arg("--plain-container", action="store_true", help="probe the plain container (home and projects mounted read-write, ordinary networking) instead of a policy"),
+            _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT,
             _JSON,
             _COLOR,
         ),
@@ -121,7 +129,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "grade", "grade a policy on a practice task", run_grade,
-        (_TASK, _POLICY, _BACKEND, _JSON),
+        (_TASK, _POLICY, _BACKEND, _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON),
         "Grade POLICY on a practice task; every lost point names the probe, the evidence and a fix. "
         "Exit 0 full marks, 1 not full marks, 2 invalid policy or unknown task, 3 backend failed.",
     ),
@@ -192,9 +200,28 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "export", "translate a policy for sandbox-runtime, Claude Code or docker run", run_export,
-        (_POLICY, arg("--to", required=True, choices=TARGETS, help="the target format"), _JSON),
+        (
+            _POLICY, arg("--to", required=True, choices=TARGETS, help="the target format"),
+            _PROJECT_ROOT, _HOME,
+            arg("--secret-env", metavar="NAME", action="append", default=None,
+                help="a secret environment variable to unset for sandboxed commands (repeatable; needs --project-root)"),
+            _JSON,
+        ),
         "Print the translated file on stdout and, as # comments on stderr, every place where the target's "
-        "semantics differ from Sandbox Lab's (with --json, both go into one object: text and warnings).",
+        "semantics differ from Sandbox Lab's (with --json, both go into one object: text and warnings). "
+        "Without --project-root the paths are the simulated world's; with it, srt and claude-code get a hardened "
+        "file for your machine (the world's project is DIR, its home ~ or --home), with a reason for each hardening key.",
+    ),
+    Command(
+        "import", "read your own Claude Code or srt settings file as a policy", run_import,
+        (
+            arg("settings", metavar="FILE", help="your settings file (JSON)"),
+            arg("--from", dest="from_", required=True, choices=("claude-code", "srt"), help="the tool FILE is for"),
+            _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON,
+        ),
+        "Print FILE as a Sandbox Lab policy (your project root becomes the world's project, your home its home) and, "
+        "on stderr, every entry that could not be mapped and why. An unknown key or a deny entry that cannot be "
+        "mapped is an error (exit 2): leaving it out would widen the sandbox.",
     ),
 )
 

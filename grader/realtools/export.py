@@ -22,7 +22,7 @@ srt and Claude Code, the policy-specific ones are ``srt_notes.srt_warnings``,
 the one table of what sandbox-runtime 0.0.78 was measured to do differently
 (``docs/srt-differences.md``), each line with the JSON pointer of its entry.
 
-Imports: access, plan, policy, srt_notes, world, paths, and the services' ports. Nothing downstream.
+Imports: access, plan, policy, machine, srt_notes, world, paths, and the services' ports. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from grader.core.paths import HOME, covers
 from grader.core.plan import RunPlan, build_plan
 from grader.core.policy import Policy
 from grader.services.common import DNS_PORT, PROXY_PORT
+from grader.realtools.machine import Machine, machine_export
 from grader.realtools.srt_notes import srt_warnings
 from grader.core.world import World, load_world
 
@@ -47,14 +48,36 @@ TARGETS: tuple[Target, ...] = ("srt", "claude-code", "docker")
 HIDDEN_TMPFS = "size=64k,mode=0755"  # an empty private directory over a hidden one, as the Docker backend mounts it
 
 
-def export(policy: Policy, to: Target, *, world: Optional[World] = None) -> tuple[str, list[str]]:
-    """Translate ``policy`` for ``to``; return (the file text, the differences as one sentence each)."""
+_WORLD_PATHS_NOTE = (
+    "these paths are the simulated world's ({roots}), not your machine's: for a file to use, export with "
+    "--project-root DIR (and --home DIR) to map them onto your project and home."
+)
+
+
+def export(
+    policy: Policy, to: Target, *, world: Optional[World] = None, machine: Optional[Machine] = None,
+) -> tuple[str, list[str]]:
+    """Translate ``policy`` for ``to``; return (the file text, the differences as one sentence each).
+
+    With ``machine``, srt and Claude Code get a hardened file for the learner's machine (``machine_export``);
+    without, the simulated world's paths, and the first note says so.
+    """
     w = world or load_world()
+    if machine is not None and to in ("srt", "claude-code"):
+        real = machine_export(policy, to, machine, world=w)
+        hardening = [f"{pointer}: {reason}" for pointer, reason in real.hardening.items()]
+        # where srt (inside Claude Code too) was measured to differ, entry by entry, in the policy's own paths
+        measured = [str(w) for w in srt_warnings(policy, w)]
+        return real.text, [*real.notes, *hardening, *measured]
+    if machine is not None:
+        raise ValueError("--project-root maps paths for srt and claude-code; the docker export rebuilds the simulated machine")
+    world_note = _WORLD_PATHS_NOTE.format(roots=", ".join(w.roots))
     if to == "srt":
         settings, notes = _srt(policy, w)
-        return json.dumps(settings, indent=2) + "\n", notes
+        return json.dumps(settings, indent=2) + "\n", [world_note, *notes]
     if to == "claude-code":
-        return _claude_code(policy, w)
+        text, notes = _claude_code(policy, w)
+        return text, [world_note, *notes]
     if to == "docker":
         return _docker(policy, w)
     raise ValueError(f"unknown export target {to!r}; choose one of: {', '.join(TARGETS)}")

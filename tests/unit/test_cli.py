@@ -322,7 +322,7 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_is_registered_once() -> None:
     names = [c.name for c in cli.COMMANDS]
-    assert sorted(names) == sorted(set(names)) == ["attack", "check", "cleanup", "export", "grade", "grade-batch", "probe", "schema", "setup", "tasks"]
+    assert sorted(names) == sorted(set(names)) == ["attack", "check", "cleanup", "export", "grade", "grade-batch", "import", "probe", "schema", "setup", "tasks"]
 
 
 # --- as a real process ----------------------------------------------------------------------
@@ -509,6 +509,8 @@ def submissions(tmp_path: Path) -> Path:
 @pytest.mark.usefixtures("fake_docker")
 def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, submissions: Path) -> None:
     out_dir = tmp_path / "grades"
+    settings = tmp_path / "srt-settings.json"
+    settings.write_text('{"filesystem": {"denyRead": [], "allowWrite": ["/tmp/x/out"], "denyWrite": []}, "network": {"allowedDomains": [], "deniedDomains": []}}')
     argvs = {
         "check": ["check", NAIVE],
         "probe": ["probe", NAIVE, "--backend", "static"],
@@ -516,6 +518,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
         "grade": ["grade", "--task", TASK, NAIVE, "--backend", "static"],
         "grade-batch": ["grade-batch", "--task", TASK, str(submissions), "--out", str(out_dir), "--backend", "static"],
         "export": ["export", PRACTICE, "--to", "srt"],
+        "import": ["import", str(settings), "--from", "srt", "--project-root", "/tmp/x"],
         "setup": ["setup"],
         "cleanup": ["cleanup"],
         "attack": ["attack", "--list"],

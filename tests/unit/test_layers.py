@@ -40,7 +40,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the semantics of the policy language
     {"core.access", "core.next_session"},
     # what a policy grants, and what a real run leaves behind
-    {"core.channels", "core.scope", "core.evidence", "realtools.srt_notes", "realtools.hatches"},
+    {"core.channels", "core.scope", "core.evidence", "realtools.srt_notes", "realtools.hatches", "realtools.machine"},
     # one record per probe: the record, and the wording several channel families share
     {"core.probes.record"},
     # the channel families and the scope scan's orders: every other module of core/probes/ (a probe on a
@@ -56,6 +56,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"core.analyzer", "core.plan", "core.needs", "lessons.quiz"},
     # run: judging real runs; export to the real tools
     {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals", "lessons.needed_jobs"},
+    # bring your own settings: a real settings file read back as a policy
+    {"realtools.importer"},
     # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in); what an
     # attack's records show it did
     {"lessons.agent", "ctf.diagnosis"},

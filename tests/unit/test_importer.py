@@ -1,0 +1,120 @@
+"""Bringing your own settings: import is strict, fails closed, and round-trips every export in outcomes."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from grader import load_policy, predict
+from grader.cli.main import main
+from grader.core.errors import PolicyError
+from grader.core.paths import covers
+from grader.core.probes import PROBES
+from grader.core.world import load_world
+from grader.realtools.importer import import_settings
+from grader.realtools.machine import Machine, machine_export, primary_project
+
+REPO = Path(__file__).parents[2]
+CORPUS: dict[str, Any] = json.loads((REPO / "tests" / "fixtures" / "corpus.json").read_text())["policies"]
+POLICIES = {n: p for n, p in CORPUS.items() if p is not None}
+POLICIES.update({f"solutions/{f.name}": json.loads(f.read_text()) for f in sorted((REPO / "solutions").glob("*.json"))})
+TARGET = {p.id: p.target for p in PROBES}
+LOOT = [f.path for f in load_world().loot]
+MACHINE = Machine("/tmp/x", "/tmp/h")
+
+
+@functools.lru_cache(maxsize=None)
+def _before(name: str) -> dict[str, str]:
+    return {p.id: p.outcome for p in predict(load_policy(POLICIES[name])).probes}
+
+
+def _explained(probe: str, changes: Any) -> bool:
+    """A changed outcome is explained when the export named a change to the probe's target (or to a secret it sends)."""
+    targets = [TARGET[probe]] if TARGET.get(probe) else LOOT
+    return any(covers(c.world_path, t) or covers(t, c.world_path) for c in changes for t in targets)
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+@pytest.mark.parametrize("to", ["claude-code", "srt"])
+def test_import_of_export_equals_the_policy_in_outcomes_except_where_the_export_says(name: str, to: str) -> None:
+    policy = load_policy(POLICIES[name])
+    for machine in (MACHINE, Machine("/tmp/x")):
+        e = machine_export(policy, to, machine)  # type: ignore[arg-type]
+        back = import_settings(e.settings, to, machine, world_project=primary_project(policy)).policy  # type: ignore[arg-type]
+        before = _before(name)
+        after = {p.id: p.outcome for p in predict(back).probes}
+        assert before.keys() == after.keys()
+        unexplained = [k for k in before if before[k] != after[k] and not _explained(k, e.changes)]
+        assert not unexplained, (name, to, unexplained)
+        if not e.changes:
+            assert before == after
+
+
+def test_a_policy_the_export_carries_whole_round_trips_exactly() -> None:
+    # attack the "explained" escape hatch: with no change named, equality is exact
+    policy = load_policy({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": ["pypi.org"]}})
+    e = machine_export(policy, "srt", MACHINE)
+    back = import_settings(e.settings, "srt", MACHINE).policy
+    assert back.normalize()["filesystem"]["allowWrite"] == ["/project/out"]
+    assert back.normalize()["network"]["allowedDomains"] == ["pypi.org"]
+
+
+def _cc(**sandbox: Any) -> dict[str, Any]:
+    return {"sandbox": {"enabled": True, **sandbox}}
+
+
+def test_unknown_keys_and_unmappable_denies_fail_closed() -> None:
+    cases = [
+        (_cc(filesystem={"denyReed": ["~/.ssh"]}), "/sandbox/filesystem/denyReed"),
+        (_cc(filesystem={"denyRead": ["**/.env"]}), "/sandbox/filesystem/denyRead/0"),
+        (_cc(filesystem={"denyRead": ["/relative-to-settings"]}), "/sandbox/filesystem/denyRead/0"),
+        (_cc(network={"alowedDomains": ["x.com"]}), "/sandbox/network/alowedDomains"),
+        ({"sandbox": {"enabled": False}}, "/sandbox/enabled"),
+        ({"permissions": {}}, "/sandbox"),
+        (_cc(credentials={"files": [{"path": "~/.ssh/*", "mode": "deny"}]}), "/sandbox/credentials/files/0/path"),
+    ]
+    for data, pointer in cases:
+        with pytest.raises(PolicyError) as info:
+            import_settings(data, "claude-code", MACHINE)
+        assert pointer in [p.pointer for p in info.value.problems], (data, info.value.problems)
+    with pytest.raises(PolicyError):
+        import_settings({"filesystem": {"denyRead": []}, "network": {}, "allowEverything": True}, "srt", MACHINE)
+
+
+def test_what_is_not_modelled_is_listed_never_dropped_silently() -> None:
+    data = _cc(
+        failIfUnavailable=True, excludedCommands=["docker"],
+        filesystem={"allowWrite": ["./out", "src/**"], "denyRead": ["~/.ssh"]},
+        network={"allowedDomains": ["registry.npmjs.org:443"], "strictAllowlist": True},
+        credentials={"files": [{"path": "//tmp/h/.npmrc", "mode": "deny"}], "envVars": [{"name": "T", "mode": "deny"}]},
+    )
+    data["permissions"] = {"deny": ["Read(~/.ssh/**)"]}
+    data["model"] = "x"
+    imported = import_settings(data, "claude-code", MACHINE)
+    fs = imported.policy.normalize()["filesystem"]
+    assert fs["allowWrite"] == ["/project/out"]
+    assert fs["denyRead"] == ["/home/user/.ssh", "/home/user/.npmrc"]
+    assert imported.policy.normalize()["network"]["allowedDomains"] == ["registry.npmjs.org:443"]
+    pointers = {p.pointer for p in imported.unmapped}
+    assert pointers >= {"/sandbox/failIfUnavailable", "/sandbox/excludedCommands", "/sandbox/filesystem/allowWrite/1",
+                        "/sandbox/network/strictAllowlist", "/sandbox/credentials/envVars/0", "/permissions", "/model"}
+
+
+def test_cli_import_and_probe_from_a_settings_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    settings = tmp_path / "settings.json"
+    settings.write_text(json.dumps(machine_export(load_policy(CORPUS["practice-solution"]), "claude-code", MACHINE).settings))
+    args = ["--from", "claude-code", "--project-root", "/tmp/x", "--home", "/tmp/h"]
+    assert main(["import", str(settings), *args]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["filesystem"]["allowWrite"] == ["/project/out"]
+    assert "# not mapped: /permissions" in err
+    assert main(["probe", str(settings), "--backend", "static", "--json", *args]) == 0
+    out, _ = capsys.readouterr()
+    assert json.loads(out)["probes"]
+    assert main(["import", str(settings), "--from", "claude-code"]) == 2  # no --project-root
+    settings.write_text(json.dumps(_cc(filesystem={"denyRead": ["**/.env"]})))
+    assert main(["import", str(settings), *args]) == 2
