@@ -38,8 +38,9 @@ MAY_IMPORT: dict[str, str] = {
     "backends": "`core`, `realtools` (srt's notes), the services' shared records",
     "backends/docker": "`backends`' shared modules (base, runs, runlogs, enginedisk), `core`, the services' "
                        "shared records; the only package that imports the docker SDK",
-    "services": "the standard library, and in the image the files beside them (`common`, `dnswire`, `wire`, "
-                "`core/domains.py`); nothing else of the package",
+    "services": "the standard library, dnslib and h11 (Debian packages in the image), and in the image the "
+                "files beside them (`common`, `http1`, `nameserver`, `tls`, `wire`, `core/domains.py`); "
+                "nothing else of the package",
     "lessons": "`core`, `ctf`, `grading` (the grades and report lines the board shows), a backend passed in, "
                "the services' shared plumbing",
     "ctf": "`core`, a backend passed in (`backends.base`)",

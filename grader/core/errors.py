@@ -22,7 +22,7 @@ from __future__ import annotations
 import difflib
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Optional, Sequence, Union
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -41,6 +41,8 @@ __all__ = [
     "WorldError",
     "field_problem",
     "json_pointer",
+    "plain_problem",
+    "problems_text",
 ]
 
 Loc = Sequence[Union[str, int]]
@@ -69,6 +71,13 @@ class Problem:
         return f"{self.pointer}: {self.message}"
 
 
+def problems_text(source: str, what: str, problems: Sequence[Problem]) -> str:
+    """How every data file's problems read: ``<source> is not a valid <what> (N problems)``, then one per line."""
+    n = len(problems)
+    head = f"{source} is not a valid {what} ({n} problem{'s' if n != 1 else ''})"
+    return "\n".join([head, *(f"  {p}" for p in problems)])
+
+
 class SandboxLabError(Exception):
     """Base class of every error Sandbox Lab raises on purpose."""
 
@@ -82,9 +91,7 @@ class PolicyError(SandboxLabError, ValueError):
         super().__init__(self._render())
 
     def _render(self) -> str:
-        n = len(self.problems)
-        head = f"{self.source} is not a valid policy ({n} problem{'s' if n != 1 else ''})"
-        return "\n".join([head, *(f"  {p}" for p in self.problems)])
+        return problems_text(self.source, "policy", self.problems)
 
     def as_json(self) -> list[dict[str, str]]:
         return [{"pointer": p.pointer, "message": p.message} for p in self.problems]
@@ -100,9 +107,7 @@ class WorldError(SandboxLabError, ValueError):
     def __init__(self, source: str, problems: Iterable[Problem]) -> None:
         self.source = source
         self.problems: tuple[Problem, ...] = tuple(problems)
-        n = len(self.problems)
-        head = f"{source} is not a valid world ({n} problem{'s' if n != 1 else ''})"
-        super().__init__("\n".join([head, *(f"  {p}" for p in self.problems)]))
+        super().__init__(problems_text(source, "world", self.problems))
 
 
 class LevelError(SandboxLabError, LookupError):
@@ -128,6 +133,25 @@ def field_problem(ptr: str, kind: str, key: str, model: "Optional[type[BaseModel
     field = model.model_fields.get(key) if model else None
     why = f": {field.description}" if field and field.description else ""
     return Problem(ptr, f'missing. Add "{key}"{why}.')
+
+
+# What a value of the wrong JSON kind is told where a data file has nothing more specific to say.
+_PLAIN = {
+    **dict.fromkeys(("model_type", "model_attributes_type", "dict_type"), "must be a JSON object."),
+    **dict.fromkeys(("tuple_type", "list_type"), "must be a JSON list, e.g. []."),
+    "string_type": "must be a string.",
+    "bool_type": "must be true or false.",
+    **dict.fromkeys(("too_short", "string_too_short"), "must not be empty."),
+}
+
+
+def plain_problem(ptr: str, err: Mapping[str, Any]) -> Problem:
+    """The message for a pydantic error that any data file words the same way (a wrong kind of value, an empty
+    list, a value not among the allowed ones); otherwise pydantic's own message. Call it after the file's own cases."""
+    kind = err["type"]
+    if kind == "literal_error":
+        return Problem(ptr, f"must be {err.get('ctx', {}).get('expected', 'one of the listed values')}.")
+    return Problem(ptr, _PLAIN.get(kind, str(err["msg"])))
 
 
 def in_checkout(script: str) -> bool:

@@ -28,7 +28,7 @@ from typing import Any, Literal, Optional, Sequence, Union, get_args
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
 from grader.core.domains import operator_domain, server_of
-from grader.core.errors import Problem, WorldError, field_problem, json_pointer
+from grader.core.errors import Problem, WorldError, field_problem, json_pointer, plain_problem
 from grader.core.paths import covers
 
 __all__ = ["LOOT_ROLES", "ROLES", "Host", "Role", "World", "WorldDir", "WorldFile", "load_world", "parse_world", "read_world"]
@@ -332,23 +332,11 @@ def _problem_from(err: dict[str, Any]) -> Problem:
     if kind == "literal_error" and loc and loc[-1] == "role":
         given = str(err.get("input"))
         return Problem(ptr, f'unknown role "{given}".{_did_you_mean(given, ROLES)} Use one of: {", ".join(ROLES)}.')
-    if kind == "literal_error":
-        return Problem(ptr, f"must be {err.get('ctx', {}).get('expected', 'one of the listed values')}.")
     if kind == "string_pattern_mismatch":
         return Problem(ptr, 'must be octal permissions as a string, e.g. "0644" or "0755".')
-    if kind in ("model_type", "model_attributes_type", "dict_type"):
-        return Problem(ptr, "must be a JSON object.")
-    if kind in ("tuple_type", "list_type"):
-        return Problem(ptr, "must be a JSON list, e.g. [].")
-    if kind == "string_type":
-        return Problem(ptr, "must be a string.")
-    if kind == "bool_type":
-        return Problem(ptr, "must be true or false.")
     if kind == "int_type":
         return Problem(ptr, "must be a whole number, e.g. 1000.")
-    if kind in ("too_short", "string_too_short"):
-        return Problem(ptr, "must not be empty.")
-    return Problem(ptr, str(err["msg"]))
+    return plain_problem(ptr, err)
 
 
 def _path_problems(raw: _WorldFile) -> list[Problem]:

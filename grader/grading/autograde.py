@@ -74,7 +74,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeVar
 
 from nbconvert.preprocessors import Preprocessor
 import nbformat
@@ -89,10 +89,11 @@ from grader.lessons.quiz import answer_hash, question
 from grader.grading.submission import Deviation, Reference, check_structure, read_policy_file, reference_of, zeroed
 from grader.grading.tasks import Task, all_tasks
 
-__all__ = ["CheckSubmission", "GradePolicies", "PolicySource", "Reading", "find_task", "grade_attacks", "policy_source"]
+__all__ = ["CheckSubmission", "GradePolicies", "PolicySource", "Reading", "find_task", "grade_attacks", "literal_strings", "policy_source"]
 
 BACKEND_ENV = "SANDBOX_LAB_AUTOGRADE_BACKEND"  # "docker", "static" or "auto"; else SANDBOX_LAB_BACKEND; else "auto"
 POLICY_FILE = "my_policy.json"
+_A = TypeVar("_A", str, int)  # the type of a judged call's literal first argument
 NOT_A_LITERAL = (
     "the policy cell does not set policy_json to a string literal, and no my_policy.json was submitted. "
     'Write your policy as policy_json = r"""{ ... }""" in the policy cell.'
@@ -120,7 +121,7 @@ def find_task(nb: NotebookNode) -> Optional[Task]:
     return None
 
 
-def _literals(source: str) -> dict[str, str]:
+def literal_strings(source: str) -> dict[str, str]:
     """Every top-level ``name = "<string literal>"`` of a cell (the last one wins), never executing anything."""
     try:
         tree = ast.parse(source)
@@ -139,18 +140,26 @@ def _literals(source: str) -> dict[str, str]:
     return out
 
 
-def _asked(source: str) -> Optional[tuple[str, str]]:
-    """(question id, variable) of a grade cell that checks ``is_option("<question>", <variable>)``."""
+def _call_on(source: str, func: str, first: type[_A], *, max_args: Optional[int] = None) -> Optional[tuple[_A, str]]:
+    """(first argument, variable) of the first ``func(<literal of type first>, <variable>, ...)`` in a cell, never executing it.
+
+    ``max_args``: how many arguments the call may have at most (None: any number from two).
+    """
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return None
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "is_option"
-                and len(node.args) == 2 and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
-                and isinstance(node.args[1], ast.Name)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == func
+                and 2 <= len(node.args) <= (max_args or len(node.args)) and isinstance(node.args[0], ast.Constant)
+                and type(node.args[0].value) is first and isinstance(node.args[1], ast.Name)):
             return node.args[0].value, node.args[1].id
     return None
+
+
+def _asked(source: str) -> Optional[tuple[str, str]]:
+    """(question id, variable) of a grade cell that checks ``is_option("<question>", <variable>)``."""
+    return _call_on(source, "is_option", str, max_args=2)
 
 
 def grade_answers(nb: NotebookNode) -> dict[str, bool]:
@@ -158,7 +167,7 @@ def grade_answers(nb: NotebookNode) -> dict[str, bool]:
     answers: dict[str, str] = {}
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            answers.update(_literals(cell.source))
+            answers.update(literal_strings(cell.source))
     scored: dict[str, bool] = {}
     for cell in nb.cells:
         md = cell.get("metadata", {}).get("nbgrader", {})
@@ -186,16 +195,7 @@ def grade_answers(nb: NotebookNode) -> dict[str, bool]:
 
 def _captures(source: str) -> Optional[tuple[int, str]]:
     """(level number, variable) of a grade cell that checks ``assert_captured(<level>, <variable>)``."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "assert_captured"
-                and len(node.args) >= 2 and isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is int
-                and isinstance(node.args[1], ast.Name)):
-            return node.args[0].value, node.args[1].id
-    return None
+    return _call_on(source, "assert_captured", int)
 
 
 def grade_attacks(nb: NotebookNode, backend: Optional[Backend] = None) -> dict[str, bool]:
@@ -207,7 +207,7 @@ def grade_attacks(nb: NotebookNode, backend: Optional[Backend] = None) -> dict[s
     blank: set[str] = set()  # variables of solution cells still as released: nothing was answered
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            found = _literals(cell.source)
+            found = literal_strings(cell.source)
             if _unchanged(cell):
                 blank.update(found)
             else:
@@ -264,7 +264,7 @@ def policy_source(nb: NotebookNode, task: Task, submitted_dir: Optional[Path]) -
     if cells and _unchanged(cells[0]):
         return PolicySource(None, "the policy cell is as it was released: write your policy there (no answer, no points)")
     if cells:
-        text = _literals(cells[0].source).get("policy_json")
+        text = literal_strings(cells[0].source).get("policy_json")
         if text is not None:
             return PolicySource(text, "the policy cell")
     if submitted_dir is not None:

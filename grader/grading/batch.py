@@ -21,7 +21,7 @@ Built for an instructor with a class of 300:
   names every student whose score changed and by how much. ``regrade=True``
   reuses nothing.
 
-Imports: tasks, grading, policy, world, version, errors, backends.base. Nothing downstream.
+Imports: tasks, grading, policy, version, errors, backends.base (the world comes with the task). Nothing downstream.
 """
 
 from __future__ import annotations
@@ -46,7 +46,6 @@ from grader.core.errors import PolicyError, SandboxLabError
 from grader.core.policy import Policy, load_policy
 from grader.grading.grade import Grade, grade
 from grader.grading.tasks import Task
-from grader.core.world import load_world
 
 __all__ = [
     "Gradebook",
@@ -218,7 +217,7 @@ class Grading:
 def grading_of(task: Task, backend: Backend) -> Grading:
     """The ``Grading`` of grading ``task`` with ``backend`` by this installation of Sandbox Lab."""
     rubric = {"checks": [dataclasses.asdict(c) for c in task.checks], "needs": dataclasses.asdict(task.needs)}
-    return Grading(version.__version__, task.id, _digest(rubric), _digest(dataclasses.asdict(load_world())), backend.name)
+    return Grading(version.__version__, task.id, _digest(rubric), _digest(dataclasses.asdict(task.world)), backend.name)
 
 
 def output_files(out: Union[str, os.PathLike[str]]) -> dict[str, Path]:

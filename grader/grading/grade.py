@@ -393,7 +393,7 @@ def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Back
         return _invalid(task, policy_or_error, backend.name)
     policy = policy_or_error
     needs_run = any(c.kind != "policy" for c in task.checks)
-    plan = build_plan(policy)
+    plan = build_plan(policy, task.world)  # judged in the world its checks were resolved in
     run = backend.run(plan) if needs_run else None
     # the rules that decide, from the run's own findings (a result made by hand has none: the plan's, same world)
     access = run.findings.access if run is not None and run.findings is not None else plan.access

@@ -31,12 +31,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, get_args
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from grader.core.domains import normalize_pattern
 from grader.core.errors import PolicyError, TaskError
@@ -82,19 +82,29 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _world_path(raw: str) -> str:
+def _world_of(info: ValidationInfo) -> World:
+    """The world a task file is validated against: handed in by ``_task_from`` as the validation context."""
+    world = info.context.get("world") if isinstance(info.context, dict) else None
+    if not isinstance(world, World):  # a caller that forgot it: an error, never a default world
+        raise TypeError("a task file is validated against a world: pass context={'world': ...}")
+    return world
+
+
+def _world_path(raw: str, info: ValidationInfo) -> str:
     path = normalize_path(raw)
-    if load_world().root_of(path) is None:
-        raise ValueError(f"{path} is outside the simulated machine ({', '.join(load_world().roots)}); a job can only need world paths")
+    world = _world_of(info)
+    if world.root_of(path) is None:
+        raise ValueError(f"{path} is outside the simulated machine ({', '.join(world.roots)}); a job can only need world paths")
     return path
 
 
-def _world_host(raw: str) -> str:
+def _world_host(raw: str, info: ValidationInfo) -> str:
     host = normalize_pattern(raw)
     if host.startswith("*."):
         raise ValueError(f'"{host}" is a wildcard; a job needs exact hosts. Name each one, e.g. "{host[2:]}".')
-    if host not in load_world().host_names:
-        raise ValueError(f'"{host}" is not a host of the simulated internet; known: {", ".join(load_world().host_names)}')
+    world = _world_of(info)
+    if host not in world.host_names:
+        raise ValueError(f'"{host}" is not a host of the simulated internet; known: {", ".join(world.host_names)}')
     return host
 
 
@@ -107,8 +117,8 @@ class _HostNeedFile(_Strict):
     use: Literal["download", "upload"] = Field(description="whether the job only downloads from it, or also uploads to it")
 
     @model_validator(mode="after")
-    def _uploads_exist(self) -> "_HostNeedFile":
-        if self.use == "upload" and not load_world().host(self.host).uploads:
+    def _uploads_exist(self, info: ValidationInfo) -> "_HostNeedFile":
+        if self.use == "upload" and not _world_of(info).host(self.host).uploads:
             raise ValueError(f'{self.host} accepts no uploads in the world; write "use": "download"')
         return self
 
@@ -237,6 +247,8 @@ class Task:
     statement: str
     starter: Optional[dict[str, Any]]
     checks: tuple[Check, ...]
+    # the world its checks were resolved against and its needs validated in: its runs are judged in this one
+    world: World = field(repr=False)
     order: int = 100
     needs: Needs = Needs()
 
@@ -274,10 +286,9 @@ def _select_paths(world: World, selectors: tuple[_Paths, ...], axis: Literal["re
     return tuple(sorted(dict.fromkeys(out)))
 
 
-def _check_from(c: _CheckFile) -> Check:
+def _check_from(c: _CheckFile, world: World) -> Check:
     r = c.require
     if r.blocked is not None or r.unreadable or r.unwritable or r.unreachable:
-        world = load_world()
         return Check(
             c.id, c.points, c.description, "blocked", r.blocked or (), fix=c.fix,
             unreadable=_select_paths(world, r.unreadable or (), "read"),
@@ -291,10 +302,9 @@ def _check_from(c: _CheckFile) -> Check:
     return Check(c.id, c.points, c.description, "policy", fact=r.policy or "", fix=c.fix)
 
 
-def _consistency(tf: _TaskFile, needs: Needs) -> list[str]:
+def _consistency(tf: _TaskFile, needs: Needs, world: World) -> list[str]:
     """What makes full marks impossible or meaningless: an unmeasurable need, a job probe outside the needs, a missing least check."""
     problems = []
-    world = load_world()
     files = [f.path for f in world.files if f.role != "runtime"]
     for i, n in enumerate(needs.read):
         if not any(covers(n, f) for f in files):
@@ -327,15 +337,15 @@ def _consistency(tf: _TaskFile, needs: Needs) -> list[str]:
     return problems
 
 
-def _task_from(data: Any, source: str) -> Task:
+def _task_from(data: Any, source: str, world: World) -> Task:
     try:
-        tf = _TaskFile.model_validate(data)
+        tf = _TaskFile.model_validate(data, context={"world": world})
     except ValidationError as exc:
         lines = [f"  /{'/'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors(include_url=False)]
         raise TaskError(f"{source} does not describe a task:\n" + "\n".join(lines)) from None
     n = tf.needs
     needs = Needs(n.read, n.write, tuple(HostNeed(h.host, h.use) for h in n.hosts))
-    problems = _consistency(tf, needs)
+    problems = _consistency(tf, needs, world)
     if problems:
         raise TaskError(f"{source} does not describe a task:\n" + "\n".join(f"  {p}" for p in problems))
     if tf.starter is not None:
@@ -343,7 +353,8 @@ def _task_from(data: Any, source: str) -> Task:
             load_policy(tf.starter, name=f"{source}: starter")
         except PolicyError as exc:
             raise TaskError(f"{source}: the starter is not a valid policy:\n{exc}") from None
-    return Task(tf.id, tf.title, tf.statement, tf.starter, tuple(_check_from(c) for c in tf.checks), tf.order, needs)
+    checks = tuple(_check_from(c, world) for c in tf.checks)
+    return Task(tf.id, tf.title, tf.statement, tf.starter, checks, world, tf.order, needs)
 
 
 def task_ids() -> tuple[str, ...]:
@@ -360,8 +371,8 @@ def _task_files() -> dict[str, str]:
     }
 
 
-def load_task(task_id: str) -> Task:
-    """The task called ``task_id``; ``TaskError`` if there is none or its file is broken."""
+def load_task(task_id: str, world: Optional[World] = None) -> Task:
+    """The task called ``task_id``, in ``world`` (None: Sandbox Lab's own); ``TaskError`` if there is none or its file is broken."""
     files = _task_files()
     if task_id not in files:
         raise TaskError(f"unknown task {task_id!r}; known tasks: {', '.join(sorted(files))}")
@@ -370,14 +381,14 @@ def load_task(task_id: str) -> Task:
         data = json.loads(files[task_id])
     except ValueError as exc:
         raise TaskError(f"{source} is not JSON: {exc}") from None
-    task = _task_from(data, source)
+    task = _task_from(data, source, world if world is not None else load_world())
     if task.id != task_id:
         raise TaskError(f"{source} describes task {task.id!r}; the file name and the id must agree")
     return task
 
 
-def all_tasks() -> tuple[Task, ...]:
-    """Every task, in teaching order (``order``, then id)."""
-    return tuple(sorted((load_task(t) for t in _task_files()), key=lambda t: (t.order, t.id)))
+def all_tasks(world: Optional[World] = None) -> tuple[Task, ...]:
+    """Every task, in ``world`` (None: Sandbox Lab's own), in teaching order (``order``, then id)."""
+    return tuple(sorted((load_task(t, world) for t in _task_files()), key=lambda t: (t.order, t.id)))
 
 

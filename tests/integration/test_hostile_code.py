@@ -33,6 +33,7 @@ from grader import load_policy, predict
 from grader.backends.docker.backend import LABEL, LABEL_PID, LABEL_ROLE, hardened_options
 from grader.backends.docker.resources import Resources
 from grader.core.plan import Hardening, build_plan
+from grader.core.world import load_world
 
 from faultkit import PROXIED, assert_as_predicted
 
@@ -484,7 +485,7 @@ def test_allowed_localhost_metadata_and_host_names_never_reach_the_real_host(hos
     token = secrets.token_hex(6)
     with _host_listener() as (host_port, hits):
         names = ["localhost", "127.0.0.1", "host.docker.internal", "169.254.169.254", *_host_addresses()]
-        warm = docker_backend.sharing.take(Resources()).proxy
+        warm = docker_backend.sharing.take(Resources(), load_world()).proxy
         # a warm proxy may have served earlier runs (the pool reuses them): read only what this test caused
         since = len(warm.workdir.read("out/proxy.jsonl"))
         try:

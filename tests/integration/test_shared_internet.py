@@ -172,7 +172,8 @@ def test_a_grader_killed_mid_run_leaves_its_proxy_to_the_keeper(root: Path, tmp_
     _warm(docker_client, hub)
     script = ("import os\nfrom grader.backends.docker.backend import DockerBackend\n"
               "from grader.backends.docker.resources import Resources\n"
-              "b = DockerBackend.from_env()\nw = b.sharing.take(Resources()).proxy\nprint(w.container.name, flush=True)\n"
+              "from grader.core.world import load_world\n"
+              "b = DockerBackend.from_env()\nw = b.sharing.take(Resources(), load_world()).proxy\nprint(w.container.name, flush=True)\n"
               "os._exit(0)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -10,7 +10,6 @@ from ``solutions/`` in any spelling, or a filled graded answer
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import re
@@ -24,6 +23,7 @@ import pytest
 
 import grader.grading.notebook
 import grader.grading.tasks
+from grader.grading.autograde import literal_strings
 from reference import SOLUTIONS
 
 pytestmark = [pytest.mark.notebook]
@@ -32,22 +32,6 @@ REPO = Path(__file__).resolve().parents[2]
 HELPERS = ("solution_text", "solution_path", "SANDBOX_LAB_SOLUTIONS", "solutions/")
 MARKERS = ("BEGIN SOLUTION", "END SOLUTION", "BEGIN HIDDEN TESTS", "END HIDDEN TESTS")
 REFERENCES = [json.loads(p.read_text()) for p in sorted(SOLUTIONS.glob("*.json"))]
-
-
-def _literals(source: str) -> dict[str, object]:
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return {}
-    out: dict[str, object] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                continue
-            out.update({t.id: value for t in node.targets if isinstance(t, ast.Name)})
-    return out
 
 
 def problems(folder: Path) -> list[str]:
@@ -65,16 +49,15 @@ def problems(folder: Path) -> list[str]:
             found += [f"{name}: solution helper {h!r}" for h in HELPERS if h in src]
             if cell.cell_type != "code":
                 continue
-            for var, value in _literals(src).items():
-                if var.startswith("answer_") and isinstance(value, str) and value.strip() not in ("", "?"):
+            for var, value in literal_strings(src).items():
+                if var.startswith("answer_") and value.strip() not in ("", "?"):
                     found.append(f"{name}: a filled answer {var} = {value!r}")
-                if isinstance(value, str):
-                    try:
-                        policy = json.loads(value)
-                    except ValueError:
-                        continue
-                    if policy in REFERENCES:
-                        found.append(f"{name}: a reference solution in {var}")
+                try:
+                    policy = json.loads(value)
+                except ValueError:
+                    continue
+                if policy in REFERENCES:
+                    found.append(f"{name}: a reference solution in {var}")
     return found
 
 

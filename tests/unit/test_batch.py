@@ -322,7 +322,6 @@ def test_a_rubric_change_regrades(tmp_path: Path) -> None:
 def test_a_version_or_world_change_regrades(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import dataclasses
 
-    import grader.grading.batch
     import grader.core.version
 
     subs, out = _five(tmp_path / "subs"), tmp_path / "out"
@@ -330,12 +329,12 @@ def test_a_version_or_world_change_regrades(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(grader.core.version, "__version__", "99.0.0")
     upgraded = Counting()
     assert grade_batch(TASK, subs, upgraded, out=out, dedupe=False).resumed == 0 and upgraded.runs == 5
-    world = grader.grading.batch.load_world()
-    monkeypatch.setattr(grader.grading.batch, "load_world", lambda: dataclasses.replace(world, hosts=world.hosts[:-1]))
+    # the world comes with the task (the one its checks were resolved in): another world, another grading
+    elsewhere = dataclasses.replace(TASK, world=dataclasses.replace(TASK.world, hosts=TASK.world.hosts[:-1]))
     moved = Counting()
-    assert grade_batch(TASK, subs, moved, out=out, dedupe=False).resumed == 0 and moved.runs == 5
+    assert grade_batch(elsewhere, subs, moved, out=out, dedupe=False).resumed == 0 and moved.runs == 5
     settled = Counting()
-    assert grade_batch(TASK, subs, settled, out=out, dedupe=False).resumed == 5 and settled.runs == 0
+    assert grade_batch(elsewhere, subs, settled, out=out, dedupe=False).resumed == 5 and settled.runs == 0
 
 
 def test_regrade_reuses_nothing(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from grader.core.outcomes import RunResult
 from grader.core.plan import RunPlan
 from grader.core.policy import load_policy
 from grader.core.probes import PROBES
+from grader.core.world import load_world
 from grader.grading.grade import grade, grade_file
 from grader.grading.notebook import assert_check, assert_passed, save_policy, start_task
 from grader.grading.tasks import POLICY_FACTS, _task_from, all_tasks, load_task
@@ -258,7 +259,7 @@ def _checks(*extra: dict[str, object]) -> list[dict[str, object]]:
 
 
 def test_the_valid_task_file_of_these_tests_loads() -> None:
-    task = _task_from(_task(), "x.json")
+    task = _task_from(_task(), "x.json", load_world())
     assert [c.kind for c in task.checks] == ["blocked", "least", "least", "least"]
     assert task.needs.read == ("/project/src",) and task.needs.hosts == ()
 
@@ -269,7 +270,7 @@ def test_scope_selectors_resolve_to_the_world_paths_they_name() -> None:
         {"id": "a", "points": 1, "description": "d", "require": {"blocked": ["write-git-hook"], "unwritable": [{"under": ["/project/.git/hooks"]}]}},
         {"id": "b", "points": 1, "description": "d", "require": {"unreadable": [{"under": ["/home/user"], "roles": ["credential"]}], "unreachable": "attacker"}},
         {"id": "c", "points": 1, "description": "d", "require": {"unwritable": [{"outside": ["/home/user", "/project", "/app/workspace"]}]}},
-    )), "x.json")
+    )), "x.json", load_world())
     a, b, c = task.check("a"), task.check("b"), task.check("c")
     assert a.kind == "blocked" and a.unwritable == ("/project/.git/hooks", "/project/.git/hooks/pre-commit") and a.scoped
     assert b.kind == "blocked" and b.probes == () and b.unreachable == "attacker"
@@ -321,8 +322,19 @@ def test_scope_selectors_resolve_to_the_world_paths_they_name() -> None:
 )
 def test_broken_task_files_are_task_errors(broken: dict[str, object], fragment: str) -> None:
     with pytest.raises(TaskError, match=fragment) as info:
-        _task_from(broken, "x.json")
+        _task_from(broken, "x.json", load_world())
     assert "x.json" in str(info.value) and "Traceback" not in str(info.value)
+
+
+def test_a_task_is_validated_and_resolved_in_the_world_it_is_given_and_carries_it() -> None:
+    """The world comes in once and goes along: a host the given world lacks is refused, a path it lacks selects nothing."""
+    world = load_world()
+    task = _task_from(_task(), "x.json", world)
+    assert task.world is world and load_task("pip-install-only", world).world is world
+    smaller = replace(world, hosts=tuple(h for h in world.hosts if h.name != "pypi.org"))
+    with pytest.raises(TaskError, match=r"/needs/hosts/0/host: .*not a host of the simulated internet"):
+        _task_from(_task(needs={**NEEDS, "hosts": [{"host": "pypi.org", "use": "download"}]}), "x.json", smaller)
+    _task_from(_task(needs={**NEEDS, "hosts": [{"host": "pypi.org", "use": "download"}]}), "x.json", world)
 
 
 def test_notebook_helpers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -264,6 +264,8 @@ def test_a_directory_without_a_role_is_refused() -> None:
         (lambda d: d["hosts"][0].__setitem__("ports", [443, "80"]), "/hosts/0/ports/1", "whole number"),
         (lambda d: next(h for h in d["hosts"] if h.get("attacker")).__setitem__("ports", [80, 443, 4444]), f"/hosts/{ATTACKER_AT}/ports", "add 53"),
         (lambda d: d.__setitem__("files", {}), "/files", "JSON list"),
+        (lambda d: d.__setitem__("user", []), "/user", "must be a JSON object."),
+        (lambda d: d["hosts"][0].__setitem__("how", 3), "/hosts/0/how", "must be a string."),
     ],
 )
 def test_broken_world_files_give_a_pointer_and_a_fix(edit: Any, pointer: str, fragment: str) -> None:

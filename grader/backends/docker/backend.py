@@ -120,15 +120,13 @@ def sharing_for(client: Any, image: str, leftovers: Leftovers, disk: Disk, idle:
     internet and proxies. ``idle``: None reads ``SANDBOX_LAB_SHARED_IDLE`` if
     it is set, else 0 (off).
     """
-    from grader.core.world import load_world
-
     if idle is None:
         idle = idle_seconds() if IDLE_ENV in os.environ else 0.0
     # a remote engine's disk is reached through this process's client only: there the internet is always our own
     hub = make_hub(client, image, leftovers, idle) if isinstance(disk, HostDisk) else None
     if hub is not None:
         return HubSharing(client, image, hub, leftovers)
-    shared = SharedInternet(client, image, load_world(), leftovers, disk=disk)
+    shared = SharedInternet(client, image, leftovers, disk=disk)  # for the world of the runs' plans, from the first
     return InProcess(shared, ProxyPool(client, image, shared, leftovers, disk=disk))
 
 

@@ -43,7 +43,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from grader.core.errors import InfrastructureError
+from grader.core.errors import BackendError, InfrastructureError
+from grader.core.world import World, load_world, read_world
 from grader.backends.files import Files, host_files, host_path
 from grader.backends.docker.engine import Missing, engine_errors, open_client
 from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive
@@ -138,7 +139,11 @@ class Hub:
         self._client = client
         self._image = image
         self._leftovers = leftovers
-        self.dir = hub_dir(image, _world_text())
+        # The hub serves Sandbox Lab's own world, whose file keys it: key and world come from one read,
+        # and its keeper (another process) loads that same file.
+        text = _world_text()
+        self.dir = hub_dir(image, text)
+        self.world = read_world(text)
         self._lock = threading.Lock()
         self._net: Optional[Internet] = None
         self._gen = ""
@@ -146,8 +151,14 @@ class Hub:
 
     # --- the internet ---------------------------------------------------------------
 
-    def internet(self) -> Internet:
-        """The hub's internet, healthy now, with this grader's lease renewed."""
+    def internet(self, world: Optional[World] = None) -> Internet:
+        """The hub's internet, healthy now, with this grader's lease renewed; ``BackendError`` for a run
+        in another ``world`` than the hub's (None: the hub's)."""
+        if world is not None and world is not self.world and world != self.world:
+            raise BackendError(
+                "the machine's shared internet answers for Sandbox Lab's own world, not this run's plan's; "
+                "run plans of another world with a backend of their own (DockerBackend(..., shared_idle=0))"
+            )
         with self._lock:
             net = self._net
             if net is not None and self._current(net):
@@ -182,7 +193,7 @@ class Hub:
         except (Missing, KeyError):
             return None
         self._gen = str(state.get("gen", ""))
-        return Internet(container, network, str(state["ip"]), host_files(Path(state["dir"])).sub("out"))
+        return Internet(container, network, str(state["ip"]), host_files(Path(state["dir"])).sub("out"), self.world)
 
     def _retire(self) -> None:
         """Stop the keeper of a dead or sick hub and remove everything it left (we hold the lock)."""
@@ -309,8 +320,8 @@ class HubInternet(SharedInternet):
     def __init__(self, hub: Hub) -> None:
         self.hub = hub
 
-    def get(self) -> Internet:
-        return self.hub.internet()
+    def get(self, world: Optional[World] = None) -> Internet:
+        return self.hub.internet(world)
 
     def close(self) -> None:
         self.hub.release()
@@ -330,8 +341,8 @@ class HubPool(ProxyPool):
         super().__init__(client, image, HubInternet(hub), leftovers, size=0)
         self.hub = hub
 
-    def take(self) -> WarmProxy:
-        internet = self.hub.internet()
+    def take(self, world: Optional[World] = None) -> WarmProxy:
+        internet = self.hub.internet(world)
         return self.hub.take(internet) or self._build(internet)
 
     def refill(self) -> None:
@@ -347,11 +358,11 @@ class HubSharing:
         self.pool = HubPool(client, image, hub, leftovers)
         self._shared = HubInternet(hub)
 
-    def internet(self) -> Internet:
-        return self.hub.internet()
+    def internet(self, world: Optional[World] = None) -> Internet:
+        return self.hub.internet(world)
 
-    def take(self, made: Resources) -> Taken:
-        w = self.pool.take()
+    def take(self, made: Resources, world: World) -> Taken:
+        w = self.pool.take(world)
         if w.claim is None:
             return Taken(w, borrowed=True)  # none warm: built by this process, given back (or handed off) after
         # a hub's proxy (shared between processes): this run's alone, removed with it
@@ -425,10 +436,8 @@ def stop_keepers() -> list[str]:
 # --- the keeper --------------------------------------------------------------------------------
 
 
-def keep(hub: HubDir, image: str, *, size: int = POOL_SIZE, client: Any = None) -> int:
-    """The keeper's life: start the internet, keep proxies warm, remove trash, exit when idle, dead or told to."""
-    from grader.core.world import load_world
-
+def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, client: Any = None) -> int:
+    """The keeper's life: start the internet of ``world``, keep proxies warm, remove trash, exit when idle, dead or told to."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
@@ -443,7 +452,7 @@ def keep(hub: HubDir, image: str, *, size: int = POOL_SIZE, client: Any = None) 
     gen = secrets.token_hex(4)
     workdir = hub.path / "internet"
     workdir.mkdir()
-    net = start_internet(client, image, load_world(), host_files(workdir), f"{hub.name}-{gen}", labels(hub.name), leftovers)
+    net = start_internet(client, image, world, host_files(workdir), f"{hub.name}-{gen}", labels(hub.name), leftovers)
     try:
         hub.write_state({"gen": gen, "container": net.container.id, "network": net.network.id, "ip": net.ip, "dir": str(workdir)})
         _serve(client, hub, image, net, gen, size, labels, leftovers, stop)
@@ -508,7 +517,7 @@ def _idle_check(hub: HubDir, idle: float) -> bool:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    return keep(HubDir(Path(args[0])), args[1])
+    return keep(HubDir(Path(args[0])), args[1], load_world())  # the keeper's own process: it loads the hub's world
 
 
 if __name__ == "__main__":

@@ -285,7 +285,7 @@ class Run:
             # its own internet: the run claims every client (the plain container's address is not known yet)
             self._claim(internet, [ANY_CLIENT])
             return _Net(internet, self.run_id, internet.network)
-        taken = self.b.sharing.take(self.made)
+        taken = self.b.sharing.take(self.made, self.plan.world)  # the plan's world: the internet must answer for it
         self.net = _Net(taken.proxy.internet, self.run_id, taken.proxy.network, taken)  # the removal gives it back
         since = st.size if (st := taken.out.stat("proxy.jsonl")) is not None else 0
         net = self.net = dataclasses.replace(self.net, since=since)

@@ -15,13 +15,15 @@ is one removable unit: ``hub``, ``lease`` and the branch that picks them there.
 The plain container (``network == "open"``) shares nothing: it gets an
 internet of its own, whatever the mode (``run.Run``).
 
-Imports: files, simnet, resources.
+Imports: world, files, simnet, resources.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Optional, Protocol
+
+from grader.core.world import World
 
 from grader.backends.files import Files
 from grader.backends.docker.resources import Resources
@@ -45,13 +47,14 @@ class Taken:
 class Sharing(Protocol):
     """The shared internet and its proxies, as a backend's runs use them."""
 
-    def internet(self) -> Internet:
-        """The shared internet, running now (started, adopted or replaced as needed)."""
+    def internet(self, world: Optional[World] = None) -> Internet:
+        """The shared internet for ``world`` (None: the one it answers for), running now (started, adopted
+        or replaced as needed); ``BackendError`` if it answers for another world."""
         ...
 
-    def take(self, made: Resources) -> Taken:
-        """A running proxy in front of the shared internet, refusing everything, for one run; what becomes
-        the run's alone is added to ``made``."""
+    def take(self, made: Resources, world: World) -> Taken:
+        """A running proxy in front of the shared internet of ``world`` (the run's plan's), refusing
+        everything, for one run; what becomes the run's alone is added to ``made``."""
         ...
 
     def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken]) -> bool:
@@ -83,11 +86,11 @@ class InProcess:
         self.shared = shared
         self.pool = pool
 
-    def internet(self) -> Internet:
-        return self.shared.get()
+    def internet(self, world: Optional[World] = None) -> Internet:
+        return self.shared.get(world)
 
-    def take(self, made: Resources) -> Taken:
-        return Taken(self.pool.take(), borrowed=True)  # this run's alone until its removal gives it back
+    def take(self, made: Resources, world: World) -> Taken:
+        return Taken(self.pool.take(world), borrowed=True)  # this run's alone until its removal gives it back
 
     def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken]) -> bool:
         return False

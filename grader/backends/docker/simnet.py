@@ -32,14 +32,14 @@ import os
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
 
-from grader.core.errors import InfrastructureError
+from grader.core.errors import BackendError, InfrastructureError
 from grader.services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT, TCP_SINK_PORT
-from grader.core.world import World, load_world
+from grader.core.world import World
 from grader.backends.files import Files
 from grader.backends.docker.engine import Container, LogConfig, Missing, Network, Refused, engine_errors
 from grader.backends.docker.enginedisk import Disk, HostDisk
@@ -248,7 +248,7 @@ class Internet:
     ip: str
     out: Files
     # the world it answers for: a proxy in front of it refuses the ports this world's hosts do not serve
-    world: World = field(default_factory=load_world)
+    world: World
 
     def problem(self, answered_after: Optional[float] = None) -> str:
         """Empty while the service runs (and answered after ``answered_after``, if given); else what is wrong."""
@@ -312,20 +312,30 @@ def start_internet(
 
 
 class SharedInternet:
-    """The internet that runs behind a proxy borrow, started on first use and replaced if it dies."""
+    """The internet that runs behind a proxy borrow, started on first use and replaced if it dies.
 
-    def __init__(self, client: Any, image: str, world: World, leftovers: Leftovers, *, disk: Optional[Disk] = None) -> None:
+    It answers for the world of the runs that use it, handed in by the first
+    one (a run's plan carries its world): one shared internet, one world.
+    """
+
+    def __init__(self, client: Any, image: str, leftovers: Leftovers, *, disk: Optional[Disk] = None) -> None:
         self._client = client
         self._disk: Disk = disk if disk is not None else HostDisk()
         self._leftovers = leftovers
         self._image = image
-        self._world = world
+        self._world: Optional[World] = None
         self._lock = threading.Lock()
         self._net: Optional[Internet] = None
         self._dir: Optional[Files] = None
 
-    def get(self) -> Internet:
+    def get(self, world: Optional[World] = None) -> Internet:
+        """The running internet for ``world`` (None: the world it answers for, e.g. for the pool's refill).
+
+        A run in another world is refused, never served by an internet that
+        answers for this one: its hosts, ports and attacker would not be the run's.
+        """
         with self._lock:
+            world = self._serving(world)
             if self._net is not None and not self._net.problem():
                 return self._net
             self._close_locked()
@@ -333,11 +343,24 @@ class SharedInternet:
             labels = self._leftovers.labels(name)
             self._dir = self._disk.files(name, lambda: make_run_dir(name))
             try:
-                self._net = start_internet(self._client, self._image, self._world, self._dir, name, labels, self._leftovers)
+                self._net = start_internet(self._client, self._image, world, self._dir, name, labels, self._leftovers)
             except BaseException:
                 self._close_locked()
                 raise
             return self._net
+
+    def _serving(self, world: Optional[World]) -> World:
+        if world is None:
+            if self._world is None:
+                raise BackendError("the shared internet answers for no world yet: the first run behind a proxy starts it")
+            return self._world
+        if self._world is not None and world is not self._world and world != self._world:
+            raise BackendError(
+                "this backend's shared internet answers for another world than this run's plan; "
+                "run plans of another world with a backend of their own (DockerBackend(..., shared_idle=0))"
+            )
+        self._world = world
+        return world
 
     def close(self) -> None:
         with self._lock:
@@ -409,8 +432,9 @@ class ProxyPool:
         self._refilling = False
         self._closed = False
 
-    def take(self) -> WarmProxy:
-        internet = self._shared.get()
+    def take(self, world: Optional[World] = None) -> WarmProxy:
+        """A running proxy for one run in ``world`` (None: the shared internet's), warm if one is."""
+        internet = self._shared.get(world)
         stale: list[WarmProxy] = []
         got: Optional[WarmProxy] = None
         with self._lock:
