@@ -188,3 +188,17 @@ def test_later_lessons_open_with_one_retrieval_question_from_an_earlier_lesson(f
     assert q.prompt.startswith(f"From lesson {earlier[1:]}, in a new setup:"), q.prompt
     others = [o for o in load_questions() if o.id != qid]
     assert repeats([q], others) == []
+
+
+@pytest.mark.parametrize(("qid", "answer", "complete"), [
+    ("recall-container-ci", "Default networking reaches any host, so the keys leave; run it with no network and don't mount the keys.", True),
+    ("recall-container-ci", "The keys are mounted read-only so they are safe.", False),
+    ("recall-trusted-bucket", "Anyone can create their own bucket there, and the proxy only sees the host name, not the content.", True),
+    ("recall-trusted-bucket", "AWS is sometimes slow to answer.", False),
+    ("recall-axes-attacks", "Files: it writes a backdoor into ~/.bashrc. Network: it sends the SSH key out.", True),
+    ("recall-axes-attacks", "The prompt and the model.", False),
+])
+def test_the_lesson_05_variants_hint_on_their_own_words(qid: str, answer: str, complete: bool) -> None:
+    from grader.lessons.quiz import recall_hint
+
+    assert recall_hint(question(qid), answer).complete is complete
