@@ -11,9 +11,13 @@ Three kinds of question, each asked the way that measures what it should:
   phrases (``"files"`` is not found in ``"profiles"``), any of its synonyms
   counting, a trailing ``*`` standing for any ending (``"exfiltrat*"``). It
   cannot read meaning ("not the network" mentions the network), which is why
-  the learner, not the hint, has the last word.
+  it is shown as what it is (a hint from keywords, possibly wrong), beside the
+  learner's own rating, and the learner, not the hint, has the last word.
 * ``predict``: the learner predicts which probes will succeed against a
   scenario's sandbox, then runs it; ``prediction.score_prediction`` compares.
+
+A question's ``seed`` quotes the course source on its idea, shown with the
+verdict. ``answer_cues`` finds length cues to the key across a bank.
 
 No widgets here (``widgets.Quiz`` and ``widgets.Prediction`` show questions);
 no file writes (``progress`` keeps the first attempt).
@@ -24,7 +28,8 @@ does not hand it out to a grep. That is a speed bump, not a lock: with four
 options anyone can hash each one. Model answers, rubrics and key ideas are
 stored as text, because they are shown after an answer; they are not secret
 from someone reading the package. This bank is a self-check: points that
-count come from nbgrader's hidden tests (lesson 05), not from here.
+count come from nbgrader's autograde (lesson 05's letters, scored against
+these hashes in the grader's own process), not from here.
 
 The bank is validated when it is loaded, like a policy or a task: unknown keys
 are refused (a misspelt ``"key_ideaz"`` would leave a question ungradable), and
@@ -55,6 +60,9 @@ from grader.core.probes import PROBES
 from grader.lessons.progress import LESSONS
 
 __all__ = [
+    "CUE_MARGIN",
+    "CUE_SHARE",
+    "HINT_LABEL",
     "RATINGS",
     "Choice",
     "ChoiceVerdict",
@@ -66,6 +74,7 @@ __all__ = [
     "RecallHint",
     "Scenario",
     "UnknownQuestion",
+    "answer_cues",
     "answer_hash",
     "check_answer",
     "choice_order",
@@ -79,6 +88,7 @@ __all__ = [
     "rating_score",
     "recall_hint",
     "right_key",
+    "stem",
 ]
 
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -89,6 +99,8 @@ _BANK = "grader/questions.json"
 
 # The self-ratings of a recall answer and what each scores on the board.
 RATINGS: dict[str, float] = {"got it": 1.0, "partly": 0.5, "missed": 0.0}
+# What the recall hint is, said wherever it is shown: it matches words, it cannot read meaning.
+HINT_LABEL = "a hint from keywords, possibly wrong"
 _MIN_WORDS = 2  # a recall answer has at least this many words before the model answer shows
 
 
@@ -156,6 +168,7 @@ class Question(_Strict):
     key_ideas: tuple[KeyIdea, ...] = Field((), description="for text questions: the ideas the hint looks for")
     rubric: tuple[str, ...] = Field((), description="for text questions: what a full answer contains, shown with the model answer")
     scenario: Optional[Scenario] = Field(None, description="for predict questions: the sandbox and the probes to predict")
+    seed: str = Field("", description="the course source's own explanation of this idea, quoted; shown with the verdict")
 
 
 class _Bank(_Strict):
@@ -430,6 +443,35 @@ def judge_choice(q: Question, answer: object) -> ChoiceVerdict:
     return ChoiceVerdict(q.id, chosen.key, right, "" if chosen.key == right else chosen.note)
 
 
+# A cue is a wide margin when the key is more than CUE_MARGIN times the length of the nearest distractor on its side
+# (the longest one, for a key longer than every distractor; the shortest, for a key shorter than every one).
+CUE_MARGIN = 1.5
+CUE_SHARE = 1 / 3  # the key may be the shortest (or the longest) option in at most this share of the choice items
+
+
+def answer_cues(questions: Iterable[Question]) -> list[str]:
+    """Length cues to the key in a bank's choice items ([] when none): the key the shortest option (ties count) or the
+    longest in more than ``CUE_SHARE`` of the items, or, in one item, beyond every distractor by over ``CUE_MARGIN``x."""
+    items = [q for q in questions if q.type == "choice"]
+    out: list[str] = []
+    shortest, longest = [], []
+    for q in items:
+        key = len(next(c.text for c in q.choices if c.key == right_key(q)))
+        others = [len(c.text) for c in q.choices if c.key != right_key(q)]
+        if key <= min(others):
+            shortest.append(q.id)
+        if key >= max(others):
+            longest.append(q.id)
+        if key > CUE_MARGIN * max(others):
+            out.append(f"{q.id}: the key ({key} characters) is over {CUE_MARGIN}x the longest distractor ({max(others)})")
+        if key * CUE_MARGIN < min(others):
+            out.append(f"{q.id}: the key ({key} characters) is under 1/{CUE_MARGIN} of the shortest distractor ({min(others)})")
+    for name, ids in (("shortest", shortest), ("longest", longest)):
+        if items and len(ids) > CUE_SHARE * len(items):
+            out.append(f"the key is the {name} option in {len(ids)} of {len(items)} choice items: {', '.join(ids)}")
+    return out
+
+
 def choice_order(q: Question, seed: str) -> tuple[Choice, ...]:
     """The options in this learner's order: shuffled by ``seed`` (``progress.learner_seed``), the same every time.
 
@@ -482,6 +524,11 @@ def matches(word: str, text: str) -> str:
     return m.group(0) if m else ""
 
 
+def stem(text: str) -> str:
+    """A question's prompt as compared for repeats: lowercase words, punctuation and spacing ignored."""
+    return _words(text)
+
+
 def recall_hint(q: Question, text: object) -> RecallHint:
     """Which key ideas a written answer shows: a hint for the learner's self-rating, not a grade.
 
@@ -513,6 +560,8 @@ def _reveal(q: Question) -> str:
     key = f"({right_key(q)}) " if q.type == "choice" else ""
     lines = [f"Model answer: {key}{q.model_answer}", f"Why: {q.reasoning}"]
     lines += [f"Rubric: {r}" for r in q.rubric]
+    if q.seed:
+        lines.append(f"The course source: {q.seed}")
     return "\n".join(lines)
 
 
@@ -541,5 +590,5 @@ def check_answer(question_id: str, answer: object) -> tuple[bool, str]:
     except InvalidAnswer as exc:
         return False, str(exc)
     if hint.complete:
-        return True, "Your answer names every key idea.\n" + _reveal(q)
-    return False, f"Your answer says nothing about: {'; '.join(hint.missing)}.\n" + _reveal(q)
+        return True, f"The keyword hint ({HINT_LABEL}) finds every key idea in your answer.\n" + _reveal(q)
+    return False, f"The keyword hint ({HINT_LABEL}) finds nothing about: {'; '.join(hint.missing)}.\n" + _reveal(q)

@@ -1,5 +1,5 @@
 """The question bank's views: a question's prompt, a judged pick, a recall answer revealed, a self-rating, a
-predict question's scenario and its scored prediction, and a question as static HTML.
+predict question's scenario and its scored prediction, a graded lesson answer judged, and a question as static HTML.
 
 Functions from values to HTML strings, testable without a kernel; the quiz
 widgets (``quiz_widgets``) only put them on screen. The model answer is drawn
@@ -18,12 +18,14 @@ from grader.core.wording import backend_phrase
 from grader.lessons.palette import AMBER, GREEN, MUTED, RED, h
 from grader.lessons.prediction import PredictionScore
 from grader.lessons.progress import Attempt
-from grader.lessons.quiz import ChoiceVerdict, Question, RecallHint, right_key
+from grader.lessons.quiz import HINT_LABEL, ChoiceVerdict, Question, RecallHint, right_key
 
 __all__ = [
     "answer_html",
     "ask_html",
     "choice_result_html",
+    "graded_html",
+    "not_answered_html",
     "prediction_html",
     "prompt_html",
     "question_html",
@@ -68,11 +70,20 @@ def _counted_html(attempt: Optional[Attempt], this_one: bool, unsaved: str) -> s
             f"({h(attempt.result)}); this one is not recorded.</small></p>")
 
 
+def _seed_html(q: Question) -> str:
+    """The course source's own explanation of the question's idea, quoted."""
+    if not q.seed:
+        return ""
+    return (f'<blockquote class="sl-seed" style="margin:4px 0 4px 8px;padding-left:8px;border-left:3px solid {MUTED}">'
+            f"<small>The course source on this idea:</small><br>{h(q.seed)}</blockquote>")
+
+
 def _model_answer_html(q: Question, prefix: str = "") -> str:
     rubric = "".join(f"<li>{h(r)}</li>" for r in q.rubric)
     return (f'<div class="sl-model-answer"><p><strong>Model answer:</strong> {h(prefix)}{h(q.model_answer)}</p>'
             f"<p><em>Why:</em> {h(q.reasoning)}</p>"
-            + (f"<p><strong>A full answer</strong></p><ul class='sl-rubric'>{rubric}</ul>" if rubric else "") + "</div>")
+            + (f"<p><strong>A full answer</strong></p><ul class='sl-rubric'>{rubric}</ul>" if rubric else "")
+            + _seed_html(q) + "</div>")
 
 
 def choice_result_html(q: Question, verdict: ChoiceVerdict, letters: Mapping[str, str], *, reveal: bool,
@@ -95,6 +106,28 @@ def choice_result_html(q: Question, verdict: ChoiceVerdict, letters: Mapping[str
             f"{head}{body}{_counted_html(attempt, this_one, unsaved)}</div>")
 
 
+# Said under every graded lesson check: the verdict here is for the learner; a class's score is computed elsewhere.
+_GRADED_NOTE = ("In a class, this check is also scored when your notebook is graded: from the letter in your answers cell, "
+                "by Sandbox Lab outside your kernel.")
+
+
+def not_answered_html(q: Question, problem: str = "") -> str:
+    """A graded lesson check without a usable answer: says so (or what is wrong with it), and nothing of the key."""
+    why = problem or ("not answered yet. Write the letter you chose between the quotes in the answers cell above, "
+                      "then run that cell and this one.")
+    return (f'<div class="sl-graded-result" data-question="{h(q.id)}" data-answered="false">'
+            f'<p style="color:{AMBER}"><strong>{h(q.id)}</strong>: {h(why)}</p></div>')
+
+
+def graded_html(q: Question, verdict: ChoiceVerdict, *, reveal: bool, attempt: Optional[Attempt] = None,
+                this_one: bool = False, unsaved: str = "") -> str:
+    """A graded lesson check judged in the lesson (the bank's letters): verdict, why, the course source; how a class scores it."""
+    letters = {c.key: c.key for c in q.choices}
+    body = choice_result_html(q, verdict, letters, reveal=reveal, attempt=attempt, this_one=this_one, unsaved=unsaved)
+    return (f'<div class="sl-graded-result" data-question="{h(q.id)}" data-answered="true">{body}'
+            f"<p><small>{h(_GRADED_NOTE)}</small></p></div>")
+
+
 def recall_reveal_html(q: Question, hint: RecallHint) -> str:
     """After a written answer: what the hint found, the model answer and its rubric, and the request to rate oneself."""
     rows = "".join(
@@ -102,14 +135,30 @@ def recall_reveal_html(q: Question, hint: RecallHint) -> str:
         + (f'<span style="color:{GREEN}">✓</span> {h(hit.idea)} <small>(you wrote “{h(hit.found)}”)</small>' if hit.found
            else f'<span style="color:{MUTED}">○</span> {h(hit.idea)} <small>(not found in your words)</small>')
         + "</li>" for hit in hint.hits)
-    return (f'<div class="sl-recall-reveal"><p><small>Hint: the key ideas, looked for as whole words. It cannot read meaning: '
-            f"compare your answer with the model answer yourself.</small></p><ul style='list-style:none;padding-left:8px'>{rows}</ul>"
+    return (f'<div class="sl-recall-reveal"><p class="sl-hint-label"><small><strong>Keyword hint</strong> ({h(HINT_LABEL)}): '
+            "the key ideas, looked for as whole words. It cannot read meaning: compare your answer with the model answer "
+            f"yourself.</small></p><ul style='list-style:none;padding-left:8px'>{rows}</ul>"
             f"{_model_answer_html(q)}<p><strong>How did you do?</strong> Rate your own answer against the rubric.</p></div>")
 
 
-def rating_html(rating: str, *, attempt: Optional[Attempt] = None, this_one: bool = False, unsaved: str = "") -> str:
-    """The learner's self-rating, and whether it is the one the board counts."""
-    return f'<div class="sl-rating" data-rating="{h(rating)}"><p>You rated your answer: <strong>{h(rating)}</strong>.</p>{_counted_html(attempt, this_one, unsaved)}</div>'
+def _hint_beside_html(rating: str, hint: RecallHint) -> str:
+    """The keyword hint's count next to the learner's rating, and a word when the two disagree."""
+    found = sum(1 for hit in hint.hits if hit.found)
+    total = len(hint.hits)
+    disagree = (rating == "got it" and found < total) or (rating == "missed" and found == total)
+    note = (" They disagree: read the rubric once more. Your rating is the one recorded; the hint only counts words."
+            if disagree else "")
+    return (f'<p class="sl-rating-vs-hint" data-found="{found}" data-total="{total}" data-disagree="{str(disagree).lower()}">'
+            f"<small>Beside it, the keyword hint ({h(HINT_LABEL)}) found {found} of {total} key idea{'s' if total != 1 else ''}."
+            f"{h(note)}</small></p>")
+
+
+def rating_html(rating: str, *, hint: Optional[RecallHint] = None, attempt: Optional[Attempt] = None, this_one: bool = False,
+                unsaved: str = "") -> str:
+    """The learner's self-rating beside what the keyword hint found, and whether it is the one the board counts."""
+    beside = _hint_beside_html(rating, hint) if hint is not None else ""
+    return (f'<div class="sl-rating" data-rating="{h(rating)}"><p>You rated your answer: <strong>{h(rating)}</strong>.</p>'
+            f"{beside}{_counted_html(attempt, this_one, unsaved)}</div>")
 
 
 def scenario_html(q: Question) -> str:

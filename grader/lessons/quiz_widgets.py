@@ -1,5 +1,6 @@
 """The question widgets: a choice or recall question (``Quiz``), predict-then-run (``Prediction``), a graded
-choice question shown for a cell's answer (``ask``), and every question of a lesson (``quizzes``).
+choice question shown for a cell's answer (``ask``) and that answer judged in the lesson (``graded``), and every
+question of a lesson (``quizzes``).
 
 Judging is ``quiz``'s and ``prediction``'s; what is drawn, ``quiz_views``'s.
 Stable CSS classes for browser tests: ``sl-quiz`` with ``sl-quiz-input``,
@@ -38,7 +39,7 @@ from grader.lessons.quiz import (
 )
 from grader.lessons.widget_base import HTMLFallback, record_first, run_sandbox, show_widget
 
-__all__ = ["Prediction", "Quiz", "ask", "quizzes"]
+__all__ = ["Prediction", "Quiz", "ask", "graded", "quizzes"]
 
 
 class Quiz(HTMLFallback, W.VBox):  # type: ignore[misc]
@@ -148,7 +149,7 @@ class Quiz(HTMLFallback, W.VBox):  # type: ignore[misc]
             return None
         attempt, this_one, unsaved = record_first(self._record_progress, f"quiz:{self.question.id}", rating, score)
         self.rating, self.attempt = rating, attempt
-        self.rated.value = quiz_views.rating_html(rating, attempt=attempt, this_one=this_one, unsaved=unsaved)
+        self.rated.value = quiz_views.rating_html(rating, hint=self.hint, attempt=attempt, this_one=this_one, unsaved=unsaved)
         return attempt
 
     def _html_fallback(self) -> str:
@@ -236,6 +237,36 @@ def ask(question_id: str) -> W.HTML:
     if q.type != "choice":
         raise InvalidAnswer(f"{q.id} is not a choice question")
     return _Asked(value=quiz_views.ask_html(q))
+
+
+_UNANSWERED = ("", "?")  # what the answers cell holds until the learner writes a letter
+
+
+def graded(question_id: str, answer: object, *, record_progress: bool = True) -> W.HTML:
+    """A graded choice question's answer (the letter from a lesson's answers cell) judged in the lesson itself.
+
+    Never raises for a missing or malformed answer, so Run All goes on: it
+    says "not answered yet" (or what is wrong). A letter is recorded as the
+    first attempt, and only once it is on record do the verdict's reasoning,
+    the picked option's note and the course source show (as in ``Quiz``). The
+    score a class counts is not this: nbgrader's autograde scores the letter in
+    the grader's own process (``grading.autograde.grade_answers``).
+    """
+    q = question(question_id)
+    if q.type != "choice":
+        raise InvalidAnswer(f"{q.id} is not a choice question")
+    if answer is None or (isinstance(answer, str) and answer.strip() in _UNANSWERED):
+        return _Asked(value=quiz_views.not_answered_html(q))
+    if not isinstance(answer, str):
+        return _Asked(value=quiz_views.not_answered_html(q, f'not a letter ({type(answer).__name__}): write it in quotes, e.g. "a".'))
+    try:
+        verdict = judge_choice(q, answer)
+    except InvalidAnswer as exc:
+        return _Asked(value=quiz_views.not_answered_html(q, str(exc)))
+    attempt, this_one, unsaved = record_first(record_progress, f"quiz:{q.id}", "right" if verdict.correct else "wrong",
+                                              1.0 if verdict.correct else 0.0)
+    reveal = attempt is not None or not record_progress  # as Quiz.check: the reasoning once the first attempt is on record
+    return _Asked(value=quiz_views.graded_html(q, verdict, reveal=reveal, attempt=attempt, this_one=this_one, unsaved=unsaved))
 
 
 def quizzes(*, lesson: Optional[str] = None, kind: Optional[str] = None) -> W.VBox:

@@ -80,7 +80,17 @@ RECALL_ANSWERS = [
     ("recall-github-allowlist", "GitHub is often down, so builds break.", False),
     ("recall-github-allowlist", "It is a trusted domain, so it is safe.", False),
     ("recall-github-allowlist", "the repost of secretive reposts", False),  # "repost" is not "post", "secretive" counts: one idea only
+    # the two misfires of issue 24: "host's" (the machine) is no network word; "phoning home" is one
+    ("recall-two-axes", "reading the host's logs", False),
+    ("recall-two-axes", "phoning home with what it reads", True),
 ]
+
+
+def test_the_host_s_logs_tick_the_filesystem_only_and_phoning_home_ticks_the_network() -> None:
+    logs = recall_hint(question("recall-two-axes"), "reading the host's logs")
+    assert [h.found for h in logs.hits] == ["reading", ""]
+    home = recall_hint(question("recall-two-axes"), "phoning home with what it reads")
+    assert [h.found for h in home.hits] == ["reads", "phoning home"]
 
 
 @pytest.mark.parametrize(("qid", "answer", "complete"), RECALL_ANSWERS)
@@ -177,7 +187,7 @@ def test_choice_order_is_stable_per_learner_and_differs_between_learners() -> No
         ("check-etc-secrets-github", "c", True),
         ("check-etc-secrets-github", " C ", True),
         ("check-etc-secrets-github", "a", False),
-        ("check-standard-docker", "No: default bridge networking gives it outbound internet access, so what it reads can leave.", True),
+        ("check-standard-docker", "No: Docker's default bridge network gives it outbound internet access, so what it reads can leave.", True),
         ("recall-wildcard-apex", "a", True),
         ("recall-prompting-boundary", "d", True),
         ("recall-prompting-boundary", "a", False),
@@ -221,19 +231,30 @@ LESSON_05 = Path(__file__).resolve().parents[2] / "lessons" / "05-check-yourself
 
 
 def test_lesson_05_grades_the_letters_the_bank_hashes() -> None:
-    """Lesson 05's hidden tests hold the graded letters; they must be the keys the bank hashes, under the bank's letters."""
-    cells = LESSON_05.read_text(encoding="utf-8").split("```{code-cell}")
+    """Lesson 05's instructor key (the solution block of its answers cell) holds the bank's hashed keys, under the bank's
+    letters; each graded cell names its question to autograde (``is_option``) and judges the same variable in the lesson."""
+    text = LESSON_05.read_text(encoding="utf-8")
+    solution = re.search(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", text, re.S)
+    assert solution, "the answers cell keeps the instructor's key"
+    key = dict(re.findall(r'(\w+) = "([a-z])"', solution.group(1)))
     graded: dict[str, str] = {}
-    for cell in cells:
+    for cell in text.split("```{code-cell}"):
         visible = re.search(r'is_option\("([a-z0-9-]+)", (\w+)\)', cell)
-        hidden = re.search(r"### BEGIN HIDDEN TESTS\n(.*?)### END HIDDEN TESTS", cell, re.S)
-        if visible and hidden:
-            found = re.search(rf'{visible.group(2)}\.strip\(\)\.lower\(\) == "([a-z])"', hidden.group(1))
-            assert found, cell
-            graded[visible.group(1)] = found.group(1)
+        if visible:
+            assert f'graded("{visible.group(1)}", {visible.group(2)})' in cell, cell
+            assert "BEGIN HIDDEN TESTS" not in cell, "the lesson judges in the open; scores come from autograde"
+            graded[visible.group(1)] = key[visible.group(2)]
     assert set(graded) == {"check-etc-secrets-github", "check-standard-docker"}
     for qid, letter in graded.items():
         assert answer_hash(qid, letter) == question(qid).answer_sha256, qid
+
+
+def test_lesson_05_answers_start_empty_so_nothing_stops_run_all() -> None:
+    """The answers cell's variables start as "" at the top level (what autograde reads); the key sits in a branch that
+    never runs, which nbgrader cuts from the learner's copy, so its stub (``raise NotImplementedError()``) never runs either."""
+    text = LESSON_05.read_text(encoding="utf-8")
+    assert 'answer_etc_secrets = ""' in text and 'answer_standard_docker = ""' in text
+    assert re.search(r"^if False:.*\n    ### BEGIN SOLUTION\n", text, re.M)
 
 
 # --- broken banks ---------------------------------------------------------------------------

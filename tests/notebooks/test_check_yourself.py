@@ -1,0 +1,129 @@
+"""Lesson 05 as a learner gets it (released by nbgrader): Run All never stops, and a wrong answer shows why.
+
+The released notebook is run top to bottom with nothing answered: no cell
+errors, and each graded check says "not answered yet". Run again with two
+wrong letters, each check shows its verdict, the reasoning and the course
+source's explanation, and the first attempts are on the progress board. Then
+``nbgrader autograde`` scores the released notebook as submitted untouched (0),
+the letters written in the key's branch instead of the answers (0: autograde
+reads the top-level letters, as the lesson does) and the right letters (2).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="the notebook stack is in the 'lab' extra")
+nbclient = pytest.importorskip("nbclient", reason="the notebook stack is in the 'lab' extra")
+
+pytestmark = [
+    pytest.mark.notebook,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:zmq.*"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:ipykernel.*"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning:nbclient.*"),
+    pytest.mark.filterwarnings("ignore::RuntimeWarning:nbclient.*"),
+    pytest.mark.filterwarnings("ignore::ResourceWarning"),
+]
+
+REPO = Path(__file__).resolve().parents[2]
+LESSON = "05-check-yourself"
+ANSWERS = "l05-answers"
+
+
+def _nbgrader(course: Path, *args: str) -> str:
+    env = {**os.environ, "SANDBOX_LAB_AUTOGRADE_BACKEND": "static", "SANDBOX_LAB_BACKEND": "static", "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{(proc.stdout + proc.stderr)[-3000:]}"
+    return proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("course")
+    shutil.copy(REPO / "nbgrader_config.py", root)
+    shutil.copytree(REPO / "lessons" / LESSON, root / "lessons" / LESSON, ignore=shutil.ignore_patterns("*.md"))
+    _nbgrader(root, "generate_assignment", LESSON, "--force")
+    return root
+
+
+def _released(course: Path) -> Any:
+    return nbformat.read(course / "release" / LESSON / "check-yourself.ipynb", as_version=4)
+
+
+def _answer(nb: Any, source: str) -> Any:
+    nb = nbformat.from_dict(json.loads(json.dumps(nb)))
+    cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == ANSWERS)
+    cell.source = source
+    return nb
+
+
+def _run(nb: Any, cwd: Path, monkeypatch: pytest.MonkeyPatch, progress: Path) -> tuple[list[str], list[Any]]:
+    monkeypatch.setenv("SANDBOX_LAB_BACKEND", "static")
+    monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(progress))
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # the kernel imports this checkout's grader, whatever the venv points at
+    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    texts, errors = [], []
+    for cell in nb.cells:
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error":
+                errors.append(f"{o['ename']}: {o['evalue']}")
+            texts.append(o.get("text", ""))
+            texts.extend(v for v in o.get("data", {}).values() if isinstance(v, str))
+    return texts, errors
+
+
+def test_the_released_answers_cell_starts_empty_and_its_stub_never_runs(course: Path) -> None:
+    cell = next(c for c in _released(course).cells if c.metadata.get("nbgrader", {}).get("grade_id") == ANSWERS)
+    assert 'answer_etc_secrets = ""' in cell.source and "BEGIN SOLUTION" not in cell.source
+    assert "if False:" in cell.source and "    raise NotImplementedError()" in cell.source  # the stub, inside the dead branch
+
+
+def test_run_all_with_nothing_answered_never_stops(course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nb = _released(course)
+    texts, errors = _run(nb, course / "release" / LESSON, monkeypatch, tmp_path / "progress.json")
+    assert errors == []
+    assert "\n".join(texts).count("not answered yet") == 2
+    last = [c for c in nb.cells if c.cell_type == "code"][-1]
+    assert "finish_lesson" in last.source and last.outputs, "Run All reached the last cell"
+    assert not (tmp_path / "progress.json").exists() or '"quiz:check-' not in (tmp_path / "progress.json").read_text()
+
+
+def test_answering_wrong_shows_why_and_records_the_first_attempt(course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    nb = _answer(_released(course), 'answer_etc_secrets = "a"\nanswer_standard_docker = "c"')
+    progress = tmp_path / "progress.json"
+    texts, errors = _run(nb, course / "release" / LESSON, monkeypatch, progress)
+    assert errors == []
+    joined = "\n".join(texts)
+    assert joined.count("Not quite") == 2 and joined.count("The course source on this idea") >= 2
+    assert "POST them to a public GitHub Gist" in joined and "default bridge networking" in joined
+    first = json.loads(progress.read_text())["first"]
+    assert first["quiz:check-etc-secrets-github"]["result"] == "wrong" and first["quiz:check-standard-docker"]["result"] == "wrong"
+
+
+def test_autograde_scores_the_top_level_letters_only(course: Path) -> None:
+    released = _released(course)
+    cell = next(c for c in released.cells if c.metadata.get("nbgrader", {}).get("grade_id") == ANSWERS)
+    in_branch = cell.source.replace("    # YOUR CODE HERE\n    raise NotImplementedError()",
+                                    '    answer_etc_secrets = "c"\n    answer_standard_docker = "b"')
+    assert in_branch != cell.source
+    students = {"untouched": released, "branch": _answer(released, in_branch),
+                "right": _answer(released, 'answer_etc_secrets = "c"\nanswer_standard_docker = "b"')}
+    for student, nb in students.items():
+        folder = course / "submitted" / student / LESSON
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / "check-yourself.ipynb")
+    _nbgrader(course, "autograde", LESSON, "--force")
+    _nbgrader(course, "export")
+    with (course / "grades.csv").open(newline="") as fh:
+        scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == LESSON}
+    assert scores == {"untouched": 0.0, "branch": 0.0, "right": 2.0}
