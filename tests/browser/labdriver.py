@@ -101,7 +101,17 @@ class Lab:
     home: Path  # where the learner's progress.json goes
 
     def url(self, notebook: str) -> str:
-        return f"{self.base}/lab/tree/{notebook}?token={self.token}"
+        """The notebook in a fresh workspace (``reset``): the notebook a test opened before stays closed."""
+        return f"{self.base}/lab/tree/{notebook}?token={self.token}&reset"
+
+    def shut_down_kernels(self) -> None:
+        """Every kernel the lab runs, shut down (a module of tests opens one notebook after another)."""
+        with urllib.request.urlopen(f"{self.base}/api/kernels?token={self.token}", timeout=10) as r:
+            kernels = json.load(r)
+        for k in kernels:
+            request = urllib.request.Request(f"{self.base}/api/kernels/{k['id']}?token={self.token}", method="DELETE")
+            with urllib.request.urlopen(request, timeout=30):
+                pass
 
 
 @contextmanager
@@ -170,10 +180,14 @@ def chromium(profile: Path, *, width: int = 1400, height: int = 1000) -> Iterato
             context.close()
 
 
+# The notebook on screen (a notebook in a background tab is hidden, not gone).
+NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
+
+
 def open_notebook(page: Any, url: str) -> None:
     """Open a notebook and wait until its kernel is idle; close a stale "Server Connection Error" of a busy machine."""
     page.goto(url)
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+    page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for(timeout=60_000)
     page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
     stale = page.locator(".jp-Dialog button", has_text="Dismiss")
     if stale.count():
@@ -181,7 +195,7 @@ def open_notebook(page: Any, url: str) -> None:
 
 
 # Every code cell's prompt: "[*]" while queued or running, "[n]" once run, "[ ]" when never run.
-_PROMPTS = "[...document.querySelectorAll('.jp-Notebook .jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim())"
+_PROMPTS = f"[...document.querySelectorAll('{NOTEBOOK} .jp-CodeCell .jp-InputPrompt')].map(p => p.textContent.trim())"
 
 
 def run_all(page: Any) -> None:
@@ -197,10 +211,10 @@ def run_all(page: Any) -> None:
 def never_run(page: Any) -> list[str]:
     """The first line of every code cell Run All left unexecuted (a cell above it stopped the run), and the error."""
     return list(page.evaluate(
-        """() => {
+        """notebook => {
           const out = [];
           let error = '';
-          for (const cell of document.querySelectorAll('.jp-Notebook .jp-CodeCell')) {
+          for (const cell of document.querySelectorAll(notebook + ' .jp-CodeCell')) {
             const prompt = cell.querySelector('.jp-InputPrompt').textContent;
             const err = [...cell.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')]
               .map(o => o.textContent).find(t => /Error|Traceback/.test(t));
@@ -211,7 +225,8 @@ def never_run(page: Any) -> list[str]:
             }
           }
           return out.length && error ? [error, ...out] : out;
-        }"""
+        }""",
+        NOTEBOOK,
     ))
 
 
