@@ -96,6 +96,19 @@ def test_lesson_runs_all_unanswered_and_has_no_serious_wcag_violation(lab: Lab, 
     assert not stopped, f"Run All with nothing answered stopped in {lesson}:\n" + "\n".join(stopped)
 
 
+def test_axe_finds_a_violation_planted_in_an_output_even_inside_a_closed_details(lab: Lab, page: Any) -> None:
+    """The check can fail: a nameless button in a lesson's output, hidden in a closed <details>, is reported as the lesson's."""
+    open_notebook(page, lab.url(LESSONS[0]))
+    run_all(page)
+    page.evaluate(
+        """n => { const out = document.querySelector(n + ' .jp-OutputArea-output');
+                  const d = document.createElement('details');
+                  d.innerHTML = '<summary>more</summary><button class="sl-planted"></button>';
+                  out.appendChild(d); }""", NOTEBOOK)
+    bad = serious(axe_violations(page, NOTEBOOK))
+    assert any(line.startswith("button-name [critical]") and "sl-planted" in line for line in bad), bad
+
+
 def _focused(page: Any) -> str:
     """What has the keyboard focus: its tag, classes and text, for assertions and messages."""
     return str(page.evaluate(
