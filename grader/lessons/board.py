@@ -300,7 +300,7 @@ def _why_row(names: Sequence[str], ok: Mapping[str, RunResult], probe_id: str) -
     if not items:
         return ""
     return (f'<details class="sl-why" data-probe="{h(probe_id)}"><summary style="cursor:pointer"><small>why</small></summary>'
-            f'<ul style="margin:2px 0;padding-left:16px"><small>{"".join(items)}</small></ul></details>')
+            f'<ul style="margin:2px 0;padding-left:16px;font-size:smaller">{"".join(items)}</ul></details>')
 
 
 def comparison_html(results: Mapping[str, Union[RunResult, str]]) -> str:

@@ -115,15 +115,16 @@ class Lab:
 
 
 @contextmanager
-def jupyterlab(root: Path, work: Path, *, learner: bool) -> Iterator[Lab]:
-    """JupyterLab serving ``root``; ``learner``: with the learner lab's configuration, as ``make lab`` runs it."""
+def jupyterlab(root: Path, work: Path, *, learner: bool, backend: str = "docker") -> Iterator[Lab]:
+    """JupyterLab serving ``root``; ``learner``: with the learner lab's configuration, as ``make lab`` runs it;
+    ``backend``: the lessons' backend (``SANDBOX_LAB_BACKEND``; never a silent fallback)."""
     home = work / "home"
     home.mkdir(parents=True, exist_ok=True)
     lab_settings(work / "lab-settings")
     port, token = free_port(), f"sl-{os.getpid()}-{time.monotonic_ns()}"
     env = dict(os.environ)
     env.update(
-        SANDBOX_LAB_BACKEND="docker",  # the real thing: fail loudly rather than fall back to predictions
+        SANDBOX_LAB_BACKEND=backend,  # named, so a missing engine fails loudly rather than falling back
         SANDBOX_LAB_PROGRESS=str(home / "progress.json"),
         JUPYTER_CONFIG_DIR=str(work / "jupyter-config"),
         JUPYTER_RUNTIME_DIR=str(work / "jupyter-runtime"),

@@ -1,9 +1,12 @@
 """The learner lab in a real browser: every lesson runs top to bottom unanswered and passes axe-core; keyboard alone
 drives a policy editor and a prediction; lesson 02 reads at 414 px; the lab shows no instructor tools; links work.
 
-The lab is what ``make lab`` serves: the learners' notebooks as
+The lab is what ``make lab`` and Binder serve: the learners' notebooks as
 ``scripts/learner-lessons`` writes them (no answers filled in), with the learner
-lab's configuration (``binder/learner-lab``) and the Docker backend. axe-core is
+lab's configuration (``binder/learner-lab``), and the static backend as on
+Binder: every view is drawn as with Docker (only the words on how outcomes were
+obtained differ), a lesson runs in seconds instead of minutes, and real runs in
+the browser are test_lab_e2e.py's. axe-core is
 the npm package pinned in ``tools/axe`` (``scripts/ensure-browser`` installs it),
 injected into the page by Playwright after Run All, with every ``<details>``
 opened. A serious or critical WCAG 2 A/AA violation in what the lesson owns (its
@@ -28,7 +31,7 @@ import pytest
 
 from labdriver import NOTEBOOK, ROOT, Lab, axe_violations, chromium, jupyterlab, never_run, open_notebook, require_browser, run_all, serious
 
-pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 LESSONS = sorted(str(p.relative_to(ROOT / "lessons").with_suffix(".ipynb")) for p in (ROOT / "lessons").glob("0*/*.md"))
 REPORTS = ROOT / "artifacts" / "a11y"
@@ -59,7 +62,7 @@ def learner(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def lab(learner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    with jupyterlab(learner, tmp_path_factory.mktemp("jupyter"), learner=True) as running:
+    with jupyterlab(learner, tmp_path_factory.mktemp("jupyter"), learner=True, backend="static") as running:
         yield running
 
 

@@ -275,6 +275,7 @@ def test_the_comparison_explains_without_hover_and_marks_every_coloured_outcome(
     why = re.findall(r'<details class="sl-why" data-probe="([^"]+)">(.*?)</details>', out)
     assert {pid for pid, _ in why} == {p.id for p in PROBES}
     explained = dict(why)["exfil-secret"]
+    assert re.fullmatch(r'<summary[^>]*>.*?</summary><ul[^>]*>(<li>.*?</li>)+</ul>', explained), explained  # a list holds only items
     assert "<strong>naive</strong>: succeeded." in explained and "<strong>practice</strong>: blocked." in explained
     cells = re.findall(r'<td data-sandbox="[^"]+" data-probe="[^"]+" data-outcome="([^"]+)" style="[^"]*">([^<]*)</td>', out)
     assert len(cells) == 2 * len(PROBES)
