@@ -87,13 +87,16 @@ images: venv-lab docker
 # learner/ holds what nbgrader releases (scripts/learner-lessons), rebuilt when a lesson changes;
 # a learner's earlier copy is kept beside it, never overwritten.
 LEARNER := learner
-$(LEARNER)/.built: $(wildcard lessons/*/*.ipynb) nbgrader_config.py scripts/learner-lessons $(LAB_STAMP)
+$(LEARNER)/.built: $(wildcard lessons/*/*.ipynb) docs/srt-differences.md nbgrader_config.py scripts/learner-lessons $(LAB_STAMP)
 	@PYTHON=$(PY) scripts/learner-lessons $(LEARNER)
 	@touch $@
 
+# LEARNER_CONFIG goes first on JUPYTER_CONFIG_PATH (as binder/start does): no nbgrader instructor
+# menu, Create Assignment panel or formgrader in the learners' lab (binder/learner-lab/README.md).
+LEARNER_CONFIG := $(CURDIR)/binder/learner-lab
 lab: images $(LEARNER)/.built
 	@echo "Open the URL below (start with 00-start-here). Ctrl-C stops the lab."
-	@$(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --allow-root \
+	@JUPYTER_CONFIG_PATH='$(LEARNER_CONFIG)'$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH} $(VENV)/bin/jupyter lab --no-browser --ip=127.0.0.1 --port=$(PORT) --allow-root \
 	  --ServerApp.root_dir=$(CURDIR)/$(LEARNER) --LabApp.default_url=/lab/tree/00-start-here/start-here.ipynb
 
 ## For instructors: the course's sources (solutions, hidden tests) and the formgrader (menu Nbgrader).
@@ -105,6 +108,7 @@ lab-instructor: images
 	  --ServerApp.root_dir=$(CURDIR) --LabApp.default_url=/lab/tree/lessons/00-start-here/start-here.ipynb
 
 ## The whole suite: unit, Docker integration, notebooks, nbgrader and browser tests.
+# ensure-browser also installs axe-core into tools/axe (npm ci from its lock file) for the accessibility test.
 # check-size first: what the branch's commits add to the history (no file over 512 KiB, no node_modules/).
 test: images typecheck
 	@scripts/check-size

@@ -43,6 +43,8 @@ __all__ = [
     "describe_backend",
     "editor_html",
     "error_html",
+    "exfil_list_html",
+    "exfil_paths_text",
     "exfil_svg",
     "failed_html",
     "paths_for",
@@ -51,6 +53,8 @@ __all__ = [
 ]
 
 _CHANNEL_COLOURS = {"upload": RED, "dns": "#6941c6", "direct": AMBER, "url": RED}
+# The symbol beside each coloured outcome, so colour never carries the meaning alone.
+_MARKS = {"bad": "✗ ", "good": "✓ ", "warn": "! ", "plain": ""}
 _CHANNEL_WORDS = {"upload": "upload", "dns": "DNS queries", "direct": "direct connection", "url": "the URL of a download"}
 
 
@@ -87,9 +91,15 @@ def _story(probe_id: str) -> str:
         return ""
 
 
+def _mark(p: ProbeOutcome) -> str:
+    """✗ an attack that succeeded, ✓ one blocked or a job that works, ! a broken job or a probe not judged."""
+    how = tone(p)
+    return _MARKS[how] if how != "plain" else ("✓ " if p.kind == "attack" else "")
+
+
 def _row(p: ProbeOutcome) -> str:
     how = tone(p)
-    mark = {"bad": "✗ ", "good": "✓ ", "warn": "! ", "plain": "✓ " if p.kind == "attack" else ""}[how]
+    mark = _mark(p)
     evidence = "".join(f'<div class="sl-evidence"><small>evidence: <code>{h(e)}</code></small></div>' for e in p.evidence)
     return (
         f'<tr class="sl-row sl-{h(p.kind)} sl-{h(p.outcome)} sl-tone-{how}" data-probe="{h(p.id)}" '
@@ -103,7 +113,14 @@ def _row(p: ProbeOutcome) -> str:
 def _section(title: str, probes: Sequence[ProbeOutcome]) -> list[str]:
     if not probes:
         return []
-    return [f'<tr><th colspan="3" style="text-align:left;padding:6px 6px 2px">{h(title)}</th></tr>', *(_row(p) for p in probes)]
+    return [f'<tr><th colspan="3" scope="colgroup" style="text-align:left;padding:6px 6px 2px">{h(title)}</th></tr>',
+            *(_row(p) for p in probes)]
+
+
+def _succeeded_attacks(probes: Sequence[ProbeOutcome]) -> str:
+    """The attacks that succeeded, by id, for the line a closed board shows ("" when none did)."""
+    won = [p.id for p in probes if p.kind == "attack" and p.outcome == "succeeded"]
+    return f" ✗ Attacks that succeeded: {', '.join(won)}." if won else ""
 
 
 def paths_for(result: RunResult) -> tuple[ExfilPath, ...]:
@@ -111,8 +128,17 @@ def paths_for(result: RunResult) -> tuple[ExfilPath, ...]:
     return result.findings.paths if result.findings is not None else ()
 
 
+# A board opens with a few lines and keeps the rest in a <details>: a full board is 2,000 words. A lesson's
+# focused board (a few probes, ``only``) is short enough to stay open.
+_OPEN_UP_TO = 8
+# Long ids, hosts and evidence wrap instead of widening the page (a 414 px screen).
+WRAP = "overflow-wrap:anywhere;max-width:100%"
+_PRE = "white-space:pre-wrap;" + WRAP
+
+
 def board_html(result: Optional[RunResult], *, only: Optional[Iterable[str]] = None, picture: bool = True) -> str:
-    """The probe board: the scope in one line, which backend ran, a summary, the table (attacks first) and the exfiltration picture.
+    """The probe board: the scope, a one-line summary saying how the run was obtained, then on demand the table
+    (attacks first) and the exfiltration picture.
 
     Args:
         only: probe ids to show (all when None), for a lesson that focuses on a few.
@@ -125,22 +151,28 @@ def board_html(result: Optional[RunResult], *, only: Optional[Iterable[str]] = N
     attacks = [p for p in probes if p.kind == "attack"]
     jobs = [p for p in probes if p.kind == "job"]
     what = "the plain container (no policy)" if result.sandbox == "baseline" else "this policy"
+    opened = " open" if keep is not None and len(probes) <= _OPEN_UP_TO else ""
+    shown = f"{len(probes)} of {len(result.probes)} probes" if keep is not None else f"all {len(probes)} probes"
     parts = [
-        f'<div class="sl-board" data-backend="{h(result.backend)}" data-sandbox="{h(result.sandbox)}">',
+        f'<div class="sl-board" data-backend="{h(result.backend)}" data-sandbox="{h(result.sandbox)}" style="{WRAP}">',
         f'<p class="sl-scope" style="margin:2px 0"><strong>{h(scope_line(result))}</strong></p>',
-        f'<p class="sl-backend" style="margin:2px 0"><strong>{h(run_phrase(result))}</strong></p>',
-        f'<p class="sl-summary" style="margin:2px 0">Against {h(what)}: {h(summary(result))}.</p>',
+        f'<p class="sl-summary" style="margin:2px 0">Against {h(what)}: {h(summary(result))}.{h(_succeeded_attacks(probes))} '
+        f'<span class="sl-backend"><strong>{h(run_phrase(result))}</strong></span></p>',
         *(f'<p class="sl-note" style="margin:2px 0"><small><em>note: {h(n)}</em></small></p>' for n in result.notes),
+        f'<details class="sl-board-details"{opened}><summary style="cursor:pointer">Each probe: what it tries, its outcome and why '
+        f'({h(shown)}){"; the exfiltration paths" if picture else ""}</summary>',
         '<table class="sl-probe-table" style="border-collapse:collapse;width:100%">',
-        '<thead><tr><th style="text-align:left">probe: what it tries</th><th style="text-align:left">outcome</th>'
-        '<th style="text-align:left">why (and evidence)</th></tr></thead><tbody>',
+        '<thead><tr><th scope="col" style="text-align:left">probe: what it tries</th><th scope="col" style="text-align:left">outcome</th>'
+        '<th scope="col" style="text-align:left">why (and evidence)</th></tr></thead><tbody>',
         *_section("Attacks (blocked is good)", attacks),
         *_section("Jobs (succeeded is good)", jobs),
         "</tbody></table>",
     ]
     if picture:
-        parts += ['<div class="sl-exfil"><h4 style="margin:8px 0 2px">Exfiltration paths</h4>', exfil_svg(paths_for(result), why_none=_why_none(result)), "</div>"]
-    parts.append("</div>")
+        paths = paths_for(result)
+        parts += ['<div class="sl-exfil"><h4 style="margin:8px 0 2px">Exfiltration paths</h4>', exfil_svg(paths, why_none=_why_none(result)),
+                  exfil_list_html(paths), "</div>"]
+    parts.append("</details></div>")
     return "\n".join(parts) + "\n"
 
 
@@ -158,8 +190,22 @@ def _why_none(result: RunResult) -> str:
 # --- the exfiltration picture -------------------------------------------------------------
 
 
+def exfil_paths_text(paths: Sequence[ExfilPath]) -> list[str]:
+    """The paths in words, one line per channel out: which secrets can leave by it (the picture's text alternative)."""
+    by_channel: dict[tuple[str, str], list[str]] = {}
+    for p in paths:
+        named = f"{p.label} ({p.secret})"
+        secrets = by_channel.setdefault((p.channel.host, p.channel.kind), [])
+        if named not in secrets:
+            secrets.append(named)
+    return [f"{host} ({_CHANNEL_WORDS.get(kind, kind)}): {', '.join(secrets)}" for (host, kind), secrets in by_channel.items()]
+
+
 def exfil_svg(paths: Sequence[ExfilPath], *, why_none: str = "") -> str:
-    """Secrets on the left, channels out (host + how) on the right, one line per path that leaks."""
+    """Secrets on the left, channels out (host + how) on the right, one line per path that leaks.
+
+    Its text alternative (``aria-label``) names every path, channel by channel, as ``exfil_list_html`` lists them.
+    """
     if not paths:
         msg = "No exfiltration path." + (f" {why_none}" if why_none else "")
         return (
@@ -167,6 +213,9 @@ def exfil_svg(paths: Sequence[ExfilPath], *, why_none: str = "") -> str:
             f'style="max-width:700px" role="img" aria-label="{h(msg)}" data-paths="0">'
             f'<text x="10" y="25" font-family="sans-serif" font-size="14" fill="{GREEN}">✓ {h(msg)}</text></svg>'
         )
+    lines = exfil_paths_text(paths)
+    label = (f"{len(paths)} exfiltration path{'s' if len(paths) != 1 else ''}: secrets that can leave, "
+             f"by channel out. " + "; ".join(lines) + ".")
     secrets: list[tuple[str, str]] = []
     chans: list[tuple[str, str]] = []
     for p in paths:
@@ -180,7 +229,7 @@ def exfil_svg(paths: Sequence[ExfilPath], *, why_none: str = "") -> str:
     yc = {c: top + i * row for i, c in enumerate(chans)}
     out = [
         f'<svg class="sl-exfil-svg" xmlns="http://www.w3.org/2000/svg" width="100%" viewBox="0 0 700 {height}" '
-        f'style="max-width:700px" role="img" aria-label="{len(paths)} exfiltration paths" data-paths="{len(paths)}" '
+        f'style="max-width:700px" role="img" aria-label="{h(label)}" data-paths="{len(paths)}" '
         'font-family="sans-serif" font-size="12">',
         '<text x="10" y="20" font-weight="bold">readable secrets</text>',
         '<text x="460" y="20" font-weight="bold">channels out (host: how)</text>',
@@ -210,22 +259,48 @@ def exfil_svg(paths: Sequence[ExfilPath], *, why_none: str = "") -> str:
     return "".join(out)
 
 
+def exfil_list_html(paths: Sequence[ExfilPath]) -> str:
+    """The picture's paths as a list, channel by channel, under a ``<details>`` (at 414 px the picture's text is small)."""
+    if not paths:
+        return ""
+    return ('<details class="sl-exfil-list"><summary style="cursor:pointer">The same paths as a list</summary><ul>'
+            + "".join(f"<li>{h(line)}</li>" for line in exfil_paths_text(paths)) + "</ul></details>")
+
+
 # --- several sandboxes at once ------------------------------------------------------------
 
 
-def _cell(name: str, result: Optional[RunResult], probe_id: str) -> str:
-    """One sandbox's outcome for one probe, coloured like the board; empty when it did not run."""
+def _outcome_of(result: Optional[RunResult], probe_id: str) -> Optional[ProbeOutcome]:
     try:
-        p = result.outcome(probe_id) if result else None
+        return result.outcome(probe_id) if result else None
     except KeyError:
-        p = None
+        return None
+
+
+def _cell(name: str, result: Optional[RunResult], probe_id: str) -> str:
+    """One sandbox's outcome for one probe, coloured like the board and marked as it (colour never says it alone);
+    empty when it did not run."""
+    p = _outcome_of(result, probe_id)
     if p is None:
         return "<td></td>"
     how = tone(p)
     return (
-        f'<td data-sandbox="{h(name)}" data-probe="{h(p.id)}" data-outcome="{h(p.outcome)}" title="{h(p.explanation)}" '
-        f'style="padding:3px 6px;background:{BG[how]};color:{INK[how]};font-weight:bold">{h(p.outcome)}</td>'
+        f'<td data-sandbox="{h(name)}" data-probe="{h(p.id)}" data-outcome="{h(p.outcome)}" '
+        f'style="padding:3px 6px;background:{BG[how]};color:{INK[how]};font-weight:bold">{_mark(p)}{h(p.outcome)}</td>'
     )
+
+
+def _why_row(names: Sequence[str], ok: Mapping[str, RunResult], probe_id: str) -> str:
+    """Each sandbox's explanation of one probe's outcome, in a <details> a keyboard and a screen reader reach."""
+    items = []
+    for n in names:
+        p = _outcome_of(ok.get(n), probe_id)
+        if p is not None:
+            items.append(f"<li><strong>{h(n)}</strong>: {h(p.outcome)}. {h(p.explanation)}</li>")
+    if not items:
+        return ""
+    return (f'<details class="sl-why" data-probe="{h(probe_id)}"><summary style="cursor:pointer"><small>why</small></summary>'
+            f'<ul style="margin:2px 0;padding-left:16px;font-size:smaller">{"".join(items)}</ul></details>')
 
 
 def comparison_html(results: Mapping[str, Union[RunResult, str]]) -> str:
@@ -240,9 +315,9 @@ def comparison_html(results: Mapping[str, Union[RunResult, str]]) -> str:
         for p in sorted(r.probes, key=lambda p: p.kind != "attack"):
             if p.id not in ids:
                 ids.append(p.id)
-    head = "".join(f'<th style="text-align:left;padding:3px 6px">{h(n)}</th>' for n in names)
-    parts = ['<div class="sl-compare">', '<table class="sl-compare-table" style="border-collapse:collapse">',
-             f'<thead><tr><th style="text-align:left">probe</th>{head}</tr></thead><tbody>']
+    head = "".join(f'<th scope="col" style="text-align:left;padding:3px 6px">{h(n)}</th>' for n in names)
+    parts = [f'<div class="sl-compare" style="{WRAP}">', '<table class="sl-compare-table" style="border-collapse:collapse">',
+             f'<thead><tr><th scope="col" style="text-align:left">probe</th>{head}</tr></thead><tbody>']
     for n, failed in results.items():
         if isinstance(failed, str):
             parts.append(f'<tr><td colspan="{len(names) + 1}" style="color:{AMBER}"><strong>{h(n)}</strong> could not run: {h(failed)}</td></tr>')
@@ -251,16 +326,20 @@ def comparison_html(results: Mapping[str, Union[RunResult, str]]) -> str:
         for n in names:
             cells.append(_cell(n, ok.get(n), pid))
         kind = ok[next(iter(ok))].outcome(pid).kind if ok else "attack"
-        parts.append(f'<tr><td style="padding:3px 6px"><code>{h(pid)}</code> <small>({h(kind)})</small></td>{"".join(cells)}</tr>')
+        parts.append(f'<tr><td style="padding:3px 6px"><code>{h(pid)}</code> <small>({h(kind)})</small>'
+                     f'{_why_row(names, ok, pid)}</td>{"".join(cells)}</tr>')
     parts.append("</tbody></table>")
-    parts.append('<p><small>Hover an outcome for its explanation; open a sandbox below for the full board.</small></p>')
+    parts.append("<p><small>✗ an attack that succeeded; ✓ an attack blocked or a job that works; ! a job that failed or a probe "
+                 "that could not be judged. Open <em>why</em> "
+                 "under a probe for each sandbox's explanation, or a sandbox below for its full board.</small></p>")
     for n, r in ok.items():
         parts.append(f'<details class="sl-compare-board" data-sandbox="{h(n)}"><summary><strong>{h(n)}</strong>: {h(summary(r))}</summary>')
         parts.append(board_html(r))
         parts.append("</details>")
     parts.append('<div class="sl-compare-pictures" style="display:flex;flex-wrap:wrap;gap:12px">')
     for n, r in ok.items():
-        parts.append(f'<div style="flex:1;min-width:300px"><h4 style="margin:6px 0 2px">{h(n)}: exfiltration paths</h4>{exfil_svg(paths_for(r), why_none=_why_none(r))}</div>')
+        parts.append(f'<div style="flex:1 1 300px;min-width:0"><h4 style="margin:6px 0 2px">{h(n)}: exfiltration paths</h4>{exfil_svg(paths_for(r), why_none=_why_none(r))}'
+                     f'{exfil_list_html(paths_for(r))}</div>')
     parts.append("</div></div>")
     return "\n".join(parts) + "\n"
 
@@ -274,7 +353,7 @@ def editor_html(policy_text: str, status_html: str, note_html: str, board: str) 
     ``status_html``, ``note_html`` and ``board`` are HTML this module made; ``policy_text`` is the learner's text.
     """
     text = policy_text.replace("\r\n", "\n")
-    return (f'<div class="sl-policy-editor"><pre class="sl-policy-text">{h(text)}</pre>'
+    return (f'<div class="sl-policy-editor"><pre class="sl-policy-text" style="{_PRE}">{h(text)}</pre>'
             f"{status_html}<p>{note_html}</p>{board}</div>")
 
 
@@ -305,8 +384,8 @@ def carry_over_html(carry: CarryOver, source: str = "my_policy.json") -> str:
     return (
         '<details class="sl-carry-over"><summary><strong>In the real tools</strong>: what '
         f"<code>sandbox-lab export {h(source)} --to srt</code> and <code>--to claude-code</code> write, and what differs</summary>"
-        f"<p>sandbox-runtime's settings file (<code>~/.srt-settings.json</code>):</p><pre>{h(carry.srt)}</pre>"
-        f"<p>Claude Code's <code>settings.json</code>, its sandbox block:</p><pre>{h(carry.claude_code)}</pre>"
+        f"<p>sandbox-runtime's settings file (<code>~/.srt-settings.json</code>):</p><pre style=\"{_PRE}\">{h(carry.srt)}</pre>"
+        f"<p>Claude Code's <code>settings.json</code>, its sandbox block:</p><pre style=\"{_PRE}\">{h(carry.claude_code)}</pre>"
         f'<p>Differences that matter for this policy:</p><ul class="sl-differences">{diffs}</ul></details>'
     )
 
@@ -326,14 +405,14 @@ def reach_html(policy: Policy, hosts: Sequence[str], world: Optional[World] = No
         way_out = " (the attacker's own server, or may be: a way out)" if uploads and host not in w.host_names else " (accepts uploads: a way out)"
         if not uploads and w.reads_url(host):
             uploads, way_out = True, " (download only, but the attacker reads its request URLs: a way out)"
-        verdict = "reachable" + (way_out if uploads else " (download only)") if d.allowed else "refused"
+        verdict = ("✗ " if uploads else "") + "reachable" + (way_out if uploads else " (download only)") if d.allowed else "refused"
         rows.append(
             f'<tr data-host="{h(host)}" data-allowed="{str(d.allowed).lower()}"><td style="padding:2px 6px"><code>{h(host)}</code></td>'
             f'<td style="padding:2px 6px;color:{colour};font-weight:bold">{h(verdict)}</td><td style="padding:2px 6px"><small>{h(d.why)}</small></td></tr>'
         )
     return (
-        '<table class="sl-reach" style="border-collapse:collapse"><thead><tr><th style="text-align:left">host the agent asks for</th>'
-        '<th style="text-align:left">proxy decision</th><th style="text-align:left">why</th></tr></thead><tbody>'
+        f'<table class="sl-reach" style="border-collapse:collapse;{WRAP}"><thead><tr><th scope="col" style="text-align:left">host the agent asks for</th>'
+        '<th scope="col" style="text-align:left">proxy decision</th><th scope="col" style="text-align:left">why</th></tr></thead><tbody>'
         + "".join(rows) + "</tbody></table>"
     )
 
@@ -345,5 +424,5 @@ def catalogue_html() -> str:
         f'<td style="padding:2px 6px">{h(p.story)}</td></tr>'
         for p in sorted(PROBES, key=lambda p: p.kind != "attack")
     )
-    return ('<table class="sl-catalogue" style="border-collapse:collapse"><thead><tr><th style="text-align:left">probe</th>'
-            '<th style="text-align:left">kind</th><th style="text-align:left">what it tries</th></tr></thead><tbody>' + rows + "</tbody></table>")
+    return (f'<table class="sl-catalogue" style="border-collapse:collapse;{WRAP}"><thead><tr><th scope="col" style="text-align:left">probe</th>'
+            '<th scope="col" style="text-align:left">kind</th><th scope="col" style="text-align:left">what it tries</th></tr></thead><tbody>' + rows + "</tbody></table>")

@@ -126,7 +126,9 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
         self.goal_status = W.HTML()
         self.goal_met: Optional[bool] = None  # None until a run has been checked against the goal
         self.goal_reasons: list[str] = []
-        self.text = W.Textarea(value=text, layout=W.Layout(width="100%", height=f"{rows * 1.6:.0f}em"))
+        # The tooltip is the textarea's accessible name (its title): the heading above is not tied to it.
+        self.text = W.Textarea(value=text, tooltip="Sandbox policy (JSON)",
+                               layout=W.Layout(width="100%", height=f"{rows * 1.6:.0f}em"))
         self.text.add_class("sl-policy-text")
         self.status = W.HTML()
         self.status.add_class("sl-policy-status")
@@ -141,7 +143,8 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
         self.warnings: tuple[Problem, ...] = ()
         self.last_result: Optional[RunResult] = None
         super().__init__([self.goal_box, W.HTML("<strong>Sandbox policy (JSON)</strong>"), self.text, self.status,
-                          W.HBox([self.button, self.backend_note]), self.goal_status, self.board])
+                          W.HBox([self.button, self.backend_note], layout=W.Layout(flex_flow="row wrap")),
+                          self.goal_status, self.board])
         self.add_class("sl-policy-editor")
         self.text.observe(lambda _change: self.validate(), names="value")
         self.button.on_click(lambda _b: self.probe())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -233,3 +234,74 @@ def test_an_agent_run_that_cannot_tell_says_so_and_escapes_what_the_container_pr
     assert 'data-leaked="unknown"' in page and "Cannot tell" in page and "the DNS server stopped" in page
     assert "<script>" not in page and "\x1b" not in page and "&lt;script&gt;" in page
     assert 'data-met="false"' in page and "the key left" in page  # unknown is not "stayed"
+
+
+# --- summary first, text alternatives, colour never alone, narrow screens ---------------------
+
+
+def test_a_full_board_shows_its_summary_and_keeps_the_table_and_picture_in_a_closed_details() -> None:
+    out = board_html(predict(load_policy(NAIVE)))
+    head, details = out.split('<details class="sl-board-details"', 1)
+    assert 'class="sl-summary"' in head and "attacks succeeded" in head and "exfil-secret" in head  # which ones, by id
+    assert "data-probe=" not in head and "<table" not in head and "<svg" not in head
+    assert details.startswith(">")  # closed: the details on demand
+    assert 'data-probe="exfil-secret" data-outcome="succeeded"' in details and 'class="sl-exfil-svg"' in details
+    assert len(re.sub(r"<[^>]+>", " ", head).split()) < 120, head  # a few lines, not 2,000 words
+
+
+def test_a_focused_board_of_a_few_probes_stays_open_and_a_large_one_closes() -> None:
+    result = predict(load_policy(NAIVE))
+    few = board_html(result, only=["read-ssh-key", "exfil-secret"])
+    assert '<details class="sl-board-details" open>' in few and "2 of" in few
+    many = board_html(result, only=[p.id for p in PROBES][:9])
+    assert '<details class="sl-board-details">' in many
+
+
+def test_the_picture_s_text_alternative_names_every_path_not_a_count() -> None:
+    paths = paths_for(predict(load_policy(NAIVE)))
+    svg = exfil_svg(paths)
+    label = re.search(r'aria-label="([^"]*)"', svg)
+    assert label, svg[:300]
+    text = html.unescape(label.group(1))
+    for p in paths:
+        assert p.channel.host in text and p.label in text and p.secret in text, (p, text)
+    listed = board_html(predict(load_policy(NAIVE)))
+    assert 'class="sl-exfil-list"' in listed and "gist.github.com (upload): " in listed
+
+
+def test_the_comparison_explains_without_hover_and_marks_every_coloured_outcome() -> None:
+    out = comparison_html({"naive": predict(load_policy(NAIVE)), "practice": predict(load_policy(PRACTICE))})
+    assert "title=" not in out and "Hover" not in out  # nothing only on hover
+    why = re.findall(r'<details class="sl-why" data-probe="([^"]+)">(.*?)</details>', out)
+    assert {pid for pid, _ in why} == {p.id for p in PROBES}
+    explained = dict(why)["exfil-secret"]
+    assert re.fullmatch(r'<summary[^>]*>.*?</summary><ul[^>]*>(<li>.*?</li>)+</ul>', explained), explained  # a list holds only items
+    assert "<strong>naive</strong>: succeeded." in explained and "<strong>practice</strong>: blocked." in explained
+    cells = re.findall(r'<td data-sandbox="[^"]+" data-probe="[^"]+" data-outcome="([^"]+)" style="[^"]*">([^<]*)</td>', out)
+    assert len(cells) == 2 * len(PROBES)
+    for outcome, shown in cells:
+        assert shown[:2] in ("✗ ", "✓ ", "! ") and shown.endswith(outcome), shown  # a symbol, not colour alone
+
+
+def test_board_rows_mark_every_outcome_with_a_symbol() -> None:
+    out = board_html(predict(load_policy(NAIVE)))
+    shown = re.findall(r'data-outcome="([^"]+)" data-kind="[^"]+"[^>]*>.*?font-weight:bold;white-space:nowrap">([^<]*)</td>', out)
+    assert len(shown) == len(PROBES)
+    assert all(text[:2] in ("✗ ", "✓ ", "! ") for _, text in shown), shown
+
+
+def test_views_wrap_on_a_narrow_screen() -> None:
+    """414 px: long ids and JSON wrap; no fixed width without max-width:100%."""
+    from grader.grading.grade import carry_over
+    from grader.lessons.board import carry_over_html
+
+    results = {"naive": predict(load_policy(NAIVE)), "none": predict(None)}
+    out = board_html(results["naive"]) + comparison_html(results) + carry_over_html(carry_over(load_policy(NAIVE)))
+    out += editor_html('{"a": 1}', "", "", "")
+    assert "overflow-wrap:anywhere" in out.split(">", 1)[0]  # the board itself
+    for pre in re.findall(r"<pre[^>]*>", out):
+        assert "white-space:pre-wrap" in pre, pre
+    for style in re.findall(r'style="([^"]*)"', out):
+        for width in re.findall(r"(?<![-\w])(?:min-)?width:\s*(\d+)px", style):
+            assert "max-width:" in style or int(width) <= 300, style
+    assert "min-width:300px" not in out

@@ -1,0 +1,167 @@
+"""The learner lab in a real browser: every lesson runs top to bottom unanswered and passes axe-core; keyboard alone
+drives a prediction; the lab shows no instructor tools; links work.
+
+The lab is what ``make lab`` and Binder serve: the learners' notebooks as
+``scripts/learner-lessons`` writes them (no answers filled in), with the learner
+lab's configuration (``binder/learner-lab``), and the static backend as on
+Binder: every view is drawn as with Docker (only the words on how outcomes were
+obtained differ), a lesson runs in seconds instead of minutes, and real runs in
+the browser are test_lab_e2e.py's. axe-core is
+the npm package pinned in ``tools/axe`` (``scripts/ensure-browser`` installs it),
+injected into the page by Playwright after Run All, with every ``<details>``
+opened. A serious or critical WCAG 2 A/AA violation in what the lesson owns (its
+text and every output its cells wrote) fails the lesson, each reported with its
+rule id and targets; those in JupyterLab's own parts of the notebook (cell
+editors, prompts, the cell list) are recorded, not failed: the course cannot
+change them. Every violation found (any impact, either owner) is written to
+``artifacts/a11y/<lesson>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from labdriver import NOTEBOOK, ROOT, Lab, axe_violations, chromium, jupyterlab, never_run, open_notebook, require_browser, run_all, serious
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+LESSONS = sorted(str(p.relative_to(ROOT / "lessons").with_suffix(".ipynb")) for p in (ROOT / "lessons").glob("0*/*.md"))
+REPORTS = ROOT / "artifacts" / "a11y"
+
+# Known to stop Run All in the learner lab today: lesson 05's graded answers are solution cells, which nbgrader
+# releases as `raise NotImplementedError()` (issue 24, item 1, fixed in the lessons). Only the "never stops"
+# assertion of this one lesson is expected to fail; its axe check runs as for every lesson, before it.
+STOPS_TODAY = {"05-check-yourself/check-yourself.ipynb"}
+
+
+
+def test_the_lessons_are_the_eight_of_the_course() -> None:
+    assert [p.split("/")[0][:2] for p in LESSONS] == ["00", "01", "02", "03", "04", "05", "06", "07"], LESSONS
+
+
+@pytest.fixture(scope="module")
+def learner(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The learners' notebooks, as ``make lab`` builds them (scripts/learner-lessons)."""
+    require_browser(axe=True)
+    out = tmp_path_factory.mktemp("learner-lab") / "learner"
+    done = subprocess.run(["scripts/learner-lessons", str(out)], cwd=ROOT, env={**os.environ, "PYTHON": sys.executable},
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def lab(learner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    with jupyterlab(learner, tmp_path_factory.mktemp("jupyter"), learner=True, backend="static") as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    require_browser(axe=True)
+    with chromium(tmp_path_factory.mktemp("chromium") / "profile") as context:
+        yield context
+
+
+@pytest.fixture()
+def page(browser: Any, lab: Lab) -> Iterator[Any]:
+    page = browser.new_page()
+    try:
+        yield page
+    finally:
+        page.close()
+        lab.shut_down_kernels()
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=[p.split("/")[0] for p in LESSONS])
+def test_lesson_runs_all_unanswered_and_has_no_serious_wcag_violation(lab: Lab, page: Any, lesson: str) -> None:
+    open_notebook(page, lab.url(lesson))
+    run_all(page)
+    found = axe_violations(page, NOTEBOOK)
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    (REPORTS / f"{lesson.split('/')[0]}.json").write_text(json.dumps(found, indent=1))
+    bad = serious(found)
+    assert not bad, f"{lesson}: {len(bad)} serious or critical WCAG 2 A/AA violations:\n" + "\n".join(bad)
+
+    stopped = never_run(page)
+    if stopped and lesson in STOPS_TODAY:
+        pytest.xfail(f"{lesson} still stops Run All (see STOPS_TODAY): " + "; ".join(stopped[:3]))
+    assert not stopped, f"Run All with nothing answered stopped in {lesson}:\n" + "\n".join(stopped)
+
+
+def test_axe_finds_a_violation_planted_in_an_output_even_inside_a_closed_details(lab: Lab, page: Any) -> None:
+    """The check can fail: a nameless button in a lesson's output, hidden in a closed <details>, is reported as the lesson's."""
+    open_notebook(page, lab.url(LESSONS[0]))
+    run_all(page)
+    page.evaluate(
+        """n => { const out = document.querySelector(n + ' .jp-OutputArea-output');
+                  const d = document.createElement('details');
+                  d.innerHTML = '<summary>more</summary><button class="sl-planted"></button>';
+                  out.appendChild(d); }""", NOTEBOOK)
+    bad = serious(axe_violations(page, NOTEBOOK))
+    assert any(line.startswith("button-name [critical]") and "sl-planted" in line for line in bad), bad
+
+
+def _focused(page: Any) -> str:
+    """What has the keyboard focus: its tag, classes and text, for assertions and messages."""
+    return str(page.evaluate(
+        "() => { const e = document.activeElement; return e ? `${e.tagName.toLowerCase()}.${[...e.classList].join('.')}"
+        " ${(e.closest('.widget-checkbox, .sl-prediction-quiz, .sl-policy-editor') || e).className}` : '' }"))
+
+
+def test_keyboard_alone_drives_a_prediction(lab: Lab, page: Any) -> None:
+    """Lesson 03's prediction: tick the first and last probes with Space, Tab to the button, run it with Enter."""
+    open_notebook(page, lab.url("03-container-alone/container-alone.ipynb"))
+    run_all(page)
+
+    # The prediction: the keyboard starts on its first probe (where Tab from the cell above lands).
+    quiz = page.locator(".sl-prediction-quiz").first
+    boxes = quiz.locator(".sl-prediction-probe input[type=checkbox]")
+    count = boxes.count()
+    assert count >= 2, count
+    boxes.first.focus()
+    page.keyboard.press("Space")
+    for _ in range(count - 1):
+        page.keyboard.press("Tab")
+    page.keyboard.press("Space")  # the last probe
+    ticked = [boxes.nth(i).is_checked() for i in range(count)]
+    assert ticked == [True] + [False] * (count - 2) + [True], ticked
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.matches('.sl-prediction-button, .sl-prediction-button *')"), _focused(page)
+    page.keyboard.press("Enter")
+    result = quiz.locator(".sl-prediction[data-judged]")
+    result.wait_for(state="attached", timeout=120_000)
+    rows = result.locator("tr[data-probe]")
+    predicted = [rows.nth(i).get_attribute("data-predicted") for i in range(rows.count())]
+    assert predicted == ["succeeded"] + ["blocked"] * (count - 2) + ["succeeded"], predicted
+
+
+def test_the_learner_lab_has_no_instructor_tools_but_keeps_validate(lab: Lab, page: Any) -> None:
+    open_notebook(page, lab.url("00-start-here/start-here.ipynb"))
+    menus = [t.strip() for t in page.locator(".lm-MenuBar-item").all_inner_texts()]
+    assert "Run" in menus and "Nbgrader" not in menus, menus
+    labels = page.evaluate("() => [...document.querySelectorAll('.lm-TabBar-tab')].map(t => `${t.title} ${t.textContent}`)")
+    assert not [t for t in labels if "Create Assignment" in t or "Formgrader" in t], labels
+    # nbgrader is loaded (its learner-side Validate button is there), so the absence above is the configuration's.
+    page.locator(".jp-NotebookPanel-toolbar", has_text="Validate").first.wait_for(timeout=30_000)
+
+
+def test_the_link_to_srt_differences_opens_the_document_in_the_learner_lab(lab: Lab, page: Any) -> None:
+    open_notebook(page, lab.url("02-naive-vs-secure/naive-vs-secure.ipynb"))
+    link = page.locator(".jp-RenderedMarkdown a", has_text="docs/srt-differences.md").first
+    # JupyterLab resolves ../../docs/ from the lesson's folder; above the lab's root that is the root's docs/.
+    assert "docs/srt-differences.md" in (link.get_attribute("href") or ""), link.get_attribute("href")
+    link.scroll_into_view_if_needed()
+    link.click()
+    title = (ROOT / "docs" / "srt-differences.md").read_text().splitlines()[0].lstrip("# ").strip()
+    page.locator(".lm-TabBar-tab", has_text="srt-differences.md").first.wait_for(timeout=30_000)
+    page.locator(".jp-FileEditor, .jp-RenderedMarkdown", has_text=title).last.wait_for(timeout=30_000)
+    assert page.locator(".jp-Dialog", has_text="Cannot open").count() == 0
