@@ -10,6 +10,7 @@ the apex rule wrong right after lesson 04 taught it.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 QUESTIONS = json.loads((ROOT / "grader" / "questions.json").read_text(encoding="utf-8"))["questions"]
 GIST_HOSTS = ("gist.github.com", "api.github.com")  # where a gist is created: the web form and the API
 
-# Reported to the question bank's owner (the fix: "...could read the secrets and push them to a repository the
-# attacker owns on github.com (a git push); the gist hosts are refused under an exact github.com rule"). Remove
-# the id once grader/questions.json says so.
-REPORTED = {"predict-etc-secrets-github"}
+# Questions whose explanation is known to be wrong and reported, not yet fixed: none.
+REPORTED: set[str] = set()
 
 
 def names_a_refused_gist(q: dict[str, Any]) -> bool:
@@ -34,8 +33,10 @@ def names_a_refused_gist(q: dict[str, Any]) -> bool:
     if policy is None:
         return False
     said = f"{q.get('reasoning', '')} {q.get('model_answer', '')}".lower()
+    # a sentence may name the gist to say it is refused; one that names it otherwise claims it works
+    claims = [s for s in re.split(r"(?<=[.;:])\s+", said) if "gist" in s and "refuse" not in s]
     access = build_plan(load_policy(policy)).access
-    return "gist" in said and not any(access.reach(h).allowed for h in GIST_HOSTS)
+    return bool(claims) and not any(access.reach(h).allowed for h in GIST_HOSTS)
 
 
 def test_the_check_catches_the_seeds_sentence_under_an_exact_rule() -> None:
@@ -44,6 +45,11 @@ def test_the_check_catches_the_seeds_sentence_under_an_exact_rule() -> None:
     assert names_a_refused_gist(q)
     q["scenario"]["policy"] = {"network": {"allowedDomains": ["*.github.com"]}}  # the wildcard does reach the gist host
     assert not names_a_refused_gist(q)
+    q["scenario"]["policy"] = {"network": {"allowedDomains": ["github.com"]}}
+    q["reasoning"] = "It pushes them to github.com. A public gist needs gist.github.com, which this rule refuses."
+    assert not names_a_refused_gist(q)  # saying the gist is refused is no claim that it works
+    q["reasoning"] += " Or it posts them to a public gist."
+    assert names_a_refused_gist(q)
 
 
 @pytest.mark.parametrize("q", [q for q in QUESTIONS if q["id"] not in REPORTED], ids=lambda q: q["id"])
