@@ -55,8 +55,12 @@ def _mark(symbol: str, colour: str) -> str:
 
 def _question_row(progress: Progress, q: Question) -> BoardRow:
     """A question: done once answered, solved only by a right first attempt."""
-    item = f"quiz:{q.id}"
-    title = q.prompt if len(q.prompt) < 70 else q.prompt[:67] + "..."
+    return _attempt_row(progress, f"quiz:{q.id}", q.prompt)
+
+
+def _attempt_row(progress: Progress, item: str, title: str) -> BoardRow:
+    """An item judged once (a question, a settings hole hunt): done once tried, solved only by a right first attempt."""
+    title = title if len(title) < 70 else title[:67] + "..."
     first = progress.first_attempt(item)
     if first is None:
         return BoardRow(item, title, False, False, _mark("○", MUTED))
@@ -89,17 +93,18 @@ def _done_rows(progress: Progress, items: Sequence[tuple[str, str]]) -> list[Boa
 
 
 COUNTED = ("Lessons", "Questions (only the first attempt counts)", "Tasks (done at full marks)",
-           "Capture the flag (attempts and hints are counted)")
+           "Capture the flag (attempts and hints are counted)", "Settings with a hole (only the first attempt counts)")
 
 
 def board_groups(progress: Progress, *, questions: Sequence[Question] = (), tasks: Sequence[tuple[str, str]] = (),
-                 levels: Sequence[Level] = ()) -> list[tuple[str, list[BoardRow]]]:
+                 levels: Sequence[Level] = (), hatches: Sequence[tuple[str, str]] = ()) -> list[tuple[str, list[BoardRow]]]:
     """The board's groups in order: the counted ones (``COUNTED``), then goals met and any other record."""
     groups: list[tuple[str, list[BoardRow]]] = [
         (COUNTED[0], _done_rows(progress, [(i, f"{t} (~{m} min)") for i, t, m in LESSONS])),
         (COUNTED[1], [_question_row(progress, q) for q in questions]),
         (COUNTED[2], _done_rows(progress, tasks)),
         (COUNTED[3], [_level_row(progress, lv) for lv in levels]),
+        (COUNTED[4], [_attempt_row(progress, item, title) for item, title in hatches]),
     ]
     goals = [(f"goal:{g.id}", f"Goal: {g.statement}") for g in GOALS.values() if progress.is_done(f"goal:{g.id}")]
     if goals:  # goals met in the lessons' editors; they count nothing towards the total
@@ -118,14 +123,14 @@ def tally(groups: Sequence[tuple[str, Sequence[BoardRow]]]) -> Tally:
 
 
 def progress_html(progress: Progress, *, questions: Sequence[Question] = (), tasks: Sequence[tuple[str, str]] = (),
-                  levels: Sequence[Level] = ()) -> str:
+                  levels: Sequence[Level] = (), hatches: Sequence[tuple[str, str]] = ()) -> str:
     """The score board: one line with the course done and solved, then each group, its rows on demand."""
 
     def row(r: BoardRow) -> str:
         return (f'<li data-item="{h(r.item)}" data-done="{str(r.solved).lower()}" data-finished="{str(r.done).lower()}">'
                 f'{r.mark} {h(r.title)} <small><code>{h(r.item)}</code></small></li>')
 
-    groups = board_groups(progress, questions=questions, tasks=tasks, levels=levels)
+    groups = board_groups(progress, questions=questions, tasks=tasks, levels=levels, hatches=hatches)
     t = tally(groups)
     complete = " Course complete." if t.total and t.done == t.total else ""
     parts = [f'<div class="sl-progress" data-solved="{t.solved}" data-done="{t.done}" data-total="{t.total}" data-percent="{t.percent}">'

@@ -30,6 +30,8 @@ from grader.backends.static import StaticBackend
 from grader.ctf.ladder import Level, load_levels
 from grader.grading.grade import Grade, grade_file
 from grader.grading.tasks import Task, all_tasks
+from grader.realtools.hatches import EXERCISES
+from grader.lessons.hole_hunt import item_id
 from grader.lessons.palette import GREEN, GREY, MUTED, h
 from grader.lessons.progress import LESSONS, Progress, load_progress, progress_path
 from grader.lessons.progress_views import BoardRow, board_groups, tally
@@ -48,20 +50,27 @@ class CourseItems:
     questions: tuple[Question, ...]
     tasks: tuple[Task, ...]
     levels: tuple[Level, ...]
+    hatches: tuple[tuple[str, str], ...] = ()  # (item id, title) of lesson 06's settings with a hole
 
     def task_rows(self) -> tuple[tuple[str, str], ...]:
         """(item id, title) of each task, as the board lists them."""
         return tuple((f"task:{t.id}", t.title) for t in self.tasks)
 
     def item_ids(self) -> tuple[str, ...]:
-        """Every counted item id: lessons, questions, tasks, levels."""
+        """Every counted item id: lessons, questions, tasks, levels, settings holes."""
         return (tuple(i for i, _, _ in LESSONS) + tuple(f"quiz:{q.id}" for q in self.questions)
-                + tuple(i for i, _ in self.task_rows()) + tuple(lv.item_id for lv in self.levels))
+                + tuple(i for i, _ in self.task_rows()) + tuple(lv.item_id for lv in self.levels)
+                + tuple(i for i, _ in self.hatches))
 
 
 def course_items() -> CourseItems:
     """The course's items, loaded from its question bank, task files and level files."""
-    return CourseItems(tuple(load_questions()), tuple(all_tasks()), tuple(load_levels()))
+    return CourseItems(tuple(load_questions()), tuple(all_tasks()), tuple(load_levels()), hatch_rows())
+
+
+def hatch_rows() -> tuple[tuple[str, str], ...]:
+    """(item id, title) of each settings-with-a-hole exercise of lesson 06, as the board lists them."""
+    return tuple((item_id(e.id), f"Find the hole: {e.id.replace('-', ' ')}") for e in EXERCISES)
 
 
 @dataclass(frozen=True)
@@ -120,7 +129,8 @@ def summary_html(progress: Progress, items: CourseItems, policies: Optional[dict
                  *, now: Optional[float] = None) -> str:
     """The whole page, self-contained: no script, no external style sheet, font or image."""
     policies = policies or {}
-    groups = board_groups(progress, questions=items.questions, tasks=items.task_rows(), levels=items.levels)
+    groups = board_groups(progress, questions=items.questions, tasks=items.task_rows(), levels=items.levels,
+                          hatches=items.hatches)
     t = tally(groups)
     finished = {i: _when(at) for i, at in progress.done.items()}
     for q in items.questions:

@@ -43,6 +43,7 @@ from grader.lessons.needed_jobs import only_jobs
 from grader.lessons.progress import ProgressError, load_progress, mark_done
 from grader.lessons.quiz import load_questions
 from grader.lessons.quiz_widgets import Prediction, Quiz, ask, quizzes
+from grader.lessons.summary import hatch_rows
 from grader.lessons.widget_base import HTMLFallback, PolicyInput, as_policy, run_sandbox
 
 __all__ = [
@@ -287,7 +288,8 @@ class ProgressBoard(HTMLFallback, W.VBox):  # type: ignore[misc]
         except ProgressError as exc:
             self.html.value = palette.error_html(str(exc))
             return
-        self.html.value = progress_views.progress_html(progress, questions=load_questions(), tasks=_tasks(), levels=_levels())
+        self.html.value = progress_views.progress_html(progress, questions=load_questions(), tasks=_tasks(), levels=_levels(),
+                                                       hatches=hatch_rows())
 
     def _html_fallback(self) -> str:
         return str(self.html.value)

@@ -43,12 +43,15 @@ def _source_items() -> dict[str, list[str]]:
     for p in sorted((REPO / "grader" / "levels").glob("*.json")):
         d = json.loads(p.read_text(encoding="utf-8"))
         levels.append(f"ctf:l{d['number']:02d}-{d['id']}")
+    hatches = sorted({f"hatch:{e}" for md in REPO.glob("lessons/0*/*.md")
+                      for e in re.findall(r'check_hole\("([^"]+)"', md.read_text(encoding="utf-8"))})
     return {"lesson": lessons, "question": [f"quiz:{q['id']}" for q in bank["questions"]],
-            "task": [f"task:{t}" for t in tasks], "level": levels}
+            "task": [f"task:{t}" for t in tasks], "level": levels, "hatch": hatches}
 
 
 def _board() -> str:
-    return progress_html(load_progress(), questions=load_questions(), tasks=course_items().task_rows(), levels=load_levels())
+    return progress_html(load_progress(), questions=load_questions(), tasks=course_items().task_rows(), levels=load_levels(),
+                         hatches=course_items().hatches)
 
 
 def _figures(html: str) -> tuple[int, int, int]:
@@ -75,7 +78,7 @@ def test_walking_every_item_reaches_100_percent_only_at_the_end() -> None:
     for n, (kind, item) in enumerate(steps, start=1):
         if kind in ("lesson", "task"):
             mark_done(item)
-        elif kind == "question":
+        elif kind in ("question", "hatch"):
             record_attempt(item, "right", 1.0)
         elif item in uncapturable:  # nothing to capture: done once tried enough to be told why
             for _ in range(uncapturable[item]):

@@ -224,7 +224,7 @@ def test_a_predict_question_is_not_a_quiz_and_a_quiz_is_not_a_prediction() -> No
 
 def test_ask_shows_a_graded_question_with_the_bank_s_letters_and_no_answer() -> None:
     view = widgets.ask("check-etc-secrets-github")
-    assert 'data-key="a"' in view.value and "Model answer" not in view.value and "gist" in view.value
+    assert 'data-key="a"' in view.value and "Model answer" not in view.value and "repository on github.com" in view.value
     assert view._repr_mimebundle_()["text/html"] == view.value
     with pytest.raises(InvalidAnswer):
         widgets.ask("recall-two-axes")
