@@ -64,7 +64,7 @@ __all__ = [
 ]
 
 PACKAGE = "@anthropic-ai/sandbox-runtime"
-NODE_MIN = (20, 11)  # what the pinned srt (tools/srt/package.json) declares in its engines field
+NODE_MIN = (22, 12)  # what the pinned srt (tools/srt/package.json) declares in its engines field
 HTTP_TIMEOUT = 5.0  # one HTTP exchange inside the sandbox: srt's proxy answers at once, even to refuse
 CONNECT_TIMEOUT = 1.0  # a raw connect inside srt's network namespace fails at once: there is no route
 READY_TIMEOUT = 20.0
