@@ -98,7 +98,7 @@ class SrtUnavailable(BackendError):
         how = (
             "Run scripts/ensure-srt, then retry"
             if in_checkout("ensure-srt")
-            else f"Install it (npm install {PACKAGE}@{SRT_VERSION} into a directory, with node >= 20, bubblewrap, "
+            else f"Install it (npm install {PACKAGE}@{SRT_VERSION} into a directory, with node >= 22.12, bubblewrap, "
             "socat and ripgrep) and set SANDBOX_LAB_SRT_DIR to that directory, or use a Sandbox Lab checkout's scripts/ensure-srt"
         )
         super().__init__(f"sandbox-runtime (srt) cannot run here: {detail}. {how}.")
@@ -208,7 +208,7 @@ def _free_ports(count: int) -> list[int]:
 def loopback_entries(policy: Any) -> list[str]:
     """The allowedDomains entries srt would dial on this machine's own loopback: ``localhost`` and 127.0.0.0/8.
 
-    srt 0.0.78 never sends these to its parent proxy (``shouldBypassParentProxy``
+    srt 0.0.83 never sends these to its parent proxy (``shouldBypassParentProxy``
     in its ``parent-proxy.js``: "always bypass loopback"): its own proxy
     connects to them directly, on the machine it runs on. Run here, that would
     aim the probes at this machine's own services, so the backend refuses

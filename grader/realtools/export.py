@@ -19,7 +19,7 @@ of sentences, one per difference between Sandbox Lab's reading of the policy
 and the target's (allow-only reads, precedence, mandatory protections, ``~``,
 paths that do not exist yet, ...). The CLI prints them as ``#`` comments. For
 srt and Claude Code, the policy-specific ones are ``srt_notes.srt_warnings``,
-the one table of what sandbox-runtime 0.0.78 was measured to do differently
+the one table of what sandbox-runtime 0.0.83 was measured to do differently
 (``docs/srt-differences.md``), each line with the JSON pointer of its entry.
 
 Imports: access, plan, policy, machine, srt_notes, world, paths, and the services' ports. Nothing downstream.
@@ -132,7 +132,7 @@ def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
         f"home of whoever runs it. If that is not {HOME}, write ~/... instead of {HOME}/... ."
     )
     notes.append(
-        "mandatory protections: whatever allowWrite says, srt 0.0.78 on Linux write-protects shell start-up files "
+        "mandatory protections: whatever allowWrite says, srt 0.0.83 on Linux write-protects shell start-up files "
         "(.bashrc, .zshrc, .profile, ...), .git/hooks and .git/config, but only in the directory srt starts in and "
         "up to 3 levels below it (mandatoryDenySearchDepth); elsewhere they are as writable as allowWrite makes them. "
         "It does not protect its own settings file (~/.srt-settings.json). Sandbox Lab has no such exceptions. "
@@ -163,7 +163,7 @@ def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
             f'"{e}" reaches beyond the simulated machine\'s data roots ({", ".join(world.roots)}): Sandbox Lab '
             "judges only those and never mounts anything else; srt applies the rule to that path of your real machine."
         )
-    # where srt 0.0.78 was measured to differ, entry by entry: one table, shared with `sandbox-lab check`
+    # where srt 0.0.83 was measured to differ, entry by entry: one table, shared with `sandbox-lab check`
     notes.extend(str(w) for w in srt_warnings(policy, world))
 
     settings = {

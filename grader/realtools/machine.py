@@ -20,7 +20,7 @@ hardened settings object for Claude Code or sandbox-runtime (srt):
   why), never dropped silently: the import round trip is judged against them.
 
 Key names and defaults were checked against SchemaStore's Claude Code
-settings schema (vendored in ``schemas/``) and srt 0.0.78's
+settings schema (vendored in ``schemas/``) and srt 0.0.83's
 ``sandbox-config.d.ts``; nothing here is a key those do not have.
 
 Imports: paths, policy, world. Nothing downstream.

@@ -1,4 +1,4 @@
-"""Where the real sandbox-runtime (srt 0.0.78) would treat a policy differently from Sandbox Lab, as warnings.
+"""Where the real sandbox-runtime (srt 0.0.83) would treat a policy differently from Sandbox Lab, as warnings.
 
 Learners write policies in the shape of srt's settings file, and Sandbox Lab's
 verdicts follow its own policy language (``access.py``). Running the corpus
@@ -34,7 +34,7 @@ from grader.core.world import World, load_world
 
 __all__ = ["RULES", "SRT_VERSION", "Rule", "srt_differences", "srt_warnings"]
 
-SRT_VERSION = "0.0.78"  # the version measured (tools/srt/package-lock.json); other versions may differ
+SRT_VERSION = "0.0.83"  # the version measured (tools/srt/package-lock.json); other versions may differ
 PREFIX = f"[srt {SRT_VERSION}] "
 
 # (JSON pointer, the fields of the rule's message)
@@ -289,7 +289,7 @@ RULES: tuple[Rule, ...] = (
 
 
 def srt_differences(policy: Policy, world: Optional[World] = None) -> tuple[tuple[str, Problem], ...]:
-    """Each place where srt 0.0.78 would treat ``policy`` differently, as (cause, warning), in ``RULES`` order."""
+    """Each place where srt 0.0.83 would treat ``policy`` differently, as (cause, warning), in ``RULES`` order."""
     w = world or load_world()
     ctx = _Ctx(policy, w, access_for(policy, w), frozenset(w.directories()) | {f.path for f in w.files})
     return tuple(
@@ -300,5 +300,5 @@ def srt_differences(policy: Policy, world: Optional[World] = None) -> tuple[tupl
 
 
 def srt_warnings(policy: Policy, world: Optional[World] = None) -> tuple[Problem, ...]:
-    """Warnings, each with the JSON pointer of the entry concerned, where srt 0.0.78 would differ from Sandbox Lab."""
+    """Warnings, each with the JSON pointer of the entry concerned, where srt 0.0.83 would differ from Sandbox Lab."""
     return tuple(p for _, p in srt_differences(policy, world))

@@ -190,7 +190,7 @@ def test_carry_over_shows_both_files_and_the_differences() -> None:
     html_ = carry_over_html(carry_over(load_policy({"filesystem": {"allowWrite": ["/home/user"]}})))
     assert 'class="sl-carry-over"' in html_ and "--to srt" in html_ and "--to claude-code" in html_
     assert "&quot;//home/user&quot;" in html_  # the Claude Code block, escaped
-    assert "/filesystem/allowWrite/0: [srt 0.0.78]" in html_
+    assert "/filesystem/allowWrite/0: [srt 0.0.83]" in html_
     none = carry_over_html(carry_over(load_policy({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}})))
     assert "None of the measured differences" in none
 

@@ -70,7 +70,7 @@ def test_check_valid_prints_normal_form_warnings_and_findings(capsys: pytest.Cap
     assert '"allowWrite": [\n      "/home/user"\n    ]' in out  # normalized: the trailing slash is gone
     # 2 of Sandbox Lab's own, then 2 where the real srt differs (shell start-up file, its own settings)
     assert "4 warnings:" in out and "/network/allowedDomains/0" in out
-    assert out.count("/filesystem/allowWrite/0: [srt 0.0.78] ") == 2
+    assert out.count("/filesystem/allowWrite/0: [srt 0.0.83] ") == 2
     assert "only in the directory srt starts in" in out and "does not protect its own settings file" in out
     assert out.index("Attacks") < out.index("Jobs")
     assert "10 of 17 attacks succeeded; 1 of 5 jobs work" in out
@@ -109,7 +109,7 @@ def test_check_json_lists_srt_differences_under_their_own_key(capsys: pytest.Cap
     assert [(d["pointer"], d["cause"]) for d in srt] == [
         ("/filesystem/allowWrite/0", "mandatory-shell-rc"), ("/filesystem/allowWrite/0", "settings-not-protected"),
     ]
-    assert all(set(d) == {"pointer", "message", "cause"} and d["message"].startswith("[srt 0.0.78] ") for d in srt)
+    assert all(set(d) == {"pointer", "message", "cause"} and d["message"].startswith("[srt 0.0.83] ") for d in srt)
     assert not any("[srt " in w["message"] for w in data["warnings"])  # the existing key keeps its meaning
 
 

@@ -75,13 +75,13 @@ def test_every_export_names_the_standing_differences() -> None:
 
 
 def test_mandatory_protections_are_partial_and_leave_srts_own_settings_writable() -> None:
-    # measured with srt 0.0.78 (docs/srt-differences.md): shell start-up files and .git/hooks are protected
+    # measured with srt 0.0.83 (docs/srt-differences.md): shell start-up files and .git/hooks are protected
     # only where srt starts and up to 3 levels below; ~/.srt-settings.json is not protected at all
     _, notes = srt(NAIVE)
     assert has_note(notes, "mandatory protections", "only in the directory srt starts in", "up to 3 levels below")
     assert has_note(notes, "mandatory protections", "does not protect its own settings file (~/.srt-settings.json)")
-    assert not has_note(notes, "own settings files")  # the old claim, wrong for 0.0.78
-    assert has_note(notes, '/filesystem/allowWrite/0: [srt 0.0.78] allowWrite "/home/user" makes /home/user/.bashrc',
+    assert not has_note(notes, "own settings files")  # the old claim, wrong for 0.0.83
+    assert has_note(notes, '/filesystem/allowWrite/0: [srt 0.0.83] allowWrite "/home/user" makes /home/user/.bashrc',
                     'add "/home/user/.bashrc", ', '"/home/user/.profile"', "to denyWrite")
     assert has_note(notes, "/home/user/.srt-settings.json", "does not protect its own settings file",
                     'Add "/home/user/.srt-settings.json" to denyWrite')
@@ -91,19 +91,19 @@ def test_mandatory_protections_are_partial_and_leave_srts_own_settings_writable(
 
 def test_precedence_differences_are_listed() -> None:
     _, notes = srt(PRECEDENCE)
-    # a denyRead strictly inside an allowRead stays hidden in srt 0.0.78 too (it restores allowRead paths only
+    # a denyRead strictly inside an allowRead stays hidden in srt 0.0.83 too (it restores allowRead paths only
     # at or below a denied path): no difference to report
     assert not has_note(notes, '"/project/.env"', "srt lets")
     _, notes = srt(load_policy({"filesystem": {"denyWrite": ["/project"], "allowWrite": ["/project/out"]}}))
     assert has_note(notes, 'allowWrite "/project/out" lies inside denyWrite "/project"', "keeps it read-only")
     _, notes = srt(load_policy({"filesystem": {"allowRead": ["/project"], "denyRead": ["/project"]}}))
     assert has_note(notes, "names the same path as", "deny wins")
-    assert has_note(notes, "/filesystem/denyRead/0: [srt 0.0.78]", "srt lets allowRead take precedence")
+    assert has_note(notes, "/filesystem/denyRead/0: [srt 0.0.83]", "srt lets allowRead take precedence")
 
 
 def test_a_writable_path_inside_an_unreadable_one_is_readable_under_srt_on_linux() -> None:
     _, notes = srt(load_policy({"filesystem": {"allowWrite": ["/home/user/.ssh"], "denyRead": ["/home/user/.ssh"]}}))
-    assert has_note(notes, "/filesystem/allowWrite/0: [srt 0.0.78]", "srt on Linux", "readable and writable")
+    assert has_note(notes, "/filesystem/allowWrite/0: [srt 0.0.83]", "srt on Linux", "readable and writable")
     assert not has_note(notes, "depends on the platform")
 
 
@@ -121,7 +121,7 @@ def test_paths_beyond_the_world_and_paths_not_there_yet_are_named() -> None:
     _, notes = srt(policy)
     assert has_note(notes, '"/var/cache/x" reaches beyond the simulated machine')
     assert has_note(notes, "paths that do not exist yet", "/project/out/result.txt")
-    assert has_note(notes, '/filesystem/allowWrite/1: [srt 0.0.78] allowWrite "/project/out/result.txt"', "binds nothing")
+    assert has_note(notes, '/filesystem/allowWrite/1: [srt 0.0.83] allowWrite "/project/out/result.txt"', "binds nothing")
 
 
 def test_claude_code_is_the_sandbox_block_with_absolute_path_prefix() -> None:

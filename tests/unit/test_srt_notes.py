@@ -1,4 +1,4 @@
-"""Warnings where the real sandbox-runtime (srt 0.0.78) would not do what Sandbox Lab's verdicts say."""
+"""Warnings where the real sandbox-runtime (srt 0.0.83) would not do what Sandbox Lab's verdicts say."""
 
 from __future__ import annotations
 

@@ -427,7 +427,7 @@ def test_the_differences_are_the_ones_this_policy_relies_on(tmp_path: Path) -> N
     home.write_text(json.dumps({"filesystem": {"allowWrite": ["/home/user"]}, "network": {"allowedDomains": []}}))
     diffs = grade_file("scope-secure-sandbox", home, STATIC).carry_over
     assert diffs is not None
-    assert any(d.startswith("/filesystem/allowWrite/0: [srt 0.0.78]") and ".bashrc" in d for d in diffs.differences)
+    assert any(d.startswith("/filesystem/allowWrite/0: [srt 0.0.83]") and ".bashrc" in d for d in diffs.differences)
     assert not any(d.startswith("allow-only reads") for d in diffs.differences)  # it lists no allowRead
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}))
