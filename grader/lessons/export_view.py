@@ -90,9 +90,12 @@ def real_tools_html(text: str) -> str:
         f'<div class="sl-real-tools" data-state="exported">{head}{sentence}'
         f'<p style="margin:2px 0 4px"><em>{h(_this_policy(policy, carry.srt))}</em></p>'
         "<p style=\"margin:2px 0\">sandbox-runtime's settings file (<code>~/.srt-settings.json</code>):</p>"
-        f'<pre class="sl-real-tools-srt" style="{_PRE}">{h(carry.srt)}</pre>'
+        # a scrollable box is reachable by keyboard (tabindex) and says what it holds (WCAG: scrollable-region-focusable)
+        f'<pre class="sl-real-tools-srt" style="{_PRE}" tabindex="0" role="region" '
+        f'aria-label="sandbox-runtime settings for this policy">{h(carry.srt)}</pre>'
         "<p style=\"margin:2px 0\">Claude Code's <code>settings.json</code>, its sandbox block:</p>"
-        f'<pre class="sl-real-tools-claude-code" style="{_PRE}">{h(carry.claude_code)}</pre>'
+        f'<pre class="sl-real-tools-claude-code" style="{_PRE}" tabindex="0" role="region" '
+        f'aria-label="Claude Code sandbox settings for this policy">{h(carry.claude_code)}</pre>'
         f"<p style=\"margin:2px 0\"><small>Differences between Sandbox Lab and srt that matter for this policy: "
         f"{len(carry.differences)}; <code>sandbox-lab check</code> lists them.</small></p></div>"
     )

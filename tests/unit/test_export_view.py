@@ -38,6 +38,15 @@ def test_the_view_shows_what_export_writes_for_both_tools() -> None:
     assert _pre(html, "sl-real-tools-claude-code") == export(policy, "claude-code")[0]
 
 
+def test_every_scrollable_box_of_the_view_is_reachable_by_keyboard_and_named() -> None:
+    """axe's scrollable-region-focusable: a box that scrolls must take the focus, or a keyboard cannot scroll it."""
+    html = real_tools_html(json.dumps(SRC_ONLY))
+    boxes = re.findall(r"<(\w+)([^>]*overflow:auto[^>]*)>", html)
+    assert len(boxes) == 2
+    for _tag, attrs in boxes:
+        assert 'tabindex="0"' in attrs and 'role="region"' in attrs and 'aria-label="' in attrs, attrs
+
+
 def test_the_view_says_how_allow_read_differs_and_what_the_export_added() -> None:
     html = real_tools_html(json.dumps(SRC_ONLY))
     assert 'class="sl-allow-read"' in html and "re-allow" in html and "in this lab" in html
