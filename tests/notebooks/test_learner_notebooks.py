@@ -70,10 +70,21 @@ def learner(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+# The one folder of the learner lab that is no lesson: the documents the lessons link to (lesson 02's
+# link to docs/srt-differences.md lands there).
+DOCS = "docs"
+
+
+def _notebook_dirs(learner: Path) -> set[str]:
+    return {p.name for p in learner.iterdir() if p.is_dir() and p.name != DOCS}
+
+
 def test_every_lesson_and_task_is_there(learner: Path) -> None:
     sources = {p.parent.name for p in (REPO / "lessons").glob("*/*.ipynb")}
-    assert {p.name for p in learner.iterdir() if p.is_dir()} == sources
-    assert not list(learner.rglob("*.md")), "no lesson source (it holds the solutions) is released"
+    assert _notebook_dirs(learner) == sources
+    assert sorted(p.name for p in (learner / DOCS).iterdir()) == ["srt-differences.md"]
+    released = [p for p in learner.rglob("*.md") if p.parent != learner / DOCS]
+    assert not released, "no lesson source (it holds the solutions) is released"
 
 
 def test_lesson_00_s_route_leads_to_every_notebook_of_the_learner_lab(learner: Path) -> None:
@@ -81,7 +92,7 @@ def test_lesson_00_s_route_leads_to_every_notebook_of_the_learner_lab(learner: P
     nb = nbformat.read(learner / "00-start-here" / "start-here.ipynb", as_version=4)
     text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     links = re.findall(r"\]\((\.\./[^)]+\.ipynb)\)", text)
-    assert len(links) == len([p for p in learner.iterdir() if p.is_dir()])
+    assert len(links) == len(_notebook_dirs(learner))
     for link in links:
         assert (learner / "00-start-here" / link).resolve().is_file(), link
     assert "lessons/1" not in text  # a task folder is named as the learner lab has it
