@@ -18,7 +18,7 @@ One notebook per task, at ``lessons/<order>-task-<id>/task.ipynb``:
 
 The capture-the-flag task (``lessons/15-task-capture-the-flag/task.ipynb``) is
 made here too, from the levels (``grader/levels/``) and the reference attacks
-(``solutions/attacks/level-NN.py``, inlined inside ``### BEGIN SOLUTION``): one
+(``solutions/attacks/<level id>.py``, inlined inside ``### BEGIN SOLUTION``): one
 attack cell per level (``attack_N = r'''...'''``) and one graded cell
 ``assert_captured(N, attack_N)``, whose outcome the grader sets at autograde
 time from its own Docker run (``autograde.grade_attacks``).
@@ -218,7 +218,7 @@ def build_capture() -> nbformat.NotebookNode:
     ]
     for n in CAPTURE_LEVELS:
         lv = ctf_level(n)
-        reference = (REPO / "solutions" / "attacks" / f"level-{n:02d}.py").read_text(encoding="utf-8").strip()
+        reference = (REPO / "solutions" / "attacks" / f"{lv.id}.py").read_text(encoding="utf-8").strip()
         cells += [
             new_markdown_cell(
                 f"## Level {n}: {lv.title}\n\n{lv.story}\n\nThe sandbox:\n\n```\n{lv.sandbox_text()}\n```\n\n"

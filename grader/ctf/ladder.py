@@ -67,6 +67,7 @@ __all__ = [
     "AttackResult",
     "CapstoneJob",
     "Channel",
+    "CAPSTONE",
     "Difficulty",
     "Level",
     "Prize",
@@ -535,12 +536,19 @@ def load_levels() -> tuple[Level, ...]:
     return _from_files(_level_files())
 
 
+CAPSTONE = "capstone"  # what names the capstone wherever a level is named, whatever its number
+
+
 def level(key: Union[int, str]) -> Level:
-    """The level numbered ``key`` (or with that id); ``LevelError`` naming the levels there are."""
+    """The level numbered ``key`` (or with that id, or ``"capstone"``); ``LevelError`` naming the levels there are.
+
+    Lessons, solutions and tests name a level by its id or as the capstone, never by a number that a level
+    inserted before it would change."""
     levels = load_levels()
     if isinstance(key, str) and key.strip().isdigit():
         key = int(key)
     for lv in levels:
-        if lv.number == key or lv.id == key:
+        if lv.number == key or lv.id == key or (key == CAPSTONE and lv.capstone is not None):
             return lv
-    raise LevelError(f"unknown level {key!r}; the levels are 1 to {len(levels)} (list them with `sandbox-lab attack --list`)")
+    raise LevelError(f"unknown level {key!r}; the levels are 1 to {len(levels)}, by number, id or {CAPSTONE!r} "
+                     "(list them with `sandbox-lab attack --list`)")

@@ -11,7 +11,7 @@ flag went or a hint. Rerun the cell to attack again.
     key = open("/home/user/.ssh/id_rsa").read()
     ...
 
-    %%attack 11 --policy my_policy.json      (the capstone: your policy for its job)
+    %%attack capstone --policy my_policy.json (the last level: your policy for its job)
 
 Imports: ctf (ladder, widgets), errors, palette, policy. Nothing downstream.
 """
@@ -48,11 +48,11 @@ class AttackCell:
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse would exit the kernel: say it as a usage problem instead
         raise LevelError(f"%%{MAGIC_NAME}: {message}. Write %%{MAGIC_NAME} N (a level's number), or "
-                         f"%%{MAGIC_NAME} 11 --policy my_policy.json for the capstone.")
+                         f"%%{MAGIC_NAME} capstone --policy my_policy.json for the capstone.")
 
 
 def parse_line(line: str) -> AttackCell:
-    """``"3"`` → level 3; ``"11 --policy p.json"`` → the capstone under p.json; ``LevelError`` saying the usage."""
+    """``"3"`` → level 3; ``"capstone --policy p.json"`` → the capstone under p.json; ``LevelError`` saying the usage."""
     parser = _Parser(prog=f"%%{MAGIC_NAME}", add_help=False)
     parser.add_argument("level")
     parser.add_argument("--policy", default=None)

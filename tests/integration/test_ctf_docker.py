@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.docker]
 ATTACKS = Path(__file__).resolve().parents[2] / "solutions" / "attacks"
 LEVELS = load_levels()
 FINAL = next(lv for lv in LEVELS if lv.uncapturable is not None)  # the correctly scoped level
-REFERENCE = {lv.number: ATTACKS / f"level-{lv.number:02d}.py" for lv in LEVELS if lv.uncapturable is None}
+REFERENCE = {lv.number: ATTACKS / f"{lv.id}.py" for lv in LEVELS if lv.uncapturable is None}
 WRONG = "print(open('/home/user/.ssh/id_rsa').read()[:40])  # reads the key, sends it nowhere\n"
 
 
@@ -32,7 +32,7 @@ def _levels() -> list[Any]:
 
 def _policy(number: int) -> Optional[Policy]:
     """The capstone's reference policy (the tightest for its job); None for every level with its own sandbox."""
-    path = ATTACKS / f"level-{number:02d}.policy.json"
+    path = ATTACKS / f"{level(number).id}.policy.json"
     return load_policy(str(path)) if level(number).capstone is not None else None
 
 

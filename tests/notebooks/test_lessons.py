@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from grader.grading.tasks import all_tasks
+from grader.ctf.ladder import level as ctf_level
 from reference import solution_path
 from grader.core.wording import backend_phrase
 
@@ -252,7 +253,7 @@ def test_released_capture_task_has_no_reference_attack(released: Path) -> None:
     for marker in ("BEGIN SOLUTION", "END SOLUTION"):
         assert marker not in raw
     for n in (1, 2, 3):
-        reference = (ROOT / "solutions" / "attacks" / f"level-{n:02d}.py").read_text(encoding="utf-8")
+        reference = (ROOT / "solutions" / "attacks" / f"{ctf_level(n).id}.py").read_text(encoding="utf-8")
         body = [ln for ln in reference.splitlines() if ln.strip() and not ln.startswith(("import", '"""'))]
         assert not any(ln in text for ln in body), f"level {n}'s reference attack was released"
         cells = {c.metadata.get("nbgrader", {}).get("grade_id"): c for c in nb.cells}

@@ -87,7 +87,7 @@ def test_the_ladder_has_the_levels_the_course_needs_in_order() -> None:
 
 def _sandbox(lv: Level) -> Access:
     if lv.capstone is not None:
-        return access_for(check_capstone(lv, load_policy(str(ROOT / "solutions" / "attacks" / f"level-{lv.number:02d}.policy.json"))), WORLD)
+        return access_for(check_capstone(lv, load_policy(str(ROOT / "solutions" / "attacks" / f"{lv.id}.policy.json"))), WORLD)
     return baseline_access(WORLD) if lv.policy is None else access_for(lv.policy, WORLD)
 
 
@@ -103,30 +103,30 @@ def test_every_capturable_level_has_a_reachable_flag_and_a_reference_attack() ->
             assert not any(a.read(p).allowed for p in lv.flag_in), lv.id
         else:
             assert any(a.read(p).allowed for p in lv.flag_in), lv.id
-        assert (ROOT / "solutions" / "attacks" / f"level-{lv.number:02d}.py").is_file(), lv.id
-    assert not (ROOT / "solutions" / "attacks" / f"level-{SCOPED.number:02d}.py").exists()
+        assert (ROOT / "solutions" / "attacks" / f"{lv.id}.py").is_file(), lv.id
+    assert not (ROOT / "solutions" / "attacks" / f"{SCOPED.id}.py").exists()
 
 
 def test_the_gap_levels_leave_one_host_that_keeps_what_it_is_sent() -> None:
     """Where the static analyzer can judge, it agrees with the reference attacks: the only reachable hosts are the
     job's, and the reference attack sends to one the attacker reads (a body kept, or a public URL)."""
-    hosts = {9: "github.com", 10: "registry.npmjs.org", 11: "cdn.jsdelivr.net"}
-    for number, host in hosts.items():
-        lv = level(number)
+    hosts = {"token-in-env": "github.com", "agent-socket": "registry.npmjs.org", "capstone": "cdn.jsdelivr.net"}
+    for key, host in hosts.items():
+        lv = level(key)
         a = _sandbox(lv)
         assert a.network == "proxy" and a.reach(host).allowed and not a.reach(WORLD.attacker.name).allowed, lv.id
         assert [h for h in WORLD.host_names if a.reach(h).allowed] == [host], lv.id
-        assert host in (ROOT / "solutions" / "attacks" / f"level-{number:02d}.py").read_text(), lv.id
-        assert WORLD.reads_url(host) and (WORLD.uploads_to(host) or number == 11), lv.id
-    assert not level(11).capstone is None and not WORLD.uploads_to("cdn.jsdelivr.net"), "the capstone needs the URL idea"
-    assert _sandbox(level(11)).read("/project/src/main.py").allowed, "the job reads the source the flag was committed to"
+        assert host in (ROOT / "solutions" / "attacks" / f"{lv.id}.py").read_text(), lv.id
+        assert WORLD.reads_url(host) and (WORLD.uploads_to(host) or lv.capstone is not None), lv.id
+    assert not WORLD.uploads_to("cdn.jsdelivr.net"), "the capstone needs the URL idea"
+    assert _sandbox(level("capstone")).read("/project/src/main.py").allowed, "the job reads the source the flag was committed to"
 
 
 def test_every_level_is_tagged_and_the_new_ones_need_two_ideas() -> None:
     assert {lv.difficulty for lv in LEVELS} <= set(DIFFICULTIES)
-    assert [lv.number for lv in LEVELS if lv.difficulty == "two ideas"] == [6, 9, 10]
+    assert [lv.id for lv in LEVELS if lv.difficulty == "two ideas"] == ["persistence", "token-in-env", "agent-socket"]
     assert SCOPED.difficulty == "correctly scoped" and LEVELS[-1].difficulty == "capstone"
-    for lv in (level(9), level(10), level(11)):
+    for lv in (level("token-in-env"), level("agent-socket"), level("capstone")):
         assert "What this level teaches" in lv.story, lv.id
 
 
@@ -143,7 +143,8 @@ def test_the_scoped_level_is_uncapturable_by_its_policy() -> None:
 
 def test_a_level_is_found_by_number_or_id_and_an_unknown_one_is_a_clear_error() -> None:
     assert level(2) is level("2") is level("naive-gist")
-    with pytest.raises(LevelError, match=r"unknown level 99; the levels are 1 to \d+ .*attack --list"):
+    assert level("capstone") is LEVELS[-1] and LEVELS[-1].capstone is not None, "the capstone by name, whatever its number"
+    with pytest.raises(LevelError, match=r"unknown level 99; the levels are 1 to \d+, by number, id or 'capstone' .*attack --list"):
         level(99)
 
 
@@ -386,7 +387,7 @@ def test_the_env_level_puts_the_flag_in_the_environment() -> None:
 
 def test_the_capstone_runs_only_under_a_policy_that_does_the_job_and_nothing_more() -> None:
     cap = LEVELS[-1]
-    good = load_policy(str(ROOT / "solutions" / "attacks" / f"level-{cap.number:02d}.policy.json"))
+    good = load_policy(str(ROOT / "solutions" / "attacks" / f"{cap.id}.policy.json"))
     assert cap.plan(policy=good).network == "proxy"
     with pytest.raises(LevelError, match="it runs under your own policy"):
         cap.plan()
@@ -413,7 +414,7 @@ def test_the_capstone_checks_the_policy_before_it_says_the_static_backend_cannot
     cap = LEVELS[-1]
     with pytest.raises(LevelError):
         attack(cap, "pass", StaticBackend(), policy=load_policy({"network": {"allowedDomains": ["cdn.jsdelivr.net"]}}))
-    good = load_policy(str(ROOT / "solutions" / "attacks" / f"level-{cap.number:02d}.policy.json"))
+    good = load_policy(str(ROOT / "solutions" / "attacks" / f"{cap.id}.policy.json"))
     with pytest.raises(BackendError):
         attack(cap, "pass", StaticBackend(), policy=good)
 

@@ -79,10 +79,10 @@ def test_the_magic_registers_and_says_a_bad_line_in_the_cell() -> None:
     assert registered == {("cell", "attack"): fn}  # type: ignore[comparison-overlap]
     shown = fn("99", "print(1)")
     assert "unknown level 99" in shown.value and engine.jobs == []
-    no_policy = fn("11", "print(1)")
+    no_policy = fn("capstone", "print(1)")
     assert "it runs under your own policy" in no_policy.view.value and no_policy.result is None and engine.jobs == []
-    assert "/nowhere/p.json" in fn("11 --policy /nowhere/p.json", "print(1)").value and engine.jobs == []
-    got = fn("11 --policy " + str(ROOT / "solutions" / "attacks" / "level-11.policy.json"), "print(1)")
+    assert "/nowhere/p.json" in fn("capstone --policy /nowhere/p.json", "print(1)").value and engine.jobs == []
+    got = fn("capstone --policy " + str(ROOT / "solutions" / "attacks" / "your-own-sandbox.policy.json"), "print(1)")
     assert got.result is not None and engine.plans[-1].network == "proxy", "the capstone ran under the learner's policy"
 
 
@@ -100,5 +100,5 @@ def test_a_cell_with_only_comments_or_on_the_static_backend_runs_nothing() -> No
 
 def test_the_capstones_blank_cell_needs_no_policy_file_yet() -> None:
     engine = _Engine()
-    blank = attack_cell("11 --policy /nowhere/capstone_policy.json", "# write the policy first\n", backend=engine)  # type: ignore[arg-type]
+    blank = attack_cell("capstone --policy /nowhere/capstone_policy.json", "# write the policy first\n", backend=engine)  # type: ignore[arg-type]
     assert engine.jobs == [] and "Write your attack in this cell" in blank.view.value

@@ -1,4 +1,4 @@
-"""Level 11 (the capstone, under level-11.policy.json): the job reads the source, which holds the flag, and the only
+"""The capstone (under your-own-sandbox.policy.json): the job reads the source, which holds the flag, and the only
 host is a download-only CDN whose request URLs are public: spell the flag into a file name."""
 import binascii
 import re
