@@ -34,9 +34,10 @@ there instead of in the home. Measured differences (``docs/srt-differences.md``)
   path as an ``allowRead`` or ``allowWrite`` hides nothing there: dropped;
 * ``allow-only-reads``: srt reads everything by default and ``allowRead`` only
   re-allows inside a ``denyRead``: an ``allowRead`` no ``denyRead`` covers
-  restricts nothing and is dropped; where one does re-allow, ``allowRead "/"``
-  keeps everything else readable (the lab reads a non-empty ``allowRead`` as
-  "only these");
+  restricts nothing and is dropped; where one does re-allow, the world's roots
+  no ``denyRead`` covers are added to ``allowRead`` so that they stay readable
+  (the lab reads a non-empty ``allowRead`` as "only these"; not ``"/"``, which
+  the lab would count as a grant beyond the simulated machine);
 * ``deny-write-wins``: an ``allowWrite`` inside a ``denyWrite`` is read-only:
   it is denied too;
 * ``mandatory-shell-rc``: srt's always-on write protections in its start
@@ -64,7 +65,7 @@ from grader.core.world import World, load_world
 from grader.realtools.machine import primary_project
 from grader.realtools.srt_notes import SRT_DIRS, SRT_FILES, SRT_VERSION, protect_target, srt_protects
 
-__all__ = ["CAUSES", "SEMANTICS", "Caveat", "Enforced", "Rewrite", "Semantics", "enforced", "start_directory"]
+__all__ = ["ADVICE", "CAUSES", "SEMANTICS", "Caveat", "Enforced", "Rewrite", "Semantics", "enforced", "start_directory"]
 
 Semantics = Literal["lab", "srt", "claude-code"]
 SEMANTICS: tuple[Semantics, ...] = ("lab", "srt", "claude-code")
@@ -82,6 +83,15 @@ CAUSES: dict[str, str] = {
     "loopback-direct": "srt dials localhost and 127.0.0.0/8 itself, on the machine it runs on",
     "ip-literal-reachable": "srt's proxy connects to an allowed IP address itself",
     "unlisted-host-prompt": "Claude Code may ask you whether to allow a host missing from allowedDomains",
+}
+
+# Where a fix worded in the lab's rules would not work under the tool: said once, under the rewrites.
+ADVICE: dict[str, str] = {
+    "allow-only-reads": "allowRead restricts nothing by itself there, so a fix that lists paths in allowRead to make "
+                        "everything else unreadable does not work: hide a directory with denyRead and re-allow what the "
+                        'job reads inside it with allowRead (e.g. denyRead "/project" with allowRead "/project/src").',
+    "cwd-writable": "the project Claude Code runs in is writable whatever allowWrite says: keep what must not change "
+                    "there read-only with denyWrite, and hide its secrets with denyRead of the files themselves.",
 }
 
 _DEPTH = 3  # srt's mandatoryDenySearchDepth: existing files found up to this many levels below the start directory
@@ -197,11 +207,14 @@ def _allow_only_reads(c: _Ctx, fs: _Lists) -> tuple[_Lists, list[Rewrite]]:
                      "srt reads everything by default and allowRead only re-allows inside a denyRead; no denyRead covers "
                      "it, so it restricts nothing")
              for a in fs["allowRead"] if a not in reopen]
-    if reopen and "/" not in reopen:
-        notes.append(Rewrite("allow-only-reads", "", 'add allowRead "/"',
+    # Re-allows remain, so the lab would read everything else as unreadable: list the world's roots no denyRead
+    # covers, which srt reads by default (not "/": a rule beyond the world is an over-grant of its own here).
+    open_roots = [r for r in c.world.roots if not any(covers(d, r) for d in fs["denyRead"]) and r not in reopen]
+    if reopen and open_roots:
+        notes.append(Rewrite("allow-only-reads", "", "add allowRead " + ", ".join(f'"{r}"' for r in open_roots),
                              "srt reads everything no denyRead hides; the lab reads a non-empty allowRead as \"only these\", "
-                             "so \"/\" keeps the rest readable"))
-        reopen.append("/")
+                             "so the roots of the simulated machine that no denyRead covers are listed to stay readable"))
+        reopen += open_roots
     return {**fs, "allowRead": reopen}, notes
 
 
