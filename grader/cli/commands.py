@@ -169,7 +169,7 @@ def run_import(args: argparse.Namespace, io: Streams) -> int:
 
 def run_export(args: argparse.Namespace, io: Streams) -> int:
     try:
-        text, notes = export(load_policy(args.policy), args.to, machine=_machine(args))
+        text, notes = export(load_policy(args.policy), args.to, machine=_machine(args), hardened=not args.as_written)
     except ValueError as exc:
         if isinstance(exc, PolicyError):
             raise

@@ -214,6 +214,10 @@ COMMANDS: tuple[Command, ...] = (
             _PROJECT_ROOT, _HOME,
             arg("--secret-env", metavar="NAME", action="append", default=None,
                 help="a secret environment variable to unset for sandboxed commands (repeatable; needs --project-root)"),
+            arg("--as-written", action="store_true",
+                help="with --project-root: the policy's rules one for one, without the hardening extras (narrowed denies, "
+                "credential masks, strictAllowlist, failIfUnavailable, permission rules); `import` reads the file back as "
+                "exactly this policy. Default: the hardened file"),
             _JSON,
         ),
         "Print the translated file on stdout and, as # comments on stderr, every place where the target's "
