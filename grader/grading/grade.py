@@ -61,7 +61,7 @@ from grader.realtools.srt_notes import srt_warnings
 from grader.grading.tasks import Check, Task, load_task
 from grader.core.wording import backend_phrase
 
-__all__ = ["CarryOver", "CheckResult", "Disagreement", "Grade", "carry_over", "grade", "grade_file", "overgrants_of"]
+__all__ = ["CarryOver", "CheckResult", "Disagreement", "Grade", "carry_over", "disagreements", "grade", "grade_file", "overgrants_of"]
 
 _EVIDENCE_SHOWN = 3  # evidence lines quoted per probe; the full list is in `sandbox-lab probe --json`
 

@@ -16,6 +16,10 @@ common false belief: srt does not protect its own settings) and
 ``ip-literal-reachable``; and ``loopback-direct``, a policy the srt backend
 refuses to run (srt would dial the machine's own loopback).
 
+srt's list of always write-protected files and folders (``SRT_FILES``,
+``SRT_DIRS``, ``srt_protects``, ``protect_target``) is shared with
+``semantics``, which grades a policy under srt's rules.
+
 Pure: reads nothing but the package's world. Imports: access, domains, errors,
 paths, policy, world. Nothing downstream.
 """
