@@ -19,10 +19,10 @@ rewrite is small, listed, and cited, so the board can say which difference
 changed which verdict (``steps``).
 
 **The semantics.** ``srt``: the policy file given to srt as its settings,
-unchanged (Sandbox Lab's policies are srt's settings shape), srt started in
-the world's home as the cross-check runs it. ``claude-code``: the same rules
-carried one for one into Claude Code's ``sandbox`` block (paths ``//``-absolute,
-which is what they mean here); Claude Code runs its sandbox from its working
+unchanged (Sandbox Lab's policies are srt's settings shape; ``export
+--as-written``), srt started in the world's home as the cross-check runs it.
+``claude-code``: the same rules carried one for one into Claude Code's
+``sandbox`` block (paths ``//``-absolute, which is what they mean here); Claude Code runs its sandbox from its working
 directory, the project the policy works in (``machine.primary_project``): that
 directory is writable by default, and srt's mandatory protections are found
 there instead of in the home. Measured differences (``docs/srt-differences.md``):

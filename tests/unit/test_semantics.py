@@ -99,6 +99,12 @@ def test_allow_read_alone_cannot_game_the_srt_grade() -> None:
     assert {d.id for d in under.disagreements if d.kind == "check"} == lost
     assert all(d.causes == ("allow-only-reads",) for d in under.disagreements)
     assert ADVICE["allow-only-reads"] in under.feedback()
+    # the same with a decoy deny elsewhere: an allowRead outside every denyRead still restricts nothing in srt
+    decoy = load_policy({"filesystem": {"denyRead": ["/etc/secrets"], "allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
+                         "network": {"allowedDomains": []}})
+    assert grade(task, decoy, STATIC).full_marks
+    assert {"secrets-unreadable", "nothing-else-readable", "least-read"} <= {
+        c.id for c in grade(task, decoy, STATIC, semantics="srt").checks if not c.passed}
     # the same intent written so that srt enforces it: hide the roots, re-allow what the job reads
     honest = load_policy({"filesystem": {"denyRead": ["/home/user", "/project", "/app/workspace", "/etc/secrets"],
                                          "allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
