@@ -169,7 +169,7 @@ def run_import(args: argparse.Namespace, io: Streams) -> int:
 
 def run_export(args: argparse.Namespace, io: Streams) -> int:
     try:
-        text, notes = export(load_policy(args.policy), args.to, machine=_machine(args))
+        text, notes = export(load_policy(args.policy), args.to, machine=_machine(args), hardened=not args.as_written)
     except ValueError as exc:
         if isinstance(exc, PolicyError):
             raise
@@ -219,7 +219,7 @@ def run_grade(args: argparse.Namespace, io: Streams) -> int:
     except PolicyError as exc:
         policy = exc  # graded as 0 with its problems as feedback, never against a default policy
     with pick_backend(args, io, shared=True) as backend:
-        result = grade(task, policy, backend)
+        result = grade(task, policy, backend, semantics=args.semantics)
     if args.json:
         data = result.to_json()
         if isinstance(policy, PolicyError):

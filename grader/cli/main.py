@@ -29,6 +29,7 @@ from typing import NoReturn, Optional, Sequence
 from grader import backends
 from grader.core.version import __version__
 from grader.grading.batch import grade_batch
+from grader.grading.grade import grade
 from grader.cli.commands import (
     error_json,
     run_attack,
@@ -62,6 +63,7 @@ from grader.cli.core import (
 )
 from grader.core.errors import BackendError, PolicyError, SandboxLabError
 from grader.realtools.export import TARGETS
+from grader.realtools.semantics import SEMANTICS
 from grader.grading.report import render_policy_error
 
 # the exit codes and the command record are cli_core's (grader.cli.core.__all__); re-exported for callers of main
@@ -99,6 +101,13 @@ _HOME = arg("--home", metavar="DIR", default=None, help="your home directory (de
 _WORLD_PROJECT = arg("--world-project", metavar="PATH", default=None,
                      help="the simulated machine's project your project root stands for (default: /project)")
 _TASK = arg("--task", required=True, metavar="ID", help=f"the task id (see `{PROG} tasks`)")
+_SEMANTICS = arg(
+    "--semantics", choices=SEMANTICS, default=api_default(grade, "semantics"),
+    help="whose rules grade the policy: lab (Sandbox Lab's own, the default), srt (what sandbox-runtime enforces for "
+    "this file as its settings), claude-code (the same rules in Claude Code's sandbox block, which also lets the "
+    "project be written). Under srt or claude-code the grade lists each rule rewritten to the tool's semantics and "
+    "every probe and check where the two disagree, with the difference that causes it (docs/srt-differences.md).",
+)
 
 
 # --- the registry: one entry per command ------------------------------------------------------
@@ -129,7 +138,7 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "grade", "grade a policy on a practice task", run_grade,
-        (_TASK, _POLICY, _BACKEND, _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON),
+        (_TASK, _POLICY, _BACKEND, _SEMANTICS, _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON),
         "Grade POLICY on a practice task; every lost point names the probe, the evidence and a fix. "
         "Exit 0 full marks, 1 not full marks, 2 invalid policy or unknown task, 3 backend failed.",
     ),
@@ -205,6 +214,10 @@ COMMANDS: tuple[Command, ...] = (
             _PROJECT_ROOT, _HOME,
             arg("--secret-env", metavar="NAME", action="append", default=None,
                 help="a secret environment variable to unset for sandboxed commands (repeatable; needs --project-root)"),
+            arg("--as-written", action="store_true",
+                help="with --project-root: the policy's rules one for one, without the hardening extras (narrowed denies, "
+                "credential masks, strictAllowlist, failIfUnavailable, permission rules); `import` reads the file back as "
+                "exactly this policy. Default: the hardened file"),
             _JSON,
         ),
         "Print the translated file on stdout and, as # comments on stderr, every place where the target's "

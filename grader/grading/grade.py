@@ -23,19 +23,29 @@ write for it, and the differences that matter for this policy
 The rules behind each verdict come from the run's findings (``RunResult.findings``,
 computed once where the run was made), never rebuilt here.
 
-Imports: tasks, needs, policy, plan, probes, outcomes, access, paths, scope, errors,
-export, srt_notes, wording, backends.base (the protocol only; the static backend lazily, as the
+``semantics`` (``"lab"``, the default, or ``"srt"``/``"claude-code"``) says whose
+rules decide: under a real tool's, the run is of ``semantics.enforced``'s
+rewrite of the policy (what that tool enforces, each rewrite citing its
+difference), so any backend enforces it, and the grade lists the rewrites and
+every probe and check where Sandbox Lab's semantics and the tool's disagree
+for this policy (``Disagreement``: both sides predicted by the static
+analyzer, each change attributed to the difference that made it). A difference
+no rule can express fails closed: the policy is not graded, with the reason.
+
+Imports: tasks, needs, policy, plan, probes, outcomes, access, analyzer, paths, scope, errors,
+export, srt_notes, semantics, wording, backends.base (the protocol only; the static backend lazily, as the
 default of ``grade_file``). Nothing downstream (no report, no CLI, no widgets).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
 from grader.core.access import Access
+from grader.core.analyzer import predict
 from grader.backends.base import Backend
 from grader.core.errors import PolicyError, Problem, TaskError
 from grader.realtools.export import export
@@ -46,11 +56,12 @@ from grader.core.plan import build_plan
 from grader.core.policy import Policy, load_policy
 from grader.core.probes import probe
 from grader.core.scope import FRESH_LABEL, NEW_FILE
+from grader.realtools.semantics import ADVICE, CAUSES, Enforced, Semantics, enforced
 from grader.realtools.srt_notes import srt_warnings
 from grader.grading.tasks import Check, Task, load_task
 from grader.core.wording import backend_phrase
 
-__all__ = ["CarryOver", "CheckResult", "Grade", "carry_over", "grade", "grade_file", "overgrants_of"]
+__all__ = ["CarryOver", "CheckResult", "Disagreement", "Grade", "carry_over", "disagreements", "grade", "grade_file", "overgrants_of"]
 
 _EVIDENCE_SHOWN = 3  # evidence lines quoted per probe; the full list is in `sandbox-lab probe --json`
 
@@ -117,6 +128,27 @@ def carry_over(policy: Policy) -> CarryOver:
     return CarryOver(srt_text, cc_text, tuple(diffs))
 
 
+_TOOL = {"lab": "Sandbox Lab", "srt": "srt", "claude-code": "Claude Code"}
+
+
+@dataclass(frozen=True)
+class Disagreement:
+    """One probe or check where Sandbox Lab's semantics and a real tool's give this policy different results."""
+
+    kind: str  # "probe" or "check"
+    id: str
+    lab: str  # e.g. "blocked", or "PASS (2/2)"
+    graded: str  # the same under the semantics that graded
+    causes: tuple[str, ...]  # the differences that changed it (keys of semantics.CAUSES), in the order applied
+    why: str  # one sentence per cause: what the tool does, and the rewrite that says it
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "id": self.id, "lab": self.lab, "graded": self.graded, "causes": list(self.causes), "why": self.why}
+
+    def line(self, semantics: str) -> str:
+        return f"{self.kind} {self.id}: Sandbox Lab says {self.lab}, {_TOOL[semantics]} would say {self.graded}, because {self.why}"
+
+
 @dataclass(frozen=True)
 class Grade:
     """The grade of one policy on one task: a result per check, and why points were lost."""
@@ -129,6 +161,9 @@ class Grade:
     notes: tuple[str, ...] = field(default=())  # from the run, e.g. "predicted, not run: ..."
     overgrants: tuple[Overgrant, ...] = ()  # every path and host granted beyond the job's needs (the board lists them)
     carry_over: Optional[CarryOver] = None  # the policy in the real tools; None for an invalid policy
+    semantics: str = "lab"  # whose rules graded: "lab", "srt" or "claude-code" (semantics.SEMANTICS)
+    enforced: Optional[Enforced] = None  # under a real tool's semantics: the policy as it enforces it, with every rewrite
+    disagreements: tuple[Disagreement, ...] = ()  # under a real tool's semantics: where it and Sandbox Lab's differ
 
     @property
     def score(self) -> int:
@@ -173,11 +208,40 @@ class Grade:
             out["notes"] = list(self.notes)
         if self.could_not_grade:
             out["could_not_grade"] = [c.id for c in self.could_not_grade]
+        if self.semantics != "lab":  # absent: Sandbox Lab's own semantics graded (the shape of every earlier grade)
+            out["semantics"] = self.semantics
+            if self.enforced is not None:
+                out["rewrites"] = [r.to_json() for r in self.enforced.rewrites]
+                out["caveats"] = [c.to_json() for c in self.enforced.caveats]
+            out["disagreements"] = [d.to_json() for d in self.disagreements]
         return out
+
+    def _semantics_lines(self) -> list[str]:
+        if self.semantics == "lab" or self.enforced is None:
+            return []
+        tool = _TOOL[self.semantics]
+        e = self.enforced
+        if not e.rewrites:
+            lines = [f"Graded as {tool} enforces this policy (--semantics {self.semantics}): its rules and Sandbox Lab's "
+                     "agree for this policy, so nothing was rewritten."]
+        else:
+            lines = [f"Graded as {tool} enforces this policy (--semantics {self.semantics}), rewritten where its rules differ "
+                     "from Sandbox Lab's:"]
+            lines += [f"  - {r}" for r in e.rewrites]
+            causes = dict.fromkeys(r.cause for r in e.rewrites)
+            lines += [f"  fix under {tool}: {ADVICE[c]}" for c in causes if c in ADVICE]
+        lines += [f"  caveat: {c}" for c in e.caveats]
+        if self.disagreements:
+            lines.append(f"Where Sandbox Lab's semantics and {tool}'s disagree for this policy (both predicted by the static analyzer):")
+            lines += [f"  - {d.line(self.semantics)}" for d in self.disagreements]
+        else:
+            lines.append(f"Sandbox Lab's semantics and {tool}'s agree on every probe and check for this policy.")
+        return lines
 
     def feedback(self) -> str:
         """Plain-text feedback: the score, which backend judged, and every lost point explained."""
-        lines = [f"{self.task}: {self.score}/{self.max_score} ({backend_phrase(self.backend)})"]
+        under = f"; graded under {_TOOL[self.semantics]}'s semantics" if self.semantics != "lab" else ""
+        lines = [f"{self.task}: {self.score}/{self.max_score} ({backend_phrase(self.backend)}{under})"]
         lines += [f"  note: {n}" for n in self.notes]
         if self.could_not_grade:
             ids = ", ".join(c.id for c in self.could_not_grade)
@@ -189,6 +253,7 @@ class Grade:
         for c in self.checks:
             mark = "PASS" if c.passed else "ERROR" if c.error else "FAIL"
             lines.append(f"  [{mark}] {c.id} ({c.points}/{c.max_points}): {c.message}")
+        lines += ["  " + ln for ln in self._semantics_lines()]
         if self.carry_over is not None:
             lines += ["  " + ln for ln in self.carry_over.lines(self.source or "my_policy.json")]
         return "\n".join(lines)
@@ -382,18 +447,65 @@ def overgrants_of(task: Task, run: RunResult, access: Optional[Access] = None) -
     return overgrants(run.scope, task.needs, grants)
 
 
-def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Backend, *, source: str = "") -> Grade:
-    """Grade one policy on one task with one run of ``backend``.
+def _result(c: CheckResult) -> str:
+    return f"{'PASS' if c.passed else 'ERROR' if c.error else 'FAIL'} ({c.points}/{c.max_points})"
+
+
+def _because(causes: list[str], reading: Enforced) -> str:
+    parts = []
+    for cause in causes:
+        mine = [r for r in reading.rewrites if r.cause == cause]
+        more = f" and {len(mine) - 1} more" if len(mine) > 1 else ""
+        parts.append(f"{CAUSES[cause]} ({mine[0].change}{more}; {cause})" if mine else CAUSES[cause])
+    return "; and ".join(parts)
+
+
+def disagreements(task: Task, reading: Enforced) -> tuple[Disagreement, ...]:
+    """Every probe and check where ``reading``'s semantics and Sandbox Lab's disagree for its policy, with the causes.
+
+    Both sides are static predictions (the same rules the Docker backend enforces), so the board is about
+    the semantics, never about one run. The policy is judged after each cause's rewrites in turn: a cause is
+    named where it changed the result.
+    """
+    from grader.backends.static import StaticBackend
+
+    chain = [("", reading.original), *reading.steps]
+    probes = [{o.id: o.outcome for o in predict(p, task.world).probes} for _, p in chain]
+    checks = [{c.id: _result(c) for c in grade(task, p, StaticBackend()).checks} for _, p in chain]
+    out: list[Disagreement] = []
+    for kind, results in (("probe", probes), ("check", checks)):
+        for key, first in results[0].items():
+            last = results[-1][key]
+            if first == last:
+                continue
+            causes = [chain[i][0] for i in range(1, len(chain)) if results[i - 1][key] != results[i][key]]
+            out.append(Disagreement(kind, key, first, last, tuple(causes), _because(causes, reading)))
+    return tuple(out)
+
+
+def grade(
+    task: Task, policy_or_error: Union[Policy, PolicyError], backend: Backend, *, source: str = "", semantics: Semantics = "lab",
+) -> Grade:
+    """Grade one policy on one task with one run of ``backend``, under ``semantics``' rules.
 
     An invalid policy (``PolicyError``) scores 0 with its validation problems as
-    feedback; it is never graded against a default. A failure of the grading
-    machinery itself raises ``BackendError``: the policy was not judged.
+    feedback; it is never graded against a default. Under a real tool's
+    semantics, a policy whose difference no lab rule can express is graded the
+    same way, with that reason. A failure of the grading machinery itself
+    raises ``BackendError``: the policy was not judged.
     """
     if isinstance(policy_or_error, PolicyError):
-        return _invalid(task, policy_or_error, backend.name)
+        return replace(_invalid(task, policy_or_error, backend.name), semantics=semantics)
     policy = policy_or_error
+    reading: Optional[Enforced] = None
+    if semantics != "lab":
+        try:
+            reading = enforced(policy, semantics, task.world)
+        except PolicyError as exc:
+            return replace(_invalid(task, exc, backend.name), semantics=semantics, source=source)
     needs_run = any(c.kind != "policy" for c in task.checks)
-    plan = build_plan(policy, task.world)  # judged in the world its checks were resolved in
+    # judged in the world its checks were resolved in; under a real tool's semantics, the policy as it enforces it
+    plan = build_plan(reading.policy if reading is not None else policy, task.world)
     run = backend.run(plan) if needs_run else None
     # the rules that decide, from the run's own findings (a result made by hand has none: the plan's, same world)
     access = run.findings.access if run is not None and run.findings is not None else plan.access
@@ -411,10 +523,13 @@ def grade(task: Task, policy_or_error: Union[Policy, PolicyError], backend: Back
     return Grade(
         task.id, run.backend if run else backend.name, tuple(results),
         notes=run.notes if run else (), overgrants=found or (), carry_over=carry_over(policy), source=source,
+        semantics=semantics, enforced=reading, disagreements=disagreements(task, reading) if reading is not None else (),
     )
 
 
-def grade_file(task_or_id: Union[Task, str], path: Union[str, os.PathLike[str]], backend: Optional[Backend] = None) -> Grade:
+def grade_file(
+    task_or_id: Union[Task, str], path: Union[str, os.PathLike[str]], backend: Optional[Backend] = None, *, semantics: Semantics = "lab",
+) -> Grade:
     """Load the policy file at ``path`` and grade it; a missing or invalid file scores 0 with the reason.
 
     ``backend`` defaults to the static backend (instant; no Docker needed).
@@ -428,4 +543,4 @@ def grade_file(task_or_id: Union[Task, str], path: Union[str, os.PathLike[str]],
         policy: Union[Policy, PolicyError] = load_policy(path, name=Path(path).name)
     except PolicyError as exc:
         policy = exc
-    return grade(task, policy, backend, source=Path(path).name)
+    return grade(task, policy, backend, source=Path(path).name, semantics=semantics)

@@ -55,16 +55,21 @@ _WORLD_PATHS_NOTE = (
 
 
 def export(
-    policy: Policy, to: Target, *, world: Optional[World] = None, machine: Optional[Machine] = None,
+    policy: Policy, to: Target, *, world: Optional[World] = None, machine: Optional[Machine] = None, hardened: bool = True,
 ) -> tuple[str, list[str]]:
     """Translate ``policy`` for ``to``; return (the file text, the differences as one sentence each).
 
-    With ``machine``, srt and Claude Code get a hardened file for the learner's machine (``machine_export``);
+    With ``machine``, srt and Claude Code get a hardened file for the learner's machine (``machine_export``;
+    ``hardened=False``: the policy's rules as written, which ``import`` reads back as the same policy);
     without, the simulated world's paths, and the first note says so.
     """
     w = world or load_world()
+    if not hardened and (machine is None or to == "docker"):
+        raise ValueError("--as-written writes srt and claude-code settings for your machine: it needs --project-root DIR")
+    if not hardened and machine is not None and machine.secret_env:
+        raise ValueError("--secret-env adds credential masks, a hardening extra that --as-written leaves out: use one or the other")
     if machine is not None and to in ("srt", "claude-code"):
-        real = machine_export(policy, to, machine, world=w)
+        real = machine_export(policy, to, machine, world=w, hardened=hardened)
         hardening = [f"{pointer}: {reason}" for pointer, reason in real.hardening.items()]
         # where srt (inside Claude Code too) was measured to differ, entry by entry, in the policy's own paths
         measured = [str(w) for w in srt_warnings(policy, w)]

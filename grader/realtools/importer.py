@@ -1,8 +1,9 @@
 """Bringing your own settings: a real Claude Code or srt settings file read back as a Sandbox Lab policy.
 
 The inverse of ``machine_export``: the learner's project root becomes the
-world's project, their home (``~`` or ``--home``) the world's home. Parsing
-is strict and fails closed:
+world's project, their home (``~`` or ``--home``) the world's home; a file
+exported as written (``hardened=False``) reads back as exactly the policy it
+came from. Parsing is strict and fails closed:
 
 * a key the target's schema does not have, inside the sandbox block, is an
   error (a typo there usually leaves a rule out);

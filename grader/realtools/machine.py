@@ -19,6 +19,15 @@ hardened settings object for Claude Code or sandbox-runtime (srt):
 * what the mapping cannot carry over is a ``Change`` (the world path and
   why), never dropped silently: the import round trip is judged against them.
 
+``hardened=False`` writes the policy's rules one for one instead (its *as
+written* form): no narrowed denies, no credential masks, no added
+``denyRead`` for allow-only reads, no hardening keys or permission rules
+(``sandbox.enabled`` stays: without it nothing is sandboxed); a path of the
+world with no counterpart on the machine is written as the world's own
+absolute path, with a note. ``importer.import_settings`` reads such a file
+back as exactly the same policy, and it is what ``--semantics srt`` and
+``claude-code`` grade: the rules the learner wrote, under the tool's semantics.
+
 Key names and defaults were checked against SchemaStore's Claude Code
 settings schema (vendored in ``schemas/``) and srt 0.0.83's
 ``sandbox-config.d.ts``; nothing here is a key those do not have.
@@ -125,10 +134,11 @@ def _secret_spots(world: World, under: str) -> list[str]:
 
 
 class _Mapper:
-    def __init__(self, policy: Policy, machine: Machine, world: World, to: RealTarget) -> None:
-        self.machine, self.world, self.to = machine, world, to
+    def __init__(self, policy: Policy, machine: Machine, world: World, to: RealTarget, hardened: bool = True) -> None:
+        self.machine, self.world, self.to, self.hardened = machine, world, to, hardened
         self.project = primary_project(policy, world)
         self.changes: list[Change] = []
+        self.unmapped: list[str] = []  # as written: world paths written as they are, for want of a counterpart
 
     def _render(self, base: str, rel: str) -> str:
         path = base + rel if rel else base
@@ -147,6 +157,10 @@ class _Mapper:
         root = w.root_of(path)
         if root is None:
             return self._render(path, "")  # beyond the world: the same path on any machine
+        if not self.hardened:  # as written: the world's own path, so that import reads back the same rule
+            if record and path not in self.unmapped:
+                self.unmapped.append(path)
+            return self._render(path, "")
         if root in world_projects(w) and key.startswith("deny"):
             # a deny in the world's other project protects the same kind of thing in yours (its .env, its hooks)
             if record:
@@ -158,7 +172,7 @@ class _Mapper:
 
     def deny_read(self, entry: str) -> list[str]:
         w = self.world
-        if covers(entry, w.home):  # the whole home or more: narrowed to the secrets the world knows
+        if covers(entry, w.home) and self.hardened:  # the whole home or more: narrowed to the secrets the world knows
             out: list[str] = []
             roots = [r for r in w.roots if covers(entry, r)]
             for r in roots:
@@ -195,10 +209,34 @@ _HARDENING_SRT = {
 }
 
 
-def machine_export(policy: Policy, to: RealTarget, machine: Machine, *, world: Optional[World] = None) -> MachineExport:
-    """The policy as a complete, hardened settings object for ``to`` on the learner's machine."""
+def _as_written(policy: Policy, to: RealTarget, mp: _Mapper, lists: dict[str, list[str]]) -> MachineExport:
+    """The policy's rules one for one, without the hardening extras: ``import_settings`` reads back the same policy."""
+    net = policy.network
+    network: dict[str, Any] = {"allowedDomains": list(dict.fromkeys(net.allowedDomains)),
+                               "deniedDomains": list(dict.fromkeys(net.deniedDomains))}
+    notes = [
+        f"as written: the policy's rules one for one, without the hardening extras (narrowed denies, credential masks, "
+        f"strictAllowlist{', failIfUnavailable, allowUnsandboxedCommands, permission rules' if to == 'claude-code' else ''}); "
+        f"the world's project {mp.project} is {mp.machine.root}, its home {mp.world.home} is {mp.machine.home_dir or '~'}.",
+        *(f"{p} is the simulated world's own path, written as it is: it has no counterpart on your machine." for p in mp.unmapped),
+    ]
+    if to == "srt":
+        filesystem = {k: v for k, v in lists.items() if v or k != "allowRead"}  # srt requires the other three
+        return MachineExport({"filesystem": filesystem, "network": network}, {}, tuple(notes))
+    block: dict[str, Any] = {"enabled": True}  # not hardening: without it nothing is sandboxed
+    if any(lists.values()):
+        block["filesystem"] = {k: v for k, v in lists.items() if v}
+    if any(network.values()):
+        block["network"] = {k: v for k, v in network.items() if v != []}  # no empty lists as noise
+    return MachineExport({"sandbox": block}, {"/sandbox/enabled": _HARDENING_CC["/sandbox/enabled"]}, tuple(notes))
+
+
+def machine_export(
+    policy: Policy, to: RealTarget, machine: Machine, *, world: Optional[World] = None, hardened: bool = True,
+) -> MachineExport:
+    """The policy as a complete, hardened settings object for ``to`` on the learner's machine (``hardened=False``: as written)."""
     w = world or load_world()
-    mp = _Mapper(policy, machine, w, to)
+    mp = _Mapper(policy, machine, w, to, hardened)
     fs = policy.filesystem
     lists: dict[str, list[str]] = {k: [] for k in _FS_KEYS}
     for entry in fs.denyRead:
@@ -208,6 +246,8 @@ def machine_export(policy: Policy, to: RealTarget, machine: Machine, *, world: O
             mapped = mp.machine_path(entry, key)
             if mapped is not None:
                 _add(lists[key], [mapped])
+    if not hardened:
+        return _as_written(policy, to, mp, lists)
     if fs.allowRead:
         # Sandbox Lab: allowRead lists what is readable. srt and Claude Code allow every read and use allowRead only
         # to re-allow inside denyRead: the same narrowing as above, for what no allow rule covers

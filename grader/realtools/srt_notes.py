@@ -16,6 +16,10 @@ common false belief: srt does not protect its own settings) and
 ``ip-literal-reachable``; and ``loopback-direct``, a policy the srt backend
 refuses to run (srt would dial the machine's own loopback).
 
+srt's list of always write-protected files and folders (``SRT_FILES``,
+``SRT_DIRS``, ``srt_protects``, ``protect_target``) is shared with
+``semantics``, which grades a policy under srt's rules.
+
 Pure: reads nothing but the package's world. Imports: access, domains, errors,
 paths, policy, world. Nothing downstream.
 """
@@ -32,7 +36,7 @@ from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.world import World, load_world
 
-__all__ = ["RULES", "SRT_VERSION", "Rule", "srt_differences", "srt_warnings"]
+__all__ = ["RULES", "SRT_DIRS", "SRT_FILES", "SRT_VERSION", "Rule", "protect_target", "srt_differences", "srt_protects", "srt_warnings"]
 
 SRT_VERSION = "0.0.83"  # the version measured (tools/srt/package-lock.json); other versions may differ
 PREFIX = f"[srt {SRT_VERSION}] "
@@ -139,22 +143,22 @@ def _missing_read_deny(c: _Ctx) -> Iterator[Hit]:
 # What srt refuses to write wherever it finds them below its working directory: DANGEROUS_FILES and
 # getDangerousDirectories() in its sandbox-utils, plus .git/hooks and .git/config. Other persistence
 # paths of the world (~/.local/bin, ~/.ssh/authorized_keys, a Makefile) are not on its list.
-_SRT_FILES = (".gitconfig", ".gitmodules", ".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".ripgreprc", ".mcp.json")
-_SRT_DIRS = (".vscode", ".idea", ".claude/commands", ".claude/agents", ".git/hooks")
+SRT_FILES = (".gitconfig", ".gitmodules", ".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".ripgreprc", ".mcp.json")
+SRT_DIRS = (".vscode", ".idea", ".claude/commands", ".claude/agents", ".git/hooks")
 
 
-def _protect_target(path: str) -> str:
+def protect_target(path: str) -> str:
     """What to denyWrite for a path srt protects: the whole protected directory it lies in, else the file."""
-    for d in _SRT_DIRS:
+    for d in SRT_DIRS:
         head, sep, _ = (path + "/").partition(f"/{d}/")
         if sep:
             return f"{head}/{d}"
     return path
 
 
-def _srt_protects(path: str) -> bool:
-    inside = any(f"/{d}/" in path + "/" for d in _SRT_DIRS)
-    return inside or path.rsplit("/", 1)[-1] in _SRT_FILES or path.endswith("/.git/config")
+def srt_protects(path: str) -> bool:
+    inside = any(f"/{d}/" in path + "/" for d in SRT_DIRS)
+    return inside or path.rsplit("/", 1)[-1] in SRT_FILES or path.endswith("/.git/config")
 
 
 def _writable_by_entry(c: _Ctx, roles: tuple[str, ...], srt_list: bool = False) -> Iterator[tuple[int, list[tuple[str, str]]]]:
@@ -166,7 +170,7 @@ def _writable_by_entry(c: _Ctx, roles: tuple[str, ...], srt_list: bool = False) 
     fs = c.policy.filesystem
     granted: dict[str, dict[str, str]] = {}
     for e in c.world.entries():
-        if e.role not in roles or (srt_list and not _srt_protects(e.path)):
+        if e.role not in roles or (srt_list and not srt_protects(e.path)):
             continue
         w = c.access.write(e.path)
         if w.allowed and w.rule is not None and w.rule[0] == "allowWrite":
@@ -182,7 +186,7 @@ def _mandatory_shell_rc(c: _Ctx) -> Iterator[Hit]:
         yield _ptr("allowWrite", i), {
             "entry": c.policy.filesystem.allowWrite[i],
             "files": ", ".join(f"{p} ({label})" for p, label in files),
-            "fix": _quoted(list(dict.fromkeys(_protect_target(p) for p, _ in files))),
+            "fix": _quoted(list(dict.fromkeys(protect_target(p) for p, _ in files))),
         }
 
 

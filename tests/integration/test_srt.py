@@ -32,25 +32,6 @@ NAIVE = CORPUS["seed-naive"]
 NOT_RUN = {d["policy"]: d["cause"] for d in DOCUMENTED["not_run"]}  # srt would dial the machine itself
 
 
-def _require_srt() -> None:
-    from grader.backends.srt import srt_problem
-
-    problem = srt_problem()
-    if problem:
-        msg = f"sandbox-runtime cannot run here: {problem}; run scripts/ensure-srt"
-        if os.environ.get("CI"):
-            pytest.fail(f"{msg}; CI is set, so this fails instead of skipping", pytrace=False)
-        pytest.skip(msg)
-
-
-@pytest.fixture(scope="module")
-def srt_backend() -> Any:
-    _require_srt()
-    from grader.backends.srt import SrtBackend
-
-    return SrtBackend.from_env()
-
-
 def _run(backend: Any, raw: Optional[dict[str, Any]]) -> RunResult:
     result: RunResult = backend.run(build_plan(load_policy(raw)))
     return result
@@ -173,9 +154,9 @@ def test_naive_setup_under_srt_leaks_the_key_with_evidence(srt_backend: Any) -> 
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("srt_cli_path")
 def test_srt_working_directory_decides_which_files_it_protects() -> None:
     """srt finds its mandatory write protections from where it starts (docs: mandatory-shell-rc)."""
-    _require_srt()
     from grader.backends.srt import SrtBackend
 
     everything = {"filesystem": {"allowWrite": ["/"]}}

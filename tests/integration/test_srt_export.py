@@ -1,6 +1,6 @@
 """srt itself loads `export --to srt --project-root DIR --home DIR` and runs a command under it.
 
-Needs sandbox-runtime (``scripts/ensure-srt``): skips with the reason where it cannot run, fails under ``CI``,
+Needs sandbox-runtime (``scripts/ensure-srt``; the ``run_srt`` fixture of conftest.py starts it): skips with the reason where it cannot run, fails under ``CI``,
 as tests/integration/test_srt.py does. Nothing here is simulated: a real project and home in a temporary
 directory, the real srt, the real file system.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Iterator
@@ -22,18 +21,7 @@ from grader.realtools.machine import Machine, machine_export
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS: dict[str, Any] = json.loads((ROOT / "tests" / "fixtures" / "corpus.json").read_text())["policies"]
-UID = 1000  # srt and the command run unprivileged, as the srt backend runs them
-
-
-def _require_srt() -> None:
-    from grader.backends.srt import srt_problem
-
-    problem = srt_problem()
-    if problem:
-        msg = f"sandbox-runtime cannot run here: {problem}; run scripts/ensure-srt"
-        if os.environ.get("CI"):
-            pytest.fail(f"{msg}; CI is set, so this fails instead of skipping", pytrace=False)
-        pytest.skip(msg)
+UID = 1000  # the unprivileged user srt runs as (conftest.SRT_UID): it must reach the machine directory
 
 
 @pytest.fixture
@@ -55,10 +43,7 @@ def machine_dir() -> Iterator[Path]:
 
 
 @pytest.mark.slow
-def test_srt_runs_a_command_under_the_export_and_enforces_it(machine_dir: Path) -> None:
-    _require_srt()
-    from grader.backends.srt import srt_cli
-
+def test_srt_runs_a_command_under_the_export_and_enforces_it(machine_dir: Path, run_srt: Any) -> None:
     x, h = machine_dir / "x", machine_dir / "h"
     export = machine_export(load_policy(CORPUS["practice-solution"]), "srt", Machine(str(x), str(h)))
     settings = machine_dir / "settings.json"
@@ -67,16 +52,7 @@ def test_srt_runs_a_command_under_the_export_and_enforces_it(machine_dir: Path) 
         f"cat {h}/.ssh/id_rsa; echo key=$?; cat {x}/.env; echo env=$?; cat {x}/src/main.py; echo src=$?; "
         f"touch {x}/out/made; echo out=$?; touch {x}/src/planted; echo plant=$?"
     )
-    kwargs: dict[str, Any] = {}
-    if os.geteuid() == 0:
-        kwargs.update(user=UID, group=UID, extra_groups=[])
-    node = shutil.which("node")
-    assert node is not None
-    proc = subprocess.run(
-        [node, str(srt_cli()), "--settings", str(settings), "-c", script],
-        cwd=x, env={"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(h), "TMPDIR": str(machine_dir), "LANG": "C.UTF-8"},
-        capture_output=True, text=True, timeout=120, **kwargs,
-    )
+    proc = run_srt(settings, script, x, h, machine_dir)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     out = proc.stdout
     assert "PRIVATE-KEY" not in out and "key=1" in out  # the narrow denyRead and the credential mask

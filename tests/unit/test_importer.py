@@ -1,4 +1,4 @@
-"""Bringing your own settings: import is strict, fails closed, and round-trips every export in outcomes."""
+"""Bringing your own settings: import is strict, fails closed, round-trips every export in outcomes, and the as-written one exactly."""
 
 from __future__ import annotations
 
@@ -52,6 +52,50 @@ def test_import_of_export_equals_the_policy_in_outcomes_except_where_the_export_
         assert not unexplained, (name, to, unexplained)
         if not e.changes:
             assert before == after
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+@pytest.mark.parametrize("to", ["claude-code", "srt"])
+def test_import_of_the_as_written_export_is_exactly_the_policy(name: str, to: str) -> None:
+    # without the hardening extras, nothing is added, narrowed or left out: the round trip is exact, as a policy
+    policy = load_policy(POLICIES[name])
+    for machine in (MACHINE, Machine("/tmp/x")):
+        e = machine_export(policy, to, machine, hardened=False)  # type: ignore[arg-type]
+        assert not e.changes
+        back = import_settings(e.settings, to, machine, world_project=primary_project(policy)).policy  # type: ignore[arg-type]
+        assert back.normalize() == policy.normalize(), (name, to, machine)
+        assert predict(back).probes == predict(policy).probes and predict(back).scope == predict(policy).scope
+
+
+def test_the_as_written_export_adds_no_hardening_and_the_default_stays_hardened() -> None:
+    policy = load_policy(CORPUS["seed-naive"])
+    plain = machine_export(policy, "claude-code", MACHINE, hardened=False).settings
+    assert plain == {"sandbox": {"enabled": True, "filesystem": {"allowWrite": ["//tmp/h"]},
+                                 "network": {"allowedDomains": ["*.github.com"]}}}
+    hard = machine_export(policy, "claude-code", MACHINE).settings
+    assert hard["sandbox"]["failIfUnavailable"] is True and "permissions" in hard and hard["sandbox"]["credentials"]["files"]
+    srt = machine_export(load_policy({"filesystem": {"denyRead": ["/home/user", "/etc/secrets"]}}), "srt", MACHINE, hardened=False)
+    assert srt.settings == {"filesystem": {"denyRead": ["/tmp/h", "/etc/secrets"], "allowWrite": [], "denyWrite": []},
+                            "network": {"allowedDomains": [], "deniedDomains": []}}
+    assert any("/etc/secrets is the simulated world's own path" in n for n in srt.notes)
+
+
+def test_cli_export_as_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = tmp_path / "p.json"
+    policy.write_text(json.dumps(CORPUS["practice-solution"]))
+    args = ["export", str(policy), "--to", "srt", "--project-root", "/tmp/x", "--home", "/tmp/h"]
+    assert main([*args, "--as-written"]) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["filesystem"]["allowRead"] == ["/tmp/x/src"] and "credentials" not in json.loads(out)
+    assert "# as written" in err
+    settings = tmp_path / "srt.json"
+    settings.write_text(out)
+    assert main(["import", str(settings), "--from", "srt", "--project-root", "/tmp/x", "--home", "/tmp/h"]) == 0
+    assert load_policy(json.loads(capsys.readouterr().out)).normalize() == load_policy(CORPUS["practice-solution"]).normalize()
+    assert main([*args]) == 0 and "credentials" in json.loads(capsys.readouterr()[0])  # the default stays hardened
+    assert main(["export", str(policy), "--to", "srt", "--as-written"]) == 2  # no --project-root
+    assert main([*args, "--as-written", "--secret-env", "TOKEN"]) == 2  # masks are hardening: never silently dropped
+    assert "--secret-env" in capsys.readouterr().err
 
 
 def test_a_policy_the_export_carries_whole_round_trips_exactly() -> None:

@@ -55,7 +55,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # policy → predictions, plan, needs; the question bank
     {"core.analyzer", "core.plan", "core.needs", "lessons.quiz"},
     # run: judging real runs; export to the real tools
-    {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals", "lessons.needed_jobs"},
+    {"core.verdicts", "lessons.prediction", "realtools.export", "realtools.semantics", "core.execution", "lessons.goals", "lessons.needed_jobs"},
     # bring your own settings: a real settings file read back as a policy
     {"realtools.importer"},
     # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in); what an
