@@ -47,6 +47,7 @@ from grader.services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecor
 from grader.core.outcomes import RunResult
 from grader.core.next_session import SETTINGS
 from grader.core.plan import RunPlan
+from grader.core.records import RawPorts
 from grader.core.probes import OrderContext, orders_for
 from grader.core.scope import new_file, scanned_dirs
 from grader.core.world import World
@@ -209,15 +210,15 @@ def world_ports(world: World) -> dict[str, Any]:
 
 
 def runner_config(
-    plan: RunPlan, *, token: str, timeout: float, connect_timeout: float, attacker_ip: str, tcp_port: int,
+    plan: RunPlan, *, token: str, timeout: float, connect_timeout: float, attacker_ip: str, raw: RawPorts,
     host_port: int, gateway_names: list[str], ca_file: str, path: Callable[[str], str] = str,
 ) -> dict[str, Any]:
     """What the probe runner is told (``services/probe_runner.py`` reads it as JSON): the host writes every order.
 
     Args:
         token: this run's marker, in everything the runner sends.
-        attacker_ip: where the runner's raw channel connects; ``tcp_port`` is
-            the attacker's raw listener there.
+        attacker_ip: where the runner's raw channels connect; ``raw`` says
+            where the attacker's raw listeners are there, world port by port.
         host_port: the ``HostListener``'s port, for the host-gateway probe.
         gateway_names: names that mean "the host" from inside this sandbox.
         path: turns a world path into the path the runner opens (srt runs on
@@ -225,7 +226,7 @@ def runner_config(
     """
     w = plan.world
     orders = OrderContext(
-        markers=Markers(token, w.attacker.name), attacker_ip=attacker_ip, tcp_port=tcp_port,
+        markers=Markers(token, w.attacker.name), attacker_ip=attacker_ip, raw=raw,
         host_port=host_port, gateway_names=tuple(gateway_names),
         hosts=w.host_names, loot=tuple(s.path for s in w.loot), rebase=path,
         # every allowed name is tried as a way out, known to the world or not
@@ -246,7 +247,7 @@ def runner_config(
 
 def gather_evidence(
     run_dir: RunDir, plan: RunPlan, *, token: str, records: tuple[RunnerRecord, ...], before: dict[str, str],
-    network: Network, logs: Callable[[str], str], listener: Listening, tcp_port: int, infra: str, timed_out: bool,
+    network: Network, logs: Callable[[str], str], listener: Listening, raw: RawPorts, infra: str, timed_out: bool,
     run_key: Optional[str], unreadable: str = "",
 ) -> Evidence:
     """A run's evidence, collected outside the sandbox once it has finished.
@@ -261,7 +262,7 @@ def gather_evidence(
             raise ``WireError`` (a log that never closed).
         run_key: the run's key at the simulated internet; None: the run had
             none (no network), so there are no internet logs to read.
-        tcp_port: the port of the attacker's raw listener the runner was told.
+        raw: the attacker's raw listeners the runner was told of.
         infra: why a recorder's silence proves nothing ("" when all answered).
         unreadable: why the runner's output could not be read (``read_runner_output``), "" when it was.
     """
@@ -289,7 +290,7 @@ def gather_evidence(
         tcp=tcp,
         proxy=proxy,
         host_hits=tuple(listener.hits),
-        tcp_port=tcp_port,
+        raw=raw,
         host_port=listener.port,
         infra_problem="; ".join(p for p in (infra, corrupt, incomplete) if p),
         timed_out=timed_out,

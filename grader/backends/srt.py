@@ -53,7 +53,8 @@ from grader.realtools.export import export
 from grader.core.outcomes import RunResult
 from grader.core.verdicts import run_result
 from grader.core.plan import RunPlan
-from grader.services.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
+from grader.core.records import RawPorts
+from grader.services.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT
 from grader.backends.base import Closing
 from grader.backends.files import host_files
 from grader.backends.runlogs import close_run, open_run
@@ -304,13 +305,15 @@ class _Run:
                     self.dir.host_path(m.source).unlink(missing_ok=True)
                     before.pop(m.source, None)
             listener = HostListener()
-            dns, http, https, tcp, proxy_port = _free_ports(5)
-            internet, parent = self._start_services(dns, http, https, tcp, proxy_port)
+            raw_world = self.plan.world.raw_ports
+            dns, http, https, proxy_port, *raw_here = _free_ports(4 + len(raw_world))
+            raw = RawPorts(tuple(zip(raw_world, raw_here)))  # each raw port of the attacker's, on a free loopback port
+            internet, parent = self._start_services(dns, http, https, raw, proxy_port)
             # everything reaches this run's internet from loopback (srt's proxy runs on the host): the run claims it
             sinks = host_files(self.dir.path / "internet" / "out")
             open_run(sinks, self.run_id, [LOOPBACK])
             settings = self._settings(proxy_port)
-            output, timed_out = self._run_srt(settings, tcp, listener.port)
+            output, timed_out = self._run_srt(settings, raw, listener.port)
             parsed, unreadable = read_runner_output(output)
             records = self._map_back(parsed)
             if not unreadable and not any(r.probe == "runner" and r.step == "start" for r in records):
@@ -336,7 +339,7 @@ class _Run:
                 # the run's own parent proxy logged from its start: its records number from 0 (evidence.log_window)
                 logs=lambda name: (log_window("", self.dir.read_text(f"proxy/out/{name}"), name, from_start=True)
                                    if name == "proxy.jsonl" else closed[name]),
-                listener=listener, tcp_port=tcp, infra=infra, timed_out=timed_out, unreadable=unreadable,
+                listener=listener, raw=raw, infra=infra, timed_out=timed_out, unreadable=unreadable,
                 run_key=None if infra else self.run_id,
             )
             return run_result(
@@ -364,12 +367,12 @@ class _Run:
     # --- the simulated internet and srt's parent proxy ---------------------------------
 
     def _start_services(
-        self, dns: int, http: int, https: int, tcp: int, proxy_port: int
+        self, dns: int, http: int, https: int, raw: RawPorts, proxy_port: int
     ) -> tuple[subprocess.Popen[bytes], subprocess.Popen[bytes]]:
         """The simulated internet and, in front of it, srt's parent proxy, both on loopback; started together."""
         w = self.plan.world
         # each port the world's hosts serve, and the loopback port its sink listens on in this run
-        listening = {HTTPS_PORT: https, HTTP_PORT: http, TCP_SINK_PORT: tcp, DNS_PORT: dns}
+        listening = {HTTPS_PORT: https, HTTP_PORT: http, DNS_PORT: dns, **dict(raw.pairs)}
         unheard = sorted({p for h in w.hosts for p in h.ports} - set(listening))
         if unheard:  # a port the world serves that this backend has no sink for: it cannot model the world
             raise InfrastructureError(f"the srt backend has no sink for port {unheard[0]}, which the world's hosts serve")
@@ -379,7 +382,7 @@ class _Run:
             "operators": list(w.operators), "catch_all": w.attacker.name,
             # every world name resolves to loopback, where the sinks listen on this run's ports
             "address": LOOPBACK, "bind": LOOPBACK,
-            "dns_port": dns, "http_port": http, "https_port": https, "tcp_ports": [tcp],
+            "dns_port": dns, "http_port": http, "https_port": https, "tcp_ports": sorted(raw.listening),
             "serves": {h.name: [listening[p] for p in h.ports] for h in w.hosts},
             "nonce": secrets.token_hex(8),
         })
@@ -435,17 +438,17 @@ class _Run:
         net = {k: v for k, v in settings["network"].items() if k != "parentProxy"}
         return {"filesystem": fs, "network": net}
 
-    def _runner_config(self, tcp: int, host_port: int) -> dict[str, Any]:
+    def _runner_config(self, raw: RawPorts, host_port: int) -> dict[str, Any]:
         return runner_config(
             self.plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
             # the attacker's raw listener is on the host's loopback: reachable only if srt's
             # network namespace were missing (inside it, 127.0.0.1 is the sandbox's own)
-            attacker_ip=LOOPBACK, tcp_port=tcp,
+            attacker_ip=LOOPBACK, raw=raw,
             host_port=host_port, gateway_names=["localhost", *_host_addresses()],
             ca_file=str(self.dir.path / "run" / "ca.pem"), path=lambda p: str(self.dir.host_path(p)),
         )
 
-    def _run_srt(self, settings: dict[str, Any], tcp: int, host_port: int) -> tuple[str, bool]:
+    def _run_srt(self, settings: dict[str, Any], raw: RawPorts, host_port: int) -> tuple[str, bool]:
         node = shutil.which("node")
         if node is None or not srt_cli().is_file():
             raise SrtUnavailable(srt_problem() or "srt is not installed")
@@ -456,7 +459,7 @@ class _Run:
             shutil.copy(Path(__file__).resolve().parents[1] / "services" / script, odir / script)
         (odir / "boot.py").write_text(_BOOT)
         shutil.copy(self.dir.path / "internet" / "out" / "ca.pem", rdir / "ca.pem")
-        (rdir / "config.json").write_text(json.dumps(self._runner_config(tcp, host_port)))
+        (rdir / "config.json").write_text(json.dumps(self._runner_config(raw, host_port)))
         settings_path = self.dir.path / "srt-settings.json"
         settings_path.write_text(json.dumps(settings, indent=2))
         home = self.dir.host_path(self.plan.world.home)

@@ -138,6 +138,6 @@ def sightings(ex: Execution, world: World, secrets: Mapping[str, str]) -> tuple[
     ns = ev.next_session
     if ns is not None:
         later = Evidence(token=ev.token, canaries={}, records=(), before={}, after={}, network="open",
-                         http=ns.http, dns=ns.dns, tcp=ns.tcp, tcp_port=ev.tcp_port)
+                         http=ns.http, dns=ns.dns, tcp=ns.tcp, raw=ev.raw)
         hits += judge_sightings(later, world, secrets, "in the next session: ")
     return hits

@@ -1,4 +1,5 @@
-"""The small frozen records a run is told in: one probe's outcome, a reachable host, the scope, a sink hit.
+"""The small frozen records a run is told in: one probe's outcome, a reachable host, the scope, a sink hit,
+the attacker's raw listeners.
 
 The vocabulary below everything: ``wording``, ``scope``, ``evidence`` and the
 probes speak it before any run exists. Outcomes use the learner's words:
@@ -11,9 +12,9 @@ Imports nothing of the package.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Iterable, Literal, Optional
 
-__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "Reach", "Scope", "SinkHit"]
+__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "RawPorts", "Reach", "Scope", "SinkHit"]
 
 Outcome = Literal["blocked", "succeeded", "error"]
 ProbeKind = Literal["attack", "job"]  # an attack should be blocked; a job is legitimate work that should succeed
@@ -79,3 +80,38 @@ class SinkHit:
 
     def to_json(self) -> dict[str, str]:
         return {"host": self.host, "how": self.how, "evidence": self.evidence}
+
+
+@dataclass(frozen=True)
+class RawPorts:
+    """The attacker's raw listeners in one run: each port the world gives its server beyond DNS and the web
+    (``World.raw_ports``), and the port this run listens on for it.
+
+    Docker's simulated internet listens on the world's own ports; the srt backend's, on the machine's loopback,
+    on free ports it picks. Probes dial ``at(world port)``; judges read what arrived on ``listening`` and say
+    it in the world's port (``world_port``). A port the world does not give the attacker is no raw channel:
+    asking for one is an error, never a quiet default.
+    """
+
+    pairs: tuple[tuple[int, int], ...]  # (the world's port, where this run listens for it)
+
+    @classmethod
+    def same(cls, ports: Iterable[int]) -> "RawPorts":
+        """Each world port listened on as itself (Docker, and tests)."""
+        return cls(tuple((p, p) for p in ports))
+
+    def at(self, world_port: int) -> int:
+        """Where this run listens for the attacker's ``world_port``."""
+        for world, here in self.pairs:
+            if world == world_port:
+                return here
+        served = ", ".join(str(w) for w, _ in self.pairs) or "none"
+        raise LookupError(f"the attacker serves no raw port {world_port} in this world (its raw ports: {served})")
+
+    @property
+    def listening(self) -> frozenset[int]:
+        return frozenset(here for _, here in self.pairs)
+
+    def world_port(self, listening: int) -> Optional[int]:
+        """The world's port a listener of this run stands for; None for a listener that is not the attacker's."""
+        return next((world for world, here in self.pairs if here == listening), None)

@@ -52,6 +52,7 @@ LOOT_ROLES: tuple[Role, ...] = ("secret", "credential")  # what an attacker read
 _LOOT_CANARY_BY = 160
 _CANARY = "{canary}"
 _SOURCE = "grader/world.json"
+_HTTP_PORT = 80
 _HTTPS_PORT = 443  # every host is an HTTPS origin (the probes' uploads and fetches use it)
 _DNS_PORT = 53  # the attacker's nameserver (DNS over TCP through a tunnel)
 
@@ -196,6 +197,16 @@ class World:
     def uploads_to(self, name: str) -> bool:
         """Whatever reaches ``name`` can be read back by the attacker: an upload host, or a name the attacker owns."""
         return self.attacker_owns(name) or any(h.name == name and h.uploads for h in self.hosts)
+
+    @property
+    def raw_ports(self) -> tuple[int, ...]:
+        """The attacker's raw listeners: every port its server serves beyond DNS and the web (HTTP, HTTPS).
+
+        Each is a channel out for a sandbox with ordinary networking, and the
+        simulated internet listens on each (``records.RawPorts``): a port added
+        here is heard, and a probe on it is judged from what it received.
+        """
+        return tuple(p for p in self.attacker.ports if p not in (_DNS_PORT, _HTTP_PORT, _HTTPS_PORT))
 
     def ports_of(self, name: str) -> tuple[int, ...]:
         """The ports the server answering ``name`` serves (``server_of``); () when no server answers it.

@@ -98,10 +98,11 @@ def _dns_tcp(ex: Execution, world: World, arrived: Collection[str], prize: str) 
             out.append(Finding("dns-without-flag", zone,
                                f"{n} DNS quer{'y' if n == 1 else 'ies'} reached the attacker's nameserver "
                                f"({_short(ours[0].qname)}{', ...' if n > 1 else ''}), but none spelled {prize}."))
-        tcp = [t for t in ev.tcp if t.port == ev.tcp_port]
+        tcp = [t for t in ev.tcp if t.port in ev.raw.listening]
         if tcp:
             out.append(Finding("tcp-without-flag", zone,
-                               f"A raw TCP connection reached the attacker's port {ev.tcp_port}, but {prize} was not in it."))
+                               f"A raw TCP connection reached the attacker's port {ev.raw.world_port(tcp[0].port)}, "
+                               f"but {prize} was not in it."))
     return out
 
 

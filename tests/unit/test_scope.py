@@ -25,6 +25,7 @@ from grader import load_policy
 from grader.core.access import Access, access_for, baseline_access
 from grader.core.evidence import Evidence, Markers, judge_write, parse_runner_output, sha256, write_marker
 from grader.core.outcomes import Reach, Scope
+from grader.core.records import RawPorts
 from grader.core.probes import OrderContext, orders_for
 from grader.core.scope import (
     FRESH_LABEL, NEW_FILE, SCAN_IDS, fresh_name, new_file, predict_scope, scanned_dirs, scanned_files, scanned_hosts,
@@ -101,7 +102,7 @@ class Sandbox:
     def run(self, access: Access, *, drop: Callable[[dict[str, Any]], bool] = lambda rec: False,
             token: Optional[str] = None, **extra: Any) -> Evidence:
         token = token or secrets.token_hex(6)
-        ctx = OrderContext(Markers(token, WORLD.attacker.name), "10.0.0.9", 4444, 4555, (), WORLD.host_names,
+        ctx = OrderContext(Markers(token, WORLD.attacker.name), "10.0.0.9", RawPorts.same((4444,)), 4555, (), WORLD.host_names,
                            (), rebase=self.rebase)
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
@@ -256,7 +257,7 @@ def test_scan_writes_do_not_make_a_write_probe_succeed(tmp_path: Path) -> None:
 
 def test_scan_orders_cover_every_path_and_host_and_carry_no_canary() -> None:
     access = _policy(NAIVE)
-    ctx = OrderContext(Markers("t0k3n", WORLD.attacker.name), "10.0.0.9", 4444, 4555, (), WORLD.host_names, ())
+    ctx = OrderContext(Markers("t0k3n", WORLD.attacker.name), "10.0.0.9", RawPorts.same((4444,)), 4555, (), WORLD.host_names, ())
     scan = orders_for((), ctx, scan=access)
     assert [o["id"] for o in scan] == list(SCAN_IDS)
     steps = {o["id"]: o["steps"] for o in scan}

@@ -1022,12 +1022,13 @@ def test_the_srt_backends_services_serve_the_worlds_ports_on_their_loopback_port
     from grader import load_policy
     from grader.backends import srt
     from grader.core.plan import build_plan
+    from grader.core.records import RawPorts
 
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
     run = srt._Run(build_plan(load_policy({"network": {"allowedDomains": ["pypi.org"]}})), "")
     dns, http, https, tcp, port = srt._free_ports(5)
     try:
-        run._start_services(dns, http, https, tcp, port)
+        run._start_services(dns, http, https, RawPorts(((4444, tcp),)), port)
         token = uuid.uuid4().hex
         assert _send_refusable(port, b"CONNECT pypi.org:4444 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")
         assert _send_refusable(port, b"CONNECT pypi.org:53 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")

@@ -22,6 +22,7 @@ from grader.core import evidence
 from grader.core.evidence import Evidence, Markers, canary_sightings, encodings, sightings
 from grader.core.execution import Execution
 from grader.core.execution import sightings as execution_sightings
+from grader.core.records import RawPorts
 from grader.core.world import load_world
 
 WORLD = load_world()
@@ -149,3 +150,17 @@ def test_a_capture_the_flag_run_whose_evidence_failed_is_no_miss() -> None:
 
     for shown in (render_attack(got), attack_html(got)):
         assert "could not judge this attack" in shown.lower() and "Not captured" not in shown, shown[:300]
+
+
+def test_the_attackers_raw_listeners_are_the_worlds_ports_wherever_a_run_hears_them() -> None:
+    """Every raw port the world gives the attacker is a sink, judged where this run listened for it and named by
+    the world's port; a listener that stands for none of them (the host's stand-in) is no sink; asking for a raw
+    port the world does not give is an error, never a default."""
+    assert WORLD.raw_ports == (4444,), "the attacker's ports beyond DNS and the web"
+    moved = RawPorts(((4444, 40123),))  # srt's run listens on a free loopback port
+    hit = sightings(_ev(tcp=(fakewire.tcp(40123, CANARY),), raw=moved), WORLD, {"the canary": CANARY})
+    assert [h.how for h in hit] == ["raw TCP (port 4444)"] and "port 4444" in hit[0].evidence
+    assert sightings(_ev(tcp=(fakewire.tcp(4444, CANARY),), raw=moved), WORLD, {"the canary": CANARY}) == ()
+    assert moved.at(4444) == 40123 and moved.world_port(40123) == 4444 and moved.world_port(4444) is None
+    with pytest.raises(LookupError, match="no raw port 25 .*its raw ports: 4444"):
+        moved.at(25)

@@ -26,9 +26,10 @@ from grader.core.execution import SIGNER_SOCKET, Execution, Job
 from grader.core.outcomes import RunResult
 from grader.core.plan import Hardening, RunPlan, build_plan
 from grader.core.policy import Policy
+from grader.core.records import RawPorts
 from grader.core.timings import Stopwatch, Tally
 from grader.core.verdicts import run_result
-from grader.services.common import PROXY_PORT, TCP_SINK_PORT
+from grader.services.common import PROXY_PORT
 from grader.services.wire import WireError
 from grader.backends.files import Files, host_files
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
@@ -226,7 +227,7 @@ class Run:
         records, unreadable = read_runner_output(text) if self.job is None else ((), "")
         return gather_evidence(
             self.dir, self.plan, token=self.token, records=records, before=before,
-            network=self.plan.network, logs=logs, listener=listener, tcp_port=TCP_SINK_PORT,
+            network=self.plan.network, logs=logs, listener=listener, raw=RawPorts.same(self.plan.world.raw_ports),
             infra=infra, timed_out=timed_out, unreadable=unreadable,
             run_key=net.key if net is not None and not infra else None,
         )
@@ -399,7 +400,7 @@ class Run:
             timeout_s = self.job.timeout_s
         cfg = runner_config(
             plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
-            attacker_ip=net.internet.ip if net else UNROUTABLE_ATTACKER_IP, tcp_port=TCP_SINK_PORT,
+            attacker_ip=net.internet.ip if net else UNROUTABLE_ATTACKER_IP, raw=RawPorts.same(plan.world.raw_ports),
             host_port=host_port, gateway_names=["host.docker.internal"], ca_file="/opt/sandbox-lab/run/ca.pem",
         )
         if net is None:

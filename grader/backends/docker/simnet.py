@@ -38,7 +38,7 @@ from typing import Any, Callable, Optional
 
 
 from grader.core.errors import BackendError, InfrastructureError
-from grader.services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT, TCP_SINK_PORT
+from grader.services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT
 from grader.core.world import World
 from grader.backends.files import Files
 from grader.backends.docker.engine import Container, LogConfig, Missing, Network, Refused, engine_errors
@@ -276,7 +276,9 @@ def start_internet(
     workdir.mkdir("out")
     workdir.mkdir("out/runs")  # made by the grader: only it writes the runs' requests there (``runlogs``)
     out = workdir.sub("out")
-    tcp_ports = [TCP_SINK_PORT] + ([host_stand_in_port] if host_stand_in_port else [])
+    # the attacker's raw listeners are the world's (each heard, so a port added there is a channel judged),
+    # and the host's stand-in listens on its one port
+    tcp_ports = list(world.raw_ports) + ([host_stand_in_port] if host_stand_in_port else [])
     workdir.write("internet.json", json.dumps({
         "hosts": list(world.host_names),
         "wildcard_zones": [world.attacker.name],

@@ -13,6 +13,7 @@ from grader.core.access import Access
 from grader.core.evidence import Evidence, Markers, Verdict, http_hits, in_zone, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, fix_network, web_url
 from grader.core.world import World
+from grader.services.common import TCP_SINK_PORT
 
 __all__ = ["ATTACKER_DOMAIN", "DIRECT_IP", "DNS_EXFIL", "HOST_GATEWAY"]
 
@@ -21,7 +22,7 @@ __all__ = ["ATTACKER_DOMAIN", "DIRECT_IP", "DNS_EXFIL", "HOST_GATEWAY"]
 
 
 def _direct_orders(p: Probe, ctx: OrderContext) -> list[Step]:
-    return [{"op": "tcp", "host": ctx.attacker_ip, "port": ctx.tcp_port, "payload": ctx.markers.direct + "\n"}]
+    return [{"op": "tcp", "host": ctx.attacker_ip, "port": ctx.raw.at(TCP_SINK_PORT), "payload": ctx.markers.direct + "\n"}]
 
 
 def _direct_predict(p: Probe, access: Access) -> Prediction:
@@ -34,9 +35,9 @@ def _direct_predict(p: Probe, access: Access) -> Prediction:
 
 def _direct_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     marker = Markers(ev.token, world.attacker.name).direct
-    hits = [r for r in ev.tcp if r.port == ev.tcp_port and r.data.startswith(marker)]
+    hits = [r for r in ev.tcp if r.port == ev.raw.at(TCP_SINK_PORT) and r.data.startswith(marker)]
     if hits:
-        return "succeeded", "A raw connection reached the attacker's IP.", (f"the attacker's server at {hits[0].client}→port {ev.tcp_port} received the probe's token",)
+        return "succeeded", "A raw connection reached the attacker's IP.", (f"the attacker's server at {hits[0].client}→port {TCP_SINK_PORT} received the probe's token",)
     return net_blocked(p.id, ev, "The raw connection")
 
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Literal, Optional
 from grader.core.access import Access
 from grader.core.domains import entry_host, web_scheme
 from grader.core.evidence import Evidence, Markers, Verdict
-from grader.core.records import ProbeKind
+from grader.core.records import ProbeKind, RawPorts
 from grader.core.world import World
 
 __all__ = [
@@ -39,7 +39,7 @@ class OrderContext:
 
     markers: Markers
     attacker_ip: str  # where a raw connection to the attacker goes (an unroutable address when there is no internet)
-    tcp_port: int  # the attacker server's raw TCP port
+    raw: RawPorts  # the attacker's raw listeners: each world port, and where this run listens for it
     host_port: int  # a listener on the machine that runs the sandbox
     gateway_names: tuple[str, ...]  # names that usually mean "the host" from inside
     hosts: tuple[str, ...]  # every host of the simulated internet
