@@ -105,6 +105,8 @@ def probe_board(policy: PolicyInput, backend: Optional[Backend] = None, *, only:
 
 # --- policy editor --------------------------------------------------------------------------
 
+_FIX_FIRST = "<em>Fix the errors above first.</em>"  # what "Probe" says while the policy is invalid
+
 
 class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
     """JSON policy text with live validation (errors with their JSON pointer, lint warnings) and a probe button.
@@ -169,14 +171,18 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
         else:
             self.policy, self.errors, self.warnings = policy, (), lint(policy)
         self.status.value = board.problems_html(self.errors, self.warnings)
-        self.button.disabled = self.policy is None
+        # The button stays enabled (and in the Tab order) while the text is invalid: a disabled button is skipped by
+        # Tab, so a keyboard user who leaves the text box mid-edit, or before the kernel has checked the last
+        # keystroke, lands in the next cell's widget instead of on "Probe". Pressing it then says what to fix.
+        if self.policy is not None and self.backend_note.value == _FIX_FIRST:
+            self.backend_note.value = ""
         return self.policy
 
     def probe(self) -> Optional[RunResult]:
         """What the button does: run every probe against the current policy and show the board."""
         policy = self.validate()
         if policy is None:
-            self.backend_note.value = "<em>Fix the errors above first.</em>"
+            self.backend_note.value = _FIX_FIRST
             return None
         self.button.disabled, self.button.description = True, "Probing…"
         try:

@@ -1,5 +1,5 @@
 """The learner lab in a real browser: every lesson runs top to bottom unanswered and passes axe-core; keyboard alone
-drives a prediction; the lab shows no instructor tools; links work.
+drives a prediction and a policy editor; the lab shows no instructor tools; links work.
 
 The lab is what ``make lab`` and Binder serve: the learners' notebooks as
 ``scripts/learner-lessons`` writes them (no answers filled in), with the learner
@@ -39,6 +39,9 @@ REPORTS = ROOT / "artifacts" / "a11y"
 # Lessons known to stop Run All with nothing answered: none (lesson 05's graded answers no longer raise in the
 # released copy). A lesson added here is an expected failure of the "never stops" assertion only.
 STOPS_TODAY: set[str] = set()
+
+# A policy typed into lesson 03's editor by keyboard: no home directory readable, no network (lesson 01's goal).
+TYPED_POLICY = '{"filesystem": {"denyRead": ["/home/user"]}, "network": {"allowedDomains": []}}'
 
 
 
@@ -141,6 +144,63 @@ def test_keyboard_alone_drives_a_prediction(lab: Lab, page: Any) -> None:
     rows = result.locator("tr[data-probe]")
     predicted = [rows.nth(i).get_attribute("data-predicted") for i in range(rows.count())]
     assert predicted == ["succeeded"] + ["blocked"] * (count - 2) + ["succeeded"], predicted
+
+
+def _in(page: Any, selector: str) -> bool:
+    return bool(page.evaluate("s => !!document.activeElement && !!document.activeElement.closest(s)", selector))
+
+
+def test_keyboard_alone_edits_runs_and_leaves_a_policy_editor(lab: Lab, page: Any) -> None:
+    """Lesson 03's editor by keyboard: from the cell above, J then Tab into the text; type a policy; Tab to "Probe"
+    (also while the text is invalid: a disabled button would leave the Tab order, and Tab would land in the next
+    cell's text box); Enter runs it; Tab leaves the widget forwards, into what follows it."""
+    open_notebook(page, lab.url("03-container-alone/container-alone.ipynb"))
+    run_all(page)
+    editor = page.locator(".sl-policy-editor").first
+    index = page.evaluate(f"() => [...document.querySelectorAll('{NOTEBOOK} .jp-Cell')]"
+                          ".indexOf(document.querySelector('.sl-policy-editor').closest('.jp-Cell'))")
+    assert index > 0, index
+    # Where a keyboard user stands after reading the cell above: that cell selected, in command mode.
+    page.locator(f"{NOTEBOOK} .jp-Cell").nth(index - 1).locator(".jp-Cell-inputCollapser, .jp-InputPrompt").first.click()
+    page.keyboard.press("j")  # JupyterLab: select the next cell (the editor's)
+    page.keyboard.press("Tab")
+    assert _in(page, ".sl-policy-editor .sl-policy-text"), _focused(page)
+
+    text = editor.locator(".sl-policy-text textarea")
+    button = editor.locator("button.sl-probe-button")
+    # An invalid policy: the status names the problem, and Tab still reaches the button, which runs nothing.
+    page.keyboard.press("Control+A")
+    page.keyboard.type('{"filesystem": {"denyReed": []}}')
+    editor.locator(".sl-policy-status", has_text="denyReed").wait_for(timeout=30_000)
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.matches('.sl-probe-button')"), _focused(page)
+    page.keyboard.press("Enter")
+    editor.locator(".sl-backend-note", has_text="Fix the errors above first").wait_for(timeout=30_000)
+    assert editor.locator(".sl-probe-board .sl-board[data-sandbox]").count() == 0
+
+    # Back into the text, the policy typed in full, and straight on to the button (no wait for the kernel's check).
+    page.keyboard.press("Shift+Tab")
+    assert _in(page, ".sl-policy-text"), _focused(page)
+    page.keyboard.press("Control+A")
+    page.keyboard.type(TYPED_POLICY)
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.matches('.sl-probe-button')"), _focused(page)
+    assert json.loads(text.input_value()) == json.loads(TYPED_POLICY)
+    page.keyboard.press("Enter")
+    board = editor.locator(".sl-probe-board .sl-board[data-sandbox]")
+    board.wait_for(state="attached", timeout=120_000)
+    assert editor.locator('.sl-probe-board tr[data-probe="read-ssh-key"]').first.get_attribute("data-outcome") == "blocked"
+    assert button.is_enabled()
+
+    # Out past the widget: Tab goes through the board's details and then leaves the editor, forwards.
+    for _ in range(25):
+        page.keyboard.press("Tab")
+        if not _in(page, ".sl-policy-editor"):
+            break
+    assert not _in(page, ".sl-policy-editor"), f"25 presses of Tab never left the editor: {_focused(page)}"
+    after = page.evaluate("() => !!(document.querySelector('.sl-policy-editor').compareDocumentPosition(document.activeElement)"
+                          " & Node.DOCUMENT_POSITION_FOLLOWING)")
+    assert after, _focused(page)
 
 
 def test_the_learner_lab_has_no_instructor_tools_but_keeps_validate(lab: Lab, page: Any) -> None:
