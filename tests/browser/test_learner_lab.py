@@ -1,5 +1,5 @@
 """The learner lab in a real browser: every lesson runs top to bottom unanswered and passes axe-core; keyboard alone
-drives a prediction and a policy editor; lesson 07's ``%%attack`` cell captures a flag in Docker; the lab shows no
+drives a prediction and a policy editor; lesson 02 reads at 414 px; lesson 07's ``%%attack`` cell captures a flag in Docker; the lab shows no
 instructor tools; links work.
 
 The lab is what ``make lab`` and Binder serve: the learners' notebooks as
@@ -239,7 +239,9 @@ def test_an_attack_cell_run_by_keyboard_captures_level_1_in_docker(docker_lab: L
             page.keyboard.press("Shift+Enter")
         else:
             raise AssertionError(f"Shift-Enter never reached the %%attack 1 cell: {_active_cell_text(page)[:80]!r}")
-        cell = page.locator(f"{NOTEBOOK} .jp-Cell.jp-mod-active")
+        index = page.evaluate(f"() => [...document.querySelectorAll('{NOTEBOOK} .jp-Cell')]"
+                              f".indexOf(document.querySelector('{NOTEBOOK} .jp-Cell.jp-mod-active'))")
+        cell = page.locator(f"{NOTEBOOK} .jp-Cell").nth(index)  # this cell, not whichever is active after Shift-Enter
         page.keyboard.press("Enter")  # edit mode
         page.keyboard.press("Control+A")
         page.keyboard.type("%%attack 1")
@@ -253,12 +255,60 @@ def test_an_attack_cell_run_by_keyboard_captures_level_1_in_docker(docker_lab: L
         outcome.wait_for(state="attached", timeout=RUN_ALL_MS)
         text = outcome.inner_text()
         assert outcome.get_attribute("data-captured") == "true", text
-        assert "Captured" in text and "attacker.example" in text, text
+        assert "Captured" in text and "attacker.example" in text and "FLAG{" in text, text
         REPORTS.parent.joinpath("screenshots").mkdir(parents=True, exist_ok=True)
         cell.screenshot(path=str(REPORTS.parent / "screenshots" / "lesson-07-attack-cell-level-1.png"))
     finally:
         page.close()
         docker_lab.shut_down_kernels()
+
+
+# What the 414 px check measures: lesson 02's three kinds of course view.
+NARROW_VIEWS = (".sl-side-by-side", ".sl-probe-board", ".sl-policy-editor")
+NARROW_SHARE = 0.80  # of the viewport: JupyterLab's left activity bar (33 px) and its right one stay (see the test)
+
+
+def test_lesson_02_is_readable_at_414_px(lab: Lab, page: Any) -> None:
+    """A phone's width: with the file browser closed (Ctrl-B, JupyterLab's own), each board and the editor use
+    most of the screen (the course's views drop the prompt column below 600 px: ``palette.NARROW_CSS``), nothing
+    in them is wider than its box, and no text in them is under 12 px. Screenshots go to artifacts/a11y/."""
+    page.set_viewport_size({"width": 414, "height": 900})
+    open_notebook(page, lab.url("02-naive-vs-secure/naive-vs-secure.ipynb"))
+    run_all(page)
+    if page.evaluate("() => !document.getElementById('jp-left-stack').classList.contains('lm-mod-hidden')"):
+        page.locator(f"{NOTEBOOK} .jp-Cell").first.click(position={"x": 30, "y": 5})
+        page.keyboard.press("Control+b")  # JupyterLab: show or hide the left sidebar
+        page.wait_for_function("() => document.getElementById('jp-left-stack').classList.contains('lm-mod-hidden')")
+    page.evaluate("() => document.querySelectorAll('.jp-OutputArea details').forEach(d => { d.open = true; })")
+    page.wait_for_timeout(500)  # the lab lays out again
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    measured = page.evaluate(
+        """views => views.map(sel => {
+             const el = document.querySelector(sel);
+             if (!el) return {sel, missing: true};
+             const out = el.closest('.jp-OutputArea-output');
+             const overflow = [el, ...el.querySelectorAll('*')].filter(e => !e.closest('svg') && e.clientWidth > 0
+                 && e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'auto')
+               .map(e => `${e.tagName.toLowerCase()}.${e.className}: ${e.scrollWidth} > ${e.clientWidth}`);
+             const small = [...el.querySelectorAll('*')].filter(e => !e.closest('svg')
+                 && [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())
+                 && parseFloat(getComputedStyle(e).fontSize) < 12)
+               .map(e => `${e.tagName.toLowerCase()} ${getComputedStyle(e).fontSize}: ${e.textContent.trim().slice(0, 30)}`);
+             return {sel, width: out.getBoundingClientRect().width, overflow: overflow.slice(0, 5), small: small.slice(0, 5)};
+           })""", list(NARROW_VIEWS))
+    for n, m in enumerate(measured):
+        assert not m.get("missing"), m
+        page.locator(m["sel"]).first.scroll_into_view_if_needed()
+        page.screenshot(path=str(REPORTS / f"lesson-02-414px-{n}-{m['sel'].strip('.')}.png"))
+    (REPORTS / "lesson-02-414px.json").write_text(json.dumps(measured, indent=1))
+    for m in measured:
+        assert m["width"] >= NARROW_SHARE * 414, f"{m['sel']}: its output is {m['width']:.0f} of 414 px"
+        assert not m["overflow"], f"{m['sel']}: wider than its box at 414 px: {m['overflow']}"
+        assert not m["small"], f"{m['sel']}: text under 12 px at 414 px: {m['small']}"
+    # Only narrow screens change: at a desktop's width the prompt column is back.
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.wait_for_timeout(500)
+    assert page.locator(f"{NOTEBOOK} .jp-OutputPrompt").first.is_visible()
 
 
 def test_the_learner_lab_has_no_instructor_tools_but_keeps_validate(lab: Lab, page: Any) -> None:
