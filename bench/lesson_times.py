@@ -10,7 +10,7 @@ For every stop (lessons 00–07, tasks 10–15) it measures:
 * ``words``: the words of its Markdown cells (solutions left out);
 * ``questions`` and ``hands_on``: its exercises, counted from its code cells
   (``Quiz``, ``Prediction``, ``ask``, a task's "why" question; ``PolicyEditor``, an
-  editable ``AgentStage``, ``AttackEditor``, a task's policy, a task's attack).
+  editable ``AgentStage``, ``AttackEditor``, a ``%%attack N`` cell, a task's policy, a task's attack).
 
 and derives its minutes with ``route.minutes_for`` (the stated rule: reading at
 ``READ_WPM``, an allowance per exercise, plus the Run All time). The tables between
@@ -54,7 +54,8 @@ END = "<!-- /route -->"
 
 _SOLUTION = re.compile(r"### BEGIN SOLUTION.*?### END SOLUTION", re.S)
 _QUESTIONS = re.compile(r"^\s*(?:\w+\s*=\s*)?(?:Quiz|Prediction|ask)\(", re.M)
-_HANDS_ON = re.compile(r"^\s*(?:\w+\s*=\s*)?(?:PolicyEditor\(|AttackEditor\(|AgentStage\(.*editable=True|save_policy\(|assert_captured\()", re.M)
+_HANDS_ON = re.compile(r"^\s*(?:\w+\s*=\s*)?(?:PolicyEditor\(|AttackEditor\(|AgentStage\(.*editable=True|save_policy\(|assert_captured\()"
+                       r"|^%%attack\s", re.M)  # an attack cell (lesson 07's ``%%attack N``) is an attack to write
 
 
 def count(nb: Any) -> tuple[int, int, int]:
@@ -129,8 +130,14 @@ def measure(backend: str, only: tuple[str, ...] = ()) -> dict[str, Any]:
     cores = os.cpu_count() or 0
     load = os.getloadavg()[1] if hasattr(os, "getloadavg") else float("nan")  # a shared machine runs slower: say so
     data["how"] = how(backend)
-    data["measured_with"] = (f"{backend} backend, {platform.system()} {platform.machine()}, {cores} cores "
-                             f"(load average {load:.1f} at the end), {datetime.now(timezone.utc):%Y-%m-%d}")
+    machine = f"{platform.system()} {platform.machine()}, {cores} cores (load average {load:.1f} at the end)"
+    today = f"{datetime.now(timezone.utc):%Y-%m-%d}"
+    if only:
+        # The other stops keep the measurement they had: say which stops this one re-measured, and how.
+        base = str(data["measured_with"]).split("; re-measured ")[0]
+        data["measured_with"] = f"{base}; re-measured {', '.join(only)} with the {backend} backend, {machine}, {today}"
+    else:
+        data["measured_with"] = f"{backend} backend, {machine}, {today}"
     return data
 
 

@@ -43,7 +43,11 @@ Lessons with graded multiple-choice letters (lesson 05) get the same
 treatment: a grade cell that checks ``is_option("<question>", answer_x)`` is
 scored here, from the string literal ``answer_x = "c"`` in the answers cell,
 against the question bank's hashed key. A ``str`` subclass or a patched
-``strip`` in the kernel changes nothing.
+``strip`` in the kernel changes nothing. The lesson shows the key after the
+first attempt, so the first attempt is what counts: where the submitted output
+of a graded check records a wrong first attempt (``lessons.first_answer``), the
+question scores 0 whatever letter is there now (read by ``CheckSubmission``,
+before nbgrader clears the outputs).
 
 Capture-the-flag attacks (the capture-the-flag task) get the same treatment: a
 grade cell that checks ``assert_captured(<level>, attack_x)`` is scored here by
@@ -63,7 +67,7 @@ grading pass but the file, and one ``nbgrader autograde`` must grade a class
 once, not once per student. What ``CheckSubmission`` found is handed over in
 process memory, where no learner can write.
 
-Imports: batch, backends, errors, policy, quiz, submission, tasks. Only nbgrader's autograde runs it.
+Imports: batch, backends, errors, first_answer, policy, quiz, submission, tasks. Only nbgrader's autograde runs it.
 """
 
 from __future__ import annotations
@@ -85,11 +89,13 @@ from grader import backends
 from grader.backends.base import Backend
 from grader.grading.batch import Row, Submission, grade_batch
 from grader.core.errors import SandboxLabError
+from grader.lessons.first_answer import read_first_answer
 from grader.lessons.quiz import answer_hash, question
 from grader.grading.submission import Deviation, Reference, check_structure, read_policy_file, reference_of, zeroed
 from grader.grading.tasks import Task, all_tasks
 
-__all__ = ["CheckSubmission", "GradePolicies", "PolicySource", "Reading", "find_task", "grade_attacks", "literal_strings", "policy_source"]
+__all__ = ["CheckSubmission", "GradePolicies", "PolicySource", "Reading", "find_task", "first_answers", "grade_answers",
+           "grade_attacks", "literal_strings", "policy_source"]
 
 BACKEND_ENV = "SANDBOX_LAB_AUTOGRADE_BACKEND"  # "docker", "static" or "auto"; else SANDBOX_LAB_BACKEND; else "auto"
 POLICY_FILE = "my_policy.json"
@@ -162,8 +168,30 @@ def _asked(source: str) -> Optional[tuple[str, str]]:
     return _call_on(source, "is_option", str, max_args=2)
 
 
-def grade_answers(nb: NotebookNode) -> dict[str, bool]:
-    """Score every graded multiple-choice cell from the answers' literals; rewrite its outputs. grade_id → right?"""
+def first_answers(nb: NotebookNode) -> dict[str, bool]:
+    """grade_id → whether the first attempt was right, for every graded choice cell whose submitted output records
+    one (``lessons.first_answer``: the lesson showed the key after it). Read from the notebook as submitted, before
+    nbgrader clears its outputs; a cell that appears twice counts as right only if both records say so."""
+    found: dict[str, bool] = {}
+    for cell in nb.cells:
+        md = cell.get("metadata", {}).get("nbgrader", {})
+        asked = _asked(cell.source) if cell.cell_type == "code" and md.get("grade") else None
+        if asked is None:
+            continue
+        recorded, solved = read_first_answer(cell.get("outputs"), asked[0])
+        if recorded:
+            gid = _grade_id(cell)
+            found[gid] = found.get(gid, True) and bool(solved)
+    return found
+
+
+def grade_answers(nb: NotebookNode, first: Optional[dict[str, bool]] = None) -> dict[str, bool]:
+    """Score every graded multiple-choice cell from the answers' literals; rewrite its outputs. grade_id → right?
+
+    ``first``: what ``first_answers`` read from the submission; a cell whose first attempt was wrong scores 0,
+    whatever letter is there now (the lesson showed the key after that attempt).
+    """
+    first = first or {}
     answers: dict[str, str] = {}
     for cell in nb.cells:
         if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
@@ -182,6 +210,12 @@ def grade_answers(nb: NotebookNode) -> dict[str, bool]:
         except (KeyError, SandboxLabError):
             continue
         given = answers.get(var)
+        if first.get(_grade_id(cell)) is False:
+            scored[_grade_id(cell)] = False
+            cell.outputs = [_error(f"{qid}: 0 points: your first answer was not the right option, and the lesson then "
+                                   "showed you the key; the first answer is the one graded (checked by Sandbox Lab "
+                                   "outside your kernel).")]
+            continue
         right = given is not None and answer_hash(qid, given.strip().lower()) == key
         scored[_grade_id(cell)] = right
         if right:
@@ -283,6 +317,7 @@ class Reading:
     task: Optional[Task]
     deviations: tuple[Deviation, ...]
     policy: Optional[PolicySource]  # None: not a policy task
+    first: tuple[tuple[str, bool], ...] = ()  # ``first_answers``: (grade_id, first attempt right?) as submitted
 
     def zeroed(self) -> dict[str, list[str]]:
         """rubric grade_id → why it scores 0."""
@@ -352,9 +387,10 @@ def _start(task: Task, subs: list[Submission]) -> None:
 
 def _read_one(nb: NotebookNode, ref: Reference, task: Optional[Task], folder: Optional[Path]) -> tuple[NotebookNode, Reading]:
     """Check one submission's structure and find its policy: the notebook brought back to the release, and the reading."""
+    first = tuple(sorted(first_answers(nb).items()))  # from the outputs as submitted: nbgrader clears them next
     structure = check_structure(nb, ref)
     policy = policy_source(structure.notebook, task, folder) if task is not None else None
-    return structure.notebook, Reading(task, structure.deviations, policy)
+    return structure.notebook, Reading(task, structure.deviations, policy, first)
 
 
 def _classmates(coursedir: Any, assignment: str, notebook: str, ref: Reference, task: Task, only: str) -> list[Submission]:
@@ -513,7 +549,7 @@ class GradePolicies(Preprocessor):
             reading = _readings.pop((assignment, student, notebook), None)  # used once: never a stale reading
         if reading is None:
             reading = Reading(None, (Deviation("*", NOT_CHECKED, frozenset(_grade_id(c) for c in rubric)),), None)
-        judged = set(grade_answers(nb)) | set(grade_attacks(nb))
+        judged = set(grade_answers(nb, dict(reading.first))) | set(grade_attacks(nb))
         zero = reading.zeroed()
         summary = ""
         if reading.deviations:

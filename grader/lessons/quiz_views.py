@@ -108,7 +108,8 @@ def choice_result_html(q: Question, verdict: ChoiceVerdict, letters: Mapping[str
 
 # Said under every graded lesson check: the verdict here is for the learner; a class's score is computed elsewhere.
 _GRADED_NOTE = ("In a class, this check is also scored when your notebook is graded: from the letter in your answers cell, "
-                "by Sandbox Lab outside your kernel.")
+                "by Sandbox Lab outside your kernel. Your first answer is the one graded: if it was wrong, a letter "
+                "changed after this feedback scores 0.")
 
 
 def not_answered_html(q: Question, problem: str = "") -> str:

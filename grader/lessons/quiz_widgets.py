@@ -8,7 +8,7 @@ Stable CSS classes for browser tests: ``sl-quiz`` with ``sl-quiz-input``,
 ``sl-prediction-quiz`` with ``sl-prediction-probe`` (the checkboxes),
 ``sl-prediction-button`` and ``sl-prediction-result``.
 
-Imports: backends, palette, prediction, probes, progress, quiz, quiz_views, widget_base. Nothing downstream.
+Imports: backends, first_answer, palette, prediction, probes, progress, quiz, quiz_views, widget_base. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from grader.backends import Backend, default
 from grader.core.outcomes import RunResult
 from grader.core.probes import probe
 from grader.lessons import palette, quiz_views
+from grader.lessons.first_answer import FIRST_ANSWER_MIME, first_answer_record
 from grader.lessons.prediction import PredictionScore, scenario_policy, score_prediction
 from grader.lessons.progress import Attempt, ProgressError, learner_seed
 from grader.lessons.quiz import (
@@ -227,8 +228,18 @@ class Prediction(HTMLFallback, W.VBox):  # type: ignore[misc]
 
 
 class _Asked(HTMLFallback, W.HTML):  # type: ignore[misc]
+    def __init__(self, *, first_answer: Optional[dict[str, object]] = None, **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self._first_answer = first_answer  # ``first_answer`` record, once the key has shown (autograde reads it)
+
     def _html_fallback(self) -> str:
         return str(self.value)
+
+    def _repr_mimebundle_(self, **kwargs: object) -> object:
+        data = super()._repr_mimebundle_(**kwargs)
+        if isinstance(data, dict) and self._first_answer is not None:
+            data[FIRST_ANSWER_MIME] = self._first_answer
+        return data
 
 
 def ask(question_id: str) -> W.HTML:
@@ -250,7 +261,8 @@ def graded(question_id: str, answer: object, *, record_progress: bool = True) ->
     first attempt, and only once it is on record do the verdict's reasoning,
     the picked option's note and the course source show (as in ``Quiz``). The
     score a class counts is not this: nbgrader's autograde scores the letter in
-    the grader's own process (``grading.autograde.grade_answers``).
+    the grader's own process (``grading.autograde.grade_answers``), and scores 0
+    where this output records a wrong first attempt (``first_answer``).
     """
     q = question(question_id)
     if q.type != "choice":
@@ -266,7 +278,11 @@ def graded(question_id: str, answer: object, *, record_progress: bool = True) ->
     attempt, this_one, unsaved = record_first(record_progress, f"quiz:{q.id}", "right" if verdict.correct else "wrong",
                                               1.0 if verdict.correct else 0.0)
     reveal = attempt is not None or not record_progress  # as Quiz.check: the reasoning once the first attempt is on record
-    return _Asked(value=quiz_views.graded_html(q, verdict, reveal=reveal, attempt=attempt, this_one=this_one, unsaved=unsaved))
+    # The key is on screen from here on: the output carries whether the first attempt was right, so a class grade
+    # scores that one and not a letter changed after the feedback (``first_answer``).
+    record = first_answer_record(q.id, attempt.solved) if attempt is not None else None
+    return _Asked(value=quiz_views.graded_html(q, verdict, reveal=reveal, attempt=attempt, this_one=this_one, unsaved=unsaved),
+                  first_answer=record)
 
 
 def quizzes(*, lesson: Optional[str] = None, kind: Optional[str] = None) -> W.VBox:

@@ -9,6 +9,9 @@ with ``load_policy``/``lint``, run with a ``Backend`` and ``build_plan``, record
 progress with ``progress`` (``mark_done``), and draw every piece of HTML with
 the pure view functions (``board``, ``goal_views``, ``progress_views``).
 
+The boards carry ``palette.NARROW_CSS``: below 600 px wide, a notebook that shows
+them gives its outputs the width of the screen (no prompt column).
+
 Each widget also carries a ``text/html`` rendering of its current state
 (``widget_base.HTMLFallback``), so an exported notebook
 (``scripts/lessons_html.py``) shows the board without a kernel or a widget manager.
@@ -79,11 +82,11 @@ class ProbeBoard(HTMLFallback, W.HTML):  # type: ignore[misc]
 
     def show(self, result: Optional[RunResult]) -> None:
         self.result = result
-        self.value = board.board_html(result, only=self._only)
+        self.value = palette.NARROW_CSS + board.board_html(result, only=self._only)
 
     def show_error(self, message: str) -> None:
         self.result = None
-        self.value = palette.failed_html(message)
+        self.value = palette.NARROW_CSS + palette.failed_html(message)
 
     def _html_fallback(self) -> str:
         return str(self.value)
@@ -104,6 +107,8 @@ def probe_board(policy: PolicyInput, backend: Optional[Backend] = None, *, only:
 
 
 # --- policy editor --------------------------------------------------------------------------
+
+_FIX_FIRST = "<em>Fix the errors above first.</em>"  # what "Probe" says while the policy is invalid
 
 
 class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
@@ -169,14 +174,18 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
         else:
             self.policy, self.errors, self.warnings = policy, (), lint(policy)
         self.status.value = board.problems_html(self.errors, self.warnings)
-        self.button.disabled = self.policy is None
+        # The button stays enabled (and in the Tab order) while the text is invalid: a disabled button is skipped by
+        # Tab, so a keyboard user who leaves the text box mid-edit, or before the kernel has checked the last
+        # keystroke, lands in the next cell's widget instead of on "Probe". Pressing it then says what to fix.
+        if self.policy is not None and self.backend_note.value == _FIX_FIRST:
+            self.backend_note.value = ""
         return self.policy
 
     def probe(self) -> Optional[RunResult]:
         """What the button does: run every probe against the current policy and show the board."""
         policy = self.validate()
         if policy is None:
-            self.backend_note.value = "<em>Fix the errors above first.</em>"
+            self.backend_note.value = _FIX_FIRST
             return None
         self.button.disabled, self.button.description = True, "Probing…"
         try:
@@ -225,7 +234,7 @@ class SideBySide(HTMLFallback, W.HTML):  # type: ignore[misc]
     """Several sandboxes run and compared probe by probe; ``results`` maps each name to its run (or error message)."""
 
     def __init__(self, results: Mapping[str, Union[RunResult, str]]) -> None:
-        super().__init__(value=board.comparison_html(results))
+        super().__init__(value=palette.NARROW_CSS + board.comparison_html(results))
         self.results = dict(results)
         self.add_class("sl-side-by-side")
 
@@ -288,7 +297,7 @@ class ProgressBoard(HTMLFallback, W.VBox):  # type: ignore[misc]
         except ProgressError as exc:
             self.html.value = palette.error_html(str(exc))
             return
-        self.html.value = progress_views.progress_html(progress, questions=load_questions(), tasks=_tasks(), levels=_levels(),
+        self.html.value = palette.NARROW_CSS + progress_views.progress_html(progress, questions=load_questions(), tasks=_tasks(), levels=_levels(),
                                                        hatches=hatch_rows())
 
     def _html_fallback(self) -> str:

