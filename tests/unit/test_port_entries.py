@@ -115,7 +115,7 @@ def test_web_ports_and_ports_no_attacker_serves_are_graded(entry: str) -> None:
 
 
 def _ctx(allowed: tuple[str, ...], denied: tuple[str, ...] = ()) -> OrderContext:
-    return OrderContext(markers=Markers("t0k3n", "attacker.example"), attacker_ip="192.0.2.1", raw=RawPorts.same((4444,)), host_port=1,
+    return OrderContext(markers=Markers("t0k3n", "attacker.example"), attacker_ip="192.0.2.1", raw=RawPorts.same(WORLD.raw_ports), host_port=1,
                         gateway_names=(), hosts=WORLD.host_names, loot=(), allowed=allowed, denied=denied)
 
 

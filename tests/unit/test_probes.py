@@ -109,7 +109,7 @@ def _run(tmp_path: Path, *, arrive: bool, slow: bool = False, slow_first: bool =
     token = secrets.token_hex(6)
     canaries, before = _lay_out(world, tmp_path)
     ctx = OrderContext(
-        markers=Markers(token, world.attacker.name), attacker_ip="10.0.0.9", raw=RawPorts.same((TCP_PORT,)),
+        markers=Markers(token, world.attacker.name), attacker_ip="10.0.0.9", raw=RawPorts.same(world.raw_ports),
         host_port=HOST_PORT, gateway_names=("host.docker.internal",), hosts=world.host_names,
         loot=tuple(s.path for s in world.secrets), rebase=lambda p: str(tmp_path / p.lstrip("/")),
         settings=world.file("/home/user/.srt-settings.json").content,  # as runner_config gives it
@@ -130,7 +130,7 @@ def _run(tmp_path: Path, *, arrive: bool, slow: bool = False, slow_first: bool =
     ev = Evidence(
         token=token, canaries=canaries, records=parse_runner_output(out.getvalue()), before=before, after=after,
         network="proxy", http=fakewire.all_of(net.http), dns=fakewire.all_of(net.dns), tcp=fakewire.all_of(net.tcp),
-        host_hits=tuple(net.host_hits), raw=RawPorts.same((TCP_PORT,)), host_port=HOST_PORT,
+        host_hits=tuple(net.host_hits), raw=RawPorts.same(world.raw_ports), host_port=HOST_PORT,
     )
     return ev, world
 
@@ -142,7 +142,7 @@ def test_every_probe_has_all_four_parts() -> None:
 
 def test_orders_are_json_and_carry_no_canary(tmp_path: Path) -> None:
     world = load_world()
-    ctx = OrderContext(Markers("t0k3n", world.attacker.name), "10.0.0.9", RawPorts.same((TCP_PORT,)), HOST_PORT, (), world.host_names,
+    ctx = OrderContext(Markers("t0k3n", world.attacker.name), "10.0.0.9", RawPorts.same(world.raw_ports), HOST_PORT, (), world.host_names,
                        tuple(s.path for s in world.secrets))
     orders = orders_for(tuple(p.id for p in PROBES), ctx)
     assert [o["id"] for o in orders] == [p.id for p in PROBES]
@@ -238,7 +238,7 @@ def test_predictions_of_the_plain_container() -> None:
 
 def _ctx(allowed: tuple[str, ...], token: str = "t0k3n") -> OrderContext:
     world = load_world()
-    return OrderContext(Markers(token, world.attacker.name), "10.0.0.9", RawPorts.same((TCP_PORT,)), HOST_PORT, (), world.host_names,
+    return OrderContext(Markers(token, world.attacker.name), "10.0.0.9", RawPorts.same(world.raw_ports), HOST_PORT, (), world.host_names,
                         tuple(s.path for s in world.loot), allowed=allowed,
                         uploads=tuple(h.name for h in world.hosts if h.uploads and not h.attacker))
 

@@ -198,7 +198,7 @@ def _without_paths(value: Any, key: str = "") -> Any:
 def test_runner_config_maps_every_world_path_and_nothing_else() -> None:
     plan = build_plan(load_policy({}))
     common: dict[str, Any] = dict(
-        token="t0k", timeout=5.0, connect_timeout=1.0, attacker_ip="198.51.100.66", raw=RawPorts.same((4444,)),
+        token="t0k", timeout=5.0, connect_timeout=1.0, attacker_ip="198.51.100.66", raw=RawPorts.same(plan.world.raw_ports),
         host_port=1234, gateway_names=["host.docker.internal"], ca_file="/ca.pem",
     )
     plain = runs.runner_config(plan, **common)
@@ -420,7 +420,6 @@ import json, os, sys
 from grader import load_policy
 from grader.backends import runs
 from grader.core.plan import build_plan
-from grader.core.records import RawPorts
 plan = build_plan(load_policy({}))
 d = runs.RunDir.create("sl-nonroot")
 d.lay_out(plan)

@@ -102,7 +102,7 @@ class Sandbox:
     def run(self, access: Access, *, drop: Callable[[dict[str, Any]], bool] = lambda rec: False,
             token: Optional[str] = None, **extra: Any) -> Evidence:
         token = token or secrets.token_hex(6)
-        ctx = OrderContext(Markers(token, WORLD.attacker.name), "10.0.0.9", RawPorts.same((4444,)), 4555, (), WORLD.host_names,
+        ctx = OrderContext(Markers(token, WORLD.attacker.name), "10.0.0.9", RawPorts.same(WORLD.raw_ports), 4555, (), WORLD.host_names,
                            (), rebase=self.rebase)
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
@@ -257,7 +257,7 @@ def test_scan_writes_do_not_make_a_write_probe_succeed(tmp_path: Path) -> None:
 
 def test_scan_orders_cover_every_path_and_host_and_carry_no_canary() -> None:
     access = _policy(NAIVE)
-    ctx = OrderContext(Markers("t0k3n", WORLD.attacker.name), "10.0.0.9", RawPorts.same((4444,)), 4555, (), WORLD.host_names, ())
+    ctx = OrderContext(Markers("t0k3n", WORLD.attacker.name), "10.0.0.9", RawPorts.same(WORLD.raw_ports), 4555, (), WORLD.host_names, ())
     scan = orders_for((), ctx, scan=access)
     assert [o["id"] for o in scan] == list(SCAN_IDS)
     steps = {o["id"]: o["steps"] for o in scan}

@@ -1026,9 +1026,11 @@ def test_the_srt_backends_services_serve_the_worlds_ports_on_their_loopback_port
 
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
     run = srt._Run(build_plan(load_policy({"network": {"allowedDomains": ["pypi.org"]}})), "")
-    dns, http, https, tcp, port = srt._free_ports(5)
+    dns, http, https, port, *raw_here = srt._free_ports(4 + len(run.plan.world.raw_ports))
+    raw = RawPorts(tuple(zip(run.plan.world.raw_ports, raw_here)))
+    tcp = raw.at(4444)
     try:
-        run._start_services(dns, http, https, RawPorts(((4444, tcp),)), port)
+        run._start_services(dns, http, https, raw, port)
         token = uuid.uuid4().hex
         assert _send_refusable(port, b"CONNECT pypi.org:4444 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")
         assert _send_refusable(port, b"CONNECT pypi.org:53 HTTP/1.1\r\n\r\n").startswith(b"HTTP/1.1 502")
