@@ -154,29 +154,30 @@ class _Reader:
             out.append(mapped)
         return out
 
-    def filesystem(self, fs: Any, loc: tuple[Union[str, int], ...]) -> dict[str, list[str]]:
-        if not isinstance(fs, dict):
+    def _section(self, obj: Any, loc: tuple[Union[str, int], ...], known: tuple[str, ...],
+                 not_modelled: dict[str, str]) -> bool:
+        """Check one settings object's keys: an unknown key is an error, a key the lab does not model a note.
+        False when ``obj`` is no object at all (an error said)."""
+        if not isinstance(obj, dict):
             self.error(loc, "must be a JSON object")
+            return False
+        for key in obj:
+            if key not in known and key not in not_modelled:
+                self.error(loc + (key,), f"unknown key. Known keys here: {', '.join((*known, *not_modelled))}")
+            elif key == "disabled" and obj[key] is True and not_modelled is _NOT_MODELLED_FS:
+                self.error(loc + (key,), "filesystem isolation is off: the lab cannot grade a sandbox without one")
+            elif key in not_modelled:
+                self.note(loc + (key,), f"not modelled: {not_modelled[key]}")
+        return True
+
+    def filesystem(self, fs: Any, loc: tuple[Union[str, int], ...]) -> dict[str, list[str]]:
+        if not self._section(fs, loc, _FS, _NOT_MODELLED_FS):
             return {}
-        for key in fs:
-            if key not in _FS and key not in _NOT_MODELLED_FS:
-                self.error(loc + (key,), f"unknown key. Known keys here: {', '.join((*_FS, *_NOT_MODELLED_FS))}")
-            elif key in _NOT_MODELLED_FS:
-                if key == "disabled" and fs[key] is True:
-                    self.error(loc + (key,), "filesystem isolation is off: the lab cannot grade a sandbox without one")
-                else:
-                    self.note(loc + (key,), f"not modelled: {_NOT_MODELLED_FS[key]}")
         return {k: self.paths(fs, loc, k) for k in _FS if k in fs}
 
     def network(self, net: Any, loc: tuple[Union[str, int], ...]) -> dict[str, list[str]]:
-        if not isinstance(net, dict):
-            self.error(loc, "must be a JSON object")
+        if not self._section(net, loc, _NET, _NOT_MODELLED_NET):
             return {}
-        for key in net:
-            if key not in _NET and key not in _NOT_MODELLED_NET:
-                self.error(loc + (key,), f"unknown key. Known keys here: {', '.join((*_NET, *_NOT_MODELLED_NET))}")
-            elif key in _NOT_MODELLED_NET:
-                self.note(loc + (key,), f"not modelled: {_NOT_MODELLED_NET[key]}")
         return {k: net[k] for k in _NET if k in net}
 
     def credentials(self, creds: Any, loc: tuple[Union[str, int], ...]) -> list[str]:
