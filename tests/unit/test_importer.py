@@ -117,6 +117,9 @@ def test_unknown_keys_and_unmappable_denies_fail_closed() -> None:
         (_cc(filesystem={"denyRead": ["**/.env"]}), "/sandbox/filesystem/denyRead/0"),
         (_cc(filesystem={"denyRead": ["/relative-to-settings"]}), "/sandbox/filesystem/denyRead/0"),
         (_cc(network={"alowedDomains": ["x.com"]}), "/sandbox/network/alowedDomains"),
+        (_cc(filesystem={"disabled": True}), "/sandbox/filesystem/disabled"),  # no isolation: nothing to grade
+        (_cc(network={"disabled": True}), "/sandbox/network/disabled"),  # a filesystem-only switch, unknown here
+        (_cc(filesystem=[]), "/sandbox/filesystem"),
         ({"sandbox": {"enabled": False}}, "/sandbox/enabled"),
         ({"permissions": {}}, "/sandbox"),
         (_cc(credentials={"files": [{"path": "~/.ssh/*", "mode": "deny"}]}), "/sandbox/credentials/files/0/path"),
@@ -136,6 +139,7 @@ def test_what_is_not_modelled_is_listed_never_dropped_silently() -> None:
         network={"allowedDomains": ["registry.npmjs.org:443"], "strictAllowlist": True},
         credentials={"files": [{"path": "//tmp/h/.npmrc", "mode": "deny"}], "envVars": [{"name": "T", "mode": "deny"}]},
     )
+    data["sandbox"]["filesystem"]["disabled"] = False  # isolation on, as without the key: a note, no error
     data["permissions"] = {"deny": ["Read(~/.ssh/**)"]}
     data["model"] = "x"
     imported = import_settings(data, "claude-code", MACHINE)
@@ -144,7 +148,7 @@ def test_what_is_not_modelled_is_listed_never_dropped_silently() -> None:
     assert fs["denyRead"] == ["/home/user/.ssh", "/home/user/.npmrc"]
     assert imported.policy.normalize()["network"]["allowedDomains"] == ["registry.npmjs.org:443"]
     pointers = {p.pointer for p in imported.unmapped}
-    assert pointers >= {"/sandbox/failIfUnavailable", "/sandbox/excludedCommands", "/sandbox/filesystem/allowWrite/1",
+    assert pointers >= {"/sandbox/filesystem/disabled", "/sandbox/failIfUnavailable", "/sandbox/excludedCommands", "/sandbox/filesystem/allowWrite/1",
                         "/sandbox/network/strictAllowlist", "/sandbox/credentials/envVars/0", "/permissions", "/model"}
 
 
