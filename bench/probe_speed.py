@@ -32,9 +32,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from grader import load_policy
-from grader.backends.docker.backend import DockerBackend
-from grader.core.plan import RunPlan, build_plan
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # this checkout's grader, as the one-shot runs (cwd=REPO) import it
+
+from grader import load_policy  # noqa: E402 - after the path is set
+from grader.backends.docker.backend import DockerBackend  # noqa: E402
+from grader.core.plan import RunPlan, build_plan  # noqa: E402
 
 POLICIES = {
     "naive": {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}},
@@ -43,7 +46,6 @@ POLICIES = {
 }
 TARGET_SECONDS = 1.5
 TARGET_RATIO = 5.0
-REPO = Path(__file__).resolve().parents[1]
 
 # Runs in a fresh interpreter, as `sandbox-lab probe` does, and times each phase from inside it.
 # The wrappers only read the clock: what runs is the command's own code.
