@@ -22,6 +22,7 @@ stderr, or ``{"error": ..., "problems": [...]}`` on stdout under ``--json``
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 from typing import Callable, NoReturn, Optional, Sequence
@@ -85,6 +86,7 @@ _WORLD_PROJECT = arg("--world-project", metavar="PATH", default=None,
 _TASK = arg("--task", required=True, metavar="ID", help=f"the task id (see `{PROG} tasks`)")
 
 
+@functools.cache  # read once per process, as a module constant would be
 def _semantics() -> Arg:
     from grader.grading.grade import grade
     from grader.realtools.semantics import SEMANTICS
@@ -111,10 +113,12 @@ def _body(name: str) -> Callable[[argparse.Namespace, Streams], int]:
     return run
 
 
+@functools.cache  # read once per process, as a module constant would be
 def _grade_args() -> tuple[Arg, ...]:
     return (_TASK, _POLICY, _BACKEND, _semantics(), _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON)
 
 
+@functools.cache  # read once per process, as a module constant would be
 def _grade_batch_args() -> tuple[Arg, ...]:
     from grader.grading.batch import grade_batch
 
@@ -139,6 +143,7 @@ def _grade_batch_args() -> tuple[Arg, ...]:
     )
 
 
+@functools.cache  # read once per process, as a module constant would be
 def _export_args() -> tuple[Arg, ...]:
     from grader.realtools.export import TARGETS
 
