@@ -125,6 +125,7 @@ def measure(backend: str, only: tuple[str, ...] = ()) -> dict[str, Any]:
         seconds = round(run_all(path, backend), 1)
         stop.update(run_seconds=seconds, words=words, questions=questions, hands_on=hands_on,
                     minutes=minutes_for(seconds, words, questions, hands_on))
+        stop.pop("measured_by", None)  # measured with the rest now
         print(f"{stop['folder']:32} run {seconds:6.1f} s  {words:5} words  {questions:2} questions  "
               f"{hands_on:2} hands-on  -> {stop['minutes']} min", flush=True)
     cores = os.cpu_count() or 0

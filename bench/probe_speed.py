@@ -15,7 +15,15 @@ Then it breaks one-shot runs down by phase (a fresh process per run, timed
 inside) and prints where the time goes. ``--scan-share`` also shows the scope
 scan's share of an in-process run.
 
-    python bench/probe_speed.py [--repeat 5] [--scan-share]
+Last, lesson 02's Run All (the first lesson that runs the naive policy: the
+time a learner waits there), with nbclient in a fresh kernel on the Docker
+backend, exactly as ``bench/lesson_times.py`` measures every stop (target: at
+most 15 s on a quiet machine). ``--write-route`` writes that time into
+``grader/route.json`` (lesson 02's ``run_seconds`` and minutes, and how it was
+measured, with the load) and renders the README's and lesson 00's route from
+it; ``--no-lesson`` leaves the lesson out.
+
+    python bench/probe_speed.py [--repeat 5] [--scan-share] [--no-lesson | --write-route]
 """
 
 from __future__ import annotations
@@ -32,9 +40,12 @@ import time
 from pathlib import Path
 from typing import Callable
 
-from grader import load_policy
-from grader.backends.docker.backend import DockerBackend
-from grader.core.plan import RunPlan, build_plan
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # this checkout's grader, as the one-shot runs (cwd=REPO) import it
+
+from grader import load_policy  # noqa: E402 - after the path is set
+from grader.backends.docker.backend import DockerBackend  # noqa: E402
+from grader.core.plan import RunPlan, build_plan  # noqa: E402
 
 POLICIES = {
     "naive": {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}},
@@ -43,7 +54,8 @@ POLICIES = {
 }
 TARGET_SECONDS = 1.5
 TARGET_RATIO = 5.0
-REPO = Path(__file__).resolve().parents[1]
+LESSON = "02-naive-vs-secure"
+LESSON_TARGET_SECONDS = 15.0
 
 # Runs in a fresh interpreter, as `sandbox-lab probe` does, and times each phase from inside it.
 # The wrappers only read the clock: what runs is the command's own code.
@@ -127,10 +139,41 @@ def _phases(policy_file: Path, n: int) -> dict[str, float]:
     return {k: statistics.median(m.get(k, 0.0) for m in runs) for k in runs[0]}
 
 
+def _lesson_run_all(write_route: bool) -> None:
+    """Time lesson 02's Run All (nbclient, fresh kernel, Docker) as lesson_times does; optionally write it to the route."""
+    import platform
+    from datetime import datetime, timezone
+
+    import lesson_times  # bench/lesson_times.py, beside this file
+
+    from grader.lessons.route import ROUTE_FILE, minutes_for
+
+    load_before = os.getloadavg()[0]
+    seconds = round(lesson_times.run_all(REPO / "lessons" / LESSON / "naive-vs-secure.ipynb", "docker"), 1)
+    load_after = os.getloadavg()[0]
+    met = "met" if seconds <= LESSON_TARGET_SECONDS else "NOT met"
+    print(f"lesson {LESSON} Run All (nbclient, fresh kernel, docker backend): {seconds:.1f} s "
+          f"(load average {load_before:.1f} before, {load_after:.1f} after); target <= {LESSON_TARGET_SECONDS:.0f} s "
+          f"on a quiet machine: {met}")
+    if not write_route:
+        return
+    data = json.loads(ROUTE_FILE.read_text(encoding="utf-8"))
+    stop = next(s for s in data["stops"] if s["folder"] == LESSON)
+    stop.update(run_seconds=seconds, minutes=minutes_for(seconds, stop["words"], stop["questions"], stop["hands_on"]),
+                measured_by=f"`bench/probe_speed.py --write-route` (nbclient, fresh kernel, docker backend, "
+                f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, load average {load_before:.1f} "
+                f"before and {load_after:.1f} after, {datetime.now(timezone.utc):%Y-%m-%d})")
+    ROUTE_FILE.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    lesson_times.main(["--render"])
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--scan-share", action="store_true", help="also time each policy without the scope scan")
+    ap.add_argument("--no-lesson", action="store_true", help=f"leave out lesson {LESSON}'s Run All")
+    ap.add_argument("--write-route", action="store_true",
+                    help=f"write lesson {LESSON}'s Run All into grader/route.json and render the route tables")
     args = ap.parse_args()
     n = args.repeat
     backend = DockerBackend.from_env()
@@ -170,6 +213,8 @@ def main() -> int:
     for k, v in phases.items():
         print(f"  {k:28} {v:6.3f} s")
     backend.close()
+    if not args.no_lesson:
+        _lesson_run_all(args.write_route)
     return 0
 
 

@@ -18,11 +18,13 @@ import importlib
 import os
 import re
 from types import ModuleType
-from typing import Callable, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
 from grader.core.errors import DockerUnavailable
-from grader.backends.base import Backend
-from grader.backends.static import StaticBackend
+
+if TYPE_CHECKING:
+    from grader.backends.base import Backend
+    from grader.backends.static import StaticBackend
 
 __all__ = ["BACKEND_ENV", "BACKEND_NAMES", "Backend", "StaticBackend", "default", "docker_module", "get"]
 
@@ -30,6 +32,19 @@ BACKEND_NAMES = ("static", "docker", "auto", "srt")
 BACKEND_ENV = "SANDBOX_LAB_BACKEND"  # overrides the name ``default()`` starts from
 
 Progress = Callable[[str], object]  # the return value, if any, is ignored
+
+
+def __getattr__(name: str) -> Any:
+    # the re-exports load on first use: the command line parses its arguments without the analyzer behind them
+    if name == "Backend":
+        from grader.backends.base import Backend
+
+        return Backend
+    if name == "StaticBackend":
+        from grader.backends.static import StaticBackend
+
+        return StaticBackend
+    raise AttributeError(f"module 'grader.backends' has no attribute {name!r}")
 
 
 def docker_module() -> ModuleType:
@@ -55,12 +70,14 @@ def _docker(progress: Optional[Progress], shared: bool = False) -> Backend:
     # unless $SANDBOX_LAB_SHARED_IDLE asks for sharing everywhere.
     idle = module.idle_seconds() if shared else None  # None: the backend's own, unless the environment asks
     backend = cls.from_env(shared_idle=idle) if progress is None else cls.from_env(progress, shared_idle=idle)
-    return cast(Backend, backend)
+    return cast("Backend", backend)
 
 
 def _static(notice: str = "") -> Backend:
+    from grader.backends.static import StaticBackend
+
     # cast: Backend declares ``name`` as a plain attribute, StaticBackend (frozen) as a read-only one
-    return cast(Backend, StaticBackend(notice=notice))
+    return cast("Backend", StaticBackend(notice=notice))
 
 
 def _reason(exc: DockerUnavailable) -> str:

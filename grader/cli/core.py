@@ -14,10 +14,12 @@ import argparse
 import inspect
 import json
 from dataclasses import dataclass
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO, Union
 
 from grader import backends
-from grader.backends.base import Backend
+
+if TYPE_CHECKING:
+    from grader.backends.base import Backend
 
 __all__ = [
     "EXIT_BACKEND",
@@ -87,13 +89,20 @@ class Command:
 
     ``run`` returns an exit code from ``EXIT_CODES`` or raises; ``cli.main``
     turns every exception into its exit code and message (JSON under ``--json``).
+    ``declared`` is the arguments, or a function returning them: a command whose
+    defaults are read from a heavy API module (``api_default``) declares them so,
+    and the parser calls it only when that command is the one being parsed.
     """
 
     name: str
     help: str
     run: Callable[[argparse.Namespace, Streams], int]
-    args: tuple[Arg, ...] = ()
+    declared: Union[tuple[Arg, ...], Callable[[], tuple[Arg, ...]]] = ()
     description: str = ""
+
+    @property
+    def args(self) -> tuple[Arg, ...]:
+        return self.declared() if callable(self.declared) else self.declared
 
 
 class UsageError(Exception):

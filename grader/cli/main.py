@@ -22,28 +22,13 @@ stderr, or ``{"error": ..., "problems": [...]}`` on stdout under ``--json``
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
-from typing import NoReturn, Optional, Sequence
+from typing import Callable, NoReturn, Optional, Sequence
 
 from grader import backends
 from grader.core.version import __version__
-from grader.grading.batch import grade_batch
-from grader.grading.grade import grade
-from grader.cli.commands import (
-    error_json,
-    run_attack,
-    run_check,
-    run_cleanup,
-    run_export,
-    run_grade,
-    run_grade_batch,
-    run_import,
-    run_probe,
-    run_schema,
-    run_setup,
-    run_tasks,
-)
 from grader.cli.core import (
     EXIT_BACKEND,
     EXIT_CODES,
@@ -53,6 +38,7 @@ from grader.cli.core import (
     EXIT_NOT_FULL,
     EXIT_OK,
     PROG,
+    Arg,
     Command,
     Streams,
     UsageError,
@@ -62,9 +48,6 @@ from grader.cli.core import (
     one_line,
 )
 from grader.core.errors import BackendError, PolicyError, SandboxLabError
-from grader.realtools.export import TARGETS
-from grader.realtools.semantics import SEMANTICS
-from grader.grading.report import render_policy_error
 
 # the exit codes and the command record are cli_core's (grader.cli.core.__all__); re-exported for callers of main
 __all__ = ["COMMANDS", "EXIT_CODES", "Command", "Streams", "build_parser", "main"]
@@ -101,26 +84,93 @@ _HOME = arg("--home", metavar="DIR", default=None, help="your home directory (de
 _WORLD_PROJECT = arg("--world-project", metavar="PATH", default=None,
                      help="the simulated machine's project your project root stands for (default: /project)")
 _TASK = arg("--task", required=True, metavar="ID", help=f"the task id (see `{PROG} tasks`)")
-_SEMANTICS = arg(
-    "--semantics", choices=SEMANTICS, default=api_default(grade, "semantics"),
-    help="whose rules grade the policy: lab (Sandbox Lab's own, the default), srt (what sandbox-runtime enforces for "
-    "this file as its settings), claude-code (the same rules in Claude Code's sandbox block, which also lets the "
-    "project be written). Under srt or claude-code the grade lists each rule rewritten to the tool's semantics and "
-    "every probe and check where the two disagree, with the difference that causes it (docs/srt-differences.md).",
-)
+
+
+@functools.cache  # read once per process, as a module constant would be
+def _semantics() -> Arg:
+    from grader.grading.grade import grade
+    from grader.realtools.semantics import SEMANTICS
+
+    return arg(
+        "--semantics", choices=SEMANTICS, default=api_default(grade, "semantics"),
+        help="whose rules grade the policy: lab (Sandbox Lab's own, the default), srt (what sandbox-runtime enforces for "
+        "this file as its settings), claude-code (the same rules in Claude Code's sandbox block, which also lets the "
+        "project be written). Under srt or claude-code the grade lists each rule rewritten to the tool's semantics and "
+        "every probe and check where the two disagree, with the difference that causes it (docs/srt-differences.md).",
+    )
+
+
+def _body(name: str) -> Callable[[argparse.Namespace, Streams], int]:
+    """``cli.commands.<name>``, imported when the command runs: the parser needs none of the work behind it."""
+
+    def run(args: argparse.Namespace, io: Streams) -> int:
+        from grader.cli import commands
+
+        body: Callable[[argparse.Namespace, Streams], int] = getattr(commands, name)
+        return body(args, io)
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
+@functools.cache  # read once per process, as a module constant would be
+def _grade_args() -> tuple[Arg, ...]:
+    return (_TASK, _POLICY, _BACKEND, _semantics(), _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON)
+
+
+@functools.cache  # read once per process, as a module constant would be
+def _grade_batch_args() -> tuple[Arg, ...]:
+    from grader.grading.batch import grade_batch
+
+    return (
+        _TASK,
+        arg("inputs", metavar="DIR_OR_CSV", help="a directory of policy files or a CSV"),
+        arg("--out", metavar="DIR", help="where to write the gradebook and journal (default: grades-<task>)"),
+        arg(
+            "--workers", type=_positive, metavar="N", default=api_default(grade_batch, "workers"),
+            help="runs at once (default: %(default)s)",
+        ),
+        arg(
+            "--dedupe", action=argparse.BooleanOptionalAction, default=api_default(grade_batch, "dedupe"),
+            help="grade identical policies once (default: %(default)s); --no-dedupe grades every submission",
+        ),
+        arg(
+            "--regrade", action="store_true", default=api_default(grade_batch, "regrade"),
+            help="grade every submission again, reusing nothing from the journal",
+        ),
+        _BACKEND,
+        _JSON,
+    )
+
+
+@functools.cache  # read once per process, as a module constant would be
+def _export_args() -> tuple[Arg, ...]:
+    from grader.realtools.export import TARGETS
+
+    return (
+        _POLICY, arg("--to", required=True, choices=TARGETS, help="the target format"),
+        _PROJECT_ROOT, _HOME,
+        arg("--secret-env", metavar="NAME", action="append", default=None,
+            help="a secret environment variable to unset for sandboxed commands (repeatable; needs --project-root)"),
+        arg("--as-written", action="store_true",
+            help="with --project-root: the policy's rules one for one, without the hardening extras (narrowed denies, "
+            "credential masks, strictAllowlist, failIfUnavailable, permission rules); `import` reads the file back as "
+            "exactly this policy. Default: the hardened file"),
+        _JSON,
+    )
 
 
 # --- the registry: one entry per command ------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
     Command(
-        "check", "validate a policy and predict what it allows", run_check,
+        "check", "validate a policy and predict what it allows", _body("run_check"),
         (_POLICY, _JSON, _COLOR),
         "Validate POLICY, print it as Sandbox Lab reads it, its warnings and the static findings. "
         "Exit 0 when valid, 2 when not (the problems go to stderr, or into the JSON with --json).",
     ),
     Command(
-        "probe", "run the exfiltration probes against a policy", run_probe,
+        "probe", "run the exfiltration probes against a policy", _body("run_probe"),
         (
             arg("policy", metavar="POLICY", nargs="?", help="the policy file (JSON); optional with --plain-container"),
             _BACKEND,
@@ -133,36 +183,16 @@ COMMANDS: tuple[Command, ...] = (
         "Exit 0 when the run completed, 2 for an invalid policy, 3 when the backend is unavailable or failed.",
     ),
     Command(
-        "tasks", "list the graded practice tasks", run_tasks, (_JSON,),
+        "tasks", "list the graded practice tasks", _body("run_tasks"), (_JSON,),
         "List the graded practice tasks with their statements.",
     ),
     Command(
-        "grade", "grade a policy on a practice task", run_grade,
-        (_TASK, _POLICY, _BACKEND, _SEMANTICS, _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON),
+        "grade", "grade a policy on a practice task", _body("run_grade"), _grade_args,
         "Grade POLICY on a practice task; every lost point names the probe, the evidence and a fix. "
         "Exit 0 full marks, 1 not full marks, 2 invalid policy or unknown task, 3 backend failed.",
     ),
     Command(
-        "grade-batch", "grade a class's submissions into a gradebook", run_grade_batch,
-        (
-            _TASK,
-            arg("inputs", metavar="DIR_OR_CSV", help="a directory of policy files or a CSV"),
-            arg("--out", metavar="DIR", help="where to write the gradebook and journal (default: grades-<task>)"),
-            arg(
-                "--workers", type=_positive, metavar="N", default=api_default(grade_batch, "workers"),
-                help="runs at once (default: %(default)s)",
-            ),
-            arg(
-                "--dedupe", action=argparse.BooleanOptionalAction, default=api_default(grade_batch, "dedupe"),
-                help="grade identical policies once (default: %(default)s); --no-dedupe grades every submission",
-            ),
-            arg(
-                "--regrade", action="store_true", default=api_default(grade_batch, "regrade"),
-                help="grade every submission again, reusing nothing from the journal",
-            ),
-            _BACKEND,
-            _JSON,
-        ),
+        "grade-batch", "grade a class's submissions into a gradebook", _body("run_grade_batch"), _grade_batch_args,
         "Grade every submission (a directory with one policy file per student, or a CSV with "
         "student,policy_path or student,policy_json) and write gradebook.csv and gradebook.json. Identical "
         "policies are graded once; a broken submission gets a row with its error. Finished rows are kept in "
@@ -171,9 +201,9 @@ COMMANDS: tuple[Command, ...] = (
         "none). The summary names every student whose score changed. Exit 0 when the batch finished, "
         "whatever the scores.",
     ),
-    Command("schema", "print the policy's JSON Schema (for editors)", run_schema),
+    Command("schema", "print the policy's JSON Schema (for editors)", _body("run_schema")),
     Command(
-        "setup", "build the Docker images the probes run in (once; reused until a Dockerfile changes)", run_setup,
+        "setup", "build the Docker images the probes run in (once; reused until a Dockerfile changes)", _body("run_setup"),
         (
             # SUPPRESS: left out, ensure_images' own default applies (its module needs the Docker SDK)
             arg("--rebuild", action="store_true", default=argparse.SUPPRESS, help="rebuild the sandbox and services images even if current"),
@@ -181,14 +211,14 @@ COMMANDS: tuple[Command, ...] = (
         ),
     ),
     Command(
-        "cleanup", "remove containers, networks and directories left by killed runs", run_cleanup,
+        "cleanup", "remove containers, networks and directories left by killed runs", _body("run_cleanup"),
         (
             arg("--all", dest="everything", action="store_true", default=argparse.SUPPRESS, help="also remove what runs still in progress are using"),
             _JSON,
         ),
     ),
     Command(
-        "attack", "capture the flag: run your attack in a level's sandbox", run_attack,
+        "attack", "capture the flag: run your attack in a level's sandbox", _body("run_attack"),
         (
             arg("attack", metavar="ATTACK.py", nargs="?", help="your attack: a Python script, run as the agent's tool would run it"),
             arg("--level", metavar="N", default=None, help="the level to attack: its number (or id); see --list"),
@@ -208,25 +238,14 @@ COMMANDS: tuple[Command, ...] = (
         "unreadable file, an unknown level), 3 no engine (and for --backend static: attacks cannot be predicted).",
     ),
     Command(
-        "export", "translate a policy for sandbox-runtime, Claude Code or docker run", run_export,
-        (
-            _POLICY, arg("--to", required=True, choices=TARGETS, help="the target format"),
-            _PROJECT_ROOT, _HOME,
-            arg("--secret-env", metavar="NAME", action="append", default=None,
-                help="a secret environment variable to unset for sandboxed commands (repeatable; needs --project-root)"),
-            arg("--as-written", action="store_true",
-                help="with --project-root: the policy's rules one for one, without the hardening extras (narrowed denies, "
-                "credential masks, strictAllowlist, failIfUnavailable, permission rules); `import` reads the file back as "
-                "exactly this policy. Default: the hardened file"),
-            _JSON,
-        ),
+        "export", "translate a policy for sandbox-runtime, Claude Code or docker run", _body("run_export"), _export_args,
         "Print the translated file on stdout and, as # comments on stderr, every place where the target's "
         "semantics differ from Sandbox Lab's (with --json, both go into one object: text and warnings). "
         "Without --project-root the paths are the simulated world's; with it, srt and claude-code get a hardened "
         "file for your machine (the world's project is DIR, its home ~ or --home), with a reason for each hardening key.",
     ),
     Command(
-        "import", "read your own Claude Code or srt settings file as a policy", run_import,
+        "import", "read your own Claude Code or srt settings file as a policy", _body("run_import"),
         (
             arg("settings", metavar="FILE", help="your settings file (JSON)"),
             arg("--from", dest="from_", required=True, choices=("claude-code", "srt"), help="the tool FILE is for"),
@@ -260,8 +279,13 @@ def _epilog() -> str:
     return f"exit codes (the same for every command):\n{rows}"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole parser: one subparser per entry of ``COMMANDS``."""
+def build_parser(only: Optional[str] = None) -> argparse.ArgumentParser:
+    """The whole parser: one subparser per entry of ``COMMANDS``.
+
+    ``only``: declare the arguments of that command alone (the others keep their name and help, enough for
+    ``--help`` and for argparse to name the choices): the one being run, so the imports behind the other
+    commands' defaults are not paid.
+    """
     parser = _Parser(
         prog=PROG,
         description="Write a JSON sandbox policy for an AI agent's tool execution, then watch attacks against it.",
@@ -273,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
     for cmd in COMMANDS:
         p = sub.add_parser(cmd.name, help=cmd.help, description=cmd.description or cmd.help)
+        if only is not None and cmd.name != only:
+            continue
         for a in cmd.args:
             p.add_argument(*a.flags, **dict(a.options))
         p.set_defaults(command=cmd)
@@ -309,8 +335,12 @@ def _report(exc: BaseException, command: Command, io: Streams, as_json: bool) ->
         message = one_line(exc)
     problems = exc.as_json() if isinstance(exc, PolicyError) else []
     if as_json:
+        from grader.cli.commands import error_json
+
         io.out.write(dump(error_json(message, problems)))
     elif isinstance(exc, PolicyError):
+        from grader.grading.report import render_policy_error
+
         io.err.write(render_policy_error(exc))
     elif isinstance(exc, UsageError):
         io.err.write(f"{PROG} {command.name}: error: {message}\n")
@@ -331,7 +361,9 @@ def _silence_stdout() -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Run the CLI; return the exit code (the console script exits with it)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    # the top level takes no option with a value: its first positional argument is the command
+    # (none, or not a command's name: no command's arguments are needed to print the help or the error)
+    parser = build_parser(next((a for a in argv if not a.startswith("-")), ""))
     io = Streams(sys.stdout, sys.stderr)
     try:
         args = parser.parse_args(argv)
@@ -339,6 +371,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except _ArgumentError as exc:
         if "--json" in argv:
+            from grader.cli.commands import error_json
+
             io.out.write(dump(error_json(f"{exc.parser.prog}: {exc}")))
         else:
             exc.parser.print_usage(io.err)

@@ -74,6 +74,8 @@ class Stop(BaseModel):
     questions: int = Field(ge=0, description="its questions (quizzes, predictions, graded and why questions)")
     hands_on: int = Field(ge=0, description="its hands-on exercises (a policy to write until it passes, an attack to write)")
     minutes: int = Field(ge=1, description="the time it takes, by ``minutes_for`` (a hand-written figure is refused)")
+    measured_by: str = Field(default="", description="set when this stop's Run All was measured apart from the route "
+                             "(the command, backend, machine, load and date); empty: as the route's ``measured_with`` says")
 
     @model_validator(mode="after")
     def _measured(self) -> "Stop":
@@ -150,7 +152,9 @@ def route_markdown(route: Route, *, links: Literal["lab", "repo"]) -> str:
         rows.append(f"| {s.folder[:2]} | [{s.title}]({target}) | {s.does} | {s.minutes} min | {s.needs} |")
     lessons, tasks = total_minutes(route, "lesson"), total_minutes(route, "task")
     rows += ["", f"In all about **{_hours(lessons + tasks)}**: {_hours(lessons)} for the lessons, "
-             f"{_hours(tasks)} for the graded tasks. {route.how} Measured with the {route.measured_with}."]
+             f"{_hours(tasks)} for the graded tasks. {route.how} Measured with the {route.measured_with}."
+             + "".join(f" Stop {s.folder[:2]}'s Run All ({s.run_seconds:.0f} s) was measured apart: {s.measured_by}."
+                       for s in route.stops if s.measured_by)]
     return "\n".join(rows)
 
 

@@ -1,7 +1,8 @@
 """What every widget shares: a ``text/html`` rendering for exports, a policy from what a lesson passes, one run
-whose machinery failure becomes a message, and a question's first attempt recorded.
+whose machinery failure becomes a message (reused within the kernel session, ``session_runs``), and a question's
+first attempt recorded.
 
-Imports: backends (the protocol), errors, plan, policy, progress. Nothing downstream.
+Imports: backends (the protocol), outcomes, policy, progress, session_runs. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -11,13 +12,12 @@ from typing import Any, Mapping, Optional, Union
 import ipywidgets as W
 
 from grader.backends import Backend
-from grader.core.errors import SandboxLabError
 from grader.core.outcomes import RunResult
-from grader.core.plan import build_plan
 from grader.core.policy import Policy, load_policy
 from grader.lessons.progress import Attempt, ProgressError, record_attempt
+from grader.lessons.session_runs import SESSION
 
-__all__ = ["HTMLFallback", "PolicyInput", "as_policy", "record_first", "run_sandbox", "show_widget"]
+__all__ = ["HTMLFallback", "PolicyInput", "as_policy", "record_first", "run_sandbox", "run_sandboxes", "show_widget"]
 
 PolicyInput = Union[Policy, Mapping[str, Any], str, None]
 
@@ -45,11 +45,14 @@ def as_policy(value: PolicyInput, name: str) -> Optional[Policy]:
 
 
 def run_sandbox(backend: Backend, policy: Optional[Policy]) -> Union[RunResult, str]:
-    """Run one sandbox; a machinery failure becomes a message for the learner, never a traceback."""
-    try:
-        return backend.run(build_plan(policy))
-    except SandboxLabError as exc:
-        return f"{type(exc).__name__}: {exc}"
+    """Run one sandbox, or reuse this session's earlier run of it (labelled so on its board); a machinery failure
+    becomes a message for the learner, never a traceback."""
+    return SESSION.run(backend, policy)
+
+
+def run_sandboxes(backend: Backend, policies: Mapping[str, Optional[Policy]]) -> dict[str, Union[RunResult, str]]:
+    """``run_sandbox`` for several sandboxes at once (a side-by-side board), by name, in the given order."""
+    return SESSION.run_all(backend, policies)
 
 
 def record_first(enabled: bool, item_id: str, result: str, score: float) -> tuple[Optional[Attempt], bool, str]:

@@ -47,7 +47,7 @@ from grader.lessons.progress import ProgressError, load_progress, mark_done
 from grader.lessons.quiz import load_questions
 from grader.lessons.quiz_widgets import Prediction, Quiz, ask, quizzes
 from grader.lessons.summary import hatch_rows
-from grader.lessons.widget_base import HTMLFallback, PolicyInput, as_policy, run_sandbox
+from grader.lessons.widget_base import HTMLFallback, PolicyInput, as_policy, run_sandbox, run_sandboxes
 
 __all__ = [
     "AgentStage",
@@ -248,13 +248,15 @@ def side_by_side(policies: Mapping[str, PolicyInput], backend: Optional[Backend]
     ``jobs``: count only these job probes (the lesson's job's, ``needed_jobs``)."""
     b = backend if backend is not None else default()
     results: dict[str, Union[RunResult, str]] = {}
+    valid: dict[str, Optional[Policy]] = {}
     for name, value in policies.items():
         try:
-            policy = as_policy(value, name)
+            valid[name] = as_policy(value, name)
         except PolicyError as exc:
             results[name] = str(exc)
-            continue
-        out = run_sandbox(b, policy)
+    ran = run_sandboxes(b, valid)  # at the same time: the board waits for the slowest sandbox, not their sum
+    for name in policies:
+        out = results.get(name) or ran[name]
         results[name] = out if isinstance(out, str) or jobs is None else only_jobs(out, jobs)
     return SideBySide(results)
 

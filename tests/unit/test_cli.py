@@ -328,6 +328,49 @@ def test_every_command_is_registered_once() -> None:
 # --- as a real process ----------------------------------------------------------------------
 
 
+# what a command imports before it does anything: the modules, never a time (a loaded machine is slow)
+_IMPORTED = r"""
+import contextlib, io, json, sys
+from grader.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
+"""
+_NEVER_ON_THE_COMMAND_PATH = ("docker", "ipywidgets", "grader.lessons.widgets", "grader.backends.docker.backend")
+
+
+def _imported(*argv: str) -> set[str]:
+    done = subprocess.run([sys.executable, "-c", _IMPORTED, *argv], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+    assert got["code"] == 0
+    return set(got["modules"])
+
+
+def test_help_imports_neither_pydantic_nor_the_pipeline_nor_docker() -> None:
+    mods = _imported("--help")
+    assert not {m for m in mods if m.split(".")[0] in ("pydantic", "pydantic_core", "docker", "ipywidgets")}
+    # the analyzer, the policy model, the grader and the command bodies load only when a command runs
+    assert not mods & {"grader.core.policy", "grader.core.analyzer", "grader.grading.grade", "grader.grading.batch",
+                       "grader.cli.commands", "grader.realtools.export", "grader.backends.static"}
+    assert "grader.cli.main" in mods  # the probe itself ran
+
+
+def test_check_imports_what_it_uses_and_nothing_of_docker_grading_or_widgets() -> None:
+    mods = _imported("check", "examples/naive.json")
+    assert {"grader.core.policy", "grader.core.analyzer"} <= mods
+    assert not mods & {*_NEVER_ON_THE_COMMAND_PATH, "grader.grading.grade", "grader.grading.batch", "grader.realtools.semantics"}
+
+
+def test_a_commands_help_still_shows_the_defaults_read_from_the_api() -> None:
+    parser = cli.build_parser("grade-batch")
+    sub = next(a for a in parser._actions if a.dest == "command_name").choices["grade-batch"]  # type: ignore[union-attr]
+    from grader.grading.batch import grade_batch
+    from grader.cli.core import api_default
+
+    assert f"(default: {api_default(grade_batch, 'workers')})" in sub.format_help()
+
+
 def test_python_dash_m_grader_check_as_a_subprocess(tmp_path: Path) -> None:
     ok = subprocess.run([sys.executable, "-m", "grader", "check", "examples/naive.json"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stderr
@@ -429,6 +472,7 @@ def test_grade_and_probe_with_evidence_that_could_not_be_judged_exit_3_never_ful
 def test_an_internal_error_is_not_a_grade_below_full_marks(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     import grader.grading.grade
 
+    cli.build_parser()  # the parser reads grade's defaults once, before the bug is planted
     monkeypatch.setattr(grader.grading.grade, "grade", _bug)
     code, out, err = run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "static")
     assert code == cli.EXIT_INTERNAL == 4 and out == ""

@@ -82,7 +82,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"backends.docker.backend"},
     {"backends"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder
-    {"grading.tasks", "ctf.ladder", "lessons.gaps", "lessons.hole_hunt"},
+    {"grading.tasks", "ctf.ladder", "lessons.gaps", "lessons.hole_hunt", "lessons.session_runs"},
     {"grading.grade"},
     {"grading.batch", "grading.notebook"},
     # a submission as received, checked against the released assignment (before any learner code runs)

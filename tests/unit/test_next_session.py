@@ -143,3 +143,91 @@ def test_nothing_changed_nothing_played_and_the_engine_is_never_asked(tmp_path: 
                      harden=lambda h: {}, next_sandbox=lambda p, j: (_ for _ in ()).throw(AssertionError("no next sandbox")))
     assert made == Resources()  # nothing made, nothing to remove
     assert ns.played == () and ns.skipped.startswith("nothing the next session runs was changed")
+
+
+# --- what the replay costs the learner who waits: its internet started early, the shells and the next
+# sandboxed session at once ---
+
+
+@pytest.mark.parametrize("policy, job, expected", [
+    ({"filesystem": {"allowWrite": ["/home/user/"]}}, None, True),  # the naive policy: ~/.bashrc is writable
+    ({"filesystem": {"allowWrite": ["/project/.git/hooks"]}}, None, True),  # only the hook: still a file a step runs
+    ({"filesystem": {"allowWrite": ["/app/workspace/build"]}}, None, False),  # nothing the shells run
+    # a write allowed but hidden never reaches the real file: nothing to start early for
+    ({"filesystem": {"allowWrite": ["/home/user/"], "denyRead": ["/home/user/"]}}, None, False),
+    ({"filesystem": {"allowWrite": ["/app/workspace/build"]}}, Job(code="pass", replay=True), True),  # a job that asks
+    ({"filesystem": {"allowWrite": ["/home/user/"]}}, Job(code="pass"), False),  # a job that does not
+])
+def test_the_shells_internet_starts_early_only_when_the_sandbox_may_write_what_they_run(
+        policy: dict[str, Any], job: Job, expected: bool) -> None:
+    assert replay.likely(build_plan(load_policy(policy)), job) is expected
+
+
+class _Internet:
+    pass
+
+
+def test_an_internet_started_early_is_the_runs_to_remove_used_or_not() -> None:
+    net = _Internet()
+    made = Resources()
+    ahead = replay.Ahead(lambda: net)  # type: ignore[arg-type, return-value]
+    assert ahead.take(made) is net and ahead.take(made) is net
+    ahead.settle(made)
+    assert made.internets == [net]  # once, whether the replay took it or not
+    unused = Resources()
+    replay.Ahead(lambda: net).settle(unused)  # type: ignore[arg-type, return-value]
+    assert unused.internets == [net]
+
+
+def test_an_early_start_that_failed_fails_the_replay_that_needs_it_and_leaves_nothing() -> None:
+    def broken() -> Any:
+        raise replay.InfrastructureError("the internet did not come up")
+
+    made = Resources()
+    ahead = replay.Ahead(broken)
+    with pytest.raises(replay.InfrastructureError, match="did not come up"):
+        ahead.take(made)
+    ahead.settle(made)  # the run's end: nothing to remove, nothing raised
+    assert made == Resources()
+
+
+def test_the_next_sandboxed_session_runs_while_the_shells_play(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from grader.core.evidence import NextSession
+    from grader.core.execution import Execution
+
+    plan = build_plan(load_policy({"filesystem": {"allowWrite": ["/home/user/"]}}))
+    world = plan.world
+    both = threading.Barrier(2, timeout=10)  # played one after the other, the first would wait here in vain
+    finished: list[str] = []
+
+    def shells(*args: Any, **kwargs: Any) -> NextSession:
+        both.wait()
+        threading.Event().wait(0.2)  # the next sandboxed session finishes first: the order stays the shells' first
+        finished.append("shells")
+        return NextSession(played=("new-terminal",), output="shells said")
+
+    def next_sandbox(policy: Any, job: Job) -> Execution:
+        assert world.attacker.name in policy.network.allowedDomains  # the rewritten settings' rules
+        both.wait()
+        finished.append("next-sandbox")
+        return Execution(backend="docker", output="next said", exit_code=0, timed_out=False,
+                         evidence=Evidence(token="t2", canaries={}, records=(), before={}, after={}, network="proxy"))
+
+    monkeypatch.setattr(replay, "_shells", shells)
+    rc = "/home/user/.bashrc"
+    original = {f.path: f.content.encode() for f in world.files}
+    after = dict(original)
+    after[rc] = original[rc] + b"\n" + backdoor_line("http://attacker.example/x").encode() + b"\n"
+    after[SETTINGS] = widened_settings(original[SETTINGS].decode(), world.attacker.name, "m").encode()
+    ev = Evidence(token="tok", canaries={KEY: "k"}, records=(), before={p: sha256(b) for p, b in original.items()},
+                  after=after, network="proxy")
+    session = replay.Session(client=_NoEngine(), run_id="sl-test", token="tok", labels={}, dir=RunDir(tmp_path),
+                             copy=_NoEngine(), plan=plan, job=None)
+    ns = replay.play(session, ev, Resources(), images=("s", "v"), leftovers=_NoEngine(), disk=_NoEngine(),
+                     harden=lambda h: {}, next_sandbox=next_sandbox)
+    assert finished == ["next-sandbox", "shells"]
+    assert ns.played == ("new-terminal", "next-sandbox")
+    assert ns.output.index("shells said") < ns.output.index("next said")
+    assert ns.settings.startswith("allowedDomains:") and world.attacker.name in ns.settings

@@ -137,3 +137,15 @@ def test_rendering_needs_exactly_one_block(tmp_path: Path) -> None:
     two = f"{lesson_times.BEGIN}\n{lesson_times.END}\n" * 2
     with pytest.raises(SystemExit):
         lesson_times.render(two, "table", tmp_path / "x.md")
+
+
+def test_a_stop_measured_apart_says_how_under_the_table(tmp_path: Path) -> None:
+    data = json.loads(ROUTE_FILE.read_text(encoding="utf-8"))
+    stop = next(s for s in data["stops"] if s["folder"] == "02-naive-vs-secure")
+    stop["measured_by"] = "`bench/probe_speed.py --write-route` (docker backend, load average 0.4)"
+    f = tmp_path / "route.json"
+    f.write_text(json.dumps(data))
+    text = route_markdown(load_route(f), links="repo")
+    assert f"Stop 02's Run All ({stop['run_seconds']:.0f} s) was measured apart: `bench/probe_speed.py --write-route`" in text
+    # a stop measured with the rest says nothing more
+    assert text.count("was measured apart") == 1

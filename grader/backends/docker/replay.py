@@ -29,14 +29,24 @@ A probe run plays only when something the next session runs changed (after
 the scope scan's own marks are set aside): otherwise it would run the world's
 own files, in which nothing waits. A job asks for it (``Job.replay``).
 
+What it costs the learner who waits: at most one container start after the
+sandbox exits. The shells' own internet is started while the sandbox runs
+(``Ahead``) when the policy lets the sandbox write a file the shells run
+(``likely``: a hint for scheduling, never a verdict; the evidence still decides
+whether anything plays); the user's shells run in one container, and the next
+sandboxed session runs at the same time as they do (the two share nothing: the
+next session lays out its own world copy and has its own logs); the run's
+sandbox and proxy are removed meanwhile.
+
 Imports: engine, enginedisk, resources, errors, evidence, execution, next_session, plan, policy, probes, runs, simnet.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
 
 from grader.core.errors import BackendError, InfrastructureError
@@ -54,7 +64,9 @@ from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
 from grader.backends.runs import MAX_OUTPUT, RunDir, read_sinks
 from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, start_internet
 
-__all__ = ["REPLAY_HARDENING", "Session", "changed_paths", "play", "wanted"]
+__all__ = ["REPLAY_HARDENING", "Ahead", "Session", "changed_paths", "likely", "play", "wanted"]
+
+T = TypeVar("T")
 
 # The sandbox's own limits, every restriction on: the replay runs what the sandbox wrote, which is hostile
 REPLAY_HARDENING = Hardening()
@@ -81,6 +93,65 @@ def wanted(plan: RunPlan, job: Optional[Job]) -> bool:
     return plan.scan or any(probe(p).action == "write" for p in plan.probes)
 
 
+def likely(plan: RunPlan, job: Optional[Job]) -> bool:
+    """Will the user's shells probably play? True when a job asks for it, or the policy lets the sandbox write a
+    file they run. Only a hint to start their internet early (``Ahead``): whether they play is the evidence's."""
+    if job is not None:
+        return job.replay
+    if not wanted(plan, job):
+        return False
+    access = plan.access
+    return any(access.write(p).allowed for s in steps(plan.world) for p in s.runs)
+
+
+class _Thread(Generic[T]):
+    """One call in a thread of its own; ``result`` waits for it and returns its value or raises what it raised."""
+
+    def __init__(self, name: str, call: Callable[[], T]) -> None:
+        self._call = call
+        self._value: Optional[T] = None
+        self._error: Optional[BaseException] = None
+        self._thread = threading.Thread(target=self._work, name=name, daemon=True)
+        self._thread.start()
+
+    def _work(self) -> None:
+        try:
+            self._value = self._call()
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits for the result
+            self._error = exc
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+
+class Ahead:
+    """The replay's own internet, started in a thread while the sandbox runs, and added to the run's resources
+    (removed with the run's own, whether the replay used it or not) once it is taken or the run ends."""
+
+    def __init__(self, start: Callable[[], Internet]) -> None:
+        self._start = _Thread("replay-internet", start)
+        self._held = False
+
+    def take(self, made: Resources) -> Internet:
+        """The running internet (waits for its start; raises what the start raised)."""
+        internet = self._start.result()
+        if not self._held:
+            made.internet(internet)
+            self._held = True
+        return internet
+
+    def settle(self, made: Resources) -> None:
+        """Wait for the start to end; whatever it made is the run's to remove (a failed start removed its own)."""
+        try:
+            self.take(made)
+        except BaseException:  # noqa: BLE001 - the replay reported it if it needed the internet; nothing is left
+            pass
+
+
 def changed_paths(ev: Evidence, world_paths: set[str], scan_text: str) -> set[str]:
     """The world paths whose content differs from the run's start, the scope scan's own marks set aside."""
     out = set()
@@ -96,7 +167,7 @@ def changed_paths(ev: Evidence, world_paths: set[str], scan_text: str) -> set[st
 def play(
     run: Session, ev: Evidence, made: Resources, *, images: tuple[str, str], leftovers: Leftovers, disk: Disk,
     harden: Callable[[Hardening], dict[str, Any]], next_sandbox: Callable[[Policy, Job], Execution],
-    internet: Optional[Internet] = None,
+    internet: Optional[Internet] = None, ahead: Optional[Ahead] = None,
 ) -> NextSession:
     """Play the user's next session after ``run``'s sandbox exited; its evidence, never an exception for what it ran.
 
@@ -111,6 +182,7 @@ def play(
         internet: the plain container's own internet, when the run has one: the replay reuses it (the
             sandbox has exited, so whatever it logs from here on is the replay's); otherwise the replay
             starts an internet of its own and removes it as soon as it is done.
+        ahead: the replay's own internet, started while the sandbox ran (``likely``); the run removes it.
     """
     started = time.monotonic()
     world, job = run.plan.world, run.job
@@ -121,30 +193,54 @@ def play(
     if not forced and not changed:
         return NextSession(skipped="nothing the next session runs was changed: it ran the world's own files",
                            seconds=time.monotonic() - started)
-    _release(run, made, leftovers)
-    ns = NextSession()
-    if forced or changed & played_by_shells:
-        try:
-            with engine_errors():
-                ns = _shells(run, made, images, leftovers, disk, harden, internet)
-        except (EngineError, InfrastructureError) as exc:
-            # the replay's own machinery failed: nothing can be said of what the next session did
-            ns = NextSession(infra_problem=f"the next session could not be played: {str(exc).splitlines()[0][:200]}")
-    else:
-        ns = replace(ns, skipped="no start-up file or hook was changed: the user's shells and commits ran the world's own files")
+    release = _Thread("replay-release", _releasing(run, made, leftovers))
+    # the next sandboxed session shares nothing with the user's shells: it runs while they do
+    later: Optional[_Thread[Union[Execution, str]]] = None
+    said = ""
     if SETTINGS in changed:
-        ns = _next_sandbox(run, ev, ns, next_sandbox)
-    else:
+        policy, why = _settings(run, ev)
+        if policy is None:
+            said = why
+        else:
+            said = "allowedDomains: " + (", ".join(policy.network.allowedDomains) or "no host")
+            nxt = _next_job(run, ev)
+            later = _Thread("next-sandbox", lambda: _next_execution(next_sandbox, policy, nxt))
+    ns = NextSession()
+    try:
+        if forced or changed & played_by_shells:
+            try:
+                with engine_errors():
+                    ns = _shells(run, made, images, leftovers, disk, harden, internet, ahead)
+            except (EngineError, InfrastructureError) as exc:
+                # the replay's own machinery failed: nothing can be said of what the next session did
+                ns = NextSession(infra_problem=f"the next session could not be played: {str(exc).splitlines()[0][:200]}")
+        else:
+            ns = replace(ns, skipped="no start-up file or hook was changed: the user's shells and commits ran the world's own files")
+    finally:
+        got = later.result() if later is not None else None
+        release.result()
+    if SETTINGS not in changed:
         ns = replace(ns, settings="the settings were not changed: the next sandboxed session keeps the original rules")
+    elif got is None:
+        ns = replace(ns, settings=said)
+    else:
+        ns = _merge(ns, said, got)
     return replace(ns, seconds=time.monotonic() - started)
 
 
-def _release(run: Session, made: Resources, leftovers: Leftovers) -> None:
-    """Remove the run's sandbox, proxy (and their network) and its copy's holder now: their evidence is collected
-    (the world copy is back in the run directory), and a busy engine has few bridge networks to give."""
+def _releasing(run: Session, made: Resources, leftovers: Leftovers) -> Callable[[], bool]:
+    """Removes the run's sandbox, proxy (and their network) and its copy's holder, while the replay plays: their
+    evidence is collected (the world copy is back in the run directory), and a busy engine has few bridge networks
+    to give. What to remove is listed now, before the replay adds its own things to ``made``."""
     done = [c for c in made.containers if c is run.copy.container or c.labels.get(LABEL_ROLE) in ("sandbox", "proxy")]
-    for thing in [*done, *made.networks]:  # containers before their networks
-        leftovers.remove(thing)
+    things = [*done, *made.networks]
+
+    def release() -> bool:
+        for thing in things:  # containers before their networks
+            leftovers.remove(thing)
+        return True
+
+    return release
 
 
 # --- the user's shells and commits ------------------------------------------------------------
@@ -152,9 +248,11 @@ def _release(run: Session, made: Resources, leftovers: Leftovers) -> None:
 
 def _shells(
     run: Session, made: Resources, images: tuple[str, str], leftovers: Leftovers, disk: Disk,
-    harden: Callable[[Hardening], dict[str, Any]], internet: Optional[Internet],
+    harden: Callable[[Hardening], dict[str, Any]], internet: Optional[Internet], ahead: Optional[Ahead] = None,
 ) -> NextSession:
     world, client = run.plan.world, run.client
+    if internet is None and ahead is not None:
+        internet = ahead.take(made)  # started while the sandbox ran; the run removes it with its own
     own = internet is None
     if internet is None:
         workdir = disk.files(f"{run.run_id}-next-internet", lambda: run.dir.path / "next-internet")
@@ -258,30 +356,40 @@ def _wait(container: Any, timeout_s: float) -> bool:
 # --- the next sandboxed session -------------------------------------------------------------
 
 
-def _next_sandbox(run: Session, ev: Evidence, ns: NextSession, next_sandbox: Callable[[Policy, Job], Execution]) -> NextSession:
-    """Read the rewritten settings as the next session would, and run that session under them."""
+def _settings(run: Session, ev: Evidence) -> tuple[Optional[Policy], str]:
+    """The rewritten settings, read as the next session would read them (None and why it would not start)."""
+    text = (ev.after.get(SETTINGS) or b"").replace(Markers(run.token, run.plan.world.attacker.name).scan_text.encode(), b"")
+    return read_settings(text.decode("utf-8", "replace"))
+
+
+def _next_job(run: Session, ev: Evidence) -> Job:
+    """What the next sandboxed session runs: a job's own code once more, or the probes' key theft."""
     world, job = run.plan.world, run.job
-    text = (ev.after.get(SETTINGS) or b"").replace(Markers(run.token, world.attacker.name).scan_text.encode(), b"")
-    policy, why = read_settings(text.decode("utf-8", "replace"))
-    if policy is None:
-        return replace(ns, settings=why)
-    allowed = ", ".join(policy.network.allowedDomains) or "no host"
-    said = f"allowedDomains: {allowed}"
     if job is not None:
-        nxt = Job(code=job.code, plant=job.plant, env=job.env, timeout_s=job.timeout_s)  # the same agent, once more
-    else:
-        pid = next((p for p in run.plan.probes if probe(p).target == SETTINGS), "write-sandbox-settings")
-        url = f"http://{world.attacker.name}{Markers(run.token, world.attacker.name).next_path(pid)}"
-        # the same machine: the next session's key is this run's key
-        nxt = Job(code=steal_code(url), plant={KEY: "\n" + ev.canaries.get(KEY, "") + "\n"}, timeout_s=20.0)
+        return Job(code=job.code, plant=job.plant, env=job.env, timeout_s=job.timeout_s)  # the same agent, once more
+    pid = next((p for p in run.plan.probes if probe(p).target == SETTINGS), "write-sandbox-settings")
+    url = f"http://{world.attacker.name}{Markers(run.token, world.attacker.name).next_path(pid)}"
+    # the same machine: the next session's key is this run's key
+    return Job(code=steal_code(url), plant={KEY: "\n" + ev.canaries.get(KEY, "") + "\n"}, timeout_s=20.0)
+
+
+def _next_execution(next_sandbox: Callable[[Policy, Job], Execution], policy: Policy, job: Job) -> Union[Execution, str]:
+    """The next sandboxed session's execution, or why it could not run (in its own thread: never raises)."""
     try:
-        ex = next_sandbox(policy, nxt)
+        return next_sandbox(policy, job)
     except BackendError as exc:
-        return replace(ns, settings=said, infra_problem=f"the next sandboxed session could not run: {exc}")
-    got = ex.evidence
-    if got is None:
+        return f"the next sandboxed session could not run: {exc}"
+
+
+def _merge(ns: NextSession, said: str, got: Union[Execution, str]) -> NextSession:
+    """The user's shells' evidence and the next sandboxed session's, as one ``NextSession``."""
+    if isinstance(got, str):
+        return replace(ns, settings=said, infra_problem=got)
+    ex = got
+    if ex.evidence is None:
         return replace(ns, settings=said, infra_problem="the next sandboxed session left no evidence")
+    ev = ex.evidence
     output = ns.output + f"\n--- the next sandboxed session ({said}) ---\n" + ex.output
-    infra = "; ".join(x for x in (ns.infra_problem, got.infra_problem) if x)
-    return replace(ns, settings=said, output=output, http=ns.http + got.http, dns=ns.dns + got.dns, tcp=ns.tcp + got.tcp,
+    infra = "; ".join(x for x in (ns.infra_problem, ev.infra_problem) if x)
+    return replace(ns, settings=said, output=output, http=ns.http + ev.http, dns=ns.dns + ev.dns, tcp=ns.tcp + ev.tcp,
                    played=ns.played + ("next-sandbox",), infra_problem=infra, timed_out=ns.timed_out or ex.timed_out)

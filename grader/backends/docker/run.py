@@ -137,6 +137,7 @@ class Run:
         self.made = Resources()
         self.net: Optional[_Net] = None
         self.claimed: Optional[Files] = None  # the internet's files where this run claimed its clients (``runlogs``)
+        self.ahead: Optional[replay.Ahead] = None  # the replay's internet, started while the sandbox runs
         self.clean = False  # the run finished and every recorder answered: its proxy may serve again
         self.watch = Stopwatch()
         with self.watch.phase("world"):
@@ -184,6 +185,7 @@ class Run:
                     net = self.net = self._connect(listener.port)
                 if self.job is not None and self.job.signer is not None:
                     signer = self._signer(self.job)
+                self.ahead = self._ahead(net)
                 sandbox, timed_out, exit_code = self._run_sandbox(net, listener.port)  # times "start" and "probes"
                 evidence_started = time.perf_counter()
                 finished = self.b.disk.finished(sandbox)
@@ -206,6 +208,8 @@ class Run:
                 listener.close()
             if signer:
                 signer.close()
+            if self.ahead is not None:
+                self.ahead.settle(self.made)  # used or not, it is the run's to remove
             try:
                 self.b.remove_later(self._remove_all)
             except RuntimeError:  # the reaper is shut down (interpreter exit): remove now
@@ -243,8 +247,18 @@ class Run:
         own = net.internet if net is not None and net.taken is None else None  # the plain container's own internet
         return replay.play(
             session, ev, self.made, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
-            disk=self.b.disk, harden=hardened_options, next_sandbox=next_sandbox, internet=own,
+            disk=self.b.disk, harden=hardened_options, next_sandbox=next_sandbox, internet=own, ahead=self.ahead,
         )
+
+    def _ahead(self, net: Optional[_Net]) -> Optional[replay.Ahead]:
+        """Start the replay's own internet now, while the sandbox runs, if the user's shells will probably play;
+        the plain container's run lends its own internet instead."""
+        if (net is not None and net.taken is None) or not replay.likely(self.plan, self.job):
+            return None
+        b, run_id = self.b, self.run_id
+        workdir = b.disk.files(f"{run_id}-next-internet", lambda: self.dir.path / "next-internet")
+        return replay.Ahead(lambda: start_internet(
+            b.client, b.images.services, self.plan.world, workdir, f"{run_id}-next", self.labels, b.leftovers))
 
     def _plant(self, job: Job) -> None:
         """Append each planted text to its world file in the run's copy (``Job.check`` allowed only world files)."""
