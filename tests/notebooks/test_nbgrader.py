@@ -56,6 +56,29 @@ def _submit(course: Path, released: nbformat.NotebookNode, student: str, policy_
     (folder / "timestamp.txt").write_text("2026-11-30 10:00:00.000000 UTC")
 
 
+# What a learner's markup tries in the feedback HTML: each marker must never reach it.
+HOSTILE_OUTPUT = ('<script>window.PWNED_SCRIPT = 1</script><img src="x" onerror="PWNED_ONERROR()">'
+                  '<b>kept bold</b><a href="javascript:PWNED_HREF()">link</a>')
+HOSTILE_MARKDOWN = 'My answer <img src=x onerror="PWNED_MARKDOWN()"> <script>PWNED_MD_SCRIPT()</script>'
+MARKERS = ("PWNED_SCRIPT", "PWNED_ONERROR", "PWNED_HREF", "PWNED_MARKDOWN", "PWNED_MD_SCRIPT", "PWNED_PNG", "PWNED_JS")
+
+
+def _submit_hostile(course: Path, released: nbformat.NotebookNode, policy_source: str) -> None:
+    """A full-marks policy, plus a cell that displays script-carrying HTML, a crafted image and JavaScript, and a
+    markdown answer with an onerror= attribute."""
+    _submit(course, released, "hostile", policy_source)
+    path = course / "submitted" / "hostile" / ASSIGNMENT / "task.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == f"{TASK.id}-policy")
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(
+        "from IPython.display import HTML, Javascript, display\n"
+        f"display(HTML({HOSTILE_OUTPUT!r}))\n"
+        "display({'image/png': 'AAAA\" onerror=\"PWNED_PNG()'}, raw=True)\n"
+        "display(Javascript('PWNED_JS()'))"))
+    nb.cells.insert(at + 2, nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN))
+    nbformat.write(nb, path)
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("course")
@@ -67,6 +90,7 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _submit(root, released, "ref", f'policy_json = r"""{reference}"""')
     _submit(root, released, "naive", "# keeping the starter as it is")
     _submit(root, released, "broken", 'policy_json = \'{"filesystem": {"allowWrite": ["/app/workspace/build"]\'')
+    _submit_hostile(root, released, f'policy_json = r"""{reference}"""')
     _nbgrader(root, "autograde", ASSIGNMENT, "--force")
     _nbgrader(root, "generate_feedback", ASSIGNMENT, "--force")
     _nbgrader(root, "export")
@@ -104,3 +128,21 @@ def test_feedback_names_the_exfiltration_path(course: Path) -> None:
     assert "Fix:" in html
     broken = (course / "feedback" / "broken" / ASSIGNMENT / "task.html").read_text()
     assert "not a valid policy" in broken and "invalid JSON" in broken
+
+
+def test_feedback_carries_no_learner_script(course: Path) -> None:
+    """The hostile cell ran at autograde (its output is in the autograded notebook), yet none of its markup reaches
+    the feedback HTML: no <script> of the learner, no on*= attribute, no javascript: URL; harmless markup stays."""
+    from bs4 import BeautifulSoup
+
+    autograded = (course / "autograded" / "hostile" / ASSIGNMENT / "task.ipynb").read_text()
+    assert "PWNED_SCRIPT" in autograded and "PWNED_ONERROR" in autograded, "the attack must have run for the test to mean anything"
+    html = (course / "feedback" / "hostile" / ASSIGNMENT / "task.html").read_text()
+    for marker in MARKERS:
+        assert marker not in html, marker
+    soup = BeautifulSoup(html, "html.parser")
+    handlers = [(tag.name, a) for tag in soup.find_all(True) for a in tag.attrs if a.lower().startswith("on")]
+    assert handlers == []
+    assert "kept bold" in html and "My answer" in html
+    assert "removed from feedback" in html
+    assert _scores(course)["hostile"] == (float(TASK.max_score), float(TASK.max_score + MANUAL_POINTS))
