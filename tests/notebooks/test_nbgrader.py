@@ -94,6 +94,7 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _nbgrader(root, "autograde", ASSIGNMENT, "--force")
     _nbgrader(root, "generate_feedback", ASSIGNMENT, "--force")
     _nbgrader(root, "export")
+    _nbgrader(root, "export", "--exporter=grader.grading.lms.CanvasExportPlugin", "--to", "canvas.csv")
     return root
 
 
@@ -146,3 +147,14 @@ def test_feedback_carries_no_learner_script(course: Path) -> None:
     assert "kept bold" in html and "My answer" in html
     assert "removed from feedback" in html
     assert _scores(course)["hostile"] == (float(TASK.max_score), float(TASK.max_score + MANUAL_POINTS))
+
+
+def test_canvas_export_has_the_sample_files_columns_and_nbgraders_scores(course: Path) -> None:
+    """nbgrader export with the Canvas plugin: Canvas's import columns (the sample file's), a Points Possible row,
+    and every student's score as nbgrader's own grades.csv has it."""
+    sample = list(csv.reader((REPO / "tests" / "fixtures" / "lms" / "canvas_gradebook_import.csv").open(newline="")))
+    rows = list(csv.reader((course / "canvas.csv").open(newline="")))
+    assert rows[0] == sample[0][:5] + [ASSIGNMENT]
+    assert rows[1] == ["Points Possible", "", "", "", "", str(TASK.max_score + MANUAL_POINTS)]
+    scores = {r[2]: float(r[5]) for r in rows[2:]}
+    assert scores == {student: score for student, (score, _) in _scores(course).items()}
