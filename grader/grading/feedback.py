@@ -44,6 +44,7 @@ from typing import Any
 
 from nbconvert.preprocessors import Preprocessor
 from nbformat import NotebookNode
+from traitlets import Bool
 
 __all__ = ["SanitizeFeedback", "clean_html", "sanitize_notebook"]
 
@@ -115,6 +116,9 @@ def sanitize_notebook(nb: NotebookNode) -> NotebookNode:
 
 class SanitizeFeedback(Preprocessor):
     """nbgrader ``GenerateFeedback`` step: neutralise learner markup before the HTML is written."""
+
+    # nbconvert runs a preprocessor only when enabled, and its default is off: on, or feedback ships unclean
+    enabled = Bool(True).tag(config=True)
 
     def preprocess(self, nb: NotebookNode, resources: dict[str, Any]) -> tuple[NotebookNode, dict[str, Any]]:
         return sanitize_notebook(nb), resources

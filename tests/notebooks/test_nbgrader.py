@@ -158,8 +158,8 @@ def test_feedback_carries_no_learner_script(course: Path) -> None:
 def test_canvas_export_has_the_sample_files_columns_and_nbgraders_scores(course: Path) -> None:
     """nbgrader export with the Canvas plugin: Canvas's import columns (the sample file's), a Points Possible row,
     and every student's score as nbgrader's own grades.csv has it."""
-    sample = list(csv.reader((REPO / "tests" / "fixtures" / "lms" / "canvas_gradebook_import.csv").open(newline="")))
-    rows = list(csv.reader((course / "canvas.csv").open(newline="")))
+    sample = list(csv.reader((REPO / "tests" / "fixtures" / "lms" / "canvas_gradebook_import.csv").read_text().splitlines()))
+    rows = list(csv.reader((course / "canvas.csv").read_text().splitlines()))
     assert rows[0] == sample[0][:5] + [ASSIGNMENT]
     assert rows[1] == ["Points Possible", "", "", "", "", str(TASK.max_score + MANUAL_POINTS)]
     scores = {r[2]: float(r[5]) for r in rows[2:]}

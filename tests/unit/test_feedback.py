@@ -58,6 +58,7 @@ def test_without_the_step_the_markup_would_reach_the_html() -> None:
     assert "<script>PWNED_1()</script>" in html and 'onerror="PWNED_3()' in html
 
 
-def test_preprocessor_hands_resources_through() -> None:
-    nb, res = SanitizeFeedback().preprocess(_notebook(), {"k": 1})
+def test_preprocessor_runs_when_called_as_nbconvert_calls_it() -> None:
+    """nbconvert calls a preprocessor (``__call__``), which does nothing unless it is enabled."""
+    nb, res = SanitizeFeedback()(_notebook(), {"k": 1})
     assert res == {"k": 1} and "widgets" not in nb.metadata
