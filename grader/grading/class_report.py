@@ -219,7 +219,11 @@ def build_report(book: _Book, world: Optional[World] = None) -> ClassReport:
         if data is None:
             not_analysed.append({"student": r.student, "why": why})
             continue
-        policy = load_policy(json.loads(data))
+        try:
+            policy = load_policy(json.loads(data))
+        except (SandboxLabError, ValueError):  # a row marked ok whose file is no valid policy: a forged gradebook
+            not_analysed.append({"student": r.student, "why": f"{r.source}: not a valid policy, yet graded ok"})
+            continue
         canon = policy.canonical_json()
         by_canon[canon].append(r.student)
         if canon not in analysis:

@@ -138,3 +138,16 @@ def test_every_check_of_every_task_has_a_lesson() -> None:
     assert ids <= set(LESSONS), ids - set(LESSONS)
     for folder, _ in LESSONS.values():
         assert (REPO / "lessons" / folder).is_dir(), folder
+
+
+def test_a_row_marked_ok_whose_file_is_no_policy_is_not_analysed(tmp_path: Path) -> None:
+    import hashlib
+
+    bad = tmp_path / "x.json"
+    bad.write_text("{not a policy")
+    book = {"task": TASK, "max_score": 10, "backend": "static", "rows": [
+        {"student": "zed", "score": 10, "max_score": 10, "status": "ok", "source": str(bad),
+         "sha256": hashlib.sha256(bad.read_bytes()).hexdigest(), "checks": []}]}
+    (tmp_path / "gradebook.json").write_text(json.dumps(book))
+    report = build_report(load_gradebook(tmp_path / "gradebook.json"))
+    assert report.not_analysed == [{"student": "zed", "why": f"{bad}: not a valid policy, yet graded ok"}]

@@ -17,7 +17,8 @@ def _notebook() -> nbformat.NotebookNode:
             "text/html": '<script>PWNED_1()</script><img src=x onerror="PWNED_2()"><b>bold</b>',
             "text/plain": "<IPython.core.display.HTML object>"}),
         nbformat.v4.new_output("display_data", data={"image/png": 'AAAA" onerror="PWNED_3()'}),
-        nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo="}),
+        nbformat.v4.new_output("display_data", data={"image/png": "iVBORw0KGgo="},
+                               metadata={"image/png": {"width": '1" onerror="PWNED_12()'}}),
         nbformat.v4.new_output("display_data", data={"application/javascript": "PWNED_4()"}),
         nbformat.v4.new_output("display_data", data={"image/svg+xml": "<svg onload='PWNED_5()'/>"}),
         nbformat.v4.new_output("execute_result", data={"text/markdown": "[x](javascript:PWNED_6())"}, execution_count=1),
@@ -39,7 +40,7 @@ def test_clean_html_removes_script_and_handlers() -> None:
 def test_every_marker_is_gone_from_the_rendered_html() -> None:
     nb = sanitize_notebook(_notebook())
     html, _ = HTMLExporter().from_notebook_node(nb)
-    for i in range(1, 11):
+    for i in (*range(1, 11), 12):
         if i == 7:
             continue  # the stream is escaped by the template: present as text, never as markup
         assert f"PWNED_{i}(" not in html, i
