@@ -74,3 +74,13 @@ if os.environ.get("SANDBOX_LAB_AUTOGRADE_STEP", "on") != "off":  # "off" only fo
         Execute, GradePolicies, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
         AssignLatePenalties, CheckCellMetadata,
     ]
+
+# Feedback carries no learner markup: autograde re-ran every learner cell, and whatever it displayed
+# (a <script>, an onerror= attribute) would land in the HTML the instructor opens. SanitizeFeedback
+# runs after GetGrades and before the exporter renders (grader/grading/feedback.py).
+from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor  # noqa: E402
+from nbgrader.preprocessors import GetGrades  # noqa: E402
+
+from grader.grading.feedback import SanitizeFeedback  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, SanitizeFeedback, CSSHTMLHeaderPreprocessor]

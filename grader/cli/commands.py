@@ -29,6 +29,7 @@ __all__ = [
     "error_json",
     "run_attack",
     "run_check",
+    "run_class_report",
     "run_cleanup",
     "run_export",
     "run_grade",
@@ -255,6 +256,17 @@ def run_grade_batch(args: argparse.Namespace, io: Streams) -> int:
                 f"interrupted; finished rows are kept in {files['journal']}: rerun the same command to resume"
             ) from None
     io.err.write(book.summary() + "\n")
+    if getattr(args, "gradescope", None):
+        from grader.grading.lms import one_results
+
+        try:
+            results = one_results(book)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        target = Path(args.gradescope)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        io.err.write(f"Gradescope results: {target}\n")
     if args.json:
         io.out.write(dump({
             **book.to_json(), "summary": book.summary(), "seconds": round(book.seconds, 3),
@@ -262,6 +274,27 @@ def run_grade_batch(args: argparse.Namespace, io: Streams) -> int:
         }))
     else:
         io.out.write(f"{files['csv']}\n{files['json']}\n")
+    return EXIT_OK
+
+
+def run_class_report(args: argparse.Namespace, io: Streams) -> int:
+    from grader.grading.class_report import build_report, load_gradebook, render_html
+
+    source = Path(args.gradebook)
+    if source.is_dir():
+        source = source / "gradebook.json"
+    report = build_report(load_gradebook(source))
+    out = Path(args.out) if args.out else source.parent
+    out.mkdir(parents=True, exist_ok=True)
+    html_path, json_path = out / "class-report.html", out / "class-report.json"
+    json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")
+    html_path.write_text(render_html(report), encoding="utf-8")
+    if args.json:
+        io.out.write(dump({**report.to_json(), "files": {"html": str(html_path), "json": str(json_path)}}))
+    else:
+        weak = ", ".join(f"{s['check']} ({s['rate']:.0%}: lesson {s['lesson']})" for s in report.weak_spots) or "none"
+        io.err.write(f"{report.task}: {report.students} students; weak spots: {weak}\n")
+        io.out.write(f"{html_path}\n{json_path}\n")
     return EXIT_OK
 
 

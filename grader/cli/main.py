@@ -138,6 +138,10 @@ def _grade_batch_args() -> tuple[Arg, ...]:
             "--regrade", action="store_true", default=api_default(grade_batch, "regrade"),
             help="grade every submission again, reusing nothing from the journal",
         ),
+        arg(
+            "--gradescope", metavar="FILE", default=None,
+            help="also write the one submission's grade as Gradescope's results.json, a test per rubric check",
+        ),
         _BACKEND,
         _JSON,
     )
@@ -200,6 +204,21 @@ COMMANDS: tuple[Command, ...] = (
         "an interrupted batch resumes it, and a row is reused only when all of these are equal (--regrade reuses "
         "none). The summary names every student whose score changed. Exit 0 when the batch finished, "
         "whatever the scores.",
+    ),
+    Command(
+        "class-report", "what a class got wrong: pass rates, leaks, over-grants, lessons to revisit",
+        _body("run_class_report"),
+        (
+            arg("gradebook", metavar="GRADEBOOK", help="gradebook.json written by grade-batch (or its directory)"),
+            arg("--out", metavar="DIR", help="where to write class-report.html and class-report.json "
+                "(default: beside the gradebook)"),
+            _JSON,
+        ),
+        "Read a gradebook written by grade-batch and write class-report.html (charts as inline SVG) and "
+        "class-report.json: the pass rate of every rubric check, the attacks that got through most often, the most "
+        "common over-grants by rule and by harm, groups of identical and near-identical policies, and for each weak "
+        "spot the lesson that teaches it. Policies are read back from the files graded (only when unchanged). "
+        "Needs matplotlib: pip install 'sandbox-lab[lab]'.",
     ),
     Command("schema", "print the policy's JSON Schema (for editors)", _body("run_schema")),
     Command(

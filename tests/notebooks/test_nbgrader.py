@@ -56,6 +56,29 @@ def _submit(course: Path, released: nbformat.NotebookNode, student: str, policy_
     (folder / "timestamp.txt").write_text("2026-11-30 10:00:00.000000 UTC")
 
 
+# What a learner's markup tries in the feedback HTML: each marker must never reach it.
+HOSTILE_OUTPUT = ('<script>window.PWNED_SCRIPT = 1</script><img src="x" onerror="PWNED_ONERROR()">'
+                  '<b>kept bold</b><a href="javascript:PWNED_HREF()">link</a>')
+HOSTILE_MARKDOWN = 'My answer <img src=x onerror="PWNED_MARKDOWN()"> <script>PWNED_MD_SCRIPT()</script>'
+MARKERS = ("PWNED_SCRIPT", "PWNED_ONERROR", "PWNED_HREF", "PWNED_MARKDOWN", "PWNED_MD_SCRIPT", "PWNED_PNG", "PWNED_JS")
+
+
+def _submit_hostile(course: Path, released: nbformat.NotebookNode, policy_source: str) -> None:
+    """A full-marks policy, plus a cell that displays script-carrying HTML, a crafted image and JavaScript, and a
+    markdown answer with an onerror= attribute."""
+    _submit(course, released, "hostile", policy_source)
+    path = course / "submitted" / "hostile" / ASSIGNMENT / "task.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    at = next(i for i, c in enumerate(nb.cells) if c.metadata.get("nbgrader", {}).get("grade_id") == f"{TASK.id}-policy")
+    nb.cells.insert(at + 1, nbformat.v4.new_code_cell(
+        "from IPython.display import HTML, Javascript, display\n"
+        f"display(HTML({HOSTILE_OUTPUT!r}))\n"
+        "display({'image/png': 'AAAA\" onerror=\"PWNED_PNG()'}, raw=True)\n"
+        "display(Javascript('PWNED_JS()'))"))
+    nb.cells.insert(at + 2, nbformat.v4.new_markdown_cell(HOSTILE_MARKDOWN))
+    nbformat.write(nb, path)
+
+
 @pytest.fixture(scope="module")
 def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("course")
@@ -67,9 +90,11 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _submit(root, released, "ref", f'policy_json = r"""{reference}"""')
     _submit(root, released, "naive", "# keeping the starter as it is")
     _submit(root, released, "broken", 'policy_json = \'{"filesystem": {"allowWrite": ["/app/workspace/build"]\'')
+    _submit_hostile(root, released, f'policy_json = r"""{reference}"""')
     _nbgrader(root, "autograde", ASSIGNMENT, "--force")
     _nbgrader(root, "generate_feedback", ASSIGNMENT, "--force")
     _nbgrader(root, "export")
+    _nbgrader(root, "export", "--exporter=grader.grading.lms.CanvasExportPlugin", "--to", "canvas.csv")
     return root
 
 
@@ -104,3 +129,38 @@ def test_feedback_names_the_exfiltration_path(course: Path) -> None:
     assert "Fix:" in html
     broken = (course / "feedback" / "broken" / ASSIGNMENT / "task.html").read_text()
     assert "not a valid policy" in broken and "invalid JSON" in broken
+
+
+def test_feedback_carries_no_learner_script(course: Path) -> None:
+    """The hostile cell ran at autograde (its output is in the autograded notebook), yet none of its markup reaches
+    the feedback HTML: no <script> of the learner, no on*= attribute, no javascript: URL; harmless markup stays."""
+    from bs4 import BeautifulSoup
+
+    autograded = (course / "autograded" / "hostile" / ASSIGNMENT / "task.ipynb").read_text()
+    assert "PWNED_SCRIPT" in autograded and "PWNED_ONERROR" in autograded, "the attack must have run for the test to mean anything"
+    html = (course / "feedback" / "hostile" / ASSIGNMENT / "task.html").read_text()
+    soup = BeautifulSoup(html, "html.parser")
+    # anywhere in the page: no learner script, no event handler, no javascript: URL, nothing in an attribute
+    assert [s for s in soup.find_all("script") if "PWNED" in s.get_text()] == []
+    assert [(tag.name, a) for tag in soup.find_all(True) for a, v in tag.attrs.items()
+            if a.lower().startswith("on") or "javascript:" in str(v).lower() or "PWNED" in str(v)] == []
+    # the cells' source is shown as escaped, highlighted code: leave it out, and no marker is left anywhere else
+    for area in soup.find_all(class_=lambda c: bool(c) and "input" in c.lower()):
+        area.decompose()
+    rest = str(soup)
+    for marker in MARKERS:
+        assert marker not in rest, marker
+    assert "<b>kept bold</b>" in rest and "My answer" in rest
+    assert "removed from feedback" in rest
+    assert _scores(course)["hostile"] == (float(TASK.max_score), float(TASK.max_score + MANUAL_POINTS))
+
+
+def test_canvas_export_has_the_sample_files_columns_and_nbgraders_scores(course: Path) -> None:
+    """nbgrader export with the Canvas plugin: Canvas's import columns (the sample file's), a Points Possible row,
+    and every student's score as nbgrader's own grades.csv has it."""
+    sample = list(csv.reader((REPO / "tests" / "fixtures" / "lms" / "canvas_gradebook_import.csv").read_text().splitlines()))
+    rows = list(csv.reader((course / "canvas.csv").read_text().splitlines()))
+    assert rows[0] == sample[0][:5] + [ASSIGNMENT]
+    assert rows[1] == ["Points Possible", "", "", "", "", str(TASK.max_score + MANUAL_POINTS)]
+    scores = {r[2]: float(r[5]) for r in rows[2:]}
+    assert scores == {student: score for student, (score, _) in _scores(course).items()}

@@ -146,3 +146,8 @@ def test_readme_instructor_commands_succeed_as_written(tmp_path: Path) -> None:
     with (course / "grades" / "gradebook.csv").open(newline="") as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
     assert set(rows) == {"alice", "bob", "carol"}, rows
+    with (course / "canvas.csv").open(newline="") as fh:
+        canvas = list(csv.reader(fh))
+    assert canvas[0][:5] == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"] and canvas[1][0] == "Points Possible"
+    report = json.loads((course / "grades" / "class-report.json").read_text())
+    assert report["students"] == 3 and (course / "grades" / "class-report.html").is_file()

@@ -322,7 +322,7 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_is_registered_once() -> None:
     names = [c.name for c in cli.COMMANDS]
-    assert sorted(names) == sorted(set(names)) == ["attack", "check", "cleanup", "export", "grade", "grade-batch", "import", "probe", "schema", "setup", "tasks"]
+    assert sorted(names) == sorted(set(names)) == ["attack", "check", "class-report", "cleanup", "export", "grade", "grade-batch", "import", "probe", "schema", "setup", "tasks"]
 
 
 # --- as a real process ----------------------------------------------------------------------
@@ -561,6 +561,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
         "tasks": ["tasks"],
         "grade": ["grade", "--task", TASK, NAIVE, "--backend", "static"],
         "grade-batch": ["grade-batch", "--task", TASK, str(submissions), "--out", str(out_dir), "--backend", "static"],
+        "class-report": ["class-report", str(out_dir)],  # over the gradebook grade-batch just wrote
         "export": ["export", PRACTICE, "--to", "srt"],
         "import": ["import", str(settings), "--from", "srt", "--project-root", "/tmp/x"],
         "setup": ["setup"],
@@ -581,6 +582,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
     assert batch["counts"]["full_marks"] == 1 and batch["runs"] == 2
     assert batch["files"] == {"csv": str(out_dir / "gradebook.csv"), "json": str(out_dir / "gradebook.json"), "journal": str(out_dir / "journal.jsonl")}
     assert all(Path(p).is_file() for p in batch["files"].values())
+    assert data["class-report"]["students"] == 3 and Path(data["class-report"]["files"]["html"]).is_file()
     assert "/project/src" in json.loads(data["export"]["text"])["filesystem"]["allowRead"]
     assert data["export"]["target"] == "srt" and any("allow-only reads" in w for w in data["export"]["warnings"])
     assert data["setup"] == {"sandbox": "sandbox-lab/sandbox:0123456789ab", "services": "sandbox-lab/services:0123456789ab"}

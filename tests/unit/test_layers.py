@@ -89,7 +89,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"grading.submission"},
     {"grading.autograde"},
     # report
-    {"grading.report"},
+    {"grading.report", "grading.feedback", "grading.lms", "grading.class_report"},
     # views, each feature its own (HTML strings), sharing only the palette
     {"lessons.palette"},
     {"lessons.quiz_views", "lessons.progress_views", "lessons.agent_views", "lessons.goal_views", "ctf.views"},
