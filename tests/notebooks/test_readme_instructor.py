@@ -79,7 +79,11 @@ def _course(root: Path) -> Path:
 def _run(course: Path, command: str, env: dict[str, str]) -> str:
     proc = subprocess.run(["bash", "-c", command], cwd=course, env=env, capture_output=True, text=True, timeout=900)
     output = proc.stdout + proc.stderr
-    assert proc.returncode == 0, f"the README's command failed (exit {proc.returncode}): {command}\n{output[-3000:]}"
+    # a command whose comment says "(exit N ..." is shown for that outcome: it must end exactly so, no other way
+    said = re.search(r"#.*\(exit (\d)\b", command)
+    expected = int(said.group(1)) if said else 0
+    assert proc.returncode == expected, (f"the README's command ended with exit {proc.returncode}, not {expected}: "
+                                         f"{command}\n{output[-3000:]}")
     return output
 
 
