@@ -114,6 +114,18 @@ def test_answering_wrong_shows_why_and_records_the_first_attempt(course: Path, t
     assert first["quiz:check-etc-secrets-github"]["result"] == "wrong" and first["quiz:check-standard-docker"]["result"] == "wrong"
 
 
+def _submit_and_grade(course: Path, students: dict[str, Any]) -> dict[str, float]:
+    """Each student's notebook submitted, autograded and exported by nbgrader: student → score."""
+    for student, nb in students.items():
+        folder = course / "submitted" / student / LESSON
+        folder.mkdir(parents=True)
+        nbformat.write(nb, folder / "check-yourself.ipynb")
+    _nbgrader(course, "autograde", LESSON, "--force")
+    _nbgrader(course, "export")
+    with (course / "grades.csv").open(newline="") as fh:
+        return {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == LESSON}
+
+
 def test_autograde_scores_the_top_level_letters_only(course: Path) -> None:
     released = _released(course)
     cell = next(c for c in released.cells if c.metadata.get("nbgrader", {}).get("grade_id") == ANSWERS)
@@ -122,14 +134,7 @@ def test_autograde_scores_the_top_level_letters_only(course: Path) -> None:
     assert in_branch != cell.source
     students = {"untouched": released, "branch": _answer(released, in_branch),
                 "right": _answer(released, 'answer_etc_secrets = "c"\nanswer_standard_docker = "b"')}
-    for student, nb in students.items():
-        folder = course / "submitted" / student / LESSON
-        folder.mkdir(parents=True)
-        nbformat.write(nb, folder / "check-yourself.ipynb")
-    _nbgrader(course, "autograde", LESSON, "--force")
-    _nbgrader(course, "export")
-    with (course / "grades.csv").open(newline="") as fh:
-        scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == LESSON}
+    scores = _submit_and_grade(course, students)
     assert scores == {"untouched": 0.0, "branch": 0.0, "right": 2.0}
 
 
@@ -144,14 +149,7 @@ def test_a_letter_changed_after_the_key_showed_scores_nothing(course: Path, tmp_
     assert errors == [] and "\n".join(texts).count("Right") >= 2  # the lesson now says "Right", and that the first counts
     honest = _answer(_released(course), RIGHT)
     _run(honest, cwd, monkeypatch, tmp_path / "honest.json")
-    for student, nb in {"gamer": gamer, "honest": honest}.items():
-        folder = course / "submitted" / student / LESSON
-        folder.mkdir(parents=True)
-        nbformat.write(nb, folder / "check-yourself.ipynb")
-    _nbgrader(course, "autograde", LESSON, "--force")
-    _nbgrader(course, "export")
-    with (course / "grades.csv").open(newline="") as fh:
-        scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == LESSON}
+    scores = _submit_and_grade(course, {"gamer": gamer, "honest": honest})
     assert scores["gamer"] == 0.0 and scores["honest"] == 2.0, scores
     graded_nb = nbformat.read(course / "autograded" / "gamer" / LESSON / "check-yourself.ipynb", as_version=4)
     said = [o.get("evalue", "") for c in graded_nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
