@@ -78,7 +78,7 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from nbconvert.preprocessors import Preprocessor
 import nbformat
@@ -100,6 +100,7 @@ __all__ = ["CheckSubmission", "GradePolicies", "PolicySource", "Reading", "find_
 BACKEND_ENV = "SANDBOX_LAB_AUTOGRADE_BACKEND"  # "docker", "static" or "auto"; else SANDBOX_LAB_BACKEND; else "auto"
 POLICY_FILE = "my_policy.json"
 _A = TypeVar("_A", str, int)  # the type of a judged call's literal first argument
+_C = TypeVar("_C")  # what a grade cell's parser reads from its source
 NOT_A_LITERAL = (
     "the policy cell does not set policy_json to a string literal, and no my_policy.json was submitted. "
     'Write your policy as policy_json = r"""{ ... }""" in the policy cell.'
@@ -168,16 +169,21 @@ def _asked(source: str) -> Optional[tuple[str, str]]:
     return _call_on(source, "is_option", str, max_args=2)
 
 
+def _graded_calls(nb: NotebookNode, parse: Callable[[str], Optional[_C]]) -> Iterator[tuple[NotebookNode, _C]]:
+    """Every graded code cell whose source ``parse`` recognises (a check's call), with what it read."""
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
+            asked = parse(cell.source)
+            if asked is not None:
+                yield cell, asked
+
+
 def first_answers(nb: NotebookNode) -> dict[str, bool]:
     """grade_id → whether the first attempt was right, for every graded choice cell whose submitted output records
     one (``lessons.first_answer``: the lesson showed the key after it). Read from the notebook as submitted, before
     nbgrader clears its outputs; a cell that appears twice counts as right only if both records say so."""
     found: dict[str, bool] = {}
-    for cell in nb.cells:
-        md = cell.get("metadata", {}).get("nbgrader", {})
-        asked = _asked(cell.source) if cell.cell_type == "code" and md.get("grade") else None
-        if asked is None:
-            continue
+    for cell, asked in _graded_calls(nb, _asked):
         recorded, solved = read_first_answer(cell.get("outputs"), asked[0])
         if recorded:
             gid = _grade_id(cell)
@@ -197,14 +203,7 @@ def grade_answers(nb: NotebookNode, first: Optional[dict[str, bool]] = None) -> 
         if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
             answers.update(literal_strings(cell.source))
     scored: dict[str, bool] = {}
-    for cell in nb.cells:
-        md = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.cell_type != "code" or not md.get("grade"):
-            continue
-        asked = _asked(cell.source)
-        if asked is None:
-            continue
-        qid, var = asked
+    for cell, (qid, var) in _graded_calls(nb, _asked):
         try:
             key = question(qid).answer_sha256
         except (KeyError, SandboxLabError):
@@ -247,12 +246,7 @@ def grade_attacks(nb: NotebookNode, backend: Optional[Backend] = None) -> dict[s
             else:
                 answers.update(found)
     scored: dict[str, bool] = {}
-    for cell in nb.cells:
-        md = cell.get("metadata", {}).get("nbgrader", {})
-        asked = _captures(cell.source) if cell.cell_type == "code" and md.get("grade") else None
-        if asked is None:
-            continue
-        number, var = asked
+    for cell, (number, var) in _graded_calls(nb, _captures):
         gid = _grade_id(cell)
         code = answers.get(var)
         scored[gid] = False
