@@ -29,7 +29,7 @@ Pure. Imports: access, domains, paths, records, scope, world. Nothing downstream
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Literal, Optional
 
 from grader.core.access import Access, Decision
@@ -63,7 +63,7 @@ class HostNeed:
     use: HostUse
 
     def to_json(self) -> dict[str, str]:
-        return {"host": self.host, "use": self.use}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ Imports nothing of the package.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Literal, Optional
 
 __all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "RawPorts", "Reach", "Scope", "SinkHit"]
@@ -45,7 +45,7 @@ class Reach:
     uploads: bool
 
     def to_json(self) -> dict[str, Any]:
-        return {"host": self.host, "uploads": self.uploads}
+        return asdict(self)
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from grader.ctf import views as ctf_views
 from grader.ctf.ladder import AttackResult, attack, level
 from grader.lessons import palette
 from grader.lessons.progress import ProgressError, load_progress, record_level
-from grader.lessons.widget_base import HTMLFallback
+from grader.lessons.widget_base import HTMLFallback, html_view, run_button
 
 __all__ = ["AttackEditor", "attack_editor"]
 
@@ -46,11 +46,9 @@ class AttackEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
         self.text = W.Textarea(value=initial or "# your attack: Python, run as the agent's tool would run it\n",
                                layout=W.Layout(width="100%", height=f"{rows * 1.6:.0f}em"))
         self.text.add_class("sl-attack-code")
-        self.button = W.Button(description="Run the attack", icon="play", button_style="danger",
-                               tooltip="Run this code inside the level's sandbox, with a fresh flag")
-        self.button.add_class("sl-attack-button")
-        self.view = W.HTML()
-        self.view.add_class("sl-attack-result")
+        self.button = run_button("Run the attack", "Run this code inside the level's sandbox, with a fresh flag",
+                                 "sl-attack-button", style="danger")
+        self.view = html_view("sl-attack-result")
         self.result: Optional[AttackResult] = None
         self.attempts = 0  # attempts made in this editor (the progress board keeps the total)
         super().__init__([self.intro, self.text, self.button, self.view])

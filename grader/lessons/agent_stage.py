@@ -21,7 +21,7 @@ from grader.core.errors import PolicyError, SandboxLabError
 from grader.core.policy import Policy, load_policy
 from grader.lessons import agent_views, board, palette
 from grader.lessons.agent import AgentRun, run_agent
-from grader.lessons.widget_base import PolicyInput, as_policy, HTMLFallback
+from grader.lessons.widget_base import HTMLFallback, PolicyInput, as_policy, html_view, run_button
 
 __all__ = ["AgentStage"]
 
@@ -59,11 +59,9 @@ class AgentStage(HTMLFallback, W.VBox):  # type: ignore[misc]
                 self.text.layout.flex = "1 1 20em"  # two columns where 40em fit, one above the other where not
             parts.append(self.text if self.beside is None else W.HBox(
                 [self.text, self.beside], layout=W.Layout(width="100%", flex_flow="row wrap", align_items="flex-start")))
-        self.button = W.Button(description="Run the agent", icon="play", button_style="warning",
-                               tooltip="Run the scripted agent in this sandbox and collect the evidence")
-        self.button.add_class("sl-agent-run-button")
-        self.view = W.HTML()
-        self.view.add_class("sl-agent-output")
+        self.button = run_button("Run the agent", "Run the scripted agent in this sandbox and collect the evidence",
+                                 "sl-agent-run-button")
+        self.view = html_view("sl-agent-output")
         self.last_run: Optional[AgentRun] = None
         super().__init__([*parts, self.button, self.view])
         self.add_class("sl-agent-stage")

@@ -38,7 +38,7 @@ from grader.lessons.quiz import (
     rating_score,
     recall_hint,
 )
-from grader.lessons.widget_base import HTMLFallback, record_first, run_sandbox, show_widget
+from grader.lessons.widget_base import HTMLFallback, html_view, record_first, run_button, run_sandbox, show_widget
 
 __all__ = ["Prediction", "Quiz", "ask", "graded", "quizzes"]
 
@@ -176,11 +176,9 @@ class Prediction(HTMLFallback, W.VBox):  # type: ignore[misc]
                                       layout=W.Layout(width="100%")) for pid in q.scenario.probes}
         for box in self.boxes.values():
             box.add_class("sl-prediction-probe")
-        self.button = W.Button(description="Run it", icon="play", button_style="warning",
-                               tooltip="Run this sandbox and compare your prediction with what happens")
-        self.button.add_class("sl-prediction-button")
-        self.view = W.HTML()
-        self.view.add_class("sl-prediction-result")
+        self.button = run_button("Run it", "Run this sandbox and compare your prediction with what happens",
+                                 "sl-prediction-button")
+        self.view = html_view("sl-prediction-result")
         self.result: Optional[RunResult] = None
         self.score: Optional[PredictionScore] = None
         self.attempt: Optional[Attempt] = None

@@ -17,7 +17,10 @@ from grader.core.policy import Policy, load_policy
 from grader.lessons.progress import Attempt, ProgressError, record_attempt
 from grader.lessons.session_runs import SESSION
 
-__all__ = ["HTMLFallback", "PolicyInput", "as_policy", "record_first", "run_sandbox", "run_sandboxes", "show_widget"]
+__all__ = [
+    "HTMLFallback", "PolicyInput", "as_policy", "html_view", "record_first", "run_button", "run_sandbox", "run_sandboxes",
+    "show_widget",
+]
 
 PolicyInput = Union[Policy, Mapping[str, Any], str, None]
 
@@ -69,3 +72,17 @@ def record_first(enabled: bool, item_id: str, result: str, score: float) -> tupl
 def show_widget(widget: W.Widget, visible: bool) -> None:
     """Show or hide a widget, keeping its place."""
     widget.layout.display = "" if visible else "none"
+
+
+def run_button(description: str, tooltip: str, css_class: str, *, style: str = "warning") -> W.Button:
+    """The play button that starts a run: its words, what it does on hover, and the class tests and themes find it by."""
+    button = W.Button(description=description, icon="play", button_style=style, tooltip=tooltip)
+    button.add_class(css_class)
+    return button
+
+
+def html_view(css_class: str) -> W.HTML:
+    """An empty HTML output a run's result is rendered into, found by ``css_class``."""
+    view = W.HTML()
+    view.add_class(css_class)
+    return view

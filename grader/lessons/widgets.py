@@ -47,7 +47,7 @@ from grader.lessons.progress import ProgressError, load_progress, mark_done
 from grader.lessons.quiz import load_questions
 from grader.lessons.quiz_widgets import Prediction, Quiz, ask, quizzes
 from grader.lessons.summary import hatch_rows
-from grader.lessons.widget_base import HTMLFallback, PolicyInput, as_policy, run_sandbox, run_sandboxes
+from grader.lessons.widget_base import HTMLFallback, PolicyInput, as_policy, html_view, run_button, run_sandbox, run_sandboxes
 
 __all__ = [
     "AgentStage",
@@ -138,11 +138,8 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
         self.text.add_class("sl-policy-text")
         self.status = W.HTML()
         self.status.add_class("sl-policy-status")
-        self.button = W.Button(description="Probe this policy", icon="play", button_style="warning",
-                               tooltip="Run every attack and job probe against this policy")
-        self.button.add_class("sl-probe-button")
-        self.backend_note = W.HTML()
-        self.backend_note.add_class("sl-backend-note")
+        self.button = run_button("Probe this policy", "Run every attack and job probe against this policy", "sl-probe-button")
+        self.backend_note = html_view("sl-backend-note")
         self.board = ProbeBoard(None)
         self.policy: Optional[Policy] = None
         self.errors: tuple[Problem, ...] = ()

@@ -54,7 +54,7 @@ Pure. Imports: errors, paths, policy, world, domains, machine, srt_notes. Nothin
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable, Literal, Optional
 
 from grader.core.domains import is_ipv4, split_port
@@ -107,7 +107,7 @@ class Rewrite:
     why: str  # one sentence: what the tool does with it
 
     def to_json(self) -> dict[str, str]:
-        return {"cause": self.cause, "pointer": self.pointer, "change": self.change, "why": self.why}
+        return asdict(self)
 
     def __str__(self) -> str:
         return f"{self.pointer + ': ' if self.pointer else ''}{self.change}: {self.why} ({self.cause})"
@@ -122,7 +122,7 @@ class Caveat:
     message: str
 
     def to_json(self) -> dict[str, str]:
-        return {"cause": self.cause, "pointer": self.pointer, "message": self.message}
+        return asdict(self)
 
     def __str__(self) -> str:
         return f"{self.pointer + ': ' if self.pointer else ''}{self.message} ({self.cause})"
