@@ -20,8 +20,9 @@ from typing import Callable, Iterator, Mapping
 
 __all__ = ["PHASES", "PhaseStats", "Stopwatch", "Tally"]
 
-# The phases of one Docker run, in the order they happen. "removal" runs off the critical path.
-PHASES = ("world", "network", "start", "probes", "evidence", "removal")
+# The phases of one Docker run, in the order they happen ("replay": the user's next session, when it plays).
+# "removal" runs off the critical path.
+PHASES = ("world", "network", "start", "probes", "evidence", "replay", "removal")
 
 
 class Stopwatch:

@@ -73,7 +73,7 @@ def test_the_tally_loses_nothing_when_many_threads_add_at_once() -> None:
 
 
 def test_the_phases_name_the_breakdown_the_batch_bench_prints() -> None:
-    assert PHASES == ("world", "network", "start", "probes", "evidence", "removal")
+    assert PHASES == ("world", "network", "start", "probes", "evidence", "replay", "removal")
 
 
 def test_timings_ride_on_the_result_but_neither_in_its_json_nor_in_its_equality() -> None:

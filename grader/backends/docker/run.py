@@ -199,7 +199,8 @@ class Run:
                 watch.add("evidence", time.perf_counter() - evidence_started)
                 self.clean = not infra
                 if replay.wanted(self.plan, self.job):  # the user's next session, outside the sandbox
-                    ev = dataclasses.replace(ev, next_session=self._replay(ev, net))
+                    with watch.phase("replay"):
+                        ev = dataclasses.replace(ev, next_session=self._replay(ev, net))
                 return Collected(ev, text, timed_out, exit_code)
         finally:
             if self.claimed is not None:
