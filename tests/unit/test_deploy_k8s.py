@@ -588,6 +588,26 @@ def test_jupyterhub_points_user_servers_at_the_api_service(docs: list[Doc]) -> N
     assert "--namespace jhub" in (DEPLOY / "jupyterhub" / "values.yaml").read_text()
 
 
+def test_the_jupyterhub_snippet_is_made_of_valid_kubernetes_parts() -> None:
+    """The chart copies the egress rule into a NetworkPolicy and the hook's variable into the pod: both must
+    be valid there, so they are validated inside the objects they end up in."""
+    values = _values()
+    policy = {"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+              "metadata": {"name": "singleuser", "namespace": "jhub"},
+              "spec": {"podSelector": {"matchLabels": {"component": "singleuser-server"}},
+                       "policyTypes": ["Egress"], "egress": values["singleuser"]["networkPolicy"]["egress"]}}
+    assert schema_problems(policy) == []
+    spawner = _spawner("alice")
+    _token_hook()(spawner)
+    env = [{"name": k, "value": v} for k, v in values["singleuser"]["extraEnv"].items()]
+    env += [{"name": k, **v} for k, v in spawner.environment.items()]
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "jupyter-alice", "namespace": "jhub"},
+           "spec": {"containers": [{"name": "notebook", "image": "lab", "env": env}]}}
+    assert schema_problems(pod) == []
+    pod["spec"]["containers"][0]["env"][-1]["valueFrom"]["secretKeyRef"]["keys"] = "alice"  # a typo is caught
+    assert schema_problems(pod)
+
+
 def _token_hook() -> Any:
     code = _values()["hub"]["extraConfig"]["sandbox-lab-token"]
     c = SimpleNamespace(KubeSpawner=SimpleNamespace())
