@@ -12,7 +12,8 @@ nobody outside this module names ``docker.errors``.
     ├── Unanswered              no answer: connection refused or lost, a read timeout (requests)
     └── DockerError             the SDK reported a failure (docker.errors.DockerException)
         ├── Refused             the engine answered with an error (APIError); ``explanation`` is its reason
-        │   └── Missing         the thing is not there (NotFound, ImageNotFound)
+        │   ├── Missing         the thing is not there (NotFound, ImageNotFound)
+        │   └── PoolsFull       no address range left for another network (every pool in use)
         └── BuildFailed         an image build failed (BuildError); ``msg`` and ``build_log`` as the SDK gave them
 
 Each keeps the SDK's message as its own (``str(exc)``), so whatever a caller
@@ -44,6 +45,8 @@ __all__ = [
     "LogConfig",
     "Missing",
     "Mount",
+    "POOLS_FULL",
+    "PoolsFull",
     "Network",
     "Refused",
     "Ulimit",
@@ -78,6 +81,15 @@ class Missing(Refused):
     """The container, network or image is not there (any more)."""
 
 
+# How the engine says every range of its address pools is taken: Docker 20.10's words, then newer engines'.
+# A limit of the engine's configuration (``default-address-pools``), not a failure: waited for (``simnet``).
+POOLS_FULL = ("could not find an available, non-overlapping ipv4 address pool", "have been fully subnetted")
+
+
+class PoolsFull(Refused):
+    """The engine has no address range left for another network: other networks hold every one of its pools."""
+
+
 class BuildFailed(DockerError):
     """An image build failed; ``msg`` and ``build_log`` are the SDK's."""
 
@@ -93,6 +105,8 @@ def _ours(exc: BaseException) -> Optional[EngineError]:
     if isinstance(exc, docker.errors.NotFound):
         return Missing(str(exc), exc.explanation)
     if isinstance(exc, docker.errors.APIError):
+        if any(words in str(exc).lower() for words in POOLS_FULL):
+            return PoolsFull(str(exc), exc.explanation)
         return Refused(str(exc), exc.explanation)
     if isinstance(exc, docker.errors.BuildError):
         return BuildFailed(str(exc), exc.msg, exc.build_log)
