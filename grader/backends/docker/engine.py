@@ -101,12 +101,13 @@ class BuildFailed(DockerError):
 
 def _ours(exc: BaseException) -> Optional[EngineError]:
     """The error of ours for an SDK or transport exception; None for anything else."""
-    # the order matters: NotFound is an APIError, which is also a requests HTTPError
+    # the order matters: NotFound is an APIError, which is also a requests HTTPError; and Docker 20.10 answers
+    # full pools with a 404 (NotFound), so the pools' words are read before the status
+    if isinstance(exc, docker.errors.APIError) and any(words in str(exc).lower() for words in POOLS_FULL):
+        return PoolsFull(str(exc), exc.explanation)
     if isinstance(exc, docker.errors.NotFound):
         return Missing(str(exc), exc.explanation)
     if isinstance(exc, docker.errors.APIError):
-        if any(words in str(exc).lower() for words in POOLS_FULL):
-            return PoolsFull(str(exc), exc.explanation)
         return Refused(str(exc), exc.explanation)
     if isinstance(exc, docker.errors.BuildError):
         return BuildFailed(str(exc), exc.msg, exc.build_log)
