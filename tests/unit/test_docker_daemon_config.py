@@ -3,7 +3,7 @@
 Pure: ``merge`` on values, ``main`` on a file of the test's own (never the
 machine's /etc/docker/daemon.json). ``scripts/ensure-docker`` calls it before
 it starts dockerd (``--pools``) and for ``--runtime runsc``; the pools it
-writes are checked against a real dockerd in tests/integration/test_address_pools.py.
+writes were checked against a real dockerd of its own (docs/scaling.md, "Address pools").
 """
 
 from __future__ import annotations
