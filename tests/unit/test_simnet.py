@@ -15,8 +15,8 @@ import pytest
 import requests
 
 from grader.backends.docker import simnet
-from grader.backends.docker.engine import PoolsFull, Refused, engine_errors
-from grader.backends.docker.simnet import POOL_WAIT, NetworksExhausted, create_network
+from grader.backends.docker.engine import NetworksExhausted, PoolsFull, Refused, engine_errors
+from grader.backends.docker.simnet import POOL_WAIT, create_network
 from grader.core.errors import BackendError
 
 FULL_2010 = ("could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the "

@@ -15,6 +15,7 @@ nobody outside this module names ``docker.errors``.
         │   ├── Missing         the thing is not there (NotFound, ImageNotFound)
         │   └── PoolsFull       no address range left for another network (every pool in use)
         └── BuildFailed         an image build failed (BuildError); ``msg`` and ``build_log`` as the SDK gave them
+    NetworksExhausted(BackendError)   full pools for a whole wait (``simnet.create_network``): the learner's message
 
 Each keeps the SDK's message as its own (``str(exc)``), so whatever a caller
 prints of it reads as before. ``engine_errors(what)`` also turns any of them
@@ -45,6 +46,7 @@ __all__ = [
     "LogConfig",
     "Missing",
     "Mount",
+    "NetworksExhausted",
     "POOLS_FULL",
     "PoolsFull",
     "Network",
@@ -88,6 +90,19 @@ POOLS_FULL = ("could not find an available, non-overlapping ipv4 address pool", 
 
 class PoolsFull(Refused):
     """The engine has no address range left for another network: other networks hold every one of its pools."""
+
+
+class NetworksExhausted(BackendError):
+    """The engine's address pools stayed full for a whole wait: no network for the run. Not an ``EngineError``:
+    ``engine_errors(what)`` passes it on as it is, instead of asking whether the engine answers (it does)."""
+
+    def __init__(self, waited: float) -> None:
+        super().__init__(
+            "the Docker engine has no address range left for another network: every range of its address pools is "
+            f"held by other networks, and none came free within {waited:.0f} s. Wait until other runs finish and "
+            "rerun, or give the engine more, smaller pools: `scripts/ensure-docker` sets default-address-pools in "
+            '/etc/docker/daemon.json (docs/scaling.md, "Address pools").'
+        )
 
 
 class BuildFailed(DockerError):

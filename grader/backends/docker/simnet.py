@@ -42,7 +42,7 @@ from grader.core.errors import BackendError, InfrastructureError
 from grader.services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT
 from grader.core.world import World
 from grader.backends.files import Files
-from grader.backends.docker.engine import Container, LogConfig, Missing, Network, PoolsFull, Refused, engine_errors
+from grader.backends.docker.engine import Container, LogConfig, Missing, Network, NetworksExhausted, PoolsFull, Refused, engine_errors
 from grader.backends.docker.enginedisk import Disk, HostDisk
 from grader.backends.docker.volumes import attach, service_mount
 from grader.backends.owners import make_run_dir, namespace
@@ -55,7 +55,6 @@ __all__ = [
     "LABEL_NS",
     "Leftovers",
     "LABEL_PID",
-    "NetworksExhausted",
     "POOL_WAIT",
     "LABEL_ROLE",
     "LOGS",
@@ -88,13 +87,7 @@ KEEP_WARM = 4  # proxies kept for the next runs (one per default worker): each h
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
 # An engine with every address range in use: how long a run waits for another run to give one back, and the
 # pauses between its asks (doubling). A run holds its networks for seconds, so a minute is a queue, not a hang.
-POOL_WAIT = 60.0
-POOL_PAUSE = 0.25
-POOL_PAUSE_MAX = 4.0
-
-
-class NetworksExhausted(BackendError):
-    """The engine's address pools stayed full for the whole wait: no network for this run (see ``create_network``)."""
+POOL_WAIT, POOL_PAUSE, POOL_PAUSE_MAX = 60.0, 0.25, 4.0
 
 
 class Leftovers:
@@ -180,14 +173,10 @@ def create_network(
 ) -> Any:
     """An internal bridge with no host address: no route off the machine, nothing of the host reachable.
 
-    An engine whose address pools are all in use (``PoolsFull``) is a queue,
-    not a failure: other runs hold the networks and give them back within
-    seconds, so this waits, with a growing pause, for up to ``patience``
-    seconds; then ``NetworksExhausted`` names the cause and the fix.
+    Full address pools (``PoolsFull``) are a queue, not a failure: other runs give their networks back within
+    seconds, so this asks again, pausing longer each time, for up to ``patience`` s; then ``NetworksExhausted``.
     """
-    deadline = clock() + patience
-    pause = POOL_PAUSE
-    conflicts = 0
+    deadline, pause, conflicts = clock() + patience, POOL_PAUSE, 0
     while True:
         try:
             with engine_errors():
@@ -198,12 +187,7 @@ def create_network(
         except PoolsFull:
             left = deadline - clock()
             if left <= 0:
-                raise NetworksExhausted(
-                    f"the Docker engine has no address range left for another network: every range of its address "
-                    f"pools is held by other networks, and none came free within {patience:.0f} s. Wait until other "
-                    "runs finish and rerun, or give the engine more, smaller pools: `scripts/ensure-docker` sets "
-                    "default-address-pools in /etc/docker/daemon.json (docs/scaling.md, \"Address pools\")."
-                ) from None
+                raise NetworksExhausted(patience) from None
             # jittered, so graders waiting on one engine do not all ask again at the same moment
             sleep(min(left, pause * random.uniform(0.75, 1.25)))
             pause = min(pause * 2, POOL_PAUSE_MAX)
