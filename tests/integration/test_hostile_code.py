@@ -5,7 +5,8 @@ runner (it is fixed code in the image), so ``_Hostile`` starts the sandbox
 image with a command of the test's own, hardened by the backend's own
 ``hardened_options`` for the plan's ``Hardening`` (read-only root, no
 capabilities, ``no-new-privileges``, uid 1000, PID, memory, CPU and open-file
-limits, a small private ``/tmp``), under the backend's wall clock. Everything
+limits, a small private ``/tmp``), under the backend's wall clock, and under
+the runtime ``SANDBOX_LAB_RUNTIME`` names (e.g. gVisor's runsc), as the backend's. Everything
 it makes carries the backend's labels, so ``no_leftovers`` and ``cleanup`` see
 it like any run's leftovers.
 
@@ -32,6 +33,7 @@ import pytest
 from grader import load_policy, predict
 from grader.backends.docker.backend import LABEL, LABEL_PID, LABEL_ROLE, hardened_options
 from grader.backends.docker.resources import Resources
+from grader.backends.docker.runtimes import runtime_from_env, sandbox_runtime
 from grader.core.plan import Hardening, build_plan
 from grader.core.world import load_world
 
@@ -106,7 +108,8 @@ class _Hostile:
             watch_pids: bool = False) -> _Ran:
         h = hardening
         kwargs: dict[str, Any] = dict(
-            hardened_options(h),  # the backend's own settings: the two cannot drift apart
+            # the backend's own settings, under the runtime SANDBOX_LAB_RUNTIME names (as the backend's): the two cannot drift apart
+            hardened_options(h, sandbox_runtime(self.client, runtime_from_env(os.environ))),
             name=f"{self.run_id}-{name}", labels={**self.labels, LABEL_ROLE: "sandbox"},
             working_dir="/home/user", environment={"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"},
         )

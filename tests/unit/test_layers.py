@@ -67,7 +67,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # a run's surroundings: the runs root and its owner records, the host's listener, removing what runs left
     {"backends.owners", "backends.listeners"},
     {"backends.cleanup"},
-    {"backends.base", "backends.docker.images", "backends.runs"},
+    {"backends.base", "backends.docker.images", "backends.runs", "backends.docker.runtimes"},
     # a service's working directory (docker-free: the srt backend's too); its kind on the engine's own disk
     {"backends.files"},
     {"backends.docker.volumes"},

@@ -50,6 +50,7 @@ from grader.backends.docker.hub import HubSharing, make_hub, stop_keepers
 from grader.backends.docker.images import Images, ensure_images
 from grader.backends.docker.lease import IDLE_ENV, idle_seconds
 from grader.backends.docker.run import Backing, Run, hardened_options
+from grader.backends.docker.runtimes import runtime_from_env, sandbox_runtime
 from grader.backends.docker.sharing import InProcess, Sharing
 from grader.backends.docker.simnet import LABEL, LABEL_NS, LABEL_PID, LABEL_ROLE, Leftovers, ProxyPool, SharedInternet
 
@@ -148,6 +149,7 @@ class DockerBackend(Closing):
 
     def __init__(
         self, client: Any, images: Images, *, retries: int = 1, disk: Optional[Disk] = None, shared_idle: Optional[float] = None,
+        runtime: Optional[str] = None,
     ) -> None:
         """Args:
             disk: where a run's files live for the engine; None chooses from ``DOCKER_HOST``
@@ -159,7 +161,13 @@ class DockerBackend(Closing):
                 commands ask for sharing (``backends.get(..., shared=True)``).
                 A remote engine's disk is reached through this process's
                 client only, so there the internet is always this backend's own.
+            runtime: the OCI runtime every sandbox runs under (e.g. gVisor's
+                ``runsc``); None: ``SANDBOX_LAB_RUNTIME`` if set, else the engine's
+                default. One the engine has not registered is refused here
+                (``runtimes.RuntimeUnavailable``), before anything is made.
         """
+        # first: a runtime asked for and missing fails before any internet or proxy exists
+        self.runtime = sandbox_runtime(client, runtime if runtime is not None else runtime_from_env(os.environ))
         self.client = client
         self.images = images
         self.retries = retries
@@ -214,7 +222,7 @@ class DockerBackend(Closing):
 
     def _backing(self) -> Backing:
         return Backing(self.client, self.images, self.disk, self.leftovers, self.sharing, self._remove_later, self.execute,
-                       self.tally)
+                       self.tally, self.runtime)
 
     def run(self, plan: RunPlan) -> RunResult:
         return run_with_retries(lambda final: Run(self._backing(), plan).execute(final=final), self.retries)

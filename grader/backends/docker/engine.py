@@ -12,8 +12,10 @@ nobody outside this module names ``docker.errors``.
     ├── Unanswered              no answer: connection refused or lost, a read timeout (requests)
     └── DockerError             the SDK reported a failure (docker.errors.DockerException)
         ├── Refused             the engine answered with an error (APIError); ``explanation`` is its reason
-        │   └── Missing         the thing is not there (NotFound, ImageNotFound)
+        │   ├── Missing         the thing is not there (NotFound, ImageNotFound)
+        │   └── PoolsFull       no address range left for another network (every pool in use)
         └── BuildFailed         an image build failed (BuildError); ``msg`` and ``build_log`` as the SDK gave them
+    NetworksExhausted(BackendError)   full pools for a whole wait (``simnet.create_network``): the learner's message
 
 Each keeps the SDK's message as its own (``str(exc)``), so whatever a caller
 prints of it reads as before. ``engine_errors(what)`` also turns any of them
@@ -44,6 +46,9 @@ __all__ = [
     "LogConfig",
     "Missing",
     "Mount",
+    "NetworksExhausted",
+    "POOLS_FULL",
+    "PoolsFull",
     "Network",
     "Refused",
     "Ulimit",
@@ -78,6 +83,28 @@ class Missing(Refused):
     """The container, network or image is not there (any more)."""
 
 
+# How the engine says every range of its address pools is taken: Docker 20.10's words, then newer engines'.
+# A limit of the engine's configuration (``default-address-pools``), not a failure: waited for (``simnet``).
+POOLS_FULL = ("could not find an available, non-overlapping ipv4 address pool", "have been fully subnetted")
+
+
+class PoolsFull(Refused):
+    """The engine has no address range left for another network: other networks hold every one of its pools."""
+
+
+class NetworksExhausted(BackendError):
+    """The engine's address pools stayed full for a whole wait: no network for the run. Not an ``EngineError``:
+    ``engine_errors(what)`` passes it on as it is, instead of asking whether the engine answers (it does)."""
+
+    def __init__(self, waited: float) -> None:
+        super().__init__(
+            "the Docker engine has no address range left for another network: every range of its address pools is "
+            f"held by other networks, and none came free within {waited:.0f} s. Wait until other runs finish and "
+            "rerun, or give the engine more, smaller pools: `scripts/ensure-docker` sets default-address-pools in "
+            '/etc/docker/daemon.json (docs/scaling.md, "Address pools").'
+        )
+
+
 class BuildFailed(DockerError):
     """An image build failed; ``msg`` and ``build_log`` are the SDK's."""
 
@@ -89,7 +116,10 @@ class BuildFailed(DockerError):
 
 def _ours(exc: BaseException) -> Optional[EngineError]:
     """The error of ours for an SDK or transport exception; None for anything else."""
-    # the order matters: NotFound is an APIError, which is also a requests HTTPError
+    # the order matters: NotFound is an APIError, which is also a requests HTTPError; and Docker 20.10 answers
+    # full pools with a 404 (NotFound), so the pools' words are read before the status
+    if isinstance(exc, docker.errors.APIError) and any(words in str(exc).lower() for words in POOLS_FULL):
+        return PoolsFull(str(exc), exc.explanation)
     if isinstance(exc, docker.errors.NotFound):
         return Missing(str(exc), exc.explanation)
     if isinstance(exc, docker.errors.APIError):

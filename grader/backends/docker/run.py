@@ -57,8 +57,9 @@ CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers i
 UNROUTABLE_ATTACKER_IP = "198.51.100.66"
 
 
-def hardened_options(h: Hardening) -> dict[str, Any]:
-    """The container settings that lock a sandbox down, exactly as ``h`` says; pure, no Docker call.
+def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, Any]:
+    """The container settings that lock a sandbox down, exactly as ``h`` says (under ``runtime``, if one
+    is given: ``runtimes``); pure, no Docker call.
 
     The one place a ``Hardening`` becomes ``containers.create`` keywords, so the
     backend's sandbox and the tests that start hostile code in the same
@@ -82,6 +83,8 @@ def hardened_options(h: Hardening) -> dict[str, Any]:
         opts["cap_drop"] = ["ALL"]
     if h.no_new_privileges:
         opts["security_opt"] = ["no-new-privileges"]
+    if runtime is not None:
+        opts["runtime"] = runtime  # the operator's (e.g. gVisor's runsc), checked registered when the backend was made
     return opts
 
 
@@ -97,6 +100,11 @@ class Backing:
     remove_later: Callable[[Callable[[], None]], None]  # the backend's reaper: removal behind the result
     execute: Callable[[RunPlan, Job], Execution]  # a new sandbox for a job (the next sandboxed session)
     tally: Optional[Tally] = None
+    runtime: Optional[str] = None  # the sandbox's OCI runtime (``runtimes``); None: the engine's default
+
+    def harden(self, h: Hardening) -> dict[str, Any]:
+        """``hardened_options`` under this backend's runtime: every sandbox of a run (and its next sessions)."""
+        return hardened_options(h, self.runtime)
 
 
 @dataclass(frozen=True)
@@ -248,7 +256,7 @@ class Run:
         own = net.internet if net is not None and net.taken is None else None  # the plain container's own internet
         return replay.play(
             session, ev, self.made, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
-            disk=self.b.disk, harden=hardened_options, next_sandbox=next_sandbox, internet=own, ahead=self.ahead,
+            disk=self.b.disk, harden=self.b.harden, next_sandbox=next_sandbox, internet=own, ahead=self.ahead,
         )
 
     def _ahead(self, net: Optional[_Net]) -> Optional[replay.Ahead]:
@@ -444,7 +452,7 @@ class Run:
             if self.copy.container is not None:
                 self.made.container(self.copy.container)
         kwargs: dict[str, Any] = dict(
-            hardened_options(h),
+            self.b.harden(h),
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
             environment=env, working_dir="/home/user", hostname="sandbox", mounts=self._mounts(source),
         )

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import secrets
 import threading
 import time
@@ -41,7 +42,7 @@ from grader.core.errors import BackendError, InfrastructureError
 from grader.services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT
 from grader.core.world import World
 from grader.backends.files import Files
-from grader.backends.docker.engine import Container, LogConfig, Missing, Network, Refused, engine_errors
+from grader.backends.docker.engine import Container, LogConfig, Missing, Network, NetworksExhausted, PoolsFull, Refused, engine_errors
 from grader.backends.docker.enginedisk import Disk, HostDisk
 from grader.backends.docker.volumes import attach, service_mount
 from grader.backends.owners import make_run_dir, namespace
@@ -54,6 +55,7 @@ __all__ = [
     "LABEL_NS",
     "Leftovers",
     "LABEL_PID",
+    "POOL_WAIT",
     "LABEL_ROLE",
     "LOGS",
     "Internet",
@@ -83,6 +85,9 @@ READY_TIMEOUT = 20.0
 PROXY_RUNS = 25
 KEEP_WARM = 4  # proxies kept for the next runs (one per default worker): each holds a network, and an engine has few
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
+# An engine with every address range in use: how long a run waits for another run to give one back, and the
+# pauses between its asks (doubling). A run holds its networks for seconds, so a minute is a queue, not a hang.
+POOL_WAIT, POOL_PAUSE, POOL_PAUSE_MAX = 60.0, 0.25, 4.0
 
 
 class Leftovers:
@@ -162,22 +167,37 @@ def _remove_one(thing: Any) -> None:
         thing.remove()
 
 
-def create_network(client: Any, name: str, labels: dict[str, str]) -> Any:
-    """An internal bridge with no host address: no route off the machine, nothing of the host reachable."""
-    for attempt in range(4):
+def create_network(
+    client: Any, name: str, labels: dict[str, str], *,
+    patience: float = POOL_WAIT, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
+) -> Any:
+    """An internal bridge with no host address: no route off the machine, nothing of the host reachable.
+
+    Full address pools (``PoolsFull``) are a queue, not a failure: other runs give their networks back within
+    seconds, so this asks again, pausing longer each time, for up to ``patience`` s; then ``NetworksExhausted``.
+    """
+    deadline, pause, conflicts = clock() + patience, POOL_PAUSE, 0
+    while True:
         try:
             with engine_errors():
                 return client.networks.create(
                     name, driver="bridge", internal=True, labels=labels,
                     options={"com.docker.network.bridge.inhibit_ipv4": "true"},
                 )
+        except PoolsFull:
+            left = deadline - clock()
+            if left <= 0:
+                raise NetworksExhausted(patience) from None
+            # jittered, so graders waiting on one engine do not all ask again at the same moment
+            sleep(min(left, pause * random.uniform(0.75, 1.25)))
+            pause = min(pause * 2, POOL_PAUSE_MAX)
         except Refused as exc:
             # Two processes creating networks at once can be handed the same subnet
             # by the engine (Docker 20.10); the loser is refused and simply asks again.
-            if "conflicts with" not in str(exc) and "overlap" not in str(exc) or attempt == 3:
+            conflicts += 1
+            if "conflicts with" not in str(exc) and "overlap" not in str(exc) or conflicts == 4:
                 raise
-            time.sleep(0.1 * (attempt + 1))
-    raise AssertionError("unreachable")  # pragma: no cover
+            sleep(0.1 * conflicts)
 
 
 def service_container(client: Any, image: str, role: str, name: str, labels: dict[str, str], network: Any, workdir: Files, script: str) -> Any:

@@ -1,0 +1,60 @@
+"""The sandbox's runtime against a real engine: an unregistered one fails closed before anything is made; runsc, where registered, is used.
+
+The second test needs gVisor registered with the engine
+(``sudo scripts/ensure-docker --runtime runsc``); where it is not, it skips
+with that reason (a missing engine fails in CI, as every Docker test does).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from docker.models.containers import ContainerCollection
+
+from grader import load_policy
+from grader.backends.docker.backend import LABEL_ROLE, DockerBackend
+from grader.backends.docker.images import ensure_images
+from grader.backends.docker.runtimes import RuntimeUnavailable
+from grader.core.plan import build_plan
+
+from faultkit import PROXIED, assert_as_predicted
+
+pytestmark = [pytest.mark.docker]
+
+
+def test_a_runtime_the_engine_lacks_fails_closed_before_anything_is_made(docker_client: Any) -> None:
+    images = ensure_images(docker_client, lambda s: None)
+    registered = set(docker_client.info().get("Runtimes") or {})
+    assert "sl-no-such-runtime" not in registered
+    with pytest.raises(RuntimeUnavailable) as info:
+        DockerBackend(docker_client, images, shared_idle=0, runtime="sl-no-such-runtime")
+    assert "no runtime of that name" in str(info.value) and "runc" in str(info.value)
+
+
+def test_a_run_under_runsc_has_every_sandbox_under_runsc_and_the_predicted_verdicts(
+    docker_client: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    if "runsc" not in (docker_client.info().get("Runtimes") or {}):
+        pytest.skip("gVisor's runsc is not registered with this engine: sudo scripts/ensure-docker --runtime runsc")
+    backend = DockerBackend(docker_client, ensure_images(docker_client, lambda s: None), shared_idle=0, runtime="runsc")
+    seen: dict[str, str] = {}
+    real_create = ContainerCollection.create
+
+    def create(self: Any, image: str, command: Any = None, **kwargs: Any) -> Any:
+        c = real_create(self, image, command, **kwargs)
+        seen[kwargs.get("labels", {}).get(LABEL_ROLE, "?") + ":" + c.id] = docker_client.api.inspect_container(c.id)[
+            "HostConfig"]["Runtime"]
+        return c
+
+    # every container this process creates (``client.containers`` is a new collection on each access)
+    monkeypatch.setattr(ContainerCollection, "create", create)
+    try:
+        result = backend.run(build_plan(load_policy(PROXIED)))
+    finally:
+        backend.close()
+    assert_as_predicted(result, PROXIED)
+    sandboxes = {k: v for k, v in seen.items() if k.startswith("sandbox:")}
+    assert sandboxes and set(sandboxes.values()) == {"runsc"}, seen
+    # the services are the project's own code: they stay on the engine's default
+    assert {v for k, v in seen.items() if not k.startswith("sandbox:")} <= {"runc"}, seen

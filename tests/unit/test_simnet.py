@@ -1,0 +1,141 @@
+"""``simnet.create_network`` against an engine whose address pools are full: a queue with a deadline, never a learner's error.
+
+The engine here is a fake docker client whose ``networks.create`` raises the
+SDK's own ``APIError`` with the engine's own words, as Docker 20.10 (and newer
+engines) answer when every range of ``default-address-pools`` is in use. The
+clock and the pauses are the test's, so a minute of waiting takes no time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import docker
+import pytest
+import requests
+
+from grader.backends.docker import simnet
+from grader.backends.docker.engine import NetworksExhausted, PoolsFull, Refused, engine_errors
+from grader.backends.docker.simnet import POOL_WAIT, create_network
+from grader.core.errors import BackendError
+
+FULL_2010 = ("could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the "
+             "network")
+FULL_NEWER = "all predefined address pools have been fully subnetted"
+
+
+def _api_error(words: str, status: int = 404) -> docker.errors.APIError:
+    """The SDK's error for the engine's answer; Docker 20.10 answers full pools with a 404 (the SDK's NotFound)."""
+    res = requests.Response()
+    res.status_code = status
+    res.url = "http+docker://localhost/v1.41/networks/create"
+    kind = docker.errors.NotFound if status == 404 else docker.errors.APIError
+    return kind(f"{status} Client Error for {res.url}", response=res, explanation=words)
+
+
+class _Networks:
+    """``client.networks``: refuses with ``errors`` in turn, then makes the network."""
+
+    def __init__(self, errors: list[BaseException]) -> None:
+        self.errors = list(errors)
+        self.asked = 0
+
+    def create(self, name: str, **kwargs: Any) -> dict[str, Any]:
+        self.asked += 1
+        if self.errors:
+            raise self.errors.pop(0)
+        return {"name": name, **kwargs}
+
+
+class _Client:
+    def __init__(self, errors: list[BaseException]) -> None:
+        self.networks = _Networks(errors)
+
+
+class _Clock:
+    """A monotonic clock that moves only when the code under test sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.pauses: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        assert seconds >= 0
+        self.pauses.append(seconds)
+        self.now += seconds
+
+
+@pytest.mark.parametrize("status", [404, 500])
+@pytest.mark.parametrize("words", [FULL_2010, FULL_NEWER])
+def test_the_engines_full_pools_answer_is_its_own_error(words: str, status: int) -> None:
+    # Docker 20.10 says it with a 404, which the SDK raises as NotFound: not "the network is missing"
+    with pytest.raises(PoolsFull) as info:
+        with engine_errors():
+            raise _api_error(words, status)
+    assert isinstance(info.value, Refused)  # a caller that catches any refusal still catches it
+    assert words in str(info.value)
+
+
+def test_another_refusal_is_not_taken_for_full_pools() -> None:
+    with pytest.raises(Refused) as info:
+        with engine_errors():
+            raise _api_error("network with name sl-x-inet already exists", 409)
+    assert not isinstance(info.value, PoolsFull)
+
+
+def test_full_pools_are_waited_for_and_the_network_is_made_when_one_comes_free() -> None:
+    clock = _Clock()
+    client = _Client([_api_error(FULL_2010)] * 5)
+    got = create_network(client, "sl-x-inet", {"k": "v"}, sleep=clock.sleep, clock=clock)
+    assert got["name"] == "sl-x-inet" and got["internal"] is True
+    assert client.networks.asked == 6
+    # backing off: each pause longer than the one before (jitter is at most a quarter either way)
+    assert all(b > a for a, b in zip(clock.pauses, clock.pauses[1:])), clock.pauses
+    assert clock.pauses[0] < 1.0 and max(clock.pauses) <= simnet.POOL_PAUSE_MAX * 1.25
+
+
+def test_full_pools_for_the_whole_wait_fail_with_the_cause_and_the_fix() -> None:
+    clock = _Clock()
+    client = _Client([_api_error(FULL_2010)] * 10_000)
+    with pytest.raises(NetworksExhausted) as info:
+        create_network(client, "sl-x-inet", {}, sleep=clock.sleep, clock=clock)
+    waited = clock.now - 1000.0
+    assert POOL_WAIT - 0.001 <= waited <= POOL_WAIT + 0.001  # the whole wait, and not a moment past it
+    assert client.networks.asked > 10  # it kept asking, not once at the end
+    message = str(info.value)
+    assert "no address range left for another network" in message
+    assert "default-address-pools" in message and "scripts/ensure-docker" in message
+    assert "60 s" in message
+    # a backend error of its own, not an engine error: `engine_errors(what)` passes it through unchanged,
+    # instead of telling the learner to check that the engine answers (it does)
+    assert isinstance(info.value, BackendError) and not isinstance(info.value, Refused)
+    with pytest.raises(NetworksExhausted):
+        with engine_errors("run sl-x"):
+            raise info.value
+
+
+def test_no_patience_fails_at_the_first_full_answer() -> None:
+    clock = _Clock()
+    client = _Client([_api_error(FULL_NEWER)])
+    with pytest.raises(NetworksExhausted):
+        create_network(client, "sl-x-inet", {}, patience=0.0, sleep=clock.sleep, clock=clock)
+    assert client.networks.asked == 1 and clock.pauses == []
+
+
+def test_a_subnet_conflict_is_asked_again_a_few_times_then_raised() -> None:
+    clock = _Clock()
+    conflict = _api_error("Pool overlaps with other one on this address space")
+    assert isinstance(create_network(_Client([conflict] * 3), "n", {}, sleep=clock.sleep, clock=clock), dict)
+    with pytest.raises(Refused):
+        create_network(_Client([conflict] * 4), "n", {}, sleep=clock.sleep, clock=clock)
+
+
+def test_any_other_refusal_is_raised_at_once() -> None:
+    clock = _Clock()
+    client = _Client([_api_error("invalid network driver", 400)])
+    with pytest.raises(Refused):
+        create_network(client, "n", {}, sleep=clock.sleep, clock=clock)
+    assert client.networks.asked == 1 and clock.pauses == []
