@@ -26,6 +26,19 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
 class ServiceStack:
     """Redis, ``workers`` workers and the API on 127.0.0.1, with their own state directory and one token."""
 
@@ -65,11 +78,16 @@ class ServiceStack:
     def start_worker(self, name: str) -> None:
         self.workers[name] = self._spawn(name, "worker", "--name", name)
 
-    def kill_worker(self, name: str) -> None:
-        """SIGKILL the worker and its work horse: no clean-up of any kind runs."""
+    def kill_worker(self, name: str) -> list[int]:
+        """SIGKILL the worker and its work horses (RQ puts each horse in a process group of its own): no clean-up
+        of any kind runs. Returns the pids killed beside the worker's."""
         proc = self.workers.pop(name)
+        horses = _children(proc.pid)
+        for pid in horses:
+            os.killpg(pid, signal.SIGKILL)
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(10)
+        return horses
 
     def request(self, method: str, path: str, body: Any = None, token: Optional[str] = None) -> tuple[int, Any]:
         data = None if body is None else json.dumps(body).encode()
@@ -90,7 +108,7 @@ class ServiceStack:
                 return dict(body)
             if time.monotonic() > deadline:
                 raise AssertionError(f"job still {body['status']} after {timeout} s: {body}")
-            time.sleep(0.5)
+            time.sleep(0.2)
 
     def close(self) -> None:
         procs = [p for p in (self.api, *self.workers.values()) if p is not None]

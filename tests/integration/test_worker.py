@@ -66,13 +66,15 @@ def test_a_worker_killed_mid_job_leaves_the_job_retried_or_failed(stack: Service
     policy = {"filesystem": {"allowWrite": ["/tmp"]}, "network": {"allowedDomains": [f"k{time.time_ns()}.example.com"]}}
     status, accepted = stack.request("POST", "/v1/probe", {"policy": policy})
     assert status == 202, accepted
-    stack.wait(accepted["url"], timeout=120, until=("started", "finished", "failed"))
+    seen = stack.wait(accepted["url"], timeout=120, until=("started", "finished", "failed"))
+    assert seen["status"] == "started", f"the run ended before it could be killed: {seen}"
     job = Job.fetch(accepted["job"], connection=open_redis(settings), serializer=JSONSerializer)
     holder = job.worker_name
     assert holder in stack.workers, (holder, list(stack.workers))
-    stack.kill_worker(holder)
+    assert stack.kill_worker(holder), "the worker had no work horse running the job"
     stack.start_worker(f"replacement-{time.time_ns()}")  # capacity back to two, as a supervisor would restart it
     # RQ counts a job abandoned a minute after its worker's last heartbeat; the retry then runs on a live worker
+    assert stack.request("GET", accepted["url"])[1]["status"] == "started"  # until then, it is honestly still started
     answer = stack.wait(accepted["url"], timeout=400)
     assert answer["status"] in ("finished", "failed"), answer
     if answer["status"] == "failed":
