@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import time
 import warnings
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -241,3 +242,17 @@ def test_over_the_concurrent_job_cap_is_429(client: TestClient, settings: Any, s
     assert err["limit"] == "2 jobs"
     _run_queue(store, monkeypatch)  # both end: their slots are free again
     assert client.post("/v1/probe", json={"policy": {}}, headers=headers).status_code == 202
+
+
+def test_a_policy_naming_host_paths_reaches_only_the_simulated_world(client: TestClient, settings: Any, store: JobStore,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service rebuilds the plan from its own world: a path of the host in a policy names a path of the
+    simulated machine, never a bind mount of the service's host (its Docker socket, /proc, /)."""
+    hostile = json.loads((Path(__file__).parents[1] / "fixtures" / "policies" / "hostile-paths.json").read_text())
+    headers = _auth(settings)
+    url = client.post("/v1/probe", json={"policy": hostile}, headers=headers).json()["url"]
+    _run_queue(store, monkeypatch)
+    answer = client.get(url, headers=headers).json()
+    assert answer["status"] == "finished" and answer["result"]["probes"]
+    sources = {m.source for m in build_plan(load_policy(hostile)).mounts}
+    assert sources and not any(s == "/" or s.startswith(("/var/run", "/proc", "/sys", "/dev")) for s in sources), sources
