@@ -32,3 +32,12 @@ def test_tokens_issue_refuses_what_it_cannot_issue(tmp_path: Path, monkeypatch: 
     assert "exists" in capsys.readouterr().err
     assert cli.main(["tokens", "issue", "--name", "bob", "--rate", "lots"]) == 2
     assert cli.main(["tokens", "revoke", "--name", "bob"]) == 2
+
+
+def test_without_the_service_extra_the_command_names_its_install(monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, "uvicorn", None)  # import uvicorn now raises ModuleNotFoundError
+    assert cli.main(["serve"]) == 2
+    assert "pip install 'sandbox-lab[service]'" in capsys.readouterr().err
