@@ -256,3 +256,30 @@ def test_a_policy_naming_host_paths_reaches_only_the_simulated_world(client: Tes
     assert answer["status"] == "finished" and answer["result"]["probes"]
     sources = {m.source for m in build_plan(load_policy(hostile)).mounts}
     assert sources and not any(s == "/" or s.startswith(("/var/run", "/proc", "/sys", "/dev")) for s in sources), sources
+
+
+def test_a_grade_job_answers_what_grade_json_prints(client: TestClient, settings: Any, store: JobStore,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from grader.grading.grade import grade
+    from grader.grading.tasks import load_task
+
+    headers = _auth(settings)
+    policy = json.loads((Path(__file__).parents[2] / "solutions" / "scope-secure-sandbox.json").read_text())
+    url = client.post("/v1/grade", json={"task": "scope-secure-sandbox", "policy": policy}, headers=headers).json()["url"]
+    broken = client.post("/v1/grade", json={"task": "scope-secure-sandbox", "policy": {"filesystem": {"allowRead": [3]}}},
+                         headers=headers).json()["url"]
+    _run_queue(store, monkeypatch)
+    expected = grade(load_task("scope-secure-sandbox"), load_policy(policy), StaticBackend()).to_json()
+    assert client.get(url, headers=headers).json()["result"] == expected
+    zero = client.get(broken, headers=headers).json()["result"]  # graded 0 with its problems, as the CLI prints it
+    assert zero["score"] == 0 and zero["problems"] and zero["error"]
+
+
+def test_an_attack_on_a_backend_that_cannot_run_one_fails_with_a_reason(client: TestClient, settings: Any, store: JobStore,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    headers = _auth(settings)
+    url = client.post("/v1/attack", json={"level": 1, "source": "print('hi')"}, headers=headers).json()["url"]
+    _run_queue(store, monkeypatch)  # the static backend cannot predict an attack
+    answer = client.get(url, headers=headers).json()
+    assert answer["status"] == "failed" and answer["result"] is None and answer["error"]["code"] == "unavailable"
+    assert 'outcome="unavailable"' in client.get("/metrics").text
