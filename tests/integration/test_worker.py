@@ -81,3 +81,19 @@ def test_a_worker_killed_mid_job_leaves_the_job_retried_or_failed(stack: Service
         assert answer["error"]["code"] == "worker_lost", answer
     else:
         assert answer["result"]["backend"] == "docker"
+
+
+def test_an_attack_through_the_service_is_the_local_attack_json(stack: ServiceStack) -> None:
+    script = REPO / "solutions" / "attacks" / "naive-gist.py"
+    status, accepted = stack.request("POST", "/v1/attack", {"level": "naive-gist", "source": script.read_text()})
+    assert status == 202, accepted
+    answer = stack.wait(accepted["url"])
+    assert answer["status"] == "finished", answer
+    done = subprocess.run([sys.executable, "-m", "grader", "attack", "--level", "naive-gist", str(script), "--json",
+                           "--backend", "docker"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    remote, local = answer["result"], json.loads(done.stdout)
+    assert set(remote) == set(local)
+    assert remote["captured"] is local["captured"] is True
+    assert (remote["level"], remote["lesson"], remote["hint"]) == (local["level"], local["lesson"], local["hint"])
+    assert [s["host"] for s in remote["sinks"]] == [s["host"] for s in local["sinks"]]
