@@ -27,7 +27,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from grader.core.version import __version__
 from grader.hosted.jobs import JobStore, open_redis
 from grader.hosted.kinds import check_body
-from grader.hosted.limits import BodyLimit, TooLarge
+from grader.hosted.limits import BodyLimit, TooLarge, too_large_body
 from grader.hosted.metrics import ServiceCollector, metrics_text
 from grader.hosted.problems import ServiceError, error_body, invalid, json_path
 from grader.hosted.settings import BODY_LIMIT, ServiceSettings
@@ -106,8 +106,7 @@ def create_app(settings: ServiceSettings, store: Optional[JobStore] = None) -> A
 
     @api.exception_handler(TooLarge)
     async def _too_large(request: Request, exc: TooLarge) -> JSONResponse:
-        return JSONResponse(error_body("too_large", f"the request body is over {BODY_LIMIT} bytes",
-                                       limit=f"{BODY_LIMIT} bytes"), status_code=413)
+        return JSONResponse(too_large_body(BODY_LIMIT), status_code=413)
 
     @api.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:

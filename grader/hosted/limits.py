@@ -15,13 +15,19 @@ from typing import Any, Awaitable, Callable, MutableMapping
 
 from grader.hosted.problems import error_body
 
-__all__ = ["BodyLimit", "TooLarge"]
+__all__ = ["BodyLimit", "TooLarge", "too_large_body"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def too_large_body(limit: int) -> dict[str, Any]:
+    """The 413's body, the same whichever check refused the request."""
+    return error_body("too_large", f"the request body is over {limit} bytes; send a policy or an attack script, "
+                      "not more", limit=f"{limit} bytes")
 
 
 class TooLarge(Exception):
@@ -36,8 +42,7 @@ class BodyLimit:
         self.limit = limit
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps(error_body("too_large", f"the request body is over {self.limit} bytes; send a policy or "
-                                     "an attack script, not more", limit=f"{self.limit} bytes")).encode("utf-8")
+        body = json.dumps(too_large_body(self.limit)).encode("utf-8")
         await send({"type": "http.response.start", "status": 413,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close")]})
