@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # Two installs into the one virtualenv, each with its own stamp, so `make lab`
 # after `make test` (or the other way round) installs exactly what is missing:
 #   LAB_STAMP:  .[lab,docker], what the lessons need (JupyterLab, nbgrader, the Docker SDK);
-#   TEST_STAMP: .[lab,docker,test], plus the test toolchain (pytest, mypy, Playwright, ...).
+#   TEST_STAMP: .[lab,docker,service,test], plus the run service (FastAPI, RQ) and the test toolchain (pytest, mypy, Playwright, ...).
 # Both install the versions CI tested: CONSTRAINTS pins every package of the test
 # environment (a constraint only pins, it installs nothing), so an upstream release
 # cannot turn `filterwarnings = error` red on a day nothing changed here. `make lock`
@@ -33,7 +33,7 @@ export PATH := $(VIRTUAL_ENV)/bin:$(BASE_PATH)
 # requests to jupyter.org) in any lab this virtualenv runs. Binder: binder/postBuild.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/sandbox-lab.json
 
-.PHONY: lab lab-instructor test typecheck unit docker images venv venv-lab lock lessons-html bench cleanup clean modules
+.PHONY: lab lab-instructor test typecheck unit docker redis images venv venv-lab lock lessons-html bench cleanup clean modules serve serve-stop
 
 $(PY):
 	@env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
@@ -46,7 +46,7 @@ $(LAB_STAMP): pyproject.toml $(CONSTRAINTS) | $(PY)
 	@touch $@
 
 $(TEST_STAMP): pyproject.toml $(CONSTRAINTS) | $(PY)
-	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[lab,docker,test]'
+	$(PY) -m pip install -q -c $(CONSTRAINTS) -e '.[lab,docker,service,test]'
 	@touch $@ $(LAB_STAMP)
 
 $(LAB_SETTINGS): binder/lab-settings.json | $(LAB_STAMP)
@@ -61,16 +61,16 @@ venv-lab: $(LAB_STAMP) $(LAB_SETTINGS)
 venv: $(TEST_STAMP) $(LAB_SETTINGS)
 	@scripts/install-hooks
 
-## Regenerate constraints/test.txt on purpose: resolve .[lab,docker,test] afresh (newest releases
+## Regenerate constraints/test.txt on purpose: resolve .[lab,docker,service,test] afresh (newest releases
 ## pyproject.toml allows) in a throwaway virtualenv and freeze it. Review the diff, run `make test`, commit.
 LOCK_VENV := build/lock-venv
 lock:
 	rm -rf $(LOCK_VENV)
 	env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip
-	$(LOCK_VENV)/bin/python -m pip install -q '.[lab,docker,test]'
+	$(LOCK_VENV)/bin/python -m pip install -q '.[lab,docker,service,test]'
 	@mkdir -p $(dir $(CONSTRAINTS))
-	@{ echo "# The test environment CI runs in: every package of .[lab,docker,test], pinned (pip freeze)."; \
+	@{ echo "# The test environment CI runs in: every package of .[lab,docker,service,test], pinned (pip freeze)."; \
 	   echo "# Used as pip constraints by \`make venv\` and \`make venv-lab\`. Regenerate on purpose with \`make lock\`."; \
 	   echo "# Python $$($(LOCK_VENV)/bin/python -c 'import platform; print(platform.python_version())'), $$(date -u +%Y-%m-%d)."; \
 	   $(LOCK_VENV)/bin/python -m pip freeze --exclude sandbox-lab --exclude pip | LC_ALL=C sort -f; } > $(CONSTRAINTS)
@@ -79,6 +79,10 @@ lock:
 
 docker:
 	@scripts/ensure-docker
+
+## redis-server, for the run service's queue and its tests (installed, never left running: each starts its own).
+redis:
+	@scripts/ensure-redis
 
 images: venv-lab docker
 	@$(PY) -m grader setup
@@ -110,7 +114,7 @@ lab-instructor: images
 ## The whole suite: unit, Docker integration, notebooks, nbgrader and browser tests.
 # ensure-browser also installs axe-core into tools/axe (npm ci from its lock file) for the accessibility test.
 # check-size first: what the branch's commits add to the history (no file over 512 KiB, no node_modules/).
-test: images typecheck
+test: images typecheck redis
 	@scripts/check-size
 	@PYTHON=$(PY) scripts/ensure-browser
 	@PYTHON=$(PY) scripts/ensure-srt
@@ -121,7 +125,7 @@ typecheck: venv
 	$(PY) -m mypy
 
 ## Only the fast tests that need neither Docker nor notebooks.
-unit: venv typecheck
+unit: venv typecheck redis
 	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
 
 ## The lessons' notebooks from their sources. To edit a lesson, edit lessons/0N-*/<name>.md (MyST
@@ -145,6 +149,15 @@ bench: images
 	$(PY) bench/probe_speed.py
 	$(PY) bench/batch.py
 	$(PY) bench/autograde.py
+
+## The run service on this machine, in the background: Redis, the API on 127.0.0.1:$(SERVICE_PORT) and two
+## workers (state, pid files and logs in $$SANDBOX_LAB_SERVICE_DIR); prints the URL and a fresh operator token.
+SERVICE_PORT ?= 8000
+serve: venv images redis
+	@PYTHON=$(PY) scripts/serve $(SERVICE_PORT)
+
+serve-stop:
+	@scripts/serve-stop
 
 cleanup: venv-lab
 	$(PY) -m grader cleanup

@@ -164,6 +164,29 @@ def _export_args() -> tuple[Arg, ...]:
     )
 
 
+# what the service extra installs (and the workers' Docker SDK): missing, the command names its install
+_SERVICE_LIBRARIES = frozenset({"fastapi", "starlette", "uvicorn", "rq", "redis", "prometheus_client", "docker"})
+
+
+def _service_body(name: str) -> Callable[[argparse.Namespace, Streams], int]:
+    """``hosted.commands.<name>``, imported when the command runs; without the service extra, how to install it."""
+
+    def run(args: argparse.Namespace, io: Streams) -> int:
+        try:
+            from grader.hosted import commands
+
+            body: Callable[[argparse.Namespace, Streams], int] = getattr(commands, name)
+            return body(args, io)
+        except ImportError as exc:
+            if (exc.name or "").split(".")[0] not in _SERVICE_LIBRARIES:
+                raise
+            raise UsageError(f"the run service needs its extra ({exc.name} is missing): "
+                             "pip install 'sandbox-lab[service]'") from None
+
+    run.__name__ = run.__qualname__ = name
+    return run
+
+
 # --- the registry: one entry per command ------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
@@ -273,6 +296,40 @@ COMMANDS: tuple[Command, ...] = (
         "Print FILE as a Sandbox Lab policy (your project root becomes the world's project, your home its home) and, "
         "on stderr, every entry that could not be mapped and why. An unknown key or a deny entry that cannot be "
         "mapped is an error (exit 2): leaving it out would widen the sandbox.",
+    ),
+    Command(
+        "serve", "run the run service's HTTP API (docs/service-api.md)", _service_body("run_serve"),
+        (
+            arg("--host", default="127.0.0.1", help="the address to listen on (default: 127.0.0.1, this machine only)"),
+            arg("--port", type=_positive, default=8000, help="the port (default: 8000)"),
+        ),
+        "Serve the run service's API: learners without a Docker engine send their policies here, and workers "
+        "(`sandbox-lab worker`) run them. State (tokens, Redis) lives in $SANDBOX_LAB_SERVICE_DIR; Redis is "
+        "$SANDBOX_LAB_REDIS_URL. `make serve` starts Redis, the API and two workers. Needs "
+        "pip install 'sandbox-lab[service]'.",
+    ),
+    Command(
+        "worker", "serve the run service's jobs on this machine's Docker engine", _service_body("run_worker"),
+        (
+            arg("--name", default=None, help="the worker's name in the queue (default: RQ's, unique)"),
+            arg("--burst", action="store_true", help="stop once the queue is empty"),
+        ),
+        "Take jobs from the run service's queue ($SANDBOX_LAB_REDIS_URL) and run them on the Docker engine "
+        "DOCKER_HOST names (or the local one), one at a time. Start more workers, here or on other machines, for "
+        "more capacity.",
+    ),
+    Command(
+        "tokens", "issue a bearer token for the run service", _service_body("run_tokens"),
+        (
+            arg("action", choices=("issue",), help="issue: add a token and print it once"),
+            arg("--name", required=True, help="who the token is for (unique), e.g. alice"),
+            arg("--expires", type=float, default=None, metavar="DAYS", help="days until it expires (default: never)"),
+            arg("--rate", default=None, metavar="N/min", help="runs a minute it may start (default: 30/min)"),
+            arg("--jobs", type=_positive, default=None, metavar="N", help="jobs it may have queued or running (default: 4)"),
+            _JSON,
+        ),
+        "Issue a token for the run service: it is printed once and stored hashed in "
+        "$SANDBOX_LAB_SERVICE_DIR/tokens.json.",
     ),
 )
 

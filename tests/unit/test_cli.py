@@ -322,7 +322,7 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_is_registered_once() -> None:
     names = [c.name for c in cli.COMMANDS]
-    assert sorted(names) == sorted(set(names)) == ["attack", "check", "class-report", "cleanup", "export", "grade", "grade-batch", "import", "probe", "schema", "setup", "tasks"]
+    assert sorted(names) == sorted(set(names)) == ["attack", "check", "class-report", "cleanup", "export", "grade", "grade-batch", "import", "probe", "schema", "serve", "setup", "tasks", "tokens", "worker"]
 
 
 # --- as a real process ----------------------------------------------------------------------
@@ -551,8 +551,10 @@ def submissions(tmp_path: Path) -> Path:
 
 
 @pytest.mark.usefixtures("fake_docker")
-def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, submissions: Path) -> None:
+def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str], tmp_path: Path, submissions: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
     out_dir = tmp_path / "grades"
+    monkeypatch.setenv("SANDBOX_LAB_SERVICE_DIR", str(tmp_path / "service"))
     settings = tmp_path / "srt-settings.json"
     settings.write_text('{"filesystem": {"denyRead": [], "allowWrite": ["/tmp/x/out"], "denyWrite": []}, "network": {"allowedDomains": [], "deniedDomains": []}}')
     argvs = {
@@ -567,6 +569,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
         "setup": ["setup"],
         "cleanup": ["cleanup"],
         "attack": ["attack", "--list"],
+        "tokens": ["tokens", "issue", "--name", "cli-json"],
     }
     with_json = {c.name for c in cli.COMMANDS if any("--json" in a.flags for a in c.args)}
     assert with_json == set(argvs)  # schema prints JSON anyway
@@ -588,6 +591,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
     assert data["setup"] == {"sandbox": "sandbox-lab/sandbox:0123456789ab", "services": "sandbox-lab/services:0123456789ab"}
     assert data["cleanup"] == {"removed": ["container sandbox-lab-run-1", "network sandbox-lab-net-1"], "count": 2}
     assert [lv["number"] for lv in data["attack"]["levels"]][:3] == [1, 2, 3]
+    assert data["tokens"]["name"] == "cli-json" and data["tokens"]["token"].startswith("sl_")
 
 
 def test_export_json_holds_the_text_and_the_warnings_of_the_text_mode(capsys: pytest.CaptureFixture[str]) -> None:

@@ -101,6 +101,14 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the edge: argv and exit codes
     {"cli.core"},
     {"cli.commands"},
+    # the run service (the server side of docs/service-api.md): its errors, settings and tokens; the body limit;
+    # the kinds it runs (the CLI's results); metrics in Redis; the jobs on RQ; the API, the worker, their commands
+    {"hosted"},
+    {"hosted.problems", "hosted.settings", "hosted.tokens"},
+    {"hosted.limits", "hosted.kinds", "hosted.metrics"},
+    {"hosted.jobs"},
+    {"hosted.app", "hosted.worker"},
+    {"hosted.commands"},
     {"cli.main"},
     {"__main__", ""},  # "" is grader/__init__.py: the public API re-exports every layer
 ))

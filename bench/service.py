@@ -1,0 +1,153 @@
+"""The run service under load: N concurrent clients on loopback against a running service (``make serve``).
+
+Measures, in one bench run,
+
+* **fresh runs**: N clients at once, each sending a policy of its own (no
+  cache hit), each polling its job until it ends: p50/p95 latency from POST to
+  the result, throughput (runs a second over the whole burst), errors (any
+  answer other than 202 then ``finished``: must be 0);
+* **cache hits**: N clients at once sending a policy the service already ran:
+  p50/p95 from POST to the cached result;
+* a **local CLI probe** of the same kind of policy (``python -m grader probe
+  POLICY --json --backend docker``, a fresh process, median of ``--local-repeat``)
+  and the ratio of the remote p50 to it (target: at most 1.5).
+
+The token needs limits above N (the operator token ``make serve`` prints has
+30 runs a minute and 4 jobs): without ``--token``, the bench issues its own in
+``$SANDBOX_LAB_SERVICE_DIR`` (the same machine's service), with room for N.
+
+    python bench/service.py [--url http://127.0.0.1:8000] [--clients 50] [--token TOKEN] [--local-repeat 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any, Optional
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+NAIVE = json.loads((REPO / "examples" / "naive.json").read_text())
+
+
+def _request(url: str, token: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method=method,
+                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=600) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def _one(url: str, token: str, policy: dict[str, Any], timeout: float) -> tuple[float, Optional[str], bool]:
+    """(seconds from POST to the result, an error or None, whether it was cached)."""
+    start = time.monotonic()
+    status, accepted = _request(url, token, "POST", "/v1/probe", {"policy": policy})
+    if status != 202:
+        return time.monotonic() - start, f"POST {status} {accepted.get('error', {}).get('code')}", False
+    while True:
+        status, job = _request(url, token, "GET", accepted["url"])
+        if status != 200:
+            return time.monotonic() - start, f"GET {status}", False
+        if job["status"] == "finished":
+            return time.monotonic() - start, None, bool(job["cached"])
+        if job["status"] == "failed":
+            return time.monotonic() - start, f"failed {job['error']['code']}", False
+        if time.monotonic() - start > timeout:
+            return time.monotonic() - start, "timeout", False
+        time.sleep(0.05)
+
+
+def _burst(url: str, token: str, policies: list[dict[str, Any]], timeout: float) -> tuple[list[tuple[float, Optional[str], bool]], float]:
+    results: list[Optional[tuple[float, Optional[str], bool]]] = [None] * len(policies)
+    gate = threading.Barrier(len(policies))
+
+    def client(i: int) -> None:
+        gate.wait()  # every client starts at once
+        results[i] = _one(url, token, policies[i], timeout)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(policies))]
+    start = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return [r for r in results if r is not None], time.monotonic() - start
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
+
+
+def _local_probe(repeat: int) -> float:
+    times = []
+    with tempfile.TemporaryDirectory() as d:
+        for i in range(repeat):
+            path = Path(d) / f"p{i}.json"
+            path.write_text(json.dumps({**NAIVE, "network": {"allowedDomains": [*NAIVE["network"]["allowedDomains"], f"local{i}-{time.time_ns()}.example.com"]}}))
+            start = time.monotonic()
+            done = subprocess.run([sys.executable, "-m", "grader", "probe", str(path), "--json", "--backend", "docker"],
+                                  cwd=REPO, capture_output=True, text=True)
+            times.append(time.monotonic() - start)
+            if done.returncode != 0:
+                raise SystemExit(f"the local probe failed: {done.stderr[-500:]}")
+    return statistics.median(times)
+
+
+def _bench_token(clients: int) -> str:
+    from grader.hosted.settings import service_settings
+    from grader.hosted.tokens import issue_token
+
+    return issue_token(service_settings().tokens_file, f"bench-{time.strftime('%Y%m%dT%H%M%S')}",
+                       rate=max(60, 4 * clients), jobs=max(4, 2 * clients), expires_days=1)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--url", default="http://127.0.0.1:8000")
+    ap.add_argument("--clients", type=int, default=50)
+    ap.add_argument("--token", default=None)
+    ap.add_argument("--local-repeat", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=900)
+    args = ap.parse_args()
+    token = args.token or _bench_token(args.clients)
+    tag = time.time_ns()
+    fresh_policies = [{**NAIVE, "network": {"allowedDomains": [*NAIVE["network"]["allowedDomains"], f"c{i}-{tag}.example.com"]}}
+                      for i in range(args.clients)]
+    fresh, wall = _burst(args.url, token, fresh_policies, args.timeout)
+    ok = [s for s, err, _ in fresh if err is None]
+    errors = [err for _, err, _ in fresh if err is not None]
+    cached, cached_wall = _burst(args.url, token, [fresh_policies[0]] * args.clients, args.timeout)
+    hits = [s for s, err, was in cached if err is None and was]
+    local = _local_probe(args.local_repeat)
+    p50 = _pct(ok, 0.5)
+    report = {
+        "clients": args.clients,
+        "fresh": {"p50_s": round(p50, 3), "p95_s": round(_pct(ok, 0.95), 3), "runs_per_s": round(len(ok) / wall, 3),
+                  "wall_s": round(wall, 2), "errors": len(errors), "error_kinds": sorted(set(errors))},
+        "cached": {"p50_s": round(_pct(hits, 0.5), 4), "p95_s": round(_pct(hits, 0.95), 4), "hits": len(hits),
+                   "errors": sum(1 for _, err, _ in cached if err is not None), "wall_s": round(cached_wall, 2)},
+        "local_cli_probe_s": round(local, 3),
+        "remote_p50_over_local": round(p50 / local, 2),
+    }
+    print(json.dumps(report, indent=2))
+    return 0 if not errors else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,214 @@
+"""What the service can run: one record per kind (its route, its body's check, its run), in one table, ``KINDS``.
+
+A kind's ``check`` validates a request body before anything is queued (cheap,
+no engine) and raises a 400 ``invalid`` naming the JSON path of every problem;
+its ``run`` takes the checked body on a worker and returns the JSON result,
+exactly what the matching CLI command prints under ``--json`` (it calls the
+same functions, never the CLI in a subprocess). Another kind is one entry:
+``KINDS["runs"] = Kind("run", run_function)``.
+
+Fail closed: an unknown field, a wrong type, an unknown task or level is a
+400 before a run; a body that reaches ``run`` is checked again there (a job
+in Redis is data someone could have written).
+
+Imports the grading, the ladder and the CLI's JSON helper (``error_json``):
+the results are the CLI's own.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+from grader import backends
+from grader.backends.base import Backend
+from grader.cli.commands import error_json
+from grader.cli.core import one_line
+from grader.core.errors import LevelError, PolicyError, TaskError
+from grader.core.plan import build_plan
+from grader.core.policy import Policy, load_policy
+from grader.grading.report import result_json
+from grader.hosted.problems import ServiceError, invalid, json_path
+
+__all__ = ["BACKEND_ENV", "KINDS", "Kind", "check_body", "worker_backend"]
+
+BACKEND_ENV = "SANDBOX_LAB_SERVICE_BACKEND"
+# the attack source a level runs: a script, not a project (the body limit bounds it too)
+_SOURCE_LIMIT = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One kind of job: its ``name`` (as jobs report it), what it runs, and the check its body passes first.
+
+    ``check`` returns nothing and raises ``ServiceError`` (400) for a bad body;
+    without one, only "the body is a JSON object" is checked before queueing
+    and ``run`` does the rest (raising ``ServiceError`` too)."""
+
+    name: str
+    run: Callable[[dict[str, Any]], dict[str, Any]]
+    check: Optional[Callable[[dict[str, Any]], None]] = None
+
+
+def worker_backend() -> Backend:
+    """The backend a worker runs jobs on: Docker (``DOCKER_HOST`` honoured by the SDK), sharing the machine's internet.
+
+    ``SANDBOX_LAB_SERVICE_BACKEND`` names another (the static backend in tests
+    that need no engine); its results say which backend made them."""
+    return backends.get(os.environ.get(BACKEND_ENV) or "docker", shared=True)
+
+
+def _fields(body: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
+    for key in required:
+        if key not in body:
+            yield f"$.{key}", "is required."
+    for key in body:
+        if key not in required and key not in optional:
+            known = ", ".join(f'"{k}"' for k in (*required, *optional))
+            yield f"$.{key}", f"unknown field; this kind takes {known}."
+
+
+def _policy(value: Any, where: str = "$.policy") -> Policy:
+    if not isinstance(value, dict):
+        raise invalid([(where, "must be a JSON object: the policy, as in a policy file.")])
+    try:
+        return load_policy(value)
+    except PolicyError as exc:
+        raise invalid([(json_path(p.pointer, where), p.message) for p in exc.problems]) from None
+
+
+def _require(problems: list[tuple[str, str]]) -> None:
+    if problems:
+        raise invalid(problems)
+
+
+# --- probe --------------------------------------------------------------------------------------
+
+
+def _check_probe(body: dict[str, Any]) -> None:
+    _require(list(_fields(body, ("policy",))))
+    _policy(body["policy"])
+
+
+def _run_probe(body: dict[str, Any]) -> dict[str, Any]:
+    """What ``sandbox-lab probe --json`` prints for this policy."""
+    _check_probe(body)
+    policy = _policy(body["policy"])
+    with worker_backend() as backend:
+        return result_json(backend.run(build_plan(policy)))
+
+
+# --- grade --------------------------------------------------------------------------------------
+
+
+def _semantics(body: dict[str, Any]) -> Any:
+    from grader.realtools.semantics import SEMANTICS
+
+    value = body.get("semantics", "lab")
+    if value not in SEMANTICS:
+        raise invalid([("$.semantics", f"must be one of {', '.join(SEMANTICS)}.")])
+    return value
+
+
+def _task(value: Any) -> Any:
+    from grader.grading.tasks import load_task
+
+    if not isinstance(value, str):
+        raise invalid([("$.task", "must be a task id (a string), e.g. from `sandbox-lab tasks`.")])
+    try:
+        return load_task(value)
+    except TaskError as exc:
+        raise invalid([("$.task", one_line(exc))]) from None
+
+
+def _check_grade(body: dict[str, Any]) -> None:
+    _require(list(_fields(body, ("task", "policy"), ("semantics",))))
+    _task(body["task"])
+    _semantics(body)
+    if not isinstance(body["policy"], dict):  # an invalid policy is graded (0, with its problems), as the CLI does
+        raise invalid([("$.policy", "must be a JSON object: the policy, as in a policy file.")])
+
+
+def _run_grade(body: dict[str, Any]) -> dict[str, Any]:
+    """What ``sandbox-lab grade --json`` prints: an invalid policy scores 0 with its problems, never a default policy."""
+    from grader.grading.grade import grade
+
+    _check_grade(body)
+    task = _task(body["task"])
+    policy: Policy | PolicyError
+    try:
+        policy = load_policy(body["policy"])
+    except PolicyError as exc:
+        policy = exc
+    with worker_backend() as backend:
+        data = grade(task, policy, backend, semantics=_semantics(body)).to_json()
+    if isinstance(policy, PolicyError):
+        data.update(error_json(one_line(policy), policy.as_json()))
+    return data
+
+
+# --- attack -------------------------------------------------------------------------------------
+
+
+def _level(body: dict[str, Any]) -> Any:
+    from grader.ctf.ladder import level
+
+    value = body["level"]
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise invalid([("$.level", "must be a level's number or id, e.g. 1 (see `sandbox-lab attack --list`).")])
+    try:
+        lvl = level(value)
+    except LevelError as exc:
+        raise invalid([("$.level", one_line(exc))]) from None
+    return lvl
+
+
+def _attack_policy(body: dict[str, Any]) -> Optional[Policy]:
+    return None if body.get("policy") is None else _policy(body["policy"])
+
+
+def _check_attack(body: dict[str, Any]) -> None:
+    _require(list(_fields(body, ("level", "source"), ("policy",))))
+    lvl = _level(body)
+    source = body["source"]
+    if not isinstance(source, str) or not source.strip():
+        raise invalid([("$.source", "must be your attack's Python source, as text.")])
+    if len(source.encode("utf-8", "surrogatepass")) > _SOURCE_LIMIT:
+        raise invalid([("$.source", f"is over {_SOURCE_LIMIT} bytes; an attack is one script.")])
+    try:
+        lvl.plan(policy=_attack_policy(body))  # the capstone's policy is checked, every other level refuses one
+    except LevelError as exc:
+        raise invalid([("$.policy", one_line(exc))]) from None
+
+
+def _run_attack(body: dict[str, Any]) -> dict[str, Any]:
+    """What ``sandbox-lab attack --json`` prints. Hints start from the first: the service keeps no attempts yet."""
+    from grader.ctf.ladder import attack
+
+    _check_attack(body)
+    with worker_backend() as backend:
+        return attack(_level(body), body["source"], backend, attempts_before=0, policy=_attack_policy(body)).to_json()
+
+
+# --- the table ----------------------------------------------------------------------------------
+
+# keyed by the route's last segment: POST /v1/<key>
+KINDS: dict[str, Kind] = {
+    "probe": Kind("probe", _run_probe, _check_probe),
+    "grade": Kind("grade", _run_grade, _check_grade),
+    "attack": Kind("attack", _run_attack, _check_attack),
+}
+
+
+def check_body(route: str, body: Any, kinds: Optional[dict[str, Kind]] = None) -> Kind:
+    """The kind at ``route`` after its body passed its check; an unknown route is a 404, a bad body a 400."""
+    table = KINDS if kinds is None else kinds
+    kind = table.get(route)
+    if kind is None:
+        raise ServiceError(404, "not_found", f"no kind {route!r}; the service runs {', '.join(sorted(table))}.")
+    if not isinstance(body, dict):
+        raise invalid([("$", "must be a JSON object.")])
+    if kind.check is not None:
+        kind.check(body)
+    return kind

@@ -1,0 +1,99 @@
+"""The run service end to end: Redis, two workers on the Docker engine and the API as processes (grader/hosted/worker.py).
+
+A probe through the service is the local ``probe --json``; a worker killed
+mid-job leaves its job retried or failed as ``worker_lost``, never ``started``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from service_stack import REPO, ServiceStack
+
+pytestmark = [pytest.mark.docker, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[ServiceStack]:
+    s = ServiceStack(workers=2)
+    try:
+        yield s
+    finally:
+        s.close()
+
+
+def _local_probe(path: Path) -> dict[str, object]:
+    done = subprocess.run([sys.executable, "-m", "grader", "probe", str(path), "--json", "--backend", "docker"],
+                          cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    data: dict[str, object] = json.loads(done.stdout)
+    return data
+
+
+@pytest.mark.parametrize("policy", ["examples/naive.json", "solutions/scope-secure-sandbox.json"])
+def test_a_probe_through_the_service_is_the_local_probe_json(stack: ServiceStack, policy: str) -> None:
+    path = REPO / policy
+    status, accepted = stack.request("POST", "/v1/probe", {"policy": json.loads(path.read_text())})
+    assert status == 202, accepted
+    answer = stack.wait(accepted["url"])
+    assert answer["status"] == "finished" and answer["error"] is None and answer["ran_at"] == "test-stack", answer
+    remote, local = answer["result"], _local_probe(path)
+    assert remote["backend"] == local["backend"] == "docker"
+    assert set(remote) == set(local)
+    assert {p["id"]: p["outcome"] for p in remote["probes"]} == {p["id"]: p["outcome"] for p in local["probes"]}  # type: ignore[union-attr]
+    # a second identical request: from the cache, no run
+    status, again = stack.request("POST", "/v1/probe", {"policy": json.loads(path.read_text())})
+    assert status == 202 and again["status"] == "finished"
+    cached = stack.wait(again["url"])
+    assert cached["cached"] is True and cached["result"] == remote
+
+
+def test_a_worker_killed_mid_job_leaves_the_job_retried_or_failed(stack: ServiceStack) -> None:
+    from rq.job import Job
+    from rq.serializers import JSONSerializer
+
+    from grader.hosted.jobs import open_redis
+    from grader.hosted.settings import service_settings
+
+    settings = service_settings(stack.env)
+    policy = {"filesystem": {"allowWrite": ["/tmp"]}, "network": {"allowedDomains": [f"k{time.time_ns()}.example.com"]}}
+    status, accepted = stack.request("POST", "/v1/probe", {"policy": policy})
+    assert status == 202, accepted
+    seen = stack.wait(accepted["url"], timeout=120, until=("started", "finished", "failed"))
+    assert seen["status"] == "started", f"the run ended before it could be killed: {seen}"
+    job = Job.fetch(accepted["job"], connection=open_redis(settings), serializer=JSONSerializer)
+    holder = job.worker_name
+    assert holder in stack.workers, (holder, list(stack.workers))
+    assert stack.kill_worker(holder), "the worker had no work horse running the job"
+    stack.start_worker(f"replacement-{time.time_ns()}")  # capacity back to two, as a supervisor would restart it
+    # RQ counts a job abandoned a minute after its worker's last heartbeat; the retry then runs on a live worker
+    assert stack.request("GET", accepted["url"])[1]["status"] == "started"  # until then, it is honestly still started
+    answer = stack.wait(accepted["url"], timeout=400)
+    assert answer["status"] in ("finished", "failed"), answer
+    if answer["status"] == "failed":
+        assert answer["error"]["code"] == "worker_lost", answer
+    else:
+        assert answer["result"]["backend"] == "docker"
+
+
+def test_an_attack_through_the_service_is_the_local_attack_json(stack: ServiceStack) -> None:
+    script = REPO / "solutions" / "attacks" / "naive-gist.py"
+    status, accepted = stack.request("POST", "/v1/attack", {"level": "naive-gist", "source": script.read_text()})
+    assert status == 202, accepted
+    answer = stack.wait(accepted["url"])
+    assert answer["status"] == "finished", answer
+    done = subprocess.run([sys.executable, "-m", "grader", "attack", "--level", "naive-gist", str(script), "--json",
+                           "--backend", "docker"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    remote, local = answer["result"], json.loads(done.stdout)
+    assert set(remote) == set(local)
+    assert remote["captured"] is local["captured"] is True
+    assert (remote["level"], remote["lesson"], remote["hint"]) == (local["level"], local["lesson"], local["hint"])
+    assert [s["host"] for s in remote["sinks"]] == [s["host"] for s in local["sinks"]]

@@ -1,0 +1,71 @@
+"""What the service runs, and the checks a body passes before a job is queued (grader/hosted/kinds.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from grader.hosted.kinds import KINDS, Kind, check_body
+from grader.hosted.problems import ServiceError
+
+
+def _problems(route: str, body: Any) -> list[dict[str, str]]:
+    with pytest.raises(ServiceError) as info:
+        check_body(route, body)
+    assert info.value.status == 400 and info.value.code == "invalid"
+    problems: list[dict[str, str]] = info.value.body()["error"]["problems"]
+    return problems
+
+
+def test_the_table_has_the_three_cli_kinds() -> None:
+    assert {k: v.name for k, v in KINDS.items()} == {"probe": "probe", "grade": "grade", "attack": "attack"}
+
+
+def test_an_unknown_kind_is_a_404_naming_the_kinds() -> None:
+    with pytest.raises(ServiceError) as info:
+        check_body("runz", {})
+    assert info.value.status == 404 and "probe" in info.value.message
+
+
+def test_another_kind_is_one_entry() -> None:
+    table = {"echo": Kind("echo", lambda body: body)}
+    assert check_body("echo", {"a": 1}, table).run({"a": 1}) == {"a": 1}
+
+
+def test_a_policy_problem_names_its_json_path() -> None:
+    problems = _problems("probe", {"policy": {"filesystem": {"allowRead": [3]}}})
+    assert problems[0]["path"].startswith("$.policy.filesystem.allowRead[0]")
+
+
+def test_fields_are_checked_strictly() -> None:
+    assert _problems("probe", {"policy": {}, "polcy": {}}) == [
+        {"path": "$.polcy", "message": 'unknown field; this kind takes "policy".'}]
+    assert _problems("probe", {}) == [{"path": "$.policy", "message": "is required."}]
+    assert _problems("probe", []) == [{"path": "$", "message": "must be a JSON object."}]
+    assert _problems("probe", {"policy": "policy.json"})[0]["path"] == "$.policy"
+
+
+def test_grade_needs_a_known_task_and_accepts_an_invalid_policy() -> None:
+    assert _problems("grade", {"task": "no-such-task", "policy": {}})[0]["path"] == "$.task"
+    assert _problems("grade", {"task": 3, "policy": {}})[0]["path"] == "$.task"
+    from grader.grading.tasks import all_tasks
+
+    task = all_tasks()[0].id
+    check_body("grade", {"task": task, "policy": {"filesystem": {"allowRead": [3]}}})  # graded 0, as the CLI does
+    assert _problems("grade", {"task": task, "policy": {}, "semantics": "bwrap"})[0]["path"] == "$.semantics"
+
+
+def test_attack_needs_a_level_and_a_script() -> None:
+    assert _problems("attack", {"level": 999, "source": "print(1)"})[0]["path"] == "$.level"
+    assert _problems("attack", {"level": True, "source": "print(1)"})[0]["path"] == "$.level"
+    assert _problems("attack", {"level": 1, "source": "  "})[0]["path"] == "$.source"
+    assert _problems("attack", {"level": 1, "source": "x" * 70_000})[0]["path"] == "$.source"
+    assert _problems("attack", {"level": 1, "source": "print(1)", "policy": {}})[0]["path"] == "$.policy"
+    check_body("attack", {"level": 1, "source": "print(1)"})
+
+
+def test_a_run_checks_its_body_again() -> None:
+    """A job in Redis is data anyone with access could have written: the worker does not trust the API's check."""
+    with pytest.raises(ServiceError):
+        KINDS["probe"].run({"policy": {"filesystem": {"allowRead": [3]}}})
