@@ -28,6 +28,7 @@ class StubService:
     never_finish: bool = False
     fail: Optional[dict[str, str]] = None  # the job fails with this error
     mangle: Callable[[Any], Any] = lambda result: result  # what the service does to the result before sending it
+    redirect: Optional[str] = None  # answer every POST with a 303 to this URL (what urllib would follow)
     raw_job: Optional[Callable[[dict[str, Any]], Any]] = None  # replaces the whole job answer
     requests: list[tuple[str, str, Any]] = field(default_factory=list)  # (method, path, body) as received
     headers: list[dict[str, str]] = field(default_factory=list)
@@ -61,6 +62,12 @@ class StubService:
                 body = json.loads(self.rfile.read(length) or b"null")
                 stub.requests.append(("POST", self.path, body))
                 if not self._authorized():
+                    return
+                if stub.redirect is not None:
+                    self.send_response(303)
+                    self.send_header("Location", stub.redirect)
+                    self.send_header("Content-Length", "0")
+                    self.end_headers()
                     return
                 if stub.refuse is not None:
                     code = {429: "rate_limited", 503: "unavailable"}.get(stub.refuse, "internal")

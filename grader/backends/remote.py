@@ -71,8 +71,19 @@ class ServiceUnavailable(BackendError):
         super().__init__(f"the run service at {service} could not run it ({why})")
 
 
-Sleep = Callable[[float], None]
-Clock = Callable[[], float]
+_Sleep = Callable[[float], None]
+_Clock = Callable[[], float]
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error, never followed: urllib would carry the bearer token to wherever it points."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 class RemoteBackend(Closing):
@@ -81,7 +92,7 @@ class RemoteBackend(Closing):
     name = "remote"
 
     def __init__(self, url: str, token: str = "", *, deadline_s: float = DEADLINE_S,
-                 sleep: Sleep = time.sleep, clock: Clock = time.monotonic) -> None:
+                 sleep: _Sleep = time.sleep, clock: _Clock = time.monotonic) -> None:
         parts = urllib.parse.urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise BackendError(f"{SERVICE_URL_ENV}: {url!r} is not an http:// or https:// URL of a run service")
@@ -192,7 +203,7 @@ class RemoteBackend(Closing):
             headers["Authorization"] = f"Bearer {self._token}"
         request = urllib.request.Request(self.url + route, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(request, timeout=_REQUEST_TIMEOUT_S) as response:  # noqa: S310 - http(s) checked
+            with _OPENER.open(request, timeout=_REQUEST_TIMEOUT_S) as response:  # http(s) only, checked in __init__
                 status, raw = response.status, response.read(_MAX_ANSWER_BYTES + 1)
         except urllib.error.HTTPError as exc:
             status, raw = exc.code, exc.read(64 * 1024)

@@ -49,7 +49,7 @@ from grader.core.probes import PROBES
 from grader.core.world import World
 
 __all__ = [
-    "RunRequest", "TransportError", "execution_from_json", "execution_request", "execution_to_json",
+    "REAL_BACKENDS", "RunRequest", "TransportError", "execution_from_json", "execution_request", "execution_to_json",
     "parse_execution_request", "parse_run_request", "result_from_json", "result_to_json", "run_request",
 ]
 

@@ -167,6 +167,13 @@ def test_another_status_is_an_error_not_a_fallback() -> None:
             client(service).run(build_plan(POLICY))
 
 
+def test_a_redirect_is_not_followed_with_the_token() -> None:
+    with StubService(as_if_run) as elsewhere, StubService(as_if_run, redirect=f"{elsewhere.url}/v1/runs") as service:
+        with pytest.raises(BackendError, match="HTTP 303"):
+            client(service).run(build_plan(POLICY))
+    assert elsewhere.requests == []
+
+
 def test_a_plan_the_service_would_not_build_is_refused_before_sending() -> None:
     with StubService(as_if_run) as service:
         with pytest.raises(BackendError, match="hardening"):
