@@ -4,8 +4,10 @@ deadline, and every answer that does not answer the plan refused, never an outco
 
 from __future__ import annotations
 
+import json
 import socket
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -204,3 +206,39 @@ def test_the_board_says_which_service_runs_it() -> None:
     assert text.startswith("Backend: remote. Results below: runs in a real sandbox on the run service")
     assert "https://runs.example.org" in text
 
+
+
+EXAMPLE = str(Path(__file__).resolve().parents[2] / "examples" / "naive.json")
+
+
+def _cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, url: str, *argv: str) -> tuple[int, str, str]:
+    from grader.cli import main as cli
+
+    monkeypatch.setenv("SANDBOX_LAB_SERVICE_URL", url)
+    monkeypatch.setenv("SANDBOX_LAB_TOKEN", TOKEN)
+    code = cli.main(list(argv))
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def test_the_command_line_runs_on_the_service(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    with StubService(as_if_run) as service:
+        code, out, err = _cli(capsys, monkeypatch, service.url, "probe", EXAMPLE, "--backend", "remote", "--json")
+        assert code == 0 and json.loads(out)["backend"] == "docker"
+        assert f"note: ran in a real sandbox at {service.url}" in err
+        code, out, _ = _cli(capsys, monkeypatch, service.url, "probe", EXAMPLE, "--backend", "remote")
+        assert code == 0 and f"ran in a real sandbox at {service.url} (docker)" in out
+
+
+def test_the_command_line_falls_back_to_a_labelled_prediction(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    with StubService(as_if_run, refuse=429) as service:
+        code, out, err = _cli(capsys, monkeypatch, service.url, "probe", EXAMPLE, "--backend", "remote", "--json")
+    assert code == 0 and json.loads(out)["backend"] == "static"
+    assert f"note: predicted, not run: the run service at {service.url} could not run it (HTTP 429, over quota" in err
+
+
+def test_the_command_line_says_a_broken_answer_and_exits_3(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    with StubService(as_if_run, mangle=mangled(lambda r: r["probes"][0].pop("evidence"))) as service:
+        code, out, err = _cli(capsys, monkeypatch, service.url, "probe", EXAMPLE, "--backend", "remote")
+    assert code == 3 and out == "" and "evidence: missing" in err
