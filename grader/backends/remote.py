@@ -96,6 +96,10 @@ class RemoteBackend(Closing):
         parts = urllib.parse.urlsplit(url.strip())
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise BackendError(f"{SERVICE_URL_ENV}: {url!r} is not an http:// or https:// URL of a run service")
+        if "@" in parts.netloc or parts.query or parts.fragment:
+            # the URL is said in every result's note: a password in it would be printed on every board
+            raise BackendError(f"{SERVICE_URL_ENV}: give the service's URL alone (no user, query or fragment); "
+                               f"the token goes in {TOKEN_ENV}")
         self.url = f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
         self._token = token.strip()  # never in a message, a note or a repr
         self.deadline_s = deadline_s

@@ -197,6 +197,11 @@ def test_get_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SANDBOX_LAB_SERVICE_URL", "file:///etc/passwd")
     with pytest.raises(BackendError, match="not an http"):
         backends.get("remote")
+    for url in ("https://me:secret@runs.example.org", "https://runs.example.org/?token=secret"):
+        monkeypatch.setenv("SANDBOX_LAB_SERVICE_URL", url)
+        with pytest.raises(BackendError, match="SANDBOX_LAB_TOKEN") as err:
+            backends.get("remote")
+        assert "secret" not in str(err.value)
 
 
 def test_the_board_says_which_service_runs_it() -> None:
