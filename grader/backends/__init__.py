@@ -1,8 +1,10 @@
 """Choosing a backend: ``get(name)`` for an explicit choice, ``default()`` for "the best one that works here".
 
-Four names: ``static`` (the analyzer's predictions, always available),
+Five names: ``static`` (the analyzer's predictions, always available),
 ``docker`` (real containers; needs an engine that answers), ``srt`` (the real
-sandbox-runtime, to cross-check; needs scripts/ensure-srt) and ``auto``
+sandbox-runtime, to cross-check; needs scripts/ensure-srt), ``remote`` (real
+containers on the run service that ``SANDBOX_LAB_SERVICE_URL`` names; where it
+cannot run a plan, the static prediction with a notice saying so) and ``auto``
 (docker when an engine answers, otherwise static with a notice saying the
 result was predicted, not run). A backend is a value the caller passes on; this
 module keeps none.
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = ["BACKEND_ENV", "BACKEND_NAMES", "Backend", "StaticBackend", "default", "docker_module", "get"]
 
-BACKEND_NAMES = ("static", "docker", "auto", "srt")
+BACKEND_NAMES = ("static", "docker", "auto", "srt", "remote")
 BACKEND_ENV = "SANDBOX_LAB_BACKEND"  # overrides the name ``default()`` starts from
 
 Progress = Callable[[str], object]  # the return value, if any, is ignored
@@ -91,7 +93,7 @@ def _reason(exc: DockerUnavailable) -> str:
 
 
 def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False) -> Backend:
-    """The backend called ``name`` (``static``, ``docker`` or ``auto``).
+    """The backend called ``name`` (``static``, ``docker``, ``srt``, ``remote`` or ``auto``).
 
     ``docker`` raises ``DockerUnavailable`` when no engine answers; ``auto``
     never does: it falls back to the static backend, whose results then carry
@@ -114,6 +116,11 @@ def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False)
         from grader.backends.srt import SrtBackend
 
         return SrtBackend.from_env()
+    if key == "remote":
+        # the run service (docs/service-api.md): a real sandbox for a learner without an engine
+        from grader.backends.remote import RemoteBackend
+
+        return cast("Backend", RemoteBackend.from_env())
     if key == "auto":
         try:
             return _docker(progress, shared)

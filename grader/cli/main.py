@@ -74,6 +74,7 @@ _COLOR = arg(
 _BACKEND = arg(
     "--backend", choices=backends.BACKEND_NAMES, default=None,  # None: backends.default() decides
     help="static: predict; docker: run real containers; srt: the real sandbox-runtime; "
+    "remote: real containers on the run service ($SANDBOX_LAB_SERVICE_URL, $SANDBOX_LAB_TOKEN), else static with a notice; "
     f"auto: docker when an engine answers, else static with a notice. Default: ${backends.BACKEND_ENV}, "
     f"else {api_default(backends.default, 'prefer')}.",
 )
@@ -268,7 +269,7 @@ COMMANDS: tuple[Command, ...] = (
             arg("--policy", metavar="POLICY.json", default=None, help="the capstone only: your policy for its job, which the attack then runs under"),
             arg(
                 "--backend", choices=backends.BACKEND_NAMES, default=None,
-                help="docker runs the attack for real (the only backend that can); static cannot predict an attack "
+                help="docker runs the attack for real, remote on the run service ($SANDBOX_LAB_SERVICE_URL); static cannot predict an attack "
                 f"and says so (exit 3). Default: ${backends.BACKEND_ENV}, else {api_default(backends.default, 'prefer')}.",
             ),
             _JSON,

@@ -18,7 +18,7 @@ from typing import Literal, Sequence
 
 from grader.core.records import ProbeOutcome
 
-__all__ = ["Tone", "backend_phrase", "printable", "tone"]
+__all__ = ["RAN_AT", "Tone", "backend_phrase", "printable", "ran_at_note", "tone"]
 
 Tone = Literal["bad", "good", "warn", "plain"]
 
@@ -29,6 +29,7 @@ _PHRASES = {
     "docker": "ran in Docker: real containers, evidence collected outside the sandbox",
     "srt": "ran under sandbox-runtime (srt) on this machine, evidence collected outside the sandbox",
     "static": "predicted: the static analyzer worked these outcomes out from the policy; nothing was run",
+    "remote": "runs in a real sandbox on the run service: Docker containers on another machine, evidence collected outside the sandbox",
 }
 # Said instead when the static backend stands in for an engine that did not
 # answer (``backends.default`` notes it): the learner should know why.
@@ -36,6 +37,15 @@ _STATIC_FALLBACK = (
     "predicted: no Docker engine answers, so the static analyzer worked these outcomes out from the policy; "
     "nothing was run"
 )
+
+# Said instead when the run service could not run the plan (``backends.remote`` notes why): the learner should
+# know the outcomes are predicted, and why, never read them as observed.
+_REMOTE_FALLBACK = (
+    "predicted: the run service could not run this, so the static analyzer worked these outcomes out from the policy; "
+    "nothing was run"
+)
+# A real run the run service made: its backend stays the real one ("docker"), and this note says where it ran.
+RAN_AT = "ran in a real sandbox at "
 
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
@@ -48,11 +58,22 @@ def backend_phrase(backend: str, notes: Sequence[str] = (), *, run_id: str = "",
             Docker engine says so.
         run_id: a real run's id, appended with ``seconds`` as "(run ID in N s)".
     """
+    where = next((n[len(RAN_AT):] for n in notes if n.startswith(RAN_AT)), "")
     if backend == "static" and any("no docker engine" in n.lower() for n in notes):
         phrase = _STATIC_FALLBACK
+    elif backend == "static" and any("the run service" in n.lower() for n in notes):
+        phrase = _REMOTE_FALLBACK
+    elif where and backend != "static":
+        # "ran in a real sandbox at <service> (docker): real containers, evidence collected outside the sandbox"
+        phrase = f"{RAN_AT}{where} ({backend}): {_PHRASES.get(backend, 'evidence collected outside the sandbox').split(': ', 1)[-1]}"
     else:
         phrase = _PHRASES.get(backend, f"ran with the {backend} backend")
     return phrase + (f" (run {run_id} in {seconds:.1f} s)" if run_id else "")
+
+
+def ran_at_note(service: str) -> str:
+    """The note a result the run service made carries: where it ran (``backend_phrase`` says it so)."""
+    return f"{RAN_AT}{service}"
 
 
 def tone(p: ProbeOutcome) -> Tone:

@@ -1,11 +1,13 @@
 """The Binder configuration in ``binder/``, checked as far as this machine allows without building an image.
 
 Fast checks: the files repo2docker reads are well-formed (every requirement
-pinned, ``postBuild`` and ``start`` executable shell scripts, the start script
-forces the static backend), and ``repo2docker --no-build`` accepts the
-repository and wires them in. Slow check: a fresh virtual environment built only
-from ``binder/requirements.txt`` plus ``postBuild`` produces learner notebooks
-without solutions, and runs the first two lessons top to bottom.
+pinned, ``postBuild`` and ``start`` executable shell scripts), the start
+script chooses the remote backend when ``binder/service.env`` names a run
+service and the static one otherwise (reading that file, never running it),
+and ``repo2docker --no-build`` accepts the repository and wires them in. Slow
+check: a fresh virtual environment built only from ``binder/requirements.txt``
+plus ``postBuild`` produces learner notebooks without solutions, and runs the
+first two lessons top to bottom.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -86,6 +89,50 @@ def test_start_forces_the_static_backend_and_hands_over() -> None:
     out = subprocess.run([str(BINDER / "start"), "sh", "-c", 'printf %s "$SANDBOX_LAB_BACKEND"'],
                          capture_output=True, text=True, check=True, env={"PATH": os.environ["PATH"]})
     assert out.stdout == "static"
+
+
+_SHOW = 'printf "%s|%s|%s|%s" "$SANDBOX_LAB_BACKEND" "${SANDBOX_LAB_SERVICE_URL-unset}" "${SANDBOX_LAB_TOKEN-unset}" "$JUPYTER_CONFIG_PATH"'
+
+
+def _start_with(tmp_path: Path, service_env: Optional[str]) -> list[str]:
+    """binder/start run from a copy of binder/ whose service.env is ``service_env`` (None: no file)."""
+    copy = tmp_path / "binder"
+    copy.mkdir()
+    shutil.copy2(BINDER / "start", copy / "start")
+    if service_env is not None:
+        (copy / "service.env").write_text(service_env)
+    out = subprocess.run([str(copy / "start"), "sh", "-c", _SHOW], capture_output=True, text=True, check=True,
+                         env={"PATH": os.environ["PATH"]}, cwd=tmp_path)
+    return out.stdout.split("|")
+
+
+def test_the_committed_service_file_names_no_service_and_documents_both_variables() -> None:
+    text = (BINDER / "service.env").read_text()
+    assert "SANDBOX_LAB_SERVICE_URL=\n" in text and "SANDBOX_LAB_TOKEN=\n" in text
+    for doc in (ROOT / "README.md", ROOT / "docs" / "service-api.md"):
+        assert "binder/service.env" in doc.read_text(), f"{doc.name} does not say where Binder's run service is set"
+
+
+def test_start_picks_up_the_service_an_operator_names(tmp_path: Path) -> None:
+    env = "# the class's service\r\nSANDBOX_LAB_SERVICE_URL=https://runs.example.org\r\nSANDBOX_LAB_TOKEN=tok-123\r\n"
+    backend, url, token, config = _start_with(tmp_path, env)
+    assert (backend, url, token) == ("remote", "https://runs.example.org", "tok-123")
+    assert config == f"{tmp_path / 'binder' / 'learner-lab'}"
+
+
+@pytest.mark.parametrize("env", [None, "", "SANDBOX_LAB_SERVICE_URL=\nSANDBOX_LAB_TOKEN=tok\n",
+                                 "# SANDBOX_LAB_SERVICE_URL=https://runs.example.org\n",
+                                 "SANDBOX_LAB_BACKEND=docker\n"])
+def test_start_without_a_service_stays_static(tmp_path: Path, env: Optional[str]) -> None:
+    backend, url, token, _ = _start_with(tmp_path, env)
+    assert (backend, url, token) == ("static", "unset", "unset")
+
+
+def test_the_service_file_is_read_never_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    backend, url, _, _ = _start_with(tmp_path, f"SANDBOX_LAB_SERVICE_URL=$(touch {marker})\n`touch {marker}`\n")
+    assert not marker.exists()
+    assert (backend, url) == ("remote", f"$(touch {marker})")  # taken as written: the backend then refuses it
 
 
 def test_runtime_names_a_python_the_package_supports() -> None:

@@ -30,7 +30,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the wire records every boundary parses (stdlib only, shared with the containers): below everything
     {"services.wire"},
     # the packages' own __init__: a docstring, nothing imported
-    {"core", "realtools", "lessons", "ctf", "grading", "cli", "backends.docker"},
+    {"core", "realtools", "lessons", "ctf", "grading", "cli", "backends.docker", "hosted"},
     # vocabulary: imports nothing of the package (services.common: stdlib only, shared with the containers)
     {"core.errors", "core.paths", "core.domains", "core.records", "core.timings", "core.version", "services.common",
      "lessons.first_answer"},
@@ -57,6 +57,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"core.analyzer", "core.plan", "core.needs", "lessons.quiz"},
     # run: judging real runs; export to the real tools
     {"core.verdicts", "lessons.prediction", "realtools.export", "realtools.semantics", "core.execution", "lessons.goals", "lessons.needed_jobs"},
+    # the run service's wire form: a result and an execution as JSON, and the requests, read strictly both ways
+    {"core.transport"},
     # bring your own settings: a real settings file read back as a policy
     {"realtools.importer"},
     # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in); what an
@@ -78,9 +80,11 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"backends.docker.resources"},
     {"backends.docker.sharing"},
     {"backends.docker.hub", "backends.docker.replay"},
-    {"backends.docker.run", "backends.srt"},
+    {"backends.docker.run", "backends.srt", "backends.remote"},
     {"backends.docker.backend"},
     {"backends"},
+    # the run service's runs and executions, on the server: a request read strictly, the plan rebuilt, a local backend
+    {"hosted.remote_kinds"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder
     {"grading.tasks", "ctf.ladder", "lessons.gaps", "lessons.hole_hunt", "lessons.session_runs"},
     {"grading.grade"},
