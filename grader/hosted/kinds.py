@@ -28,7 +28,10 @@ from grader.cli.core import one_line
 from grader.core.errors import LevelError, PolicyError, TaskError
 from grader.core.plan import build_plan
 from grader.core.policy import Policy, load_policy
+from grader.core.transport import TransportError, parse_execution_request, parse_run_request
+from grader.core.world import load_world
 from grader.grading.report import result_json
+from grader.hosted import remote_kinds
 from grader.hosted.problems import ServiceError, invalid, json_path
 
 __all__ = ["BACKEND_ENV", "KINDS", "Kind", "check_body", "worker_backend"]
@@ -191,6 +194,37 @@ def _run_attack(body: dict[str, Any]) -> dict[str, Any]:
         return attack(_level(body), body["source"], backend, attempts_before=0, policy=_attack_policy(body)).to_json()
 
 
+# --- runs and executions: what --backend remote asks for (hosted.remote_kinds) -------------------
+
+
+def _transport(check: Callable[[Any], object]) -> Callable[[dict[str, Any]], None]:
+    """A wire-form parser as a kind's check: its ``TransportError`` becomes the 400 naming each path."""
+
+    def checked(body: dict[str, Any]) -> None:
+        try:
+            check(body)
+        except TransportError as exc:
+            raise invalid([_located(p) for p in exc.problems]) from None
+
+    return checked
+
+
+def _located(problem: str) -> tuple[str, str]:
+    """"$.a.b: why" as (path, why); a problem without a path concerns the whole body."""
+    path, sep, why = problem.partition(": ")
+    return (path, why) if sep and path.startswith("$") else ("$", problem)
+
+
+def _run_run(body: dict[str, Any]) -> dict[str, Any]:
+    with worker_backend() as backend:
+        return remote_kinds.run(body, backend=backend)
+
+
+def _run_execution(body: dict[str, Any]) -> dict[str, Any]:
+    with worker_backend() as backend:
+        return remote_kinds.execute(body, backend=backend)
+
+
 # --- the table ----------------------------------------------------------------------------------
 
 # keyed by the route's last segment: POST /v1/<key>
@@ -198,6 +232,8 @@ KINDS: dict[str, Kind] = {
     "probe": Kind("probe", _run_probe, _check_probe),
     "grade": Kind("grade", _run_grade, _check_grade),
     "attack": Kind("attack", _run_attack, _check_attack),
+    "runs": Kind("run", _run_run, _transport(parse_run_request)),
+    "executions": Kind("execution", _run_execution, _transport(lambda body: parse_execution_request(body, load_world()))),
 }
 
 

@@ -12,6 +12,7 @@ form, strict parse and checks on the client.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 from pathlib import Path
 from typing import Any, Iterator, Optional
@@ -108,8 +109,13 @@ def _run(backend: Any, raw: Optional[dict[str, Any]]) -> RunResult:
     return result
 
 
+# Every ninth policy of the corpus in `make test` (the agreement suite runs all of them on local Docker; here
+# each costs two runs): SANDBOX_LAB_REMOTE_CORPUS=all sends the whole corpus, as the service's change should.
+SAMPLE = sorted(CORPUS) if os.environ.get("SANDBOX_LAB_REMOTE_CORPUS") == "all" else sorted(CORPUS)[::9]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", sorted(CORPUS))
+@pytest.mark.parametrize("name", SAMPLE)
 def test_the_corpus_through_the_service_matches_local_docker(name: str, docker_backend: Any, remote: RemoteBackend) -> None:
     raw = CORPUS[name]
     local = _run(docker_backend, raw)

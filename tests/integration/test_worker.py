@@ -97,3 +97,32 @@ def test_an_attack_through_the_service_is_the_local_attack_json(stack: ServiceSt
     assert remote["captured"] is local["captured"] is True
     assert (remote["level"], remote["lesson"], remote["hint"]) == (local["level"], local["lesson"], local["hint"])
     assert [s["host"] for s in remote["sinks"]] == [s["host"] for s in local["sinks"]]
+
+
+@pytest.mark.parametrize("name", ["seed-naive", "seed-secure"])
+def test_the_remote_backend_through_the_real_service_matches_local_docker(stack: ServiceStack, name: str) -> None:
+    # the whole path a Binder learner takes: RemoteBackend -> API -> Redis -> a worker -> Docker, read back strictly
+    from grader import backends
+    from grader.backends.remote import RemoteBackend
+    from grader.core.plan import build_plan
+    from grader.core.policy import load_policy
+
+    corpus = json.loads((REPO / "tests" / "fixtures" / "corpus.json").read_text())["policies"]
+    raw = corpus[name]
+    plan = build_plan(None if raw is None else load_policy(raw))
+    with RemoteBackend(stack.url, stack.token) as remote, backends.get("docker") as local:
+        there, here = remote.run(plan), local.run(plan)
+    assert there.backend == "docker" and there.extra["ran_at"] == stack.url, there.notes
+    assert [(p.id, p.outcome) for p in there.probes] == [(p.id, p.outcome) for p in here.probes]
+    assert all(p.evidence for p in there.probes if p.outcome != "error")
+
+
+def test_an_attack_through_the_remote_backend_is_caught_from_its_evidence(stack: ServiceStack) -> None:
+    from grader.backends.remote import RemoteBackend
+    from grader.ctf.ladder import attack, level
+
+    lvl = level(1)
+    source = (REPO / "solutions" / "attacks" / f"{lvl.id}.py").read_text()
+    with RemoteBackend(stack.url, stack.token) as remote:
+        result = attack(lvl, source, remote, attempts_before=0)
+    assert result.to_json()["captured"] is True, result.to_json()

@@ -18,8 +18,22 @@ def _problems(route: str, body: Any) -> list[dict[str, str]]:
     return problems
 
 
-def test_the_table_has_the_three_cli_kinds() -> None:
-    assert {k: v.name for k, v in KINDS.items()} == {"probe": "probe", "grade": "grade", "attack": "attack"}
+def test_the_table_has_the_three_cli_kinds_and_the_remote_backends_two() -> None:
+    assert {k: v.name for k, v in KINDS.items()} == {
+        "probe": "probe", "grade": "grade", "attack": "attack", "runs": "run", "executions": "execution"}
+
+
+def test_a_run_request_is_checked_before_it_is_queued_naming_each_path() -> None:
+    # a client that sends a plan's worth of its own (mounts, a host path) instead of the policy is refused whole
+    problems = _problems("runs", {"sandbox": "policy", "policy": {"filesystem": {}}, "probes": [], "mounts": ["/"]})
+    assert any(p["path"].startswith("$") and "mounts" in p["path"] + p["message"] for p in problems), problems
+    assert _problems("runs", {"sandbox": "sideways", "policy": None, "probes": []})[0]["path"] == "$.sandbox"
+
+
+def test_an_execution_request_is_checked_against_the_servers_world() -> None:
+    job = {"code": "print(1)", "plant": {"/etc/shadow": "x"}, "env": {}, "timeout_s": 20, "replay": False, "signer": None}
+    problems = _problems("executions", {"policy": None, "job": job})
+    assert any("plant" in p["path"] + p["message"] for p in problems), problems
 
 
 def test_an_unknown_kind_is_a_404_naming_the_kinds() -> None:
