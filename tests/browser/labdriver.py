@@ -115,9 +115,11 @@ class Lab:
 
 
 @contextmanager
-def jupyterlab(root: Path, work: Path, *, learner: bool, backend: str = "docker") -> Iterator[Lab]:
+def jupyterlab(root: Path, work: Path, *, learner: bool, backend: str = "docker",
+               extra_env: Optional[dict[str, str]] = None) -> Iterator[Lab]:
     """JupyterLab serving ``root``; ``learner``: with the learner lab's configuration, as ``make lab`` runs it;
-    ``backend``: the lessons' backend (``SANDBOX_LAB_BACKEND``; never a silent fallback)."""
+    ``backend``: the lessons' backend (``SANDBOX_LAB_BACKEND``; never a silent fallback); ``extra_env``: more of
+    the kernel's environment (the run service's URL and token for ``remote``)."""
     home = work / "home"
     home.mkdir(parents=True, exist_ok=True)
     lab_settings(work / "lab-settings")
@@ -132,6 +134,7 @@ def jupyterlab(root: Path, work: Path, *, learner: bool, backend: str = "docker"
         PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH", "")])),
         PYTHONUNBUFFERED="1",
     )
+    env.update(extra_env or {})
     if learner:
         env["JUPYTER_CONFIG_PATH"] = os.pathsep.join(filter(None, [str(LEARNER_CONFIG), os.environ.get("JUPYTER_CONFIG_PATH", "")]))
     log_path = work / "jupyter.log"

@@ -240,11 +240,40 @@ def _active_cell_text(page: Any) -> str:
         " return c ? [...c.querySelectorAll('.jp-InputArea-editor .cm-line')].map(l => l.textContent).join('\\n') : ''; }"))
 
 
+@pytest.fixture(scope="module")
+def remote_lab(learner: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, str]]:
+    """The learner lab of a machine without Docker's use (Binder, a hub's user pod): ``SANDBOX_LAB_BACKEND=remote``,
+    its attacks sent to a run service of the test's own (Redis, a worker on this engine, the API)."""
+    from service_stack import ServiceStack
+
+    stack = ServiceStack(workers=1)
+    try:
+        env = {"SANDBOX_LAB_SERVICE_URL": stack.url, "SANDBOX_LAB_TOKEN": stack.token}
+        with jupyterlab(learner, tmp_path_factory.mktemp("jupyter-remote"), learner=True, backend="remote",
+                        extra_env=env) as running:
+            yield running, stack.url
+    finally:
+        stack.close()
+
+
 @pytest.mark.docker
 def test_an_attack_cell_run_by_keyboard_captures_level_1_in_docker(docker_lab: Lab, browser: Any) -> None:
     """Lesson 07 by keyboard: Shift-Enter through the lesson (its setup cell registers ``%%attack``) to the
     ``%%attack 1`` cell; Enter, select all, type an attack, Shift-Enter: the flag is captured in Docker."""
+    _capture_level_1(docker_lab, browser, "lesson-07-attack-cell-level-1.png")
+
+
+@pytest.mark.docker
+def test_an_attack_cell_captures_level_1_through_the_run_service(remote_lab: tuple[Lab, str], browser: Any) -> None:
+    """The same keyboard path with ``SANDBOX_LAB_BACKEND=remote``: the attack runs in a real sandbox on the
+    service's worker, and the captured flag comes back as evidence the kernel reads strictly."""
+    lab, _url = remote_lab
+    _capture_level_1(lab, browser, "lesson-07-attack-cell-level-1-remote.png")
+
+
+def _capture_level_1(lab: Lab, browser: Any, screenshot: str) -> None:
     page = browser.new_page()
+    docker_lab = lab
     try:
         open_notebook(page, docker_lab.url("07-break-it-yourself/break-it.ipynb"))
         page.locator(f"{NOTEBOOK} .jp-Cell").first.locator(".jp-Cell-inputCollapser, .jp-InputPrompt").first.click()
@@ -272,7 +301,7 @@ def test_an_attack_cell_run_by_keyboard_captures_level_1_in_docker(docker_lab: L
         assert outcome.get_attribute("data-captured") == "true", text
         assert "Captured" in text and "attacker.example" in text and "FLAG{" in text, text
         REPORTS.parent.joinpath("screenshots").mkdir(parents=True, exist_ok=True)
-        cell.screenshot(path=str(REPORTS.parent / "screenshots" / "lesson-07-attack-cell-level-1.png"))
+        cell.screenshot(path=str(REPORTS.parent / "screenshots" / screenshot))
     finally:
         page.close()
         docker_lab.shut_down_kernels()

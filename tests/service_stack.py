@@ -17,7 +17,7 @@ from typing import Any, Optional
 
 from redis_server import RedisServer
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def _free_port() -> int:
