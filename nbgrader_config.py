@@ -46,6 +46,15 @@ c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedb
 # seconds, the first run of a machine may build images (about a minute).
 c.Execute.timeout = 300
 
+# The class is the roster (`nbgrader db student import roster.csv`): a submission from anyone else is refused at
+# autograde ("No student with ID ... exists in the database"), never graded into the gradebook as a new student.
+c.Autograde.create_student = False
+
+# A submission after the assignment's due date (`nbgrader db assignment add NAME --duedate=...`) scores 0:
+# AssignLatePenalties (below) takes the whole score off, by the time `nbgrader submit` recorded. nbgrader's
+# default, "none", would only record the lateness. Write your own LateSubmissionPlugin for a softer rule.
+c.LateSubmissionPlugin.penalty_method = "zero"
+
 # Solution delimiters stay nbgrader's defaults (### BEGIN SOLUTION / ### END SOLUTION).
 
 # Scores are computed by Sandbox Lab in nbgrader's own process, never by the

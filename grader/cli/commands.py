@@ -278,13 +278,24 @@ def run_grade_batch(args: argparse.Namespace, io: Streams) -> int:
 
 
 def run_class_report(args: argparse.Namespace, io: Streams) -> int:
-    from grader.grading.class_report import build_report, load_gradebook, render_html
+    from grader.grading.class_report import ClassReportError, build_report, load_gradebook, render_html
 
-    source = Path(args.gradebook)
-    if source.is_dir():
-        source = source / "gradebook.json"
-    report = build_report(load_gradebook(source))
-    out = Path(args.out) if args.out else source.parent
+    if (args.gradebook is None) == (args.nbgrader is None) or (args.nbgrader is None) != (args.assignment is None):
+        raise ClassReportError("class-report", ["give either GRADEBOOK (grade-batch's) or --nbgrader COURSE with "
+                                                "--assignment NAME (an nbgrader course's)"])
+    if args.nbgrader is not None:
+        from grader.grading.nbgrader_book import load_nbgrader_book
+
+        course = Path(args.nbgrader)
+        read = load_nbgrader_book(course, args.assignment)
+        report = build_report(read.book, policies=read.policies)
+        out = Path(args.out) if args.out else course / "class-report" / args.assignment
+    else:
+        source = Path(args.gradebook)
+        if source.is_dir():
+            source = source / "gradebook.json"
+        report = build_report(load_gradebook(source))
+        out = Path(args.out) if args.out else source.parent
     out.mkdir(parents=True, exist_ok=True)
     html_path, json_path = out / "class-report.html", out / "class-report.json"
     json_path.write_text(json.dumps(report.to_json(), indent=2) + "\n", encoding="utf-8")

@@ -233,15 +233,22 @@ COMMANDS: tuple[Command, ...] = (
         "class-report", "what a class got wrong: pass rates, leaks, over-grants, lessons to revisit",
         _body("run_class_report"),
         (
-            arg("gradebook", metavar="GRADEBOOK", help="gradebook.json written by grade-batch (or its directory)"),
+            arg("gradebook", metavar="GRADEBOOK", nargs="?", default=None,
+                help="gradebook.json written by grade-batch (or its directory)"),
+            arg("--nbgrader", metavar="COURSE", default=None,
+                help="an nbgrader course's root instead (its gradebook.db and autograded/); needs --assignment"),
+            arg("--assignment", metavar="NAME", default=None, help="the nbgrader assignment to report on"),
             arg("--out", metavar="DIR", help="where to write class-report.html and class-report.json "
-                "(default: beside the gradebook)"),
+                "(default: beside the gradebook; for --nbgrader, COURSE/class-report/NAME)"),
             _JSON,
         ),
         "Read a gradebook written by grade-batch and write class-report.html (charts as inline SVG) and "
         "class-report.json: the pass rate of every rubric check, the attacks that got through most often, the most "
         "common over-grants by rule and by harm, groups of identical and near-identical policies, and for each weak "
         "spot the lesson that teaches it. Policies are read back from the files graded (only when unchanged). "
+        "With --nbgrader COURSE --assignment NAME, reads an nbgrader course instead: the roster, the scores of every "
+        "rubric cell from its gradebook.db, the policies from the autograded notebooks; students without a "
+        "submission are listed as missing. "
         "Needs matplotlib: pip install 'sandbox-lab[lab]'.",
     ),
     Command("schema", "print the policy's JSON Schema (for editors)", _body("run_schema")),

@@ -5,7 +5,10 @@ file is a ``ClassReportError`` naming each JSON path, never a traceback. Each
 graded row's policy is read back from its ``source`` file, but only when the
 file's SHA-256 is the one graded (else the row counts as *not analysed*, with
 the reason), and predicted once per distinct policy with the static analysis
-(``analyzer.predict``) against the world. The report holds:
+(``analyzer.predict``) against the world. An nbgrader course is read into the
+same shape by ``nbgrader_book`` (its rows' policies handed in, read from the
+autograded notebooks; the roster's students without a submission listed as
+*missing*). The report holds:
 
 - **pass rate per rubric check**: the share of rows graded ``ok`` that passed
   it (invalid and error rows are counted apart, never as failures of a check);
@@ -47,7 +50,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional, Sequence
+from typing import Any, Literal, Mapping, Optional, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -56,7 +59,8 @@ from grader.core.errors import SandboxLabError, json_pointer
 from grader.core.policy import load_policy
 from grader.core.world import World, load_world
 
-__all__ = ["LESSONS", "WEAK", "ClassReport", "ClassReportError", "build_report", "load_gradebook", "render_html"]
+__all__ = ["LESSONS", "WEAK", "ClassReport", "ClassReportError", "build_report", "load_gradebook", "parse_gradebook",
+           "render_html"]
 
 WEAK = 0.8  # a check passed by fewer than 80 % of the graded rows is a weak spot
 TOP = 10  # rows shown per ranking
@@ -115,6 +119,7 @@ class _Book(BaseModel):
     max_score: int
     backend: str
     rows: list[_Row]
+    missing: list[str] = []  # students of the roster without a submission (nbgrader; grade-batch has none)
 
 
 def load_gradebook(path: Path) -> _Book:
@@ -125,11 +130,16 @@ def load_gradebook(path: Path) -> _Book:
         raise ClassReportError(str(path), [f"cannot be read: {exc.strerror or exc}"]) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ClassReportError(str(path), [f"invalid JSON: {str(exc).splitlines()[0]}"]) from None
+    return parse_gradebook(data, str(path))
+
+
+def parse_gradebook(data: Any, source: str) -> _Book:
+    """A gradebook's JSON value parsed strictly; ``ClassReportError`` names ``source`` and every JSON path wrong."""
     try:
         return _Book.model_validate(data)
     except ValidationError as exc:
         problems = [f"{json_pointer(tuple(e['loc'])) or '/'}: {e['msg']}" for e in exc.errors()]
-        raise ClassReportError(str(path), problems) from None
+        raise ClassReportError(source, problems) from None
 
 
 # --- the report -----------------------------------------------------------------------------
@@ -149,6 +159,7 @@ class ClassReport:
     groups: list[dict[str, Any]]  # kind, students, policy (identical: its canonical JSON)
     weak_spots: list[dict[str, Any]]  # check, rate, lesson, why
     not_analysed: list[dict[str, str]] = field(default_factory=list)  # student, why
+    missing: list[str] = field(default_factory=list)  # students of the roster without a submission
     accepted: dict[str, list[str]] = field(default_factory=dict)  # probes and rules every full-marks policy has too
 
     def to_json(self) -> dict[str, Any]:
@@ -156,6 +167,7 @@ class ClassReport:
             "task": self.task, "students": self.students, "counts": self.counts, "checks": self.checks,
             "leaks": self.leaks, "over_grants": {"by_rule": self.rules, "by_harm": self.harms},
             "groups": self.groups, "weak_spots": self.weak_spots, "not_analysed": self.not_analysed,
+            "missing": self.missing,
             "accepted_by_the_rubric": self.accepted,
             "definitions": {
                 "weak_spot": f"a rubric check passed by fewer than {WEAK:.0%} of the rows graded ok",
@@ -164,6 +176,7 @@ class ClassReport:
                 "harm": "a world file a policy exposes: a secret or credential readable, a persistence file writable",
                 "identical": "the same canonical JSON",
                 "near_identical": "different canonical JSON, the same files readable and writable and hosts reachable",
+                "missing": "a student of the roster with no graded submission: scores 0, counted in no check",
             },
         }
 
@@ -180,12 +193,16 @@ def _read_policy(row: _Row) -> tuple[Optional[bytes], str]:
     return data, ""
 
 
-def build_report(book: _Book, world: Optional[World] = None) -> ClassReport:
-    """The class report of a gradebook (policies read back from their files and predicted once each)."""
+def build_report(book: _Book, world: Optional[World] = None, policies: Optional[Mapping[str, bytes]] = None) -> ClassReport:
+    """The class report of a gradebook (policies read back from their files and predicted once each).
+
+    ``policies`` (student → the policy graded) replaces the read-back from files, for a gradebook whose rows have
+    none (nbgrader's: the policy is in the autograded notebook); a row it lacks is *not analysed*, with the reason.
+    """
     w = world or load_world()
     ok = [r for r in book.rows if r.status == "ok"]
     counts = {"ok": len(ok), "invalid": sum(r.status == "invalid" for r in book.rows),
-              "error": sum(r.status == "error" for r in book.rows)}
+              "error": sum(r.status == "error" for r in book.rows), "missing": len(book.missing)}
 
     passed: Counter[str] = Counter()
     graded: Counter[str] = Counter()
@@ -215,7 +232,10 @@ def build_report(book: _Book, world: Optional[World] = None) -> ClassReport:
     analysis: dict[str, tuple[frozenset[str], frozenset[str], frozenset[tuple[str, str]], Any]] = {}
     not_analysed = []
     for r in ok:
-        data, why = _read_policy(r)
+        if policies is None:
+            data, why = _read_policy(r)
+        else:
+            data, why = policies.get(r.student), "no policy was read from the graded submission"
         if data is None:
             not_analysed.append({"student": r.student, "why": why})
             continue
@@ -266,11 +286,12 @@ def build_report(book: _Book, world: Optional[World] = None) -> ClassReport:
             groups.append({"kind": "near-identical", "students": sorted(s for c in canons for s in by_canon[c]),
                            "policies": sorted(canons)})
     return ClassReport(
-        task=book.task, students=len(book.rows), counts=counts, checks=checks,
+        task=book.task, students=len(book.rows) + len(book.missing), counts=counts, checks=checks,
         leaks=[{"probe": p, "students": n} for p, n in leaks.most_common(TOP)],
         rules=[{"rule": r, "students": n} for r, n in rule_count.most_common(TOP)],
         harms=harms, groups=groups, weak_spots=weak, not_analysed=not_analysed,
         accepted={"probes": sorted(accepted_probes), "rules": sorted(accepted_rules)},
+        missing=sorted(book.missing),
     )
 
 
@@ -330,7 +351,9 @@ def render_html(report: ClassReport) -> str:
              "</style></head><body>",
              f"<h1>Class report: {e(report.task)}</h1>",
              f"<p>{report.students} students: {report.counts['ok']} graded, {report.counts['invalid']} invalid "
-             f"policies, {report.counts['error']} not graded.</p>"]
+             f"policies, {report.counts['error']} not graded"
+             + (f", {report.counts['missing']} not submitted ({e(', '.join(report.missing))})" if report.missing else "")
+             + ".</p>"]
     if report.checks:
         parts.append(_chart("Pass rate per rubric check", [c["id"] for c in report.checks],
                             [100 * c["rate"] for c in report.checks], xlabel="% of graded students", gid="check",

@@ -177,7 +177,7 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     (root / "submitted" / "ref" / ASSIGNMENT / "my_policy.json").write_text(REFERENCE)
     (root / "submitted" / "link" / ASSIGNMENT / "my_policy.json").symlink_to(root / "submitted" / "ref" / ASSIGNMENT / "my_policy.json")
     (root / "submitted" / "dir" / ASSIGNMENT / "my_policy.json").mkdir()
-    log = _nbgrader(root, "autograde", ASSIGNMENT, "--force")
+    log = _nbgrader(root, "autograde", ASSIGNMENT, "--force", "--Autograde.create_student=True")  # no roster here
     _nbgrader(root, "generate_feedback", ASSIGNMENT, "--force")
     _nbgrader(root, "export")
     return root, log

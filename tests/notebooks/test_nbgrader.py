@@ -91,7 +91,7 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _submit(root, released, "naive", "# keeping the starter as it is")
     _submit(root, released, "broken", 'policy_json = \'{"filesystem": {"allowWrite": ["/app/workspace/build"]\'')
     _submit_hostile(root, released, f'policy_json = r"""{reference}"""')
-    _nbgrader(root, "autograde", ASSIGNMENT, "--force")
+    _nbgrader(root, "autograde", ASSIGNMENT, "--force", "--Autograde.create_student=True")  # no roster here
     _nbgrader(root, "generate_feedback", ASSIGNMENT, "--force")
     _nbgrader(root, "export")
     _nbgrader(root, "export", "--exporter=grader.grading.lms.CanvasExportPlugin", "--to", "canvas.csv")

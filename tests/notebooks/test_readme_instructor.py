@@ -1,15 +1,25 @@
 """The README's instructor commands, run verbatim in a temporary copy of the course, as an instructor would.
 
 Every ```sh block of the section "For instructors" is read from README.md and
-run line by line with bash, from the root of a copy of the course
-(``lessons/``, ``solutions/``, ``nbgrader_config.py``, and ``.venv`` linked to
-the project's): with ``PATH`` as a user's shell has it, without the virtualenv
-on it and without ``VIRTUAL_ENV``, since the README says the commands work
-without activating it. Where the README says an instructor puts something in
-place (a student's notebook in ``submitted/``, ``my_policy.json``, a
-``submissions/`` folder), the test does, then checks that every command
-succeeded and left what it promises. Grading uses the static backend unless
-``SANDBOX_LAB_BACKEND`` says otherwise (Docker works too, only slower).
+run line by line with bash, in order: the instructor's commands (``.venv/bin/...``)
+from the root of a copy of the course (``lessons/``, ``solutions/``,
+``nbgrader_config.py``, and ``.venv`` linked to the project's), with ``PATH`` as
+a user's shell has it, without the virtualenv on it and without
+``VIRTUAL_ENV``, since the README says the commands work without activating
+it; the students' commands (a line starting with ``nbgrader``) once per
+student, from the student's own HOME, with nbgrader on their PATH. Every
+account's ``~/.jupyter/nbgrader_config.py`` names the exchange (a temporary
+directory) and the course, as the README's ``/etc/jupyter`` file does; a
+student's also names the student (``c.CourseDirectory.student_id``, standing in
+for an account of their own). Where the README says someone puts something in
+place (``roster.csv``, the policy in the fetched notebook, ``my_policy.json``,
+a ``submissions/`` folder, Gradescope's ``submission/``), the test does, then
+checks that every command succeeded and left what it promises. Students:
+``ref`` submits the reference solution, ``starter`` the notebook as fetched,
+``absent`` fetches and never submits. Grading uses the static backend unless
+``SANDBOX_LAB_BACKEND`` says otherwise (Docker works too, only slower); the
+same term in Docker, with a late and a forged submission, is
+tests/notebooks/test_term.py.
 """
 
 from __future__ import annotations
@@ -35,7 +45,12 @@ REPO = Path(__file__).resolve().parents[2]
 SECTION = "## For instructors"
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 SUBMITTED = re.compile(r"submitted/<student>/([\w.-]+)/([\w.-]+\.ipynb)")
-STUDENTS = {"ref": "the reference solution", "starter": "the released notebook, unchanged"}
+STUDENTS = {"ref": "the reference solution", "starter": "the released notebook, unchanged", "absent": "no submission"}
+SUBMITTING = ("ref", "starter")
+# the term, in the order the README walks it (one command each, student commands marked by their subcommand)
+TERM = ("db student import", "db assignment add", "generate_assignment", "release_assignment", "fetch_assignment",
+        "submit", "collect", "autograde", "generate_feedback", "release_feedback", "fetch_feedback", "export",
+        "class-report --nbgrader", "CanvasExportPlugin", "--gradescope")
 
 
 def instructor_blocks(readme: str) -> list[list[str]]:
@@ -87,19 +102,37 @@ def _run(course: Path, command: str, env: dict[str, str]) -> str:
     return output
 
 
-def _submit(course: Path, assignment: str, filename: str) -> None:
-    """Students return the released notebook, where the README says it goes."""
+def _home(root: Path, user: str, exchange: Path) -> Path:
+    """An account: its HOME, whose nbgrader config names the exchange and the course (and the student)."""
+    home = root / "home" / user
+    config = home / ".jupyter" / "nbgrader_config.py"
+    if not config.exists():
+        config.parent.mkdir(parents=True)
+        who = "" if user == "instructor" else f"c.CourseDirectory.student_id = {user!r}\n"
+        config.write_text(f"c = get_config()\nc.Exchange.root = {str(exchange)!r}\n"
+                          f"c.CourseDirectory.course_id = 'sandbox-lab'\n{who}")
+    return home
+
+
+def _account_env(env: dict[str, str], home: Path, user: str, *, student: bool) -> dict[str, str]:
+    out = {k: v for k, v in env.items() if not k.startswith("JUPYTER")}
+    out.update(HOME=str(home), USER=user, LOGNAME=user)
+    if student:  # a student's Jupyter has nbgrader on PATH
+        out["PATH"] = os.pathsep.join([str(REPO / ".venv" / "bin"), out.get("PATH", "")])
+    return out
+
+
+def _complete(home: Path, assignment: str, filename: str, student: str) -> None:
+    """What a student writes in the fetched notebook before ``submit``: the reference policy, or nothing."""
+    if student != "ref":
+        return
     task = load_task(assignment.split("-task-", 1)[1])
-    released = nbformat.read(course / "release" / assignment / filename, as_version=4)
-    sources = {"ref": f'policy_json = r"""{solution_text(task.id)}"""', "starter": STUB}
-    for student, source in sources.items():
-        nb = nbformat.from_dict(json.loads(json.dumps(released)))
-        cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"{task.id}-policy"]
-        assert len(cells) == 1 and STUB in cells[0].source, "the released notebook has one policy cell to fill in"
-        cells[0].source = cells[0].source.replace(STUB, source)
-        folder = course / "submitted" / student / assignment
-        folder.mkdir(parents=True)
-        nbformat.write(nb, folder / filename)
+    path = home / assignment / filename
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == f"{task.id}-policy"]
+    assert len(cells) == 1 and STUB in cells[0].source, "the fetched notebook has one policy cell to fill in"
+    cells[0].source = cells[0].source.replace(STUB, f'policy_json = r"""{solution_text(task.id)}"""')
+    nbformat.write(nb, path)
 
 
 def _policy_files(course: Path, task_id: str) -> None:
@@ -110,12 +143,18 @@ def _policy_files(course: Path, task_id: str) -> None:
     (submissions / "alice.json").write_text(solution_text(task_id))
     (submissions / "bob.json").write_text('{"filesystem": {"allowWrite": ["/home/user"]}, "network": {"allowedDomains": ["*.github.com"]}}')
     (submissions / "carol.json").write_text('{"filesystem": {"allowRead": ["/project/src"]')  # broken JSON
+    (course / "submission").mkdir()  # Gradescope's: the one upload
+    (course / "submission" / "my_policy.json").write_text(solution_text(task_id))
 
 
 def test_the_instructor_section_has_commands_to_run() -> None:
     blocks = instructor_blocks((REPO / "README.md").read_text())
     assert len(blocks) >= 2 and all(blocks), blocks
-    assert any("generate_assignment" in c for c in blocks[0]) and any("autograde" in c for c in blocks[0])
+    commands = [c for block in blocks for c in block]
+    at = [next((i for i, c in enumerate(commands) if step in c.split("#")[0]), -1) for step in TERM]
+    assert -1 not in at and at == sorted(at), dict(zip(TERM, at))
+    students = [c for c in commands if c.startswith("nbgrader ")]
+    assert [c.split()[1] for c in students] == ["fetch_assignment", "submit", "fetch_feedback"], students
 
 
 def test_readme_instructor_commands_succeed_as_written(tmp_path: Path) -> None:
@@ -125,12 +164,21 @@ def test_readme_instructor_commands_succeed_as_written(tmp_path: Path) -> None:
     assert where, "the README says where submissions go (submitted/<student>/<assignment>/<notebook>.ipynb)"
     assignment, filename = where.groups()
     course = _course(tmp_path)
-    env = _user_env()
+    exchange = tmp_path / "exchange"
+    env = _account_env(_user_env(), _home(tmp_path, "instructor", exchange), "instructor", student=False)
+    (course / "roster.csv").write_text("id,first_name,last_name,email\n" + "".join(
+        f"{s},{s.title()},Student,{s}@example.edu\n" for s in STUDENTS))
     task_ids: list[str] = []
     for block in instructor_blocks(readme):
         for command in block:
-            if " autograde " in f"{command} " and not (course / "submitted").exists():
-                _submit(course, assignment, filename)
+            if command.startswith("nbgrader "):  # each student, in their own account
+                step = command.split()[1]
+                for student in STUDENTS if step == "fetch_assignment" else SUBMITTING:
+                    home = _home(tmp_path, student, exchange)
+                    if step == "submit":
+                        _complete(home, assignment, filename, student)
+                    _run(home, command, _account_env(_user_env(), home, student, student=True))
+                continue
             m = re.search(r"--task[ =]([\w-]+)", command)
             if m and not task_ids:
                 task_ids.append(m.group(1))
@@ -143,9 +191,17 @@ def test_readme_instructor_commands_succeed_as_written(tmp_path: Path) -> None:
     task = load_task(assignment.split("-task-", 1)[1])
     with (course / "grades.csv").open(newline="") as fh:
         scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == assignment}
-    assert scores == {"ref": float(task.max_score), "starter": 0.0}, scores
-    for student in STUDENTS:
+    assert scores == {"ref": float(task.max_score), "starter": 0.0, "absent": 0.0}, scores
+    for student in SUBMITTING:
         assert (course / "feedback" / student / assignment / filename.replace(".ipynb", ".html")).is_file()
+        fetched = list((tmp_path / "home" / student / assignment / "feedback").glob(f"*/{filename.replace('.ipynb', '.html')}"))
+        assert len(fetched) == 1, (student, fetched)
+    assert not (course / "submitted" / "absent").exists()
+    nb_report = json.loads((course / "class-report" / assignment / "class-report.json").read_text())
+    assert nb_report["missing"] == ["absent"] and nb_report["students"] == len(STUDENTS), nb_report["counts"]
+    assert (course / "class-report" / assignment / "class-report.html").is_file()
+    gradescope = json.loads((course / "results.json").read_text())
+    assert gradescope["score"] == task.max_score and all(t["status"] == "passed" for t in gradescope["tests"])
     assert task_ids, "the README grades policy files with --task"
     with (course / "grades" / "gradebook.csv").open(newline="") as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}

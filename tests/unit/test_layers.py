@@ -94,6 +94,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"grading.autograde"},
     # report
     {"grading.report", "grading.feedback", "grading.lms", "grading.class_report"},
+    # an nbgrader course read as the class report's gradebook
+    {"grading.nbgrader_book"},
     # views, each feature its own (HTML strings), sharing only the palette
     {"lessons.palette"},
     {"lessons.quiz_views", "lessons.progress_views", "lessons.agent_views", "lessons.goal_views", "ctf.views"},
