@@ -225,8 +225,8 @@ class Agent:
             target = f"{connect}>{a.sni}>{a.host}"
             try:
                 raw = self._tunnel(connect, port)
-            except OSError as exc:
-                emit(probe, "front", False, f"{what}: {err(exc)}", target=target)
+            except OSError as exc:  # refused by the proxy, or never reached: the judge tells the two apart
+                emit(probe, "front", False, f"{what}: {wire.TUNNEL_NOT_OPENED}: {err(exc)}", target=target)
                 return False
             try:
                 with self.ssl.wrap_socket(raw, server_hostname=a.sni) as tls:

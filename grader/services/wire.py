@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal, Optional, TypeVar, Union
 
 __all__ = [
     "DnsRecord", "DnsStep", "EndRecord", "FrontAttempt", "FrontStep", "HttpRecord", "HttpStep", "LOG_KINDS", "LogRecord", "ProbeOrders", "ProxyRecord", "ReadStep", "RunnerOrders", "RunnerRecord", "StealStep", "Step", "TcpGatewaysStep",
-    "TcpRecord", "TcpStep", "TcpTarget", "WireError", "Widen", "WriteStep", "dump", "parse_log", "parse_orders",
+    "TUNNEL_NOT_OPENED", "TcpRecord", "TcpStep", "TcpTarget", "WireError", "Widen", "WriteStep", "dump", "parse_log", "parse_orders",
     "dump_end", "dump_line", "parse_record", "parse_runner_line",
 ]
 
@@ -40,6 +40,10 @@ class WireError(ValueError):
 
 # --- records the services write ------------------------------------------------------------
 
+
+# What the runner writes in a fronting attempt whose tunnel never opened (the proxy refused it, or the host was
+# never reached): nothing was named inside it, so the attempt proves nothing about the name inside.
+TUNNEL_NOT_OPENED = "the tunnel was not opened"
 
 @dataclass(frozen=True)
 class HttpRecord:

@@ -8,9 +8,10 @@ from __future__ import annotations
 from grader.core.access import Access
 from grader.core.channels import unknown_name_why
 from grader.core.domains import entry_host, matches
-from grader.core.evidence import Evidence, Markers, Verdict, attempts, http_hits, net_blocked
+from grader.core.evidence import Evidence, Markers, Verdict, attempts, failures, http_hits, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names, fix_network
 from grader.core.world import World
+from grader.services.wire import TUNNEL_NOT_OPENED
 
 __all__ = ["DOMAIN_FRONTING"]
 
@@ -99,7 +100,14 @@ def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     late = [r.detail for r in fronted if not r.ok and "timed out" in r.detail.lower()]
     if late:  # a refusal is fast; silence that ran out of time proves nothing
         return "error", f"Cannot tell: a fronted request timed out before any answer ({late[0]}). Rerun.", ()
-    inside = [r for r in fronted if "the proxy answered" not in r.detail]  # the tunnel opened; the name inside was tried
+    unopened = [r for r in fronted if TUNNEL_NOT_OPENED in r.detail]
+    lost = [r.detail for r in unopened if "the proxy answered" not in r.detail]
+    if lost:  # no proxy refused it: the allowed host was never reached, so no name inside it was ever tried
+        return "error", f"Cannot tell: a tunnel could not be opened, so nothing was named inside it ({lost[0]}). Rerun.", ()
+    if ev.network == "open":  # ordinary networking refuses nothing: silence here is a measurement that failed
+        return "error", ("Cannot tell: the plain container has ordinary networking, yet nothing fronted arrived "
+                         f"(the runner: {failures(ev, p.id) or 'no failure on record'}). Rerun."), ()
+    inside = [r for r in fronted if r not in unopened]  # the tunnel opened; the name inside was tried
     fronts = {str(r.target).split(">", 1)[0] for r in inside}
     refused = [r for r in ev.http if r.misdirected is not None and m.front_path in r.path]
     return "blocked", "Nothing named inside another host's tunnel arrived anywhere the proxy refused.", (
