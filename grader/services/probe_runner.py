@@ -224,7 +224,13 @@ class Agent:
             what = f"CONNECT {connect}:{port}, then SNI {a.sni} and Host {a.host}"
             target = f"{connect}>{a.sni}>{a.host}"
             try:
-                raw = self._tunnel(connect, port)
+                try:
+                    raw = self._tunnel(connect, port)
+                except OSError as first:  # a proxy's refusal is an answer; a host not reached is asked once more
+                    if "the proxy answered" in str(first):
+                        raise
+                    time.sleep(0.5)
+                    raw = self._tunnel(connect, port)
             except OSError as exc:  # refused by the proxy, or never reached: the judge tells the two apart
                 emit(probe, "front", False, f"{what}: {wire.TUNNEL_NOT_OPENED}: {err(exc)}", target=target)
                 return False
