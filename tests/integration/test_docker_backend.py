@@ -85,6 +85,13 @@ def _uplink() -> str:
     return out[out.index("dev") + 1]
 
 
+def _engine_ranges() -> list[str]:
+    """The ranges the engine gives its networks: its configured pools, or Docker's defaults when none are set."""
+    out = subprocess.run(["docker", "info", "--format", "{{json .DefaultAddressPools}}"], capture_output=True, text=True, check=True).stdout
+    pools = json.loads(out) or []
+    return [p["Base"] for p in pools] or ["172.16.0.0/12", "192.168.0.0/16"]
+
+
 @pytest.fixture()
 def uplink_counters() -> Iterator[dict[str, Any]]:
     """iptables counters: packets from the engine's private ranges leaving by the uplink, and DNS to it.
@@ -95,12 +102,11 @@ def uplink_counters() -> Iterator[dict[str, Any]]:
     if os.geteuid() != 0:
         pytest.skip("needs root to read iptables counters")
     dev = _uplink()
+    ranges = _engine_ranges()
     rules = [
-        ["-o", dev, "-s", "172.16.0.0/12"],
-        ["-o", dev, "-s", "192.168.0.0/16"],
-        ["-o", dev, "-p", "udp", "--dport", "53", "-s", "172.16.0.0/12"],
-        ["-o", "br-+", "-s", "172.16.0.0/12"],
-        ["-o", "br-+", "-s", "192.168.0.0/16"],
+        *(["-o", dev, "-s", r] for r in ranges),
+        *(["-o", dev, "-p", "udp", "--dport", "53", "-s", r] for r in ranges),
+        *(["-o", "br-+", "-s", r] for r in ranges),
     ]
     tag = ["-m", "comment", "--comment", "sandbox-lab-test"]
     for r in rules:
