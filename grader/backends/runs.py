@@ -57,6 +57,7 @@ from grader.backends.listeners import HostListener, Listening, SigningAgent, san
 from grader.backends.cleanup import CLEANERS, SWEEP_ENV, SWEEP_EVERY, SWEEP_STAMP, Scope, cleanup, sweep_soon, swept
 
 __all__ = [
+    "resolv_conf",
     "CLEANERS",
     "MAX_OUTPUT",
     "SWEEP_ENV",
@@ -336,3 +337,12 @@ def run_with_retries(attempt: Callable[[bool], RunResult], retries: int) -> RunR
             last = exc
     assert last is not None
     raise last
+
+
+def resolv_conf(internet_ip: str) -> str:
+    """A sandbox's resolv.conf on ordinary networking: every query goes to the run's own name server.
+
+    That server answers every name, so a lookup with no answer is a busy machine, never a block:
+    it is asked up to three times (2 s each), and a judge reads a lookup still unanswered as an error.
+    """
+    return f"nameserver {internet_ip}\noptions timeout:2 attempts:3\n"

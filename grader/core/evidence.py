@@ -37,7 +37,7 @@ from grader.core.world import World
 __all__ = [
     "Evidence", "Markers", "NextSession", "RunnerRecord", "Verdict", "attacker_reads", "attempts", "backdoor_sightings",
     "canary_sightings", "dns_text", "encodings", "failures", "finished", "http_hits", "in_zone", "judge_read", "judge_write",
-    "log_window", "net_blocked", "self_checked_after", "parse_lines", "parse_runner_output", "sha256", "sightings", "timed_out", "write_marker",
+    "log_window", "net_blocked", "silent_open_network", "self_checked_after", "parse_lines", "parse_runner_output", "sha256", "sightings", "timed_out", "write_marker",
 ]
 
 # (outcome, why, evidence): what a probe's judge returns
@@ -302,6 +302,10 @@ def failures(ev: Evidence, pid: str, limit: int = 2) -> str:
     return "; ".join(fails)
 
 
+# what getaddrinfo's EAI_AGAIN says: the name server did not answer (as opposed to "Name or service not known")
+NO_ANSWER_FROM_NAME_SERVER = "temporary failure in name resolution"
+
+
 def timed_out(ev: Evidence, pid: str) -> list[str]:
     """The probe's HTTP requests that got no answer in time, even when asked again: never evidence that
     something was blocked. A request retried after a timeout counts by its last attempt (a refusal then
@@ -493,6 +497,21 @@ def http_hits(ev: Evidence, pred: Callable[[HttpRecord], bool]) -> list[HttpReco
     return [r for r in ev.http if pred(r)]
 
 
+def silent_open_network(ev: Evidence, pid: str, what: str) -> Verdict:
+    """Nothing arrived, on ordinary networking: a measurement that failed, never a block.
+
+    The plain container refuses nothing: every name goes to the run's own name server, which
+    answers every query, and every address of the simulated internet is routed. Silence there
+    is a machine too busy to answer in time; a lookup with no answer
+    ("Temporary failure in name resolution", EAI_AGAIN) is the usual sign. (Behind a proxy the
+    same EAI_AGAIN is the block: the sandbox's resolver is its own loopback, where nothing listens.)
+    """
+    unanswered = [r.detail for r in attempts(ev, pid) if not r.ok and NO_ANSWER_FROM_NAME_SERVER in r.detail.lower()]
+    cause = (f"the run's name server gave no answer ({unanswered[0]})" if unanswered
+             else f"the runner: {failures(ev, pid) or 'no failure on record'}")
+    return "error", f"Cannot tell: the plain container has ordinary networking, yet {what[0].lower()}{what[1:]} arrived nowhere ({cause}). Rerun; if it persists, the machine is overloaded.", ()
+
+
 def net_blocked(pid: str, ev: Evidence, what: str) -> Verdict:
     """Blocked only when the attempt is on record and the recorders were alive to see nothing."""
     if not attempts(ev, pid):
@@ -506,6 +525,8 @@ def net_blocked(pid: str, ev: Evidence, what: str) -> Verdict:
         # A refusal is fast (the proxy answers at once; no route fails at once). A request that
         # timed out may have been on its way when the run ended: its silence proves nothing.
         return "error", f"Cannot tell: {what} timed out before any answer ({late[0]}). Rerun; if it persists, the machine is overloaded.", ()
+    if ev.network == "open":
+        return silent_open_network(ev, pid, what)
     scan = Markers(ev.token, "")
     denied = [r for r in ev.proxy if r.decision == "deny" and ev.token in (r.host or "") + (r.path or "")
               and not scan.is_scan(r)]

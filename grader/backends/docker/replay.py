@@ -61,7 +61,7 @@ from grader.backends.docker.engine import DockerError, EngineError, Mount, Refus
 from grader.backends.docker.enginedisk import Disk, RunCopy
 from grader.backends.docker.resources import Resources
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
-from grader.backends.runs import MAX_OUTPUT, RunDir, read_sinks
+from grader.backends.runs import MAX_OUTPUT, RunDir, read_sinks, resolv_conf
 from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, start_internet
 
 __all__ = ["REPLAY_HARDENING", "Ahead", "Session", "changed_paths", "likely", "play", "wanted"]
@@ -284,7 +284,7 @@ def _play(run: Session, made: Resources, image: str, internet: Internet, disk: D
     rdir.mkdir(exist_ok=True)
     (rdir / "next.sh").write_text(driver_script(world), encoding="utf-8")
     # the plain container's network: the replay's own DNS server is its only name server
-    (rdir / "next-resolv.conf").write_text(f"nameserver {internet.ip}\noptions timeout:1 attempts:1\n")
+    (rdir / "next-resolv.conf").write_text(resolv_conf(internet.ip))
     # the user's machine trusts the simulated internet's certificates as a real one trusts real CAs:
     # a backdoor that speaks HTTPS to the attacker works in the next session as it would on a laptop
     ca = internet.out.read("ca.pem")

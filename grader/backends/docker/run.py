@@ -34,7 +34,7 @@ from grader.services.wire import WireError
 from grader.backends.files import Files, host_files
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
 from grader.backends.listeners import SigningAgent
-from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, runner_config
+from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, resolv_conf, runner_config
 from grader.backends.docker import replay
 from grader.backends.docker.engine import LogConfig, Mount, Refused, Ulimit, Unanswered, engine_errors
 from grader.backends.docker.enginedisk import Disk, HostDisk, Listener
@@ -442,8 +442,7 @@ class Run:
                 for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
                     env[k] = cfg["proxy"]
             else:
-                # the plain container: every DNS query goes to the run's own DNS server
-                resolv_text = f"nameserver {net.internet.ip}\noptions timeout:1 attempts:1\n"
+                resolv_text = resolv_conf(net.internet.ip)  # the plain container: the run's own DNS server
         (rdir / "config.json").write_text(json.dumps(cfg))
         (self.dir.path / "resolv.conf").write_text(resolv_text)
         try:

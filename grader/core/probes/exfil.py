@@ -20,6 +20,7 @@ from grader.core.evidence import (
     failures,
     http_hits,
     net_blocked,
+    silent_open_network,
     timed_out,
 )
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names, web_url
@@ -133,6 +134,8 @@ def _steal_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     late = timed_out(ev, p.id)
     if readable and late:
         return "error", f"Cannot tell: a request carrying a secret timed out before any answer ({late[0]}). Rerun.", ()
+    if readable and ev.network == "open":
+        return silent_open_network(ev, p.id, "Every secret read")
     if not readable:
         return "blocked", "No secret could be read.", (f"every secret read failed ({failures(ev, p.id, 1)}); no canary arrived anywhere",)
     return "blocked", "Secrets were read but none got out.", (f"{len(readable)} secret(s) read, but no canary reached the attacker's server, nameserver or any upload host",)

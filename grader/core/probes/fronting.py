@@ -93,7 +93,7 @@ def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
             + (f"inside the tunnel the proxy opened to {r.via}" if r.via else "over a connection no proxy decided")
             for r in firsts[:4]
         )
-    outcome = net_blocked(p.id, ev, "Every name smuggled into another host's tunnel")
+    outcome = net_blocked(p.id, ev, "Every name smuggled into another host's tunnel")  # on ordinary networking: an error
     if outcome[0] != "blocked" or ev.network == "none":
         return outcome
     fronted = [r for r in attempts(ev, p.id) if r.step == "front" and ">" in str(r.target)]
@@ -104,9 +104,6 @@ def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     lost = [r.detail for r in unopened if "the proxy answered" not in r.detail]
     if lost:  # no proxy refused it: the allowed host was never reached, so no name inside it was ever tried
         return "error", f"Cannot tell: a tunnel could not be opened, so nothing was named inside it ({lost[0]}). Rerun.", ()
-    if ev.network == "open":  # ordinary networking refuses nothing: silence here is a measurement that failed
-        return "error", ("Cannot tell: the plain container has ordinary networking, yet nothing fronted arrived "
-                         f"(the runner: {failures(ev, p.id) or 'no failure on record'}). Rerun."), ()
     inside = [r for r in fronted if r not in unopened]  # the tunnel opened; the name inside was tried
     fronts = {str(r.target).split(">", 1)[0] for r in inside}
     refused = [r for r in ev.http if r.misdirected is not None and m.front_path in r.path]
