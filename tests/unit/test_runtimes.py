@@ -92,8 +92,31 @@ def test_the_runtime_reaches_every_sandbox_container_and_only_when_asked() -> No
     assert hardened_options(h, "runsc")["runtime"] == "runsc"
     # under a runtime, every lock of the hardening is still there
     plain = hardened_options(Hardening())
-    assert {k: v for k, v in hardened_options(Hardening(), "runsc").items() if k != "runtime"} == plain
+    moved = ("runtime", "pids_limit", "ulimits", "mem_limit", "memswap_limit")  # the process limit is counted elsewhere under gVisor (below)
+    assert {k: v for k, v in hardened_options(Hardening(), "runsc").items() if k not in moved} == {
+        k: v for k, v in plain.items() if k not in moved}
+    for other in (None, "kata"):  # any runtime but gVisor: exactly the plain container's limits
+        assert {k: v for k, v in hardened_options(Hardening(), other).items() if k != "runtime"} == plain
     backing = Backing(client=None, images=None, disk=None, leftovers=None, sharing=None,  # type: ignore[arg-type]
                       remove_later=lambda f: None, execute=lambda p, j: None, runtime="runsc")  # type: ignore[arg-type,return-value]
     assert backing.harden(Hardening())["runtime"] == "runsc"
     assert "runtime" not in Backing(None, None, None, None, None, lambda f: None, lambda p, j: None).harden(Hardening())  # type: ignore[arg-type,return-value]
+
+
+def _ulimits(opts: dict[str, object]) -> dict[str, tuple[int, int]]:
+    return {u["Name"]: (u["Soft"], u["Hard"]) for u in opts["ulimits"]}  # type: ignore[attr-defined]
+
+
+def test_under_gvisor_the_fork_limit_is_counted_by_its_kernel_and_its_threads_are_still_bounded() -> None:
+    """Measured under runsc: 256 tasks took 1,415 host threads, so the plan's pids limit on the cgroup killed
+    gVisor itself (and the run's evidence) before a fork bomb met it; under gVisor RLIMIT_NPROC carries it."""
+    h = Hardening()
+    runc, gvisor = hardened_options(h), hardened_options(h, "runsc")
+    assert runc["pids_limit"] == h.pids_limit and "nproc" not in _ulimits(runc)  # never per-user across the machine
+    assert _ulimits(gvisor)["nproc"] == (h.pids_limit, h.pids_limit)
+    assert _ulimits(gvisor)["nofile"] == _ulimits(runc)["nofile"]
+    # still bounded, and by a number tied to the plan's: a gaming change that drops the cgroup limit fails here
+    assert h.pids_limit < gvisor["pids_limit"] <= h.pids_limit * 16
+    # gVisor's stubs need memory of their own (measured 4.6 MiB a task); still a bound, swap included
+    assert runc["mem_limit"] == runc["memswap_limit"] == h.mem_bytes
+    assert h.mem_bytes + h.pids_limit * (4 << 20) < gvisor["mem_limit"] == gvisor["memswap_limit"] <= h.mem_bytes + h.pids_limit * (8 << 20)

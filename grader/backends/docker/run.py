@@ -8,7 +8,7 @@ appended to a list of its caller's. Where the internet comes from is the
 backend's ``Sharing`` for a run behind a proxy, and an internet of its own for
 the plain container.
 
-Imports: engine, enginedisk, files, resources, sharing, simnet, replay, runlogs, runs, core.
+Imports: engine, enginedisk, files, resources, runtimes, sharing, simnet, replay, runlogs, runs, core.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from grader.backends.docker.engine import LogConfig, Mount, Refused, Ulimit, Una
 from grader.backends.docker.enginedisk import Disk, HostDisk, Listener
 from grader.backends.docker.images import Images
 from grader.backends.docker.resources import Resources
+from grader.backends.docker.runtimes import process_limits
 from grader.backends.docker.sharing import Sharing, Taken
 from grader.backends.docker.simnet import BEAT_WAIT, LABEL_ROLE, Internet, Leftovers, beat_after, container_ip, start_internet
 
@@ -66,6 +67,7 @@ def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, A
     hardening cannot drift apart. The caller adds what belongs to one run:
     name, labels, environment, working directory, hostname, mounts, network.
     """
+    procs = process_limits(h.pids_limit, h.mem_bytes, runtime)  # under gVisor, counted by its kernel (runtimes)
     opts: dict[str, Any] = dict(
         user=h.user,
         read_only=h.read_only_root,
@@ -73,9 +75,10 @@ def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, A
         tmpfs={"/tmp": f"size={h.tmp_bytes},mode=1777"},
         shm_size=h.shm_bytes,
         # explicit, not the daemon's default: a connection flood stops at the plan's number
-        ulimits=[Ulimit(name="nofile", soft=h.nofile, hard=h.nofile)],
+        ulimits=[Ulimit(name="nofile", soft=h.nofile, hard=h.nofile)]
+        + ([Ulimit(name="nproc", soft=procs.nproc, hard=procs.nproc)] if procs.nproc is not None else []),
         # swap equal to memory: a run cannot page the machine to a halt
-        pids_limit=h.pids_limit, mem_limit=h.mem_bytes, memswap_limit=h.mem_bytes, nano_cpus=h.nano_cpus,
+        pids_limit=procs.cgroup_pids, mem_limit=procs.cgroup_mem, memswap_limit=procs.cgroup_mem, nano_cpus=h.nano_cpus,
         # bounded logs: a chatty or hostile run cannot fill the engine's disk
         log_config=LogConfig(type="json-file", config={"max-size": "8m"}),
     )
