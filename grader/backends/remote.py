@@ -154,9 +154,10 @@ class RemoteBackend(Closing):
         except ServiceUnavailable as exc:
             raise BackendError(f"{exc}; an attack cannot be predicted, only run. Try again later.") from None
         try:
-            return execution_from_json(answer, plan.world)
+            ex = execution_from_json(answer, plan.world)
         except TransportError as exc:
             raise BackendError(f"the run service at {self.url} sent an execution that does not parse: {exc}") from None
+        return replace(ex, notes=(*ex.notes, ran_at_note(self.url)))
 
     # --- the job protocol ---------------------------------------------------------------------
 

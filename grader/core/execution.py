@@ -109,6 +109,7 @@ class Execution:
     evidence: Optional[Evidence]
     run_id: str = ""
     seconds: float = 0.0
+    notes: tuple[str, ...] = ()  # as a RunResult's: e.g. where a run service ran it (wording.ran_at_note)
 
     @property
     def infra_problem(self) -> str:

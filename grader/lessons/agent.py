@@ -218,6 +218,7 @@ class AgentRun:
     problem: str = ""
     run_id: str = ""
     seconds: float = 0.0
+    notes: tuple[str, ...] = ()  # the execution's: e.g. where a run service ran it
 
     def outcomes(self) -> tuple[tuple[int, str, str, str], ...]:
         """(step, tool, target, outcome) per call: what a prediction and a real run must agree on."""
@@ -249,7 +250,7 @@ def from_execution(ex: Execution, plan: RunPlan) -> AgentRun:
                             f"and {len(ev.tcp)} TCP records searched, in every common encoding)")
     leaked: Optional[bool] = bool(hits) if ev is not None and (hits or not ex.infra_problem) else None
     return AgentRun(plan.sandbox, ex.backend, False, prompt, calls, leaked, hits, done, tuple(evidence),
-                    problem, ex.run_id, ex.seconds)
+                    problem, ex.run_id, ex.seconds, ex.notes)
 
 
 class Executes(Protocol):

@@ -56,7 +56,7 @@ def agent_run_html(run: AgentRun, *, goal: bool = False) -> str:
     if run.predicted:
         how = _PREDICTED
     else:
-        how = backend_phrase(run.backend, run_id=run.run_id, seconds=run.seconds)
+        how = backend_phrase(run.backend, run.notes, run_id=run.run_id, seconds=run.seconds)
     where = "the plain container (no policy)" if run.sandbox == "baseline" else "this policy's sandbox"
     prompt = (f'<p class="sl-agent-prompt" style="margin:2px 0">System prompt: <q>{h(run.prompt)}</q> '
               "<small>(text the agent reads, like the README; nothing enforces it)</small></p>" if run.prompt

@@ -19,7 +19,7 @@ from grader.core.execution import Job
 from grader.core.outcomes import ProbeOutcome
 from grader.core.plan import Hardening, build_plan
 from grader.core.transport import execution_to_json, parse_execution_request, parse_run_request, result_to_json
-from grader.core.wording import backend_phrase
+from grader.core.wording import backend_phrase, ran_at_note
 from grader.core.world import load_world
 from stubservice import StubService
 from test_transport import execution
@@ -72,7 +72,8 @@ def test_the_baseline_and_a_subset_of_probes() -> None:
 def test_an_execution_comes_back_with_its_evidence() -> None:
     with StubService(as_if_run) as service:
         ex = client(service).execute(build_plan(POLICY), Job("print(1)", signer="k" * 32))
-    assert ex == execution()
+    assert ex == replace(execution(), notes=(ran_at_note(service.url),))  # says where it ran, as a run's result does
+    assert backend_phrase(ex.backend, ex.notes).startswith(f"ran in a real sandbox at {service.url} (docker)")
     job = service.requests[0][2]["job"]
     assert job["signer"] == "k" * 32 and job["code"] == "print(1)"
 
