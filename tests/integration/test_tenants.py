@@ -38,7 +38,7 @@ import pytest
 from grader import load_policy
 from grader.backends.remote import RemoteBackend
 from grader.core.outcomes import RunResult
-from grader.core.plan import build_plan
+from grader.core.plan import RunPlan, build_plan
 from grader.core.transport import run_request
 from service_stack import REPO, ServiceStack, _children
 from test_hostile_code import FILL, FORK_BOMB
@@ -54,6 +54,11 @@ PRIMED = ("seed-naive", "pypi-download")  # the hostile tenant sends these exact
 HOSTILE_RATE, HOSTILE_JOBS = 10, 2
 FLOOD = 24  # requests at once: whatever minute they fall in, more than the rate in one of them
 MARKER = "hostile-" + secrets.token_hex(6)  # in everything the hostile tenant's code sends
+
+
+def _plan(name: str) -> RunPlan:
+    raw = CORPUS[name]
+    return build_plan(load_policy(raw) if raw is not None else None)
 
 
 def _attack_source(program: str, *argv: str) -> str:
@@ -284,7 +289,7 @@ def _hostile(s: _Stack, seen: _Seen, primed: threading.Event) -> None:
     # 1. the cache primed with the honest tenant's exact requests (public corpus policies), before it sends them
     tickets = {}
     for name in PRIMED:
-        status, ticket = _post(svc, s.hostile, "/v1/runs", run_request(build_plan(load_policy(CORPUS[name]))))
+        status, ticket = _post(svc, s.hostile, "/v1/runs", run_request(_plan(name)))
         assert status == 202, ticket
         tickets[name] = ticket
     for name, ticket in tickets.items():
@@ -330,12 +335,11 @@ def _hostile(s: _Stack, seen: _Seen, primed: threading.Event) -> None:
 
 
 def _remote_run(remote: RemoteBackend, name: str, seen: _Seen) -> None:
-    raw = CORPUS[name]
-    result = remote.run(build_plan(load_policy(raw) if raw is not None else None))
+    result = remote.run(_plan(name))
     if any(o.outcome == "error" for o in result.probes):
         # "could not judge" is no verdict (the agreement test reruns it once, alone); a wrong verdict is never rerun
         seen.reruns.append(f"{name}: " + "; ".join(f"{o.id}: {o.evidence}" for o in result.probes if o.outcome == "error"))
-        result = remote.run(build_plan(load_policy(raw) if raw is not None else None))
+        result = remote.run(_plan(name))
     seen.honest[name] = result
 
 
@@ -398,10 +402,9 @@ def test_the_honest_verdicts_are_local_dockers_probe_by_probe(seen: _Seen, docke
     assert sorted(seen.honest) == sorted(HONEST)
 
     def local(name: str) -> RunResult:
-        raw = CORPUS[name]
-        result: RunResult = docker_backend.run(build_plan(load_policy(raw) if raw is not None else None))
+        result: RunResult = docker_backend.run(_plan(name))
         if any(o.outcome == "error" for o in result.probes):
-            result = docker_backend.run(build_plan(load_policy(raw) if raw is not None else None))
+            result = docker_backend.run(_plan(name))
         return result
 
     with ThreadPoolExecutor(max_workers=2) as pool:
@@ -531,10 +534,6 @@ def test_both_workers_still_serve_a_probe(seen: _Seen, stack: _Stack) -> None:
     by = {Job.fetch(t["job"], connection=conn, serializer=JSONSerializer).worker_name for _, t in tickets}
     assert by <= set(svc.workers), by
     print(f"scenario: {seen.seconds:.0f} s; reruns of honest runs judged 'error': {seen.reruns}")
-    print("DEBUG bodies", seen.bodies["understated"], "flood", [b.get("error", {}).get("code") for _, b in seen.flood])
-    for n, a in seen.attacks.items():
-        r = a.get("result") or {}
-        print("DEBUG attack", n, a["status"], a.get("error"), r.get("captured"), repr(r.get("hint"))[:200], repr(r.get("output"))[-600:])
 
 
 def test_nothing_the_workers_made_is_left_behind(stack: _Stack, docker_client: Any) -> None:
