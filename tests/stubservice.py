@@ -30,6 +30,7 @@ class StubService:
     mangle: Callable[[Any], Any] = lambda result: result  # what the service does to the result before sending it
     redirect: Optional[str] = None  # answer every POST with a 303 to this URL (what urllib would follow)
     raw_job: Optional[Callable[[dict[str, Any]], Any]] = None  # replaces the whole job answer
+    post_status: str = "queued"  # the status the 202 says ("finished": answered from the service's cache)
     requests: list[tuple[str, str, Any]] = field(default_factory=list)  # (method, path, body) as received
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -77,7 +78,7 @@ class StubService:
                     self._send(404, {"error": {"code": "not_found", "message": self.path}})
                     return
                 job = stub._start(self.path, body)
-                self._send(202, {"job": job, "status": "queued", "url": f"/v1/jobs/{job}"})
+                self._send(202, {"job": job, "status": stub.post_status, "url": f"/v1/jobs/{job}"})
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 stub.requests.append(("GET", self.path, None))

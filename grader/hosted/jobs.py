@@ -15,7 +15,7 @@ known reason: it returns ``{"ok": false, "error": {...}}``, so RQ's own
 ``failed`` means a worker lost mid-job (``worker_lost``), a timeout, or a bug.
 
 Keys (all under ``ServiceSettings.prefix``): ``job:<id>`` (who asked, which
-kind, whether cached), ``cache:<hash>``, ``rate:<token>:<minute>``,
+kind, whether cached), ``cache:<hash>`` (a token's own runs only), ``rate:<token>:<minute>``,
 ``active:<token>``, ``metrics:*``.
 """
 
@@ -59,9 +59,14 @@ def world_hash() -> str:
     return hashlib.sha256(resources.files("grader").joinpath("world.json").read_bytes()).hexdigest()
 
 
-def cache_key(version: str, world: str, route: str, body: Mapping[str, Any]) -> str:
-    """Everything that decides a result, hashed: the version, the world, the kind and the body in canonical JSON."""
-    canonical = json.dumps([version, world, route, body], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+def cache_key(version: str, world: str, route: str, body: Mapping[str, Any], owner: str) -> str:
+    """Everything that decides a result, hashed: the version, the world, the kind and the body in canonical JSON;
+    and whose it is (the token's name).
+
+    A token reuses only its own runs: shared across tokens, one tenant could send another's request first (a
+    public corpus policy, a lesson's solution) and have its own run, made beside its own load, answer the
+    other's; and a cached answer would tell it that someone sent that exact body."""
+    canonical = json.dumps([version, world, route, body, owner], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
 
 
@@ -192,7 +197,7 @@ class JobStore:
     def submit(self, token: Token, route: str, body: dict[str, Any]) -> dict[str, Any]:
         """Queue a checked ``body`` for the kind at ``route`` (or answer from the cache); the contract's 202 body."""
         kind = self.kinds[route]
-        key = cache_key(self.settings.version, self._world, route, body)
+        key = cache_key(self.settings.version, self._world, route, body, token.name)
         job_id = uuid.uuid4().hex
         cached = self.conn.get(f"{self._prefix}cache:{key}")
         result: Optional[dict[str, Any]] = None

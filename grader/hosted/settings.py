@@ -29,8 +29,8 @@ NAME_ENV = "SANDBOX_LAB_SERVICE_NAME"
 # Refused before parsing: a policy is a few KiB, an attack script a few more; 256 KiB bounds what one
 # request can make the API hold in memory and hash.
 BODY_LIMIT = 256 * 1024
-# A finished result answers identical requests for an hour: long enough for a class running the same
-# solution, short enough that a redeployed world (whose hash is in the key anyway) is not the only expiry.
+# A finished result answers the same token's identical requests for an hour (never another token's: jobs.cache_key):
+# long enough for a learner re-running an unchanged policy, short enough that a redeployed world (whose hash is in the key anyway) is not the only expiry.
 CACHE_SECONDS = 3600
 # How long a job's record and result stay readable after it ends.
 RESULT_SECONDS = 24 * 3600

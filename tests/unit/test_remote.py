@@ -248,3 +248,12 @@ def test_the_command_line_says_a_broken_answer_and_exits_3(capsys: pytest.Captur
     with StubService(as_if_run, mangle=mangled(lambda r: r["probes"][0].pop("evidence"))) as service:
         code, out, err = _cli(capsys, monkeypatch, service.url, "probe", EXAMPLE, "--backend", "remote")
     assert code == 3 and out == "" and "evidence: missing" in err
+
+
+def test_a_ticket_answered_from_the_cache_is_read_as_its_job() -> None:
+    # the service answers a request it ran before as 202 "finished" (docs/service-api.md): the client reads the job
+    with StubService(as_if_run, post_status="finished") as service:
+        result = client(service).run(build_plan(POLICY))
+    assert result.backend == "docker" and result.run_id == "sl-00000000ab"
+    with StubService(as_if_run, post_status="started") as service, pytest.raises(BackendError, match="without a queued job"):
+        client(service).run(build_plan(POLICY))  # any other status at once is not the contract's
