@@ -86,6 +86,8 @@ def _authorize(settings: ServiceSettings, request: Request) -> Token:
     token = find_token(tokens, secret.strip())
     if token is None:
         raise ServiceError(401, "unauthorized", "unknown token; ask the operator for one")
+    if token.revoked is not None:  # the file is read on every request: revoked is refused from the next one on
+        raise ServiceError(401, "unauthorized", f"token {token.name!r} has been revoked; ask the operator for a new one")
     if token.expired():
         raise ServiceError(401, "unauthorized", f"token {token.name!r} has expired; ask the operator for a new one")
     return token
