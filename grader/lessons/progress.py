@@ -24,8 +24,34 @@ environment variable cannot wipe a learner's record.
 
 The file is parsed strictly (pydantic, ``extra="forbid"``): an unknown key or a wrong type is a
 ``ProgressError`` naming each JSON path and what belongs there, never a silently emptied record.
+The run service parses a record sent to it with the same parser (``check_record``).
 
-Imports: errors, route (the lessons and their times). Nothing downstream.
+Kept by the run service too. When the environment names a run service and a token
+(``progress_sync.service_from_env``: Binder's ``SANDBOX_LAB_SERVICE_URL`` and
+``SANDBOX_LAB_TOKEN``), the service keeps a copy under the token, so a record
+outlives a Binder session. The local file is still written first, every time:
+the service is a second copy, never the only one.
+
+* Loading reads the file and the service's copy and returns the two combined
+  (``merge_progress``). Nothing either holds is lost: ``done`` is the union of
+  both, an item in both keeps its earliest time; ``first`` is the union, a
+  question in both keeps the attempt made earliest (the first attempt is the
+  one that counts, wherever it was made); ``levels`` combine level by level,
+  taking the larger count of attempts and of hints (the same attempts may be in
+  both, so adding would count them twice) and the earliest capture; ``learner``
+  is the service's when it has one (the options shuffle as in the learner's
+  first session), else the file's.
+* Saving reads the service's copy again, combines it with the record being
+  saved by the same rule, writes the file, then replaces the service's copy
+  with the result: the service's copy is only ever replaced by a record that
+  contains it. A save that cannot read it first writes the file alone.
+* Resetting removes the file and replaces the service's copy with an empty record.
+* A service that cannot be reached, refuses the token (401), is over quota
+  (429), or sends something that is not a record: the file alone is used, and
+  one line on stderr says so, labelled ``progress:``. The file is never
+  replaced by the service's copy, only combined with it.
+
+Imports: errors, route (the lessons and their times), progress_sync (the wire). Nothing downstream.
 """
 
 from __future__ import annotations
@@ -34,6 +60,7 @@ import json
 import math
 import os
 import secrets
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -43,6 +70,7 @@ from typing import Annotated, Any, Literal, Mapping, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grader.core.errors import Problem, SandboxLabError, field_problem, json_pointer
+from grader.lessons.progress_sync import ProgressService, SyncFailed, service_from_env
 from grader.lessons.route import load_route
 
 __all__ = [
@@ -52,11 +80,14 @@ __all__ = [
     "LevelRecord",
     "Progress",
     "ProgressError",
+    "check_record",
     "learner_seed",
     "load_progress",
     "mark_done",
+    "merge_progress",
     "progress_path",
     "record_attempt",
+    "record_json",
     "record_level",
     "reset_progress",
 ]
@@ -74,7 +105,11 @@ _FIX = "Fix the file at these places, or delete it to start afresh (what it reco
 
 
 class ProgressError(SandboxLabError, ValueError):
-    """The progress file exists but cannot be read as a progress record."""
+    """The progress file exists but cannot be read as a progress record: ``problems`` has each one at its JSON path."""
+
+    def __init__(self, message: str, problems: tuple[Problem, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -188,25 +223,101 @@ def _problem(err: Mapping[str, Any]) -> Problem:
     return Problem(ptr, f"{detail}{where}." + (f" Expected {fix}." if fix else ""))
 
 
-def _parse(p: Path, data: object) -> Progress:
-    """The record in ``data`` (parsed JSON), or ``ProgressError`` listing every problem with its JSON path."""
+def _parse(p: Path, data: object, source: Optional[str] = None) -> Progress:
+    """The record in ``data`` (parsed JSON), or ``ProgressError`` listing every problem with its JSON path.
+
+    ``source`` names where ``data`` came from in messages when it is not the file at ``p``."""
+    where = source or str(p)
+    fix = _FIX if source is None else "It is not used."
     if not isinstance(data, dict):
-        raise ProgressError(f"{p} is not a progress record: the file holds no JSON object (expected {_SHAPE}). Fix or delete the file.")
+        top = Problem("/", f"not a JSON object (expected {_SHAPE})")
+        raise ProgressError(f"{where} is not a progress record: it holds no JSON object (expected {_SHAPE}). "
+                            + ("Fix or delete the file." if source is None else fix), (top,))
     try:
         f = _ProgressFile.model_validate(data)
     except ValidationError as exc:
-        problems = [_problem(e) for e in exc.errors()]
+        problems = tuple(_problem(e) for e in exc.errors())
         n = len(problems)
-        raise ProgressError("\n".join([f"{p} is not a progress record ({n} problem{'s' if n != 1 else ''})",
-                                        *(f"  {pr}" for pr in problems), _FIX])) from None
+        raise ProgressError("\n".join([f"{where} is not a progress record ({n} problem{'s' if n != 1 else ''})",
+                                        *(f"  {pr}" for pr in problems), fix]), problems) from None
     first = {k: Attempt(float(a.at), a.result, float(a.score)) for k, a in f.first.items()}
     levels = {k: LevelRecord(r.attempts, r.hints, None if r.captured is None else float(r.captured)) for k, r in f.levels.items()}
     return Progress(p, {k: float(v) for k, v in f.done.items()}, first, f.learner, levels)
 
 
+def check_record(data: object, source: str = "the record") -> dict[str, Any]:
+    """``data`` (parsed JSON) as a progress record in the form the file holds; ``ProgressError`` (with
+    ``problems``) when it is not one. The run service's check of a record sent to it: the file's own parser."""
+    return record_json(_parse(Path("progress.json"), data, source))
+
+
+def record_json(progress: Progress) -> dict[str, Any]:
+    """The record as the file (and the run service) holds it."""
+    data: dict[str, Any] = {"version": _VERSION, "done": dict(progress.done),
+                            "first": {k: {"at": a.at, "result": a.result, "score": a.score} for k, a in progress.first.items()}}
+    if progress.learner:
+        data["learner"] = progress.learner
+    if progress.levels:
+        data["levels"] = {k: {"attempts": r.attempts, "hints": r.hints, "captured": r.captured} for k, r in progress.levels.items()}
+    return data
+
+
+def _earliest(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def merge_progress(mine: Progress, theirs: Progress) -> Progress:
+    """Both records in one, nothing of either lost (the rule is in the module's docstring); ``mine``'s path."""
+    done = {k: min(mine.done.get(k, v), v) for k, v in theirs.done.items()}
+    done = {**mine.done, **done}
+    first = dict(mine.first)
+    for k, a in theirs.first.items():
+        if k not in first or a.at < first[k].at:
+            first[k] = a
+    levels = dict(mine.levels)
+    for k, r in theirs.levels.items():
+        o = levels.get(k)
+        levels[k] = r if o is None else LevelRecord(max(o.attempts, r.attempts), max(o.hints, r.hints),
+                                                    _earliest(o.captured, r.captured))
+    return Progress(mine.path, done, first, theirs.learner or mine.learner, levels)
+
+
+def _notice(exc: Exception, what: str) -> None:
+    """The one line that says the service's copy was not used, and why; the work goes on with the file."""
+    print(f"progress: {what} on this machine only: {exc}", file=sys.stderr)
+
+
+def _service() -> Optional[ProgressService]:
+    try:
+        return service_from_env()
+    except SyncFailed as exc:
+        _notice(exc, "kept")
+        return None
+
+
+def _fetch(service: ProgressService, p: Path, what: str) -> Optional[Progress]:
+    """The service's copy, parsed as strictly as the file; None (and the notice) when it cannot be had."""
+    try:
+        return _parse(p, service.fetch(), f"the progress kept by the run service at {service.url}")
+    except SyncFailed as exc:
+        _notice(exc, what)
+    except ProgressError as exc:
+        _notice(SyncFailed(service.url, "sent a record that does not parse (" + str(exc).splitlines()[0] + ")"), what)
+    return None
+
+
 def load_progress(path: Optional[PathLike] = None) -> Progress:
-    """Read the progress record; a missing file is an empty one."""
+    """Read the progress record; a missing file is an empty one. With a run service, combined with its copy."""
     p = Path(path) if path is not None else progress_path()
+    local = _load_file(p)
+    service = _service()
+    if service is None:
+        return local
+    theirs = _fetch(service, p, "read")
+    return local if theirs is None else merge_progress(local, theirs)
+
+
+def _load_file(p: Path) -> Progress:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -221,14 +332,25 @@ def load_progress(path: Optional[PathLike] = None) -> Progress:
 
 
 def _write(progress: Progress) -> Progress:
+    """Save ``progress``: combined with the service's copy (read again now) when there is one, to the file
+    first, then to the service; the record saved is returned."""
+    service = _service()
+    theirs = None if service is None else _fetch(service, progress.path, "saved")
+    if theirs is not None:
+        progress = merge_progress(progress, theirs)
+    _write_file(progress)
+    if service is not None and theirs is not None:  # never replace a copy not read just now: it may hold more
+        try:
+            service.store(record_json(progress))
+        except SyncFailed as exc:
+            _notice(exc, "saved")
+    return progress
+
+
+def _write_file(progress: Progress) -> None:
     p = progress.path
     p.parent.mkdir(parents=True, exist_ok=True)
-    data: dict[str, Any] = {"version": _VERSION, "done": progress.done,
-                            "first": {k: {"at": a.at, "result": a.result, "score": a.score} for k, a in progress.first.items()}}
-    if progress.learner:
-        data["learner"] = progress.learner
-    if progress.levels:
-        data["levels"] = {k: {"attempts": r.attempts, "hints": r.hints, "captured": r.captured} for k, r in progress.levels.items()}
+    data = record_json(progress)
     # Write to a temporary file and rename: a crash mid-write never leaves half a record.
     fd, tmp = tempfile.mkstemp(prefix=".progress-", suffix=".json", dir=p.parent)
     try:
@@ -239,7 +361,6 @@ def _write(progress: Progress) -> Progress:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return progress
 
 
 def _check_id(item_id: str) -> None:
@@ -283,8 +404,7 @@ def learner_seed(*, path: Optional[PathLike] = None) -> str:
     if current.learner:
         return current.learner
     token = secrets.token_hex(8)
-    _write(replace(current, learner=token))
-    return token
+    return _write(replace(current, learner=token)).learner  # the service's, if another session made one meanwhile
 
 
 def record_level(item_id: str, *, captured: bool, hint_shown: bool, path: Optional[PathLike] = None,
@@ -301,11 +421,16 @@ def record_level(item_id: str, *, captured: bool, hint_shown: bool, path: Option
     old = current.level(item_id)
     when = old.captured if old.captured is not None else ((time.time() if now is None else now) if captured else None)
     rec = LevelRecord(old.attempts + 1, old.hints + (1 if hint_shown else 0), when)
-    _write(replace(current, levels={**current.levels, item_id: rec}))
-    return rec
+    return _write(replace(current, levels={**current.levels, item_id: rec})).level(item_id)
 
 
 def reset_progress(*, path: Optional[PathLike] = None) -> None:
     """Forget all progress (the file is removed; the next shuffle token will differ)."""
     p = Path(path) if path is not None else progress_path()
     p.unlink(missing_ok=True)
+    service = _service()
+    if service is not None:
+        try:
+            service.store(record_json(Progress(p, {})))
+        except SyncFailed as exc:
+            print(f"progress: reset on this machine only: {exc}; its copy comes back at the next load", file=sys.stderr)
