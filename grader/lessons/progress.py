@@ -33,7 +33,8 @@ outlives a Binder session. The local file is still written first, every time:
 the service is a second copy, never the only one.
 
 * Loading reads the file and the service's copy and returns the two combined
-  (``merge_progress``). Nothing either holds is lost: ``done`` is the union of
+  (``merge_progress``), writing the combination to the file when it adds
+  something (the file then holds it even where the service cannot be reached). Nothing either holds is lost: ``done`` is the union of
   both, an item in both keeps its earliest time; ``first`` is the union, a
   question in both keeps the attempt made earliest (the first attempt is the
   one that counts, wherever it was made); ``levels`` combine level by level,
@@ -314,7 +315,15 @@ def load_progress(path: Optional[PathLike] = None) -> Progress:
     if service is None:
         return local
     theirs = _fetch(service, p, "read")
-    return local if theirs is None else merge_progress(local, theirs)
+    if theirs is None:
+        return local
+    both = merge_progress(local, theirs)
+    if both != local:  # the file keeps what the service had too: a later session without the service still has it
+        try:
+            _write_file(both)
+        except OSError as exc:
+            print(f"progress: {p} could not be updated with the run service's copy ({exc.strerror})", file=sys.stderr)
+    return both
 
 
 def _load_file(p: Path) -> Progress:

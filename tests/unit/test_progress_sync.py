@@ -120,6 +120,7 @@ def test_progress_outlives_a_session(service: str, settings: Any, tmp_path: Path
     again = load_progress(second_session)
     assert again.done == {"l01": 100.0} and again.first["q1"] == Attempt(110.0, "partly", 0.5)
     assert again.level("ctf-1") == LevelRecord(1, 1, None) and learner_seed(path=second_session) == seed
+    assert json.loads(second_session.read_text())["done"] == {"l01": 100.0}  # loading kept the service's copy here too
     # and what is done there is added, nothing of the first session lost; the first attempt still counts
     mark_done("l02", path=second_session, now=200.0)
     assert record_attempt("q1", "right", 1.0, path=second_session) == (Attempt(110.0, "partly", 0.5), False)
