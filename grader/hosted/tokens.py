@@ -186,6 +186,8 @@ def revoke_token(path: Path, which: str, *, now: Optional[float] = None) -> Toke
     """Revoke the token named ``which`` (or whose id it is) and return it; unknown, a ``TokenError`` and no change.
 
     Revoking a revoked token changes nothing and returns it (the first revocation's time is kept)."""
+    if not path.exists():  # nothing issued: nothing to create either, not even the lock
+        raise TokenError(f"no token named {which!r}: no tokens are issued yet ({path})")
     with _locked(path):
         tokens = read_tokens(path)
         found = [t for t in tokens if t.name == which or t.id == which]

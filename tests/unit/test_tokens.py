@@ -88,6 +88,12 @@ def test_revoke_by_id_and_an_unknown_one_changes_nothing(tmp_path: Path) -> None
     assert revoke_token(path, alice.id).name == "alice"
 
 
+def test_revoking_where_nothing_was_issued_creates_nothing(tmp_path: Path) -> None:
+    with pytest.raises(TokenError, match="no tokens are issued"):
+        revoke_token(tmp_path / "service" / "tokens.json", "alice")
+    assert not (tmp_path / "service").exists()
+
+
 def test_a_name_that_is_another_tokens_id_revokes_neither(tmp_path: Path) -> None:
     # gaming: a token named like another's id, so that `revoke <id>` would hit the wrong one
     path = tmp_path / "tokens.json"
