@@ -42,10 +42,11 @@ the service is a second copy, never the only one.
   both, so adding would count them twice) and the earliest capture; ``learner``
   is the service's when it has one (the options shuffle as in the learner's
   first session), else the file's.
-* Saving reads the service's copy again, combines it with the record being
-  saved by the same rule, writes the file, then replaces the service's copy
-  with the result: the service's copy is only ever replaced by a record that
-  contains it. A save that cannot read it first writes the file alone.
+* Saving (``mark_done``, ``record_attempt``, ...) loads as above, changes the
+  record, writes the file, then replaces the service's copy with the result:
+  the service's copy is only ever replaced by a record that contains it, read
+  just before. A save whose load could not read it writes the file alone (and
+  does not ask the service again: one notice, one wait at most).
 * Resetting removes the file and replaces the service's copy with an empty record.
 * A service that cannot be reached, refuses the token (401), is over quota
   (429), or sends something that is not a record: the file alone is used, and
@@ -309,21 +310,27 @@ def _fetch(service: ProgressService, p: Path, what: str) -> Optional[Progress]:
 
 def load_progress(path: Optional[PathLike] = None) -> Progress:
     """Read the progress record; a missing file is an empty one. With a run service, combined with its copy."""
+    return _load(path)[0]
+
+
+def _load(path: Optional[PathLike]) -> tuple[Progress, Optional[ProgressService]]:
+    """The record, and the service to save it to: only one whose copy was just read and combined into it, so a
+    save replaces that copy with a record that contains it (never with the file alone, which may hold less)."""
     p = Path(path) if path is not None else progress_path()
     local = _load_file(p)
     service = _service()
     if service is None:
-        return local
-    theirs = _fetch(service, p, "read")
+        return local, None
+    theirs = _fetch(service, p, "kept")
     if theirs is None:
-        return local
+        return local, None
     both = merge_progress(local, theirs)
     if both != local:  # the file keeps what the service had too: a later session without the service still has it
         try:
             _write_file(both)
         except OSError as exc:
             print(f"progress: {p} could not be updated with the run service's copy ({exc.strerror})", file=sys.stderr)
-    return both
+    return both, service
 
 
 def _load_file(p: Path) -> Progress:
@@ -340,15 +347,10 @@ def _load_file(p: Path) -> Progress:
     return _parse(p, data)
 
 
-def _write(progress: Progress) -> Progress:
-    """Save ``progress``: combined with the service's copy (read again now) when there is one, to the file
-    first, then to the service; the record saved is returned."""
-    service = _service()
-    theirs = None if service is None else _fetch(service, progress.path, "saved")
-    if theirs is not None:
-        progress = merge_progress(progress, theirs)
+def _write(progress: Progress, service: Optional[ProgressService]) -> Progress:
+    """Save ``progress`` to the file first, then to ``service`` (``_load``'s: one whose copy it contains)."""
     _write_file(progress)
-    if service is not None and theirs is not None:  # never replace a copy not read just now: it may hold more
+    if service is not None:
         try:
             service.store(record_json(progress))
         except SyncFailed as exc:
@@ -380,12 +382,12 @@ def _check_id(item_id: str) -> None:
 def mark_done(item_id: str, *, path: Optional[PathLike] = None, now: Optional[float] = None) -> Progress:
     """Record ``item_id`` as completed (the first completion time is kept) and return the new record."""
     _check_id(item_id)
-    current = load_progress(path)
+    current, service = _load(path)
     if item_id in current.done:
         return current
     done = dict(current.done)
     done[item_id] = time.time() if now is None else now
-    return _write(replace(current, done=done))
+    return _write(replace(current, done=done), service)
 
 
 def record_attempt(item_id: str, result: str, score: float, *, path: Optional[PathLike] = None,
@@ -398,22 +400,22 @@ def record_attempt(item_id: str, result: str, score: float, *, path: Optional[Pa
     _check_id(item_id)
     if not result or not result.strip() or not _number(score) or not 0.0 <= score <= 1.0:
         raise ValueError(f"an attempt has a result and a score from 0 to 1, not {result!r}, {score!r}")
-    current = load_progress(path)
+    current, service = _load(path)
     earlier = current.first.get(item_id)
     if earlier is not None:
         return earlier, False
     attempt = Attempt(time.time() if now is None else now, result.strip(), float(score))
-    _write(replace(current, first={**current.first, item_id: attempt}))
+    _write(replace(current, first={**current.first, item_id: attempt}), service)
     return attempt, True
 
 
 def learner_seed(*, path: Optional[PathLike] = None) -> str:
     """This install's shuffling token: random, made and saved on first use, the same ever after (until a reset)."""
-    current = load_progress(path)
+    current, service = _load(path)
     if current.learner:
         return current.learner
     token = secrets.token_hex(8)
-    return _write(replace(current, learner=token)).learner  # the service's, if another session made one meanwhile
+    return _write(replace(current, learner=token), service).learner
 
 
 def record_level(item_id: str, *, captured: bool, hint_shown: bool, path: Optional[PathLike] = None,
@@ -426,11 +428,11 @@ def record_level(item_id: str, *, captured: bool, hint_shown: bool, path: Option
     if not isinstance(captured, bool):
         raise ValueError(f"an attempt is captured (True) or missed (False), not {captured!r}: "
                          "a run that could not be judged is no attempt")
-    current = load_progress(path)
+    current, service = _load(path)
     old = current.level(item_id)
     when = old.captured if old.captured is not None else ((time.time() if now is None else now) if captured else None)
     rec = LevelRecord(old.attempts + 1, old.hints + (1 if hint_shown else 0), when)
-    return _write(replace(current, levels={**current.levels, item_id: rec})).level(item_id)
+    return _write(replace(current, levels={**current.levels, item_id: rec}), service).level(item_id)
 
 
 def reset_progress(*, path: Optional[PathLike] = None) -> None:

@@ -10,7 +10,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import pytest
 from hosted_fixtures import redis_server, settings  # noqa: F401 - fixtures
@@ -177,7 +177,7 @@ def test_reset_resets_the_service_copy_too(service: str, settings: Any, tmp_path
 class _Refusing:
     """A stand-in that answers every request with ``status`` (or a body that is no record), counting PUTs."""
 
-    def __init__(self, status: int, body: Any = None) -> None:
+    def __init__(self, status: int, body: Any = None, put_status: Optional[int] = None) -> None:
         self.puts = 0
         owner = self
 
@@ -185,9 +185,9 @@ class _Refusing:
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
                 pass
 
-            def _answer(self) -> None:
+            def _answer(self, code: int = status) -> None:
                 data = json.dumps(body if body is not None else {"error": {"code": "x", "message": "no"}}).encode()
-                self.send_response(status)
+                self.send_response(code)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -199,7 +199,7 @@ class _Refusing:
             def do_PUT(self) -> None:  # noqa: N802
                 owner.puts += 1
                 self.rfile.read(int(self.headers.get("Content-Length", "0")))
-                self._answer()
+                self._answer(put_status or status)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -228,7 +228,7 @@ def test_a_service_that_refuses_or_answers_nonsense_leaves_the_file_alone(
         assert mark_done("l02", path=local, now=2.0).done == {"l01": 1.0, "l02": 2.0}
         assert load_progress(local).done == {"l01": 1.0, "l02": 2.0}
         err = capsys.readouterr().err.splitlines()
-        assert err and all(line.startswith("progress: ") and said in line for line in err)
+        assert len(err) == 2 and all(line.startswith("progress: kept on this machine only: ") and said in line for line in err)
         assert stand_in.puts == 0  # a copy that could not be read is never replaced
     finally:
         stand_in.close()
@@ -244,8 +244,8 @@ def test_an_unreachable_service_keeps_the_file(tmp_path: Path, monkeypatch: pyte
     local = tmp_path / "p.json"
     assert mark_done("l01", path=local, now=1.0).done == {"l01": 1.0}
     assert json.loads(local.read_text())["done"] == {"l01": 1.0}
-    lines = capsys.readouterr().err.splitlines()
-    assert lines and all(line.startswith("progress: ") and "could not be reached" in line for line in lines)
+    (line,) = capsys.readouterr().err.splitlines()  # one line an action, and the service asked once
+    assert line.startswith("progress: kept on this machine only: the run service at http://127.0.0.1:") and "could not be reached" in line
     _use(monkeypatch, "not a url", "t0k3n")
     assert load_progress(local).done == {"l01": 1.0}
     assert "not an http://" in capsys.readouterr().err
@@ -261,3 +261,17 @@ def test_without_a_service_nothing_is_sent(tmp_path: Path, monkeypatch: pytest.M
     monkeypatch.setattr(ProgressService, "_call", refuse)
     assert mark_done("l01", path=tmp_path / "p.json", now=1.0).done == {"l01": 1.0}
     assert record_json(load_progress(tmp_path / "p.json"))["done"] == {"l01": 1.0}
+
+
+def test_a_save_the_service_refuses_is_kept_in_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    stand_in = _Refusing(200, {"version": 2, "done": {"elsewhere": 5.0}, "first": {}}, put_status=429)
+    try:
+        _use(monkeypatch, stand_in.url, "t0k3n")
+        local = tmp_path / "p.json"
+        assert mark_done("l01", path=local, now=1.0).done == {"elsewhere": 5.0, "l01": 1.0}
+        (line,) = capsys.readouterr().err.splitlines()
+        assert line.startswith("progress: saved on this machine only: ") and "HTTP 429, over quota" in line
+        assert json.loads(local.read_text())["done"] == {"elsewhere": 5.0, "l01": 1.0} and stand_in.puts == 1
+    finally:
+        stand_in.close()
