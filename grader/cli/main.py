@@ -327,17 +327,21 @@ COMMANDS: tuple[Command, ...] = (
         "more capacity.",
     ),
     Command(
-        "tokens", "issue a bearer token for the run service", _service_body("run_tokens"),
+        "tokens", "issue, list or revoke the run service's bearer tokens", _service_body("run_tokens"),
         (
-            arg("action", choices=("issue",), help="issue: add a token and print it once"),
-            arg("--name", required=True, help="who the token is for (unique), e.g. alice"),
+            arg("action", choices=("issue", "list", "revoke"),
+                help="issue: add a token and print it once; list: one line a token; revoke NAME: refuse it from now on"),
+            arg("target", nargs="?", default=None, metavar="NAME", help="revoke: the token's name or its id (from list)"),
+            arg("--name", default=None, help="issue: who the token is for (unique), e.g. alice"),
             arg("--expires", type=float, default=None, metavar="DAYS", help="days until it expires (default: never)"),
             arg("--rate", default=None, metavar="N/min", help="runs a minute it may start (default: 30/min)"),
             arg("--jobs", type=_positive, default=None, metavar="N", help="jobs it may have queued or running (default: 4)"),
             _JSON,
         ),
         "Issue a token for the run service: it is printed once and stored hashed in "
-        "$SANDBOX_LAB_SERVICE_DIR/tokens.json.",
+        "$SANDBOX_LAB_SERVICE_DIR/tokens.json. `tokens list` prints each token's name, id, expiry, limits and "
+        "whether it is revoked (never the token or its hash); `tokens revoke NAME` (or its id) refuses it from the "
+        "service's next request on (an unknown name: exit 2, nothing changed).",
     ),
 )
 

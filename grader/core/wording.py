@@ -18,7 +18,7 @@ from typing import Literal, Sequence
 
 from grader.core.records import ProbeOutcome
 
-__all__ = ["RAN_AT", "Tone", "backend_phrase", "printable", "ran_at_note", "tone"]
+__all__ = ["RAN_AT", "Tone", "backend_phrase", "printable", "ran_at", "ran_at_note", "tone"]
 
 Tone = Literal["bad", "good", "warn", "plain"]
 
@@ -58,7 +58,7 @@ def backend_phrase(backend: str, notes: Sequence[str] = (), *, run_id: str = "",
             Docker engine says so.
         run_id: a real run's id, appended with ``seconds`` as "(run ID in N s)".
     """
-    where = next((n[len(RAN_AT):] for n in notes if n.startswith(RAN_AT)), "")
+    where = ran_at(notes)
     if backend == "static" and any("no docker engine" in n.lower() for n in notes):
         phrase = _STATIC_FALLBACK
     elif backend == "static" and any("the run service" in n.lower() for n in notes):
@@ -69,6 +69,11 @@ def backend_phrase(backend: str, notes: Sequence[str] = (), *, run_id: str = "",
     else:
         phrase = _PHRASES.get(backend, f"ran with the {backend} backend")
     return phrase + (f" (run {run_id} in {seconds:.1f} s)" if run_id else "")
+
+
+def ran_at(notes: Sequence[str]) -> str:
+    """The run service a result's notes say it ran at (``ran_at_note``), or "" for a run made here."""
+    return next((n[len(RAN_AT):] for n in notes if n.startswith(RAN_AT)), "")
 
 
 def ran_at_note(service: str) -> str:

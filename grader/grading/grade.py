@@ -59,7 +59,7 @@ from grader.core.scope import FRESH_LABEL, NEW_FILE
 from grader.realtools.semantics import ADVICE, CAUSES, Enforced, Semantics, enforced
 from grader.realtools.srt_notes import srt_warnings
 from grader.grading.tasks import Check, Task, load_task
-from grader.core.wording import backend_phrase
+from grader.core.wording import RAN_AT, backend_phrase
 
 __all__ = ["CarryOver", "CheckResult", "Disagreement", "Grade", "carry_over", "disagreements", "grade", "grade_file", "overgrants_of"]
 
@@ -241,8 +241,10 @@ class Grade:
     def feedback(self) -> str:
         """Plain-text feedback: the score, which backend judged, and every lost point explained."""
         under = f"; graded under {_TOOL[self.semantics]}'s semantics" if self.semantics != "lab" else ""
-        lines = [f"{self.task}: {self.score}/{self.max_score} ({backend_phrase(self.backend)}{under})"]
-        lines += [f"  note: {n}" for n in self.notes]
+        # a run the run service made says where it ran, as probe boards do; the note is then said once, there
+        where = tuple(n for n in self.notes if n.startswith(RAN_AT)) if self.backend != "static" else ()
+        lines = [f"{self.task}: {self.score}/{self.max_score} ({backend_phrase(self.backend, where)}{under})"]
+        lines += [f"  note: {n}" for n in self.notes if n not in where]
         if self.could_not_grade:
             ids = ", ".join(c.id for c in self.could_not_grade)
             lines.append(f"  ERROR: could not grade {ids}: the run's evidence is incomplete, so {'they score' if len(self.could_not_grade) > 1 else 'it scores'} "

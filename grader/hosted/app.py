@@ -3,14 +3,15 @@
 ``create_app`` builds one app for one service (its settings, its Redis): no
 module-level app, so tests build theirs against their own Redis. Routes:
 ``POST /v1/<kind>`` for every entry of ``kinds.KINDS`` (202 and a job id),
-``GET /v1/jobs/{id}``, ``/healthz``, ``/metrics``, and FastAPI's ``/docs``.
+``GET /v1/jobs/{id}``, ``GET``/``PUT /v1/progress`` (the token's progress
+record, ``progress_store``), ``/healthz``, ``/metrics``, and FastAPI's ``/docs``.
 
 Every answer that is not a success is ``{"error": {"code", "message", ...}}``
 (docs/service-api.md): ours, FastAPI's own validation errors, an unknown route
 or method, and an unexpected exception (a 500 without a traceback). The body
 limit wraps the whole app (``limits.BodyLimit``).
 
-Imports the jobs, the kinds, the tokens, the metrics and the limits.
+Imports the jobs, the kinds, the tokens, the progress records, the metrics and the limits.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from grader.hosted.kinds import check_body
 from grader.hosted.limits import BodyLimit, TooLarge, too_large_body
 from grader.hosted.metrics import ServiceCollector, metrics_text
 from grader.hosted.problems import ServiceError, error_body, invalid, json_path
+from grader.hosted.progress_store import ProgressStore
 from grader.hosted.settings import BODY_LIMIT, ServiceSettings
 from grader.hosted.tokens import Token, TokenError, find_token, read_tokens
 
@@ -86,6 +88,8 @@ def _authorize(settings: ServiceSettings, request: Request) -> Token:
     token = find_token(tokens, secret.strip())
     if token is None:
         raise ServiceError(401, "unauthorized", "unknown token; ask the operator for one")
+    if token.revoked is not None:  # the file is read on every request: revoked is refused from the next one on
+        raise ServiceError(401, "unauthorized", f"token {token.name!r} has been revoked; ask the operator for a new one")
     if token.expired():
         raise ServiceError(401, "unauthorized", f"token {token.name!r} has expired; ask the operator for a new one")
     return token
@@ -136,15 +140,20 @@ def create_app(settings: ServiceSettings, store: Optional[JobStore] = None) -> A
     def metrics() -> Response:
         return Response(metrics_text(collector), media_type="text/plain; version=0.0.4; charset=utf-8")
 
+    progress = ProgressStore(jobs.conn, settings.prefix)
+
+    async def _read(request: Request) -> Any:
+        raw = bytearray()
+        async for chunk in request.stream():  # counted by BodyLimit: past the limit this raises TooLarge
+            raw += chunk
+            if len(raw) > BODY_LIMIT:
+                raise TooLarge()
+        return parse_body(bytes(raw))
+
     def _submit_route(route: str) -> Any:
         async def submit(request: Request) -> JSONResponse:
             token = _authorize(settings, request)
-            raw = bytearray()
-            async for chunk in request.stream():  # counted by BodyLimit: past the limit this raises TooLarge
-                raw += chunk
-                if len(raw) > BODY_LIMIT:
-                    raise TooLarge()
-            body = parse_body(bytes(raw))
+            body = await _read(request)
             check_body(route, body, jobs.kinds)
             jobs.admit_rate(token)
             return JSONResponse(jobs.submit(token, route, body), status_code=202)
@@ -162,5 +171,15 @@ def create_app(settings: ServiceSettings, store: Optional[JobStore] = None) -> A
     @api.get("/v1/jobs/{job_id}")
     def job(job_id: str, request: Request) -> dict[str, Any]:
         return jobs.status(_authorize(settings, request), job_id)
+
+    @api.get("/v1/progress", summary="The token's progress record")
+    def get_progress(request: Request) -> dict[str, Any]:
+        return progress.get(_authorize(settings, request))
+
+    @api.put("/v1/progress", summary="Replace the token's progress record",
+             openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}})
+    async def put_progress(request: Request) -> dict[str, Any]:
+        token = _authorize(settings, request)  # the token first: a stranger's body is never parsed
+        return progress.put(token, await _read(request))
 
     return BodyLimit(api, BODY_LIMIT)

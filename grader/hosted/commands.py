@@ -1,4 +1,4 @@
-"""The bodies of the service's commands: ``sandbox-lab serve``, ``worker`` and ``tokens issue``.
+"""The bodies of the service's commands: ``sandbox-lab serve``, ``worker`` and ``tokens issue|list|revoke``.
 
 ``cli.main`` declares them (its one registry) and imports this module only
 when one of them runs, so the CLI needs the ``service`` extra for these three
@@ -11,17 +11,83 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Optional
+import time
+from typing import Any, Optional
 
 from grader.cli.core import EXIT_OK, Streams, UsageError
 from grader.hosted.settings import service_settings
-from grader.hosted.tokens import DEFAULT_JOBS, DEFAULT_RATE, TokenError, issue_token, parse_rate
+from grader.hosted.tokens import (
+    DEFAULT_JOBS, DEFAULT_RATE, Token, TokenError, issue_token, parse_rate, read_tokens, revoke_token,
+)
 
 __all__ = ["run_serve", "run_tokens", "run_worker"]
 
 
+def _when(t: Optional[float]) -> str:
+    return "never" if t is None else time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(t))
+
+
+def _listed(token: Token) -> dict[str, Any]:
+    """What ``tokens list`` says of a token: never the token, never its hash (its id is a hash of the hash)."""
+    return {"name": token.name, "id": token.id, "created": token.created, "expires": token.expires,
+            "rate": f"{token.rate}/min", "jobs": token.jobs, "revoked": token.revoked}
+
+
+def _list_tokens(args: argparse.Namespace, io: Streams) -> int:
+    settings = service_settings()
+    try:
+        tokens = read_tokens(settings.tokens_file)
+    except TokenError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        io.out.write(json.dumps({"tokens": [_listed(t) for t in tokens]}) + "\n")
+        return EXIT_OK
+    if not tokens:
+        io.err.write(f"no tokens issued yet ({settings.tokens_file}); issue one with `sandbox-lab tokens issue --name NAME`\n")
+    now = time.time()
+    for t in tokens:
+        state = (f"revoked {_when(t.revoked)}" if t.revoked is not None else "expired" if t.expired(now) else "active")
+        io.out.write(f"{t.name}  id {t.id}  expires {_when(t.expires)}  {t.rate}/min  {t.jobs} jobs  {state}\n")
+    return EXIT_OK
+
+
+def _revoke_token(args: argparse.Namespace, io: Streams) -> int:
+    settings = service_settings()
+    which = args.target if args.target is not None else args.name
+    if which is None:
+        raise UsageError("tokens revoke: name the token, e.g. `sandbox-lab tokens revoke alice` (or its id)")
+    try:
+        token = revoke_token(settings.tokens_file, which)
+    except TokenError as exc:
+        raise UsageError(str(exc)) from None
+    if args.json:
+        io.out.write(json.dumps(_listed(token)) + "\n")
+    else:
+        io.err.write(f"token {token.name!r} (id {token.id}) revoked {_when(token.revoked)}: "
+                     "the service refuses it from its next request.\n")
+    return EXIT_OK
+
+
 def run_tokens(args: argparse.Namespace, io: Streams) -> int:
-    """``tokens issue``: add a token and print it once (stdout); where it is stored goes to stderr."""
+    """``tokens issue`` adds a token and prints it once (stdout; where it is stored goes to stderr);
+    ``tokens list`` prints one line a token; ``tokens revoke NAME`` (or its id) refuses it from now on."""
+    if args.action != "issue":
+        extra = [flag for flag, value in (("--expires", args.expires), ("--rate", args.rate), ("--jobs", args.jobs))
+                 if value is not None]
+        if args.action == "list" and (args.name is not None or args.target is not None):
+            extra.append("a name")
+        if args.action == "revoke" and args.name is not None and args.target is not None:
+            extra.append("--name beside NAME")
+        if extra:  # an option that would do nothing here is refused, never ignored
+            raise UsageError(f"tokens {args.action} does not take {', '.join(extra)}")
+    if args.action == "list":
+        return _list_tokens(args, io)
+    if args.action == "revoke":
+        return _revoke_token(args, io)
+    if args.target is not None:
+        raise UsageError(f"tokens issue takes --name, not {args.target!r}: `sandbox-lab tokens issue --name NAME`")
+    if args.name is None:
+        raise UsageError("tokens issue: --name is required (who the token is for), e.g. --name alice")
     settings = service_settings()
     try:
         rate = DEFAULT_RATE if args.rate is None else parse_rate(args.rate)

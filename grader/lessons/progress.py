@@ -24,8 +24,36 @@ environment variable cannot wipe a learner's record.
 
 The file is parsed strictly (pydantic, ``extra="forbid"``): an unknown key or a wrong type is a
 ``ProgressError`` naming each JSON path and what belongs there, never a silently emptied record.
+The run service parses a record sent to it with the same parser (``check_record``).
 
-Imports: errors, route (the lessons and their times). Nothing downstream.
+Kept by the run service too. When the environment names a run service and a token
+(``progress_sync.service_from_env``: Binder's ``SANDBOX_LAB_SERVICE_URL`` and
+``SANDBOX_LAB_TOKEN``), the service keeps a copy under the token, so a record
+outlives a Binder session. The local file is still written first, every time:
+the service is a second copy, never the only one.
+
+* Loading reads the file and the service's copy and returns the two combined
+  (``merge_progress``), writing the combination to the file when it adds
+  something (the file then holds it even where the service cannot be reached). Nothing either holds is lost: ``done`` is the union of
+  both, an item in both keeps its earliest time; ``first`` is the union, a
+  question in both keeps the attempt made earliest (the first attempt is the
+  one that counts, wherever it was made); ``levels`` combine level by level,
+  taking the larger count of attempts and of hints (the same attempts may be in
+  both, so adding would count them twice) and the earliest capture; ``learner``
+  is the service's when it has one (the options shuffle as in the learner's
+  first session), else the file's.
+* Saving (``mark_done``, ``record_attempt``, ...) loads as above, changes the
+  record, writes the file, then replaces the service's copy with the result:
+  the service's copy is only ever replaced by a record that contains it, read
+  just before. A save whose load could not read it writes the file alone (and
+  does not ask the service again: one notice, one wait at most).
+* Resetting removes the file and replaces the service's copy with an empty record.
+* A service that cannot be reached, refuses the token (401), is over quota
+  (429), or sends something that is not a record: the file alone is used, and
+  one line on stderr says so, labelled ``progress:``. The file is never
+  replaced by the service's copy, only combined with it.
+
+Imports: errors, route (the lessons and their times), progress_sync (the wire). Nothing downstream.
 """
 
 from __future__ import annotations
@@ -34,6 +62,7 @@ import json
 import math
 import os
 import secrets
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field, replace
@@ -43,6 +72,7 @@ from typing import Annotated, Any, Literal, Mapping, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grader.core.errors import Problem, SandboxLabError, field_problem, json_pointer
+from grader.lessons.progress_sync import ProgressService, SyncFailed, service_from_env
 from grader.lessons.route import load_route
 
 __all__ = [
@@ -52,11 +82,14 @@ __all__ = [
     "LevelRecord",
     "Progress",
     "ProgressError",
+    "check_record",
     "learner_seed",
     "load_progress",
     "mark_done",
+    "merge_progress",
     "progress_path",
     "record_attempt",
+    "record_json",
     "record_level",
     "reset_progress",
 ]
@@ -74,7 +107,11 @@ _FIX = "Fix the file at these places, or delete it to start afresh (what it reco
 
 
 class ProgressError(SandboxLabError, ValueError):
-    """The progress file exists but cannot be read as a progress record."""
+    """The progress file exists but cannot be read as a progress record: ``problems`` has each one at its JSON path."""
+
+    def __init__(self, message: str, problems: tuple[Problem, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = problems
 
 
 @dataclass(frozen=True)
@@ -188,25 +225,115 @@ def _problem(err: Mapping[str, Any]) -> Problem:
     return Problem(ptr, f"{detail}{where}." + (f" Expected {fix}." if fix else ""))
 
 
-def _parse(p: Path, data: object) -> Progress:
-    """The record in ``data`` (parsed JSON), or ``ProgressError`` listing every problem with its JSON path."""
+def _parse(p: Path, data: object, source: Optional[str] = None) -> Progress:
+    """The record in ``data`` (parsed JSON), or ``ProgressError`` listing every problem with its JSON path.
+
+    ``source`` names where ``data`` came from in messages when it is not the file at ``p``."""
+    where = source or str(p)
+    fix = _FIX if source is None else "It is not used."
     if not isinstance(data, dict):
-        raise ProgressError(f"{p} is not a progress record: the file holds no JSON object (expected {_SHAPE}). Fix or delete the file.")
+        top = Problem("/", f"not a JSON object (expected {_SHAPE})")
+        raise ProgressError(f"{where} is not a progress record: it holds no JSON object (expected {_SHAPE}). "
+                            + ("Fix or delete the file." if source is None else fix), (top,))
     try:
         f = _ProgressFile.model_validate(data)
     except ValidationError as exc:
-        problems = [_problem(e) for e in exc.errors()]
+        problems = tuple(_problem(e) for e in exc.errors())
         n = len(problems)
-        raise ProgressError("\n".join([f"{p} is not a progress record ({n} problem{'s' if n != 1 else ''})",
-                                        *(f"  {pr}" for pr in problems), _FIX])) from None
+        raise ProgressError("\n".join([f"{where} is not a progress record ({n} problem{'s' if n != 1 else ''})",
+                                        *(f"  {pr}" for pr in problems), fix]), problems) from None
     first = {k: Attempt(float(a.at), a.result, float(a.score)) for k, a in f.first.items()}
     levels = {k: LevelRecord(r.attempts, r.hints, None if r.captured is None else float(r.captured)) for k, r in f.levels.items()}
     return Progress(p, {k: float(v) for k, v in f.done.items()}, first, f.learner, levels)
 
 
+def check_record(data: object, source: str = "the record") -> dict[str, Any]:
+    """``data`` (parsed JSON) as a progress record in the form the file holds; ``ProgressError`` (with
+    ``problems``) when it is not one. The run service's check of a record sent to it: the file's own parser."""
+    return record_json(_parse(Path("progress.json"), data, source))
+
+
+def record_json(progress: Progress) -> dict[str, Any]:
+    """The record as the file (and the run service) holds it."""
+    data: dict[str, Any] = {"version": _VERSION, "done": dict(progress.done),
+                            "first": {k: {"at": a.at, "result": a.result, "score": a.score} for k, a in progress.first.items()}}
+    if progress.learner:
+        data["learner"] = progress.learner
+    if progress.levels:
+        data["levels"] = {k: {"attempts": r.attempts, "hints": r.hints, "captured": r.captured} for k, r in progress.levels.items()}
+    return data
+
+
+def _earliest(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def merge_progress(mine: Progress, theirs: Progress) -> Progress:
+    """Both records in one, nothing of either lost (the rule is in the module's docstring); ``mine``'s path."""
+    done = {k: min(mine.done.get(k, v), v) for k, v in theirs.done.items()}
+    done = {**mine.done, **done}
+    first = dict(mine.first)
+    for k, a in theirs.first.items():
+        if k not in first or a.at < first[k].at:
+            first[k] = a
+    levels = dict(mine.levels)
+    for k, r in theirs.levels.items():
+        o = levels.get(k)
+        levels[k] = r if o is None else LevelRecord(max(o.attempts, r.attempts), max(o.hints, r.hints),
+                                                    _earliest(o.captured, r.captured))
+    return Progress(mine.path, done, first, theirs.learner or mine.learner, levels)
+
+
+def _notice(exc: Exception, what: str) -> None:
+    """The one line that says the service's copy was not used, and why; the work goes on with the file."""
+    print(f"progress: {what} on this machine only: {exc}", file=sys.stderr)
+
+
+def _service() -> Optional[ProgressService]:
+    try:
+        return service_from_env()
+    except SyncFailed as exc:
+        _notice(exc, "kept")
+        return None
+
+
+def _fetch(service: ProgressService, p: Path, what: str) -> Optional[Progress]:
+    """The service's copy, parsed as strictly as the file; None (and the notice) when it cannot be had."""
+    try:
+        return _parse(p, service.fetch(), f"the progress kept by the run service at {service.url}")
+    except SyncFailed as exc:
+        _notice(exc, what)
+    except ProgressError as exc:
+        _notice(SyncFailed(service.url, "sent a record that does not parse (" + str(exc).splitlines()[0] + ")"), what)
+    return None
+
+
 def load_progress(path: Optional[PathLike] = None) -> Progress:
-    """Read the progress record; a missing file is an empty one."""
+    """Read the progress record; a missing file is an empty one. With a run service, combined with its copy."""
+    return _load(path)[0]
+
+
+def _load(path: Optional[PathLike]) -> tuple[Progress, Optional[ProgressService]]:
+    """The record, and the service to save it to: only one whose copy was just read and combined into it, so a
+    save replaces that copy with a record that contains it (never with the file alone, which may hold less)."""
     p = Path(path) if path is not None else progress_path()
+    local = _load_file(p)
+    service = _service()
+    if service is None:
+        return local, None
+    theirs = _fetch(service, p, "kept")
+    if theirs is None:
+        return local, None
+    both = merge_progress(local, theirs)
+    if both != local:  # the file keeps what the service had too: a later session without the service still has it
+        try:
+            _write_file(both)
+        except OSError as exc:
+            print(f"progress: {p} could not be updated with the run service's copy ({exc.strerror})", file=sys.stderr)
+    return both, service
+
+
+def _load_file(p: Path) -> Progress:
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -220,15 +347,21 @@ def load_progress(path: Optional[PathLike] = None) -> Progress:
     return _parse(p, data)
 
 
-def _write(progress: Progress) -> Progress:
+def _write(progress: Progress, service: Optional[ProgressService]) -> Progress:
+    """Save ``progress`` to the file first, then to ``service`` (``_load``'s: one whose copy it contains)."""
+    _write_file(progress)
+    if service is not None:
+        try:
+            service.store(record_json(progress))
+        except SyncFailed as exc:
+            _notice(exc, "saved")
+    return progress
+
+
+def _write_file(progress: Progress) -> None:
     p = progress.path
     p.parent.mkdir(parents=True, exist_ok=True)
-    data: dict[str, Any] = {"version": _VERSION, "done": progress.done,
-                            "first": {k: {"at": a.at, "result": a.result, "score": a.score} for k, a in progress.first.items()}}
-    if progress.learner:
-        data["learner"] = progress.learner
-    if progress.levels:
-        data["levels"] = {k: {"attempts": r.attempts, "hints": r.hints, "captured": r.captured} for k, r in progress.levels.items()}
+    data = record_json(progress)
     # Write to a temporary file and rename: a crash mid-write never leaves half a record.
     fd, tmp = tempfile.mkstemp(prefix=".progress-", suffix=".json", dir=p.parent)
     try:
@@ -239,7 +372,6 @@ def _write(progress: Progress) -> Progress:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-    return progress
 
 
 def _check_id(item_id: str) -> None:
@@ -250,12 +382,12 @@ def _check_id(item_id: str) -> None:
 def mark_done(item_id: str, *, path: Optional[PathLike] = None, now: Optional[float] = None) -> Progress:
     """Record ``item_id`` as completed (the first completion time is kept) and return the new record."""
     _check_id(item_id)
-    current = load_progress(path)
+    current, service = _load(path)
     if item_id in current.done:
         return current
     done = dict(current.done)
     done[item_id] = time.time() if now is None else now
-    return _write(replace(current, done=done))
+    return _write(replace(current, done=done), service)
 
 
 def record_attempt(item_id: str, result: str, score: float, *, path: Optional[PathLike] = None,
@@ -268,23 +400,22 @@ def record_attempt(item_id: str, result: str, score: float, *, path: Optional[Pa
     _check_id(item_id)
     if not result or not result.strip() or not _number(score) or not 0.0 <= score <= 1.0:
         raise ValueError(f"an attempt has a result and a score from 0 to 1, not {result!r}, {score!r}")
-    current = load_progress(path)
+    current, service = _load(path)
     earlier = current.first.get(item_id)
     if earlier is not None:
         return earlier, False
     attempt = Attempt(time.time() if now is None else now, result.strip(), float(score))
-    _write(replace(current, first={**current.first, item_id: attempt}))
+    _write(replace(current, first={**current.first, item_id: attempt}), service)
     return attempt, True
 
 
 def learner_seed(*, path: Optional[PathLike] = None) -> str:
     """This install's shuffling token: random, made and saved on first use, the same ever after (until a reset)."""
-    current = load_progress(path)
+    current, service = _load(path)
     if current.learner:
         return current.learner
     token = secrets.token_hex(8)
-    _write(replace(current, learner=token))
-    return token
+    return _write(replace(current, learner=token), service).learner
 
 
 def record_level(item_id: str, *, captured: bool, hint_shown: bool, path: Optional[PathLike] = None,
@@ -297,15 +428,20 @@ def record_level(item_id: str, *, captured: bool, hint_shown: bool, path: Option
     if not isinstance(captured, bool):
         raise ValueError(f"an attempt is captured (True) or missed (False), not {captured!r}: "
                          "a run that could not be judged is no attempt")
-    current = load_progress(path)
+    current, service = _load(path)
     old = current.level(item_id)
     when = old.captured if old.captured is not None else ((time.time() if now is None else now) if captured else None)
     rec = LevelRecord(old.attempts + 1, old.hints + (1 if hint_shown else 0), when)
-    _write(replace(current, levels={**current.levels, item_id: rec}))
-    return rec
+    return _write(replace(current, levels={**current.levels, item_id: rec}), service).level(item_id)
 
 
 def reset_progress(*, path: Optional[PathLike] = None) -> None:
     """Forget all progress (the file is removed; the next shuffle token will differ)."""
     p = Path(path) if path is not None else progress_path()
     p.unlink(missing_ok=True)
+    service = _service()
+    if service is not None:
+        try:
+            service.store(record_json(Progress(p, {})))
+        except SyncFailed as exc:
+            print(f"progress: reset on this machine only: {exc}; its copy comes back at the next load", file=sys.stderr)

@@ -24,7 +24,7 @@ from grader.core.policy import load_policy
 from grader.grading.report import result_json
 from grader.hosted.app import create_app
 from grader.hosted.jobs import JobStore, open_redis
-from grader.hosted.tokens import issue_token
+from grader.hosted.tokens import issue_token, revoke_token
 
 with warnings.catch_warnings():
     # Starlette 1.x asks for httpx2 under its test client; httpx (already pinned for the project) still works
@@ -91,6 +91,22 @@ def test_no_token_an_unknown_one_and_an_expired_one_are_401(client: TestClient, 
     err = _error(client.post("/v1/probe", json={"policy": NAIVE}, headers={"Authorization": f"Bearer {old}"}), 401, "unauthorized")
     assert "expired" in err["message"]
     _error(client.get("/v1/jobs/abc"), 401, "unauthorized")
+
+
+def test_a_revoked_token_is_401_from_its_next_request_on_even_for_its_own_jobs(
+        client: TestClient, settings: Any, store: JobStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    headers = _auth(settings)
+    other = _auth(settings, "bob")
+    job = client.post("/v1/probe", json={"policy": NAIVE}, headers=headers).json()["job"]
+    assert client.get(f"/v1/jobs/{job}", headers=headers).status_code == 200
+    revoke_token(settings.tokens_file, "alice")
+    err = _error(client.get(f"/v1/jobs/{job}", headers=headers), 401, "unauthorized")
+    assert "revoked" in err["message"]
+    assert client.get(f"/v1/jobs/{job}", headers=headers).headers["www-authenticate"] == "Bearer"
+    _error(client.post("/v1/probe", json={"policy": NAIVE}, headers=headers), 401, "unauthorized")
+    _run_queue(store, monkeypatch)  # its queued job may still run; its result is not for a revoked token
+    _error(client.get(f"/v1/jobs/{job}", headers=headers), 401, "unauthorized")
+    assert client.post("/v1/probe", json={"policy": NAIVE}, headers=other).status_code == 202  # the others stay in
 
 
 def test_a_broken_token_file_lets_nobody_in(client: TestClient, settings: Any) -> None:

@@ -35,7 +35,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"core.errors", "core.paths", "core.domains", "core.records", "core.timings", "core.version", "services.common",
      "lessons.first_answer"},
     # the course's route (its stops and measured times), read by the progress record
-    {"lessons.route"},
+    {"lessons.route", "lessons.progress_sync"},
     # the inputs: the learner's policy, the simulated world, and words shared by every renderer
     {"core.policy", "core.world", "core.wording", "lessons.progress"},
     # the semantics of the policy language
@@ -111,7 +111,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the kinds it runs (the CLI's results); metrics in Redis; the jobs on RQ; the API, the worker, their commands
     {"hosted"},
     {"hosted.problems", "hosted.settings", "hosted.tokens"},
-    {"hosted.limits", "hosted.kinds", "hosted.metrics"},
+    {"hosted.limits", "hosted.kinds", "hosted.metrics", "hosted.progress_store"},
     {"hosted.jobs"},
     {"hosted.app", "hosted.worker"},
     {"hosted.commands"},

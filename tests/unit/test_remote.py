@@ -257,3 +257,45 @@ def test_a_ticket_answered_from_the_cache_is_read_as_its_job() -> None:
     assert result.backend == "docker" and result.run_id == "sl-00000000ab"
     with StubService(as_if_run, post_status="started") as service, pytest.raises(BackendError, match="without a queued job"):
         client(service).run(build_plan(POLICY))  # any other status at once is not the contract's
+
+
+# --- a grade run remotely says where it ran -------------------------------------------------------------
+
+
+def test_a_grade_run_remotely_says_where_it_ran_in_text_json_and_the_notebook(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from grader.cli.main import main
+    from grader.grading.notebook import assert_passed
+    from grader.grading.grade import grade
+    from grader.grading.tasks import load_task
+
+    solution = str(Path(__file__).resolve().parents[2] / "solutions" / "fix-the-naive-setup.json")
+    with StubService(as_if_run) as service:
+        monkeypatch.setenv("SANDBOX_LAB_SERVICE_URL", service.url)
+        monkeypatch.setenv("SANDBOX_LAB_TOKEN", TOKEN)
+        assert main(["grade", "--task", "fix-the-naive-setup", solution, "--backend", "remote"]) == 0
+        text = capsys.readouterr().out
+        assert main(["grade", "--task", "fix-the-naive-setup", solution, "--backend", "remote", "--json"]) == 0
+        data = json.loads(capsys.readouterr().out)
+        result = grade(load_task("fix-the-naive-setup"), load_policy(solution), client(service))
+    head = text.splitlines()[0]
+    assert head.startswith(f"fix-the-naive-setup: 13/13 (ran in a real sandbox at {service.url} (docker): ")
+    assert "ran in Docker" not in text and text.count(service.url) == 1  # said once, in the head
+    assert data["backend"] == "docker" and data["notes"] == [f"ran in a real sandbox at {service.url}"]
+    assert_passed(result, "build-works")
+    assert f"(ran in a real sandbox at {service.url}, docker)" in capsys.readouterr().out
+
+
+def test_only_a_real_run_with_the_clients_note_says_it_ran_remotely() -> None:
+    from grader.core.wording import ran_at_note
+    from grader.grading.grade import Grade
+
+    here = Grade("t", "docker", ())
+    assert "(ran in Docker: " in here.feedback()
+    # gaming: a prediction carrying the note (a static stand-in) never reads as a real run; the note stays visible
+    static = Grade("t", "static", (), notes=(ran_at_note("https://svc"),))
+    assert "ran in a real sandbox" not in static.feedback().splitlines()[0]
+    assert "note: ran in a real sandbox at https://svc" in static.feedback()
+    # a note that only mentions the words somewhere inside is not where the run was made
+    odd = Grade("t", "docker", (), notes=("it never ran in a real sandbox at https://svc",))
+    assert "(ran in Docker: " in odd.feedback() and "note: it never ran" in odd.feedback()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.hosted.tokens import TokenError, find_token, issue_token, parse_rate, read_tokens
+from grader.hosted.tokens import TokenError, find_token, issue_token, parse_rate, read_tokens, revoke_token
 
 
 def test_a_token_is_stored_hashed_with_its_limits(tmp_path: Path) -> None:
@@ -55,3 +55,76 @@ def test_a_broken_token_file_is_an_error_never_no_tokens(tmp_path: Path, text: s
 
 def test_no_file_is_no_token(tmp_path: Path) -> None:
     assert read_tokens(tmp_path / "missing.json") == ()
+
+
+# --- revoking ---------------------------------------------------------------------------------------
+
+
+def test_a_revoked_token_stays_listed_with_its_time_and_its_name_is_not_reissued(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    secret = issue_token(path, "alice")
+    issue_token(path, "bob")
+    revoked = revoke_token(path, "alice", now=1000.0)
+    assert revoked.revoked == 1000.0 and revoked.name == "alice"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    alice, bob = read_tokens(path)
+    assert alice.revoked == 1000.0 and bob.revoked is None
+    assert find_token(read_tokens(path), secret) == alice  # still found: the API refuses it as revoked, not unknown
+    assert revoke_token(path, "alice", now=2000.0).revoked == 1000.0  # again: nothing changes
+    with pytest.raises(TokenError, match="revoked"):
+        issue_token(path, "alice")  # its name keys its jobs and progress: a new alice would inherit them
+
+
+def test_revoke_by_id_and_an_unknown_one_changes_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    issue_token(path, "alice")
+    (alice,) = read_tokens(path)
+    before = path.read_bytes()
+    with pytest.raises(TokenError, match="no token named 'carol'"):
+        revoke_token(path, "carol")
+    with pytest.raises(TokenError):
+        revoke_token(path, alice.sha256)  # the hash is not an id
+    assert path.read_bytes() == before
+    assert revoke_token(path, alice.id).name == "alice"
+
+
+def test_revoking_where_nothing_was_issued_creates_nothing(tmp_path: Path) -> None:
+    with pytest.raises(TokenError, match="no tokens are issued"):
+        revoke_token(tmp_path / "service" / "tokens.json", "alice")
+    assert not (tmp_path / "service").exists()
+
+
+def test_a_name_that_is_another_tokens_id_revokes_neither(tmp_path: Path) -> None:
+    # gaming: a token named like another's id, so that `revoke <id>` would hit the wrong one
+    path = tmp_path / "tokens.json"
+    issue_token(path, "alice")
+    (alice,) = read_tokens(path)
+    issue_token(path, alice.id)
+    before = path.read_bytes()
+    with pytest.raises(TokenError):
+        revoke_token(path, alice.id)
+    assert path.read_bytes() == before
+
+
+def test_the_id_says_nothing_of_the_hash_and_is_unique(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    secret = issue_token(path, "alice")
+    (token,) = read_tokens(path)
+    assert len(token.id) == 12 and token.id not in token.sha256 and token.id not in secret
+
+
+@pytest.mark.parametrize("revoked", [None, "yes", True])
+def test_a_revoked_field_of_the_wrong_type_is_an_error(tmp_path: Path, revoked: object) -> None:
+    path = tmp_path / "tokens.json"
+    path.write_text(json.dumps({"tokens": [{"name": "a", "sha256": "0" * 64, "created": 0, "expires": None, "rate": 1,
+                                            "jobs": 1, "revoked": revoked}]}))
+    with pytest.raises(TokenError):
+        read_tokens(path)
+
+
+def test_two_records_for_one_name_are_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.json"
+    entry = {"name": "a", "sha256": "0" * 64, "created": 0, "expires": None, "rate": 1, "jobs": 1}
+    path.write_text(json.dumps({"tokens": [entry, {**entry, "sha256": "1" * 64}]}))
+    with pytest.raises(TokenError, match="same name"):
+        read_tokens(path)
