@@ -41,6 +41,9 @@ def _own_progress_file(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     """Every test records progress in a file of its own, never the learner's ~/.sandbox-lab/progress.json
     (a passing task check records the task as done); a test that names its own file still can."""
     monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path_factory.mktemp("progress") / "progress.json"))
+    # nor a run service the developer's shell names (progress syncs to it; a test that wants one sets its own)
+    for name in ("SANDBOX_LAB_SERVICE_URL", "SANDBOX_LAB_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(scope="session")
