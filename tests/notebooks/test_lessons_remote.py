@@ -1,4 +1,4 @@
-"""Lessons 01-07 run top to bottom unchanged with ``SANDBOX_LAB_BACKEND=remote``: every real run goes to a run service.
+"""Lessons 01-07 and the task notebooks run unchanged with ``SANDBOX_LAB_BACKEND=remote``: every real run goes to a run service.
 
 The path of a learner without Docker (Binder, a hub's user pod) whose course names
 a service: the kernel has only ``SANDBOX_LAB_SERVICE_URL`` and ``SANDBOX_LAB_TOKEN``;
@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import pytest
 
 from grader.core.wording import RAN_AT
-from test_lessons import NOTEBOOKS, _execute, _texts
+from test_lessons import NOTEBOOKS, TASK_NOTEBOOKS, TASKS, _execute, _task_copy, _texts
 
 pytestmark = [
     pytest.mark.notebook, pytest.mark.docker, pytest.mark.slow,
@@ -71,3 +71,21 @@ def test_lesson_runs_top_to_bottom_through_the_run_service(path: Path, service: 
     if '<div class="sl-board" data-backend=' in text or "sl-agent-run" in text:
         assert f"{RAN_AT}{service.url}" in text
         assert _jobs(service) > before, "a board said it ran remotely, but the service ran nothing"
+
+
+@pytest.mark.parametrize("path", TASK_NOTEBOOKS, ids=lambda p: p.parent.name)
+def test_task_runs_top_to_bottom_through_the_run_service(path: Path, service: Any, tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A graded task notebook, unchanged, graded by the service: full marks, said to be from there."""
+    task = TASKS[path.parent.name]
+    monkeypatch.setenv("SANDBOX_LAB_BACKEND", "remote")
+    monkeypatch.setenv("SANDBOX_LAB_SERVICE_URL", service.url)
+    monkeypatch.setenv("SANDBOX_LAB_TOKEN", service.token)
+    monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path / "progress.json"))
+    before = _jobs(service)
+    folder = _task_copy(path, tmp_path)
+    text = "\n".join(_texts(_execute(folder / "task.ipynb", folder)))
+    assert "Grading backend: remote" in text
+    assert f"{task.id}: {task.max_score}/{task.max_score} ({RAN_AT}{service.url} (docker)" in text, text[-3000:]
+    assert "the run service could not run this" not in text and "predicted, not run: the run service" not in text
+    assert _jobs(service) > before
