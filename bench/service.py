@@ -110,7 +110,7 @@ def _local_probe(repeat: int) -> float:
                                   cwd=REPO, capture_output=True, text=True)
             times.append(time.monotonic() - start)
             if done.returncode != 0:
-                raise SystemExit(f"the local probe failed: {done.stderr[-500:]}")
+                raise SystemExit(f"the local probe failed (exit {done.returncode}): {(done.stderr or done.stdout)[-800:]}")
     return statistics.median(times)
 
 
