@@ -4,7 +4,10 @@ One ``run_<name>(args, io) -> exit code`` per command; ``cli.COMMANDS`` pairs
 each with its arguments. A body raises instead of printing errors:
 ``cli.main`` turns every exception into one exit code and one message (JSON
 under ``--json``). The Docker SDK is imported only inside the commands that
-need it, so ``check`` and ``probe --backend static`` work where it is missing.
+need it, so ``check`` and ``probe --backend static`` work where it is missing;
+likewise every module only some commands use (the run plan, the exporters, the
+grader) is imported inside those commands, so ``check`` loads the analyzer and
+nothing else (``tests/unit/test_cli.py`` pins what each command imports).
 """
 
 from __future__ import annotations
@@ -19,8 +22,6 @@ from typing import Any, Optional, TextIO
 from grader.core.analyzer import lint, predict
 from grader.cli.core import EXIT_BACKEND, EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, given, one_line, pick_backend, progress_to
 from grader.core.errors import PolicyError
-from grader.realtools.export import export
-from grader.core.plan import build_plan
 from grader.core.policy import Policy, load_policy, policy_schema
 from grader.grading.report import render_check, render_json, render_text, result_json, summary
 from grader.realtools.srt_notes import srt_differences
@@ -94,6 +95,8 @@ def run_check(args: argparse.Namespace, io: Streams) -> int:
 
 
 def run_probe(args: argparse.Namespace, io: Streams) -> int:
+    from grader.core.plan import build_plan
+
     policy: Optional[Policy] = None
     if args.plain_container:
         if args.policy:
@@ -169,6 +172,8 @@ def run_import(args: argparse.Namespace, io: Streams) -> int:
 
 
 def run_export(args: argparse.Namespace, io: Streams) -> int:
+    from grader.realtools.export import export
+
     try:
         text, notes = export(load_policy(args.policy), args.to, machine=_machine(args), hardened=not args.as_written)
     except ValueError as exc:

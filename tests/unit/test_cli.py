@@ -337,14 +337,30 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
 _NEVER_ON_THE_COMMAND_PATH = ("docker", "ipywidgets", "grader.lessons.widgets", "grader.backends.docker.backend")
+# what no light command may import (issue 26): the Docker SDK, the notebook and widget stack, the run service's
+# web and queue libraries, plotting, and the package's own modules that only other commands need
+_HEAVY_LIBRARIES = ("docker", "ipywidgets", "IPython", "ipykernel", "nbformat", "nbclient", "nbconvert", "jupytext",
+                    "fastapi", "starlette", "uvicorn", "rq", "redis", "prometheus_client", "matplotlib", "numpy", "httpx")
+_HEAVY_MODULES = ("grader.backends.docker", "grader.backends.static", "grader.backends.srt", "grader.backends.remote",
+                  "grader.hosted", "grader.lessons", "grader.ctf", "grader.grading.grade", "grader.grading.batch",
+                  "grader.grading.tasks", "grader.grading.class_report", "grader.core.plan", "grader.realtools.export",
+                  "grader.realtools.machine", "grader.realtools.importer", "grader.realtools.semantics")
 
 
-def _imported(*argv: str) -> set[str]:
+def _imported(*argv: str, code: int = 0) -> set[str]:
     done = subprocess.run([sys.executable, "-c", _IMPORTED, *argv], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     got = json.loads(done.stdout)
-    assert got["code"] == 0
+    assert got["code"] == code
     return set(got["modules"])
+
+
+def _heavy(mods: set[str], allowed: tuple[str, ...] = ()) -> set[str]:
+    """The modules of ``mods`` no light command may import (a package counts with its submodules)."""
+    def under(m: str, roots: tuple[str, ...]) -> bool:
+        return any(m == r or m.startswith(r + ".") for r in roots)
+
+    return {m for m in mods if (m.split(".")[0] in _HEAVY_LIBRARIES or under(m, _HEAVY_MODULES)) and not under(m, allowed)}
 
 
 def test_help_imports_neither_pydantic_nor_the_pipeline_nor_docker() -> None:
@@ -360,6 +376,36 @@ def test_check_imports_what_it_uses_and_nothing_of_docker_grading_or_widgets() -
     mods = _imported("check", "examples/naive.json")
     assert {"grader.core.policy", "grader.core.analyzer"} <= mods
     assert not mods & {*_NEVER_ON_THE_COMMAND_PATH, "grader.grading.grade", "grader.grading.batch", "grader.realtools.semantics"}
+
+
+@pytest.mark.parametrize("argv, code", [
+    (("--help",), 0),
+    (("check", "--help"), 0),
+    (("check", "examples/naive.json"), 0),
+    (("check", "--json", "examples/naive.json"), 0),
+    (("check", "tests/fixtures/policies/many-problems.json"), 2),  # the error path renders problems, no more
+    (("check", "--json", "tests/fixtures/policies/many-problems.json"), 2),
+    (("check", "no-such-policy.json"), 2),
+])
+def test_help_and_check_import_no_heavy_library_and_no_other_commands_modules(argv: tuple[str, ...], code: int) -> None:
+    # sys.modules at exit, never a time: `--help` and `check` start fast because they import little (bench/cli_speed.py)
+    mods = _imported(*argv, code=code)
+    assert "grader.cli.main" in mods  # the probe itself ran
+    assert _heavy(mods) == set()
+
+
+def test_probe_on_the_static_backend_imports_no_engine_and_no_notebook_stack() -> None:
+    mods = _imported("probe", "examples/naive.json", "--backend", "static")
+    assert "grader.backends.static" in mods and "grader.core.plan" in mods  # it did run the plan
+    assert _heavy(mods, allowed=("grader.backends.static", "grader.core.plan")) == set()
+
+
+def test_the_import_guard_sees_a_heavy_import() -> None:
+    # attack the guard itself: a command path that pulled in the Docker SDK or the exporter would be caught
+    assert _heavy({"grader.cli.main", "docker", "docker.errors"}) == {"docker", "docker.errors"}
+    assert _heavy({"grader.realtools.export", "grader.realtools.srt_notes"}) == {"grader.realtools.export"}
+    assert _heavy({"grader.backends", "grader.backends.static"}) == {"grader.backends.static"}
+    assert _heavy({"rqlite", "dockerfile_parse"}) == set()  # a prefix of a name is not the name
 
 
 def test_a_commands_help_still_shows_the_defaults_read_from_the_api() -> None:
