@@ -57,7 +57,14 @@ def _request(url: str, token: str, method: str, path: str, body: Any = None) -> 
 
 
 def _one(url: str, token: str, policy: dict[str, Any], timeout: float) -> tuple[float, Optional[str], bool]:
-    """(seconds from POST to the result, an error or None, whether it was cached)."""
+    """(seconds from POST to the result, an error or None, whether it was cached).
+
+    Polls as ``--backend remote`` does (``backends.remote``: the first poll after
+    0.2 s, each wait 1.5x the last, at most 2 s), so the latency is what a
+    learner waits, and 50 clients load the API as 50 learners would."""
+    from grader.backends.remote import _FIRST_POLL_S, _MAX_POLL_S
+
+    delay = _FIRST_POLL_S
     start = time.monotonic()
     status, accepted = _request(url, token, "POST", "/v1/probe", {"policy": policy})
     if status != 202:
@@ -72,7 +79,8 @@ def _one(url: str, token: str, policy: dict[str, Any], timeout: float) -> tuple[
             return time.monotonic() - start, f"failed {job['error']['code']}", False
         if time.monotonic() - start > timeout:
             return time.monotonic() - start, "timeout", False
-        time.sleep(0.05)
+        time.sleep(delay)
+        delay = min(delay * 1.5, _MAX_POLL_S)
 
 
 def _burst(url: str, token: str, policies: list[dict[str, Any]], timeout: float) -> tuple[list[tuple[float, Optional[str], bool]], float]:

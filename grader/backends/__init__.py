@@ -64,14 +64,15 @@ def docker_module() -> ModuleType:
         raise
 
 
-def _docker(progress: Optional[Progress], shared: bool = False) -> Backend:
+def _docker(progress: Optional[Progress], shared: bool = False, runtime: Optional[str] = None) -> Backend:
     module = docker_module()
     cls = module.DockerBackend
     # A one-shot process (a terminal's `sandbox-lab probe`) shares the machine's simulated
     # internet and warm proxies with the next one (``hub``); a long-lived one keeps its own
     # unless $SANDBOX_LAB_SHARED_IDLE asks for sharing everywhere.
     idle = module.idle_seconds() if shared else None  # None: the backend's own, unless the environment asks
-    backend = cls.from_env(shared_idle=idle) if progress is None else cls.from_env(progress, shared_idle=idle)
+    backend = (cls.from_env(shared_idle=idle, runtime=runtime) if progress is None
+               else cls.from_env(progress, shared_idle=idle, runtime=runtime))
     return cast("Backend", backend)
 
 
@@ -92,7 +93,7 @@ def _reason(exc: DockerUnavailable) -> str:
     return m.group(1) if m else text.split(". ")[0]
 
 
-def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False) -> Backend:
+def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False, runtime: Optional[str] = None) -> Backend:
     """The backend called ``name`` (``static``, ``docker``, ``srt``, ``remote`` or ``auto``).
 
     ``docker`` raises ``DockerUnavailable`` when no engine answers; ``auto``
@@ -105,12 +106,15 @@ def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False)
         shared: the caller is a one-shot process: the Docker backend adopts
             the machine's shared simulated internet (``backends.docker.hub``), which
             outlives it for an idle period, instead of starting its own.
+        runtime: the OCI runtime the Docker backend's sandboxes run under (e.g.
+            ``runsc``); None: ``SANDBOX_LAB_RUNTIME``, else the engine's default.
+            Only ``docker`` runs sandboxes of its own; the others ignore it.
     """
     key = name.strip().lower()
     if key == "static":
         return _static()
     if key == "docker":
-        return _docker(progress, shared)
+        return _docker(progress, shared, runtime)
     if key == "srt":
         # the real sandbox-runtime, for cross-checking what Sandbox Lab teaches (Linux, bubblewrap)
         from grader.backends.srt import SrtBackend

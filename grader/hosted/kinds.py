@@ -54,12 +54,25 @@ class Kind:
     check: Optional[Callable[[dict[str, Any]], None]] = None
 
 
-def worker_backend() -> Backend:
+def worker_backend(*, tenant_code: bool = False) -> Backend:
     """The backend a worker runs jobs on: Docker (``DOCKER_HOST`` honoured by the SDK), sharing the machine's internet.
 
-    ``SANDBOX_LAB_SERVICE_BACKEND`` names another (the static backend in tests
-    that need no engine); its results say which backend made them."""
-    return backends.get(os.environ.get(BACKEND_ENV) or "docker", shared=True)
+    ``tenant_code``: the job runs code a tenant sent (an attack, an execution's
+    job), not only the project's probes against a tenant's policy; its
+    sandboxes run under ``SANDBOX_LAB_CODE_RUNTIME`` (``scripts/serve``: gVisor's
+    runsc where the engine has it), else ``SANDBOX_LAB_RUNTIME``'s. A probe or
+    a grade carries a policy, which is JSON and selects parts of the world:
+    its sandboxes run the project's code only, under ``SANDBOX_LAB_RUNTIME``
+    (docs/scaling.md weighs the cost: a naive run takes 2.3x as long under runsc).
+    ``SANDBOX_LAB_SERVICE_BACKEND`` names another backend (the static one in
+    tests that need no engine); its results say which backend made them."""
+    name = os.environ.get(BACKEND_ENV) or "docker"
+    runtime: Optional[str] = None
+    if tenant_code and name == "docker":
+        from grader.backends.docker.runtimes import code_runtime_from_env  # the engine's modules: workers only
+
+        runtime = code_runtime_from_env(os.environ)
+    return backends.get(name, shared=True, runtime=runtime)
 
 
 def _fields(body: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:
@@ -190,7 +203,7 @@ def _run_attack(body: dict[str, Any]) -> dict[str, Any]:
     from grader.ctf.ladder import attack
 
     _check_attack(body)
-    with worker_backend() as backend:
+    with worker_backend(tenant_code=True) as backend:
         return attack(_level(body), body["source"], backend, attempts_before=0, policy=_attack_policy(body)).to_json()
 
 
@@ -221,7 +234,7 @@ def _run_run(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _run_execution(body: dict[str, Any]) -> dict[str, Any]:
-    with worker_backend() as backend:
+    with worker_backend(tenant_code=True) as backend:  # the job's code is the client's
         return remote_kinds.execute(body, backend=backend)
 
 

@@ -58,3 +58,40 @@ def test_a_run_under_runsc_has_every_sandbox_under_runsc_and_the_predicted_verdi
     assert sandboxes and set(sandboxes.values()) == {"runsc"}, seen
     # the services are the project's own code: they stay on the engine's default
     assert {v for k, v in seen.items() if not k.startswith("sandbox:")} <= {"runc"}, seen
+
+
+def test_the_service_runs_a_tenants_code_under_the_code_runtime_and_a_policys_probes_under_the_default(
+    docker_client: Any, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``hosted.kinds``: an attack (the tenant's own code) under SANDBOX_LAB_CODE_RUNTIME; a probe (a policy,
+    the project's code) under SANDBOX_LAB_RUNTIME, here unset: the engine's default. Same process, same env."""
+    if "runsc" not in (docker_client.info().get("Runtimes") or {}):
+        pytest.skip("gVisor's runsc is not registered with this engine: sudo scripts/ensure-docker --runtime runsc")
+    from pathlib import Path
+
+    from grader.hosted.kinds import KINDS
+
+    monkeypatch.setenv("SANDBOX_LAB_CODE_RUNTIME", "runsc")
+    monkeypatch.delenv("SANDBOX_LAB_RUNTIME", raising=False)
+    monkeypatch.delenv("SANDBOX_LAB_SERVICE_BACKEND", raising=False)
+    monkeypatch.setenv("SANDBOX_LAB_SHARED_IDLE", "0")
+    seen: list[tuple[str, str]] = []
+    real_create = ContainerCollection.create
+
+    def create(self: Any, image: str, command: Any = None, **kwargs: Any) -> Any:
+        c = real_create(self, image, command, **kwargs)
+        seen.append((kwargs.get("labels", {}).get(LABEL_ROLE, "?"),
+                     docker_client.api.inspect_container(c.id)["HostConfig"]["Runtime"]))
+        return c
+
+    monkeypatch.setattr(ContainerCollection, "create", create)
+    source = (Path(__file__).resolve().parents[2] / "solutions" / "attacks" / "plain-container.py").read_text()
+    attacked = KINDS["attack"].run({"level": "plain-container", "source": source})
+    assert attacked["captured"] is True, attacked
+    under_attack = {runtime for role, runtime in seen if role == "sandbox"}
+    seen.clear()
+    probed = KINDS["probe"].run({"policy": PROXIED})
+    under_probe = {runtime for role, runtime in seen if role == "sandbox"}
+    assert under_attack == {"runsc"}, under_attack
+    assert under_probe == {"runc"}, under_probe
+    assert probed["backend"] == "docker" and not probed.get("error"), probed

@@ -83,3 +83,40 @@ def test_a_run_checks_its_body_again() -> None:
     """A job in Redis is data anyone with access could have written: the worker does not trust the API's check."""
     with pytest.raises(ServiceError):
         KINDS["probe"].run({"policy": {"filesystem": {"allowRead": [3]}}})
+
+
+@pytest.mark.parametrize("route, runtime", [("attack", "runsc"), ("executions", "runsc"), ("probe", None),
+                                            ("grade", None), ("runs", None)])
+def test_only_a_tenants_code_asks_for_the_code_runtime(route: str, runtime: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An attack or an execution runs the tenant's code: SANDBOX_LAB_CODE_RUNTIME (gVisor). A probe, a grade or a
+    run carries a policy, never code: SANDBOX_LAB_RUNTIME (None here: the backend reads it). The gaming case: an
+    execution, whose job code is the client's, must never run under the probes' runtime."""
+    from grader import backends
+    from grader.hosted import kinds
+
+    asked: list[Any] = []
+
+    class Stop(Exception):
+        pass
+
+    def get(name: str, **kwargs: Any) -> Any:
+        asked.append((name, kwargs.get("runtime")))
+        raise Stop
+
+    monkeypatch.setattr(backends, "get", get)
+    monkeypatch.delenv("SANDBOX_LAB_SERVICE_BACKEND", raising=False)
+    monkeypatch.setenv("SANDBOX_LAB_CODE_RUNTIME", "runsc")
+    monkeypatch.delenv("SANDBOX_LAB_RUNTIME", raising=False)
+    job = {"code": "print(1)", "plant": {}, "env": {}, "timeout_s": 20, "replay": False, "signer": None}
+    bodies = {"attack": {"level": 1, "source": "print(1)"}, "executions": {"policy": None, "job": job},
+              "probe": {"policy": {}}, "grade": {"task": kinds_task(), "policy": {}},
+              "runs": {"sandbox": "baseline", "policy": None, "probes": []}}
+    with pytest.raises(Stop):
+        KINDS[route].run(bodies[route])
+    assert asked == [("docker", runtime)]
+
+
+def kinds_task() -> str:
+    from grader.grading.tasks import task_ids
+
+    return task_ids()[0]

@@ -120,3 +120,15 @@ def test_under_gvisor_the_fork_limit_is_counted_by_its_kernel_and_its_threads_ar
     # gVisor's stubs need memory of their own (measured 4.6 MiB a task); still a bound, swap included
     assert runc["mem_limit"] == runc["memswap_limit"] == h.mem_bytes
     assert h.mem_bytes + h.pids_limit * (4 << 20) < gvisor["mem_limit"] == gvisor["memswap_limit"] <= h.mem_bytes + h.pids_limit * (8 << 20)
+
+
+def test_a_tenants_code_runs_under_the_code_runtime_else_the_runtime_of_every_sandbox() -> None:
+    from grader.backends.docker.runtimes import code_runtime_from_env
+
+    assert code_runtime_from_env({}) is None
+    assert code_runtime_from_env({"SANDBOX_LAB_RUNTIME": "runsc"}) == "runsc"
+    assert code_runtime_from_env({"SANDBOX_LAB_CODE_RUNTIME": "runsc"}) == "runsc"
+    assert code_runtime_from_env({"SANDBOX_LAB_CODE_RUNTIME": "runsc", "SANDBOX_LAB_RUNTIME": "kata"}) == "runsc"
+    assert code_runtime_from_env({"SANDBOX_LAB_CODE_RUNTIME": " ", "SANDBOX_LAB_RUNTIME": "runsc"}) == "runsc"
+    with pytest.raises(RuntimeUnavailable, match="SANDBOX_LAB_CODE_RUNTIME='runsc; rm'"):
+        code_runtime_from_env({"SANDBOX_LAB_CODE_RUNTIME": "runsc; rm"})

@@ -183,9 +183,11 @@ class DockerBackend(Closing):
         self._finalizer = weakref.finalize(self, _shutdown, self._reaper, self.sharing, self.leftovers)
 
     @classmethod
-    def from_env(cls, progress: Callable[[str], None] = lambda s: None, *, shared_idle: Optional[float] = None) -> "DockerBackend":
+    def from_env(
+        cls, progress: Callable[[str], None] = lambda s: None, *, shared_idle: Optional[float] = None, runtime: Optional[str] = None,
+    ) -> "DockerBackend":
         client = client_from_env()
-        return cls(client, ensure_images(client, progress), shared_idle=shared_idle)
+        return cls(client, ensure_images(client, progress), shared_idle=shared_idle, runtime=runtime)
 
     def drain(self) -> None:
         """Wait until every finished run's containers, networks and directories are removed,

@@ -8,6 +8,13 @@ the host's. The services (internet, proxy, listener) are the project's own
 code and stay on the engine's default. ``scripts/ensure-docker --runtime runsc``
 installs and registers runsc (docs/scaling.md, "Sandbox runtime (gVisor)").
 
+The run service tells the two kinds of sandbox apart (``hosted.kinds``): a
+sandbox that runs a tenant's own code (an attack, an execution's job) runs
+under ``SANDBOX_LAB_CODE_RUNTIME`` when it is set (``scripts/serve`` sets it to
+runsc where the engine has it); one that runs only the project's probes and
+jobs against a tenant's policy (JSON, never code) runs under
+``SANDBOX_LAB_RUNTIME``. ``code_runtime_from_env`` reads the first.
+
 Fail closed: a runtime asked for that the engine does not know is an error
 naming it, the runtimes the engine has and the fix, checked once when the
 backend is made; never a run quietly under runc.
@@ -42,10 +49,11 @@ from grader.backends.docker.engine import engine_errors
 
 __all__ = [
     "GVISOR", "GVISOR_BYTES_PER_TASK", "GVISOR_THREADS_PER_TASK", "RUNTIME_ENV", "ProcessLimits", "RuntimeUnavailable", "check_runtime",
-    "process_limits", "runtime_from_env", "sandbox_runtime",
+    "process_limits", "runtime_from_env", "sandbox_runtime", "CODE_RUNTIME_ENV", "code_runtime_from_env",
 ]
 
 RUNTIME_ENV = "SANDBOX_LAB_RUNTIME"
+CODE_RUNTIME_ENV = "SANDBOX_LAB_CODE_RUNTIME"  # the run service's sandboxes that run a tenant's code
 GVISOR = "runsc"
 GVISOR_THREADS_PER_TASK = 8  # measured 5.5 (256 tasks: 1,415 host threads), with room for gVisor's own
 GVISOR_BYTES_PER_TASK = 6 << 20  # measured 4.6 MiB (256 forked Python tasks: 1.19 GiB)
@@ -57,17 +65,22 @@ class RuntimeUnavailable(BackendError):
     """The runtime asked for is not one the Docker engine has registered: no sandbox is started."""
 
 
-def runtime_from_env(env: Mapping[str, str]) -> Optional[str]:
-    """The runtime ``SANDBOX_LAB_RUNTIME`` asks for; None when it is unset or empty (the engine's default)."""
-    value = env.get(RUNTIME_ENV, "").strip()
+def runtime_from_env(env: Mapping[str, str], var: str = RUNTIME_ENV) -> Optional[str]:
+    """The runtime ``var`` (``SANDBOX_LAB_RUNTIME``) asks for; None when it is unset or empty (the engine's default)."""
+    value = env.get(var, "").strip()
     if not value:
         return None
     if not _NAME.fullmatch(value):
         raise RuntimeUnavailable(
-            f"{RUNTIME_ENV}={value!r} is not a runtime's name: use a name the engine registered, e.g. runsc, "
-            f"or unset {RUNTIME_ENV} for the engine's default"
+            f"{var}={value!r} is not a runtime's name: use a name the engine registered, e.g. runsc, "
+            f"or unset {var} for the engine's default"
         )
     return value
+
+
+def code_runtime_from_env(env: Mapping[str, str]) -> Optional[str]:
+    """The runtime for a sandbox that runs a tenant's code: ``SANDBOX_LAB_CODE_RUNTIME``, else ``SANDBOX_LAB_RUNTIME``'s."""
+    return runtime_from_env(env, CODE_RUNTIME_ENV) or runtime_from_env(env)
 
 
 def check_runtime(name: Optional[str], registered: Iterable[str]) -> Optional[str]:
