@@ -113,6 +113,11 @@ def test_axe_finds_a_violation_planted_in_an_output_even_inside_a_closed_details
     assert any(line.startswith("button-name [critical]") and "sl-planted" in line for line in bad), bad
 
 
+def _texts(scope: Any, selector: str) -> str:
+    """The text of every element ``selector`` finds inside ``scope``, joined: for a failure's message."""
+    return " | ".join(t.strip() for t in scope.locator(selector).all_inner_texts())
+
+
 def _focused(page: Any) -> str:
     """What has the keyboard focus: its tag, classes and text, for assertions and messages."""
     return str(page.evaluate(
@@ -203,8 +208,18 @@ def test_keyboard_alone_edits_runs_and_leaves_a_policy_editor(lab: Lab, page: An
     assert page.evaluate("() => document.activeElement.matches('.sl-probe-button')"), _focused(page)
     assert json.loads(text.input_value()) == json.loads(TYPED_POLICY)
     page.keyboard.press("Enter")
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     board = editor.locator(".sl-probe-board .sl-board[data-sandbox]")
-    board.wait_for(state="attached", timeout=120_000)
+    try:
+        board.wait_for(state="attached", timeout=120_000)
+    except PlaywrightTimeout:
+        # what the editor shows instead (an error in place of the board, a stale status) says why
+        raise AssertionError(
+            f"no board 120 s after Enter; the editor's note: {_texts(editor, '.sl-backend-note')!r}, "
+            f"its status: {_texts(editor, '.sl-policy-status')!r}, its board area: {_texts(editor, '.sl-probe-board')[:600]!r}, "
+            f"the button enabled: {button.is_enabled()}"
+        ) from None
     assert editor.locator('.sl-probe-board tr[data-probe="read-ssh-key"]').first.get_attribute("data-outcome") == "blocked"
     assert button.is_enabled()
 
