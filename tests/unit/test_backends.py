@@ -65,28 +65,30 @@ def test_auto_falls_back_to_static_with_a_notice(monkeypatch: pytest.MonkeyPatch
 
 def test_auto_uses_docker_when_it_works(monkeypatch: pytest.MonkeyPatch) -> None:
     sentinel = StaticBackend(name="docker")
-    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: sentinel)
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False, runtime=None: sentinel)
     assert backends.get("auto") is sentinel
     assert backends.default() is sentinel
 
 
 def test_progress_reaches_the_docker_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
-    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: seen.append(progress) or StaticBackend())
+    monkeypatch.setattr(backends, "_docker",
+                        lambda progress, shared=False, runtime=None: seen.append((progress, runtime)) or StaticBackend())
     lines: list[str] = []
     backends.get("docker", progress=lines.append)
-    assert seen == [lines.append]
+    backends.get("docker", runtime="runsc")  # the run service's choice for a tenant's code reaches the backend
+    assert seen == [(lines.append, None), (None, "runsc")]
 
 
 def test_environment_variable_overrides_the_default_name(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: pytest.fail("docker must not be tried"))
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False, runtime=None: pytest.fail("docker must not be tried"))
     monkeypatch.setenv(backends.BACKEND_ENV, "static")
     assert isinstance(backends.default(), StaticBackend)
     assert isinstance(backends.default(prefer="docker"), StaticBackend)
 
 
 def test_default_prefers_what_the_caller_says(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: pytest.fail("docker must not be tried"))
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False, runtime=None: pytest.fail("docker must not be tried"))
     assert isinstance(backends.default(prefer="static"), StaticBackend)
 
 

@@ -54,7 +54,7 @@ def _no_backend_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make every Docker lookup fail as it does on a machine without an engine."""
 
-    def refuse(progress: Any, shared: bool = False) -> Any:
+    def refuse(progress: Any, shared: bool = False, runtime: Any = None) -> Any:
         raise DockerUnavailable("connection refused")
 
     monkeypatch.setattr(backends, "_docker", refuse)
@@ -223,7 +223,7 @@ def test_probe_auto_without_engine_falls_back_to_a_prediction_that_says_so(capsy
 
 def test_backend_environment_variable_changes_the_default(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(backends.BACKEND_ENV, "static")
-    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: pytest.fail("docker must not be tried"))
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False, runtime=None: pytest.fail("docker must not be tried"))
     assert json.loads(run(capsys, "probe", PRACTICE, "--json")[1])["backend"] == "static"
     monkeypatch.setenv(backends.BACKEND_ENV, "podman")
     code, _, err = run(capsys, "probe", PRACTICE)
@@ -499,7 +499,7 @@ def test_grade_and_probe_with_evidence_that_could_not_be_judged_exit_3_never_ful
     task = load_task(TASK)
     lost = next(pid for c in task.checks if c.kind == "blocked" for pid in c.probes)
     hit = [c.id for c in task.checks if lost in c.probes]
-    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: _LosesOne(lost))
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False, runtime=None: _LosesOne(lost))
     assert run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "static")[0] == 0  # the same policy, judged whole
     code, out, err = run(capsys, "grade", "--task", TASK, PRACTICE, "--backend", "docker")
     assert code == 3 and f"could not grade {', '.join(hit)}" in err
@@ -733,7 +733,7 @@ def _argv(name: str, submissions: Path, tmp_path: Path) -> list[str]:
 def test_backend_environment_variable_is_honoured(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path, submissions: Path, name: str
 ) -> None:
-    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: pytest.fail("docker must not be tried"))
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False, runtime=None: pytest.fail("docker must not be tried"))
     monkeypatch.setenv(backends.BACKEND_ENV, "static")
     code, out, _ = run(capsys, *_argv(name, submissions, tmp_path))
     assert code == 0 and json.loads(out)["backend"] == "static"
@@ -854,7 +854,7 @@ class _FakeEngine(Closing):
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> _FakeEngine:
     fake = _FakeEngine()
-    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: fake)
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False, runtime=None: fake)
     monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(tmp_path / "progress.json"))
     return fake
 
@@ -984,7 +984,7 @@ def test_one_shot_commands_share_the_machines_internet_and_batches_do_not(
     a long-lived process, keeps its own and leaves nothing running after it."""
     asked: list[tuple[str, bool]] = []
     current = [""]
-    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False: asked.append((current[0], shared)) or StaticBackend())
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False, runtime=None: asked.append((current[0], shared)) or StaticBackend())
     policy = REPO / "solutions" / "scope-secure-sandbox.json"
     folder = tmp_path / "class"
     folder.mkdir()
