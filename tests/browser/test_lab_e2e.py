@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -31,16 +29,12 @@ from typing import Any
 
 import pytest
 
+from labdriver import CHROMIUM, CHROMIUM_ARGS, ROOT, RUN_ALL_MS, SERVER_START_S, free_port, lab_settings, require_browser, stop
+
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[2]
 LESSON = "02-naive-vs-secure/naive-vs-secure.ipynb"
-CHROMIUM = "/usr/bin/chromium"
 SHOTS = ROOT / "artifacts" / "screenshots"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 # The secure policy of the "fix the naive setup" task: secrets hidden, one registry reachable.
 SECURE_POLICY = {
     "filesystem": {
@@ -50,73 +44,21 @@ SECURE_POLICY = {
     "network": {"allowedDomains": ["registry.npmjs.org"]},
 }
 
-# Generous: a Docker run takes ~5 s, and the lesson runs about ten sandboxes before the editor.
-SERVER_START_S = 60
-RUN_ALL_MS = 300_000
 PROBE_MS = 120_000
-
-
-def _missing_browser() -> str:
-    """Why the browser cannot be driven here ("" when it can)."""
-    if not os.path.exists(CHROMIUM):
-        return f"{CHROMIUM} is missing: run scripts/ensure-browser (installs Debian's chromium)"
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        return "the playwright package is missing: run scripts/ensure-browser (pip installs it, no browser download)"
-    return ""
-
-
-def _require_browser() -> None:
-    problem = _missing_browser()
-    if problem:
-        if os.environ.get("CI"):
-            pytest.fail(f"{problem}; CI is set, so this fails instead of skipping", pytrace=False)
-        pytest.skip(problem)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _lab_settings(settings_dir: Path) -> None:
-    """User settings that keep the page quiet and every cell in the DOM."""
-    def write(plugin: str, name: str, value: dict[str, Any]) -> None:
-        path = settings_dir / plugin / f"{name}.jupyterlab-settings"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(value))
-
-    # No news/update pop-ups over the notebook (and no network lookups for them).
-    write("@jupyterlab/apputils-extension", "notification", {"fetchNews": "false", "checkForUpdates": False})
-    # Windowing renders only visible cells; the test looks for outputs far down the notebook.
-    write("@jupyterlab/notebook-extension", "tracker", {"windowingMode": "none"})
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is not None:
-        return
-    os.killpg(proc.pid, signal.SIGTERM)  # the server and the kernels it started
-    try:
-        proc.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=10)
 
 
 @pytest.fixture()
 def lab(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
     """JupyterLab on a free localhost port, rooted in a copy of lessons/; yields the lesson's URL
     (``LESSON``, or the one an indirect parametrization names)."""
-    _require_browser()
+    require_browser()
     lesson = getattr(request, "param", LESSON)
     root = tmp_path / "lessons"
     shutil.copytree(ROOT / "lessons", root)
     home = tmp_path / "home"
     home.mkdir()
-    _lab_settings(tmp_path / "lab-settings")
-    port, token = _free_port(), f"sl-{os.getpid()}-{time.monotonic_ns()}"
+    lab_settings(tmp_path / "lab-settings")
+    port, token = free_port(), f"sl-{os.getpid()}-{time.monotonic_ns()}"
     env = dict(os.environ)
     env.update(
         SANDBOX_LAB_BACKEND="docker",  # the real thing: fail loudly rather than fall back to predictions
@@ -152,14 +94,14 @@ def lab(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
             time.sleep(0.5)
         yield f"{base}/lab/tree/{lesson}?token={token}"
     finally:
-        _stop(proc)
+        stop(proc)
         log.close()
 
 
 @pytest.fixture()
 def page(tmp_path: Path) -> Iterator[Any]:
     """A headless Chromium page (Debian's browser, fresh profile); closed even when the test fails."""
-    _require_browser()
+    require_browser()
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from hosted_fixtures import redis_server, settings  # noqa: F401 - fixtures
+from hosted_fixtures import auth as _auth, client, redis_server, settings, store  # noqa: F401 - fixtures
 from rq import SimpleWorker
 from rq.serializers import JSONSerializer
 from starlette.exceptions import StarletteDeprecationWarning
@@ -34,19 +34,6 @@ with warnings.catch_warnings():
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
 
 
-@pytest.fixture()
-def store(settings: Any) -> JobStore:
-    return JobStore(settings, open_redis(settings), require_workers=False)
-
-
-@pytest.fixture()
-def client(settings: Any, store: JobStore) -> Iterator[TestClient]:
-    with TestClient(create_app(settings, store), raise_server_exceptions=False) as c:
-        yield c
-
-
-def _auth(settings: Any, name: str = "alice", **limits: Any) -> dict[str, str]:
-    return {"Authorization": f"Bearer {issue_token(settings.tokens_file, name, **limits)}"}
 
 
 def _run_queue(store: JobStore, monkeypatch: pytest.MonkeyPatch) -> None:

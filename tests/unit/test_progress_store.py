@@ -8,7 +8,7 @@ import warnings
 from typing import Any, Iterator
 
 import pytest
-from hosted_fixtures import redis_server, settings  # noqa: F401 - fixtures
+from hosted_fixtures import auth as _auth, client, redis_server, settings, store  # noqa: F401 - fixtures
 from starlette.exceptions import StarletteDeprecationWarning
 
 from grader.hosted.app import create_app
@@ -24,19 +24,6 @@ RECORD = {"version": 2, "done": {"l01": 100.0, "t-readonly": 150.5}, "first": {"
           "learner": "abcd", "levels": {"ctf-1": {"attempts": 3, "hints": 1, "captured": None}}}
 
 
-@pytest.fixture()
-def store(settings: Any) -> JobStore:
-    return JobStore(settings, open_redis(settings), require_workers=False)
-
-
-@pytest.fixture()
-def client(settings: Any, store: JobStore) -> Iterator[TestClient]:
-    with TestClient(create_app(settings, store), raise_server_exceptions=False) as c:
-        yield c
-
-
-def _auth(settings: Any, name: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {issue_token(settings.tokens_file, name)}"}
 
 
 def _error(response: Any, status: int, code: str) -> dict[str, Any]:
