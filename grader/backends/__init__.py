@@ -108,7 +108,8 @@ def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False,
             outlives it for an idle period, instead of starting its own.
         runtime: the OCI runtime the Docker backend's sandboxes run under (e.g.
             ``runsc``); None: ``SANDBOX_LAB_RUNTIME``, else the engine's default.
-            Only ``docker`` runs sandboxes of its own; the others ignore it.
+            It reaches the Docker backend (``docker``, or ``auto`` when an engine
+            answers); the others run no container of their own and ignore it.
     """
     key = name.strip().lower()
     if key == "static":
@@ -127,7 +128,7 @@ def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False,
         return cast("Backend", RemoteBackend.from_env())
     if key == "auto":
         try:
-            return _docker(progress, shared)
+            return _docker(progress, shared, runtime)
         except DockerUnavailable as exc:
             return _static(f"predicted, not run: no Docker engine answers ({_reason(exc)})")
     raise ValueError(f"unknown backend {name!r}; choose one of: {', '.join(BACKEND_NAMES)}")

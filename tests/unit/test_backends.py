@@ -77,7 +77,8 @@ def test_progress_reaches_the_docker_backend(monkeypatch: pytest.MonkeyPatch) ->
     lines: list[str] = []
     backends.get("docker", progress=lines.append)
     backends.get("docker", runtime="runsc")  # the run service's choice for a tenant's code reaches the backend
-    assert seen == [(lines.append, None), (None, "runsc")]
+    backends.get("auto", runtime="runsc")  # and is never dropped on the way when auto finds an engine
+    assert seen == [(lines.append, None), (None, "runsc"), (None, "runsc")]
 
 
 def test_environment_variable_overrides_the_default_name(monkeypatch: pytest.MonkeyPatch) -> None:
