@@ -211,6 +211,37 @@ def test_the_runner_asks_again_only_after_a_timeout(monkeypatch: pytest.MonkeyPa
     assert len(calls) == 1  # an answer: asking again changes nothing
 
 
+@pytest.mark.parametrize("networked, tries", [(True, 2), (False, 1)])
+def test_a_fronting_tunnel_not_reached_is_asked_again_only_where_something_is_reachable(
+    monkeypatch: pytest.MonkeyPatch, networked: bool, tries: int,
+) -> None:
+    """A sandbox with no proxy and only loopback (``--network none``) reaches nothing half a second later either:
+    asking again there only made every such run wait 0.5 s. Elsewhere a host not reached is asked once more."""
+    monkeypatch.setattr(probe_runner, "has_interface", lambda: networked)
+    monkeypatch.setattr(probe_runner.time, "sleep", lambda s: None)
+    agent = probe_runner.Agent(fakewire.orders([]))
+    assert agent.networked is networked
+    tunnels: list[str] = []
+
+    def unreachable(host: str, port: int) -> Any:
+        tunnels.append(host)
+        raise OSError(-3, "Temporary failure in name resolution")
+
+    monkeypatch.setattr(agent, "_tunnel", unreachable)
+    step = wire.FrontStep("github.com", 443, (wire.FrontAttempt("attacker.example", "attacker.example"),), "/", "x")
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        agent.front("net-domain-fronting", step)
+    assert len(tunnels) == tries
+    (rec,) = parse_runner_output(out.getvalue())
+    assert not rec.ok and wire.TUNNEL_NOT_OPENED in rec.detail  # not reached: on record, never "blocked" by itself
+
+
+def test_a_proxy_makes_a_sandbox_networked_whatever_its_interfaces(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(probe_runner, "has_interface", lambda: False)  # srt: a proxy reached through loopback
+    assert probe_runner.Agent(fakewire.orders([], proxy="http://127.0.0.1:3128")).networked
+
+
 def test_a_marker_from_another_run_proves_nothing(tmp_path: Path) -> None:
     ev, world = _run(tmp_path, arrive=True)
     other = Evidence(**{**ev.__dict__, "token": "ffffffffffff"})
