@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -398,6 +399,30 @@ def test_probe_on_the_static_backend_imports_no_engine_and_no_notebook_stack() -
     mods = _imported("probe", "examples/naive.json", "--backend", "static")
     assert "grader.backends.static" in mods and "grader.core.plan" in mods  # it did run the plan
     assert _heavy(mods, allowed=("grader.backends.static", "grader.core.plan")) == set()
+
+
+_PLUGIN_SCANS = r"""
+import contextlib, importlib.metadata as md, io, json, sys
+scans = []
+real = md.entry_points
+md.entry_points = lambda *a, **k: scans.append(k.get("group")) or real(*a, **k)  # before pydantic binds it
+from grader.cli.main import main
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    code = main(sys.argv[1:])
+print(json.dumps({"code": code, "scans": scans}))
+"""
+
+
+@pytest.mark.parametrize("setting, scanned", [(None, False), ("", True)])
+def test_check_does_not_scan_installed_packages_for_pydantic_plugins_unless_asked(setting: Any, scanned: bool) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "PYDANTIC_DISABLE_PLUGINS"}
+    if setting is not None:
+        env["PYDANTIC_DISABLE_PLUGINS"] = setting  # the caller's own choice wins: empty loads plugins again
+    done = subprocess.run([sys.executable, "-c", _PLUGIN_SCANS, "check", "examples/naive.json"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60, env=env)
+    got = json.loads(done.stdout)
+    assert got["code"] == 0, done.stderr
+    assert ("pydantic" in got["scans"]) is scanned
 
 
 def test_the_import_guard_sees_a_heavy_import() -> None:
