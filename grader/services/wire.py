@@ -219,6 +219,7 @@ class StealStep:
     urls: tuple[str, ...]
     get_urls: tuple[str, ...] = ()
     tcp: Optional[TcpTarget] = None
+    also: tuple[str, ...] = ()  # more files read (quietly: each has a step of its own) and sent with this one by web
 
 
 @dataclass(frozen=True)
@@ -301,12 +302,23 @@ def _check(value: Any, hint: Any, where: str) -> Any:
     raise WireError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
 
 
+_SHAPES: dict[type[Any], tuple[dict[str, Any], dict[str, "dataclasses.Field[Any]"]]] = {}
+
+
+def _shape(cls: type[Any]) -> tuple[dict[str, Any], dict[str, "dataclasses.Field[Any]"]]:
+    """A record type's resolved field types and its fields, worked out once per type: resolving the
+    annotations compiles each one, and the runner parses hundreds of steps, the host thousands of records."""
+    got = _SHAPES.get(cls)
+    if got is None:  # two threads may both work it out: the same value, either kept
+        got = _SHAPES[cls] = (typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)})
+    return got
+
+
 def _object(cls: type[T], value: Any, where: str, skip: tuple[str, ...] = ()) -> T:
     """A dataclass from a JSON object with exactly its fields (defaults may be left out)."""
     if not isinstance(value, dict):
         raise WireError(f"{where}: expected an object, got {type(value).__name__}")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints, fields = _shape(cls)
     extra = sorted(set(value) - set(fields) - set(skip))
     if extra:
         raise WireError(f"{where}: unknown field(s) {extra}")

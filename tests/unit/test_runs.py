@@ -178,13 +178,16 @@ def test_the_signing_agent_is_reachable_only_through_the_run_directory(_runs_roo
 # --- the runner's config, retries -----------------------------------------------------
 
 
+_PATH_KEYS = ("path", "also")
+
+
 def _paths(value: Any, key: str = "") -> list[str]:
-    """Every string under a "path" key, anywhere in the runner's config."""
+    """Every string under a "path" key (or in an "also" list: more files a steal sends), anywhere in the runner's config."""
     if isinstance(value, dict):
         return [p for k, v in value.items() for p in _paths(v, k)]
     if isinstance(value, list):
         return [p for v in value for p in _paths(v, key)]
-    return [value] if key == "path" and isinstance(value, str) else []
+    return [value] if key in _PATH_KEYS and isinstance(value, str) else []
 
 
 def _without_paths(value: Any, key: str = "") -> Any:
@@ -192,7 +195,7 @@ def _without_paths(value: Any, key: str = "") -> Any:
         return {k: _without_paths(v, k) for k, v in value.items()}
     if isinstance(value, list):
         return [_without_paths(v, key) for v in value]
-    return None if key == "path" else value
+    return None if key in _PATH_KEYS else value
 
 
 def test_runner_config_maps_every_world_path_and_nothing_else() -> None:

