@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from grader.cli.main import main
+from grader.cli.main import entry
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import os
 import sys
 from typing import Callable, NoReturn, Optional, Sequence
@@ -50,7 +51,7 @@ from grader.cli.core import (
 from grader.core.errors import BackendError, PolicyError, SandboxLabError
 
 # the exit codes and the command record are cli_core's (grader.cli.core.__all__); re-exported for callers of main
-__all__ = ["COMMANDS", "EXIT_CODES", "Command", "Streams", "build_parser", "main"]
+__all__ = ["COMMANDS", "EXIT_CODES", "Command", "Streams", "build_parser", "entry", "main"]
 
 
 def _positive(text: str) -> int:
@@ -479,3 +480,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _report(exc, command, io, as_json)
     except KeyboardInterrupt as exc:
         return _report(exc, command, io, as_json)
+
+
+def entry() -> NoReturn:
+    """The console script and ``python -m grader``: run ``main`` and exit with its code.
+
+    Before exiting, every object the command made is frozen out of the garbage collector
+    (``gc.freeze``): the process ends now, and the collections the interpreter runs while it
+    shuts down would otherwise walk them all, about 0.1 s of a one-shot command. Exit handlers,
+    finalizers and flushes still run as usual; nothing the command cleans up is skipped.
+    """
+    code = main()
+    gc.freeze()
+    sys.exit(code)

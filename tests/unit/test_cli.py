@@ -425,6 +425,18 @@ def test_check_does_not_scan_installed_packages_for_pydantic_plugins_unless_aske
     assert ("pydantic" in got["scans"]) is scanned
 
 
+@pytest.mark.parametrize("policy, code", [("examples/naive.json", 0), ("tests/fixtures/policies/many-problems.json", 2)])
+def test_the_console_entry_exits_with_mains_code_after_freezing_its_objects_out_of_the_collector(policy: str, code: int) -> None:
+    # the interpreter's shutdown collections skip what the command made (bench/probe_speed.py: its exit phase);
+    # exit handlers still run: this one reports the freeze, as a temporary directory's cleanup would run
+    script = ("import atexit, gc, sys; atexit.register(lambda: sys.stderr.write(f'frozen={gc.get_freeze_count()}\\n')); "
+              f"sys.argv = ['sandbox-lab', 'check', {policy!r}]; from grader.cli.main import entry; entry()")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == code, done.stderr
+    frozen = int(done.stderr.rsplit("frozen=", 1)[1].split()[0])
+    assert frozen > 1000
+
+
 def test_the_import_guard_sees_a_heavy_import() -> None:
     # attack the guard itself: a command path that pulled in the Docker SDK or the exporter would be caught
     assert _heavy({"grader.cli.main", "docker", "docker.errors"}) == {"docker", "docker.errors"}
