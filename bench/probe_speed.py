@@ -94,6 +94,8 @@ code = main(["probe", sys.argv[1], "--backend", "docker", "--json"])
 marks["command (whole)"] = time.perf_counter() - t
 marks["_t_end"] = time.time()
 sys.stderr.write("PHASES " + json.dumps(marks) + "\n")
+import gc
+gc.freeze()  # as the console script's entry() does before it exits
 sys.exit(code)
 '''
 
