@@ -196,7 +196,6 @@ class Run:
                     net = self.net = self._connect(listener.port)
                 if self.job is not None and self.job.signer is not None:
                     signer = self._signer(self.job)
-                self.ahead = self._ahead(net)
                 sandbox, timed_out, exit_code = self._run_sandbox(net, listener.port)  # times "start" and "probes"
                 evidence_started = time.perf_counter()
                 finished = self.b.disk.finished(sandbox)
@@ -469,6 +468,9 @@ class Run:
         sandbox = self.made.container(self.b.client.containers.create(self.b.images.sandbox, command, **kwargs))
         sandbox.start()
         self.watch.add("start", time.perf_counter() - started)
+        # the replay's internet starts once the sandbox has: it does not slow the sandbox's own start, and it is
+        # up long before the probes are done
+        self.ahead = self._ahead(net)
         with self.watch.phase("probes"):
             timed_out, exit_code = self._wait(sandbox, timeout_s)
             return sandbox, timed_out, exit_code
