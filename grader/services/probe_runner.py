@@ -48,6 +48,7 @@ else:
 
 CONFIG = "/opt/sandbox-lab/run/config.json"
 READ_LIMIT = 4096
+STEAL_LIMIT = 200  # what a steal sends of one file: its first bytes, stripped
 STEAL_THREADS = 8
 FRONT_THREADS = 4
 PARALLEL = 24  # probes carried out at once, at least
@@ -261,7 +262,7 @@ class Agent:
         """Read one file, then send what it held every way the host listed; the web's URLs carry the files
         named in ``also`` with it, all in one request each."""
         read = self.read(probe, step.path)
-        data = read.strip()[:200] if read else b""
+        data = stolen(read) if read else b""
         jobs: list[Callable[[], object]] = []
         tcp = step.tcp
         if data and tcp is not None:
@@ -316,12 +317,17 @@ class Agent:
         emit(pid, "done", True)
 
 
+def stolen(raw: bytes) -> bytes:
+    """What a steal sends of a file that held ``raw``."""
+    return raw.strip()[:STEAL_LIMIT]
+
+
 def quiet_read(path: str) -> bytes:
-    """What a file holds, as a steal sends it (stripped, at most 200 bytes), with no record: its own step records
-    the read; empty when it cannot be read."""
+    """What a steal sends of the file at ``path``, read with no record (its own step records the read); empty
+    when it cannot be read."""
     try:
         with open(path, "rb") as fh:
-            return fh.read(READ_LIMIT).strip()[:200]
+            return stolen(fh.read(READ_LIMIT))
     except OSError:
         return b""
 

