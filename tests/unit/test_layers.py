@@ -73,8 +73,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # a service's working directory (docker-free: the srt backend's too); its kind on the engine's own disk
     {"backends.files"},
     {"backends.docker.volumes"},
-    # where a run's files live for the engine (the grader's disk, or the engine's through its API)
-    {"backends.docker.enginedisk"},
+    # where a run's files live for the engine (the grader's disk, or the engine's through its API); whether a
+    # recorder is up and answering (its ready file, its heartbeat, a poke)
+    {"backends.docker.enginedisk", "backends.docker.liveness"},
     {"backends.static", "backends.docker.simnet", "backends.docker.lease", "backends.runlogs"},
     # what one run made (removed together), then the one interface to the shared internet (in-process or the hub's)
     {"backends.docker.resources"},

@@ -662,6 +662,48 @@ def test_each_service_beats_only_while_it_answers(services: Services) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
+_POKED = """
+import sys, threading
+from grader.services import common
+common.HEARTBEAT_INTERVAL = 60.0  # longer than the test: only a poke can bring a second beat
+out, fail = sys.argv[1], sys.argv[2]
+def check():
+    if __import__("os").path.exists(fail):
+        raise OSError("the listener gave no answer")
+common.heartbeat(out, check)
+threading.Event().wait()
+"""
+
+
+def test_a_poke_brings_the_next_self_check_forward_and_never_forges_a_beat(tmp_path: Path) -> None:
+    """SIGUSR1 (what the grader sends once a sandbox finished) makes the service check itself at once; a failing
+    check still writes no beat, so a poked recorder that cannot answer stays silent, as it would unpoked."""
+    import signal
+
+    fail = tmp_path / "fail"
+    proc = subprocess.Popen([sys.executable, "-c", _POKED, str(tmp_path), str(fail)])
+    beat = tmp_path / "heartbeat"
+    try:
+        deadline = time.monotonic() + 20
+        while not beat.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        first = float(beat.read_text())
+        os.kill(proc.pid, signal.SIGUSR1)
+        while float(beat.read_text()) == first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        second = float(beat.read_text())
+        assert second > first, "a poke did not bring a self-check forward"
+        fail.touch()
+        for _ in range(3):
+            os.kill(proc.pid, signal.SIGUSR1)
+            time.sleep(0.3)
+        assert float(beat.read_text()) == second, "a poked service whose check failed wrote a beat"
+        assert proc.poll() is None, "the poke killed the service"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 # --- names the world does not know, and host identity ------------------------------------------
 
 OPERATORS = ["github.com", "githubusercontent.com", "npmjs.org", "pypi.org", "pythonhosted.org"]

@@ -42,7 +42,8 @@ from grader.backends.docker.images import Images
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.runtimes import process_limits
 from grader.backends.docker.sharing import Sharing, Taken
-from grader.backends.docker.simnet import BEAT_WAIT, LABEL_ROLE, Internet, Leftovers, beat_after, container_ip, start_internet
+from grader.backends.docker.liveness import BEAT_WAIT, beat_after, poke
+from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, container_ip, start_internet
 
 __all__ = ["Backing", "Collected", "Run", "hardened_options"]
 
@@ -361,6 +362,8 @@ class Run:
         """Empty only if every recorder still runs and answered after the sandbox finished."""
         if net is None:
             return ""
+        if net.taken is not None and net.taken.proxy.container is not None:
+            poke(net.taken.proxy.container)  # before the internet's wait, so both self-checks run meanwhile
         problem = net.internet.problem(answered_after=finished)
         if problem:
             return problem

@@ -44,6 +44,7 @@ from grader.core.world import World
 from grader.backends.files import Files
 from grader.backends.docker.engine import Container, LogConfig, Missing, Network, NetworksExhausted, PoolsFull, Refused, engine_errors
 from grader.backends.docker.enginedisk import Disk, HostDisk
+from grader.backends.docker.liveness import beat_after, poke, wait_ready
 from grader.backends.docker.volumes import attach, service_mount
 from grader.backends.owners import make_run_dir, namespace
 from grader.backends.runs import world_ports
@@ -68,7 +69,6 @@ __all__ = [
     "create_network",
     "service_container",
     "start_internet",
-    "wait_ready",
 ]
 
 LABEL = "org.sandbox-lab.run"
@@ -79,7 +79,6 @@ LABEL_HUB = "org.sandbox-lab.hub"  # kept by a hub's keeper for every grader on 
 # where LABEL_PID means something (runs.namespace): another container's or machine's grader on the
 # same engine has pids this process cannot judge, and a run's automatic sweep never touches its things
 LABEL_NS = "org.sandbox-lab.ns"
-READY_TIMEOUT = 20.0
 # A proxy (and its sandbox network) serves at most this many runs, one after another, then goes:
 # what one run might leave in it (a slow connection, a full log) lives a bounded time.
 PROXY_RUNS = 25
@@ -223,42 +222,6 @@ def container_ip(container: Any, network: Any) -> str:
     return ip
 
 
-def wait_ready(container: Any, out: Files) -> None:
-    """Wait for a service's ``out/ready`` file; a service that exits or stalls is an infrastructure error."""
-    deadline = time.monotonic() + READY_TIMEOUT
-    checked = time.monotonic()
-    while time.monotonic() < deadline:
-        if out.stat("ready") is not None:
-            return
-        time.sleep(0.01)
-        if time.monotonic() - checked > 0.25:
-            checked = time.monotonic()
-            container.reload()
-            if container.status in ("exited", "dead"):
-                break
-    tail = container.logs(tail=10).decode("utf-8", "replace")
-    raise InfrastructureError(f"{container.name} did not start: {tail.strip()[-400:]}")
-
-
-BEAT_WAIT = 3.0  # how long to wait for a service's first heartbeat after the sandbox finished
-
-
-def beat_after(out: Files, after: float, timeout: float = BEAT_WAIT) -> bool:
-    """True once the service writing ``out/heartbeat`` has passed a self-check later than ``after``.
-
-    Evidence of silence counts only from a recorder shown to answer after the
-    sandbox finished: a service that runs but hangs stops beating.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        beat = out.stat("heartbeat")
-        if beat is not None and beat.mtime > after:
-            return True
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.02)
-
-
 @dataclass
 class Internet:
     """One running internet: its container, its network, its address and where it writes its logs."""
@@ -272,6 +235,8 @@ class Internet:
 
     def problem(self, answered_after: Optional[float] = None) -> str:
         """Empty while the service runs (and answered after ``answered_after``, if given); else what is wrong."""
+        if answered_after is not None:
+            poke(self.container)  # first: its self-check runs while the status is read
         try:
             self.container.reload()
         except Exception as exc:  # noqa: BLE001 - gone is a problem too

@@ -1,0 +1,87 @@
+"""Whether a recorder is up and answering: its ready file, its heartbeat after a moment, and a poke that only hurries it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import docker.errors
+import pytest
+
+from grader.backends.docker.liveness import beat_after, poke, wait_ready
+from grader.backends.files import HostFiles
+from grader.core.errors import InfrastructureError
+
+
+class _Container:
+    """A service container as the SDK gives it: ``kill`` records the signal, or fails as the engine would."""
+
+    def __init__(self, fail: BaseException | None = None, delay: float = 0.0, status: str = "running") -> None:
+        self.signals: list[str] = []
+        self.sent = threading.Event()
+        self.fail, self.delay, self.status = fail, delay, status
+        self.name = "sl-test-internet"
+
+    def kill(self, signal: str) -> None:
+        time.sleep(self.delay)
+        try:
+            if self.fail is not None:
+                raise self.fail
+            self.signals.append(signal)
+        finally:
+            self.sent.set()
+
+    def reload(self) -> None:
+        pass
+
+    def logs(self, tail: int) -> bytes:
+        return b"Traceback: the service could not bind its port"
+
+
+def _beat(out: Path, when: float) -> None:
+    (out / "heartbeat").write_text(repr(when))
+    import os
+
+    os.utime(out / "heartbeat", (when, when))
+
+
+def test_a_beat_counts_only_after_the_moment(tmp_path: Path) -> None:
+    files = HostFiles(tmp_path)
+    finished = time.time()
+    assert not beat_after(files, finished, timeout=0.05), "no heartbeat file is no beat"
+    _beat(tmp_path, finished - 1.0)
+    assert not beat_after(files, finished, timeout=0.05), "a beat from before the sandbox finished proves nothing"
+    _beat(tmp_path, finished + 0.01)
+    assert beat_after(files, finished, timeout=0.05)
+
+
+def test_a_poke_asks_for_sigusr1_and_returns_before_the_engine_answers() -> None:
+    slow = _Container(delay=0.5)
+    started = time.monotonic()
+    poke(slow)
+    assert time.monotonic() - started < 0.4, "the caller waited for the engine's answer"
+    assert slow.sent.wait(5)
+    assert slow.signals == ["SIGUSR1"]
+
+
+@pytest.mark.parametrize("error", [docker.errors.NotFound("gone"), docker.errors.APIError("is not running")])
+def test_a_poke_that_cannot_arrive_is_no_error_and_no_beat(tmp_path: Path, error: Exception) -> None:
+    """A stopped or vanished recorder is judged by its missing beat, as it always was: the poke adds nothing."""
+    gone = _Container(fail=error)
+    poke(gone)
+    assert gone.sent.wait(5)
+    assert gone.signals == []
+    assert not beat_after(HostFiles(tmp_path), time.time(), timeout=0.05)
+
+
+def test_a_service_that_exits_before_it_is_ready_is_an_infrastructure_error(tmp_path: Path) -> None:
+    exited: Any = _Container(status="exited")
+    with pytest.raises(InfrastructureError, match="sl-test-internet did not start: .*could not bind"):
+        wait_ready(exited, HostFiles(tmp_path))
+
+
+def test_a_ready_file_ends_the_wait(tmp_path: Path) -> None:
+    (tmp_path / "ready").write_text("{}")
+    wait_ready(_Container(), HostFiles(tmp_path))
