@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 import io
 import json
 import os
+import posixpath
 import subprocess
 import sys
 import socket
@@ -294,3 +296,64 @@ def test_the_engine_side_listener_reports_its_port_and_each_payload() -> None:
         proc.wait()
         if proc.stdout is not None:
             proc.stdout.close()
+
+
+class _Head:
+    def __init__(self, size: Optional[int]) -> None:
+        self.status_code = 404 if size is None else 200
+        stat = {"name": "tcp.jsonl", "size": size, "mode": 420, "mtime": "2026-12-02T21:00:00.5Z"}
+        self.headers = {"X-Docker-Container-Path-Stat": base64.b64encode(json.dumps(stat).encode()).decode()}
+
+
+class _Api:
+    def __init__(self, sizes: dict[str, Optional[int]]) -> None:
+        self.sizes = sizes
+
+    def _url(self, fmt: str, cid: str) -> str:
+        return fmt.format(cid)
+
+    def head(self, url: str, params: dict[str, str]) -> _Head:
+        return _Head(self.sizes.get(params["path"]))
+
+
+class _Service(_FakeContainer):
+    """A running service whose ``tail`` answers as docker-py did over TCP: whole, empty or cut (frames lost)."""
+
+    def __init__(self, exec_out: bytes, content: bytes) -> None:
+        super().__init__()
+        self.exec_out, self.archived = exec_out, 0
+        info = tarfile.TarInfo("tcp.jsonl")
+        info.size = len(content)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tf:
+            tf.addfile(info, io.BytesIO(content))
+        self.archive = buf.getvalue()
+
+    def exec_run(self, cmd: list[str], **kwargs: Any) -> tuple[int, tuple[bytes, None]]:
+        return 0, (self.exec_out, None)
+
+    def get_archive(self, path: str) -> tuple[Any, dict[str, Any]]:
+        self.archived += 1
+        return super().get_archive(path)
+
+
+LOG = b"".join(b'{"seq": %d, "kind": "tcp", "port": 4444}\n' % i for i in range(70))
+
+
+@pytest.mark.parametrize(("exec_out", "offset", "archived"), [
+    (LOG, 0, 0),  # whole: the archive is not asked
+    (LOG[100:], 100, 0),  # whole from an offset
+    (b"", 0, 1),  # every frame lost, as a CI run saw: a closed log came back empty
+    (LOG[:1000], 0, 1),  # cut
+    (LOG[100:900], 100, 1),  # cut, from an offset
+])
+def test_a_log_read_through_the_engine_is_whole_even_when_the_exec_loses_its_output(
+    exec_out: bytes, offset: int, archived: int,
+) -> None:
+    c = _Service(exec_out, LOG)
+    client = _FakeClient(c)
+    client.api = _Api({posixpath.join(vol.SERVICE_ROOT, "out/runs/tcp.jsonl"): len(LOG)})  # type: ignore[attr-defined]
+    files = ed.EngineDisk(client).files("sl-internet-1", lambda: pytest.fail("no directory on the grader's disk"))
+    vol.attach(files, c)
+    assert files.sub("out").read("runs/tcp.jsonl", offset) == LOG[offset:]
+    assert c.archived == archived

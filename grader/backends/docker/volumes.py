@@ -72,7 +72,9 @@ class VolumeFiles:
     Written with ``put_archive`` (before the service starts: kept until
     ``attach``), stat'ed with the archive API's HEAD, read with ``tail`` run
     inside the service (the archive API would send a whole growing log every
-    time). The volume is removed with its container.
+    time), and read again through the archive API when ``tail``'s output is
+    shorter than the file (docker-py can lose an exec's output over TCP). The
+    volume is removed with its container.
     """
 
     def __init__(self, client: Any, name: str, prefix: str = "", shared: Optional["VolumeFiles"] = None) -> None:
@@ -134,9 +136,14 @@ class VolumeFiles:
         try:
             with engine_errors():
                 code, out = c.exec_run(["tail", "-c", f"+{offset + 1}", path], stdout=True, stderr=False, demux=True)
-                if code == 0:
-                    return bytes((out or (b"", b""))[0] or b"")[:limit]
-                if _archive_stat(self.client, c.id, path) is None:
+                got = bytes((out or (b"", b""))[0] or b"")[:limit]
+                now = _archive_stat(self.client, c.id, path)
+                if code == 0 and (now is None or len(got) >= min(limit, now.size - offset)):
+                    return got
+                # Over TCP, docker-py can lose an exec's output frames without a word: a closed log of 2,731 bytes
+                # came back empty. The file is append-only or replaced whole, so output shorter than what it
+                # holds now is output lost (or a log that grew meanwhile): the archive API reads it whole.
+                if code != 0 and now is None:
                     return b""
         except Refused:
             pass  # the service is not running (it died): the archive API still reads a stopped container
