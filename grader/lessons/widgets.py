@@ -27,6 +27,7 @@ features' classes are listed in their own modules.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import ipywidgets as W
@@ -109,6 +110,10 @@ def probe_board(policy: PolicyInput, backend: Optional[Backend] = None, *, only:
 # --- policy editor --------------------------------------------------------------------------
 
 _FIX_FIRST = "<em>Fix the errors above first.</em>"  # what "Probe" says while the policy is invalid
+# ipywidgets holds a text update back while the kernel is busy with the one before, but sends a click at once: a
+# press can reach the kernel before the text it was made on. The first text after a press on text that did not
+# parse, if it comes within this many seconds, is the text the learner pressed on, and runs if valid.
+_LATE_TEXT_S = 5.0
 
 
 class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
@@ -149,7 +154,8 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
                           W.HBox([self.button, self.backend_note], layout=W.Layout(flex_flow="row wrap")),
                           self.goal_status, self.board])
         self.add_class("sl-policy-editor")
-        self.text.observe(lambda _change: self.validate(), names="value")
+        self._pressed_at: Optional[float] = None  # when "Probe" was pressed on text that did not parse
+        self.text.observe(lambda _change: self._text_changed(), names="value")
         self.button.on_click(lambda _b: self.probe())
         self.validate()
 
@@ -178,12 +184,22 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
             self.backend_note.value = ""
         return self.policy
 
+    def _text_changed(self) -> None:
+        """Validate the new text; if it is the first since a press on text that did not parse, and came at once
+        (``_LATE_TEXT_S``), it is the text that press was made on: run it when it is valid."""
+        policy = self.validate()
+        pressed, self._pressed_at = self._pressed_at, None
+        if policy is not None and pressed is not None and time.monotonic() - pressed < _LATE_TEXT_S:
+            self.probe()
+
     def probe(self) -> Optional[RunResult]:
         """What the button does: run every probe against the current policy and show the board."""
         policy = self.validate()
         if policy is None:
             self.backend_note.value = _FIX_FIRST
+            self._pressed_at = time.monotonic()
             return None
+        self._pressed_at = None
         self.button.disabled, self.button.description = True, "Probing…"
         try:
             if self._backend is None:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from grader import load_policy
 from grader.backends import StaticBackend
 from grader.core.errors import BackendError
 from grader.lessons.progress import load_progress, mark_done
@@ -47,8 +48,32 @@ def test_policy_editor_lists_errors_with_pointers_and_its_button_runs_nothing_un
     editor.button.click()
     assert editor.last_result is None and "Fix the errors above first" in editor.backend_note.value
     assert editor.board.result is None
+    editor.policy_text = json.dumps({"filesystem": {"allowWrite": ["/x"]}, "network": {"allowedDomains": ["*"]}})
+    assert editor.policy is None and editor.last_result is None, "still invalid: nothing runs"
     editor.policy_text = json.dumps(PRACTICE)
     assert editor.policy is not None and "Fix the errors" not in editor.backend_note.value
+    assert editor.last_result is None, "fixed by hand after the press: the learner presses again"
+
+
+def test_a_press_that_reaches_the_kernel_before_its_text_runs_that_text(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ipywidgets holds a text update back while the kernel is busy and sends a click at once: typed fast and
+    pressed at once, the kernel sees the press on the text before. The first text after it, at once, is the one
+    pressed on: valid, it runs; later than ``_LATE_TEXT_S``, it does not (the learner fixed it afterwards)."""
+    editor = widgets.PolicyEditor('{"filesystem": {"allowRead": ["/proj', backend=StaticBackend())
+    editor.button.click()  # the press, on the text the kernel had
+    assert "Fix the errors above first" in editor.backend_note.value and editor.last_result is None
+    editor.policy_text = json.dumps(PRACTICE)  # the text the learner pressed on, held back until now
+    assert editor.last_result is not None and editor.board.result is editor.last_result
+    assert "Fix the errors" not in editor.backend_note.value
+    editor.policy_text = json.dumps(NAIVE)  # one press runs once
+    assert editor.last_result.policy == load_policy(PRACTICE)
+
+    late = widgets.PolicyEditor('{"filesystem": ', backend=StaticBackend())
+    late.button.click()
+    clock = widgets.time.monotonic() + widgets._LATE_TEXT_S + 1
+    monkeypatch.setattr(widgets.time, "monotonic", lambda: clock)
+    late.policy_text = json.dumps(PRACTICE)
+    assert late.policy is not None and late.last_result is None
 
 
 def test_policy_editor_never_reads_a_file_named_in_the_text(tmp_path: Path) -> None:
