@@ -114,7 +114,7 @@ def log_window(before: str, text: str, name: str, *, from_start: bool) -> str:
 
 def self_checked_after(text: str, after: float) -> bool:
     """Does ``text`` (a checked ``log_window`` of the proxy's log) hold one of the proxy's own self-checks decided
-    after ``after``? The proxy checks itself every ``HEARTBEAT_INTERVAL`` with a request to
+    after ``after``? The proxy checks itself when poked and every ``HEARTBEAT_INTERVAL`` with a request to
     ``HEARTBEAT_HOST`` from loopback, and logs it like any other. With the window numbered whole, such a line
     proves that every record the proxy wrote before that moment is in the window: a log lost at its end lacks it.
     """

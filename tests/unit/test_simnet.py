@@ -139,3 +139,56 @@ def test_any_other_refusal_is_raised_at_once() -> None:
     with pytest.raises(Refused):
         create_network(client, "n", {}, sleep=clock.sleep, clock=clock)
     assert client.networks.asked == 1 and clock.pauses == []
+
+
+# --- a proxy given back after its run ------------------------------------------------------
+
+
+class _Proxy:
+    """A warm proxy's container: its service beats only when poked (its own interval is longer than the test),
+    or never, as a hung one."""
+
+    def __init__(self, out: Any, answers: bool) -> None:
+        self.out, self.answers, self.status, self.signals = out, answers, "running", []
+
+    def kill(self, signal: str) -> None:
+        self.signals.append(signal)
+        if self.answers:
+            import time
+
+            self.out.write("heartbeat", repr(time.time()).encode())
+
+    def reload(self) -> None:
+        pass
+
+
+class _Gone:
+    def __init__(self) -> None:
+        self.removed: list[Any] = []
+
+    def remove(self, thing: Any) -> None:
+        self.removed.append(thing)
+
+
+@pytest.mark.parametrize("answers", [True, False])
+def test_a_proxy_given_back_is_asked_for_a_self_check_and_kept_only_if_it_answers(tmp_path: Any, answers: bool) -> None:
+    """Its heartbeat may be an interval old when its run ends: the pool pokes it, keeps it when a fresh beat comes,
+    and removes it when none does (a hung proxy never serves another run)."""
+    import os
+    import time
+
+    from grader.backends.files import HostFiles
+    from grader.services.common import POKE_SIGNAL
+
+    (tmp_path / "out").mkdir()
+    workdir = HostFiles(tmp_path)
+    out = workdir.sub("out")
+    out.write("heartbeat", b"")
+    os.utime(tmp_path / "out" / "heartbeat", (time.time() - 30, time.time() - 30))  # its last beat, long ago
+    container = _Proxy(out, answers)
+    gone = _Gone()
+    pool = simnet.ProxyPool(None, "services", None, gone)  # type: ignore[arg-type]
+    w = simnet.WarmProxy(container=container, network="net", workdir=workdir, ip="10.0.0.2", internet=None)  # type: ignore[arg-type]
+    assert pool.give_back(w) is answers
+    assert container.signals == [POKE_SIGNAL.name]
+    assert (gone.removed == []) is answers, "a proxy that did not answer is removed with its network"

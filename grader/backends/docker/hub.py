@@ -68,7 +68,9 @@ __all__ = ["POOL_SIZE", "Hub", "HubInternet", "HubPool", "HubSharing", "keep", "
 
 POOL_SIZE = 2  # warm proxies: one for the next run while the keeper builds the other
 START_TIMEOUT = 60.0  # the keeper's start: a Python start, a network and a container start
-BEAT_STALE = 2.0  # an internet whose heartbeat is older than this is hung (it beats every 0.1 s)
+# an internet whose heartbeat is older than this is hung: it beats every HEARTBEAT_INTERVAL (1 s) unasked, and
+# a check slowed by a busy machine must not retire a hub whose runs are going on
+BEAT_STALE = 5.0
 TICK = 0.05  # the keeper's pace: how soon a finished run's containers start going
 
 

@@ -333,7 +333,8 @@ class Run:
 
         Whole: its lines number on from the line before the window (``evidence.log_window``), and it holds one
         of the proxy's own self-checks decided after ``finished`` (``evidence.self_checked_after``; the proxy
-        makes one every ``HEARTBEAT_INTERVAL``), so nothing it logged before then is missing at the end.
+        makes one at once when ``_infra_problem`` pokes it, and every ``HEARTBEAT_INTERVAL`` unasked), so
+        nothing it logged before then is missing at the end.
         """
         if net is None or net.taken is None:
             return ""

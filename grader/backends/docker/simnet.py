@@ -501,13 +501,16 @@ class ProxyPool:
 
         The caller has removed the run's sandbox first: the network is empty
         again but for the proxy. Kept only while it runs, beat within the last
-        second (it answers), has served fewer than ``PROXY_RUNS`` runs and the
+        second or when poked now (it answers), has served fewer than ``PROXY_RUNS`` runs and the
         pool has room; its lists are emptied first, so it refuses everything
         until the next run's ``hand_over``. ``take`` still throws it away if
         the internet behind it was replaced meanwhile. True if kept.
         """
         w.runs += 1
-        keep = w.runs < PROXY_RUNS and running(w.container) and beat_after(w.workdir.sub("out"), time.time() - 1.0, timeout=0.5)
+        asked = time.time()
+        if w.runs < PROXY_RUNS:
+            poke(w.container)  # a self-check now, not at the end of its interval
+        keep = w.runs < PROXY_RUNS and running(w.container) and beat_after(w.workdir.sub("out"), asked - 1.0, timeout=0.5)
         if keep:
             w.hand_over([], [])
             with self._lock:
