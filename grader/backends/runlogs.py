@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Iterable
+from typing import Callable, Iterable
 
 from grader.core.errors import InfrastructureError
 from grader.services.common import RUN_LOG_CAP, RUNS_DIR
@@ -34,17 +34,25 @@ __all__ = ["ANY_CLIENT", "LOGS", "close_run", "forget_run", "open_run"]
 
 ANY_CLIENT = "*"  # every client no other run claims: an internet this run has to itself
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
-OPEN_TIMEOUT = 10.0  # the internet polls its requests every 20 ms: seconds mean it is gone or hung
+OPEN_TIMEOUT = 10.0  # the internet polls its requests every few ms (20 when idle): seconds mean it is gone or hung
 CLOSE_TIMEOUT = 10.0
 
 
-def _wait(out: Files, rel: str, timeout: float) -> bool:
+def _until(done: Callable[[], bool], timeout: float) -> bool:
+    """Until ``done()``: asked after 1 ms, then ever less often, every 20 ms at most (a stat through a remote
+    engine is an API call). The internet answers within a few ms while it is busy (``Recorder.watch``)."""
     deadline = time.monotonic() + timeout
-    while out.stat(rel) is None:
+    pause = 0.001
+    while not done():
         if time.monotonic() > deadline:
             return False
-        time.sleep(0.02)
+        time.sleep(pause)
+        pause = min(pause * 1.5, 0.02)
     return True
+
+
+def _wait(out: Files, rel: str, timeout: float) -> bool:
+    return _until(lambda: out.stat(rel) is not None, timeout)
 
 
 def open_run(out: Files, key: str, clients: Iterable[str]) -> None:
@@ -78,17 +86,17 @@ def forget_run(out: Files, key: str, *, wait: float = 2.0) -> None:
 
     The internet writes the logs as its own user (root in its container): a grader that is not root
     cannot delete them, so an internet removed right after this must have done it first. It drops the
-    request file last, once the logs are gone; it looks every 20 ms.
+    request file last, once the logs are gone; it looks every few ms after a run's requests.
     """
     try:
         out.write(f"{RUNS_DIR}/{key}.gone", b"")
     except Exception:  # noqa: BLE001 - the internet is gone with its files: nothing left to delete
         return
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
+
+    def gone() -> bool:
         try:
-            if out.stat(f"{RUNS_DIR}/{key}.gone") is None:
-                return
+            return out.stat(f"{RUNS_DIR}/{key}.gone") is None
         except Exception:  # noqa: BLE001 - gone with its files
-            return
-        time.sleep(0.02)
+            return True
+
+    _until(gone, wait)

@@ -281,6 +281,7 @@ class Recorder:
         self._clients: dict[str, str] = {}  # address -> run key
         self._any: str | None = None  # the run that claims every other client
         self._seen: set[str] = set()  # control files already acted on
+        self._asked = float("-inf")  # when the grader's last request was acted on (``watch`` polls faster after one)
 
     def log(self, kind: str) -> "KindLog":
         return KindLog(self, kind)
@@ -315,6 +316,7 @@ class Recorder:
             if not dot or action not in ("open", "close", "gone") or not _RUN_KEY.fullmatch(key) or name in self._seen:
                 continue
             self._seen.add(name)
+            self._asked = time.monotonic()
             try:
                 getattr(self, f"_{action}")(key, os.path.join(self._control, name))
             except ValueError:  # a request still being written (an engine's archive API is not atomic): next poll
@@ -362,15 +364,23 @@ class Recorder:
                 pass
             self._seen.discard(name)
 
-    def watch(self, interval: float = 0.02) -> None:
-        """Poll for the grader's requests in a thread of its own, forever."""
+    def watch(self, interval: float = 0.02, busy: float = 0.004, busy_for: float = 2.0) -> None:
+        """Poll for the grader's requests in a thread of its own, forever: every ``busy`` seconds while a run is
+        open or for ``busy_for`` seconds after a request (its grader waits for the close and the removal that
+        follow), every ``interval`` when idle (a run's open is the one request that may wait a whole interval)."""
 
         def loop() -> None:
             while True:
                 self.poll()
-                time.sleep(interval)
+                time.sleep(self.pause(interval, busy, busy_for))
 
         spawn(loop)
+
+    def pause(self, interval: float, busy: float, busy_for: float) -> float:
+        """How long ``watch`` waits before it polls again: ``busy`` while a run is open or soon after a request."""
+        with self._lock:
+            active = bool(self._runs)
+        return busy if active or time.monotonic() - self._asked < busy_for else interval
 
 
 @dataclass(frozen=True)

@@ -1152,6 +1152,25 @@ def test_a_run_past_its_cap_keeps_what_it_had_and_says_it_lost_the_rest(tmp_path
         wire.parse_log(wire.HttpRecord, (tmp_path / "runs" / "r1" / "http.jsonl").read_text(), "http.jsonl", "r2")
 
 
+def test_the_recorder_polls_fast_while_a_run_is_open_and_soon_after_a_request_and_slowly_when_idle(tmp_path: Path) -> None:
+    """A run's grader waits for each answer (opened, closed, gone): while a run is open, and for a while after
+    any request, the recorder looks every few ms; idle, it looks seldom, so a lab that waits costs no CPU."""
+    from grader.services.common import Recorder
+
+    recorder = Recorder(str(tmp_path), ("http", "dns", "tcp"))
+    idle, busy = 0.02, 0.004
+    assert recorder.pause(idle, busy, busy_for=2.0) == idle  # nothing asked yet
+    (tmp_path / "runs" / "r1.open").write_text(json.dumps({"run": "r1", "clients": ["10.0.0.5"]}))
+    recorder.poll()
+    assert recorder.pause(idle, busy, busy_for=0.0) == busy  # a run is open: its close is coming
+    (tmp_path / "runs" / "r1.close").write_text("")
+    recorder.poll()
+    assert recorder.pause(idle, busy, busy_for=2.0) == busy  # closed, but its removal follows
+    assert recorder.pause(idle, busy, busy_for=0.0) == idle  # no run open and no request lately
+    recorder.poll()  # a poll that finds no new request does not count as one
+    assert recorder.pause(idle, busy, busy_for=0.0) == idle
+
+
 def test_one_client_cannot_take_every_slot() -> None:
     from grader.services.common import Admission
 
