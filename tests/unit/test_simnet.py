@@ -8,6 +8,8 @@ clock and the pauses are the test's, so a minute of waiting takes no time.
 
 from __future__ import annotations
 
+import os
+import time
 from typing import Any
 
 import docker
@@ -17,7 +19,9 @@ import requests
 from grader.backends.docker import simnet
 from grader.backends.docker.engine import NetworksExhausted, PoolsFull, Refused, engine_errors
 from grader.backends.docker.simnet import POOL_WAIT, create_network
+from grader.backends.files import HostFiles
 from grader.core.errors import BackendError
+from grader.services.common import POKE_SIGNAL
 
 FULL_2010 = ("could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the "
              "network")
@@ -154,8 +158,6 @@ class _Proxy:
     def kill(self, signal: str) -> None:
         self.signals.append(signal)
         if self.answers:
-            import time
-
             self.out.write("heartbeat", repr(time.time()).encode())
 
     def reload(self) -> None:
@@ -174,12 +176,6 @@ class _Gone:
 def test_a_proxy_given_back_is_asked_for_a_self_check_and_kept_only_if_it_answers(tmp_path: Any, answers: bool) -> None:
     """Its heartbeat may be an interval old when its run ends: the pool pokes it, keeps it when a fresh beat comes,
     and removes it when none does (a hung proxy never serves another run)."""
-    import os
-    import time
-
-    from grader.backends.files import HostFiles
-    from grader.services.common import POKE_SIGNAL
-
     (tmp_path / "out").mkdir()
     workdir = HostFiles(tmp_path)
     out = workdir.sub("out")

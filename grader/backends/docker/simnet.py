@@ -507,10 +507,11 @@ class ProxyPool:
         the internet behind it was replaced meanwhile. True if kept.
         """
         w.runs += 1
-        asked = time.time()
-        if w.runs < PROXY_RUNS:
+        keep = w.runs < PROXY_RUNS and running(w.container)
+        if keep:
+            asked = time.time()
             poke(w.container)  # a self-check now, not at the end of its interval
-        keep = w.runs < PROXY_RUNS and running(w.container) and beat_after(w.workdir.sub("out"), asked - 1.0, timeout=0.5)
+            keep = beat_after(w.workdir.sub("out"), asked - 1.0, timeout=0.5)
         if keep:
             w.hand_over([], [])
             with self._lock:
