@@ -61,7 +61,7 @@ from grader.backends.runlogs import close_run, open_run
 from grader.backends.runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, read_runner_output, run_with_retries, runner_config, world_ports
 
 __all__ = [
-    "SrtBackend", "SrtUnavailable", "loopback_entries", "rebase_settings", "srt_cli", "srt_problem", "srt_version", "sweep",
+    "SrtBackend", "SrtUnavailable", "free_ports", "loopback_entries", "rebase_settings", "srt_cli", "srt_problem", "srt_version", "sweep",
 ]
 
 PACKAGE = "@anthropic-ai/sandbox-runtime"
@@ -183,7 +183,7 @@ def _host_addresses() -> list[str]:
     return [a for a in dict.fromkeys(found) if not a.startswith("127.")]
 
 
-def _free_ports(count: int) -> list[int]:
+def free_ports(count: int) -> list[int]:
     """Ports free for TCP and UDP on loopback, held together so none is picked twice."""
     held: list[socket.socket] = []
     ports: list[int] = []
@@ -306,7 +306,7 @@ class _Run:
                     before.pop(m.source, None)
             listener = HostListener()
             raw_world = self.plan.world.raw_ports
-            dns, http, https, proxy_port, *raw_here = _free_ports(4 + len(raw_world))
+            dns, http, https, proxy_port, *raw_here = free_ports(4 + len(raw_world))
             raw = RawPorts(tuple(zip(raw_world, raw_here)))  # each raw port of the attacker's, on a free loopback port
             internet, parent = self._start_services(dns, http, https, raw, proxy_port)
             # everything reaches this run's internet from loopback (srt's proxy runs on the host): the run claims it

@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, Valida
 
 from grader.core.domains import operator_domain, server_of
 from grader.core.errors import Problem, WorldError, field_problem, json_pointer, plain_problem
+from grader.core.jsonfile import json_problem
 from grader.core.paths import covers
 
 __all__ = ["LOOT_ROLES", "ROLES", "Host", "Role", "World", "WorldDir", "WorldFile", "load_world", "parse_world", "read_world"]
@@ -457,7 +458,7 @@ def read_world(text: str, source: str = _SOURCE) -> World:
     try:
         data = json.loads(text, object_pairs_hook=_reject_duplicates)
     except json.JSONDecodeError as exc:
-        raise WorldError(source, [Problem("/", f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}).")]) from None
+        raise WorldError(source, [Problem("/", f"{json_problem(exc)}.")]) from None
     except ValueError as exc:
         raise WorldError(source, [Problem("/", f"{exc}.")]) from None
     return parse_world(data, source)

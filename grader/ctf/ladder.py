@@ -51,6 +51,7 @@ from grader.backends.base import Backend
 from grader.core.access import access_for
 from grader.core.errors import BackendError, LevelError, PolicyError, Problem, field_problem, json_pointer
 from grader.core.execution import Execution, Job, sightings, signature
+from grader.core.jsonfile import json_problem
 from grader.ctf.diagnosis import Finding, diagnose
 from grader.core.outcomes import SinkHit
 from grader.core.paths import covers
@@ -513,8 +514,8 @@ def _from_files(files: dict[str, str]) -> tuple[Level, ...]:
             raise LevelError(f'{source}: a level file is named NN-id.json, e.g. "02-naive-gist.json"')
         try:
             data = json.loads(files[name])
-        except ValueError as exc:
-            raise LevelError(f"{source} is not valid JSON ({exc})") from None
+        except json.JSONDecodeError as exc:
+            raise LevelError(f"{source}: {json_problem(exc)}") from None
         lvl = parse_level(data, source)
         if (lvl.number, lvl.id) != (int(m.group(1)), m.group(2)):
             raise LevelError(f"{source} describes level {lvl.number} {lvl.id!r}; the file name and the level must agree "

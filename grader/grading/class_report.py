@@ -56,6 +56,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from grader.core.analyzer import predict
 from grader.core.errors import SandboxLabError, json_pointer
+from grader.core.jsonfile import JsonFileError, read_json_file
 from grader.core.policy import load_policy
 from grader.core.world import World, load_world
 
@@ -125,11 +126,9 @@ class _Book(BaseModel):
 def load_gradebook(path: Path) -> _Book:
     """``gradebook.json`` parsed strictly; ``ClassReportError`` names every JSON path that is wrong."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ClassReportError(str(path), [f"cannot be read: {exc.strerror or exc}"]) from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ClassReportError(str(path), [f"invalid JSON: {str(exc).splitlines()[0]}"]) from None
+        data = read_json_file(path)
+    except JsonFileError as exc:
+        raise ClassReportError(str(path), [str(exc)]) from None
     return parse_gradebook(data, str(path))
 
 

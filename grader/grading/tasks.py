@@ -40,6 +40,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from grader.core.domains import normalize_pattern
 from grader.core.errors import PolicyError, TaskError
+from grader.core.jsonfile import json_problem
 from grader.core.needs import Axis, HostNeed, Needs
 from grader.core.paths import covers, normalize_path
 from grader.core.policy import load_policy
@@ -379,8 +380,8 @@ def load_task(task_id: str, world: Optional[World] = None) -> Task:
     source = f"grader/tasks/{task_id}.json"
     try:
         data = json.loads(files[task_id])
-    except ValueError as exc:
-        raise TaskError(f"{source} is not JSON: {exc}") from None
+    except json.JSONDecodeError as exc:
+        raise TaskError(f"{source}: {json_problem(exc)}") from None
     task = _task_from(data, source, world if world is not None else load_world())
     if task.id != task_id:
         raise TaskError(f"{source} describes task {task.id!r}; the file name and the id must agree")

@@ -25,6 +25,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from grader.core.jsonfile import json_problem
 from grader.core.version import __version__
 from grader.hosted.jobs import JobStore, open_redis
 from grader.hosted.kinds import check_body
@@ -62,7 +63,7 @@ def parse_body(raw: bytes) -> Any:
     try:
         return json.loads(text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant)
     except json.JSONDecodeError as exc:
-        raise invalid([("$", f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}).")]) from None
+        raise invalid([("$", f"{json_problem(exc)}.")]) from None
     except RecursionError:
         raise invalid([("$", "nested too deep to be a policy.")]) from None
     except ValueError as exc:

@@ -20,7 +20,7 @@ the file on every request, so the next request with it is a 401, and its name
 Redis. It is a hash of the stored hash, so it says nothing of the token, and
 ids are unique in a file (checked when issuing and when reading).
 
-Imports nothing of the package.
+Imports only the package's JSON file reader.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Iterator, Optional
+
+from grader.core.jsonfile import JsonFileError, JsonFileMissing, read_json_file
 
 __all__ = ["DEFAULT_JOBS", "DEFAULT_RATE", "Token", "TokenError", "find_token", "issue_token", "parse_rate", "read_tokens",
            "revoke_token"]
@@ -102,15 +104,11 @@ def _token_from(entry: Any, where: str) -> Token:
 def read_tokens(path: Path) -> tuple[Token, ...]:
     """Every token in ``path``; a missing file is no tokens (nothing issued yet), a broken one a ``TokenError``."""
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        data = read_json_file(path)
+    except JsonFileMissing:
         return ()
-    except OSError as exc:
-        raise TokenError(f"{path}: cannot be read ({exc.strerror})") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TokenError(f"{path}: not valid JSON ({exc.msg})") from None
+    except JsonFileError as exc:
+        raise TokenError(f"{path}: {exc}") from None
     if not isinstance(data, dict) or set(data) != {"tokens"} or not isinstance(data["tokens"], list):
         raise TokenError(f'{path}: not a token file (expected {{"tokens": [...]}})')
     tokens = tuple(_token_from(e, f"{path}: tokens[{i}]") for i, e in enumerate(data["tokens"]))

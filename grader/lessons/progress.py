@@ -72,6 +72,7 @@ from typing import Annotated, Any, Literal, Mapping, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grader.core.errors import Problem, SandboxLabError, field_problem, json_pointer
+from grader.core.jsonfile import JsonFileError, JsonFileMissing, read_json_file
 from grader.lessons.progress_sync import ProgressService, SyncFailed, service_from_env
 from grader.lessons.route import load_route
 
@@ -335,15 +336,11 @@ def _load(path: Optional[PathLike]) -> tuple[Progress, Optional[ProgressService]
 
 def _load_file(p: Path) -> Progress:
     try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
+        data = read_json_file(p)
+    except JsonFileMissing:
         return Progress(p, {})
-    except OSError as exc:
-        raise ProgressError(f"{p}: cannot be read ({exc.strerror}).") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ProgressError(f"{p}: not valid JSON ({exc.msg}, line {exc.lineno}). Fix or delete the file.") from None
+    except JsonFileError as exc:
+        raise ProgressError(f"{p}: {exc}. Fix or delete the file.") from None
     return _parse(p, data)
 
 

@@ -55,6 +55,7 @@ from typing import Any, Iterable, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from grader.core.errors import PolicyError, Problem, SandboxLabError, field_problem, json_pointer
+from grader.core.jsonfile import json_problem
 from grader.core.policy import parse_policy
 from grader.core.probes import PROBES
 from grader.lessons.progress import LESSONS
@@ -348,7 +349,7 @@ def _read(text: str, source: str) -> tuple[Question, ...]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise QuestionBankError(source, [Problem("/", f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno}).")]) from None
+        raise QuestionBankError(source, [Problem("/", f"{json_problem(exc)}.")]) from None
     return parse_questions(data, source)
 
 

@@ -17,19 +17,14 @@ even when a step fails.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from labdriver import CHROMIUM, CHROMIUM_ARGS, ROOT, RUN_ALL_MS, SERVER_START_S, free_port, lab_settings, require_browser, stop
+from labdriver import ROOT, RUN_ALL_MS, chromium, jupyterlab, require_browser
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.slow]
 
@@ -49,71 +44,22 @@ PROBE_MS = 120_000
 
 @pytest.fixture()
 def lab(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
-    """JupyterLab on a free localhost port, rooted in a copy of lessons/; yields the lesson's URL
-    (``LESSON``, or the one an indirect parametrization names)."""
+    """JupyterLab on a free localhost port, rooted in a copy of lessons/, on the Docker backend (the real
+    thing: a missing engine fails loudly); yields the lesson's URL (``LESSON``, or the one an indirect
+    parametrization names)."""
     require_browser()
-    lesson = getattr(request, "param", LESSON)
     root = tmp_path / "lessons"
     shutil.copytree(ROOT / "lessons", root)
-    home = tmp_path / "home"
-    home.mkdir()
-    lab_settings(tmp_path / "lab-settings")
-    port, token = free_port(), f"sl-{os.getpid()}-{time.monotonic_ns()}"
-    env = dict(os.environ)
-    env.update(
-        SANDBOX_LAB_BACKEND="docker",  # the real thing: fail loudly rather than fall back to predictions
-        SANDBOX_LAB_PROGRESS=str(home / "progress.json"),
-        JUPYTER_CONFIG_DIR=str(tmp_path / "jupyter-config"),
-        JUPYTER_RUNTIME_DIR=str(tmp_path / "jupyter-runtime"),
-        JUPYTERLAB_WORKSPACES_DIR=str(tmp_path / "lab-workspaces"),
-        PYTHONUNBUFFERED="1",
-    )
-    log = (tmp_path / "jupyter.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1", f"--port={port}",
-         "--port-retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={root}",
-         f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}",
-         f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}",
-         "--ServerApp.open_browser=False"],
-        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    try:
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"JupyterLab exited with {proc.returncode}:\n{(tmp_path / 'jupyter.log').read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"JupyterLab did not answer in {SERVER_START_S} s:\n{(tmp_path / 'jupyter.log').read_text()[-3000:]}")
-            time.sleep(0.5)
-        yield f"{base}/lab/tree/{lesson}?token={token}"
-    finally:
-        stop(proc)
-        log.close()
+    with jupyterlab(root, tmp_path, learner=False, backend="docker") as running:
+        yield running.url(getattr(request, "param", LESSON))
 
 
 @pytest.fixture()
 def page(tmp_path: Path) -> Iterator[Any]:
     """A headless Chromium page (Debian's browser, fresh profile); closed even when the test fails."""
     require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            str(tmp_path / "chromium-profile"), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
-            viewport={"width": 1400, "height": 1000},
-        )
-        try:
-            context.set_default_timeout(60_000)
-            yield context.pages[0] if context.pages else context.new_page()
-        finally:
-            context.close()
+    with chromium(tmp_path / "chromium-profile") as context:
+        yield context.pages[0] if context.pages else context.new_page()
 
 
 def _shot(page: Any, step: str) -> None:

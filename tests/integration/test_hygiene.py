@@ -23,26 +23,11 @@ import pytest
 from grader import load_policy
 from grader.backends import runs
 from grader.core.plan import build_plan
+from owned import dead_pid, stamped_dir
 
 pytestmark = pytest.mark.docker
 
 FOREIGN = "another-boot/4:4026532999"  # a grader in another container or machine on the same engine
-
-
-def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
-def _owner_dir(root: Path, name: str, pid: int, ns: Optional[str]) -> Path:
-    d = root / name
-    d.mkdir(parents=True)
-    record: dict[str, Any] = {"pid": pid, "run": name}
-    if ns is not None:
-        record["ns"] = ns
-    (d / "owner.json").write_text(json.dumps(record))
-    return d
 
 
 def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
@@ -56,7 +41,7 @@ def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(root))
     monkeypatch.delenv(runs.SWEEP_ENV, raising=False)
     images = ensure_images(docker_client, lambda s: None)
-    here, dead, tag = runs.namespace(), _dead_pid(), secrets.token_hex(3)
+    here, dead, tag = runs.namespace(), dead_pid(), secrets.token_hex(3)
 
     def labels(pid: int, ns: Optional[str]) -> dict[str, str]:
         return {LABEL: f"sl-hyg-{tag}", LABEL_PID: str(pid), **({LABEL_NS: ns} if ns is not None else {})}
@@ -71,7 +56,7 @@ def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
             containers[who] = c
         for who in ("dead", "live"):  # networks are scarce on a shared engine: two
             networks[who] = create_network(docker_client, f"sl-hyg-{tag}-{who}", labels(*owners[who]))
-        dirs = {who: _owner_dir(root, f"sl-hyg-{tag}-{who}", pid, ns) for who, (pid, ns) in owners.items()}
+        dirs = {who: stamped_dir(root, f"sl-hyg-{tag}-{who}", pid, ns) for who, (pid, ns) in owners.items()}
 
         backend = DockerBackend(docker_client, images, shared_idle=0)
         try:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from grader.backends.docker.lease import DEFAULT_IDLE, IDLE_ENV, HubDir, hub_dir, idle_seconds, process_alive
+from owned import dead_pid
 
 
 @pytest.fixture()
@@ -19,12 +20,6 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> HubDir:
     h = hub_dir("services:abc", "{}")
     h.make()
     return h
-
-
-def _dead_pid() -> int:
-    p = subprocess.Popen([sys.executable, "-c", "pass"])
-    p.wait()
-    return p.pid
 
 
 def test_the_idle_period_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -49,10 +44,10 @@ def test_a_hub_is_shared_only_for_the_same_image_world_and_runs_root(tmp_path: P
 
 def test_a_keeper_is_recognised_by_its_pid_and_its_hub_name(hub: HubDir) -> None:
     assert process_alive(os.getpid())
-    assert not process_alive(_dead_pid())
+    assert not process_alive(dead_pid())
     assert not process_alive(0)
     assert not process_alive(os.getpid(), "sl-hub-not-in-my-command-line")  # a recycled pid is not the keeper
-    hub.set_keeper(_dead_pid())
+    hub.set_keeper(dead_pid())
     assert not hub.keeper_alive()
 
 
@@ -80,7 +75,7 @@ def test_a_lease_holds_while_its_grader_lives_and_for_the_idle_period_after(hub:
 
 
 def test_a_dead_graders_lease_lapses_after_the_idle_period(hub: HubDir) -> None:
-    hub.lease(_dead_pid())  # killed while holding it
+    hub.lease(dead_pid())  # killed while holding it
     assert hub.holds(idle=60)
     assert not hub.holds(idle=60, now=1e12)
 

@@ -30,6 +30,7 @@ from grader.core.outcomes import RunResult
 from grader.core.plan import build_plan
 from grader.core.records import RawPorts
 from grader.core.scope import SCAN_IDS
+from owned import dead_pid, stamped_dir
 
 BACKENDS = Path(runs.__file__).resolve().parent
 
@@ -39,12 +40,6 @@ def _runs_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     root = tmp_path / "runs"
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(root))
     return root
-
-
-def _dead_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
 
 
 def _owned_by(root: Path, name: str, pid: Optional[int]) -> Path:
@@ -272,7 +267,7 @@ def stand_ins(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, runs.
 def test_cleanup_walks_every_registered_cleaner_in_order_then_removes_stale_directories(
     _runs_root: Path, stand_ins: list[tuple[str, runs.Scope]]
 ) -> None:
-    dead = _owned_by(_runs_root, "srt-dead", _dead_pid())
+    dead = _owned_by(_runs_root, "srt-dead", dead_pid())
     alive = _owned_by(_runs_root, "sl-alive", os.getpid())
     unowned = _owned_by(_runs_root, "sl-being-made", None)
     engine = object()
@@ -314,7 +309,7 @@ def test_every_real_backend_is_registered_with_a_sweep() -> None:
 
 
 def test_a_scope_keeps_what_a_live_grader_owns() -> None:
-    assert not runs.Scope().gone(os.getpid()) and runs.Scope().gone(_dead_pid())
+    assert not runs.Scope().gone(os.getpid()) and runs.Scope().gone(dead_pid())
     assert runs.Scope(everything=True).gone(os.getpid())
 
 
@@ -489,26 +484,16 @@ def _check_private(home: Path, grader_uid: int, other_uid: int) -> None:
 # --- the sweep at every run's start ---------------------------------------------------
 
 
-def _stamped(root: Path, name: str, pid: int, ns: Optional[str]) -> Path:
-    d = root / name
-    d.mkdir(parents=True)
-    record: dict[str, Any] = {"pid": pid, "run": name}
-    if ns is not None:
-        record["ns"] = ns
-    (d / "owner.json").write_text(json.dumps(record))
-    return d
-
-
 def test_a_run_start_sweeps_dead_graders_directories_and_keeps_everyone_elses(
     _runs_root: Path, stand_ins: list[tuple[str, runs.Scope]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Finding 6: leftovers of a killed grader were swept only by an explicit `cleanup`, never by the next run."""
     monkeypatch.delenv(runs.SWEEP_ENV, raising=False)
-    here, dead = runs.namespace(), _dead_pid()
-    gone = _stamped(_runs_root, "sl-dead", dead, here)
-    live = _stamped(_runs_root, "sl-live", os.getpid(), here)
-    foreign = _stamped(_runs_root, "sl-other-container", dead, "another-boot/4:4026532000")  # its pid means nothing here
-    old = _stamped(_runs_root, "sl-before-stamps", dead, None)  # made before stamps: only an explicit cleanup judges it
+    here, dead = runs.namespace(), dead_pid()
+    gone = stamped_dir(_runs_root, "sl-dead", dead, here)
+    live = stamped_dir(_runs_root, "sl-live", os.getpid(), here)
+    foreign = stamped_dir(_runs_root, "sl-other-container", dead, "another-boot/4:4026532000")  # its pid means nothing here
+    old = stamped_dir(_runs_root, "sl-before-stamps", dead, None)  # made before stamps: only an explicit cleanup judges it
     engine = object()
     runs.RunDir.create("sl-new", engine=engine)
     record = runs.swept()
@@ -558,7 +543,7 @@ def test_the_sweep_leaves_directories_alone_while_a_hub_is_being_decided_and_sur
     from grader.backends.docker.lease import hub_dir
 
     monkeypatch.delenv(runs.SWEEP_ENV, raising=False)
-    gone = _stamped(_runs_root, "sl-dead", _dead_pid(), runs.namespace())
+    gone = stamped_dir(_runs_root, "sl-dead", dead_pid(), runs.namespace())
     hub = hub_dir("services:1", "{}")
     with hub.lock():  # a grader adopting, starting or retiring a hub
         assert runs.cleanup(automatic=True) == ["thing of _first", "thing of _second"]

@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 
+from grader.backends.srt import free_ports
 from grader.services import common, http1, nameserver, proxy, wire
 import fakewire
 
@@ -62,29 +63,6 @@ def _world(dns: int, http: int, https: int, tcp: int, operators: list[str] | Non
             "operators": operators or [], "catch_all": catch_all}
 
 
-def _free_ports(count: int) -> list[int]:
-    """Ports free for both TCP and UDP, held open together so none is picked twice."""
-    held: list[socket.socket] = []
-    ports: list[int] = []
-    try:
-        while len(ports) < count:
-            tcp = socket.socket()
-            held.append(tcp)
-            tcp.bind((LOCALHOST, 0))
-            port = tcp.getsockname()[1]
-            udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            held.append(udp)
-            try:
-                udp.bind((LOCALHOST, port))
-            except OSError:
-                continue
-            ports.append(port)
-    finally:
-        for sock in held:
-            sock.close()
-    return ports
-
-
 def _start(script: str, config: dict[str, Any], opt: Path, out_dir: Path) -> subprocess.Popen[bytes]:
     config_path = opt.parent / f"{script}.json"
     config_path.write_text(json.dumps(config))
@@ -121,7 +99,7 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     for name in ("internet.py", "proxy.py", "common.py", "http1.py", "nameserver.py", "tls.py", "wire.py"):
         shutil.copy(SERVICES / name, opt / name)
     shutil.copy(SERVICES.parent / "core" / "domains.py", opt / "domains.py")
-    dns, http, https, tcp, proxy_port = _free_ports(5)
+    dns, http, https, tcp, proxy_port = free_ports(5)
     world = Services(root / "internet", root / "proxy", uuid.uuid4().hex, dns, http, https, tcp, proxy_port)
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -560,7 +538,7 @@ def test_a_warm_proxy_fails_closed_until_its_policy_file_arrives(services: Servi
     opt = services.proxy_out.parent / "opt"
     out = tmp_path / "warm"
     policy = tmp_path / "policy.json"
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     config = {"allowed": [], "policy_file": str(policy), "listen_port": port, "bind": LOCALHOST,
               "dns_server": LOCALHOST, "dns_port": services.dns, "out_dir": str(out),
               "world": _world(services.dns, services.http, services.https, services.tcp)}  # fmt: skip
@@ -586,7 +564,7 @@ def parent_proxy(services: Services, tmp_path: Path) -> Iterator[tuple[int, Path
     """The proxy as the srt backend runs it: every name passes, each port goes to its sink's loopback port."""
     opt = services.proxy_out.parent / "opt"
     out = tmp_path / "parent"
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     config = {"allowed": [], "any_host": True, "listen_port": port, "bind": LOCALHOST,
               "dns_server": LOCALHOST, "dns_port": services.dns, "out_dir": str(out),
               "upstream_ports": {"80": services.http, "443": services.https, "4444": services.tcp},
@@ -717,7 +695,7 @@ def fail_closed(services: Services, tmp_path_factory: pytest.TempPathFactory) ->
     root = tmp_path_factory.mktemp("fail-closed")
     opt = root / "opt"
     shutil.copytree(services.proxy_out.parent / "opt", opt)
-    dns, http, https, tcp, proxy_port = _free_ports(5)
+    dns, http, https, tcp, proxy_port = free_ports(5)
     world = Services(root / "internet", root / "proxy", uuid.uuid4().hex, dns, http, https, tcp, proxy_port)
     procs: list[subprocess.Popen[bytes]] = []
     try:
@@ -862,7 +840,7 @@ def test_the_proxy_dials_nothing_but_the_simulated_internet(fail_closed: Service
             liar.sendto(nameserver.build_response(query, addresses=["127.0.0.2"]), peer)
 
         threading.Thread(target=answer, daemon=True).start()
-        (port,) = _free_ports(1)
+        (port,) = free_ports(1)
         out = tmp_path / "proxy"
         # no world (as the exported script runs it): the dial guard alone must hold
         proc = _start("proxy.py", {"allowed": ["webhook.site"], "listen_port": port, "bind": LOCALHOST, "world": None,
@@ -1040,7 +1018,7 @@ def test_a_direct_connection_carries_no_name_and_is_served_as_before(services: S
 def test_a_service_without_the_worlds_ports_does_not_start(services: Services, tmp_path: Path, script: str,
                                                            change: Callable[[dict[str, Any]], Any], says: str) -> None:
     """Fail closed at start: a config that forgot the ports is never read as "every host serves every port"."""
-    dns, http, https, tcp, port = _free_ports(5)
+    dns, http, https, tcp, port = free_ports(5)
     config: dict[str, Any] = {
         "hosts": HOSTS, "wildcard_zones": ["attacker.example"], "address": LOCALHOST, "bind": LOCALHOST,
         "dns_port": dns, "http_port": http, "https_port": https, "tcp_ports": [tcp], "nonce": "n",
@@ -1069,7 +1047,7 @@ def test_the_srt_backends_services_serve_the_worlds_ports_on_their_loopback_port
 
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
     run = srt._Run(build_plan(load_policy({"network": {"allowedDomains": ["pypi.org"]}})), "")
-    dns, http, https, port, *raw_here = srt._free_ports(4 + len(run.plan.world.raw_ports))
+    dns, http, https, port, *raw_here = free_ports(4 + len(run.plan.world.raw_ports))
     raw = RawPorts(tuple(zip(run.plan.world.raw_ports, raw_here)))
     tcp = raw.at(4444)
     try:

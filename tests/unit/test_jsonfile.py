@@ -1,0 +1,50 @@
+"""One wording for a JSON file that is missing, unreadable or broken (``grader/core/jsonfile.py``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from grader.core.jsonfile import JsonFileError, JsonFileMissing, json_problem, read_json_file
+
+
+def test_a_file_is_read_as_its_json_value_even_when_that_value_is_null(tmp_path: Path) -> None:
+    (tmp_path / "a.json").write_text('{"tokens": []}', encoding="utf-8")
+    (tmp_path / "null.json").write_text("null", encoding="utf-8")
+    assert read_json_file(tmp_path / "a.json") == {"tokens": []}
+    assert read_json_file(tmp_path / "null.json") is None  # a file holding null is not a missing file
+
+
+@pytest.mark.parametrize(
+    ("make", "error", "reason"),
+    [
+        (lambda p: None, JsonFileMissing, "there is no such file"),
+        (lambda p: p.mkdir(), JsonFileError, "cannot be read (Is a directory)"),
+        (lambda p: p.write_bytes(b'{"a": "\xff"}'), JsonFileError, "not UTF-8 text (byte 7)"),
+        (lambda p: p.write_text("{not json"), JsonFileError,
+         "not valid JSON (Expecting property name enclosed in double quotes, line 1 column 2)"),
+        (lambda p: p.write_text('{"a": 1,\n  }'), JsonFileError,
+         "not valid JSON (Expecting property name enclosed in double quotes, line 2 column 3)"),
+        (lambda p: p.write_text(""), JsonFileError, "not valid JSON (Expecting value, line 1 column 1)"),
+    ],
+    ids=["missing", "a-directory", "not-utf8", "syntax", "syntax-line-2", "empty"],
+)
+def test_each_way_a_file_can_be_unusable_has_its_own_reason(
+    tmp_path: Path, make: Callable[[Path], object], error: type[JsonFileError], reason: str
+) -> None:
+    path = tmp_path / "f.json"
+    make(path)
+    with pytest.raises(error) as info:
+        read_json_file(path)
+    assert str(info.value) == reason
+    # a missing file is an error a caller must choose to treat as empty; an unusable one is never missing
+    assert isinstance(info.value, JsonFileMissing) == (error is JsonFileMissing)
+
+
+def test_the_wording_of_a_syntax_error_names_line_and_column() -> None:
+    with pytest.raises(json.JSONDecodeError) as info:
+        json.loads('[1,\n 2,,]')
+    assert json_problem(info.value) == "not valid JSON (Expecting value, line 2 column 4)"
