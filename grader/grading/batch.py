@@ -38,7 +38,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Literal, Optional, Union
+from typing import IO, Any, Callable, Iterator, Literal, Optional, Union
 
 from grader.core import version
 from grader.backends.base import Backend
@@ -255,8 +255,21 @@ def _from_dir(folder: Path) -> list[Submission]:
 
 
 def _from_csv(path: Path) -> list[Submission]:
-    text = path.read_text(encoding="utf-8-sig")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SandboxLabError(f"{path}: byte {exc.start} is not UTF-8; save the file as UTF-8 (a spreadsheet's "
+                              "\"CSV UTF-8\") and run again") from None
+    except OSError as exc:
+        raise SandboxLabError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     reader = csv.reader(io.StringIO(text))
+    try:
+        return _csv_rows(path, reader)
+    except csv.Error as exc:  # a NUL byte, a field over the csv module's limit (128 KiB), a stray quote in strict mode
+        raise SandboxLabError(f"{path}: line {reader.line_num} is not a CSV line ({exc}); no submission was graded") from None
+
+
+def _csv_rows(path: Path, reader: Iterator[list[str]]) -> list[Submission]:
     header = [h.strip().lower() for h in next(reader, [])]
     if len(header) < 2 or header[0] != "student" or header[1] not in ("policy_path", "policy_json"):
         raise SandboxLabError(

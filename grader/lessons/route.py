@@ -111,6 +111,8 @@ def load_route(path: Optional[Path] = None) -> Route:
     p = path or ROUTE_FILE
     try:
         text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise RouteError(f"{p}: byte {exc.start} is not UTF-8.") from None
     except OSError as exc:
         raise RouteError(f"{p}: cannot be read ({exc.strerror}).") from None
     try:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.cli import main as cli
 from grader.backends.static import StaticBackend
 from grader.grading.batch import ProgressBar, grade_batch, read_submissions
 from grader.core.errors import BackendError, SandboxLabError
@@ -172,6 +173,29 @@ def test_csv_inputs(tmp_path: Path) -> None:
         read_submissions(bad)
     with pytest.raises(SandboxLabError, match="no such"):
         read_submissions(tmp_path / "nothing-here")
+
+
+@pytest.mark.parametrize(
+    ("raw", "says"),
+    [
+        (b'student,policy_json\nJos\xe9,"{}"\n', "byte 23 is not UTF-8; save the file as UTF-8"),  # a spreadsheet's Latin-1 export
+        (b'student,policy_json\nann,"' + b"x" * 200_000 + b'"\n', "line 2 is not a CSV line (field larger than field limit"),
+    ],
+    ids=["latin-1", "field-over-the-csv-limit"],
+)
+def test_a_csv_that_cannot_be_read_is_an_error_naming_the_file_never_an_internal_error(
+    tmp_path: Path, raw: bytes, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    subs = tmp_path / "subs.csv"
+    subs.write_bytes(raw)
+    with pytest.raises(SandboxLabError) as info:
+        read_submissions(subs)
+    assert str(info.value).startswith(f"{subs}: {says}"), info.value
+    # through the command: exit 2 with the reason, never "internal error" (exit 4, before)
+    code = cli.main(["grade-batch", "--task", TASK.id, str(subs), "--out", str(tmp_path / "out"), "--backend", "static"])
+    err = capsys.readouterr().err
+    assert code == 2 and says in err and "internal error" not in err, err
+    assert not (tmp_path / "out" / "gradebook.csv").exists()  # nothing graded from half a file
 
 
 def _many(folder: Path, n: int) -> Path:

@@ -73,6 +73,15 @@ def test_the_learner_seed_is_made_once_and_kept(_progress_file: Path) -> None:
     assert learner_seed() != seed  # a reset starts a new order (2**-64 chance of the same)
 
 
+def test_a_progress_file_that_is_not_utf8_is_reported_not_a_traceback_nor_overwritten(_progress_file: Path) -> None:
+    _progress_file.write_bytes(b'{"done": {"\xff": 1}}')
+    with pytest.raises(ProgressError, match=r"not UTF-8 text \(byte 11\)\. Fix or delete the file\."):
+        load_progress()  # a UnicodeDecodeError escaped before
+    with pytest.raises(ProgressError, match="not UTF-8"):
+        mark_done("l01-why-sandbox")
+    assert _progress_file.read_bytes() == b'{"done": {"\xff": 1}}'
+
+
 def test_corrupt_progress_file_is_reported_not_overwritten(_progress_file: Path) -> None:
     _progress_file.write_text("{not json")
     with pytest.raises(ProgressError, match="not valid JSON"):

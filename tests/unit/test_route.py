@@ -104,6 +104,15 @@ def test_a_broken_route_names_the_place(tmp_path: Path, change, pointer: str) ->
         load_route(path)
 
 
+def test_a_route_file_that_is_not_utf8_or_not_a_file_is_a_route_error(tmp_path: Path) -> None:
+    latin = tmp_path / "route.json"
+    latin.write_bytes(b'{"how": "caf\xe9"}')
+    with pytest.raises(RouteError, match=re.escape(f"{latin}: byte 12 is not UTF-8.")):
+        load_route(latin)  # a UnicodeDecodeError escaped before
+    with pytest.raises(RouteError, match="cannot be read"):
+        load_route(tmp_path)
+
+
 def test_the_script_counts_prose_without_solutions_and_each_exercise() -> None:
     import nbformat
     from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import stat
 import time
 from pathlib import Path
@@ -50,6 +51,19 @@ def test_a_broken_token_file_is_an_error_never_no_tokens(tmp_path: Path, text: s
     path = tmp_path / "tokens.json"
     path.write_text(text)
     with pytest.raises(TokenError):
+        read_tokens(path)
+
+
+@pytest.mark.parametrize(("raw", "reason"), [(b'{"tokens": ["\xff"]}', "not UTF-8 text (byte 13)"), (None, "cannot be read (Is a directory)")])
+def test_a_token_file_that_is_not_text_or_not_a_file_is_a_token_error_not_a_traceback(
+    tmp_path: Path, raw: bytes | None, reason: str
+) -> None:
+    path = tmp_path / "tokens.json"
+    if raw is None:
+        path.mkdir()
+    else:
+        path.write_bytes(raw)
+    with pytest.raises(TokenError, match=re.escape(f"{path}: {reason}")):  # a UnicodeDecodeError escaped before
         read_tokens(path)
 
 
