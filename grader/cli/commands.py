@@ -21,7 +21,9 @@ from typing import Any, Optional, TextIO
 
 from grader.core.analyzer import lint, predict
 from grader.cli.core import EXIT_BACKEND, EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, given, one_line, pick_backend, progress_to
+from grader.core.capped import TooLarge, read_capped
 from grader.core.errors import PolicyError
+from grader.core.execution import MAX_CODE_BYTES
 from grader.core.policy import Policy, load_policy, policy_schema
 from grader.grading.report import render_check, render_json, render_text, result_json, summary
 from grader.realtools.srt_notes import srt_differences
@@ -352,7 +354,9 @@ def _read_attack(path: str) -> str:
     """The attack's source text; a missing, unreadable or binary file is a usage error (exit 2), never a traceback."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = read_capped(p, MAX_CODE_BYTES)
+    except TooLarge:
+        raise UsageError(f"{path}: is larger than {MAX_CODE_BYTES // 1024} KiB; an attack is a short script.") from None
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file. Write your attack in a Python file, e.g. attack.py, and pass its path.") from None
     except IsADirectoryError:

@@ -224,7 +224,8 @@ COMMANDS: tuple[Command, ...] = (
         "grade-batch", "grade a class's submissions into a gradebook", _body("run_grade_batch"), _grade_batch_args,
         "Grade every submission (a directory with one policy file per student, or a CSV with "
         "student,policy_path or student,policy_json) and write gradebook.csv and gradebook.json. Identical "
-        "policies are graded once; a broken submission gets a row with its error. Finished rows are kept in "
+        "policies are graded once; a broken submission gets a row with its error (a link or a pipe too: only "
+        "regular files are read, links never followed). Finished rows are kept in "
         "OUT/journal.jsonl with what decided them (Sandbox Lab version, rubric, world, backend, policy): rerunning "
         "an interrupted batch resumes it, and a row is reused only when all of these are equal (--regrade reuses "
         "none). The summary names every student whose score changed. Exit 0 when the batch finished, "

@@ -10,7 +10,7 @@ A missing file is its own error (``JsonFileMissing``), never ``None``: a file
 holding ``null`` is not a missing file, and a caller that treats "missing" as
 "empty" (progress, tokens) says so by catching it.
 
-Imports nothing of the package.
+Imports only ``capped``, the bounded read.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["JsonFileError", "JsonFileMissing", "json_problem", "read_json_file"]
+from grader.core.capped import TooLarge, read_capped
+
+__all__ = ["MAX_BYTES", "JsonFileError", "JsonFileMissing", "json_problem", "read_json_file"]
 
 
 class JsonFileError(ValueError):
@@ -35,17 +37,29 @@ def json_problem(exc: json.JSONDecodeError) -> str:
     return f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
 
 
-def read_json_file(path: Path) -> Any:
-    """The JSON value in ``path`` (UTF-8); ``JsonFileMissing`` or ``JsonFileError`` with the reason otherwise."""
+# Far above any file read here (a class's gradebook is kilobytes a student), and a bound on what a path that
+# is a pipe or a device (/dev/zero) can make the reader hold.
+MAX_BYTES = 64 << 20
+
+
+def read_json_file(path: Path, max_bytes: int = MAX_BYTES) -> Any:
+    """The JSON value in ``path`` (UTF-8, at most ``max_bytes``); ``JsonFileMissing`` or ``JsonFileError`` with
+    the reason otherwise."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_capped(path, max_bytes)
     except FileNotFoundError:
         raise JsonFileMissing("there is no such file") from None
-    except UnicodeDecodeError as exc:
-        raise JsonFileError(f"not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
         raise JsonFileError(f"cannot be read ({exc.strerror or exc})") from None
+    except TooLarge as exc:
+        raise JsonFileError(str(exc)) from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonFileError(f"not UTF-8 text (byte {exc.start})") from None
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise JsonFileError(json_problem(exc)) from None
+    except RecursionError:  # thousands of nested brackets: the parser's stack, not a syntax error
+        raise JsonFileError("nested too deep to be read") from None

@@ -42,6 +42,7 @@ from typing import IO, Any, Callable, Iterator, Literal, Optional, Union
 
 from grader.core import version
 from grader.backends.base import Backend
+from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.errors import PolicyError, SandboxLabError
 from grader.core.policy import Policy, load_policy
 from grader.grading.grade import Grade, grade
@@ -237,10 +238,12 @@ def _atomic_write(path: Path, text: str) -> None:
 
 def _read(student: str, path: Path) -> Submission:
     try:
-        size = path.stat().st_size
-        if size > MAX_SUBMISSION_BYTES:
-            return Submission(student, str(path), None, f"{path.name} is {size:,} bytes; a policy is at most {MAX_SUBMISSION_BYTES:,}")
-        return Submission(student, str(path), path.read_bytes())
+        return Submission(student, str(path), read_regular(path, MAX_SUBMISSION_BYTES))
+    except NotRegular as exc:  # a link points into somebody else's files; a pipe would block the batch
+        return Submission(student, str(path), None, f"{path.name} is {exc.what}, not a policy file; grade-batch reads "
+                                                    "regular files only and never follows a link")
+    except TooLarge:
+        return Submission(student, str(path), None, f"{path.name} is over {MAX_SUBMISSION_BYTES:,} bytes; a policy is at most {MAX_SUBMISSION_BYTES:,}")
     except OSError as exc:
         return Submission(student, str(path), None, f"cannot read {path}: {exc.strerror or exc}")
 

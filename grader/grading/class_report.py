@@ -55,9 +55,10 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from grader.core.analyzer import predict
+from grader.core.capped import TooLarge, read_capped
 from grader.core.errors import SandboxLabError, json_pointer
 from grader.core.jsonfile import JsonFileError, read_json_file
-from grader.core.policy import load_policy
+from grader.core.policy import LIMITS, load_policy
 from grader.core.world import World, load_world
 
 __all__ = ["LESSONS", "WEAK", "ClassReport", "ClassReportError", "build_report", "load_gradebook", "parse_gradebook",
@@ -184,9 +185,11 @@ def _read_policy(row: _Row) -> tuple[Optional[bytes], str]:
     if not row.source or row.source.startswith("<"):
         return None, "no policy file recorded (inline CSV or no submission)"
     try:
-        data = Path(row.source).read_bytes()
+        data = read_capped(Path(row.source), LIMITS["file_bytes"])
     except OSError as exc:
         return None, f"{row.source}: cannot be read ({exc.strerror or exc})"
+    except TooLarge:
+        return None, f"{row.source}: larger than any policy graded ({LIMITS['file_bytes']:,} bytes at most)"
     if hashlib.sha256(data).hexdigest() != row.sha256:
         return None, f"{row.source}: changed since it was graded (SHA-256 differs)"
     return data, ""

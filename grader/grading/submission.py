@@ -45,9 +45,7 @@ Imports: nothing of the package but ``batch`` (its size limit); nbformat and nbg
 from __future__ import annotations
 
 import copy
-import errno
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
@@ -55,6 +53,7 @@ from typing import Any, Callable, Mapping, Optional
 import nbformat
 from nbformat import NotebookNode
 
+from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.grading.batch import MAX_SUBMISSION_BYTES
 
 __all__ = [
@@ -331,28 +330,19 @@ def read_policy_file(folder: Path, name: str = POLICY_FILE) -> tuple[Optional[st
     except OSError as exc:
         return None, f"the submission folder {folder} cannot be opened as a plain directory ({exc.strerror})"
     try:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dir_fd)
-        except FileNotFoundError:
-            return None, f"no {label} was submitted"
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                return None, f"{label} is a symbolic link; submit the file itself (links are never followed)"
-            return None, f"{label} could not be opened ({exc.strerror})"
-        try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                return None, f"{label} is not a regular file (a directory, a pipe or a device); submit the JSON file itself"
-            if st.st_size > MAX_SUBMISSION_BYTES:
-                return None, f"{label} is {st.st_size} bytes, over the {MAX_SUBMISSION_BYTES}-byte limit"
-            with os.fdopen(os.dup(fd), "rb") as fh:
-                data = fh.read(MAX_SUBMISSION_BYTES + 1)
-        finally:
-            os.close(fd)
+        data = read_regular(name, MAX_SUBMISSION_BYTES, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None, f"no {label} was submitted"
+    except NotRegular as exc:
+        if exc.what == "a symbolic link":
+            return None, f"{label} is a symbolic link; submit the file itself (links are never followed)"
+        return None, f"{label} is not a regular file ({exc.what}); submit the JSON file itself"
+    except TooLarge:
+        return None, f"{label} is over the {MAX_SUBMISSION_BYTES}-byte limit"
+    except OSError as exc:
+        return None, f"{label} could not be opened ({exc.strerror})"
     finally:
         os.close(dir_fd)
-    if len(data) > MAX_SUBMISSION_BYTES:
-        return None, f"{label} is over the {MAX_SUBMISSION_BYTES}-byte limit"
     try:
         return data.decode("utf-8"), ""
     except UnicodeDecodeError as exc:

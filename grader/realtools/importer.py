@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
+from grader.core.capped import TooLarge, read_capped
 from grader.core.errors import PolicyError, Problem, json_pointer
+from grader.core.jsonfile import json_problem
 from grader.core.paths import covers
 from grader.core.policy import LIMITS, Policy, load_policy
 from grader.core.world import World, load_world
@@ -215,15 +217,19 @@ def _read(source: Union[str, Path, dict[str, Any]], label: str) -> Any:
         return source
     path = Path(source)
     try:
-        raw = path.read_bytes()[: LIMITS["file_bytes"] + 1]
+        raw = read_capped(path, LIMITS["file_bytes"])
     except OSError as exc:
         raise PolicyError(label, [Problem("/", f"cannot be read: {exc.strerror or exc}.")]) from None
-    if len(raw) > LIMITS["file_bytes"]:
-        raise PolicyError(label, [Problem("/", "the file is larger than a settings file can be.")])
+    except TooLarge:
+        raise PolicyError(label, [Problem("/", f"the file is larger than {LIMITS['file_bytes']:,} bytes; a settings file is a few kilobytes.")]) from None
     try:
         return json.loads(raw.decode("utf-8-sig"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise PolicyError(label, [Problem("/", f"not JSON: {exc}.")]) from None
+    except UnicodeDecodeError as exc:
+        raise PolicyError(label, [Problem("/", f"byte {exc.start} is not UTF-8. Save the file as UTF-8.")]) from None
+    except json.JSONDecodeError as exc:
+        raise PolicyError(label, [Problem("/", f"{json_problem(exc)}.")]) from None
+    except RecursionError:  # thousands of nested brackets: the parser's stack, not a syntax error
+        raise PolicyError(label, [Problem("/", "nested too deep to be a settings file.")]) from None
 
 
 def import_settings(

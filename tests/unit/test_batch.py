@@ -19,6 +19,7 @@ from grader.core.errors import BackendError, SandboxLabError
 from grader.core.outcomes import RunResult
 from grader.core.plan import RunPlan
 from grader.grading.tasks import load_task
+from endless import OFFERED, endless_pipe
 from reference import solution_path
 
 TASK = load_task("fix-the-naive-setup")
@@ -68,7 +69,7 @@ def _class(folder: Path) -> Path:
     (folder / "fay.json").write_text(json.dumps({"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"allowedDomains": ["registry.npmjs.org"]}}))
     (folder / "gus.json").write_text('{"filesystem": {"allowWrite": [')  # broken JSON
     (folder / "hal.json").write_text('{"network": {"allowedDomains": ["*"]}}')  # valid JSON, invalid policy
-    (folder / "ivy.json").symlink_to(folder / "missing-target.json")  # unreadable
+    (folder / "ivy.json").symlink_to(folder / "missing-target.json")  # a link (dangling): never followed
     (folder / ".DS_Store").write_text("junk")  # not a submission
     (folder / "notes").mkdir()  # not a submission
     return folder
@@ -101,7 +102,7 @@ def test_broken_submissions_become_rows(tmp_path: Path) -> None:
     assert rows["gus"]["status"] == "invalid" and rows["gus"]["score"] == 0
     assert "invalid JSON" in str(rows["gus"]["feedback"])
     assert rows["hal"]["status"] == "invalid" and "/network/allowedDomains/0" in str(rows["hal"]["feedback"])
-    assert rows["ivy"]["status"] == "error" and "cannot read" in str(rows["ivy"]["feedback"])
+    assert rows["ivy"]["status"] == "error" and "ivy.json is a symbolic link" in str(rows["ivy"]["feedback"])
     assert rows["ada"]["status"] == "ok"
     assert book.counts() == {"ok": 6, "invalid": 2, "error": 1, "full_marks": 3}
 
@@ -196,6 +197,26 @@ def test_a_csv_that_cannot_be_read_is_an_error_naming_the_file_never_an_internal
     err = capsys.readouterr().err
     assert code == 2 and says in err and "internal error" not in err, err
     assert not (tmp_path / "out" / "gradebook.csv").exists()  # nothing graded from half a file
+
+
+def test_a_submission_that_is_a_pipe_a_device_or_a_link_is_an_error_row_and_never_read(tmp_path: Path) -> None:
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ann.json").write_text("{}")
+    # a JSON file of the grader's own that a link in a submission (an unpacked archive keeps links) points at
+    private = tmp_path / "instructor-only.json"
+    private.write_text('{"filesystem": {"allowRead": ["/the-instructors-secret"]}}')
+    (subs / "zed.json").symlink_to(private)
+    (subs / "dev.json").symlink_to("/dev/zero")
+    with endless_pipe(subs / "eve.json") as pipe:  # a FIFO's size says 0: a stat check lets it through
+        book = grade_batch(TASK, subs, Counting())
+        taken = pipe.taken()
+    rows = _rows(book)
+    assert rows["ann"]["status"] == "ok" and taken < OFFERED, (rows["ann"], taken)
+    assert "eve.json is a pipe or a device, not a policy file" in str(rows["eve"]["feedback"]), rows["eve"]
+    for student in ("zed", "dev"):
+        assert rows[student]["status"] == "error" and "is a symbolic link, not a policy file" in str(rows[student]["feedback"])
+    assert "the-instructors-secret" not in json.dumps(book.to_json())  # a link was followed before: its policy was graded
 
 
 def _many(folder: Path, n: int) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from endless import OFFERED, endless_pipe
 from grader.backends.static import StaticBackend
 from grader.cli import main as cli
 from grader.grading.batch import grade_batch
@@ -131,6 +132,19 @@ def test_a_policy_changed_since_grading_is_not_analysed(tmp_path: Path) -> None:
     report = build_report(load_gradebook(tmp_path / "out" / "gradebook.json"))
     assert report.leaks == [] and report.not_analysed[0]["student"] == "ana"
     assert "changed since it was graded" in report.not_analysed[0]["why"]
+
+
+def test_a_policy_file_that_became_a_pipe_is_not_analysed_and_not_read_whole(tmp_path: Path) -> None:
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ana.json").write_text(json.dumps(bench.NAIVE))
+    grade_batch(load_task(TASK), subs, StaticBackend(), out=tmp_path / "out")
+    (subs / "ana.json").unlink()
+    with endless_pipe(subs / "ana.json") as pipe:
+        report = build_report(load_gradebook(tmp_path / "out" / "gradebook.json"))
+        taken = pipe.taken()
+    assert report.not_analysed[0]["student"] == "ana" and taken < OFFERED, (report.not_analysed, taken)
+    assert "larger than any policy graded (1,000,000 bytes at most)" in report.not_analysed[0]["why"]
 
 
 def test_every_check_of_every_task_has_a_lesson() -> None:

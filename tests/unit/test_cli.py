@@ -21,6 +21,7 @@ from grader.core.errors import DockerUnavailable, InfrastructureError
 from grader.core.outcomes import RunResult
 from grader.core.plan import RunPlan
 import fakewire
+from endless import OFFERED, endless_pipe
 
 REPO = Path(__file__).parents[2]
 NAIVE = str(REPO / "examples" / "naive.json")
@@ -982,6 +983,19 @@ def test_attack_invalid_input_exits_2_with_a_clear_message(capsys: pytest.Captur
     assert code == 2 and fragment in err and engine.jobs == []
     code, out, _ = run(capsys, *[files.get(a, a) for a in argv], "--json")
     assert code == 2 and fragment in json.loads(out)["error"]
+
+
+def test_an_attack_path_that_never_ends_is_read_up_to_the_limit_and_refused(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: _FakeEngine
+) -> None:
+    big = tmp_path / "big.py"
+    big.write_text("#" * (256 * 1024 + 1))
+    code, _, err = run(capsys, "attack", "--level", "1", str(big))
+    assert code == 2 and "is larger than 256 KiB; an attack is a short script" in err and engine.jobs == []
+    with endless_pipe(tmp_path / "attack.py", b"#") as pipe:  # a FIFO, as /dev/zero: it was read whole before
+        code, _, err = run(capsys, "attack", "--level", "1", str(pipe.path))
+        taken = pipe.taken()
+    assert code == 2 and "is larger than 256 KiB" in err and taken < OFFERED, (err, taken)
 
 
 def test_attack_with_the_static_backend_says_it_cannot_predict_and_points_to_docker(

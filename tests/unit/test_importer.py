@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from endless import OFFERED, endless_pipe
 from grader import load_policy, predict
 from grader.cli.main import main
 from grader.core.errors import PolicyError
@@ -166,3 +167,33 @@ def test_cli_import_and_probe_from_a_settings_file(tmp_path: Path, capsys: pytes
     assert main(["import", str(settings), "--from", "claude-code"]) == 2  # no --project-root
     settings.write_text(json.dumps(_cc(filesystem={"denyRead": ["**/.env"]})))
     assert main(["import", str(settings), *args]) == 2
+
+
+@pytest.mark.parametrize(
+    ("write", "says"),
+    [
+        (lambda p: p.write_bytes(b'{"sandbox": {"x": "caf\xe9"}}'), "byte 22 is not UTF-8. Save the file as UTF-8."),
+        (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "nested too deep to be a settings file."),
+        (lambda p: p.write_text('{"sandbox": '), "not valid JSON (Expecting value, line 1 column 13)."),
+        (lambda p: p.write_text(" " * 1_000_001), "the file is larger than 1,000,000 bytes"),
+    ],
+    ids=["latin-1", "nested-too-deep", "cut-off", "too-large"],
+)
+def test_a_settings_file_that_cannot_be_read_as_json_is_a_policy_error_never_an_internal_error(
+    tmp_path: Path, write: Any, says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "settings.json"
+    write(path)
+    with pytest.raises(PolicyError) as info:
+        import_settings(path, "claude-code", MACHINE)
+    assert says in info.value.problems[0].message, info.value.problems
+    code = main(["import", str(path), "--from", "claude-code", "--project-root", str(tmp_path)])
+    err = capsys.readouterr()
+    assert code == 2 and "internal error" not in err.err + err.out, err  # a RecursionError escaped before
+
+
+def test_an_endless_settings_file_is_read_only_up_to_the_limit(tmp_path: Path) -> None:
+    with endless_pipe(tmp_path / "settings.json") as pipe:  # as /dev/zero, which was read whole before
+        with pytest.raises(PolicyError, match="larger than"):
+            import_settings(pipe.path, "srt", MACHINE)
+        assert pipe.taken() < OFFERED

@@ -8,6 +8,7 @@ from typing import Callable
 
 import pytest
 
+from endless import OFFERED, endless_pipe
 from grader.core.jsonfile import JsonFileError, JsonFileMissing, json_problem, read_json_file
 
 
@@ -29,8 +30,9 @@ def test_a_file_is_read_as_its_json_value_even_when_that_value_is_null(tmp_path:
         (lambda p: p.write_text('{"a": 1,\n  }'), JsonFileError,
          "not valid JSON (Expecting property name enclosed in double quotes, line 2 column 3)"),
         (lambda p: p.write_text(""), JsonFileError, "not valid JSON (Expecting value, line 1 column 1)"),
+        (lambda p: p.write_text("[" * 200_000 + "]" * 200_000), JsonFileError, "nested too deep to be read"),
     ],
-    ids=["missing", "a-directory", "not-utf8", "syntax", "syntax-line-2", "empty"],
+    ids=["missing", "a-directory", "not-utf8", "syntax", "syntax-line-2", "empty", "nested-too-deep"],
 )
 def test_each_way_a_file_can_be_unusable_has_its_own_reason(
     tmp_path: Path, make: Callable[[Path], object], error: type[JsonFileError], reason: str
@@ -42,6 +44,17 @@ def test_each_way_a_file_can_be_unusable_has_its_own_reason(
     assert str(info.value) == reason
     # a missing file is an error a caller must choose to treat as empty; an unusable one is never missing
     assert isinstance(info.value, JsonFileMissing) == (error is JsonFileMissing)
+
+
+def test_a_file_over_the_limit_or_endless_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    (tmp_path / "big.json").write_text('"' + "x" * 100 + '"')
+    with pytest.raises(JsonFileError, match="^larger than 64 bytes$"):
+        read_json_file(tmp_path / "big.json", max_bytes=64)
+    assert read_json_file(tmp_path / "big.json", max_bytes=102) == "x" * 100  # exactly the limit is read
+    with endless_pipe(tmp_path / "pipe.json") as pipe:  # as /dev/zero: read up to the limit, then refused
+        with pytest.raises(JsonFileError, match="^larger than 1,048,576 bytes$"):
+            read_json_file(pipe.path, max_bytes=1 << 20)
+        assert pipe.taken() < OFFERED
 
 
 def test_the_wording_of_a_syntax_error_names_line_and_column() -> None:

@@ -32,9 +32,11 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the packages' own __init__: a docstring, nothing imported
     {"core", "realtools", "lessons", "ctf", "grading", "cli", "backends.docker", "hosted"},
     # vocabulary: imports nothing of the package (services.common: stdlib only, shared with the containers)
-    {"core.errors", "core.jsonfile", "core.paths", "core.domains", "core.records", "core.timings", "core.version",
+    {"core.errors", "core.capped", "core.paths", "core.domains", "core.records", "core.timings", "core.version",
      "services.common",
      "lessons.first_answer"},
+    # a JSON file a person keeps, read within a bound
+    {"core.jsonfile"},
     # the course's route (its stops and measured times), read by the progress record
     {"lessons.route", "lessons.progress_sync"},
     # the inputs: the learner's policy, the simulated world, and words shared by every renderer
