@@ -55,7 +55,7 @@ from typing import Any, Literal, Mapping, Optional, Sequence
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from grader.core.analyzer import predict
-from grader.core.capped import TooLarge, read_capped
+from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.errors import SandboxLabError, json_pointer
 from grader.core.jsonfile import JsonFileError, read_json_file
 from grader.core.policy import LIMITS, load_policy
@@ -185,9 +185,11 @@ def _read_policy(row: _Row) -> tuple[Optional[bytes], str]:
     if not row.source or row.source.startswith("<"):
         return None, "no policy file recorded (inline CSV or no submission)"
     try:
-        data = read_capped(Path(row.source), LIMITS["file_bytes"])
+        data = read_regular(row.source, LIMITS["file_bytes"])  # as grade-batch read it: a regular file, no link
     except OSError as exc:
         return None, f"{row.source}: cannot be read ({exc.strerror or exc})"
+    except NotRegular as exc:
+        return None, f"{row.source}: now {exc.what}, not the file that was graded"
     except TooLarge:
         return None, f"{row.source}: larger than any policy graded ({LIMITS['file_bytes']:,} bytes at most)"
     if hashlib.sha256(data).hexdigest() != row.sha256:

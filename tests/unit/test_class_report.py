@@ -134,7 +134,7 @@ def test_a_policy_changed_since_grading_is_not_analysed(tmp_path: Path) -> None:
     assert "changed since it was graded" in report.not_analysed[0]["why"]
 
 
-def test_a_policy_file_that_became_a_pipe_is_not_analysed_and_not_read_whole(tmp_path: Path) -> None:
+def test_a_policy_file_that_became_a_pipe_or_a_link_is_not_analysed_and_not_read(tmp_path: Path) -> None:
     subs = tmp_path / "subs"
     subs.mkdir()
     (subs / "ana.json").write_text(json.dumps(bench.NAIVE))
@@ -144,7 +144,10 @@ def test_a_policy_file_that_became_a_pipe_is_not_analysed_and_not_read_whole(tmp
         report = build_report(load_gradebook(tmp_path / "out" / "gradebook.json"))
         taken = pipe.taken()
     assert report.not_analysed[0]["student"] == "ana" and taken < OFFERED, (report.not_analysed, taken)
-    assert "larger than any policy graded (1,000,000 bytes at most)" in report.not_analysed[0]["why"]
+    assert "now a pipe or a device, not the file that was graded" in report.not_analysed[0]["why"]
+    (subs / "ana.json").symlink_to(tmp_path / "out" / "gradebook.json")
+    report = build_report(load_gradebook(tmp_path / "out" / "gradebook.json"))
+    assert "now a symbolic link, not the file that was graded" in report.not_analysed[0]["why"]
 
 
 def test_every_check_of_every_task_has_a_lesson() -> None:
