@@ -52,12 +52,14 @@ def read_capped(path: Path, limit: int) -> bytes:
     return raw
 
 
-def read_regular(path: Union[str, Path], limit: int, *, dir_fd: Optional[int] = None) -> bytes:
+def read_regular(path: Union[str, Path], limit: int, *, dir_fd: Optional[int] = None, follow: bool = False) -> bytes:
     """The bytes of the regular file at ``path`` (relative to ``dir_fd`` when given), at most ``limit``;
-    ``NotRegular`` for a link (its last component is never followed), a directory, a pipe or a device;
-    ``TooLarge`` over the limit; ``OSError`` (``FileNotFoundError``, ...) as opening raises it."""
+    ``NotRegular`` for a link (its last component is followed only with ``follow``: a file the reader named
+    itself, never a submission), a directory, a pipe or a device; ``TooLarge`` over the limit; ``OSError``
+    (``FileNotFoundError``, ...) as opening raises it."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY, dir_fd=dir_fd)
+        fd = os.open(path, flags, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise NotRegular("a symbolic link") from None

@@ -23,6 +23,7 @@ from typing import Annotated, Any, Iterator, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.domains import normalize_pattern
 from grader.core.errors import PolicyError, Problem, json_pointer
 from grader.core.paths import MAX_PATH_LENGTH, normalize_path, uses_dotdot
@@ -338,15 +339,14 @@ def load_policy(source: Union[str, os.PathLike[str], bytes, dict[str, Any]], *, 
     path = Path(source)
     label = name or str(path)
     try:
-        size = path.stat().st_size
-        if size > LIMITS["file_bytes"]:
-            raise PolicyError(label, [Problem("/", f"the file is {size:,} bytes; the limit is {LIMITS['file_bytes']:,}.")])
-        with path.open("rb") as fh:
-            raw = fh.read(LIMITS["file_bytes"] + 1)
+        # a link the learner made is followed; a pipe or a device is refused, never waited on or read without end
+        raw = read_regular(path, LIMITS["file_bytes"], follow=True)
+    except TooLarge:
+        raise PolicyError(label, [Problem("/", f"the file is larger than {LIMITS['file_bytes']:,} bytes; a policy is a few hundred.")]) from None
     except FileNotFoundError:
         raise PolicyError(label, [Problem("/", "no such file. Check the path, or create it with a policy such as {}.")]) from None
-    except IsADirectoryError:
-        raise PolicyError(label, [Problem("/", "is a directory, not a policy file.")]) from None
+    except NotRegular as exc:
+        raise PolicyError(label, [Problem("/", f"is {exc.what}, not a policy file. Save the policy in a file and pass its path.")]) from None
     except OSError as exc:
         raise PolicyError(label, [Problem("/", f"cannot be read: {exc.strerror}.")]) from None
     return parse_policy(_parse_json(_decode(raw, label), label), label)

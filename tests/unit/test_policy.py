@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any, Union
 
@@ -340,11 +341,20 @@ def test_a_directory_is_not_a_policy(tmp_path: Path) -> None:
     assert "is a directory" in only(tmp_path).message
 
 
+def test_a_pipe_or_a_device_is_refused_and_never_waited_on_but_a_link_is_followed(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "fifo.json")  # nobody writes: opening it to read waited forever before
+    assert only(tmp_path / "fifo.json").message.startswith("is a pipe or a device, not a policy file.")
+    assert only(Path("/dev/zero")).message.startswith("is a pipe or a device, not a policy file.")
+    (tmp_path / "real.json").write_text('{"network": {"allowedDomains": ["pypi.org"]}}')
+    (tmp_path / "link.json").symlink_to(tmp_path / "real.json")  # the learner's own link: followed
+    assert load_policy(tmp_path / "link.json").network.allowedDomains == ("pypi.org",)
+
+
 def test_file_size_limit(tmp_path: Path) -> None:
     f = tmp_path / "big.json"
     f.write_bytes(b"{" + b" " * LIMITS["file_bytes"] + b"}")
     p = only(f)
-    assert p.pointer == "/" and "the limit is 1,000,000" in p.message
+    assert p.pointer == "/" and "larger than 1,000,000 bytes" in p.message
     assert "larger than 1,000,000 bytes" in only(b"{" + b" " * LIMITS["file_bytes"] + b"}").message
 
 
