@@ -21,7 +21,7 @@ from typing import Any, Optional, TextIO
 
 from grader.core.analyzer import lint, predict
 from grader.cli.core import EXIT_BACKEND, EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, given, one_line, pick_backend, progress_to
-from grader.core.capped import TooLarge, read_capped
+from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.errors import PolicyError
 from grader.core.execution import MAX_CODE_BYTES
 from grader.core.policy import Policy, load_policy, policy_schema
@@ -354,13 +354,13 @@ def _read_attack(path: str) -> str:
     """The attack's source text; a missing, unreadable or binary file is a usage error (exit 2), never a traceback."""
     p = Path(path)
     try:
-        raw = read_capped(p, MAX_CODE_BYTES)
+        raw = read_regular(p, MAX_CODE_BYTES, follow=True)
     except TooLarge:
         raise UsageError(f"{path}: is larger than {MAX_CODE_BYTES // 1024} KiB; an attack is a short script.") from None
     except FileNotFoundError:
         raise UsageError(f"{path}: no such file. Write your attack in a Python file, e.g. attack.py, and pass its path.") from None
-    except IsADirectoryError:
-        raise UsageError(f"{path}: is a directory, not a Python file.") from None
+    except NotRegular as exc:
+        raise UsageError(f"{path}: is {exc.what}, not a Python file.") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read ({exc.strerror}).") from None
     try:

@@ -1,16 +1,14 @@
-"""Reading a file someone names, never more of it than a limit: a path may be a pipe or a device that never ends.
+"""Reading a file someone names: a regular file only, and never more of it than a limit.
 
-``read_capped`` reads at most one byte past the limit and refuses the file
-when it gets it (``TooLarge``), so ``/dev/zero`` or a FIFO costs a bounded
-read, never the machine's memory. The size ``stat`` reports is no guard: a
-device says 0.
-
-``read_regular`` is for a file a student submitted: only a regular file, and
-never through a symbolic link (``NotRegular``), since a link in a submission
-points into somebody else's files (a classmate's, the grader's own) and a pipe
-would block the grader. It opens without following and without blocking, then
-asks the open file what it is, so nothing can be swapped in between the check
-and the read.
+A path may name a pipe nobody writes to (opening it would wait for ever), a
+device that never ends (``/dev/zero``: reading it whole takes the machine's
+memory) or, in a student's submission, a symbolic link into somebody else's
+files (a classmate's, the grader's own). ``read_regular`` opens without
+blocking, asks the open file what it is (``NotRegular`` for anything but a
+regular file: nothing can be swapped in between the check and the read), and
+reads at most one byte past the limit (``TooLarge``): a file can grow, and
+the size ``stat`` reports is no guard. A link is followed only where the
+reader named the file itself (``follow``); a submission's never is.
 
 Imports nothing of the package.
 """
@@ -23,7 +21,7 @@ import stat
 from pathlib import Path
 from typing import Optional, Union
 
-__all__ = ["NotRegular", "TooLarge", "read_capped", "read_regular"]
+__all__ = ["NotRegular", "TooLarge", "read_regular"]
 
 
 class TooLarge(ValueError):
@@ -40,16 +38,6 @@ class NotRegular(ValueError):
     def __init__(self, what: str) -> None:
         super().__init__(what)
         self.what = what
-
-
-def read_capped(path: Path, limit: int) -> bytes:
-    """The bytes of ``path`` when it holds at most ``limit``; ``TooLarge`` when it holds more; ``OSError`` as
-    opening or reading it raises one."""
-    with path.open("rb") as fh:
-        raw = fh.read(limit + 1)
-    if len(raw) > limit:
-        raise TooLarge(limit)
-    return raw
 
 
 def read_regular(path: Union[str, Path], limit: int, *, dir_fd: Optional[int] = None, follow: bool = False) -> bytes:

@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from grader.core.capped import TooLarge, read_capped
+from grader.core.capped import NotRegular, TooLarge, read_regular
 
 __all__ = ["MAX_BYTES", "JsonFileError", "JsonFileMissing", "json_problem", "read_json_file"]
 
@@ -37,8 +37,8 @@ def json_problem(exc: json.JSONDecodeError) -> str:
     return f"not valid JSON ({exc.msg}, line {exc.lineno} column {exc.colno})"
 
 
-# Far above any file read here (a class's gradebook is kilobytes a student), and a bound on what a path that
-# is a pipe or a device (/dev/zero) can make the reader hold.
+# Far above any file read here (a class's gradebook is kilobytes a student): a bound on what a file that
+# keeps growing can make the reader hold.
 MAX_BYTES = 64 << 20
 
 
@@ -46,9 +46,11 @@ def read_json_file(path: Path, max_bytes: int = MAX_BYTES) -> Any:
     """The JSON value in ``path`` (UTF-8, at most ``max_bytes``); ``JsonFileMissing`` or ``JsonFileError`` with
     the reason otherwise."""
     try:
-        raw = read_capped(path, max_bytes)
+        raw = read_regular(path, max_bytes, follow=True)
     except FileNotFoundError:
         raise JsonFileMissing("there is no such file") from None
+    except NotRegular as exc:
+        raise JsonFileError(f"cannot be read ({exc.what}, not a file)") from None
     except OSError as exc:
         raise JsonFileError(f"cannot be read ({exc.strerror or exc})") from None
     except TooLarge as exc:

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from grader.core.capped import TooLarge, read_capped
+from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.errors import PolicyError, Problem, json_pointer
 from grader.core.jsonfile import json_problem
 from grader.core.paths import covers
@@ -217,7 +217,9 @@ def _read(source: Union[str, Path, dict[str, Any]], label: str) -> Any:
         return source
     path = Path(source)
     try:
-        raw = read_capped(path, LIMITS["file_bytes"])
+        raw = read_regular(path, LIMITS["file_bytes"], follow=True)
+    except NotRegular as exc:
+        raise PolicyError(label, [Problem("/", f"is {exc.what}, not a settings file.")]) from None
     except OSError as exc:
         raise PolicyError(label, [Problem("/", f"cannot be read: {exc.strerror or exc}.")]) from None
     except TooLarge:

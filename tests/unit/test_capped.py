@@ -1,35 +1,55 @@
-"""A file someone names is read up to a limit and no further (``grader/core/capped.py``)."""
+"""A file someone names is read only when it is a regular file, and never past a limit (``grader/core/capped.py``)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
 
 from endless import OFFERED, endless_pipe
-from grader.core.capped import TooLarge, read_capped
+from grader.core.capped import NotRegular, TooLarge, read_regular
 
 
 def test_a_file_within_the_limit_is_read_whole_and_one_over_it_is_refused(tmp_path: Path) -> None:
     f = tmp_path / "f"
     f.write_bytes(b"x" * 100)
-    assert read_capped(f, 100) == b"x" * 100
+    assert read_regular(f, 100) == b"x" * 100
     with pytest.raises(TooLarge, match="^larger than 99 bytes$") as info:
-        read_capped(f, 99)
+        read_regular(f, 99)
     assert info.value.limit == 99
 
 
-def test_a_pipe_that_never_ends_is_read_only_one_byte_past_the_limit_plus_the_pipe_s_buffer(tmp_path: Path) -> None:
-    with endless_pipe(tmp_path / "fifo") as pipe:
-        with pytest.raises(TooLarge):
-            read_capped(pipe.path, 1 << 20)
+def test_a_pipe_a_device_and_a_directory_are_refused_without_a_read_or_a_wait(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "silent")  # nobody writes: a blocking open would wait for ever
+    for path, what in ((tmp_path / "silent", "a pipe or a device"), (Path("/dev/zero"), "a pipe or a device"),
+                       (tmp_path, "a directory")):
+        with pytest.raises(NotRegular) as info:
+            read_regular(path, 10, follow=True)
+        assert info.value.what == what
+    with endless_pipe(tmp_path / "endless") as pipe:
+        with pytest.raises(NotRegular):
+            read_regular(pipe.path, 1 << 20, follow=True)
         taken = pipe.taken()
-    # a read of the whole would have taken all it was offered; a bounded one takes the limit and a pipe buffer
-    assert taken < (1 << 20) + (1 << 20) < OFFERED, taken
+    assert taken <= 1 << 16 < OFFERED, taken  # at most what the pipe's buffer held: nothing was read from it
 
 
-def test_what_cannot_be_opened_is_the_operating_system_s_error(tmp_path: Path) -> None:
+def test_a_link_is_followed_only_when_asked(tmp_path: Path) -> None:
+    (tmp_path / "real").write_bytes(b"{}")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    assert read_regular(tmp_path / "link", 10, follow=True) == b"{}"
+    for name in ("link", "dangling"):
+        with pytest.raises(NotRegular, match="^a symbolic link$"):
+            read_regular(tmp_path / name, 10)
     with pytest.raises(FileNotFoundError):
-        read_capped(tmp_path / "missing", 10)
-    with pytest.raises(IsADirectoryError):
-        read_capped(tmp_path, 10)
+        read_regular(tmp_path / "dangling", 10, follow=True)
+
+
+def test_a_path_relative_to_an_open_directory_is_read_there(tmp_path: Path) -> None:
+    (tmp_path / "f").write_bytes(b"here")
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        assert read_regular("f", 10, dir_fd=fd) == b"here"
+    finally:
+        os.close(fd)

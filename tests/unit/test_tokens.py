@@ -54,7 +54,7 @@ def test_a_broken_token_file_is_an_error_never_no_tokens(tmp_path: Path, text: s
         read_tokens(path)
 
 
-@pytest.mark.parametrize(("raw", "reason"), [(b'{"tokens": ["\xff"]}', "not UTF-8 text (byte 13)"), (None, "cannot be read (Is a directory)")])
+@pytest.mark.parametrize(("raw", "reason"), [(b'{"tokens": ["\xff"]}', "not UTF-8 text (byte 13)"), (None, "cannot be read (a directory, not a file)")])
 def test_a_token_file_that_is_not_text_or_not_a_file_is_a_token_error_not_a_traceback(
     tmp_path: Path, raw: bytes | None, reason: str
 ) -> None:
