@@ -34,8 +34,20 @@ class Endless:
             pass  # the reader closed its end: what it took is what was written
 
     def taken(self) -> int:
+        """What the writer got rid of; called once the reader under test is done with the pipe."""
+        self.thread.join(timeout=0.5)
+        self.release()  # a reader that opened and closed before the writer's open leaves it waiting for one
         self.thread.join(timeout=30)
         return self.written
+
+    def release(self) -> None:
+        """Open and close the reading end, so a writer still waiting in ``open`` goes on and meets a closed pipe."""
+        if not self.thread.is_alive():
+            return
+        try:
+            os.close(os.open(self.path, os.O_RDONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
 
 
 @contextmanager
@@ -47,11 +59,6 @@ def endless_pipe(path: Path, fill: bytes = b" ") -> Iterator[Endless]:
     try:
         yield pipe
     finally:
-        if pipe.thread.is_alive():  # nobody opened it: open and close it so the writer ends
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-                os.close(fd)
-            except OSError:
-                pass
-            pipe.thread.join(timeout=5)
+        pipe.release()  # nobody opened it, or not after the writer began to wait: the writer ends
+        pipe.thread.join(timeout=5)
         path.unlink(missing_ok=True)

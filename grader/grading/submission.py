@@ -39,7 +39,8 @@ FIFO (which would hang the grader), a file over 1 MB or one that is not UTF-8
 is refused with a reason, never followed. Nothing here executes learner code:
 policies are parsed with ``json`` downstream, cells with ``ast``.
 
-Imports: nothing of the package but ``batch`` (its size limit); nbformat and nbgrader's utilities.
+Imports: nothing of the package but ``batch`` (its size limit) and ``core.capped`` (the regular-file read); nbformat
+and nbgrader's utilities.
 """
 
 from __future__ import annotations
