@@ -131,12 +131,20 @@ class Gradebook:
             out["full_marks"] += r.status == "ok" and r.score == r.max_score
         return out
 
-    def summary(self) -> str:
+    def tally(self) -> str:
+        """Each student counted once, in the instructor's words: "3 students: 1 full marks, 1 below full marks,
+        1 invalid policy" (a kind nobody is in is left out; the counts add up to the number of students)."""
         c = self.counts()
+        kinds = ((c["full_marks"], "full marks"), (c["ok"] - c["full_marks"], "below full marks"),
+                 (c["invalid"], "invalid policy"), (c["error"], "could not be graded"))
+        students = f"{len(self.rows)} student{'' if len(self.rows) == 1 else 's'}"
+        parts = [f"{n} {what}" for n, what in kinds if n]
+        return f"{students}: {', '.join(parts)}" if parts else students
+
+    def summary(self) -> str:
         line = (
-            f"{self.task}: {len(self.rows)} students graded with the {self.backend} backend in {self.seconds:.1f} s "
-            f"({self.runs} run(s), {self.resumed} row(s) resumed from the journal): "
-            f"{c['full_marks']} full marks, {c['ok']} ok, {c['invalid']} invalid, {c['error']} error"
+            f"{self.task}, {self.tally()} (graded with the {self.backend} backend in {self.seconds:.1f} s: "
+            f"{self.runs} run(s), {self.resumed} row(s) resumed from the journal)"
         )
         if not self.changes:
             return line

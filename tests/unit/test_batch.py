@@ -107,6 +107,32 @@ def test_broken_submissions_become_rows(tmp_path: Path) -> None:
     assert book.counts() == {"ok": 6, "invalid": 2, "error": 1, "full_marks": 3}
 
 
+def test_the_summary_counts_each_student_once_in_plain_words(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Three students, three kinds: the summary says so, and its counts add up to the class (it once read
+    "1 full marks, 2 ok, 1 invalid, 0 error" for three students: a full-marks row was counted as ok too)."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "alice.json").write_text(SOLUTION)
+    (subs / "bob.json").write_text(json.dumps(NAIVE))
+    (subs / "carol.json").write_text('{"filesystem": {"allowRead": ["/project/src"]')  # broken JSON
+    book = grade_batch(TASK, subs, Counting())
+    assert book.tally() == "3 students: 1 full marks, 1 below full marks, 1 invalid policy"
+    assert book.summary().startswith(f"{TASK.id}, 3 students: 1 full marks, 1 below full marks, 1 invalid policy (")
+    (subs / "dan.json").symlink_to(subs / "alice.json")  # never followed: a row that could not be graded
+    (subs / "alice.json").unlink()
+    assert grade_batch(TASK, subs, Counting()).tally() == (
+        "3 students: 1 below full marks, 1 invalid policy, 1 could not be graded")
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "bob.json").write_text(json.dumps(NAIVE))
+    assert grade_batch(TASK, one, Counting()).tally() == "1 student: 1 below full marks"
+    # the command prints it as it is, on stderr
+    from grader.cli.main import main
+
+    assert main(["grade-batch", "--task", TASK.id, str(subs), "--out", str(tmp_path / "out"), "--backend", "static"]) == 0
+    assert "3 students: 1 below full marks, 1 invalid policy, 1 could not be graded" in capsys.readouterr().err
+
+
 def test_backend_failure_is_a_row_not_the_end(tmp_path: Path) -> None:
     subs = _class(tmp_path / "subs")
     book = grade_batch(TASK, subs, Counting(fail_on="*.github.com"), workers=2)
