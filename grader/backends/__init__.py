@@ -55,10 +55,10 @@ def docker_module() -> ModuleType:
         return importlib.import_module("grader.backends.docker.backend")
     except ImportError as exc:
         if exc.name == "docker" or (exc.name or "").startswith("docker."):
-            # the docker SDK is an extra: a static-only install (pip install sandbox-lab) has none
-            raise DockerUnavailable(
-                "the Python package 'docker' is not installed; install it with: pip install 'sandbox-lab[docker]'"
-            ) from None
+            # the docker SDK is an extra: a static-only install (pip install . in a checkout) has none
+            from grader.services.common import install_hint
+
+            raise DockerUnavailable(f"the Python package 'docker' is not installed; {install_hint('docker')}") from None
         if exc.name == "grader.backends.docker.backend":
             raise DockerUnavailable("this version of Sandbox Lab has no Docker backend") from None
         raise

@@ -322,7 +322,7 @@ def run_class_report(args: argparse.Namespace, io: Streams) -> int:
 def run_setup(args: argparse.Namespace, io: Streams) -> int:
     from grader.backends import docker_module
 
-    client = docker_module().client_from_env()  # a missing docker SDK says: pip install 'sandbox-lab[docker]'
+    client = docker_module().client_from_env()  # a missing docker SDK names the docker extra's install
     from grader.backends.docker.images import ensure_images
 
     images = ensure_images(client, progress_to(io), **given(args, "rebuild"))
@@ -336,7 +336,7 @@ def run_setup(args: argparse.Namespace, io: Streams) -> int:
 def run_cleanup(args: argparse.Namespace, io: Streams) -> int:
     from grader.backends import docker_module
 
-    docker = docker_module()  # a missing docker SDK says: pip install 'sandbox-lab[docker]'
+    docker = docker_module()  # a missing docker SDK names the docker extra's install
     removed = docker.cleanup(docker.client_from_env(), **given(args, "everything"))
     if args.json:
         io.out.write(dump({"removed": removed, "count": len(removed)}))

@@ -182,8 +182,10 @@ def _service_body(name: str) -> Callable[[argparse.Namespace, Streams], int]:
         except ImportError as exc:
             if (exc.name or "").split(".")[0] not in _SERVICE_LIBRARIES:
                 raise
+            from grader.services.common import install_hint
+
             raise UsageError(f"the run service needs its extra ({exc.name} is missing): "
-                             "pip install 'sandbox-lab[service]'") from None
+                             f"{install_hint('service')}") from None
 
     run.__name__ = run.__qualname__ = name
     return run
@@ -251,7 +253,7 @@ COMMANDS: tuple[Command, ...] = (
         "With --nbgrader COURSE --assignment NAME, reads an nbgrader course instead: the roster, the scores of every "
         "rubric cell from its gradebook.db, the policies from the autograded notebooks; students without a "
         "submission are listed as missing. "
-        "Needs matplotlib: pip install 'sandbox-lab[lab]'.",
+        "Needs matplotlib, in the lab extra (`make lab` or `make venv` install it).",
     ),
     Command("schema", "print the policy's JSON Schema (for editors)", _body("run_schema")),
     Command(
@@ -315,8 +317,8 @@ COMMANDS: tuple[Command, ...] = (
         ),
         "Serve the run service's API: learners without a Docker engine send their policies here, and workers "
         "(`sandbox-lab worker`) run them. State (tokens, Redis) lives in $SANDBOX_LAB_SERVICE_DIR; Redis is "
-        "$SANDBOX_LAB_REDIS_URL. `make serve` starts Redis, the API and two workers. Needs "
-        "pip install 'sandbox-lab[service]'.",
+        "$SANDBOX_LAB_REDIS_URL. `make serve` starts Redis, the API and two workers. Needs the service extra "
+        "(`make venv` installs it; without it, the command says how to install it).",
     ),
     Command(
         "worker", "serve the run service's jobs on this machine's Docker engine", _service_body("run_worker"),

@@ -56,7 +56,7 @@ REMOVED = "[output of type {kinds} removed from feedback: it could carry script]
 def clean_html(html: str) -> str:
     """The learner's HTML with every script-capable construct removed (nh3's allow-list; ``<script>``
     and ``<style>`` lose their content too)."""
-    import nh3  # the lab extra: pip install 'sandbox-lab[lab]'
+    import nh3  # the lab extra (make lab and make venv install it)
 
     return str(nh3.clean(html))
 

@@ -169,7 +169,7 @@ def _plugin() -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    # nbgrader is the lab extra: the plugin class is built on first use, so `pip install sandbox-lab` can import
+    # nbgrader is the lab extra: the plugin class is built on first use, so a core install (no extra) can import
     # this module (grade-batch --gradescope) without it.
     if name == "CanvasExportPlugin":
         return _plugin()

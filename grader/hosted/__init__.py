@@ -3,5 +3,5 @@
 ``grader/services`` is what runs inside the sandbox containers; this package is
 the server a learner without a Docker engine sends their policy to
 (docs/service-api.md is its contract). It needs the ``service`` extra:
-``pip install 'sandbox-lab[service]'``.
+``pip install '.[service]'`` in a checkout (``make venv`` installs it).
 """

@@ -57,6 +57,7 @@ __all__ = [
     "exchange",
     "expect_http",
     "heartbeat",
+    "install_hint",
     "load_config",
     "read_command_line",
     "read_target",
@@ -70,6 +71,18 @@ __all__ = [
 ]
 
 Handler = Callable[[socket.socket, str], None]  # (connection, client address)
+
+
+# --- installing what is missing ----------------------------------------------------------
+
+
+def install_hint(extra: str) -> str:
+    """The one wording of "install this optional part": every missing-dependency message, here and on the host, says it.
+
+    No package named sandbox-lab is published (anyone could register the name, and a user would install
+    theirs), so the command installs the extra from a checkout of this repository, the one source there is.
+    """
+    return f"install the {extra} extra: pip install '.[{extra}]' in a Sandbox Lab checkout"
 
 
 # --- ports and names ---------------------------------------------------------------------

@@ -14,8 +14,9 @@ obsolete line folding (h11 unfolds it), bare LF line ends, NUL, and
 Content-Length beside Transfer-Encoding (h11 lets chunked win). Each is refused
 here before ``h11`` sees the head. It also parses the origin's response head
 for the proxy, which then relays the body to the end of the connection, so no
-response framing is needed. Standard library and ``h11`` only: it imports
-nothing of the package, nor of either service.
+response framing is needed. Standard library and ``h11`` only: of the package
+it imports ``common`` alone (for the wording of a missing ``h11``), and nothing
+of either service.
 """
 
 from __future__ import annotations
@@ -24,12 +25,20 @@ import re
 import socket
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from grader.services import common
+else:
+    try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
+        import common
+    except ImportError:  # on the host: imported from the package
+        from grader.services import common
 
 try:
     import h11
 except ImportError as exc:  # the host without the extra that runs the services
-    raise ImportError("the services frame HTTP with h11: pip install 'sandbox-lab[docker]' "
+    raise ImportError(f"the services frame HTTP with h11: {common.install_hint('docker')} "
                       "(the services image has it from Debian: python3-h11)") from exc
 
 __all__ = [

@@ -21,12 +21,6 @@ import traceback
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
-try:
-    from dnslib import QTYPE, RR, A, DNSError, DNSHeader, DNSQuestion, DNSRecord
-except ImportError as exc:  # the host without the extra that runs the services
-    raise ImportError("the services parse DNS with dnslib: pip install 'sandbox-lab[docker]' "
-                      "(the services image has it from Debian: python3-dnslib)") from exc
-
 if TYPE_CHECKING:
     from grader.services import common, http1, wire
 else:
@@ -35,6 +29,12 @@ else:
         import wire
     except ImportError:  # on the host: imported from the package
         from grader.services import common, wire
+
+try:
+    from dnslib import QTYPE, RR, A, DNSError, DNSHeader, DNSQuestion, DNSRecord
+except ImportError as exc:  # the host without the extra that runs the services
+    raise ImportError(f"the services parse DNS with dnslib: {common.install_hint('docker')} "
+                      "(the services image has it from Debian: python3-dnslib)") from exc
 
 __all__ = [
     "CLASS_ANY",

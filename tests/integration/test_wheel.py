@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from grader.services.common import install_hint
+
 pytestmark = [pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
@@ -116,7 +118,7 @@ def test_a_lesson_runs_without_the_docker_sdk(installed: Path, tmp_path: Path) -
     run = _python(installed, tmp_path, runner)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     text = json.loads(run.stdout.strip().splitlines()[-1])
-    assert "Backend: static" in text and "pip install 'sandbox-lab[docker]'" in text
+    assert "Backend: static" in text and install_hint("docker") in text
 
 
 def test_what_a_wheel_cannot_have_is_named_with_its_install_command(installed: Path, tmp_path: Path) -> None:
@@ -127,5 +129,5 @@ def test_what_a_wheel_cannot_have_is_named_with_its_install_command(installed: P
     for command in (["probe", "p.json", "--backend", "docker"], ["setup"], ["cleanup"]):
         docker = _cli(installed, tmp_path, *command)
         assert docker.returncode == 3, docker.stdout + docker.stderr
-        assert "pip install 'sandbox-lab[docker]'" in docker.stderr and "scripts/" not in docker.stderr
+        assert install_hint("docker") in docker.stderr and "scripts/" not in docker.stderr
         assert "Traceback" not in docker.stderr

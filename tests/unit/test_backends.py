@@ -13,6 +13,7 @@ from grader import backends, load_policy
 from grader.backends import Backend, StaticBackend
 from grader.core.errors import DockerUnavailable
 from grader.core.plan import build_plan
+from grader.services.common import install_hint
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +44,29 @@ def test_missing_docker_sdk_names_the_install_command(monkeypatch: pytest.Monkey
     _import_failing(monkeypatch, "docker")
     with pytest.raises(DockerUnavailable) as info:
         backends.get("docker")
-    assert "pip install 'sandbox-lab[docker]'" in str(info.value)
+    assert install_hint("docker") in str(info.value)
+    assert install_hint("docker") == "install the docker extra: pip install '.[docker]' in a Sandbox Lab checkout"
+
+
+def test_every_install_command_the_package_prints_is_install_hints_own() -> None:
+    """No package named sandbox-lab is published, so no message may tell anyone to ``pip install sandbox-lab``:
+    the one wording (a checkout's extra) lives in ``install_hint`` and every message calls it."""
+    package = Path(backends.__file__).resolve().parents[1]
+    spelled = [f"{p.relative_to(package)}:{n}" for p in sorted(package.rglob("*.py")) if p.name != "common.py"
+               for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+               if "pip install" in line and "sandbox-lab" in line]
+    assert spelled == [], f"an install command spelt outside install_hint: {spelled}"
+
+
+@pytest.mark.parametrize("module, library", [("http1", "h11"), ("nameserver", "dnslib")])
+def test_a_service_without_its_library_names_the_docker_extra(monkeypatch: pytest.MonkeyPatch, module: str, library: str) -> None:
+    import sys
+
+    monkeypatch.setitem(sys.modules, library, None)  # import now raises ImportError
+    monkeypatch.delitem(sys.modules, f"grader.services.{module}", raising=False)
+    with pytest.raises(ImportError) as info:
+        importlib.import_module(f"grader.services.{module}")
+    assert install_hint("docker") in str(info.value)
 
 
 def test_missing_backend_module_is_docker_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -60,7 +83,7 @@ def test_auto_falls_back_to_static_with_a_notice(monkeypatch: pytest.MonkeyPatch
     assert len(result.notes) == 1
     note = result.notes[0]
     assert note.startswith("predicted, not run: no Docker engine answers (")
-    assert "pip install 'sandbox-lab[docker]'" in note
+    assert install_hint("docker") in note
 
 
 def test_auto_uses_docker_when_it_works(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from grader.cli import main as cli
 from grader.hosted.tokens import find_token, read_tokens
+from grader.services.common import install_hint
 
 
 def test_tokens_issue_prints_the_token_once_and_stores_its_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -40,7 +41,7 @@ def test_without_the_service_extra_the_command_names_its_install(monkeypatch: py
 
     monkeypatch.setitem(sys.modules, "uvicorn", None)  # import uvicorn now raises ModuleNotFoundError
     assert cli.main(["serve"]) == 2
-    assert "pip install 'sandbox-lab[service]'" in capsys.readouterr().err
+    assert install_hint("service") in capsys.readouterr().err
 
 
 def test_tokens_list_shows_each_token_but_never_the_token_or_its_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
