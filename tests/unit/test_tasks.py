@@ -55,8 +55,11 @@ def test_task_file_is_well_formed(task_id: str) -> None:
         assert word in task.statement, f"the statement must state what the job needs, in words: {word}"
 
 
-def test_scope_secure_sandbox_solution_is_the_issue_text() -> None:
-    expected = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+def test_scope_secure_sandbox_solution_is_written_as_srt_reads_it() -> None:
+    """The seed's answer (allowRead alone) hides nothing in srt: the reference hides the machine's four places with
+    denyRead and re-opens the source with allowRead (tests/unit/test_task_gaming.py grades the seed's answer)."""
+    expected = {"filesystem": {"denyRead": ["~", "/etc/secrets", "/project", "/app/workspace"], "allowRead": ["/project/src"],
+                               "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
     assert json.loads(solution_path("scope-secure-sandbox").read_text()) == expected
 
 
@@ -101,7 +104,7 @@ def test_fix_the_naive_setup_partial_marks_and_gist_path() -> None:
     leak = g.check("no-secret-leaves")
     assert not leak.passed
     assert "exfil-secret" in leak.message and "gist.github.com" in leak.message
-    assert "allowRead" in leak.message  # the fix
+    assert "denyRead" in leak.message  # the fix: reads are open by default, so hide what the build does not read
     # the seed's "secure" setup alone is not enough: npm publish is a channel
     s = grade(task, load_policy(SEED_SECURE), STATIC)
     assert s.check("build-works").passed
