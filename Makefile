@@ -1,7 +1,19 @@
 # Sandbox Lab: `make lab` opens the lessons, `make test` runs the whole suite.
 # Everything either needs is set up here, so both work on a fresh Debian machine as root.
 
+# PYTHON makes .venv and nothing else (every recipe then runs .venv/bin/python). It is the first `python3`
+# on the PATH make is started with: the Python the user has (a stock Debian 12's /usr/bin/python3 is 3.11.2),
+# never one this file picks, because the lock (constraints/test.txt, `make lock`) pins every package for
+# every Python that requires-python in pyproject.toml admits, so any of them installs what CI tested.
+# Making .venv prints which Python it used, and refuses one older than MIN_PYTHON before installing anything.
+# Another one: `make clean venv PYTHON=python3.12` (an existing .venv is kept as it was made).
 PYTHON ?= python3
+# The oldest Python the project supports: the lower bound of requires-python in pyproject.toml.
+MIN_PYTHON := $(shell sed -n 's/^requires-python *= *">= *\([0-9][0-9.]*\).*/\1/p' pyproject.toml)
+ifeq ($(MIN_PYTHON),)
+$(error pyproject.toml: no lower bound in requires-python (">=3.X"), which `make venv` and `make lock` need)
+endif
+comma := ,
 VENV   := .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8888
@@ -35,7 +47,15 @@ LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/sandbox-lab.json
 
 .PHONY: lab lab-instructor test typecheck unit docker redis images venv venv-lab lock lessons-html bench cleanup clean modules serve serve-stop
 
+# Which Python makes .venv, said before it is made; one older than MIN_PYTHON is refused (pip would
+# otherwise fail half-way with ResolutionImpossible on the first pin that needs a newer Python).
 $(PY):
+	@found="$$(PATH='$(BASE_PATH)'; command -v $(PYTHON))" || { echo "make: no $(PYTHON) on PATH. Install Python $(MIN_PYTHON) or newer (Debian: apt-get install python3 python3-venv), or name one: make PYTHON=/path/to/python3" >&2; exit 1; }; \
+	env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -c 'import sys; v = "%d.%d.%d" % sys.version_info[:3]; \
+	  ok = sys.version_info >= ($(subst .,$(comma),$(MIN_PYTHON)),); \
+	  print("Making $(VENV) with Python %s (%s), which PYTHON=$(PYTHON) finds on PATH at %s" % (v, sys.executable, sys.argv[1])) if ok else \
+	  sys.exit("make: Python %s (%s, PYTHON=$(PYTHON) at %s) is older than $(MIN_PYTHON), the oldest this project supports (requires-python in pyproject.toml).\n" \
+	    "Install a newer one (Debian 12: apt-get install python3 python3-venv gives 3.11) and put it first on PATH, or name it: make PYTHON=python3.11" % (v, sys.executable, sys.argv[1]))' "$$found"
 	@env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(VENV) 2>/dev/null || { \
 	  echo "python3 -m venv failed; installing python3-venv"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv && env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(VENV); }
@@ -61,21 +81,37 @@ venv-lab: $(LAB_STAMP) $(LAB_SETTINGS)
 venv: $(TEST_STAMP) $(LAB_SETTINGS)
 	@scripts/install-hooks
 
-## Regenerate constraints/test.txt on purpose: resolve .[lab,docker,service,test] afresh (newest releases
-## pyproject.toml allows) in a throwaway virtualenv and freeze it. Review the diff, run `make test`, commit.
+## Regenerate constraints/test.txt on purpose, for every Python requires-python admits, whichever one runs make:
+## uv resolves .[lab,docker,service,test] for the oldest ($(MIN_PYTHON), --python-version) and every newer one
+## (--universal). A package whose newest release needs a newer Python gets a second pin, an older release behind
+## a python_full_version marker; pip honours the markers. The versions already in the file are kept unless one
+## must move; `make lock LOCK_ARGS=--upgrade` takes the newest releases, LOCK_ARGS='-P NAME' one package's.
+## Review the diff, run `make test`, commit. tests/unit/test_lock.py checks every pin's Requires-Python.
+# uv is pinned: its options and its output are how the lock is made. It reads no pip configuration, so it is
+# handed pip's: its certificate bundle (cert, e.g. a TLS-inspecting proxy's CA in /etc/pip.conf) as
+# SSL_CERT_FILE, its index-url as UV_DEFAULT_INDEX, and the system's certificate store besides.
 LOCK_VENV := build/lock-venv
+UV := uv==0.13.9
+LOCK_ARGS ?=
 lock:
 	rm -rf $(LOCK_VENV)
 	env -u VIRTUAL_ENV PATH='$(BASE_PATH)' $(PYTHON) -m venv $(LOCK_VENV)
-	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip
-	$(LOCK_VENV)/bin/python -m pip install -q '.[lab,docker,service,test]'
+	$(LOCK_VENV)/bin/python -m pip install -q '$(UV)'
 	@mkdir -p $(dir $(CONSTRAINTS))
-	@{ echo "# The test environment CI runs in: every package of .[lab,docker,service,test], pinned (pip freeze)."; \
-	   echo "# Used as pip constraints by \`make venv\` and \`make venv-lab\`. Regenerate on purpose with \`make lock\`."; \
-	   echo "# Python $$($(LOCK_VENV)/bin/python -c 'import platform; print(platform.python_version())'), $$(date -u +%Y-%m-%d)."; \
-	   $(LOCK_VENV)/bin/python -m pip freeze --exclude sandbox-lab --exclude pip | LC_ALL=C sort -f; } > $(CONSTRAINTS)
+	@[ ! -f $(CONSTRAINTS) ] || cp $(CONSTRAINTS) $(LOCK_VENV)/lock.txt
+	uv_env="$$($(LOCK_VENV)/bin/python -m pip config list | tac | \
+	  sed -n "s/^[^.]*\.cert='\(.*\)'$$/SSL_CERT_FILE=\1/p; s/^[^.]*\.index-url='\(.*\)'$$/UV_DEFAULT_INDEX=\1/p")"; \
+	env $$uv_env $(LOCK_VENV)/bin/uv pip compile pyproject.toml --extra lab --extra docker --extra service --extra test \
+	  --universal --python-version $(MIN_PYTHON) --python $(LOCK_VENV)/bin/python --system-certs \
+	  --no-header --no-annotate --quiet $(LOCK_ARGS) --output-file $(LOCK_VENV)/lock.txt
+	@{ echo "# The test environment CI runs in: every package of .[lab,docker,service,test], pinned for every Python that"; \
+	   echo "# requires-python in pyproject.toml admits ($$(sed -n 's/^requires-python *= *"\(.*\)".*/\1/p' pyproject.toml)): resolved for Python $(MIN_PYTHON) and every newer one by \`make lock\`"; \
+	   echo "# (uv $$($(LOCK_VENV)/bin/uv --version | cut -d' ' -f2) pip compile --universal --python-version $(MIN_PYTHON)), $$(date -u +%Y-%m-%d). A release that needs a newer Python"; \
+	   echo "# is pinned behind a python_full_version marker, with an older one for the older Pythons."; \
+	   echo "# Used as pip constraints by \`make venv\` and \`make venv-lab\`; tests/unit/test_lock.py checks it."; \
+	   cat $(LOCK_VENV)/lock.txt; } > $(CONSTRAINTS)
 	rm -rf $(LOCK_VENV)
-	@echo "wrote $(CONSTRAINTS): review the diff, then make test"
+	@echo "wrote $(CONSTRAINTS) for Python $(MIN_PYTHON) and newer: review the diff, then make test"
 
 docker:
 	@scripts/ensure-docker
