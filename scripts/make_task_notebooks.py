@@ -58,14 +58,15 @@ WHY: dict[str, tuple[str, str]] = {
         "Why is a Docker container with default networking not enough to sandbox this agent, and which two axes does your policy scope?",
         "Default networking lets the process connect anywhere, so whatever it can read can leave. A sandbox must scope "
         "the filesystem (what can be read and written) and the network (where data can go) independently; "
-        "the policy limits reads to /project/src, writes to /project/out and allows no host at all.",
+        "reads are open by default, so the policy hides the machine's places with denyRead (the home, /etc/secrets, "
+        "/project, /app/workspace), re-opens /project/src with allowRead, allows writes to /project/out only and no host at all.",
     ),
     "fix-the-naive-setup": (
         "The 'secure' setup from the lesson only allows registry.npmjs.org. Why does it still let a secret leave, and why did you have to fix the filesystem axis rather than the network axis?",
         "registry.npmjs.org accepts uploads (npm publish with an account the attacker owns), and the proxy only sees the "
         "host name, not the encrypted content. Any readable secret can be published. The build needs that host, so the "
-        "channel cannot be closed: the secrets have to be made unreadable (in the lab, allowRead only /app/workspace; "
-        "in sandbox-runtime and Claude Code, where allowRead only re-allows inside a denyRead, with the denyRead the export adds).",
+        "channel cannot be closed: the secrets have to be made unreadable. Reads are open by default, so the policy "
+        "hides every place the build does not read with denyRead (the home, /etc/secrets, /project).",
     ),
     "pip-install-only": (
         "Why is \"*.pypi.org\" more dangerous than listing pypi.org, even though every pypi.org host is run by the same trusted organisation?",
@@ -81,18 +82,13 @@ WHY: dict[str, tuple[str, str]] = {
         "at other hooks), the home directory and every other start-up file read-only.",
     ),
     "deny-inside-allow": (
-        "The starter denied writing /project/.env. Why did that not protect the API token, and why does denyRead on /project/.env win over allowRead on /project?",
+        "The starter denied writing /project/.env and allowed reading /project. Why did that not protect the API token, and what hides it?",
         "Reading is what leaks a secret: denyWrite only stops changes, the agent could still read the token and use or "
-        "send it. The most specific rule decides: /project/.env is longer than /project, so denyRead /project/.env wins.",
+        "send it. The starter's allowRead hid nothing either: reads are open by default, and allowRead only re-opens "
+        "paths inside a denyRead. A denyRead of /project/.env hides the file while the rest of /project stays readable; "
+        "only an allowRead of that very file would re-open it.",
     ),
 }
-
-
-# Said right after a statement that uses the lab's allowRead rule, in the same paragraph: the real tools read it differently.
-ALLOW_READ_NOTE = (
-    " (The allowRead rule above is this lab's. In sandbox-runtime and Claude Code every read is allowed by default and allowRead only "
-    "re-allows paths inside a denyRead: `sandbox-lab export my_policy.json --to srt` adds the denyRead that makes yours hold there.)"
-)
 
 
 def _meta(grade_id: str, *, grade: bool = False, solution: bool = False, locked: bool = True, points: int = 0) -> dict[str, object]:
@@ -122,7 +118,7 @@ def build(task: Task) -> nbformat.NotebookNode:
     cells = [
         new_markdown_cell(
             f"# Practice task: {task.title}\n\n"
-            f"{task.statement}{ALLOW_READ_NOTE if 'allowRead' in task.statement else ''}\n\n"
+            f"{task.statement}\n\n"
             f"**What the job needs:** it {task.needs.in_words()}. Anything your policy grants beyond that costs points.\n\n"
             f"**How it is graded.** Your policy is run against the probe suite: attacks a compromised agent would try, "
             f"and the legitimate job; and every path and host it grants is compared with the job's needs. Each rubric line is worth points ({task.max_score} in all, plus a question at the end):\n\n"
