@@ -109,7 +109,7 @@ def _start_with(tmp_path: Path, service_env: Optional[str]) -> list[str]:
 def test_the_committed_service_file_names_no_service_and_documents_both_variables() -> None:
     text = (BINDER / "service.env").read_text()
     assert "SANDBOX_LAB_SERVICE_URL=\n" in text and "SANDBOX_LAB_TOKEN=\n" in text
-    for doc in (ROOT / "README.md", ROOT / "docs" / "service-api.md"):
+    for doc in (ROOT / "README.md", ROOT / "docs" / "operators.md", ROOT / "docs" / "service-api.md"):
         assert "binder/service.env" in doc.read_text(), f"{doc.name} does not say where Binder's run service is set"
 
 

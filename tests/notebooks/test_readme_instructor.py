@@ -1,17 +1,17 @@
-"""The README's instructor commands, run verbatim in a temporary copy of the course, as an instructor would.
+"""The instructors' commands (docs/instructors.md, linked from the README), run verbatim in a temporary copy of
+the course, as an instructor would.
 
-Every ```sh block of the section "For instructors" is read from README.md and
-run line by line with bash, in order: the instructor's commands (``.venv/bin/...``)
+Every ```sh block of docs/instructors.md is read and run line by line with bash, in order: the instructor's commands (``.venv/bin/...``)
 from the root of a copy of the course (``lessons/``, ``solutions/``,
 ``nbgrader_config.py``, and ``.venv`` linked to the project's), with ``PATH`` as
 a user's shell has it, without the virtualenv on it and without
-``VIRTUAL_ENV``, since the README says the commands work without activating
+``VIRTUAL_ENV``, since the page says the commands work without activating
 it; the students' commands (a line starting with ``nbgrader``) once per
 student, from the student's own HOME, with nbgrader on their PATH. Every
 account's ``~/.jupyter/nbgrader_config.py`` names the exchange (a temporary
-directory) and the course, as the README's ``/etc/jupyter`` file does; a
+directory) and the course, as the page's ``/etc/jupyter`` file does; a
 student's also names the student (``c.CourseDirectory.student_id``, standing in
-for an account of their own). Where the README says someone puts something in
+for an account of their own). Where the page says someone puts something in
 place (``roster.csv``, the policy in the fetched notebook, ``my_policy.json``,
 a ``submissions/`` folder, Gradescope's ``submission/``), the test does, then
 checks that every command succeeded and left what it promises. Students:
@@ -42,22 +42,22 @@ from grader.grading.tasks import load_task
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
-SECTION = "## For instructors"
+DOC = REPO / "docs" / "instructors.md"  # the README's "Teaching a class" links it
+SECTION = "# For instructors"
+WRITTEN_ANSWER = 2  # each policy task's "Why?" cell: nbgrader counts it in max_score, a person grades it
 STUB = "# YOUR CODE HERE\nraise NotImplementedError()"
 SUBMITTED = re.compile(r"submitted/<student>/([\w.-]+)/([\w.-]+\.ipynb)")
 STUDENTS = {"ref": "the reference solution", "starter": "the released notebook, unchanged", "absent": "no submission"}
 SUBMITTING = ("ref", "starter")
-# the term, in the order the README walks it (one command each, student commands marked by their subcommand)
+# the term, in the order the page walks it (one command each, student commands marked by their subcommand)
 TERM = ("db student import", "db assignment add", "generate_assignment", "release_assignment", "fetch_assignment",
         "submit", "collect", "autograde", "generate_feedback", "release_feedback", "fetch_feedback", "export",
         "class-report --nbgrader", "CanvasExportPlugin", "--gradescope")
 
 
-def instructor_blocks(readme: str) -> list[list[str]]:
-    """The commands of each ```sh block in the instructor section, one per line (comment lines dropped)."""
-    start = readme.index(SECTION)
-    end = readme.find("\n## ", start + len(SECTION))
-    section = readme[start:] if end == -1 else readme[start:end]
+def instructor_blocks(doc: str) -> list[list[str]]:
+    """The commands of each ```sh block in the instructors' page, one per line (comment lines dropped)."""
+    section = doc[doc.index(SECTION):]
     blocks = re.findall(r"^```sh\n(.*?)^```", section, re.S | re.M)
     commands = []
     for block in blocks:
@@ -81,7 +81,7 @@ def _course(root: Path) -> Path:
     """A copy of the course as a checkout has it, with the project's virtualenv where `make venv` puts it."""
     venv = REPO / ".venv"
     if not (venv / "bin" / "nbgrader").exists():
-        pytest.fail(f"{venv}/bin/nbgrader is missing: run `make venv` (the README's commands use the project's .venv)")
+        pytest.fail(f"{venv}/bin/nbgrader is missing: run `make venv` (the page's commands use the project's .venv)")
     course = root / "course"
     course.mkdir()
     for name in ("lessons", "solutions"):
@@ -97,7 +97,7 @@ def _run(course: Path, command: str, env: dict[str, str]) -> str:
     # a command whose comment says "(exit N ..." is shown for that outcome: it must end exactly so, no other way
     said = re.search(r"#.*\(exit (\d)\b", command)
     expected = int(said.group(1)) if said else 0
-    assert proc.returncode == expected, (f"the README's command ended with exit {proc.returncode}, not {expected}: "
+    assert proc.returncode == expected, (f"docs/instructors.md's command ended with exit {proc.returncode}, not {expected}: "
                                          f"{command}\n{output[-3000:]}")
     return output
 
@@ -147,8 +147,23 @@ def _policy_files(course: Path, task_id: str) -> None:
     (course / "submission" / "my_policy.json").write_text(solution_text(task_id))
 
 
+def test_the_readme_sends_instructors_to_the_page() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "(docs/instructors.md)" in readme and "graded by hand" in readme
+
+
+def test_the_page_names_nbgraders_own_default_exchange_and_the_written_answer() -> None:
+    from nbgrader.exchange.default.exchange import Exchange
+
+    doc = DOC.read_text()
+    default = Exchange.root.default_value  # what the pinned nbgrader uses when nothing configures it
+    assert f"`{default}` by default" in doc and f'c.Exchange.root = "{default}"' in doc
+    assert "/srv/nbgrader" not in doc
+    assert "written answer is graded by hand" in doc and f"worth {WRITTEN_ANSWER} points" in doc
+
+
 def test_the_instructor_section_has_commands_to_run() -> None:
-    blocks = instructor_blocks((REPO / "README.md").read_text())
+    blocks = instructor_blocks(DOC.read_text())
     assert len(blocks) >= 2 and all(blocks), blocks
     commands = [c for block in blocks for c in block]
     at = [next((i for i, c in enumerate(commands) if step in c.split("#")[0]), -1) for step in TERM]
@@ -158,10 +173,10 @@ def test_the_instructor_section_has_commands_to_run() -> None:
 
 
 def test_readme_instructor_commands_succeed_as_written(tmp_path: Path) -> None:
-    readme = (REPO / "README.md").read_text()
+    readme = DOC.read_text()
     section = readme[readme.index(SECTION):]
     where = SUBMITTED.search(section)
-    assert where, "the README says where submissions go (submitted/<student>/<assignment>/<notebook>.ipynb)"
+    assert where, "the page says where submissions go (submitted/<student>/<assignment>/<notebook>.ipynb)"
     assignment, filename = where.groups()
     course = _course(tmp_path)
     exchange = tmp_path / "exchange"
@@ -185,13 +200,16 @@ def test_readme_instructor_commands_succeed_as_written(tmp_path: Path) -> None:
                 _policy_files(course, m.group(1))
             _run(course, command, env)
 
-    # each step left what the README says it does
+    # each step left what the page says it does
     released = (course / "release" / assignment / filename).read_text()
     assert "BEGIN SOLUTION" not in released and "BEGIN HIDDEN TESTS" not in released
     task = load_task(assignment.split("-task-", 1)[1])
     with (course / "grades.csv").open(newline="") as fh:
-        scores = {r["student_id"]: float(r["score"]) for r in csv.DictReader(fh) if r["assignment"] == assignment}
+        exported = [r for r in csv.DictReader(fh) if r["assignment"] == assignment]
+    scores = {r["student_id"]: float(r["score"]) for r in exported}
     assert scores == {"ref": float(task.max_score), "starter": 0.0, "absent": 0.0}, scores
+    # what the page says: the written answer is in nbgrader's max_score and waits for a person
+    assert {float(r["max_score"]) for r in exported} == {float(task.max_score + WRITTEN_ANSWER)}, exported
     for student in SUBMITTING:
         assert (course / "feedback" / student / assignment / filename.replace(".ipynb", ".html")).is_file()
         fetched = list((tmp_path / "home" / student / assignment / "feedback").glob(f"*/{filename.replace('.ipynb', '.html')}"))
@@ -202,7 +220,7 @@ def test_readme_instructor_commands_succeed_as_written(tmp_path: Path) -> None:
     assert (course / "class-report" / assignment / "class-report.html").is_file()
     gradescope = json.loads((course / "results.json").read_text())
     assert gradescope["score"] == task.max_score and all(t["status"] == "passed" for t in gradescope["tests"])
-    assert task_ids, "the README grades policy files with --task"
+    assert task_ids, "the page grades policy files with --task"
     with (course / "grades" / "gradebook.csv").open(newline="") as fh:
         rows = {r["student"]: r for r in csv.DictReader(fh)}
     assert set(rows) == {"alice", "bob", "carol"}, rows
