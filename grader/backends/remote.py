@@ -268,6 +268,8 @@ def _check_plan(plan: RunPlan) -> None:
         raise BackendError("the run service judges against this version's world; this plan has another (run it locally)")
     if plan.hardening != (BASELINE_HARDENING if plan.sandbox == "baseline" else Hardening()):
         raise BackendError("the run service runs the standard hardening; this plan changes it (run it locally)")
+    if plan.target != "srt":
+        raise BackendError(f"the run service runs srt's target only; this plan is for {plan.target} (run it locally)")
 
 
 def _answers(result: RunResult, plan: RunPlan, service: str) -> None:

@@ -27,7 +27,7 @@ class StaticBackend(Closing):
 
     def run(self, plan: RunPlan) -> RunResult:
         notes = (self.notice,) if self.notice else ()
-        return predict(plan.policy, plan.world, notes=notes)
+        return predict(plan.policy, plan.world, notes=notes, target=plan.target)
 
     def execute(self, plan: RunPlan, job: Job) -> Execution:
         raise BackendError(

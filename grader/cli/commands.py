@@ -227,7 +227,7 @@ def run_grade(args: argparse.Namespace, io: Streams) -> int:
     except PolicyError as exc:
         policy = exc  # graded as 0 with its problems as feedback, never against a default policy
     with pick_backend(args, io, shared=True) as backend:
-        result = grade(task, policy, backend, semantics=args.semantics)
+        result = grade(task, policy, backend, target=args.target)
     if args.json:
         data = result.to_json()
         if isinstance(policy, PolicyError):

@@ -89,16 +89,15 @@ _TASK = arg("--task", required=True, metavar="ID", help=f"the task id (see `{PRO
 
 
 @functools.cache  # read once per process, as a module constant would be
-def _semantics() -> Arg:
+def _target() -> Arg:
+    from grader.core.access import TARGETS
     from grader.grading.grade import grade
-    from grader.realtools.semantics import SEMANTICS
 
     return arg(
-        "--semantics", choices=SEMANTICS, default=api_default(grade, "semantics"),
-        help="whose rules grade the policy: lab (Sandbox Lab's own, the default), srt (what sandbox-runtime enforces for "
-        "this file as its settings), claude-code (the same rules in Claude Code's sandbox block, which also lets the "
-        "project be written). Under srt or claude-code the grade lists each rule rewritten to the tool's semantics and "
-        "every probe and check where the two disagree, with the difference that causes it (docs/srt-differences.md).",
+        "--target", choices=TARGETS, default=api_default(grade, "target"),
+        help="who starts the sandbox, whose rules decide: srt (sandbox-runtime started in the home, the default) or "
+        "claude-code (Claude Code, started in the project, which it also makes writable). The policy means what that "
+        "tool makes of the same JSON (docs/srt-differences.md lists what the lab cannot model).",
     )
 
 
@@ -117,7 +116,7 @@ def _body(name: str) -> Callable[[argparse.Namespace, Streams], int]:
 
 @functools.cache  # read once per process, as a module constant would be
 def _grade_args() -> tuple[Arg, ...]:
-    return (_TASK, _POLICY, _BACKEND, _semantics(), _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON)
+    return (_TASK, _POLICY, _BACKEND, _target(), _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON)
 
 
 @functools.cache  # read once per process, as a module constant would be
@@ -293,8 +292,8 @@ COMMANDS: tuple[Command, ...] = (
     ),
     Command(
         "export", "translate a policy for sandbox-runtime, Claude Code or docker run", _body("run_export"), _export_args,
-        "Print the translated file on stdout and, as # comments on stderr, every place where the target's "
-        "semantics differ from Sandbox Lab's (with --json, both go into one object: text and warnings). "
+        "Print the translated file on stdout and, as # comments on stderr, what to know of the target's rules for "
+        "this policy (with --json, both go into one object: text and warnings). "
         "Without --project-root the paths are the simulated world's; with it, srt and claude-code get a hardened "
         "file for your machine (the world's project is DIR, its home ~ or --home), with a reason for each hardening key.",
     ),

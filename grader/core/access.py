@@ -1,56 +1,92 @@
-"""What a sandbox lets the agent do, path by path and host by host: the policy language's semantics.
+"""What a sandbox lets the agent do, path by path and host by host: sandbox-runtime's rules, as the lab models them.
 
 This is the single statement of the rules. The static analyzer judges probes
 with it and the plan compiles container mounts from it, so the two backends
 cannot drift apart by construction; the Docker backend then checks the claim
-against reality.
+against reality, and the cross-check (``bench/srt_crosscheck.py``) checks both
+against the real srt given the policy as written.
 
-Two kinds of sandbox are described:
+A policy means here what the same JSON means to sandbox-runtime (srt) 0.0.83
+on Linux; each rule names its source in srt's ``dist/sandbox/linux-sandbox-utils.js``:
 
-* ``policy``: the learner's policy. Reads and writes follow the most specific
-  rule; the network is either absent (no allowed domains) or only an egress
-  proxy that filters by host name.
-* ``baseline``: the plain container many people call a sandbox. Home, project
-  and workspace are mounted read-write, everything else of the machine is not
-  there, and the network is ordinary (direct connections, DNS, the host).
+* reads are open by default; ``denyRead`` hides a path (a directory becomes an
+  empty tmpfs, a file an empty one); ``allowRead`` and ``allowWrite`` entries
+  at or inside a denied directory are bound back over it (``pushReadDenyDirMounts``),
+  so they win there, on the same path too; a denied *file* is lifted only by an
+  ``allowRead`` of that very file (``liftedFile``). An ``allowRead`` no
+  ``denyRead`` surrounds restricts nothing;
+* writes are closed by default; ``allowWrite`` opens, ``denyWrite`` wins at any
+  depth (its read-only binds land after the write binds); a path hidden by a
+  ``denyRead`` is hidden for writing too (writes land on the tmpfs, never on the
+  real file);
+* srt's mandatory write protections (``mandatory.py``) hold in the directory the
+  sandbox starts in, whatever ``allowWrite`` says;
+* a rule naming a world path that does not exist when the sandbox starts binds
+  nothing (``allowRead``, ``allowWrite``, ``denyRead``); a ``denyWrite`` holds
+  (srt mounts a stand-in there).
 
-Imports: errors, policy, world, paths, domains. Nothing downstream.
+The target (``TARGETS``) says who starts the sandbox: ``srt`` in the home (the
+Docker sandbox's working directory, where the cross-check starts the real srt),
+``claude-code`` in the project the policy works in, which Claude Code also makes
+writable by default (its working directory). Two kinds of sandbox are described:
+``policy``, the learner's, and ``baseline``: the plain container many people
+call a sandbox (home, project and workspace mounted read-write, everything else
+of the machine absent, ordinary networking).
+
+Imports: errors, policy, world, paths, domains, mandatory. Nothing downstream.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Literal, Optional
 
 from grader.core.domains import WEB_PORTS, entry_host, entry_port, matches, split_port
 from grader.core.errors import PolicyError, Problem, json_pointer
+from grader.core.mandatory import protected_paths
 from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.world import World
 
-__all__ = ["Access", "Decision", "Mode", "Network", "access_for", "baseline_access", "unmeasured_ports"]
+__all__ = ["TARGETS", "Access", "Decision", "Mode", "Network", "Target", "access_for", "baseline_access", "start_directory",
+           "unmeasured_ports", "world_projects"]
 
 Mode = Literal["hidden", "ro", "rw"]
 Network = Literal["none", "proxy", "open"]
+Target = Literal["srt", "claude-code"]
+TARGETS: tuple[Target, ...] = ("srt", "claude-code")
+TARGET_NAMES: dict[Target, str] = {"srt": "sandbox-runtime (srt)", "claude-code": "Claude Code"}
 
 # The plain container mounts the directories people usually mount: the user's
 # home and the projects. /etc/secrets stays on the machine: a container does
 # isolate the rest of the filesystem, which is exactly why people trust it.
 BASELINE_MOUNTS = ("/home/user", "/project", "/app/workspace")
 
+# The key a Decision names for the grant Claude Code adds by itself: its working directory is writable.
+WORKING_DIRECTORY = "workingDirectory"
 
-def _most_specific(
-    path: str, rules: tuple[tuple[str, tuple[str, ...], bool], ...]
-) -> Optional[tuple[int, bool, str, str]]:
-    """The rule that decides ``path``: the longest covering entry; on the same path deny wins."""
-    best: Optional[tuple[int, bool, str, str]] = None
-    for key, entries, allow in rules:
-        for entry in entries:
-            if covers(entry, path):
-                cand = (len(entry) if entry != "/" else 0, allow, key, entry)
-                if best is None or cand[0] > best[0] or (cand[0] == best[0] and best[1] and not allow):
-                    best = cand
-    return best
+
+def world_projects(world: World) -> tuple[str, ...]:
+    """The world's projects: its data roots other than the home that hold source or job input."""
+    return tuple(r for r in world.roots if r != world.home
+                 and any(f.role in ("source", "job-input") for f in world.files if covers(r, f.path)))
+
+
+def start_directory(policy: Optional[Policy], world: World, target: Target = "srt") -> str:
+    """Where the target starts the sandboxed command: the home for srt, the project the policy works in for Claude Code.
+
+    The project is the first one the policy's allowWrite (else allowRead) names, else the world's first.
+    """
+    if target != "claude-code" or policy is None:
+        return world.home
+    projects = world_projects(world)
+    for key in ("allowWrite", "allowRead"):
+        for entry in getattr(policy.filesystem, key):
+            for p in projects:
+                if covers(p, entry):
+                    return p
+    return projects[0] if projects else world.home
 
 
 @dataclass(frozen=True)
@@ -64,28 +100,77 @@ class Decision:
 
 @dataclass(frozen=True)
 class Access:
-    """The effective sandbox: a policy (or the baseline) read against the world."""
+    """The effective sandbox: a policy (or the baseline) read against the world, for one target."""
 
     kind: Literal["policy", "baseline"]
     world: World
     policy: Optional[Policy] = None
+    target: Target = "srt"
+
+    # --- what exists when the sandbox starts, and where it starts ----------------------------
+
+    @cached_property
+    def existing(self) -> frozenset[str]:
+        """Every world path present when a sandbox starts (a job's outputs are not, yet)."""
+        return frozenset(self.world.directories()) | {f.path for f in self.world.files}
+
+    def binds(self, entry: str) -> bool:
+        """Does a grant or read deny naming ``entry`` bind anything? Not when it names a missing world path."""
+        return self.world.root_of(entry) is None or entry in self.existing
+
+    @cached_property
+    def start(self) -> str:
+        return start_directory(self.policy, self.world, self.target)
+
+    @cached_property
+    def write_grants(self) -> tuple[tuple[str, str], ...]:
+        """(key, entry) of every write grant that binds: allowWrite, and Claude Code's working directory."""
+        assert self.policy is not None
+        grants = [("allowWrite", e) for e in self.policy.filesystem.allowWrite if self.binds(e)]
+        if self.target == "claude-code":
+            grants.append((WORKING_DIRECTORY, self.start))
+        return tuple(grants)
+
+    @cached_property
+    def mandatory(self) -> tuple[str, ...]:
+        """What srt keeps read-only whatever allowWrite says, found from where it starts."""
+        return protected_paths(self.start, self.existing)
 
     # --- filesystem ---------------------------------------------------------------------
+
+    def _hider(self, path: str) -> Optional[tuple[str, Optional[tuple[str, str]]]]:
+        """The denyRead entry that hides ``path`` (None if none does), or the deny with the grant that re-opens it."""
+        assert self.policy is not None
+        fs = self.policy.filesystem
+        files = {f.path for f in self.world.files}
+        reopened: Optional[tuple[str, Optional[tuple[str, str]]]] = None
+        # the deepest deny first: the one a learner must change to see the path
+        for d in sorted((d for d in fs.denyRead if covers(d, path) and self.binds(d)), key=len, reverse=True):
+            if d in files:  # a denied file: only an allowRead of that very file lifts it
+                grants = [("allowRead", a) for a in fs.allowRead if a == d]
+            else:  # a denied directory: allowRead and write grants at or inside it are bound back
+                grants = [("allowRead", a) for a in fs.allowRead if self.binds(a) and covers(d, a) and covers(a, path)]
+                grants += [g for g in self.write_grants if covers(d, g[1]) and covers(g[1], path)]
+            if not grants:
+                return d, None
+            if reopened is None:
+                reopened = (d, max(grants, key=lambda g: len(g[1])))
+        return reopened
 
     def read(self, path: str) -> Decision:
         """May the agent read ``path`` (a world path)?"""
         if self.policy is None:
             ok = any(covers(m, path) for m in BASELINE_MOUNTS)
             return Decision(ok, None, "mounted into the plain container" if ok else "not mounted into the plain container")
-        fs = self.policy.filesystem
-        best = _most_specific(path, (("allowRead", fs.allowRead, True), ("allowWrite", fs.allowWrite, True), ("denyRead", fs.denyRead, False)))
-        if best is not None:
-            _, allow, key, entry = best
-            verb = "allows" if allow else "hides"
-            return Decision(allow, (key, entry), f'{key} "{entry}" {verb} it (the most specific rule)')
-        if fs.allowRead:
-            return Decision(False, None, "no rule covers it and allowRead lists paths, so everything else is unreadable")
-        return Decision(True, None, "no rule covers it and allowRead is empty, so it is readable by default")
+        found = self._hider(path)
+        if found is None:
+            return Decision(True, None, "no denyRead covers it, and reads are allowed by default")
+        deny, grant = found
+        if grant is None:
+            return Decision(False, ("denyRead", deny), f'denyRead "{deny}" hides it, and no allowRead re-opens it there')
+        key, entry = grant
+        what = "Claude Code's working directory" if key == WORKING_DIRECTORY else f'{key} "{entry}"'
+        return Decision(True, grant, f'{what} re-opens it inside denyRead "{deny}"')
 
     def write(self, path: str) -> Decision:
         """May the agent change ``path``? Hidden paths are hidden for writing too."""
@@ -93,16 +178,23 @@ class Access:
             ok = any(covers(m, path) for m in BASELINE_MOUNTS)
             return Decision(ok, None, "mounted read-write into the plain container" if ok else "not mounted into the plain container")
         fs = self.policy.filesystem
-        best = _most_specific(path, (("allowWrite", fs.allowWrite, True), ("denyWrite", fs.denyWrite, False)))
-        if best is None:
-            return Decision(False, None, "no allowWrite rule covers it, so it is read-only")
-        _, allow, key, entry = best
-        if not allow:
-            return Decision(False, (key, entry), f'denyWrite "{entry}" keeps it read-only (the most specific rule)')
+        grants = [g for g in self.write_grants if covers(g[1], path)]
+        if not grants:
+            return Decision(False, None, "no allowWrite covers it, and writes are denied by default")
+        grant = max(grants, key=lambda g: len(g[1]))
+        denies = [d for d in fs.denyWrite if covers(d, path)]
+        if denies:
+            return Decision(False, ("denyWrite", denies[0]), f'denyWrite "{denies[0]}" keeps it read-only (denyWrite wins over allowWrite)')
         read = self.read(path)
         if not read.allowed:
-            return Decision(False, read.rule, f"allowWrite \"{entry}\" covers it, but it is hidden: {read.why}; writes there never reach the real file")
-        return Decision(True, (key, entry), f'allowWrite "{entry}" allows it (the most specific rule)')
+            return Decision(False, read.rule, f"{grant[0]} \"{grant[1]}\" covers it, but it is hidden: {read.why}; writes there never reach the real file")
+        guarded = [m for m in self.mandatory if covers(m, path)]
+        if guarded:
+            return Decision(False, ("mandatory", guarded[0]), (
+                f"srt always keeps {guarded[0]} read-only (one of its mandatory write protections, found from "
+                f"{self.start}, where the sandbox starts), whatever allowWrite says"))
+        what = "Claude Code's working directory is writable by default" if grant[0] == WORKING_DIRECTORY else f'allowWrite "{grant[1]}" allows it'
+        return Decision(True, grant, what)
 
     def mode(self, path: str) -> Mode:
         """How the path appears inside the sandbox: hidden, read-only or read-write."""
@@ -191,12 +283,14 @@ def unmeasured_ports(policy: Policy, world: World) -> tuple[Problem, ...]:
     return tuple(out)
 
 
-def access_for(policy: Policy, world: World) -> Access:
-    """The sandbox a learner's policy describes; PolicyError when it opens what the lab cannot measure."""
+def access_for(policy: Policy, world: World, target: Target = "srt") -> Access:
+    """The sandbox a learner's policy describes for ``target``; PolicyError when it opens what the lab cannot measure."""
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; choose one of: {', '.join(TARGETS)}")
     problems = unmeasured_ports(policy, world)
     if problems:
         raise PolicyError("this policy", problems)
-    return Access("policy", world, policy)
+    return Access("policy", world, policy, target)
 
 
 def baseline_access(world: World) -> Access:

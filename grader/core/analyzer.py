@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from grader.core.access import Access, access_for, baseline_access
+from grader.core.access import Access, Target, access_for, baseline_access
 from grader.core.channels import Channel, ExfilPath, channels, exfil_paths, tunnel, unknown_name_why
 from grader.core.domains import matches, split_port
 from grader.core.findings import find
@@ -42,10 +42,10 @@ def analyze(access: Access) -> tuple[ProbeOutcome, ...]:
     return tuple(out)
 
 
-def predict(policy: Optional[Policy], world: Optional[World] = None, *, notes: tuple[str, ...] = ()) -> RunResult:
-    """The static backend's answer: a ``RunResult`` predicted from the policy (None = the plain container)."""
+def predict(policy: Optional[Policy], world: Optional[World] = None, *, notes: tuple[str, ...] = (), target: Target = "srt") -> RunResult:
+    """The static backend's answer: a ``RunResult`` predicted from the policy (None = the plain container) for ``target``."""
     w = world or load_world()
-    access = baseline_access(w) if policy is None else access_for(policy, w)
+    access = baseline_access(w) if policy is None else access_for(policy, w, target)
     return RunResult(
         backend="static",
         sandbox=access.kind,

@@ -241,20 +241,23 @@ def _grant_words(axis: Axis, decision: Decision, access: Access) -> str:
     if access.policy is None:
         return "The plain container"
     if axis == "read" and decision.allowed:
-        return "An empty allowRead (everything is readable by default)"
+        return "No denyRead (every read is allowed by default)"
     return "The sandbox itself (no rule of the policy explains it)"
 
 
-def _path_advice(axis: Axis, target: str, decision: Decision, needs: Needs, sensitive: bool) -> tuple[Fix, str]:
+def _path_advice(axis: Axis, target: str, decision: Decision, needs: Needs, sensitive: bool, world: World) -> tuple[Fix, str]:
     wanted = needs.readable if axis == "read" else needs.write
     deny_key = "denyRead" if axis == "read" else "denyWrite"
     deny: tuple[Fix, str] = ("deny", f'Keep what the job needs, and add "{target}" to filesystem.{deny_key}.')
     if any(covers(n, target) for n in wanted):  # a secret or something that runs later inside what the job needs
         return deny
     if decision.rule is None:
-        if axis == "read" and wanted:
-            reads = needs.read or wanted  # what it writes is readable through allowWrite already
-            return "list", f"List only what the job reads in filesystem.allowRead ({_quoted(reads)}): everything else becomes unreadable."
+        if axis == "read":
+            region = world.root_of(target) or target  # its world root: what no job here needs whole
+            reads = [n for n in (needs.read or wanted) if covers(region, n)]
+            reopen = f", and re-open what the job reads there with filesystem.allowRead ({_quoted(reads)})" if reads else ""
+            return "deny", f'Reads are allowed by default: hide it with filesystem.denyRead ("{region}"){reopen}.'
+
         return "list", "Write a policy that grants only what the job needs."
     key, entry = decision.rule
     pool = needs.write if key == "allowWrite" else wanted
@@ -300,7 +303,7 @@ def _path_overgrants(axis: Axis, paths: tuple[str, ...], needs: Needs, access: A
             harm = _write_harm(world, path)
         rule = decision.rule if decision.allowed else None  # measured, but no rule explains it
         shown = decision if decision.allowed else Decision(False, None, decision.why)
-        fix, advice = _path_advice(axis, path, shown, needs, sensitive)
+        fix, advice = _path_advice(axis, path, shown, needs, sensitive, world)
         out.append(Overgrant(axis, path, rule, _grant_words(axis, shown, access), harm, advice, fix, _role(world, path)))
     out.sort(key=lambda o: (_RANK.get(o.role or "", len(_RANK)), o.target))  # the worst first: their harms are spelt out
     return out

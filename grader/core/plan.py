@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Optional, Union
 
-from grader.core.access import Access, Mode, Network, access_for, baseline_access
+from grader.core.access import Access, Mode, Network, Target, access_for, baseline_access
 from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.probes import PROBES
@@ -82,11 +82,11 @@ class RunPlan:
     hardening: Hardening
     probes: tuple[str, ...] = field(default_factory=lambda: tuple(p.id for p in PROBES))
     scan: bool = True  # a real run also measures the whole scope (every world path and host); off only to time it
-
+    target: Target = "srt"  # who starts the sandbox: its rules decide (access.py)
 
     @property
     def access(self) -> Access:
-        return baseline_access(self.world) if self.policy is None else access_for(self.policy, self.world)
+        return baseline_access(self.world) if self.policy is None else access_for(self.policy, self.world, self.target)
 
 
 def _children(world: World) -> dict[str, list[tuple[str, bool]]]:
@@ -143,10 +143,10 @@ def _mounts(access: Access) -> tuple[Mount, ...]:
     return tuple(out)
 
 
-def build_plan(policy: Optional[Policy], world: Optional[World] = None) -> RunPlan:
-    """Compile a policy (or ``None``: the plain-container baseline) into a run plan."""
+def build_plan(policy: Optional[Policy], world: Optional[World] = None, target: Target = "srt") -> RunPlan:
+    """Compile a policy (or ``None``: the plain-container baseline) into a run plan, as ``target`` starts the sandbox."""
     w = world or load_world()
-    access = baseline_access(w) if policy is None else access_for(policy, w)
+    access = baseline_access(w) if policy is None else access_for(policy, w, target)
     mounts = _mounts(access)
     # Defence in depth: every mount names a world path, whatever the policy said.
     for m in mounts:
@@ -161,6 +161,7 @@ def build_plan(policy: Optional[Policy], world: Optional[World] = None) -> RunPl
         denied_domains=policy.network.deniedDomains if policy else (),
         mounts=mounts,
         hardening=BASELINE_HARDENING if policy is None else Hardening(),
+        target=target,
     )
 
 

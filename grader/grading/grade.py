@@ -18,22 +18,18 @@ rerun.
 Every graded policy's feedback ends with its carry-over to the real tools
 (``carry_over``): what ``sandbox-lab export --to srt`` and ``--to claude-code``
 write for it, and the differences that matter for this policy
-(``srt_notes.srt_warnings``, and allow-only reads where it lists allowRead).
+(``srt_notes.srt_warnings``: what a learner should know of srt's rules for this policy).
 
 The rules behind each verdict come from the run's findings (``RunResult.findings``,
 computed once where the run was made), never rebuilt here.
 
-``semantics`` (``"lab"``, the default, or ``"srt"``/``"claude-code"``) says whose
-rules decide: under a real tool's, the run is of ``semantics.enforced``'s
-rewrite of the policy (what that tool enforces, each rewrite citing its
-difference), so any backend enforces it, and the grade lists the rewrites and
-every probe and check where Sandbox Lab's semantics and the tool's disagree
-for this policy (``Disagreement``: both sides predicted by the static
-analyzer, each change attributed to the difference that made it). A difference
-no rule can express fails closed: the policy is not graded, with the reason.
+``target`` (``"srt"``, the default, or ``"claude-code"``) says who starts the
+sandbox: the policy means what that tool makes of it (``access.py``: srt's rules;
+Claude Code adds its working directory, writable by default), and every backend
+enforces exactly that.
 
 Imports: tasks, needs, policy, plan, probes, outcomes, access, analyzer, paths, scope, errors,
-export, srt_notes, semantics, wording, backends.base (the protocol only; the static backend lazily, as the
+export, srt_notes, wording, backends.base (the protocol only; the static backend lazily, as the
 default of ``grade_file``). Nothing downstream (no report, no CLI, no widgets).
 """
 
@@ -44,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from grader.core.access import Access
+from grader.core.access import TARGET_NAMES, Access, Target
 from grader.core.analyzer import predict
 from grader.backends.base import Backend
 from grader.core.errors import PolicyError, Problem, TaskError
@@ -56,12 +52,11 @@ from grader.core.plan import build_plan
 from grader.core.policy import Policy, load_policy
 from grader.core.probes import probe
 from grader.core.scope import FRESH_LABEL, NEW_FILE
-from grader.realtools.semantics import ADVICE, CAUSES, Enforced, Semantics, enforced
 from grader.realtools.srt_notes import srt_warnings
 from grader.grading.tasks import Check, Task, load_task
 from grader.core.wording import RAN_AT, backend_phrase
 
-__all__ = ["CarryOver", "CheckResult", "Disagreement", "Grade", "carry_over", "disagreements", "grade", "grade_file", "overgrants_of"]
+__all__ = ["CarryOver", "CheckResult", "Grade", "carry_over", "grade", "grade_file", "overgrants_of"]
 
 _EVIDENCE_SHOWN = 3  # evidence lines quoted per probe; the full list is in `sandbox-lab probe --json`
 
@@ -100,53 +95,24 @@ class CarryOver:
         out.append(f"  and `sandbox-lab export {source} --to claude-code` the sandbox block of Claude Code's settings.json:")
         out += [f"    {ln}" for ln in self.claude_code.rstrip("\n").splitlines()]
         if self.differences:
-            out.append("  Differences that matter for this policy:")
+            out.append("  What to know of the real tools' rules for this policy:")
             out += [f"    - {d}" for d in self.differences]
-        else:
-            out.append("  None of the measured differences between srt and Sandbox Lab applies to this policy.")
         return out
 
 
 def carry_over(policy: Policy) -> CarryOver:
-    """What ``export --to srt`` and ``--to claude-code`` produce for ``policy``, and the differences that matter for it.
+    """What ``export --to srt`` and ``--to claude-code`` produce for ``policy``, and what to know of the tools for it.
 
-    The differences are those that change what this policy does: each measured
-    srt difference it relies on (``srt_warnings``, with its JSON pointer);
-    allow-only reads where it lists allowRead (srt reads everything by default,
-    so allowRead restricts nothing unless the policy goes through the export);
-    and, where it hides anything, that Claude Code's own Read and Edit tools
-    follow permission rules, not the sandbox's.
+    Each note of srt's rules this policy meets (``srt_warnings``, with its JSON
+    pointer), and, where it hides anything, that Claude Code's own Read and Edit
+    tools follow permission rules, not the sandbox's.
     """
-    srt_text, srt_notes = export(policy, "srt")
+    srt_text, _ = export(policy, "srt")
     cc_text, cc_notes = export(policy, "claude-code")
-    diffs: list[str] = []
-    if policy.filesystem.allowRead:
-        diffs += [n for n in srt_notes if n.startswith("allow-only reads")]
-    diffs += [f"{w.pointer}: {w.message}" for w in srt_warnings(policy)]
+    diffs = [f"{w.pointer}: {w.message}" for w in srt_warnings(policy)]
     if policy.filesystem.allowRead or policy.filesystem.denyRead:
         diffs += [n for n in cc_notes if n.startswith("the sandbox confines Bash commands")]
     return CarryOver(srt_text, cc_text, tuple(diffs))
-
-
-_TOOL = {"lab": "Sandbox Lab", "srt": "srt", "claude-code": "Claude Code"}
-
-
-@dataclass(frozen=True)
-class Disagreement:
-    """One probe or check where Sandbox Lab's semantics and a real tool's give this policy different results."""
-
-    kind: str  # "probe" or "check"
-    id: str
-    lab: str  # e.g. "blocked", or "PASS (2/2)"
-    graded: str  # the same under the semantics that graded
-    causes: tuple[str, ...]  # the differences that changed it (keys of semantics.CAUSES), in the order applied
-    why: str  # one sentence per cause: what the tool does, and the rewrite that says it
-
-    def to_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "id": self.id, "lab": self.lab, "graded": self.graded, "causes": list(self.causes), "why": self.why}
-
-    def line(self, semantics: str) -> str:
-        return f"{self.kind} {self.id}: Sandbox Lab says {self.lab}, {_TOOL[semantics]} would say {self.graded}, because {self.why}"
 
 
 @dataclass(frozen=True)
@@ -161,9 +127,7 @@ class Grade:
     notes: tuple[str, ...] = field(default=())  # from the run, e.g. "predicted, not run: ..."
     overgrants: tuple[Overgrant, ...] = ()  # every path and host granted beyond the job's needs (the board lists them)
     carry_over: Optional[CarryOver] = None  # the policy in the real tools; None for an invalid policy
-    semantics: str = "lab"  # whose rules graded: "lab", "srt" or "claude-code" (semantics.SEMANTICS)
-    enforced: Optional[Enforced] = None  # under a real tool's semantics: the policy as it enforces it, with every rewrite
-    disagreements: tuple[Disagreement, ...] = ()  # under a real tool's semantics: where it and Sandbox Lab's differ
+    target: str = "srt"  # who starts the sandbox, whose rules graded: "srt" or "claude-code" (access.TARGETS)
 
     @property
     def score(self) -> int:
@@ -208,39 +172,13 @@ class Grade:
             out["notes"] = list(self.notes)
         if self.could_not_grade:
             out["could_not_grade"] = [c.id for c in self.could_not_grade]
-        if self.semantics != "lab":  # absent: Sandbox Lab's own semantics graded (the shape of every earlier grade)
-            out["semantics"] = self.semantics
-            if self.enforced is not None:
-                out["rewrites"] = [r.to_json() for r in self.enforced.rewrites]
-                out["caveats"] = [c.to_json() for c in self.enforced.caveats]
-            out["disagreements"] = [d.to_json() for d in self.disagreements]
+        if self.target != "srt":  # absent: srt, the default target
+            out["target"] = self.target
         return out
-
-    def _semantics_lines(self) -> list[str]:
-        if self.semantics == "lab" or self.enforced is None:
-            return []
-        tool = _TOOL[self.semantics]
-        e = self.enforced
-        if not e.rewrites:
-            lines = [f"Graded as {tool} enforces this policy (--semantics {self.semantics}): its rules and Sandbox Lab's "
-                     "agree for this policy, so nothing was rewritten."]
-        else:
-            lines = [f"Graded as {tool} enforces this policy (--semantics {self.semantics}), rewritten where its rules differ "
-                     "from Sandbox Lab's:"]
-            lines += [f"  - {r}" for r in e.rewrites]
-            causes = dict.fromkeys(r.cause for r in e.rewrites)
-            lines += [f"  fix under {tool}: {ADVICE[c]}" for c in causes if c in ADVICE]
-        lines += [f"  caveat: {c}" for c in e.caveats]
-        if self.disagreements:
-            lines.append(f"Where Sandbox Lab's semantics and {tool}'s disagree for this policy (both predicted by the static analyzer):")
-            lines += [f"  - {d.line(self.semantics)}" for d in self.disagreements]
-        else:
-            lines.append(f"Sandbox Lab's semantics and {tool}'s agree on every probe and check for this policy.")
-        return lines
 
     def feedback(self) -> str:
         """Plain-text feedback: the score, which backend judged, and every lost point explained."""
-        under = f"; graded under {_TOOL[self.semantics]}'s semantics" if self.semantics != "lab" else ""
+        under = f"; target {TARGET_NAMES[self.target]}" if self.target != "srt" else ""  # type: ignore[index]
         # a run the run service made says where it ran, as probe boards do; the note is then said once, there
         where = tuple(n for n in self.notes if n.startswith(RAN_AT)) if self.backend != "static" else ()
         lines = [f"{self.task}: {self.score}/{self.max_score} ({backend_phrase(self.backend, where)}{under})"]
@@ -255,7 +193,6 @@ class Grade:
         for c in self.checks:
             mark = "PASS" if c.passed else "ERROR" if c.error else "FAIL"
             lines.append(f"  [{mark}] {c.id} ({c.points}/{c.max_points}): {c.message}")
-        lines += ["  " + ln for ln in self._semantics_lines()]
         if self.carry_over is not None:
             lines += ["  " + ln for ln in self.carry_over.lines(self.source or "my_policy.json")]
         return "\n".join(lines)
@@ -288,8 +225,10 @@ def _path_fix(axis: str, rule: Optional[tuple[str, str]], paths: list[str], need
     denied = ", ".join(f'"{p}"' for p in outer[:_SHOWN_PATHS]) + (" ..." if len(outer) > _SHOWN_PATHS else "")
     if rule is None:
         if axis == "read":
-            reads = ", ".join(f'"{n}"' for n in needs.read) or "nothing"
-            return f"list only what the job reads in filesystem.allowRead ({reads}): everything else becomes unreadable"
+            inside = [n for n in needs.read if any(covers(o, n) for o in outer)]
+            reopen = (" and re-open what the job reads inside it with filesystem.allowRead (" + ", ".join(f'"{n}"' for n in inside) + ")"
+                      if inside else "")
+            return f"reads are allowed by default: hide {denied} with filesystem.denyRead{reopen}"
         return "write a policy that grants only what the job needs"
     key, entry = rule
     under = [n for n in wanted if covers(entry, n) and n != entry]
@@ -453,61 +392,24 @@ def _result(c: CheckResult) -> str:
     return f"{'PASS' if c.passed else 'ERROR' if c.error else 'FAIL'} ({c.points}/{c.max_points})"
 
 
-def _because(causes: list[str], reading: Enforced) -> str:
-    parts = []
-    for cause in causes:
-        mine = [r for r in reading.rewrites if r.cause == cause]
-        more = f" and {len(mine) - 1} more" if len(mine) > 1 else ""
-        parts.append(f"{CAUSES[cause]} ({mine[0].change}{more}; {cause})" if mine else CAUSES[cause])
-    return "; and ".join(parts)
-
-
-def disagreements(task: Task, reading: Enforced) -> tuple[Disagreement, ...]:
-    """Every probe and check where ``reading``'s semantics and Sandbox Lab's disagree for its policy, with the causes.
-
-    Both sides are static predictions (the same rules the Docker backend enforces), so the board is about
-    the semantics, never about one run. The policy is judged after each cause's rewrites in turn: a cause is
-    named where it changed the result.
-    """
-    from grader.backends.static import StaticBackend
-
-    chain = [("", reading.original), *reading.steps]
-    probes = [{o.id: o.outcome for o in predict(p, task.world).probes} for _, p in chain]
-    checks = [{c.id: _result(c) for c in grade(task, p, StaticBackend()).checks} for _, p in chain]
-    out: list[Disagreement] = []
-    for kind, results in (("probe", probes), ("check", checks)):
-        for key, first in results[0].items():
-            last = results[-1][key]
-            if first == last:
-                continue
-            causes = [chain[i][0] for i in range(1, len(chain)) if results[i - 1][key] != results[i][key]]
-            out.append(Disagreement(kind, key, first, last, tuple(causes), _because(causes, reading)))
-    return tuple(out)
-
-
 def grade(
-    task: Task, policy_or_error: Union[Policy, PolicyError], backend: Backend, *, source: str = "", semantics: Semantics = "lab",
+    task: Task, policy_or_error: Union[Policy, PolicyError], backend: Backend, *, source: str = "", target: Target = "srt",
 ) -> Grade:
-    """Grade one policy on one task with one run of ``backend``, under ``semantics``' rules.
+    """Grade one policy on one task with one run of ``backend``, as ``target`` enforces it.
 
     An invalid policy (``PolicyError``) scores 0 with its validation problems as
-    feedback; it is never graded against a default. Under a real tool's
-    semantics, a policy whose difference no lab rule can express is graded the
-    same way, with that reason. A failure of the grading machinery itself
-    raises ``BackendError``: the policy was not judged.
+    feedback; it is never graded against a default. A failure of the grading
+    machinery itself raises ``BackendError``: the policy was not judged.
     """
     if isinstance(policy_or_error, PolicyError):
-        return replace(_invalid(task, policy_or_error, backend.name), semantics=semantics)
+        return replace(_invalid(task, policy_or_error, backend.name), target=target)
     policy = policy_or_error
-    reading: Optional[Enforced] = None
-    if semantics != "lab":
-        try:
-            reading = enforced(policy, semantics, task.world)
-        except PolicyError as exc:
-            return replace(_invalid(task, exc, backend.name), semantics=semantics, source=source)
     needs_run = any(c.kind != "policy" for c in task.checks)
-    # judged in the world its checks were resolved in; under a real tool's semantics, the policy as it enforces it
-    plan = build_plan(reading.policy if reading is not None else policy, task.world)
+    # judged in the world its checks were resolved in, as the target starts the sandbox
+    try:
+        plan = build_plan(policy, task.world, target)
+    except PolicyError as exc:
+        return replace(_invalid(task, exc, backend.name), target=target, source=source)
     run = backend.run(plan) if needs_run else None
     # the rules that decide, from the run's own findings (a result made by hand has none: the plan's, same world)
     access = run.findings.access if run is not None and run.findings is not None else plan.access
@@ -525,12 +427,12 @@ def grade(
     return Grade(
         task.id, run.backend if run else backend.name, tuple(results),
         notes=run.notes if run else (), overgrants=found or (), carry_over=carry_over(policy), source=source,
-        semantics=semantics, enforced=reading, disagreements=disagreements(task, reading) if reading is not None else (),
+        target=target,
     )
 
 
 def grade_file(
-    task_or_id: Union[Task, str], path: Union[str, os.PathLike[str]], backend: Optional[Backend] = None, *, semantics: Semantics = "lab",
+    task_or_id: Union[Task, str], path: Union[str, os.PathLike[str]], backend: Optional[Backend] = None, *, target: Target = "srt",
 ) -> Grade:
     """Load the policy file at ``path`` and grade it; a missing or invalid file scores 0 with the reason.
 
@@ -545,4 +447,4 @@ def grade_file(
         policy: Union[Policy, PolicyError] = load_policy(path, name=Path(path).name)
     except PolicyError as exc:
         policy = exc
-    return grade(task, policy, backend, source=Path(path).name, semantics=semantics)
+    return grade(task, policy, backend, source=Path(path).name, target=target)

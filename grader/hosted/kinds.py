@@ -118,12 +118,12 @@ def _run_probe(body: dict[str, Any]) -> dict[str, Any]:
 # --- grade --------------------------------------------------------------------------------------
 
 
-def _semantics(body: dict[str, Any]) -> Any:
-    from grader.realtools.semantics import SEMANTICS
+def _target(body: dict[str, Any]) -> Any:
+    from grader.core.access import TARGETS
 
-    value = body.get("semantics", "lab")
-    if value not in SEMANTICS:
-        raise invalid([("$.semantics", f"must be one of {', '.join(SEMANTICS)}.")])
+    value = body.get("target", "srt")
+    if value not in TARGETS:
+        raise invalid([("$.target", f"must be one of {', '.join(TARGETS)}: who starts the sandbox, whose rules decide.")])
     return value
 
 
@@ -139,9 +139,9 @@ def _task(value: Any) -> Any:
 
 
 def _check_grade(body: dict[str, Any]) -> None:
-    _require(list(_fields(body, ("task", "policy"), ("semantics",))))
+    _require(list(_fields(body, ("task", "policy"), ("target",))))
     _task(body["task"])
-    _semantics(body)
+    _target(body)
     if not isinstance(body["policy"], dict):  # an invalid policy is graded (0, with its problems), as the CLI does
         raise invalid([("$.policy", "must be a JSON object: the policy, as in a policy file.")])
 
@@ -158,7 +158,7 @@ def _run_grade(body: dict[str, Any]) -> dict[str, Any]:
     except PolicyError as exc:
         policy = exc
     with worker_backend() as backend:
-        data = grade(task, policy, backend, semantics=_semantics(body)).to_json()
+        data = grade(task, policy, backend, target=_target(body)).to_json()
     if isinstance(policy, PolicyError):
         data.update(error_json(one_line(policy), policy.as_json()))
     return data

@@ -1,4 +1,4 @@
-"""Exporting a policy to the tools that enforce sandboxes for real, with every place the semantics differ.
+"""Exporting a policy to the tools that enforce sandboxes for real: the rules as written, with what to know of each tool.
 
 Three targets:
 
@@ -14,10 +14,10 @@ Three targets:
   runs for the policy, from ``build_plan``: mounts, network, hardening, and
   the egress proxy's allowlist.
 
-Exports never claim more than they can: each returns the file text and a list
-of sentences, one per difference between Sandbox Lab's reading of the policy
-and the target's (allow-only reads, precedence, mandatory protections, ``~``,
-paths that do not exist yet, ...). The CLI prints them as ``#`` comments. For
+A policy means here what it means to srt (``access.py``), so the srt and Claude
+Code exports are the rules as written, paths mapped; nothing is added. Each
+returns the file text and a list of sentences: what to know of the target for
+this policy (mandatory protections, ``~``, paths that do not exist yet, ...). The CLI prints them as ``#`` comments. For
 srt and Claude Code, the policy-specific ones are ``srt_notes.srt_warnings``,
 the one table of what sandbox-runtime 0.0.83 was measured to do differently
 (``docs/srt-differences.md``), each line with the JSON pointer of its entry.
@@ -31,7 +31,6 @@ import json
 import re
 from typing import Any, Literal, Optional
 
-from grader.core.access import access_for
 from grader.core.paths import HOME, covers
 from grader.core.plan import RunPlan, build_plan
 from grader.core.policy import Policy
@@ -101,37 +100,9 @@ def _existing(world: World) -> set[str]:
 
 
 def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
+    """The policy as written, every list present: it means the same to srt as here (``access.py``), so nothing is added."""
     fs, net = policy.filesystem, policy.network
-    access = access_for(policy, world)
     notes: list[str] = []
-    deny_read = list(fs.denyRead)
-    allow_read = list(fs.allowRead)
-
-    if fs.allowRead:
-        grants = fs.allowRead + fs.allowWrite
-        uncovered = [r for r in world.roots if not any(covers(g, r) for g in grants)]
-        for r in uncovered:
-            _add(deny_read, r)
-        notes.append(
-            "allow-only reads: allowRead lists paths, so Sandbox Lab makes everything of the simulated machine "
-            "that no rule covers unreadable; srt allows every read by default, so this export adds denyRead of "
-            + (", ".join(uncovered) if uncovered else "no data root (every one is covered)")
-            + " (the world's data roots that no allowRead or allowWrite covers) and keeps the allowRead entries "
-            "to re-allow what you listed. On a real machine, directories outside those roots (/var, /srv, other "
-            "homes, ...) stay readable under srt."
-        )
-        notes.append(
-            "allowRead is part of sandbox-runtime's user schema (filesystem.allowRead in src/sandbox/sandbox-config.ts); "
-            "an srt too old to know it drops the key silently, and then the denyRead entries above hide those "
-            "roots entirely."
-        )
-
-    # Sandbox Lab: allowWrite implies read. srt: a denyRead region stays unreadable
-    # unless allowRead re-allows it, so writable paths inside one are re-allowed.
-    for entry in fs.allowWrite:
-        if any(covers(d, entry) for d in deny_read) and access.read(entry).allowed:
-            _add(allow_read, entry)
-
     notes.append(
         f'"~": Sandbox Lab reads "~" as {HOME} and this export writes every path out in full; srt expands "~" to the '
         f"home of whoever runs it. If that is not {HOME}, write ~/... instead of {HOME}/... ."
@@ -140,25 +111,23 @@ def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
         "mandatory protections: whatever allowWrite says, srt 0.0.83 on Linux write-protects shell start-up files "
         "(.bashrc, .zshrc, .profile, ...), .git/hooks and .git/config, but only in the directory srt starts in and "
         "up to 3 levels below it (mandatoryDenySearchDepth); elsewhere they are as writable as allowWrite makes them. "
-        "It does not protect its own settings file (~/.srt-settings.json). Sandbox Lab has no such exceptions. "
-        "Protect all of them with denyWrite rather than rely on srt."
+        "It does not protect its own settings file (~/.srt-settings.json). Sandbox Lab grades srt started in the home; "
+        "protect all of them with denyWrite rather than rely on where srt starts."
     )
     notes.append(
-        'wildcards: "*.example.com" matches strict subdomains only, never example.com itself; the same in srt.'
+        'wildcards: "*.example.com" matches strict subdomains only, never example.com itself.'
     )
     existing = _existing(world)
     missing = [
-        e for key in ("allowRead", "denyRead", "allowWrite", "denyWrite") for e in getattr(fs, key)
+        e for key in ("allowRead", "denyRead", "allowWrite") for e in getattr(fs, key)
         if world.root_of(e) is not None and e not in existing
     ]
-    notes.append(
-        "paths that do not exist yet: srt applies a rule to the path as it exists when the sandbox starts "
-        "(on Linux, bubblewrap can only mount what exists): an allowWrite of a path created later grants nothing, "
-        "and a denyRead of one hides nothing; Sandbox Lab applies a rule whenever the path appears. Create such "
-        "paths before starting srt"
-        + (": " + ", ".join(dict.fromkeys(missing)) if missing else "")
-        + "."
-    )
+    if missing:
+        notes.append(
+            "paths that do not exist yet: srt applies allowRead, denyRead and allowWrite to a path as it exists when "
+            "the sandbox starts (on Linux, bubblewrap can only mount what exists), so these bind nothing: "
+            + ", ".join(dict.fromkeys(missing)) + ". Create them before starting srt, or name a directory that exists."
+        )
     beyond = [
         e for key in ("allowRead", "denyRead", "allowWrite", "denyWrite") for e in getattr(fs, key)
         if world.root_of(e) is None
@@ -173,8 +142,8 @@ def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
 
     settings = {
         "filesystem": {
-            "denyRead": deny_read,
-            "allowRead": allow_read,
+            "denyRead": list(dict.fromkeys(fs.denyRead)),
+            "allowRead": list(dict.fromkeys(fs.allowRead)),
             "allowWrite": list(dict.fromkeys(fs.allowWrite)),
             "denyWrite": list(dict.fromkeys(fs.denyWrite)),
         },
@@ -200,14 +169,17 @@ def _claude_code(policy: Policy, world: World) -> tuple[str, list[str]]:
     settings, notes = _srt(policy, world)
     fs = {k: [_cc_path(p) for p in v] for k, v in settings["filesystem"].items()}
     block = {"sandbox": {"enabled": True, "filesystem": fs, "network": settings["network"]}}
-    notes = [n.replace("srt", "Claude Code's sandbox (srt inside)", 1) if n.startswith("allow-only") else n for n in notes]
+    notes.insert(0, "Claude Code runs its sandbox from its working directory (your project) and lets sandboxed commands "
+                    "write there by default: allowWrite only adds paths. Keep what must not change there read-only with "
+                    "denyWrite, and hide its secrets with denyRead of the files themselves. (Grade it with --target claude-code.)")
     notes.extend([
         'paths are written with a leading "//": in Claude Code\'s sandbox.filesystem "//" marks an absolute path, '
         'while a single leading "/" is read relative to the settings file\'s directory.',
         "the sandbox confines Bash commands; Claude Code's own Read and Edit tools follow permission rules "
         '(permissions.deny such as "Read(//home/user/.ssh/**)"), not these settings. Add matching deny rules.',
-        "hosts missing from allowedDomains: Claude Code may ask you whether to allow them; Sandbox Lab has no "
-        "prompt and blocks them. Answer no, or manage the list with allowManagedDomainsOnly in managed settings.",
+        "hosts missing from allowedDomains: Claude Code may ask you whether to allow them (unless "
+        "sandbox.network.strictAllowlist is true); Sandbox Lab grades as if you always answer no. Answer no, or set "
+        "strictAllowlist.",
         "key shape checked against Claude Code's settings documentation and its sandbox settings schema "
         "(sandbox.enabled, sandbox.filesystem.allowWrite/denyWrite/denyRead, sandbox.network.allowedDomains); "
         "allowRead and deniedDomains exist only in newer versions, and Claude Code drops keys it does not know "

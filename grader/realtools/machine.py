@@ -21,18 +21,18 @@ hardened settings object for Claude Code or sandbox-runtime (srt):
 
 ``hardened=False`` writes the policy's rules one for one instead (its *as
 written* form): no narrowed denies, no credential masks, no added
-``denyRead`` for allow-only reads, no hardening keys or permission rules
+hardening keys or permission rules
 (``sandbox.enabled`` stays: without it nothing is sandboxed); a path of the
 world with no counterpart on the machine is written as the world's own
 absolute path, with a note. ``importer.import_settings`` reads such a file
-back as exactly the same policy, and it is what ``--semantics srt`` and
-``claude-code`` grade: the rules the learner wrote, under the tool's semantics.
+back as exactly the same policy: the rules the learner wrote, which mean the
+same to the tool as in Sandbox Lab (``access.py``).
 
 Key names and defaults were checked against SchemaStore's Claude Code
 settings schema (vendored in ``schemas/``) and srt 0.0.83's
 ``sandbox-config.d.ts``; nothing here is a key those do not have.
 
-Imports: paths, policy, world. Nothing downstream.
+Imports: access, paths, policy, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
+from grader.core.access import start_directory, world_projects
 from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.world import World, load_world
@@ -100,23 +101,6 @@ class MachineExport:
     @property
     def text(self) -> str:
         return json.dumps(self.settings, indent=2) + "\n"
-
-
-def world_projects(world: World) -> tuple[str, ...]:
-    """The world's projects: its data roots other than the home that hold no secret root of their own."""
-    return tuple(r for r in world.roots if r != world.home and any(f.role == "source" or f.role == "job-input" for f in world.files if covers(r, f.path)))
-
-
-def primary_project(policy: Policy, world: Optional[World] = None) -> str:
-    """The world project the policy works in: the first one its allowWrite (else allowRead) names; else the first."""
-    w = world or load_world()
-    projects = world_projects(w)
-    for key in ("allowWrite", "allowRead"):
-        for entry in getattr(policy.filesystem, key):
-            for p in projects:
-                if covers(p, entry):
-                    return p
-    return projects[0]
 
 
 def _secret_spots(world: World, under: str) -> list[str]:
@@ -248,18 +232,6 @@ def machine_export(
                 _add(lists[key], [mapped])
     if not hardened:
         return _as_written(policy, to, mp, lists)
-    if fs.allowRead:
-        # Sandbox Lab: allowRead lists what is readable. srt and Claude Code allow every read and use allowRead only
-        # to re-allow inside denyRead: the same narrowing as above, for what no allow rule covers
-        grants = list(fs.allowRead) + list(fs.allowWrite)
-        for r in w.roots:
-            for spot in _secret_spots(w, r):
-                if not any(covers(g, spot) or covers(spot, g) for g in grants):
-                    mapped = mp.machine_path(spot, "denyRead")
-                    if mapped is not None:
-                        _add(lists["denyRead"], [mapped])
-        mp.changes.append(Change("/", "allowRead lists what is readable in Sandbox Lab; on your machine everything is readable "
-                                 "by default, so the export denies the secrets no allow rule covers and leaves the rest readable"))
     secrets = []
     for f in w.loot:
         mapped = mp.machine_path(f.path, "denyRead", record=False)
@@ -318,3 +290,8 @@ def _is_dir(rendered: str, mp: _Mapper, world: World) -> bool:
     if rendered in ("~", mp.machine.root) or rendered.startswith("//") and rendered[1:] == mp.machine.root:
         return True
     return any(mp.machine_path(d, "denyRead", record=False) == rendered for d in world.directories())
+
+
+def primary_project(policy: Policy, world: Optional[World] = None) -> str:
+    """The world project the policy works in (where Claude Code starts): the first one its allowWrite (else allowRead) names."""
+    return start_directory(policy, world or load_world(), "claude-code")

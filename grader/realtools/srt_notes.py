@@ -1,27 +1,22 @@
-"""Where the real sandbox-runtime (srt 0.0.83) would treat a policy differently from Sandbox Lab, as warnings.
+"""What a learner should know of sandbox-runtime's rules for one policy, as warnings with the entry they concern.
 
-Learners write policies in the shape of srt's settings file, and Sandbox Lab's
-verdicts follow its own policy language (``access.py``). Running the corpus
-through both (``bench/srt_crosscheck.py``, ``docs/srt-differences.md``) found a
-few measured differences. A learner who trusts ``sandbox-lab check`` where a
-policy relies on one of them would be misled about the real tool, so each such
-pattern gets a warning that says what srt does and how to write the policy so
-both agree.
+A policy means in Sandbox Lab what it means to srt 0.0.83 (``access.py``), so
+these are not differences between two readings: each is a pattern srt accepts
+whose effect surprises people (an ``allowRead`` that restricts nothing, the same
+path named in two lists, a grant of a path that does not exist yet), or a place
+where the lab's simulated machine stands in for a real one (an IP literal, the
+machine's own loopback). Each warning says what srt does and how to write the
+policy so that it means what its author wants.
 
 ``RULES`` is the one table of which pattern gives which message. Its causes are
-the slugs of ``docs/srt-differences.json`` (a unit test keeps the two in step),
-plus a few the corpus cannot show as a verdict difference but the
-documentation measured: ``deny-write-wins``, ``settings-not-protected`` (a
-common false belief: srt does not protect its own settings) and
-``ip-literal-reachable``; and ``loopback-direct``, a policy the srt backend
-refuses to run (srt would dial the machine's own loopback).
+slugs shared with ``docs/srt-differences.json`` where the cross-check measured
+the behaviour.
 
-srt's list of always write-protected files and folders (``SRT_FILES``,
-``SRT_DIRS``, ``srt_protects``, ``protect_target``) is shared with
-``semantics``, which grades a policy under srt's rules.
+srt's list of always write-protected files and folders lives in
+``core/mandatory.py`` (re-exported here for callers that name it).
 
 Pure: reads nothing but the package's world. Imports: access, domains, errors,
-paths, policy, world. Nothing downstream.
+mandatory, paths, policy, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -32,6 +27,7 @@ from typing import Callable, Iterator, Optional
 from grader.core.access import Access, access_for
 from grader.core.domains import is_ipv4
 from grader.core.errors import Problem, json_pointer
+from grader.core.mandatory import SRT_DIRS, SRT_FILES, protect_target, srt_protects
 from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.world import World, load_world
@@ -77,27 +73,43 @@ def _quoted(paths: list[str]) -> str:
 # --- detectors: each yields where a rule applies and the fields of its message ----------------
 
 
+def _allow_read_alone(c: _Ctx) -> Iterator[Hit]:
+    # The old allow-list reading: an allowRead no denyRead surrounds re-opens nothing, because nothing is hidden there.
+    fs = c.policy.filesystem
+    alone = [(i, a) for i, a in enumerate(fs.allowRead) if not any(covers(d, a) for d in fs.denyRead)]
+    if not alone:
+        return
+    readable = [f.path for f in c.world.loot if c.access.read(f.path).allowed]
+    if not readable:
+        return
+    regions = [r for r in c.world.roots if not any(covers(d, r) for d in fs.denyRead)]
+    for i, a in alone:
+        yield _ptr("allowRead", i), {
+            "path": a,
+            "secrets": ", ".join(readable[:4]) + (f" and {len(readable) - 4} more" if len(readable) > 4 else ""),
+            "deny": _quoted(regions),
+        }
+
+
 def _allow_read_wins(c: _Ctx) -> Iterator[Hit]:
-    # Only the same path differs: a denyRead strictly inside an allowRead stays hidden in srt too.
     fs = c.policy.filesystem
     for i, d in enumerate(fs.denyRead):
-        if d in fs.allowRead and not c.access.read(d).allowed:
+        if d in fs.allowRead and c.exists(d):
             yield _ptr("denyRead", i), {"path": d}
 
 
 def _allow_write_reopens_read(c: _Ctx) -> Iterator[Hit]:
-    # An allowWrite entry always covers itself, so only a denyRead of the same path can hide it.
-    for i, e in enumerate(c.policy.filesystem.allowWrite):
-        seen = c.access.read(e)
-        if not seen.allowed and seen.rule is not None and seen.rule[0] == "denyRead":
+    fs = c.policy.filesystem
+    for i, e in enumerate(fs.allowWrite):
+        if e in fs.denyRead and c.exists(e):
             yield _ptr("allowWrite", i), {"path": e}
 
 
 def _deny_write_wins(c: _Ctx) -> Iterator[Hit]:
     fs = c.policy.filesystem
     for i, e in enumerate(fs.allowWrite):
-        outer = [d for d in fs.denyWrite if d != e and covers(d, e)]
-        if outer and c.access.write(e).allowed:
+        outer = [d for d in fs.denyWrite if covers(d, e)]
+        if outer:
             yield _ptr("allowWrite", i), {"path": e, "deny": outer[0]}
 
 
@@ -120,7 +132,7 @@ def _create_first(c: _Ctx, parent: str) -> str:
 def _missing_write_target(c: _Ctx) -> Iterator[Hit]:
     fs = c.policy.filesystem
     for i, e in enumerate(fs.allowWrite):
-        if c.world.root_of(e) is None or c.exists(e) or not c.access.write(e).allowed:
+        if c.world.root_of(e) is None or c.exists(e):
             continue
         if any(covers(a, e) and c.exists(a) for a in fs.allowWrite):
             continue  # an existing directory above it is granted: srt lets the job create it there
@@ -131,50 +143,34 @@ def _missing_write_target(c: _Ctx) -> Iterator[Hit]:
 def _missing_read_deny(c: _Ctx) -> Iterator[Hit]:
     fs = c.policy.filesystem
     for i, d in enumerate(fs.denyRead):
-        if c.world.root_of(d) is None or c.exists(d) or c.access.read(d).allowed:
+        if c.world.root_of(d) is None or c.exists(d):
             continue
         if any(o != d and covers(o, d) and c.exists(o) for o in fs.denyRead):
-            continue  # an existing denied directory above it hides it in srt too
-        if fs.allowRead and not any(covers(g, d) for g in fs.allowRead + fs.allowWrite):
-            continue  # the export denies its whole data root, which exists
+            continue  # an existing denied directory above it hides it
         yield _ptr("denyRead", i), {"path": d, "parent": c.nearest_existing(d)}
 
 
-# What srt refuses to write wherever it finds them below its working directory: DANGEROUS_FILES and
-# getDangerousDirectories() in its sandbox-utils, plus .git/hooks and .git/config. Other persistence
-# paths of the world (~/.local/bin, ~/.ssh/authorized_keys, a Makefile) are not on its list.
-SRT_FILES = (".gitconfig", ".gitmodules", ".bashrc", ".bash_profile", ".zshrc", ".zprofile", ".profile", ".ripgreprc", ".mcp.json")
-SRT_DIRS = (".vscode", ".idea", ".claude/commands", ".claude/agents", ".git/hooks")
-
-
-def protect_target(path: str) -> str:
-    """What to denyWrite for a path srt protects: the whole protected directory it lies in, else the file."""
-    for d in SRT_DIRS:
-        head, sep, _ = (path + "/").partition(f"/{d}/")
-        if sep:
-            return f"{head}/{d}"
-    return path
-
-
-def srt_protects(path: str) -> bool:
-    inside = any(f"/{d}/" in path + "/" for d in SRT_DIRS)
-    return inside or path.rsplit("/", 1)[-1] in SRT_FILES or path.endswith("/.git/config")
-
-
 def _writable_by_entry(c: _Ctx, roles: tuple[str, ...], srt_list: bool = False) -> Iterator[tuple[int, list[tuple[str, str]]]]:
-    """Per allowWrite entry (its first index): the world paths of ``roles`` it makes writable, with their labels.
+    """Per allowWrite entry (its first index): the world paths of ``roles`` it grants, with their labels.
 
-    Files come first; a directory is named only when none of its files is. With ``srt_list``, only
-    paths on srt's own list.
+    A path counts when the entry covers it, it is not hidden and no denyWrite covers it; with ``srt_list``,
+    only paths on srt's own list, whether or not srt protects them from where it starts. Files come first;
+    a directory is named only when none of its files is.
     """
     fs = c.policy.filesystem
     granted: dict[str, dict[str, str]] = {}
     for e in c.world.entries():
         if e.role not in roles or (srt_list and not srt_protects(e.path)):
             continue
-        w = c.access.write(e.path)
-        if w.allowed and w.rule is not None and w.rule[0] == "allowWrite":
-            paths = granted.setdefault(w.rule[1], {})
+        if any(covers(d, e.path) for d in fs.denyWrite) or not c.access.read(e.path).allowed:
+            continue
+        if srt_list:
+            entry = next((a for a in sorted(fs.allowWrite, key=len, reverse=True) if covers(a, e.path) and c.access.binds(a)), None)
+        else:
+            w = c.access.write(e.path)
+            entry = w.rule[1] if w.allowed and w.rule is not None and w.rule[0] == "allowWrite" else None
+        if entry is not None:
+            paths = granted.setdefault(entry, {})
             if not any(covers(e.path, p) for p in paths):
                 paths[e.path] = e.label
     for entry, paths in granted.items():
@@ -228,72 +224,75 @@ class Rule:
 
 RULES: tuple[Rule, ...] = (
     Rule(
+        "allow-read-alone", "allow-read-alone", _allow_read_alone,
+        'allowRead "{path}" is inside no denyRead, so it restricts nothing: srt reads everything by default, and '
+        "allowRead only re-opens paths inside a denyRead. As written, {secrets} stay readable. To make only what you "
+        "listed readable, hide the regions around it with denyRead (here {deny}) and keep allowRead \"{path}\" to "
+        "re-open it.",
+    ),
+    Rule(
         "allow-read-wins", "allow-read-wins", _allow_read_wins,
-        'denyRead "{path}" names the same path as allowRead "{path}": Sandbox Lab hides it (on the same path deny '
-        "wins); srt lets allowRead take precedence, so there the agent can read it. Name each path in one list only: "
-        "remove it from allowRead to hide it in both tools (a denyRead strictly inside an allowRead stays hidden in "
-        "both).",
+        'denyRead "{path}" names the same path as allowRead "{path}": srt lets allowRead take precedence, so it stays '
+        "readable and this denyRead hides nothing. Name each path in one list only: remove it from allowRead to hide it "
+        "(a denyRead strictly inside an allowRead does hide).",
     ),
     Rule(
         "allow-write-reopens-read", "allow-write-reopens-read", _allow_write_reopens_read,
-        'allowWrite "{path}" names the same path as denyRead "{path}": Sandbox Lab hides it (deny wins, and a hidden '
-        "path cannot be written); srt on Linux binds the allowWrite path back over the denied one, readable and "
-        "writable, so there the agent can read it. Name each path in one list only: remove it from allowWrite to hide "
-        "it in both tools.",
+        'allowWrite "{path}" names the same path as denyRead "{path}": srt on Linux binds the allowWrite path back over '
+        "the denied one, readable and writable, so this denyRead hides nothing. Name each path in one list only: remove "
+        "it from allowWrite to hide it.",
     ),
     Rule(
         "deny-write-wins", "deny-write-wins", _deny_write_wins,
-        'allowWrite "{path}" lies inside denyWrite "{deny}": Sandbox Lab lets the agent write it (the most specific '
-        "rule wins); srt lets denyWrite take precedence and keeps it read-only. Never put an allowWrite inside a "
-        "denyWrite: nothing is writable unless allowWrite grants it, so grant the writable paths themselves and deny "
-        "only paths inside a grant; then both tools agree.",
+        'allowWrite "{path}" lies inside denyWrite "{deny}": srt lets denyWrite take precedence, so this grant makes '
+        "nothing writable. Grant the writable paths themselves and deny only paths inside a grant.",
     ),
     Rule(
         "missing-write-target", "missing-path-at-start", _missing_write_target,
-        'allowWrite "{path}" names a path that does not exist when the sandbox starts (a job creates it). Sandbox Lab '
-        "lets the job create it; srt (Linux) applies a rule only to a path that exists at start, so this grant binds "
-        'nothing and the write fails ("Read-only file system"). For both tools to agree, {advice}',
+        'allowWrite "{path}" names a path that does not exist when the sandbox starts (a job creates it). srt (Linux) '
+        "applies a rule only to a path that exists at start, so this grant binds nothing and the write fails "
+        '("Read-only file system"). So that the job can write it, {advice}',
     ),
     Rule(
         "missing-read-deny", "missing-path-at-start", _missing_read_deny,
-        'denyRead "{path}" names a path that does not exist when the sandbox starts. Sandbox Lab hides it whenever '
-        "it appears; srt (Linux) hides only what exists at start, so a file created there later (even by the "
-        'sandboxed command, where it may write) is readable under srt. For both tools to agree, deny a directory that '
-        'exists ("{parent}") if hiding all of it is acceptable, or create the path before starting srt.',
+        'denyRead "{path}" names a path that does not exist when the sandbox starts. srt (Linux) hides only what exists '
+        "at start, so a file created there later (even by the sandboxed command, where it may write) is readable. Deny a "
+        'directory that exists ("{parent}") if hiding all of it is acceptable, or create the path before starting srt.',
     ),
     Rule(
         "mandatory-shell-rc", "mandatory-shell-rc", _mandatory_shell_rc,
-        'allowWrite "{entry}" makes {files} writable, and Sandbox Lab has no exception for such files. srt refuses '
-        "writes to shell start-up files and the like (.bashrc, .profile, .gitconfig, .mcp.json, ...), .git/hooks, "
-        ".git/config and editor and agent folders (.vscode, .idea, .claude/commands, .claude/agents), but only in the directory srt starts "
-        "in and up to 3 levels below it: started in /home/user it blocks ~/.bashrc but not /project/.git/hooks, "
-        "started in /project the reverse. Do not rely on it: add {fix} to denyWrite so both tools refuse these writes.",
+        'allowWrite "{entry}" covers {files}. srt refuses writes to shell start-up files and the like (.bashrc, .profile, '
+        ".gitconfig, .mcp.json, ...), .git/hooks, .git/config and editor and agent folders (.vscode, .idea, "
+        ".claude/commands, .claude/agents), but only in the directory srt starts in and up to 3 levels below it: "
+        "started in /home/user (as graded here) it blocks ~/.bashrc but not /project/.git/hooks, started in /project "
+        "(as Claude Code is) the reverse. Do not rely on where it starts: add {fix} to denyWrite.",
     ),
     Rule(
         "settings-not-protected", "settings-not-protected", _settings_not_protected,
         'allowWrite "{entry}" makes {files} (the sandbox\'s own settings) writable. srt does not protect its own '
-        "settings file either (it is not on srt's list of protected files), so under srt too the agent can rewrite "
-        "it and choose the rules of its next sandbox. Add {fix} to denyWrite so both tools refuse it.",
+        "settings file (it is not on srt's list of protected files), so the agent can rewrite it and choose the rules "
+        "of its next sandbox. Add {fix} to denyWrite.",
     ),
     Rule(
         "ip-literal-reachable", "ip-literal-reachable", _ip_literal,
-        'allowedDomains "{entry}" is an IP address. The simulated internet does not know it, so Sandbox Lab counts '
-        "it as the attacker's own server (fail closed); on a real machine srt's proxy connects to that very address "
-        "(a private address reaches the local network, 169.254.169.254 a cloud's metadata service with the machine's "
-        "credentials). List host names only, so both tools agree.",
+        'allowedDomains "{entry}" is an IP address. On a real machine srt\'s proxy connects to that very address (a '
+        "private address reaches the local network, 169.254.169.254 a cloud's metadata service with the machine's "
+        "credentials). The simulated internet does not know it, so Sandbox Lab counts it as the attacker's own server. "
+        "List host names only.",
     ),
     Rule(
         "loopback-direct", "loopback-direct", _loopback,
         'allowedDomains "{entry}" names the machine itself. srt never sends it through a proxy: its own proxy '
         "connects to it on the machine srt runs on, reaching every service listening there (and its sandbox's "
-        "NO_PROXY sends ordinary clients for it into the sandbox's own, empty network instead). Sandbox Lab counts "
-        "it as the attacker's own server and does not run such a policy under srt. Remove it, so both tools refuse it.",
+        "NO_PROXY sends ordinary clients for it into the sandbox's own, empty network instead). Sandbox Lab cannot "
+        "stand in for your machine: it counts the name as the attacker's own server and does not run such a policy "
+        "under the real srt. Remove it.",
     ),
 )
 
 
 def srt_differences(policy: Policy, world: Optional[World] = None) -> tuple[tuple[str, Problem], ...]:
-    """Each place where srt 0.0.83 would treat ``policy`` differently, as (cause, warning), in ``RULES`` order."""
+    """Each note of srt 0.0.83's rules that applies to ``policy``, as (cause, warning), in ``RULES`` order."""
     w = world or load_world()
     ctx = _Ctx(policy, w, access_for(policy, w), frozenset(w.directories()) | {f.path for f in w.files})
     return tuple(
@@ -304,5 +303,5 @@ def srt_differences(policy: Policy, world: Optional[World] = None) -> tuple[tupl
 
 
 def srt_warnings(policy: Policy, world: Optional[World] = None) -> tuple[Problem, ...]:
-    """Warnings, each with the JSON pointer of the entry concerned, where srt 0.0.83 would differ from Sandbox Lab."""
+    """Warnings, each with the JSON pointer of the entry concerned: what to know of srt 0.0.83's rules for this policy."""
     return tuple(p for _, p in srt_differences(policy, world))

@@ -1,4 +1,4 @@
-"""The semantics: which rule decides a read, a write, a host; and the plain-container baseline."""
+"""srt's rules, as the lab models them: which rule decides a read, a write, a host; and the plain-container baseline."""
 
 from __future__ import annotations
 
@@ -24,62 +24,76 @@ def net(allowed: list[str], denied: list[str] = []) -> Access:  # noqa: B006 - n
     return access_for(load_policy({"network": {"allowedDomains": allowed, "deniedDomains": denied}}), WORLD)
 
 
-# --- reads --------------------------------------------------------------------------------
+# --- reads: open by default; denyRead hides; allowRead re-opens inside a denyRead (srt's rules) ---------------
 
 
-def test_longest_rule_wins_deny_inside_allow() -> None:
+def test_reads_are_open_by_default() -> None:
+    a = sandbox(denyRead=["/home/user/.ssh"])
+    assert a.read("/etc/secrets/db_password").allowed
+    assert a.read("/etc/secrets/db_password").rule is None
+    assert "allowed by default" in a.read("/etc/secrets/db_password").why
+
+
+def test_allow_read_alone_restricts_nothing() -> None:
+    """The old allow-list reading is gone: srt reads everything no denyRead hides."""
+    a = sandbox(allowRead=["/project/src"], allowWrite=["/project/out"])
+    for path in (SSH_KEY, "/home/user/.aws/credentials", "/etc/secrets/db_password", "/project/.env", NOTES):
+        assert a.read(path).allowed, path
+
+
+def test_deny_inside_allow_stays_denied() -> None:
     a = sandbox(allowRead=["/home/user"], denyRead=["/home/user/.ssh"])
     assert not a.read(SSH_KEY).allowed
     assert a.read(SSH_KEY).rule == ("denyRead", "/home/user/.ssh")
     assert a.read(NOTES).allowed
 
 
-def test_longest_rule_wins_allow_inside_deny() -> None:
+def test_allow_read_re_opens_inside_a_deny() -> None:
     a = sandbox(denyRead=["/home/user"], allowRead=["/home/user/.ssh"])
     assert a.read(SSH_KEY).allowed
+    assert a.read(SSH_KEY).rule == ("allowRead", "/home/user/.ssh")
+    assert "re-opens" in a.read(SSH_KEY).why
     assert not a.read(NOTES).allowed
 
 
-def test_allow_and_deny_on_the_same_path_deny_wins() -> None:
+def test_allow_read_wins_on_the_same_path() -> None:
+    # srt binds an allowRead at (or inside) a denied directory back over it: the deny hides nothing there
     a = sandbox(allowRead=["/home/user"], denyRead=["/home/user/"])
-    assert not a.read(NOTES).allowed
-    a = sandbox(allowWrite=["/home/user"], denyRead=["/home/user"])
-    assert not a.read(NOTES).allowed
-    assert not a.write(NOTES).allowed
+    assert a.read(NOTES).allowed
+
+
+def test_allow_write_re_opens_a_denied_path_readable_and_writable() -> None:
+    a = sandbox(allowWrite=["/home/user/.ssh"], denyRead=["/home/user/.ssh"])
+    assert a.read(SSH_KEY).allowed and a.write(SSH_KEY).allowed
+    assert a.mode(SSH_KEY) == "rw"
+
+
+def test_a_denied_file_is_lifted_only_by_an_allow_read_of_that_file() -> None:
+    a = sandbox(denyRead=["/project/.env"], allowRead=["/project"])
+    assert not a.read("/project/.env").allowed
+    assert sandbox(denyRead=["/project/.env"], allowRead=["/project/.env"]).read("/project/.env").allowed
+
+
+def test_nested_denies_each_need_their_own_re_open() -> None:
+    a = sandbox(denyRead=["/project", "/project/src"], allowRead=["/project/README.md"])
+    assert a.read("/project/README.md").allowed
+    assert not a.read("/project/src/main.py").allowed
+    b = sandbox(denyRead=["/project", "/project/src"], allowRead=["/project/src/main.py"])
+    assert b.read("/project/src/main.py").allowed
 
 
 def test_order_in_the_file_does_not_matter() -> None:
-    one = sandbox(allowRead=["/project", "/project/src"], denyRead=["/project/.env"])
-    two = sandbox(allowRead=["/project/src", "/project"], denyRead=["/project/.env"])
+    one = sandbox(denyRead=["/project", "/project/.env"], allowRead=["/project/src", "/project"])
+    two = sandbox(denyRead=["/project/.env", "/project"], allowRead=["/project", "/project/src"])
     for path in ("/project/.env", "/project/src/main.py", "/project/.git/hooks/pre-commit"):
         assert one.read(path).allowed == two.read(path).allowed
 
 
-def test_no_rule_readable_when_allow_read_is_empty() -> None:
-    a = sandbox(denyRead=["/home/user/.ssh"])
-    assert a.read("/etc/secrets/db_password").allowed
-    assert "readable by default" in a.read("/etc/secrets/db_password").why
-
-
-def test_no_rule_unreadable_when_allow_read_lists_anything() -> None:
-    a = sandbox(allowRead=["/project/src"])
-    assert a.read("/project/src/main.py").allowed
-    assert not a.read("/project/.env").allowed
-    assert not a.read(NOTES).allowed
-    assert "allowRead lists paths" in a.read(NOTES).why
-
-
-def test_allow_write_implies_read_even_when_allow_read_is_a_list() -> None:
-    a = sandbox(allowRead=["/project/src"], allowWrite=["/project/out"])
-    assert a.read("/project/out/result.txt").allowed
-    assert a.read("/project/out/result.txt").rule == ("allowWrite", "/project/out")
-
-
-def test_root_rule_covers_everything_and_loses_to_anything_longer() -> None:
+def test_root_deny_with_carve_outs() -> None:
     a = sandbox(denyRead=["/"], allowRead=["/project/src"])
     assert a.read("/project/src/main.py").allowed
     assert not a.read("/project/.env").allowed
-    assert sandbox(allowRead=["/"]).read(SSH_KEY).allowed
+    assert not a.read(SSH_KEY).allowed
 
 
 def test_a_rule_covers_its_path_and_below_but_not_a_sibling_with_the_same_prefix() -> None:
@@ -89,25 +103,36 @@ def test_a_rule_covers_its_path_and_below_but_not_a_sibling_with_the_same_prefix
     assert a.read(SSH_KEY).allowed
 
 
-# --- writes -------------------------------------------------------------------------------
+def test_a_rule_naming_a_missing_path_binds_nothing() -> None:
+    # srt (Linux) binds only what exists when the sandbox starts: /project/out/result.txt is created by the job
+    a = sandbox(allowWrite=["/project/out/result.txt"])
+    assert not a.write("/project/out/result.txt").allowed
+    b = sandbox(denyRead=["/home/user/.ssh/later"], allowWrite=["/home/user/.ssh"])
+    assert b.read("/home/user/.ssh/later").allowed
+    # a write deny holds on a missing path (srt mounts a stand-in)
+    c = sandbox(allowWrite=["/project/out"], denyWrite=["/project/out/result.txt"])
+    assert not c.write("/project/out/result.txt").allowed
+
+
+# --- writes: closed by default; denyWrite wins; srt's mandatory protections ------------------------------
 
 
 def test_no_write_rule_means_read_only() -> None:
     a = sandbox()
-    assert not a.write(BASHRC).allowed
-    assert "read-only" in a.write(BASHRC).why
+    assert not a.write(NOTES).allowed
+    assert "denied by default" in a.write(NOTES).why
 
 
 def test_deny_write_inside_allow_write() -> None:
-    a = sandbox(allowWrite=["/home/user"], denyWrite=["/home/user/.bashrc"])
-    assert not a.write(BASHRC).allowed
-    assert a.write(BASHRC).rule == ("denyWrite", "/home/user/.bashrc")
-    assert a.write(NOTES).allowed
+    a = sandbox(allowWrite=["/project"], denyWrite=["/project/Makefile"])
+    assert not a.write("/project/Makefile").allowed
+    assert a.write("/project/Makefile").rule == ("denyWrite", "/project/Makefile")
+    assert a.write("/project/src/main.py").allowed
 
 
-def test_allow_write_inside_deny_write_longest_wins() -> None:
+def test_deny_write_wins_over_an_allow_write_inside_it() -> None:
     a = sandbox(denyWrite=["/project"], allowWrite=["/project/out"])
-    assert a.write("/project/out/result.txt").allowed
+    assert not a.write("/project/out/result.txt").allowed
     assert not a.write("/project/src/main.py").allowed
 
 
@@ -125,8 +150,31 @@ def test_a_hidden_path_is_hidden_for_writing_too() -> None:
     assert a.mode(SSH_KEY) == "hidden"
 
 
+def test_srt_started_in_the_home_protects_its_start_up_files_whatever_allow_write_says() -> None:
+    a = sandbox(allowWrite=["/home/user", "/project"])
+    assert not a.write(BASHRC).allowed
+    assert a.write(BASHRC).rule == ("mandatory", BASHRC)
+    assert a.write(NOTES).allowed
+    # not on its list: srt's own settings; and .git/hooks of a project it did not start in
+    assert a.write("/home/user/.srt-settings.json").allowed
+    assert a.write("/project/.git/hooks/pre-commit").allowed
+
+
+def test_claude_code_starts_in_the_project_and_makes_it_writable() -> None:
+    policy = load_policy({"filesystem": {"allowWrite": ["/project/out"]}})
+    a = access_for(policy, WORLD, "claude-code")
+    assert a.start == "/project"
+    assert a.write("/project/src/main.py").allowed
+    assert not a.write("/project/.git/hooks/pre-commit").allowed  # protected where it starts
+    assert a.write(BASHRC).allowed is False  # no grant in the home
+    srt = access_for(policy, WORLD)
+    assert not srt.write("/project/src/main.py").allowed
+    with pytest.raises(ValueError, match="unknown target"):
+        access_for(policy, WORLD, "lab")  # type: ignore[arg-type]
+
+
 def test_modes() -> None:
-    a = sandbox(allowRead=["/project"], allowWrite=["/project/out"], denyRead=["/project/.env"])
+    a = sandbox(denyRead=["/home/user", "/project/.env"], allowWrite=["/project/out"])
     assert a.mode("/project/src/main.py") == "ro"
     assert a.mode("/project/out/result.txt") == "rw"
     assert a.mode("/project/.env") == "hidden"

@@ -45,10 +45,11 @@ def _read_fix_attack(p: Probe, access: Access) -> str:
     assert p.target
     d = access.read(p.target)
     hide = parent(p.target) if p.target.count("/") > 2 else p.target
-    narrow = f" or narrow {rule_text(d.rule)}" if d.rule else ""
+    if d.rule:  # a grant re-opens it inside a denyRead
+        return f'narrow or remove {rule_text(d.rule)}, which re-opens it; reads are hidden only by filesystem.denyRead'
     return (
-        f'add "{hide}" to filesystem.denyRead{narrow}; or list only what the job needs in '
-        "filesystem.allowRead, which makes everything else unreadable"
+        f'add "{hide}" to filesystem.denyRead (reads are allowed by default; re-open what the job reads inside a '
+        "denied region with filesystem.allowRead)"
     )
 
 
@@ -56,7 +57,7 @@ def _read_fix_job(p: Probe, access: Access) -> str:
     assert p.target
     d = access.read(p.target)
     if d.rule and d.rule[0] == "denyRead":
-        return f"remove or narrow {rule_text(d.rule)}, which hides it"
+        return f're-open it: add "{parent(p.target)}" to filesystem.allowRead (it wins inside {rule_text(d.rule)}), or narrow that denyRead'
     return f'add "{parent(p.target)}" to filesystem.allowRead'
 
 
