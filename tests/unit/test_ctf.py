@@ -122,6 +122,30 @@ def test_the_gap_levels_leave_one_host_that_keeps_what_it_is_sent() -> None:
     assert _sandbox(level("capstone")).read("/project/src/main.py").allowed, "the job reads the source the flag was committed to"
 
 
+def test_each_level_teaches_what_srt_makes_of_its_policy() -> None:
+    """Issue 38: a level's story and hints hold under srt's rules (reads open by default, allowRead only re-opens inside
+    a denyRead, mandatory write protections found from the home, where the lab starts srt)."""
+    def sandbox(key: str) -> Access:
+        return _sandbox(level(key))
+    # 4: the key is hidden, the forgotten .env is not (reads are open by default)
+    four = sandbox("deny-key-not-env")
+    assert not four.read("/home/user/.ssh/id_rsa").allowed and four.read("/project/.env").allowed
+    # 5: "reads are limited to the home and the project": /etc/secrets is hidden, the GitHub login is not
+    five = sandbox("wildcard-minus-blocklist")
+    assert not five.read("/etc/secrets/db_password").allowed and five.read("/home/user/.git-credentials").allowed
+    assert five.reach("uploads.github.com").allowed and not five.reach("gist.github.com").allowed
+    # 6: srt keeps ~/.bashrc read-only, not the project's hook, which runs at the next commit
+    six = sandbox("persistence")
+    assert not six.write("/home/user/.bashrc").allowed and six.write("/project/.git/hooks/pre-commit").allowed
+    assert "/project/.git/hooks/pre-commit" in (ROOT / "solutions" / "attacks" / "persistence.py").read_text()
+    # 8, 9, 10: every file holding the flag lies in a place denyRead hides; the job's own files stay readable
+    for key, job in (("scoped", "/app/workspace/src/index.js"), ("token-in-env", "/project/src/main.py"),
+                     ("agent-socket", "/app/workspace/src/index.js")):
+        a = sandbox(key)
+        assert a.read(job).allowed and not any(a.read(p).allowed for p in level(key).flag_in), key
+        assert not any(a.read(f.path).allowed for f in WORLD.files if f.role in ("secret", "credential")), key
+
+
 def test_every_level_is_tagged_and_the_new_ones_need_two_ideas() -> None:
     assert {lv.difficulty for lv in LEVELS} <= set(DIFFICULTIES)
     assert [lv.id for lv in LEVELS if lv.difficulty == "two ideas"] == ["persistence", "token-in-env", "agent-socket"]
@@ -401,12 +425,14 @@ def test_the_capstone_runs_only_under_a_policy_that_does_the_job_and_nothing_mor
     wildcard = load_policy({**good.normalize(), "network": {"allowedDomains": ["cdn.jsdelivr.net", "*.attacker.example"]}})
     with pytest.raises(LevelError, match="a name the attacker makes up can be reached"):
         check_capstone(cap, wildcard)
-    no_job = load_policy({"filesystem": {"allowRead": ["/project/src"]}, "network": {"allowedDomains": []}})
+    no_job = load_policy({"filesystem": {"denyRead": ["~", "/etc/secrets", "/project", "/app/workspace"], "allowRead": ["/project/src"]},
+                          "network": {"allowedDomains": []}})
     with pytest.raises(LevelError) as err:
         check_capstone(cap, no_job)
     assert {p.pointer for p in err.value.problems} == {"/filesystem/allowWrite", "/network/allowedDomains"}
-    writes_home = load_policy({**good.normalize(), "filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out", "/home/user"]}})
-    with pytest.raises(LevelError, match="/home/user/.bashrc"):
+    # srt keeps ~/.bashrc read-only (it starts in the home), not its own settings file
+    writes_home = load_policy({**good.normalize(), "filesystem": {**good.normalize()["filesystem"], "allowWrite": ["/project/out", "/home/user"]}})
+    with pytest.raises(LevelError, match="/home/user/.srt-settings.json"):
         check_capstone(cap, writes_home)
 
 
