@@ -85,7 +85,7 @@ def test_every_starter_fails_with_a_probe_evidence_and_fix(task_id: str) -> None
             continue
         if task.check(c.id).kind == "least":
             assert "is more than the job needs:" in c.message, c.message
-            assert re.search(r"(Remove it|Narrow it to|Replace it with|List only|add \"[^\"]+\" to filesystem)", c.message), c.message
+            assert re.search(r"(Remove it|Narrow it to|Replace it with|List only|add \"[^\"]+\"(, \"[^\"]+\")* to filesystem)", c.message), c.message
             continue
         assert re.search(r"probe [a-z-]+ (succeeded|was blocked)", c.message), c.message
         assert "Evidence:" in c.message and "Fix:" in c.message, c.message
@@ -402,7 +402,7 @@ def test_cli_grade_batch(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert code == 0
     book = json.loads((out / "gradebook.json").read_text())
     assert [(r["student"], r["status"]) for r in book["rows"]] == [("ada", "ok"), ("bob", "invalid")]
-    assert "students graded" in capsys.readouterr().err
+    assert "2 students: 1 full marks, 1 invalid policy" in capsys.readouterr().err
 
 
 # --- carry-over: every graded policy's feedback ends with the real tools' files and the differences that matter ---
@@ -421,8 +421,14 @@ def test_feedback_ends_with_the_export_for_srt_and_claude_code(tmp_path: Path) -
     srt_file = export(policy, "srt")[0]
     assert "\n".join("      " + ln for ln in srt_file.rstrip("\n").splitlines()) in text
     assert '"//project/src"' in text  # the Claude Code block, absolute paths as Claude Code writes them
-    # task 10's reference lists allowRead: srt restricts nothing unless the policy goes through the export
-    assert "allow-only reads" in text.split("Differences that matter for this policy:")[1]
+    # task 10's reference hides the machine: Claude Code's own Read tool follows permission rules, not the sandbox's
+    assert "permissions.deny" in text.split("What to know of the real tools' rules for this policy:")[1]
+    assert "restricts nothing" not in text  # its allowRead re-opens /project/src inside denyRead "/project"
+    # the seed's answer (allowRead alone) is told why it hides nothing, and what to write instead
+    seed = tmp_path / "seed.json"
+    seed.write_text(json.dumps({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}))
+    notes = grade_file("scope-secure-sandbox", seed, STATIC).feedback().split("What to know of the real tools' rules for this policy:")[1]
+    assert 'allowRead "/project/src" is inside no denyRead, so it restricts nothing' in notes and "denyRead" in notes
 
 
 def test_the_differences_are_the_ones_this_policy_relies_on(tmp_path: Path) -> None:
@@ -431,12 +437,13 @@ def test_the_differences_are_the_ones_this_policy_relies_on(tmp_path: Path) -> N
     diffs = grade_file("scope-secure-sandbox", home, STATIC).carry_over
     assert diffs is not None
     assert any(d.startswith("/filesystem/allowWrite/0: [srt 0.0.83]") and ".bashrc" in d for d in diffs.differences)
-    assert not any(d.startswith("allow-only reads") for d in diffs.differences)  # it lists no allowRead
+    assert any(".srt-settings.json" in d and "denyWrite" in d for d in diffs.differences)  # srt does not protect it
+    assert not any("restricts nothing" in d for d in diffs.differences)  # it lists no allowRead
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}))
     g = grade_file("scope-secure-sandbox", plain, STATIC)
     assert g.carry_over is not None and g.carry_over.differences == ()
-    assert g.feedback().endswith("None of the measured differences between srt and Sandbox Lab applies to this policy.")
+    assert "What to know of the real tools' rules" not in g.feedback()
 
 
 def test_an_invalid_policy_has_no_carry_over(tmp_path: Path) -> None:
