@@ -1,58 +1,154 @@
-"""No lesson or task presents allowRead alone as the restriction in the real tools.
+"""No text a learner can see teaches a read rule sandbox-runtime does not have.
 
-In Sandbox Lab a non-empty ``allowRead`` makes everything it does not list
-unreadable; in sandbox-runtime and Claude Code every read is allowed by
-default and ``allowRead`` only re-allows paths inside a ``denyRead``, so
-``{"allowRead": ["/project/src"]}`` alone hides nothing there. A paragraph of
-a lesson or a task notebook that claims the restriction ("only these",
-"everything else unreadable", "the tighter form") must say in the same
-paragraph where it holds (this lab) or what the real tools do; and the first
-paragraph of the course that mentions ``allowRead`` must say both.
+The lab means by a policy what sandbox-runtime (srt) means by the same JSON:
+reads are open by default, ``denyRead`` hides a path, and ``allowRead`` only
+re-opens paths at or inside a ``denyRead``; on its own it hides nothing
+(``{"allowRead": ["/project/src"]}`` alone leaves every file readable). There
+is no rule by which the most specific read rule decides, and on the same path
+``allowRead`` wins over ``denyRead``, not the deny.
+
+Until issue 38 the lab read a non-empty ``allowRead`` as "only these are
+readable" and its texts said so, qualified with "in this lab". There is no lab
+dialect any more, so no qualification excuses the claim: a sentence that says
+``allowRead`` restricts reads by itself, or that the most specific read rule
+(or the deny) wins, fails wherever a learner reads it: the lessons (prose and
+code cells), the task notebooks, the question bank, the route, the level and
+task files, the teaching docs and README, and the strings the package shows
+(fix texts, hints, notes; docstrings are not shown and are not read).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from pathlib import Path
+from typing import Any, Iterator
 
 import pytest
-
-from grader.lessons.export_view import ALLOW_READ_SENTENCE
 
 jupytext = pytest.importorskip("jupytext", reason="jupytext is in the 'lab' extra")
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSONS = sorted((ROOT / "lessons").glob("0*/*.md"))
-TASKS = sorted((ROOT / "lessons").glob("1*-task-*/task.ipynb"))
+TASK_NOTEBOOKS = sorted((ROOT / "lessons").glob("1*-task-*/task.ipynb"))
+# docs/srt-differences.md is the record of measurements against srt (the lead's page), checked by its own tests
+DOCS = sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "srt-differences.md") + [ROOT / "README.md"]
+JSON_TEXTS = [ROOT / "grader" / "questions.json", ROOT / "grader" / "route.json",
+              *sorted((ROOT / "grader" / "levels").glob("*.json")), *sorted((ROOT / "grader" / "tasks").glob("*.json"))]
+PYTHON = sorted(p for p in (ROOT / "grader").rglob("*.py") if "__pycache__" not in p.parts)
 
-CLAIM = re.compile(r"unreadable|only these|only the listed|tighter|everything (else|not listed|it does not list)"
-                   r"|hides? (everything|the rest)", re.I)
-IN_THE_LAB = re.compile(r"\b(in|of) (this|the) lab\b|\bSandbox Lab\b|\b(this|the) lab's\b", re.I)
-REAL_RULE = re.compile(r"allowed by default|reads? everything by default|re-allows?\b", re.I)
+# --- the check --------------------------------------------------------------------------------
+
+_READ_RULE = re.compile(r"allowRead|denyRead|allow-?list(ed)? (of )?(paths|reads|files)|read (rule|allowlist)", re.I)
+
+# allowRead as an allowlist: it restricts reads by itself
+_ALLOW_LIST = re.compile(
+    r"only (these|the listed|what (it|you) lists?\b|listed paths)"
+    r"|\bonly\b[^.;:]{0,40}\b(are|is|stays?|becomes?) readable"
+    r"|everything (else|not listed|it does not list|that is not listed)[^.;]{0,40}\b(unreadable|hidden)"
+    r"|makes? (everything|every (secret )?file|every path)[^.;]{0,60}\b(unreadable|hidden)"
+    r"|(unreadable|hidden) unless (it is )?listed"
+    r"|\btighter form\b"
+    r"|\bhides? (everything|the rest|all)\b(?! (under|in|inside|below) )"
+    r"|\bonce it lists (anything|any path|paths)"
+    r"|\blist only\b[^.;]{0,60}\bin\b[^.;]{0,6}allowRead"
+    r"|\ballowRead\W{0,3} the (workspace|project|source|job)\b"
+    r"|allowRead[^.;]{0,40}\b(restricts|limits) (reads|reading|what)\b",
+    re.I)
+
+# the longest or the denying rule decides a read
+_SPECIFIC = re.compile(r"most specific|longest (rule|entry|one)|(deny|denyRead) wins( on the same path)?"
+                       r"|an allow and a deny on the same path: deny", re.I)
+
+# said of every rule at once, reads included
+_ANY_SPECIFIC = re.compile(r"most specific( \(longest\))? (rule|one|entry) (decides|wins)|an allow and a deny on the same path: deny",
+                           re.I)
+
+# a sentence that denies the claim it quotes ("allowRead alone does not make everything else unreadable")
+_NEGATED = re.compile(r"\b(does not|doesn't|do not|don't|never|nothing|no longer|is not|isn't|not by itself|"
+                      r"restricts nothing|hides nothing)\b", re.I)
 
 
-def _paragraphs(markdown: str) -> list[str]:
-    text = re.sub(r"```.*?```", "", markdown, flags=re.S)  # code shown in a Markdown cell states no rule
+def _sentences(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z`*(\"'])|\n\s*[-*] |\n\s*\d+\. ", text) if s.strip()]
+
+
+def _claims(pattern: re.Pattern[str], sentence: str) -> bool:
+    """Does ``pattern`` match ``sentence`` somewhere not denied just before ("does not make everything unreadable")?"""
+    def denied(m: re.Match[str]) -> bool:
+        before = re.split(r"[:;,()]", sentence[max(0, m.start() - 30):m.start()])[-1]  # the same clause, just before
+        return bool(_NEGATED.search(before))
+    return any(not denied(m) for m in pattern.finditer(sentence))
+
+
+def misleading(text: str) -> list[str]:
+    """The sentences of ``text`` that say allowRead restricts reads by itself, or that the most specific read rule wins."""
+    bad = []
+    for s in _sentences(text):
+        flat = re.sub(r"\s+", " ", s).strip()
+        allow_list = "allowRead" in flat and _claims(_ALLOW_LIST, flat)
+        specific = (_claims(_ANY_SPECIFIC, flat)
+                    or (bool(_READ_RULE.search(flat)) and not re.search(r"denyWrite|deniedDomains", flat)
+                        and _claims(_SPECIFIC, flat)))
+        if allow_list or specific:
+            bad.append(flat)
+    return bad
+
+
+# --- what the learner reads -------------------------------------------------------------------
+
+
+def _cells(path: Path) -> list[str]:
+    """Every cell's text, Markdown and code (a code cell's comments and policies are read too)."""
+    if path.suffix == ".md":
+        return [c.source for c in jupytext.read(path).cells]
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in nb["cells"]]
+
+
+def _paragraphs(text: str) -> list[str]:
     return [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
 
 
-def _markdown_cells(path: Path) -> list[str]:
+def _json_strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _json_strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _json_strings(v)
+
+
+def _shown_strings(path: Path) -> Iterator[str]:
+    """The string literals of a module that are not docstrings: f-strings with their fields as {}."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and n.body
+                  and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    inner = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings | inner:
+            yield node.value
+        elif isinstance(node, ast.JoinedStr):
+            yield "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+
+
+def _texts(path: Path) -> list[str]:
+    if path.suffix in (".md", ".ipynb") and path.parent.parent.name == "lessons":
+        return [p for cell in _cells(path) for p in _paragraphs(cell)]
     if path.suffix == ".md":
-        return [c.source for c in jupytext.read(path).cells if c.cell_type == "markdown"]
-    nb = json.loads(path.read_text(encoding="utf-8"))
-    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
-            for c in nb["cells"] if c["cell_type"] == "markdown"]
+        return _paragraphs(re.sub(r"```.*?```", "", path.read_text(encoding="utf-8"), flags=re.S))
+    if path.suffix == ".json":
+        return list(_json_strings(json.loads(path.read_text(encoding="utf-8"))))
+    return list(_shown_strings(path))
 
 
-def misleading(paragraph: str) -> bool:
-    """Does this paragraph claim allowRead restricts reads, without saying where that holds or what the real tools do?"""
-    if "allowRead" not in paragraph or not CLAIM.search(paragraph):
-        return False
-    return not (IN_THE_LAB.search(paragraph) or REAL_RULE.search(paragraph))
+# --- the cases it must catch, and the ones it must pass ----------------------------------------
 
-
-# The sentences that taught the wrong rule first, as they were: the check must catch each one.
+# The sentences that taught the allowlist reading, as they were: the check must catch each one.
 OLD = [
     "Below, the agent runs under a policy in the settings format of a sandbox runtime: `filesystem.allowRead`\n"
     "(only these paths are readable, if you list any), `denyRead` (hidden), `allowWrite` (writable; nothing\n"
@@ -65,39 +161,82 @@ OLD = [
     'The policy makes every secret file unreadable (`allowRead: ["/project/src"]`) and allows only `api.github.com`.',
 ]
 
+# The ones issue 38 found, qualified by "in this lab" or a parenthesis on the real tools: no longer an excuse.
+FOUND = [
+    "This lab's grader reads four lists: `filesystem.allowRead` (in this lab, once it lists any path, only the listed "
+    "paths are readable), `denyRead` (hidden), `allowWrite` (writable; nothing else is).",
+    "`filesystem.denyRead` hides paths (the most specific rule wins, and a hidden path cannot be written either); "
+    "in this lab, `allowRead` is the tighter form: once it lists anything, everything not listed is unreadable.",
+    "Hints: the job needs to read `/project/src` and write `/project/out`, and no host at all; in this lab, "
+    "`allowRead` makes everything it does not list unreadable (in sandbox-runtime and Claude Code, reads are "
+    "allowed by default and `allowRead` only re-allows inside a `denyRead`).",
+    'The policy makes every secret file unreadable (in this lab, `allowRead: ["/project/src"]` hides everything '
+    "else) and allows only `api.github.com`.",
+    "the fix is on the filesystem axis: make the secrets unreadable (in the lab, `allowRead` the workspace).",
+    "srt reads everything by default: translate with `sandbox-lab export --to srt`, which makes `allowRead` mean "
+    '"only these".',
+    "allowRead differs: in this lab, a policy that lists paths in allowRead makes everything else unreadable, while "
+    "sandbox-runtime and Claude Code let commands read everything by default.",
+    "/project/.env can be read, and the job does not need it: list only /project/src in allowRead.",
+    "| `filesystem.allowRead` | paths the agent may read; once it lists anything, every path of the machine that "
+    "no rule covers is unreadable | everything is readable |",
+    "A rule covers its path and everything below it. Among the rules that cover a path, the most specific (longest) "
+    "one decides; an allow and a deny on the same path: deny.",
+    "In this lab, `allowRead` makes everything it does not list unreadable.",
+    "Add /project/.env to denyRead: it is more specific than allowRead /project, and the most specific rule wins.",
+]
 
-@pytest.mark.parametrize("old", OLD, ids=range(len(OLD)))
+# Right, or plain mentions: the check must let these through.
+FINE = [
+    "`allowRead` only re-opens paths inside a `denyRead`: on its own it hides nothing.",
+    'An `allowRead` with no `denyRead` around it restricts nothing: `{"allowRead": ["/project/src"]}` alone '
+    "hides nothing.",
+    "Reads are open by default: `denyRead` hides a path, and `allowRead` re-opens part of a hidden region.",
+    "A `denyRead` deeper than an `allowRead` stays hidden.",
+    "`allowRead` does not make everything else unreadable.",
+    "`denyWrite` wins over `allowWrite`, whichever is more specific.",
+    "A host matched by `deniedDomains` is refused: deny wins, but a deny list is a patch.",
+    "Hide the home with `denyRead`, then re-open the one project the job reads with `allowRead`.",
+]
+
+
+@pytest.mark.parametrize("old", OLD + FOUND, ids=range(len(OLD + FOUND)))
 def test_the_check_catches_each_claim_as_it_was(old: str) -> None:
-    assert misleading(old)
+    assert misleading(old), old
 
 
-def test_the_check_passes_a_qualified_claim_and_a_plain_mention() -> None:
-    assert not misleading("In this lab, `allowRead` makes everything it does not list unreadable.")
-    assert not misleading("`allowRead` is the tighter form: in sandbox-runtime it only re-allows inside a denyRead.")
-    assert not misleading("Add /project/.env to denyRead: it is more specific than allowRead /project.")
-    assert not misleading(ALLOW_READ_SENTENCE)
+@pytest.mark.parametrize("fine", FINE, ids=range(len(FINE)))
+def test_the_check_passes_the_rule_as_srt_has_it_and_a_plain_mention(fine: str) -> None:
+    assert not misleading(fine), fine
 
 
-@pytest.mark.parametrize("path", LESSONS + TASKS, ids=lambda p: str(p.relative_to(ROOT / "lessons")))
-def test_no_paragraph_presents_allow_read_alone_as_the_restriction(path: Path) -> None:
-    bad = [p for cell in _markdown_cells(path) for p in _paragraphs(cell) if misleading(p)]
-    assert not bad, (f"{path.relative_to(ROOT)}: say where the allowRead rule holds (in this lab) or what "
-                     "sandbox-runtime and Claude Code do (reads allowed by default; allowRead re-allows inside a denyRead):\n"
-                     + "\n---\n".join(bad))
+def _scanned() -> list[Path]:
+    return [*LESSONS, *TASK_NOTEBOOKS, *JSON_TEXTS, *DOCS, *PYTHON]
 
 
-def test_the_first_mention_of_allow_read_says_both_rules() -> None:
-    first = next(p for path in LESSONS for cell in _markdown_cells(path) for p in _paragraphs(cell) if "allowRead" in p)
-    cell = next(c for path in LESSONS for c in _markdown_cells(path) if first in c)
-    assert IN_THE_LAB.search(cell) and REAL_RULE.search(cell), first
-    assert "sandbox-runtime" in cell and "Claude Code" in cell, cell
+@pytest.mark.parametrize("path", _scanned(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_text_a_learner_sees_teaches_a_read_rule_srt_lacks(path: Path) -> None:
+    bad = [s for text in _texts(path) for s in misleading(text)]
+    assert not bad, (f"{path.relative_to(ROOT)} teaches a read rule sandbox-runtime does not have. Reads are open "
+                     "by default, denyRead hides, allowRead only re-opens inside a denyRead (alone it hides nothing), "
+                     "and no most-specific rule decides a read:\n" + "\n---\n".join(bad))
+
+
+def test_the_first_mention_of_allow_read_states_srt_s_rule() -> None:
+    """The course's first paragraph naming allowRead says reads are open by default and what allowRead re-opens."""
+    first = next(p for path in LESSONS for cell in _cells(path) for p in _paragraphs(cell) if "allowRead" in p)
+    cell = next(c for path in LESSONS for c in _cells(path) if first in c)
+    assert re.search(r"reads? (are|is) open by default|every read is allowed|readable by default", cell, re.I), cell
+    assert re.search(r"re-opens?", cell) and "sandbox-runtime" in cell, cell
+    assert not re.search(r"\bin this lab\b|--semantics", cell), cell
+
+
+def test_no_lesson_speaks_of_a_lab_dialect_or_the_semantics_switch() -> None:
+    for path in LESSONS:
+        text = path.read_text(encoding="utf-8")
+        assert not re.search(r"--semantics|\bSandbox Lab's rules\b|\bin this lab, `?allowRead", text), path
 
 
 def test_lesson_01s_editor_shows_the_real_tools_beside_the_policy() -> None:
     text = (ROOT / "lessons" / "01-why-sandbox" / "why-sandbox.md").read_text(encoding="utf-8")
     assert re.search(r"AgentStage\([^)]*editable=True[^)]*beside=RealToolsView", text, re.S)
-
-
-def test_the_sentence_states_both_rules() -> None:
-    assert IN_THE_LAB.search(ALLOW_READ_SENTENCE) and REAL_RULE.search(ALLOW_READ_SENTENCE)
-    assert "sandbox-runtime" in ALLOW_READ_SENTENCE and "Claude Code" in ALLOW_READ_SENTENCE

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from grader.core.errors import SandboxLabError
+from grader.core.paths import covers
 from grader.lessons.quiz import (
     RATINGS,
     InvalidAnswer,
@@ -45,7 +46,9 @@ def test_the_seed_questions_are_asked_the_way_that_measures_them() -> None:
     a, b = question("predict-etc-secrets-github"), question("predict-standard-docker")
     assert a.type == b.type == "predict" and a.kind == b.kind == "check"
     assert a.scenario and a.scenario.policy is not None
-    assert "/etc/secrets" in a.scenario.policy["filesystem"]["allowRead"]
+    # the seed's "allows read access to /etc/secrets": reads are open in srt, and no denyRead covers /etc/secrets
+    denied = a.scenario.policy["filesystem"].get("denyRead", [])
+    assert denied and not any(covers(d, "/etc/secrets/db_password") for d in denied)
     assert a.scenario.policy["network"]["allowedDomains"] == ["github.com"]
     assert b.scenario and b.scenario.policy is None  # a plain container with default networking
     for q in load_questions():
