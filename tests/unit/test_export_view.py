@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from grader.core.policy import load_policy
-from grader.lessons.export_view import ALLOW_READ_SENTENCE, RealToolsView, added_deny_read, real_tools_html
+from grader.lessons.export_view import ALLOW_READ_SENTENCE, RealToolsView, readable_secrets, real_tools_html
 from grader.realtools.export import export
 
 W = pytest.importorskip("ipywidgets")
@@ -47,20 +47,22 @@ def test_every_scrollable_box_of_the_view_is_reachable_by_keyboard_and_named() -
         assert 'tabindex="0"' in attrs and 'role="region"' in attrs and 'aria-label="' in attrs, attrs
 
 
-def test_the_view_says_how_allow_read_differs_and_what_the_export_added() -> None:
+def test_the_view_says_reads_are_open_by_default_and_which_secrets_the_policy_leaves_readable() -> None:
     html = real_tools_html(json.dumps(SRC_ONLY))
-    assert 'class="sl-allow-read"' in html and "re-allow" in html and "in this lab" in html
+    assert 'class="sl-allow-read"' in html and "re-opens" in html and "open by default" in html
+    assert "in this lab" not in html  # there is no dialect to contrast with
+    leaked = readable_secrets(load_policy(SRC_ONLY))
+    assert "/home/user/.ssh/id_rsa" in leaked and "/etc/secrets/db_password" in leaked
+    assert f"leaves {len(leaked)} secrets readable" in html
     srt = json.loads(export(load_policy(SRC_ONLY), "srt")[0])
-    added = added_deny_read(load_policy(SRC_ONLY), export(load_policy(SRC_ONLY), "srt")[0])
-    assert added and set(added) <= set(srt["filesystem"]["denyRead"]) and "/home/user" in added
-    assert "the export adds denyRead of " + ", ".join(added) in html
+    assert srt["filesystem"]["denyRead"] == [] and srt["filesystem"]["allowRead"] == ["/project/src"]  # as written
     assert "allowRead" in ALLOW_READ_SENTENCE and "denyRead" in ALLOW_READ_SENTENCE
 
 
-def test_a_policy_without_allow_read_is_told_what_holds_where() -> None:
-    assert "every file is readable" in real_tools_html("{}")
-    deny = real_tools_html(json.dumps({"filesystem": {"denyRead": ["/home/user/.ssh"]}}))
-    assert "hides the same paths here and in both tools" in deny
+def test_a_policy_that_hides_every_secret_is_told_so() -> None:
+    assert "secrets readable" in real_tools_html("{}")
+    safe = {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project", "/app/workspace"], "allowRead": ["/project/src"]}}
+    assert "No secret or credential" in real_tools_html(json.dumps(safe))
 
 
 def test_an_invalid_policy_shows_no_settings_at_all() -> None:
@@ -72,7 +74,7 @@ def test_an_invalid_policy_shows_no_settings_at_all() -> None:
 def test_the_widget_follows_its_textarea_and_never_keeps_a_stale_export() -> None:
     area = W.Textarea(value="{}")
     view = RealToolsView(area)
-    assert "every file is readable" in view.value
+    assert "secrets readable" in view.value
     area.value = json.dumps(SRC_ONLY)
     assert "/project/src" in _pre(view.value, "sl-real-tools-srt")
     area.value = json.dumps(SRC_ONLY)[:-1]  # a keystroke breaks the JSON: the last export must go
@@ -86,7 +88,7 @@ def test_the_agent_stage_shows_it_beside_its_policy_and_in_its_export() -> None:
     assert any(isinstance(c, W.HBox) and stage.text in c.children and stage.beside in c.children for c in stage.children)
     assert stage.text is not None
     stage.text.value = "{}"
-    assert "every file is readable" in stage.beside.value
+    assert "secrets readable" in stage.beside.value
     assert "sl-real-tools" in stage._html_fallback()
     plain = AgentStage(SRC_ONLY, editable=True, run=False)  # without the hook, as before
     assert plain.beside is None and plain.text in plain.children
