@@ -240,3 +240,20 @@ def test_no_lesson_speaks_of_a_lab_dialect_or_the_semantics_switch() -> None:
 def test_lesson_01s_editor_shows_the_real_tools_beside_the_policy() -> None:
     text = (ROOT / "lessons" / "01-why-sandbox" / "why-sandbox.md").read_text(encoding="utf-8")
     assert re.search(r"AgentStage\([^)]*editable=True[^)]*beside=RealToolsView", text, re.S)
+
+
+# --- policies the lessons run must do what their text says, under srt's rules -------------------
+
+SECRET_READS = ("read-ssh-key", "read-cloud-credentials", "read-etc-secrets", "read-dotenv")
+
+
+@pytest.mark.parametrize("gap_id", ["env-token", "ssh-agent-socket", "git-credentials", "url-to-stats-host"])
+def test_lesson_06_s_demonstrations_run_under_policies_that_hide_every_secret_file(gap_id: str) -> None:
+    """Lesson 06 says each demo's policy leaves no secret file readable: under srt that takes a denyRead, not allowRead alone."""
+    from grader.core.analyzer import predict
+    from grader.core.policy import Policy
+    from grader.lessons.gaps import gap
+
+    result = predict(Policy.model_validate(gap(gap_id).policy))
+    readable = [p.id for p in result.probes if p.id in SECRET_READS and p.outcome == "succeeded"]
+    assert not readable, f"lesson 06's {gap_id} policy leaves {readable} readable under srt's rules: hide them with denyRead"
