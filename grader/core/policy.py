@@ -24,7 +24,7 @@ from typing import Annotated, Any, Iterator, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from grader.core.capped import NotRegular, TooLarge, read_regular
-from grader.core.domains import normalize_pattern
+from grader.core.domains import never_matches, normalize_pattern
 from grader.core.errors import PolicyError, Problem, json_pointer
 from grader.core.paths import MAX_PATH_LENGTH, normalize_path, uses_dotdot
 
@@ -76,16 +76,18 @@ class FilesystemPolicy(_Strict):
 
     allowRead: tuple[PathEntry, ...] = Field(
         default=(),
-        description="Paths readable. If non-empty, everything of the world not covered by a rule is unreadable.",
+        description=("Paths re-opened for reading inside a denyRead (they win there, on the same path too). Reads are "
+                     "allowed by default, so an allowRead no denyRead surrounds restricts nothing."),
     )
     denyRead: tuple[PathEntry, ...] = Field(
-        default=(), description="Paths hidden from the sandbox (the most specific rule wins; ties deny)."
+        default=(), description="Paths hidden from the sandbox: everything else is readable (a denied directory shows empty)."
     )
     allowWrite: tuple[PathEntry, ...] = Field(
-        default=(), description="Paths writable (and therefore readable). Nothing else is writable."
+        default=(), description=("Paths writable; nothing else is. One inside a denyRead is bound back readable and writable; "
+                                 "sandbox-runtime's mandatory write protections hold whatever it says.")
     )
     denyWrite: tuple[PathEntry, ...] = Field(
-        default=(), description="Paths kept read-only inside an allowWrite (the most specific rule wins; ties deny)."
+        default=(), description="Paths kept read-only: denyWrite wins over allowWrite, whichever is more specific."
     )
 
     def normalized(self) -> dict[str, list[str]]:
@@ -305,6 +307,17 @@ def _dotdot_warnings(data: Any) -> list[Problem]:
     return out
 
 
+def _network_warnings(policy: Policy) -> list[Problem]:
+    """Domain entries srt takes that can match no host (a look-alike deny entry blocks nothing): say so."""
+    out = []
+    for key in ("allowedDomains", "deniedDomains"):
+        for i, entry in enumerate(getattr(policy.network, key)):
+            why = never_matches(entry)
+            if why:
+                out.append(Problem(json_pointer(("network", key, i)), why))
+    return out
+
+
 def parse_policy(data: Any, source: str = "policy") -> Policy:
     """Validate already-parsed JSON data; raise ``PolicyError`` listing every problem."""
     problems = _structural_problems(data)
@@ -318,7 +331,7 @@ def parse_policy(data: Any, source: str = "policy") -> Policy:
         policy = None
     if problems or policy is None:
         raise PolicyError(source, problems)
-    policy._warnings = tuple(_dotdot_warnings(data))
+    policy._warnings = tuple(_dotdot_warnings(data) + _network_warnings(policy))
     return policy
 
 

@@ -141,7 +141,8 @@ def decide(raw_host: str, port: int, allowed: list[str], denied: list[str], *, a
     never dialled as the address it spells.
     """
     try:
-        host = domains.normalize_host(raw_host)
+        # srt's filter: a malformed host (isValidHost) is refused; the rest is matched as the URL parser spells it
+        host = domains.request_host(raw_host)
     except ValueError:
         return Decision(raw_host[:255], False, 400, "invalid host")
     if any_host:

@@ -108,12 +108,18 @@ def test_duplicates_are_dropped_in_the_normal_form() -> None:
 def test_normalize_is_idempotent_on_a_messy_policy() -> None:
     p = load_policy({
         "filesystem": {"allowRead": ["~/a/", "/b//c"], "denyWrite": ["/x/../y"]},
-        "network": {"allowedDomains": ["GitHub.COM.", "*.Example.org"], "deniedDomains": ["Bücher.example"]},
+        "network": {"allowedDomains": ["GitHub.COM", "[pypi.org.]", "*.Example.org"], "deniedDomains": ["Bücher.example"]},
     })
     once = p.normalize()
     assert load_policy(once).normalize() == once
-    assert once["network"]["allowedDomains"] == ["github.com", "*.example.org"]
-    assert once["network"]["deniedDomains"] == ["xn--bcher-kva.example"]
+    assert once["network"]["allowedDomains"] == ["github.com", "pypi.org", "*.example.org"]
+    assert once["network"]["deniedDomains"] == ["bücher.example"]  # srt only lower-cases an entry, never maps it
+
+
+def test_a_domain_entry_that_can_match_no_host_is_taken_with_a_warning() -> None:
+    p = load_policy({"network": {"allowedDomains": ["*.github.com"], "deniedDomains": ["ｇｉｓｔ.github.com"]}})
+    assert [w.pointer for w in p.warnings] == ["/network/deniedDomains/0"]
+    assert "If you meant gist.github.com" in p.warnings[0].message
 
 
 def test_canonical_json_is_equal_for_policies_that_mean_the_same() -> None:
