@@ -123,4 +123,12 @@ def lint(policy: Policy, world: Optional[World] = None) -> tuple[Problem, ...]:
         out.append(Problem("/network/deniedDomains", f'"{every}" denies every host{on}, and deny wins: no allowedDomains entry opens anything{on}.'))
     if net.deniedDomains and not net.allowedDomains:
         out.append(Problem("/network/deniedDomains", "deniedDomains has no effect while allowedDomains is empty: there is no network at all."))
+    # said before any run: reads are open by default, so a policy that hides nothing leaves every secret readable
+    leaked = [f.path for f in w.loot if access.read(f.path).allowed]
+    if leaked:
+        shown = ", ".join(leaked[:4]) + (f" and {len(leaked) - 4} more" if len(leaked) > 4 else "")
+        out.append(Problem("/filesystem/denyRead", (
+            f"{len(leaked)} secret{'s' if len(leaked) != 1 else ''} of the machine stay{'s' if len(leaked) == 1 else ''} readable "
+            f"({shown}): reads are allowed by default, and only denyRead hides. Hide the places that hold them with "
+            "denyRead, and re-open inside with allowRead only what the job reads.")))
     return tuple(out)

@@ -380,13 +380,13 @@ def problems_html(errors: Sequence[Problem], warnings: Sequence[Problem] = ()) -
 def carry_over_html(carry: CarryOver, source: str = "my_policy.json") -> str:
     """The policy in the real tools: the srt and Claude Code files, and the differences that matter for it."""
     diffs = ("".join(f"<li>{h(d)}</li>" for d in carry.differences) if carry.differences
-             else "<li>None of the measured differences between srt and Sandbox Lab applies to this policy.</li>")
+             else "<li>Nothing more to know of srt's rules for this policy: it means the same there as here.</li>")
     return (
         '<details class="sl-carry-over"><summary><strong>In the real tools</strong>: what '
-        f"<code>sandbox-lab export {h(source)} --to srt</code> and <code>--to claude-code</code> write, and what differs</summary>"
+        f"<code>sandbox-lab export {h(source)} --to srt</code> and <code>--to claude-code</code> write, and what to know of them</summary>"
         f"<p>sandbox-runtime's settings file (<code>~/.srt-settings.json</code>):</p><pre style=\"{_PRE}\">{h(carry.srt)}</pre>"
         f"<p>Claude Code's <code>settings.json</code>, its sandbox block:</p><pre style=\"{_PRE}\">{h(carry.claude_code)}</pre>"
-        f'<p>Differences that matter for this policy:</p><ul class="sl-differences">{diffs}</ul></details>'
+        f"<p>What to know of the real tools' rules for this policy:</p><ul class=\"sl-differences\">{diffs}</ul></details>"
     )
 
 

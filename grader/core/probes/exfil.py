@@ -159,7 +159,8 @@ def _steal_fix(p: Probe, access: Access) -> str:
     return (
         "cut one side of the path: make the secrets unreadable ("
         + ", ".join(readable)
-        + ') with filesystem.denyRead or a narrow filesystem.allowRead, or remove every host that accepts uploads, '
+        + ') with filesystem.denyRead (reads are allowed by default; allowRead only re-opens inside a denyRead), '
+        "or remove every host that accepts uploads, "
         "whose request URLs the attacker reads, "
         f"or that the world does not know ({', '.join(_leak_hosts(access)) or 'none'}) from network.allowedDomains"
     )
