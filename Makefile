@@ -3,8 +3,9 @@
 
 # PYTHON makes .venv and nothing else (every recipe then runs .venv/bin/python). It is the first `python3`
 # on the PATH make is started with: the Python the user has (a stock Debian 12's /usr/bin/python3 is 3.11.2),
-# never one this file picks, because the lock (constraints/test.txt, `make lock`) pins every package for
-# every Python that requires-python in pyproject.toml admits, so any of them installs what CI tested.
+# never one this file picks: the lock (constraints/test.txt, `make lock`) pins every package for every
+# Python that requires-python in pyproject.toml admits, so whichever of them the user has, pip finds pins it
+# can install (CI, .ci/run, tests those of the distribution's python3, as a stock Debian machine has it).
 # Making .venv prints which Python it used, and refuses one older than MIN_PYTHON before installing anything.
 # Another one: `make clean venv PYTHON=python3.12` (an existing .venv is kept as it was made).
 PYTHON ?= python3
