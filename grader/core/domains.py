@@ -1,52 +1,40 @@
 """Host names and domain patterns: how an allowlist entry is validated, normalized and matched, as sandbox-runtime does it.
 
-This is the one definition of "does this entry match this host", shared by the
-static analyzer and by the egress proxy that runs inside the services image.
-It must therefore stay standard-library only (the ``idna`` package is used
-when it is installed, see below) and import nothing from the package: the
-image copies this file on its own.
-
-Every rule here is sandbox-runtime 0.0.83's (``dist/sandbox/domain-pattern.js``,
-``parent-proxy.js``, ``sandbox-config.js`` and ``sandbox-manager.js``'s
+The one definition of "does this entry match this host", shared by the static
+analyzer and by the egress proxy in the services image, which copies this file
+alone: standard library only (``idna`` when installed, see below), no import
+from the package. Every rule is srt 0.0.83's (``domain-pattern.js``,
+``parent-proxy.js``, ``sandbox-config.js``, ``sandbox-manager.js``'s
 ``filterNetworkRequest``), checked against srt's own functions over generated
-cases (``tests/integration/test_srt_matching.py``):
+cases in ``tests/integration/test_srt_matching.py``:
 
-* an entry is valid when srt's schema takes it (``isValidAllowedDomainEntry``;
-  ``deniedDomains`` also takes ``*`` and ``*:port``): a host pattern with at
-  least one dot, not starting or ending with one, no ``:``, ``/`` or ``*``
-  except a leading ``*.`` over at least two labels, or ``localhost``, each
-  optionally followed by ``:port`` (1-65535, no leading zero). Nothing else
-  is checked: srt takes ``ｇｉｓｔ.github.com`` or ``a b.com``;
-* an entry is never IDNA-mapped, NFKC-folded or stripped of a dot: srt only
-  lower-cases it (JavaScript's ``toLowerCase``; Python's ``str.lower`` agrees
-  on every code point whose lower case is ASCII: ``K`` KELVIN SIGN becomes
-  ``k`` in both). So ``ｇｉｓｔ.github.com`` matches no host at all;
-* the requested host is checked first (``isValidHost``: ASCII letters,
-  digits, ``.``, ``_``, ``-``, or an IP literal, at most 255 characters;
-  anything else is denied as malformed, Unicode included: a client sends a
-  Unicode name as its ``xn--`` form), then canonicalized as the WHATWG URL
-  parser does (``canonicalizeHost``: lower case, one trailing dot dropped,
-  IPv4 shorthand such as ``127.1`` or ``2852039166`` spelled as a dotted
-  quad, IPv6 compressed, an IPv4-mapped IPv6 address spelled as its IPv4);
-  where that parser fails, the host is matched as it was sent;
-* ``*`` matches every host; ``*.suffix`` matches a host that ends with
-  ``.suffix`` (strict subdomains: ``*.github.com`` does not match
-  ``github.com``), never an IP literal; anything else matches the same
-  string; an entry with a port matches that port only;
-* ``host:port`` is reachable iff no denied entry matches it and some allowed
-  entry does (srt without an ask callback denies the rest).
+* an entry is valid where srt's schema says: a pattern with a dot, not at
+  either end, no ``:``, ``/`` or ``*`` but a leading ``*.`` over two labels or
+  more, or ``localhost``, or a bracketed IPv6 literal; then an optional
+  ``:port`` (1-65535, no leading zero); ``deniedDomains`` also takes ``*``. srt
+  checks nothing else: ``ｇｉｓｔ.github.com`` and ``a b.com`` are valid;
+* an entry is only lower-cased (``toLowerCase``; ``str.lower`` agrees wherever
+  the result is ASCII, KELVIN SIGN → ``k`` included), never IDNA-mapped, folded
+  or stripped of a dot: ``ｇｉｓｔ.github.com`` matches no host at all;
+* a requested host must pass ``isValidHost`` (ASCII letters, digits, ``.``,
+  ``_``, ``-`` or an IP literal; Unicode is denied as malformed: clients send
+  the ``xn--`` form), then is spelled as the WHATWG URL parser spells it
+  (``canonicalizeHost``: lower case, one trailing dot dropped, ``127.1`` and
+  ``2852039166`` as dotted quads, IPv6 compressed, IPv4-mapped as IPv4), or
+  matched as sent where that parser fails;
+* ``*`` matches every host; ``*.suffix`` a host ending in ``.suffix`` (not
+  ``suffix`` itself), never an IP literal; anything else the same string;
+  an entry with a port matches that port only. Deny wins; without an ask
+  callback srt denies what no allowed entry matches.
 
-Where the lab parts from srt it refuses the entry and says why (what the lab
-cannot measure it does not grade): an entry naming an IPv6 address (the
-simulated internet has none), one holding a control character (it can match
-no host, and the lab does not print it), and a bracketed entry whose inside
-only a full URL parser can read. An ``xn--`` label is checked with UTS 46 when
-the ``idna`` package is installed; without it (the services image) a host
-whose canonical form depends on that check is refused, never guessed.
+The lab refuses, saying why, three kinds of entry srt takes: an IPv6 address
+(the simulated internet has none), a control character (it matches nothing,
+and the lab does not print it), and a bracket only a full URL parser reads.
+An ``xn--`` label is checked with UTS 46 when ``idna`` is installed; without
+it (the services image) a host whose spelling depends on it is refused.
 
-It also says which server of the simulated internet answers for a name
-(``server_of``): the one rule the static analyzer and the simulated internet
-share, so a name the world does not know is the attacker's on both sides.
+``server_of`` says which server of the simulated internet answers a name: the
+one rule the static analyzer and the simulated internet share.
 """
 
 from __future__ import annotations
@@ -65,25 +53,9 @@ except ImportError:  # pragma: no cover - the host venv has it
     _idna = None
 
 __all__ = [
-    "MAX_HOST_LENGTH",
-    "canonicalize_host",
-    "entry_host",
-    "entry_port",
-    "filter_request",
-    "host_allowed",
-    "is_ipv4",
-    "is_valid_host",
-    "matches",
-    "never_matches",
-    "normalize_host",
-    "normalize_pattern",
-    "request_host",
-    "split_port",
-    "srt_accepts",
-    "web_scheme",
-    "WEB_PORTS",
-    "operator_domain",
-    "server_of",
+    "MAX_HOST_LENGTH", "canonicalize_host", "entry_host", "entry_port", "filter_request", "host_allowed",
+    "is_ipv4", "is_valid_host", "matches", "never_matches", "normalize_host", "normalize_pattern",
+    "request_host", "split_port", "srt_accepts", "web_scheme", "WEB_PORTS", "operator_domain", "server_of",
 ]
 
 MAX_HOST_LENGTH = 253  # DNS limit for a full name, dots included (the world's names)
@@ -238,24 +210,9 @@ def _ipv6_host(text: str) -> str | None:
         packed = ipaddress.IPv6Address(text).packed
     except ValueError:
         return None
-    groups = [int.from_bytes(packed[i:i + 2], "big") for i in range(0, 16, 2)]
-    if groups[:5] == [0] * 5 and groups[5] == 0xFFFF:  # srt's mappedIPv4: it dials that IPv4 address
+    if packed[:10] == bytes(10) and packed[10:12] == b"\xff\xff":  # srt's mappedIPv4: it dials that IPv4 address
         return ".".join(str(b) for b in packed[12:])
-    best, run, start = (0, 0), 0, 0
-    for i, g in enumerate(groups + [1]):
-        if g == 0:
-            if run == 0:
-                start = i
-            run += 1
-        else:
-            if run > best[1]:
-                best = (start, run)
-            run = 0
-    parts = [f"{g:x}" for g in groups]
-    if best[1] > 1:
-        s, n = best
-        return ":".join(parts[:s]) + "::" + ":".join(parts[s + n:])
-    return ":".join(parts)
+    return ipaddress.IPv6Address(packed).compressed  # RFC 5952, as the URL parser writes it
 
 
 def canonicalize_host(host: str) -> str | None:
@@ -421,9 +378,6 @@ def _why_refused(entry: str, host: str, denied: bool) -> str:
                 '(in deniedDomains, "*" denies every host).')
     if host.startswith("*."):
         domain = host[2:]
-        if "*" in domain:
-            return ('a wildcard is allowed only as a leading "*." (e.g. "*.example.com"). '
-                    "Write the exact host, or one leading wildcard.")
         if domain.endswith("."):
             return f'ends with a dot, which sandbox-runtime refuses. Write "{host.rstrip(".")}".'
         if "." not in domain:
