@@ -49,8 +49,8 @@ from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.world import World
 
-__all__ = ["TARGETS", "Access", "Decision", "Mode", "Network", "Target", "access_for", "baseline_access", "start_directory",
-           "unmeasured_ports", "world_projects"]
+__all__ = ["TARGETS", "Access", "Decision", "Mode", "Network", "Target", "access_for", "baseline_access",
+           "start_directory", "unmeasured_ports", "world_projects"]
 
 Mode = Literal["hidden", "ro", "rw"]
 Network = Literal["none", "proxy", "open"]

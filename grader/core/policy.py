@@ -26,7 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.domains import never_matches, normalize_pattern
 from grader.core.errors import PolicyError, Problem, json_pointer
-from grader.core.paths import MAX_PATH_LENGTH, normalize_path, uses_dotdot
+from grader.core.paths import MAX_PATH_LENGTH, covers, normalize_path, uses_dotdot
 
 __all__ = [
     "LIMITS",
@@ -318,6 +318,27 @@ def _network_warnings(policy: Policy) -> list[Problem]:
     return out
 
 
+# The programs every command needs: srt hides them like any other path (a denyRead of "/" is expanded into the
+# root's children, /proc, /dev and /sys aside), and then nothing starts, the job included. The simulated machine
+# has no such directories, so the lab cannot show that run: it refuses the rule with the reason (fail closed).
+RUNTIME_DIRS = ("/usr", "/bin", "/lib", "/sbin")
+
+
+def _hidden_runtime(policy: Policy) -> list[Problem]:
+    """denyRead entries that hide the programs every command runs (no allowRead re-opens them)."""
+    fs = policy.filesystem
+    out = []
+    for i, d in enumerate(fs.denyRead):
+        hidden = [r for r in RUNTIME_DIRS if covers(d, r) and not any(covers(d, a) and covers(a, r) for a in fs.allowRead)]
+        if hidden:
+            out.append(Problem(json_pointer(("filesystem", "denyRead", i)), (
+                f'"{d}" also hides {", ".join(hidden)}, the programs every command runs: sandbox-runtime takes the rule, '
+                "and then no command starts in the sandbox, the job's included. Sandbox Lab's simulated machine has none "
+                "of those directories, so it cannot show that run. Hide the places that hold data instead (the home \"~\", "
+                '"/etc/secrets", the projects), and re-open inside them with allowRead what the job reads.')))
+    return out
+
+
 def parse_policy(data: Any, source: str = "policy") -> Policy:
     """Validate already-parsed JSON data; raise ``PolicyError`` listing every problem."""
     problems = _structural_problems(data)
@@ -329,6 +350,8 @@ def parse_policy(data: Any, source: str = "policy") -> Policy:
     except (RecursionError, TypeError) as exc:  # defensive: never a traceback for a learner
         problems.append(Problem("/", f"cannot be read as a policy ({type(exc).__name__})."))
         policy = None
+    if policy is not None:
+        problems.extend(_hidden_runtime(policy))
     if problems or policy is None:
         raise PolicyError(source, problems)
     policy._warnings = tuple(_dotdot_warnings(data) + _network_warnings(policy))

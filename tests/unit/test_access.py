@@ -8,6 +8,7 @@ import pytest
 
 from grader import load_policy, load_world
 from grader.core.access import Access, access_for, baseline_access
+from grader.core.errors import PolicyError
 from grader.core.paths import covers
 
 WORLD = load_world()
@@ -89,8 +90,15 @@ def test_order_in_the_file_does_not_matter() -> None:
         assert one.read(path).allowed == two.read(path).allowed
 
 
-def test_root_deny_with_carve_outs() -> None:
-    a = sandbox(denyRead=["/"], allowRead=["/project/src"])
+def test_a_deny_that_hides_the_runtime_is_refused_with_the_reason() -> None:
+    """srt takes denyRead "/" (it hides /usr and /bin, so nothing starts); the lab cannot show that run: it refuses."""
+    with pytest.raises(PolicyError) as err:
+        sandbox(denyRead=["/"], allowRead=["/project/src"])
+    (problem,) = err.value.problems
+    assert problem.pointer == "/filesystem/denyRead/0"
+    assert "/usr" in problem.message and "no command starts" in problem.message
+    # re-opening the runtime makes it a policy the lab can measure
+    a = sandbox(denyRead=["/"], allowRead=["/usr", "/bin", "/lib", "/sbin", "/project/src"])
     assert a.read("/project/src/main.py").allowed
     assert not a.read("/project/.env").allowed
     assert not a.read(SSH_KEY).allowed

@@ -77,8 +77,6 @@ ROOT_DENY: dict[str, Any] = {"filesystem": {"denyRead": ["/"], "allowRead": ["/p
                              "network": NO_NET}
 
 
-@pytest.mark.xfail(strict=True, reason="the srt model (e323070) grades denyRead \"/\" 12/12 as if the job ran; waits for "
-                                       "grader/core (the lead's) to refuse the entry with srt's reason")
 def test_deny_read_of_the_root_is_refused_not_graded_as_a_working_job() -> None:
     """srt accepts denyRead "/" and hides the whole root with it, the programs in /usr, /bin and /lib included: no
     command starts, so the job cannot work. The lab's machine has only its four data places and cannot show that, so
