@@ -216,11 +216,9 @@ def _ipv6_host(text: str) -> str | None:
 
 
 def canonicalize_host(host: str) -> str | None:
-    """srt's ``canonicalizeHost``: the host as the URL parser spells it, one trailing dot dropped; None where it fails.
+    """srt's ``canonicalizeHost``: the URL parser's spelling, one trailing dot dropped; None where it fails.
 
-    Raises _Unknown (a ValueError subclass is not used on purpose: callers
-    decide) where only a full URL parser or the ``idna`` package could say.
-    """
+    Raises _Unknown where only a full URL parser or the ``idna`` package could say."""
     bare = _strip_brackets(host)
     if _node_is_ip(bare) == 6:
         return _ipv6_host(bare) if "%" not in bare else None
@@ -461,7 +459,9 @@ def never_matches(entry: str) -> str | None:
 def matches(pattern: str, host: str, port: int | None = None) -> bool:
     """srt's ``matchesDomainPatternWithPort``: True if an entry matches a host srt's filter has canonicalized.
 
-    ``host`` is ``request_host``'s (a world name already is). ``*`` matches
+    ``host`` is ``request_host``'s (a world name already is); one srt's filter
+    would refuse as malformed (``ｇｉｓｔ.github.com``, ``a b.com``) matches
+    nothing, not even itself, so every caller judges as the proxy. ``*`` matches
     every host; ``*.suffix`` a host ending in ``.suffix``, never an IP
     literal; anything else the same string, case-insensitively. An entry
     with a port matches that port only; with ``port`` None its port is not
@@ -469,6 +469,8 @@ def matches(pattern: str, host: str, port: int | None = None) -> bool:
     """
     pattern, pinned = split_port(pattern)
     if port is not None and pinned is not None and pinned != port:
+        return False
+    if host and not is_valid_host(host):
         return False
     h = host.lower()
     if pattern == "*":

@@ -296,3 +296,9 @@ def test_without_idna_a_host_whose_canonical_form_needs_it_is_refused_not_guesse
     assert request_host("XN--BCHER-KVA.example") == "xn--bcher-kva.example"  # without the dot both readings agree
     assert request_host("xn--a-.example.") == "xn--a-.example"  # an ASCII label needs no UTS 46 data
     assert request_host("gist.github.com.") == "gist.github.com"
+
+
+@pytest.mark.parametrize("host", ["ｇｉｓｔ.github.com", "a b.com", "gist.github.com\x00.evil", "[fe80::1%eth0]"])
+def test_a_host_the_proxy_refuses_matches_nothing_not_even_its_own_spelling(host: str) -> None:
+    # the static analyzer asks matches() about names it makes up (fronting, fresh subdomains): it must judge as the proxy
+    assert not matches(host, host, 443) and not matches("*", host, 443) and not filter_request(host, 443, [host], [])
