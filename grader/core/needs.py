@@ -43,7 +43,7 @@ __all__ = ["Axis", "HostNeed", "Needs", "Overgrant", "explain_overgrants", "over
 
 Axis = Literal["read", "write", "network"]
 HostUse = Literal["download", "upload"]
-Fix = Literal["remove", "narrow", "replace", "deny", "list"]  # the kind of change ``advice`` spells out
+Fix = Literal["remove", "narrow", "replace", "deny", "hide", "list"]  # the kind of change ``advice`` spells out
 
 # Roles a directory need never covers. Reading a secret is the first half of every leak;
 # writing what runs later is an escape from the sandbox.
@@ -109,6 +109,9 @@ class Overgrant:
     advice: str  # the narrowest change that still does the job
     fix: Fix = "remove"
     role: Optional[str] = None  # the world's role of the path ("secret", "persistence", ...); None for hosts and unknown paths
+    # fix "hide" (readable by default): the region to hide with denyRead, and the needs to re-open inside it with allowRead
+    region: Optional[str] = None
+    reopen: tuple[str, ...] = ()
 
     @property
     def what(self) -> str:
@@ -241,8 +244,14 @@ def _grant_words(axis: Axis, decision: Decision, access: Access) -> str:
     if access.policy is None:
         return "The plain container"
     if axis == "read" and decision.allowed:
-        return "No denyRead (every read is allowed by default)"
+        return "Reading by default (no denyRead covers it)"
     return "The sandbox itself (no rule of the policy explains it)"
+
+
+def _hide_region(target: str, needs: Needs, world: World) -> tuple[str, tuple[str, ...]]:
+    """Where a path readable by default is hidden (its world root: no job here needs one whole) and what to re-open there."""
+    region = world.root_of(target) or target
+    return region, tuple(n for n in (needs.read or needs.readable) if covers(region, n))
 
 
 def _path_advice(axis: Axis, target: str, decision: Decision, needs: Needs, sensitive: bool, world: World) -> tuple[Fix, str]:
@@ -252,11 +261,10 @@ def _path_advice(axis: Axis, target: str, decision: Decision, needs: Needs, sens
     if any(covers(n, target) for n in wanted):  # a secret or something that runs later inside what the job needs
         return deny
     if decision.rule is None:
-        if axis == "read":
-            region = world.root_of(target) or target  # its world root: what no job here needs whole
-            reads = [n for n in (needs.read or wanted) if covers(region, n)]
+        if axis == "read":  # srt: an allowRead alone hides nothing; hide the region, re-open what the job reads in it
+            region, reads = _hide_region(target, needs, world)
             reopen = f", and re-open what the job reads there with filesystem.allowRead ({_quoted(reads)})" if reads else ""
-            return "deny", f'Reads are allowed by default: hide it with filesystem.denyRead ("{region}"){reopen}.'
+            return "hide", f'Reads are allowed by default: hide it with filesystem.denyRead ("{region}"){reopen}.'
 
         return "list", "Write a policy that grants only what the job needs."
     key, entry = decision.rule
@@ -304,7 +312,8 @@ def _path_overgrants(axis: Axis, paths: tuple[str, ...], needs: Needs, access: A
         rule = decision.rule if decision.allowed else None  # measured, but no rule explains it
         shown = decision if decision.allowed else Decision(False, None, decision.why)
         fix, advice = _path_advice(axis, path, shown, needs, sensitive, world)
-        out.append(Overgrant(axis, path, rule, _grant_words(axis, shown, access), harm, advice, fix, _role(world, path)))
+        region, reopen = _hide_region(path, needs, world) if fix == "hide" else (None, ())
+        out.append(Overgrant(axis, path, rule, _grant_words(axis, shown, access), harm, advice, fix, _role(world, path), region, reopen))
     out.sort(key=lambda o: (_RANK.get(o.role or "", len(_RANK)), o.target))  # the worst first: their harms are spelt out
     return out
 
@@ -420,11 +429,17 @@ def explain_overgrants(found: tuple[Overgrant, ...] | list[Overgrant]) -> tuple[
     for (axis, grant), items in groups.items():
         parts = [o.what if i < _SHOWN_HARMS else o.target for i, o in enumerate(items)]
         denies = [o for o in items if o.fix == "deny"]
-        others = list(dict.fromkeys(o.advice for o in items if o.fix != "deny"))
+        hides = [o for o in items if o.fix == "hide"]
+        others = list(dict.fromkeys(o.advice for o in items if o.fix not in ("deny", "hide")))
         advice = others[:]
+        if hides:  # the outermost regions, never every file: one denyRead each, then the job's reads re-opened
+            regions = _outermost([o.region or o.target for o in hides])
+            reads = list(dict.fromkeys(n for o in hides for n in o.reopen))
+            reopen = f", and re-open what the job reads inside with filesystem.allowRead ({_quoted(reads)})" if reads else ""
+            advice.append(f"Reads are allowed by default: hide {_quoted(regions)} with filesystem.denyRead{reopen}.")
         if denies:
             key = "denyRead" if axis == "read" else "denyWrite"
-            keep = "Keep what the job needs, and add" if not others else "Then add"
+            keep = "Keep what the job needs, and add" if not (others or hides) else "Then add"
             advice.append(f"{keep} {_quoted(_outermost([o.target for o in denies]))} to filesystem.{key}.")
         out.append(f"{grant} is more than the job needs: {'; '.join(parts)}. {' '.join(advice)}")
     return tuple(out)

@@ -217,18 +217,27 @@ def _short(paths: list[str]) -> str:
     return ", ".join(paths[:_SHOWN_PATHS]) + (f" and {more} more" if more > 0 else "")
 
 
-def _path_fix(axis: str, rule: Optional[tuple[str, str]], paths: list[str], needs: Needs) -> str:
-    """The change that takes ``paths`` away: narrow or remove the granting rule, or deny them where the job needs it."""
+def _path_fix(axis: str, rule: Optional[tuple[str, str]], paths: list[str], needs: Needs, roots: tuple[str, ...] = ()) -> str:
+    """The change that takes ``paths`` away: narrow or remove the granting rule, or deny them where the job needs it.
+
+    Readable by default (no rule): srt's way, as ``needs._path_advice`` says it: hide the outermost regions
+    (each path's world root among ``roots``) with denyRead and re-open what the job reads inside with allowRead.
+    """
     deny = "denyRead" if axis == "read" else "denyWrite"
     wanted = needs.readable if axis == "read" else needs.write
     outer = [p for p in paths if not any(o != p and covers(o, p) for o in paths)]
     denied = ", ".join(f'"{p}"' for p in outer[:_SHOWN_PATHS]) + (" ..." if len(outer) > _SHOWN_PATHS else "")
     if rule is None:
         if axis == "read":
-            inside = [n for n in needs.read if any(covers(o, n) for o in outer)]
-            reopen = (" and re-open what the job reads inside it with filesystem.allowRead (" + ", ".join(f'"{n}"' for n in inside) + ")"
+            # a path inside what the job reads is hidden itself (re-opening its region would re-open it too)
+            regions = list(dict.fromkeys(p if any(covers(n, p) for n in wanted) else next((r for r in roots if covers(r, p)), p)
+                                         for p in outer))
+            regions = [r for r in regions if not any(o != r and covers(o, r) for o in regions)]
+            inside = [n for n in (needs.read or wanted) if any(covers(r, n) for r in regions)]
+            reopen = (", and re-open what the job reads inside with filesystem.allowRead (" + ", ".join(f'"{n}"' for n in inside) + ")"
                       if inside else "")
-            return f"reads are allowed by default: hide {denied} with filesystem.denyRead{reopen}"
+            hidden = ", ".join(f'"{r}"' for r in regions)
+            return f"reads are allowed by default: hide {hidden} with filesystem.denyRead{reopen}"
         return "write a policy that grants only what the job needs"
     key, entry = rule
     under = [n for n in wanted if covers(entry, n) and n != entry]
@@ -265,7 +274,7 @@ def _judge_scope(check: Check, run: RunResult, access: Access, needs: Needs, sai
             by_rule.setdefault(d.rule if d.allowed else None, []).append(path)
         for rule, paths in by_rule.items():
             why = f'{rule[0]} "{rule[1]}"' if rule else ("an empty allowRead (everything is readable by default)" if axis == "read" and access.policy is not None else "the sandbox")
-            problems.append(f"the agent can{also} {verb} {_short(paths)} ({why} grants it). Fix: {_path_fix(axis, rule, paths, needs)}.")
+            problems.append(f"the agent can{also} {verb} {_short(paths)} ({why} grants it). Fix: {_path_fix(axis, rule, paths, needs, world.roots)}.")
     if check.unreachable is not None:
         if check.unreachable == "any":
             hosts, what = [r.host for r in run.scope.reachable], "the job needs no host"

@@ -43,6 +43,7 @@ import pytest
 
 from grader.core.access import access_for, baseline_access
 from grader.core.analyzer import predict
+from grader.core.errors import PolicyError
 from grader.backends.static import StaticBackend
 from grader.grading.grade import Grade, grade, grade_file
 from grader.core.needs import HostNeed, Needs, Overgrant, explain_overgrants, overgrants
@@ -146,7 +147,10 @@ def test_full_marks_mean_the_job_works_nothing_else_is_granted(task_id: str) -> 
     policies.update({"solution": _solution(task_id), **({"starter": task.starter} if task.starter else {})})
     full = []
     for name, raw in policies.items():
-        policy = load_policy(raw)
+        try:
+            policy = load_policy(raw)
+        except PolicyError:
+            continue  # refused before any run (e.g. denyRead "/" hides the runtime): never graded, never full marks
         g = grade(task, policy, STATIC)
         if not g.full_marks:
             continue
@@ -164,7 +168,7 @@ def test_full_marks_mean_the_job_works_nothing_else_is_granted(task_id: str) -> 
 def test_granting_nothing_is_not_least_privilege(task_id: str) -> None:
     """The policy that games every least-* check: grant nothing. An empty scope is within any needs."""
     task = load_task(task_id)
-    g = grade(task, load_policy({"filesystem": {"allowRead": ["/nowhere"]}, "network": {"allowedDomains": []}}), STATIC)
+    g = grade(task, load_policy({"filesystem": {"denyRead": ROOTS}, "network": {"allowedDomains": []}}), STATIC)
     for axis, verb, wanted in (("read", "read", task.needs.read), ("write", "write", task.needs.write),
                                ("network", "reach", task.needs.host_names)):
         c = g.check(f"least-{axis}")
@@ -211,6 +215,8 @@ def _overgrants(raw: Optional[dict[str, Any]], needs: Needs) -> tuple[Overgrant,
 
 
 SRC_OUT = Needs(read=("/project/src",), write=("/project/out",))
+# srt: reads are open by default; "only these readable" hides the world's roots and re-opens with allowRead
+ROOTS = ["/home/user", "/project", "/app/workspace", "/etc/secrets"]
 
 
 def test_an_over_grant_names_target_rule_harm_and_the_narrowest_change() -> None:
@@ -231,7 +237,7 @@ def test_an_over_grant_names_target_rule_harm_and_the_narrowest_change() -> None
 
 def test_a_secret_or_what_runs_later_inside_a_needed_directory_is_never_covered() -> None:
     needs = Needs(read=("/project",), write=("/project",))
-    found = _overgrants({"filesystem": {"allowRead": ["/project"], "allowWrite": ["/project"]}, "network": {"allowedDomains": []}}, needs)
+    found = _overgrants({"filesystem": {"denyRead": ROOTS, "allowRead": ["/project"], "allowWrite": ["/project"]}, "network": {"allowedDomains": []}}, needs)
     assert {o.target for o in found if o.axis == "read"} == {"/project/.env"}
     written = {o.target for o in found if o.axis == "write"}
     later = set(WORLD.paths_with_role("persistence", "agent-config"))
@@ -243,7 +249,7 @@ def test_a_secret_or_what_runs_later_inside_a_needed_directory_is_never_covered(
     assert 'add "/project/.env" to filesystem.denyRead' in text
     assert '"/project/.git"' in text and '"/project/.gitconfig"' in text and '"/project/.git/hooks"' not in text  # the outermost only
     # named exactly, a need covers even a secret: the task author meant it
-    assert not [o for o in _overgrants({"filesystem": {"allowRead": ["/project/.env"]}, "network": {"allowedDomains": []}},
+    assert not [o for o in _overgrants({"filesystem": {"denyRead": ROOTS, "allowRead": ["/project/.env"]}, "network": {"allowedDomains": []}},
                                         Needs(read=("/project/.env",))) if o.axis == "read"]
 
 
@@ -256,7 +262,7 @@ def test_a_directory_next_to_a_start_up_file_is_not_harmless() -> None:
 def test_wildcards_are_replaced_by_the_exact_hosts_the_job_needs() -> None:
     needs = Needs(read=("/project/src",), write=("/project/out",),
                   hosts=(HostNeed("pypi.org", "download"), HostNeed("files.pythonhosted.org", "download")))
-    found = _overgrants({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
+    found = _overgrants({"filesystem": {"denyRead": ROOTS, "allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
                          "network": {"allowedDomains": ["pypi.org", "*.pypi.org", "*.pythonhosted.org"]}}, needs)
     by_host = {o.target: o for o in found}
     assert set(by_host) == {"upload.pypi.org", "test.pypi.org", "x0fresh0x.pypi.org", "x0fresh0x.pythonhosted.org"}
@@ -285,13 +291,12 @@ def test_the_plain_container_over_grants_on_every_axis() -> None:
 
 
 def test_a_grant_the_world_does_not_model_fails_closed_once() -> None:
-    found = _overgrants({"filesystem": {"allowRead": ["/project/src", "/home/user/.cache"], "allowWrite": ["/project/out", "/home/user/.local/bin"]},
+    found = _overgrants({"filesystem": {"denyRead": ROOTS, "allowRead": ["/project/src", "/home/user/.cache"], "allowWrite": ["/project/out", "/home/user/.local/bin"]},
                          "network": {"allowedDomains": []}}, SRC_OUT)
-    assert [(o.axis, o.target, o.fix) for o in found] == [
-        ("read", "/home/user/.cache", "remove"), ("write", "/home/user/.local/bin", "remove"),
-    ]
+    # srt drops an allowRead of a path that does not exist when the sandbox starts: /home/user/.cache grants nothing
+    assert [(o.axis, o.target, o.fix) for o in found] == [("write", "/home/user/.local/bin", "remove")]
     # inside a need it is not one
-    assert _overgrants({"filesystem": {"allowRead": ["/project/src/lib"], "allowWrite": ["/project/out/reports"]},
+    assert _overgrants({"filesystem": {"denyRead": ROOTS, "allowRead": ["/project/src/lib"], "allowWrite": ["/project/out/reports"]},
                         "network": {"allowedDomains": []}}, SRC_OUT) == ()
 
 
@@ -302,12 +307,13 @@ def test_a_grant_outside_the_simulated_machine_is_an_over_grant_named_by_its_poi
     least-* check of its axis, whatever the backend (the grant comes from the
     policy, not from the run), with the entry's JSON pointer in the fix.
     """
-    raw = {"filesystem": {"allowRead": ["/project/src", "/root", "/usr", "/var/run/docker.sock"],
+    # srt: an allowRead grants only inside a denyRead, so the reads re-open what a deny outside the machine hides
+    raw = {"filesystem": {"denyRead": [*ROOTS, "/root", "/opt", "/var/run"], "allowRead": ["/project/src", "/root", "/opt/tools", "/var/run/docker.sock"],
                           "allowWrite": ["/project/out", "/var/run/docker.sock", "/etc/cron.d", "/tmp"]},
            "network": {"allowedDomains": []}}
     found = _overgrants(raw, SRC_OUT)
     assert [(o.axis, o.target, o.fix) for o in found] == [
-        ("read", "/root", "remove"), ("read", "/usr", "remove"), ("read", "/var/run/docker.sock", "remove"),
+        ("read", "/root", "remove"), ("read", "/opt/tools", "remove"), ("read", "/var/run/docker.sock", "remove"),
         ("write", "/var/run/docker.sock", "remove"), ("write", "/etc/cron.d", "remove"), ("write", "/tmp", "remove"),
     ]
     assert [o.advice for o in found][:2] == ["Remove it: delete /filesystem/allowRead/1.", "Remove it: delete /filesystem/allowRead/2."]
@@ -316,8 +322,8 @@ def test_a_grant_outside_the_simulated_machine_is_an_over_grant_named_by_its_poi
     wide = _overgrants({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/"], "denyWrite": ["/home/user", "/project", "/app/workspace", "/etc/secrets"]},
                         "network": {"allowedDomains": []}}, Needs(read=("/project/src",), write=()))
     assert [(o.target, o.fix, o.advice) for o in wide if o.axis == "write"] == [("/", "remove", "Remove it: delete /filesystem/allowWrite/0.")]
-    # a deny rule that takes it back leaves nothing granted
-    assert _overgrants({"filesystem": {"allowRead": ["/project/src", "/root"], "denyRead": ["/root"], "allowWrite": ["/project/out"]},
+    # an allowRead no denyRead surrounds grants nothing (reads are open by default): not an over-grant
+    assert _overgrants({"filesystem": {"denyRead": ROOTS, "allowRead": ["/project/src", "/root"], "allowWrite": ["/project/out"]},
                         "network": {"allowedDomains": []}}, SRC_OUT) == ()
 
 
