@@ -483,8 +483,9 @@ def check_capstone(lvl: Level, policy: Policy, world: Optional[World] = None) ->
     writes = sorted((f.path for f in w.files if a.write(f.path).allowed and not needed(f.path, job.write)),
                     key=lambda p: p not in later)
     if reads:
-        problems.append(Problem("/filesystem/allowRead", f"{some(reads)} can be read, and the job does not need them: "
-                                                         f"list only {', '.join(job.read)} in allowRead."))
+        problems.append(Problem("/filesystem/denyRead", f"{some(reads)} can be read, and the job does not need them: "
+                                                        "reads are open by default, so hide the regions that hold them with denyRead "
+                                                        f"and re-open only {', '.join(job.read)} with allowRead."))
     if writes:
         problems.append(Problem("/filesystem/allowWrite", f"{some(writes)} can be changed, and the job does not need them: "
                                                           f"list only {', '.join(job.write)} in allowWrite."))

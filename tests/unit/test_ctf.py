@@ -421,7 +421,9 @@ def test_the_capstone_runs_only_under_a_policy_that_does_the_job_and_nothing_mor
     open_reads = load_policy({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": ["cdn.jsdelivr.net"]}})
     with pytest.raises(LevelError) as err:
         check_capstone(cap, open_reads)
-    assert [p.pointer for p in err.value.problems] == ["/filesystem/allowRead"] and "/home/user/.ssh/id_rsa" in str(err.value.problems[0])
+    # reads are open by default: the fix is a denyRead over what holds them, with the job's source re-opened
+    assert [p.pointer for p in err.value.problems] == ["/filesystem/denyRead"] and "/home/user/.ssh/id_rsa" in str(err.value.problems[0])
+    assert "denyRead" in err.value.problems[0].message and "re-open only /project/src with allowRead" in err.value.problems[0].message
     wildcard = load_policy({**good.normalize(), "network": {"allowedDomains": ["cdn.jsdelivr.net", "*.attacker.example"]}})
     with pytest.raises(LevelError, match="a name the attacker makes up can be reached"):
         check_capstone(cap, wildcard)

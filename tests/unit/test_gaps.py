@@ -16,7 +16,7 @@ from grader.backends.runs import SigningAgent
 from grader.backends.static import StaticBackend
 from grader.core.evidence import Evidence, canary_sightings
 from grader.core.execution import Execution, Job, sightings, signature
-from grader.lessons.gaps import GAPS, demonstrate, gap, proxy_saw
+from grader.lessons.gaps import GAPS, demonstrate, gap, proxy_saw, script
 from grader.core.policy import load_policy
 from grader.lessons.quiz import question
 from grader.core.world import load_world
@@ -58,6 +58,22 @@ def test_the_perfect_policies_keep_every_secret_file_unreadable_but_the_one_the_
         assert readable == [], (g.id, readable)
         expected = "succeeded" if g.id == "git-credentials" else "blocked"
         assert result.outcome("exfil-secret").outcome == expected, g.id
+
+
+def test_each_policy_re_opens_what_its_demo_reads_and_never_prints_the_practice_tasks_answer() -> None:
+    """Reads are open by default (srt): a demo's policy hides with denyRead and re-opens with allowRead only what its job
+    reads, and the lesson prints it, so it re-opens nothing of /project/src (lesson 03's task reads and writes there)."""
+    from grader.core.access import access_for
+
+    for g in GAPS:
+        fs = g.policy["filesystem"]
+        assert fs.get("denyRead"), g.id
+        assert not any(p == "/project" or p.startswith("/project/") for p in (*fs.get("allowRead", ()), *fs.get("allowWrite", ()))), g.id
+        access = access_for(load_policy(dict(g.policy)), WORLD)
+        for path in g.demo().canaries:
+            assert access.read(path).allowed, (g.id, path)  # the demo's job can read what it sends
+    assert list(gap("url-to-stats-host").demo().canaries) == ["/app/workspace/src/index.js"]
+    assert "/app/workspace/src/index.js" in script("url-to-stats-host")
 
 
 def test_on_the_static_backend_nothing_runs_and_the_result_says_predicted() -> None:

@@ -17,7 +17,9 @@ NPM_FIXED = {
     "filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project/.env"], "allowWrite": ["/app/workspace/build"]},
     "network": {"allowedDomains": ["registry.npmjs.org"]},
 }
-BOTH_AXES = {"filesystem": {"allowRead": ["/project/src", "/project/out"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+# srt: reads are open by default, so every region is hidden and the job's source re-opened; allowWrite binds /project/out back
+BOTH_AXES = {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project", "/app/workspace"], "allowRead": ["/project/src"],
+                            "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
 CLONE = {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project/.env"], "allowWrite": ["/project/out"]},
          "network": {"allowedDomains": ["github.com"]}}
 TRUSTING = {"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": ["*.github.com"]}}
@@ -42,7 +44,9 @@ def test_the_first_reason_names_the_probe_and_the_path_as_the_learner_knows_it()
     met, reasons = check(goal("l02-npm-build"), _run(NAIVE))
     assert not met
     assert reasons[0] == "read-ssh-key succeeded — ~/.ssh/id_rsa is readable"
-    assert "write-shell-rc succeeded — ~/.bashrc can be changed" in reasons
+    # srt keeps ~/.bashrc read-only (it starts in the home), not its own settings file
+    assert "write-sandbox-settings succeeded — ~/.srt-settings.json can be changed" in reasons
+    assert not any(r.startswith("write-shell-rc") for r in reasons)
     assert any(r.startswith("job-fetch-npm was blocked — the job needs it") for r in reasons)
     assert "registry.npmjs.org is not reachable — the job needs it" in reasons
 
@@ -78,10 +82,14 @@ def test_gist_and_api_upload_fail_the_clone_goal_even_with_secrets_hidden() -> N
 
 
 def test_persistence_found_by_the_scope_alone_is_named() -> None:
-    """No probe writes ~/.profile, but the scope shows it writable: the goal says so."""
-    writes_profile = dict(BOTH_AXES, filesystem={**BOTH_AXES["filesystem"], "allowWrite": ["/project/out", "/home/user/.profile"]})
-    met, reasons = check(goal("l03-safe-container"), _run(writes_profile))
-    assert not met and reasons == ["~/.profile can be changed, and it runs later, outside the sandbox"]
+    """No probe writes ~/.config/autostart, but the scope shows it writable: the goal says so."""
+    def writing(path: str) -> dict[str, Any]:
+        return dict(BOTH_AXES, filesystem={**BOTH_AXES["filesystem"], "allowWrite": ["/project/out", path]})
+
+    met, reasons = check(goal("l03-safe-container"), _run(writing("/home/user/.config/autostart")))
+    assert not met and reasons == ["~/.config/autostart can be changed, and it runs later, outside the sandbox"]
+    # ~/.profile is one of srt's mandatory write protections where it starts (the home): allowWrite cannot open it
+    assert check(goal("l03-safe-container"), _run(writing("/home/user/.profile"))) == (True, [])
 
 
 def test_evidence_that_could_not_be_collected_never_meets_a_goal() -> None:

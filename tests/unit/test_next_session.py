@@ -186,7 +186,9 @@ def test_nothing_changed_nothing_played_and_the_engine_is_never_asked(tmp_path: 
 
 
 @pytest.mark.parametrize("policy, job, expected", [
-    ({"filesystem": {"allowWrite": ["/home/user/"]}}, None, True),  # the naive policy: ~/.bashrc is writable
+    # the naive policy: srt keeps the home's start-up files read-only (it starts there), so no shell runs a change
+    ({"filesystem": {"allowWrite": ["/home/user/"]}}, None, False),
+    ({"filesystem": {"allowWrite": ["/project"]}}, None, True),  # the dev container's start-up files are outside the home
     ({"filesystem": {"allowWrite": ["/project/.git/hooks"]}}, None, True),  # only the hook: still a file a step runs
     ({"filesystem": {"allowWrite": ["/app/workspace/build"]}}, None, False),  # nothing the shells run
     # a write allowed but hidden never reaches the real file: nothing to start early for
