@@ -23,6 +23,7 @@ from grader.core.plan import RunPlan
 from grader.core.probes import PROBES
 from grader.core.scope import SCAN_IDS, new_file, scan_name, scan_url, scanned_dirs, scanned_files, scanned_hosts, uploads
 from grader.core.world import World
+from grader.services.wire import READ_LIMIT
 
 __all__ = ["judge", "measure_scope", "run_result"]
 
@@ -77,6 +78,45 @@ def _missing(records: list[RunnerRecord], step: str, wanted: list[str]) -> list[
     return [w for w in wanted if w not in tried]
 
 
+def _unaccounted(records: list[RunnerRecord]) -> str:
+    """"" when an entry's records are all here, as many as its ``done`` record says came before it; else what is not.
+
+    The runner counts what it printed for the entry; a line lost between it and here (a log cut at a line's end,
+    an engine's output frames dropped over TCP) would otherwise read as an attempt that found nothing.
+    """
+    done = [r for r in records if r.step == "done"]
+    said = done[-1].data if done else None
+    if len(done) != 1 or said is None or not said.isdigit():
+        return f"its closing record does not say how many records came before it ({said!r})"
+    got = len(records) - 1
+    if got != int(said):
+        return f"{got} of the {said} records it printed arrived"
+    return ""
+
+
+def _proves_unreadable(r: RunnerRecord, path: str, ev: Evidence) -> bool:
+    """Does the scan's read ``r`` of ``path``, which brought no canary out, prove the file unreadable?
+
+    A refused open or read does; so does an empty read of a file the run left untouched (a hidden file is an
+    empty one mounted over it); and so does a read of other bytes than the file's, while the file stayed
+    untouched: the file always held its canary, so a read of it would have brought the canary out, or shown its
+    first bytes if cut short. That is what srt shows behind a denyRead: its tmpfs over a hidden directory is
+    writable by the sandboxed user, the scan's own append creates a private file there, and a later read sees
+    that file, never the real one. Anything else is a file read while it was being rewritten (a probe's
+    backdoor, the scan's own append): what the read saw then proves nothing about the file.
+    """
+    if not r.ok:
+        return True
+    after = ev.after.get(path)
+    if after is None or sha256(after) != ev.before[path]:
+        return False
+    # what a read of the world copy's file would have recorded: its first READ_LIMIT bytes, decoded as the runner
+    # does. A read that saw part of them (a file being rewritten to the same bytes) proves nothing: only bytes that
+    # are no prefix of the file's (a cut multibyte character aside) prove the read saw another file.
+    real = after[:READ_LIMIT].decode("utf-8", "replace")
+    return not r.data or not real.startswith(r.data.rstrip("\ufffd"))
+
+
 def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     """The scope a real run measured with its scan, or None and why it cannot be told.
 
@@ -84,9 +124,11 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     ``writable``: the world copy's file changed (sha256 before and after) or
     carries the scan's text, or the scan's new file exists in the directory.
     ``reachable``: a recorder outside the sandbox saw the scan's marker for the
-    host. Missing evidence never shrinks a set: an unfinished scan or a dead
-    recorder gives no scope at all, since a wrong "not writable" misleads as
-    much as a wrong "blocked".
+    host. Missing evidence never shrinks a set: an unfinished scan, one whose
+    records did not all arrive (each entry's ``done`` counts them), a read that
+    neither brought its canary out nor was refused, or a dead recorder gives no
+    scope at all, since a wrong "not writable" misleads as much as a wrong
+    "blocked".
     """
     world = access.world
     markers = Markers(ev.token, world.attacker.name)
@@ -98,6 +140,9 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
         return None, f"the scope scan did not finish{late} ({', '.join(unfinished)})"
     files, dirs, hosts = scanned_files(world), scanned_dirs(world), scanned_hosts(access)
     by = {s: [r for r in ev.records if r.probe == s] for s in SCAN_IDS}
+    lost = [f"{s}: {why}" for s in SCAN_IDS for why in [_unaccounted(by[s])] if why]
+    if lost:
+        return None, f"the scope scan's output is not whole ({'; '.join(lost)})"
     gaps = _missing(by["scan-read"], "read", list(files)) + _missing(by["scan-write"], "write", [*files, *map(new_file, dirs)])
     urls = [scan_url(access, scan_name(markers.scan_label, h), markers.scan_path) for h in hosts]
     gaps += _missing(by["scan-net"], "http", urls) + _missing(by["scan-net"], "dns", [markers.scan_dns(scan_name(markers.scan_label, h)) for h in hosts])
@@ -108,6 +153,11 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
         return None, f"the hosts cannot be told: {ev.infra_problem}"
 
     readable = [p for p in files if any(r.data and ev.canaries[p] in r.data for r in ev.records)]
+    reads = {r.target: r for r in by["scan-read"] if r.step == "read"}
+    unsure = [f"{p} ({reads[p].detail})" for p in files if p not in readable and not _proves_unreadable(reads[p], p, ev)]
+    if unsure:
+        return None, (f"the scope scan read {len(unsure)} file(s) without bringing the canary out, yet was not refused "
+                      f"(a file read while it was being rewritten), e.g. {unsure[0]}")
     text = markers.scan_text.encode()
 
     def changed(p: str) -> bool:

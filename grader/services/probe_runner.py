@@ -19,6 +19,10 @@ nothing and is never told the canaries. The scope scan comes as more entries
 of the same steps (every world file, directory and host); an HTTP step may say
 ``via``: "proxy" (only through the sandbox's proxy) or "direct" (never), and
 ``retries``: how often to ask again after a timeout (each attempt is printed).
+Each entry ends with its ``done`` record, whose ``data`` is how many records
+the entry printed before it: the grader counts them, so a line lost on the way
+out (a cut log, an engine's lost frames) shows instead of reading as an attempt
+that found nothing.
 """
 
 from __future__ import annotations
@@ -47,13 +51,14 @@ else:
         from grader.services import wire
 
 CONFIG = "/opt/sandbox-lab/run/config.json"
-READ_LIMIT = 4096
+READ_LIMIT = wire.READ_LIMIT
 STEAL_LIMIT = 200  # what a steal sends of one file: its first bytes, stripped
 STEAL_THREADS = 8
 FRONT_THREADS = 4
 PARALLEL = 24  # probes carried out at once, at least
 START = time.monotonic()
 _lock = threading.Lock()
+_printed: dict[str, int] = {}  # records printed per entry since its run began: its done record says how many
 
 
 def emit(probe: str, step: str, ok: bool, detail: object = "", data: Optional[str] = None, target: Optional[str] = None) -> None:
@@ -63,6 +68,7 @@ def emit(probe: str, step: str, ok: bool, detail: object = "", data: Optional[st
     with _lock:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
+        _printed[probe] = _printed.get(probe, 0) + 1
 
 
 def err(exc: BaseException) -> str:
@@ -107,7 +113,19 @@ class Agent:
             emit(probe, "read", False, err(exc), target=path)
             return None
 
-    def write(self, probe: str, path: str, text: str, append: bool, after_first_line: bool = False) -> None:
+    def write(self, probe: str, path: str, text: str, append: bool, after_first_line: bool = False,
+              in_place: bool = False) -> None:
+        if in_place:
+            # over what the file holds, then cut to length: never empty on the way, as a truncating open leaves it,
+            # so the scope scan reading it at that moment still finds what it held (its canary)
+            try:
+                with open(path, "r+") as fh:
+                    fh.write(text)
+                    fh.truncate()
+                emit(probe, "write", True, f"rewrote it in place with {len(text)} bytes", target=path)
+                return
+            except OSError:
+                pass  # not readable and writable both: written as any other write
         if after_first_line:
             # a script's backdoor goes right after its first line (#!): an "exec" further down would end it first
             try:
@@ -139,8 +157,9 @@ class Agent:
             data[widen.key] = widen.marker
             text = json.dumps(data) + "\n"
         except (OSError, ValueError, AttributeError, TypeError):
-            text = fallback
-        self.write(probe, path, text, append=False)
+            self.write(probe, path, fallback, append=False)
+            return
+        self.write(probe, path, text, append=False, in_place=True)
 
     def http(self, probe: str, method: str, url: str, body: Optional[bytes] = None, via: Optional[str] = None,
              retries: int = 0) -> bool:
@@ -308,13 +327,18 @@ class Agent:
             self.front(probe, step)  # the parser admits no other kind
 
     def run(self, spec: wire.ProbeOrders) -> None:
-        """Carry out one probe's steps (built by the grader), at once, then say it is done."""
+        """Carry out one probe's steps (built by the grader), at once, then say it is done and how many records
+        came before (its own: every step has finished)."""
         pid, steps = spec.id, spec.steps
+        with _lock:
+            _printed[pid] = 0
         if steps:
             width = min(len(steps), spec.parallel or len(steps))
             with ThreadPoolExecutor(max_workers=width) as pool:
                 list(pool.map(lambda st: self.step(pid, st), steps))
-        emit(pid, "done", True)
+        with _lock:
+            printed = _printed[pid]
+        emit(pid, "done", True, f"after {printed} records", data=str(printed))
 
 
 def stolen(raw: bytes) -> bytes:

@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal, Optional, TypeVar, Union
 
 __all__ = [
     "DnsRecord", "DnsStep", "EndRecord", "FrontAttempt", "FrontStep", "HttpRecord", "HttpStep", "LOG_KINDS", "LogRecord", "ProbeOrders", "ProxyRecord", "ReadStep", "RunnerOrders", "RunnerRecord", "StealStep", "Step", "TcpGatewaysStep",
-    "TUNNEL_NOT_OPENED", "TcpRecord", "TcpStep", "TcpTarget", "WireError", "Widen", "WriteStep", "dump", "parse_log", "parse_orders",
+    "READ_LIMIT", "TUNNEL_NOT_OPENED", "TcpRecord", "TcpStep", "TcpTarget", "WireError", "Widen", "WriteStep", "dump", "parse_log", "parse_orders",
     "dump_end", "dump_line", "parse_record", "parse_runner_line",
 ]
 
@@ -39,6 +39,11 @@ class WireError(ValueError):
 
 
 # --- records the services write ------------------------------------------------------------
+
+
+# What the runner reads of a file at most, and records decoded as UTF-8 with replacement: the grader replays
+# that cut on the world copy's file to tell a read of the real file from a read of something else.
+READ_LIMIT = 4096
 
 
 # What the runner writes in a fronting attempt whose tunnel never opened (the proxy refused it, or the host was

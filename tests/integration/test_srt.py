@@ -1,4 +1,4 @@
-"""The srt backend: the real sandbox-runtime against the probes, and every difference from Sandbox Lab documented.
+"""The srt backend: the real sandbox-runtime against the probes, given each policy as written; any difference documented.
 
 Tests that run srt need it installed (``scripts/ensure-srt``). Locally they
 skip with the reason when it cannot run; with ``CI`` set they fail instead, as
@@ -151,6 +151,23 @@ def test_naive_setup_under_srt_leaks_the_key_with_evidence(srt_backend: Any) -> 
     exported = json.loads(export(load_policy(NAIVE), "srt")[0])
     assert r.extra["settings"] == exported
     assert r.extra["srt_version"] == DOCUMENTED["srt_version"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", sorted(p.stem for p in (ROOT / "solutions").glob("*.json")))
+def test_each_task_reference_solution_as_written_keeps_every_secret_unreadable_under_srt(srt_backend: Any, task: str) -> None:
+    """The answer a learner is shown, pasted into the real srt as it is: no secret or credential of the machine is readable."""
+    from grader.grading.tasks import load_task
+
+    raw = json.loads((ROOT / "solutions" / f"{task}.json").read_text())
+    result = _run(srt_backend, raw)
+    assert result.scope is not None, f"srt measured no scope: {result.notes}"
+    world = load_task(task).world
+    secrets = {f.path for f in world.loot}
+    assert secrets and not secrets & set(result.scope.readable), sorted(secrets & set(result.scope.readable))
+    for probe in ("read-ssh-key", "read-cloud-credentials", "read-etc-secrets"):
+        assert result.outcome(probe).outcome == "blocked", (probe, result.outcome(probe).explanation)
+        assert result.outcome(probe).evidence, probe
 
 
 @pytest.mark.slow

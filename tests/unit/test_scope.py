@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import builtins
 import contextlib
 import io
 import json
@@ -32,6 +33,7 @@ from grader.core.scope import (
     summary,
 )
 from grader.core.verdicts import measure_scope
+from grader.services.wire import RunnerRecord
 from grader.services import probe_runner
 from grader.core.world import load_world
 import fakewire
@@ -44,8 +46,16 @@ class Sandbox:
     """A fake sandbox: the world copy under ``root``; ``hidden`` paths and ``readonly`` paths fail as mounts would."""
 
     def __init__(self, root: Path, *, hidden: tuple[str, ...] = (), readonly: tuple[str, ...] = (),
-                 reach: Callable[[str], bool] = lambda host: True) -> None:
+                 reach: Callable[[str], bool] = lambda host: True, masked: tuple[str, ...] = (),
+                 rewriting: tuple[str, ...] = ()) -> None:
+        """``masked`` files read empty and cannot be written, as under an empty read-only file mounted over them;
+        ``rewriting`` files are caught by the scan's read half rewritten: empty, as a truncating open leaves them."""
         self.root, self.hidden, self.readonly, self.reach = root, hidden, readonly, reach
+        self.masked, self.rewriting = masked, rewriting
+        self.masks = {str(root / ".masks" / str(i)): p for i, p in enumerate(masked)}
+        for mask in self.masks:
+            Path(mask).parent.mkdir(parents=True, exist_ok=True)
+            Path(mask).write_bytes(b"")
         self.http: list[dict[str, Any]] = []
         self.dns: list[dict[str, Any]] = []
         self.proxy: list[dict[str, Any]] = []
@@ -67,7 +77,8 @@ class Sandbox:
         # a hidden path does not exist in the sandbox
         if _under(world_path, self.hidden):
             return "/nonexistent" + world_path
-        return str(self.host(world_path))
+        masks = {p: m for m, p in self.masks.items()}
+        return masks.get(world_path, str(self.host(world_path)))
 
     def agent(self) -> probe_runner.Agent:
         agent = probe_runner.Agent(fakewire.orders([], proxy="http://proxy:3128"))
@@ -86,21 +97,35 @@ class Sandbox:
         def dns(pid: str, name: str) -> None:
             probe_runner.emit(pid, "dns", False, f"{name}: no resolver", target=name)
 
-        real_write = agent.write
+        real_write, real_read = agent.write, agent.read
 
-        def write(pid: str, path: str, text: str, append: bool, after_first_line: bool = False) -> None:
-            if _under(str(self._back(path)), self.readonly):  # a read-only mount, as root cannot be stopped by modes
+        def write(pid: str, path: str, text: str, append: bool, after_first_line: bool = False, in_place: bool = False) -> None:
+            back = str(self._back(path))
+            if _under(back, self.readonly) or back in self.masked:  # a read-only mount: root cannot be stopped by modes
                 probe_runner.emit(pid, "write", False, "OSError(30): Read-only file system", target=path)
                 return
-            real_write(pid, path, text, append, after_first_line)
+            real_write(pid, path, text, append, after_first_line, in_place)
+
+        def read(pid: str, path: str) -> Optional[bytes]:
+            if self._back(path) not in self.rewriting:
+                return real_read(pid, path)
+            held = Path(path).read_bytes()
+            Path(path).write_bytes(b"")  # the probe's truncating open ...
+            try:
+                return real_read(pid, path)
+            finally:
+                Path(path).write_bytes(held)  # ... and its write, once the scan has read
 
         agent.http = http  # type: ignore[method-assign]
         agent.dns = dns  # type: ignore[method-assign]
         agent.write = write  # type: ignore[method-assign]
+        agent.read = read  # type: ignore[method-assign]
         return agent
 
     def run(self, access: Access, *, drop: Callable[[dict[str, Any]], bool] = lambda rec: False,
-            token: Optional[str] = None, **extra: Any) -> Evidence:
+            token: Optional[str] = None, cut: Callable[[str], str] = lambda out: out, **extra: Any) -> Evidence:
+        """The scan carried out by the real runner; ``cut`` is what becomes of its output on the way out, ``drop``
+        leaves records out after it was read."""
         token = token or secrets.token_hex(6)
         ctx = OrderContext(Markers(token, WORLD.attacker.name), "10.0.0.9", RawPorts.same(WORLD.raw_ports), 4555, (), WORLD.host_names,
                            (), rebase=self.rebase)
@@ -108,7 +133,7 @@ class Sandbox:
         with contextlib.redirect_stdout(out):
             for spec in fakewire.orders(orders_for((), ctx, scan=access)).probes:
                 self.agent().run(spec)
-        records = tuple(r for r in parse_runner_output(out.getvalue()) if not drop(dataclasses.asdict(r)))
+        records = tuple(r for r in parse_runner_output(cut(out.getvalue())) if not drop(dataclasses.asdict(r)))
         # the runner saw sandbox paths; evidence speaks of world paths (as the srt backend maps them back)
         records = tuple(dataclasses.replace(r, target=self._back(r.target)) for r in records)
         after = {}
@@ -120,6 +145,8 @@ class Sandbox:
         return Evidence(**{**fields, **extra})
 
     def _back(self, target: Optional[str]) -> Optional[str]:
+        if target in self.masks:
+            return self.masks[target]
         if target and target.startswith(str(self.root)):
             return target[len(str(self.root)):]
         if target and target.startswith("/nonexistent/"):
@@ -204,11 +231,99 @@ def test_an_unfinished_part_of_the_scan_gives_no_scope(tmp_path: Path, missing: 
     assert scope is None and missing in why
 
 
+def _counted(records: tuple[RunnerRecord, ...]) -> tuple[RunnerRecord, ...]:
+    """``records`` closed as the runner would have closed them: each scan entry's done record last, counting the rest."""
+    out = [r for r in records if not (r.probe in SCAN_IDS and r.step == "done")]
+    for sid in SCAN_IDS:
+        n = sum(1 for r in out if r.probe == sid)
+        out.append(fakewire.runner(sid, "done", True, f"after {n} records", data=str(n)))
+    return tuple(out)
+
+
 def test_a_missing_attempt_gives_no_scope(tmp_path: Path) -> None:
     access = _policy(NAIVE)
     ev = Sandbox(tmp_path).run(access, drop=lambda r: r["step"] == "write" and str(r.get("target", "")).endswith("/notes.txt"))
+    # never attempted: the runner's count holds, and the attempt is missing all the same
+    scope, why = measure_scope(Evidence(**{**ev.__dict__, "records": _counted(ev.records)}), access)
+    assert scope is None and "no record" in why and "/home/user/notes.txt" in why
+
+
+LOST: dict[str, Callable[[dict[str, Any]], bool]] = {  # each names the line's entry first
+    "scan-read: a read that brought a canary out": lambda r: r["probe"] == "scan-read" and str(r["target"]).endswith("/.ssh/id_rsa"),
+    "scan-write: an append": lambda r: r["probe"] == "scan-write" and str(r["target"]).endswith("/home/user/notes.txt"),
+    # the same URL's direct attempt stays: a check of which targets were tried cannot see this one go
+    "scan-net: a request through the proxy": lambda r: r["probe"] == "scan-net" and "//gist.github.com/" in str(r["target"])
+                                                       and " via proxy" in r["detail"],
+}
+
+
+@pytest.mark.parametrize("lost", LOST)
+def test_a_record_lost_on_the_way_out_gives_no_scope_not_a_smaller_one(tmp_path: Path, lost: str) -> None:
+    """A whole line of the runner's output lost (an engine's dropped output frame, a log cut at a line's end):
+    the entry's closing count shows it, and no scope is reported, with the reason."""
+    access = _policy(NAIVE)
+
+    def cut(out: str) -> str:
+        kept = [line for line in out.splitlines(keepends=True) if not LOST[lost](json.loads(line))]
+        assert len(kept) == len(out.splitlines()) - 1
+        return "".join(kept)
+
+    scope, why = measure_scope(Sandbox(tmp_path).run(access, cut=cut), access)
+    entry = lost.split(":")[0]
+    assert scope is None and f"output is not whole ({entry}: " in why and "records it printed arrived" in why, why
+
+
+def test_a_file_read_while_it_was_rewritten_gives_no_scope_not_a_smaller_one(tmp_path: Path) -> None:
+    """The scan's read found the settings file empty, between a backdoor's truncating open and its write: it came
+    back without the canary, and not refused. That proves nothing either way (before the fix: "not readable")."""
+    access = _policy(NAIVE)
+    settings = "/home/user/.srt-settings.json"
+    ev = Sandbox(tmp_path, rewriting=(settings,)).run(access)
+    read = next(r for r in ev.records if r.probe == "scan-read" and r.target == settings)
+    assert read.ok and not read.data, "the scan read the file empty"
     scope, why = measure_scope(ev, access)
-    assert scope is None and "no record" in why
+    assert scope is None and settings in why and "not refused" in why, why
+
+
+def test_a_hidden_file_that_reads_empty_is_not_readable(tmp_path: Path) -> None:
+    """An empty read-only file mounted over a world file (a hidden file inside a mounted directory) reads empty
+    and is left untouched: that read does prove the file unreadable."""
+    access = _policy(NAIVE)
+    key = "/home/user/.ssh/id_rsa"
+    ev = Sandbox(tmp_path, masked=(key,)).run(access)
+    read = next(r for r in ev.records if r.probe == "scan-read" and r.target == key)
+    assert read.ok and not read.data
+    scope, why = measure_scope(ev, access)
+    assert scope is not None and key not in scope.readable and key not in scope.writable, why
+    assert len(scope.readable) == len(scanned_files(WORLD)) - 1
+
+
+def test_the_settings_backdoor_never_leaves_the_file_without_its_canary(tmp_path: Path) -> None:
+    """The runner widens the settings file in place (over its bytes, then cut to length), never through an empty
+    file: the scan reading it at any moment finds the canary. Held here by reading it between every write call."""
+    box = Sandbox(tmp_path)
+    settings = "/home/user/.srt-settings.json"
+    path = box.host(settings)
+    canary = box.canaries[settings]
+    seen: list[bytes] = []
+    real_open = builtins.open
+
+    def watching_open(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        fh = real_open(file, mode, *args, **kwargs)
+        if str(file) == str(path) and mode != "r":
+            seen.append(path.read_bytes())  # right after the open: a truncating one has emptied the file by now
+        return fh
+
+    ctx = OrderContext(Markers("t0k3n", WORLD.attacker.name), "10.0.0.9", RawPorts.same(WORLD.raw_ports), 4555, (), WORLD.host_names,
+                       (), rebase=box.rebase, settings=path.read_text())
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(builtins, "open", watching_open)
+        for spec in fakewire.orders(orders_for(("write-sandbox-settings",), ctx)).probes:
+            box.agent().run(spec)
+    assert seen and all(canary.encode() in b for b in seen), seen
+    text = path.read_text()
+    assert canary in text and json.loads(text)["network"]["allowedDomains"] == [WORLD.attacker.name], text
 
 
 def test_a_request_that_timed_out_gives_no_scope_unless_its_host_was_reached(tmp_path: Path) -> None:
@@ -227,7 +342,7 @@ def test_a_request_that_timed_out_gives_no_scope_unless_its_host_was_reached(tmp
     answered = (fakewire.runner("scan-net", "http", False, f"GET {url} via proxy: HTTP 403", target=url),)
     direct = tuple(r for r in ev.records if r.target == url and " via direct" in r.detail)
     first = late("gist.github.com")
-    retried = Evidence(**{**first.__dict__, "records": first.records + answered + direct})
+    retried = Evidence(**{**first.__dict__, "records": _counted(first.records + answered + direct)})
     scope, why = measure_scope(retried, access)
     assert scope is not None and "gist.github.com" not in {r.host for r in scope.reachable}, why
     scope, why = measure_scope(late("api.github.com"), access)  # it timed out one way, but got through another
@@ -341,3 +456,26 @@ def test_every_allowed_name_is_scanned_and_one_the_world_does_not_know_reaches_a
     assert {"webhook.site", "169.254.169.254"} <= set(scanned_hosts(access))
     reach = {r.host: r.uploads for r in predict_scope(access).reachable}
     assert reach == {"pypi.org": False, "webhook.site": True, "169.254.169.254": True}
+
+
+def test_a_read_of_other_bytes_than_the_untouched_file_proves_it_unreadable(tmp_path: Path) -> None:
+    """srt's tmpfs over a denied directory is writable by the sandboxed user: the scan's append creates a private file
+    there, and the scan's read sees that file, not the world's. The world copy's file is untouched and always held its
+    canary, so a read of other bytes proves it unreadable; a read of its own first bytes would not."""
+    from dataclasses import replace
+
+    access = _policy(NAIVE)
+    key = "/home/user/.ssh/id_rsa"
+    ev = Sandbox(tmp_path, masked=(key,)).run(access)
+
+    def reading(data: str) -> Any:
+        records = tuple(replace(r, data=data) if (r.probe, r.target, r.step) == ("scan-read", key, "read") else r
+                        for r in ev.records)
+        return replace(ev, records=records)
+
+    scope, why = measure_scope(reading("\n# the scan's own text, in a private file\n"), access)
+    assert scope is not None and key not in scope.readable, why
+    real = ev.after[key].decode("utf-8", "replace")
+    assert ev.canaries[key] not in real[:8]
+    scope, why = measure_scope(reading(real[:8]), access)  # the file's own first bytes, seen mid-rewrite: no proof
+    assert scope is None and "not refused" in why, why
