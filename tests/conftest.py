@@ -9,7 +9,9 @@ is a broken pipeline, not a reason to pass.
 Every subprocess a test starts finds the tools of the Python running the
 tests (``.venv/bin``: nbgrader's ``alembic``, ``jupyter``) before anything else
 on the machine, however pytest was started. At the end of the session, the
-run fails if a watched host path appeared during it (``hostcheck.py``).
+run fails if a watched host path appeared during it (``hostcheck.py``). A run
+that includes ``integration/test_zz_bystander.py`` starts a bystander on the
+engine before its first test (``bystander.py``), and that check runs last.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import pytest
 
+import bystander
 import hostcheck
 
 NO_ENGINE = "no Docker engine answers: run scripts/ensure-docker"
@@ -145,7 +148,50 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     session.config.stash[_HOST_BEFORE] = hostcheck.snapshot()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # the bystander's check is the last test of the run, whatever directory comes after integration/
+    items.sort(key=lambda item: item.path.name == bystander.CHECK)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    _start_bystander(session)
+
+
+def _start_bystander(session: pytest.Session) -> None:
+    """Before the first test, when the run checks for it and an engine answers: a container, network and volume
+    the run did not make (``bystander.py``); why not, otherwise, for the check to report."""
+    if not any(item.path.name == bystander.CHECK for item in session.items) or _engine_problem(session.config):
+        return
+    import docker
+
+    client = docker.from_env()
+    try:
+        made = bystander.start(client)
+    except Exception as exc:  # noqa: BLE001 - the check reports it; the run goes on
+        made = bystander.Bystander(why=f"the bystander could not be started: {type(exc).__name__}: {exc}")
+    finally:
+        client.close()
+    session.config.stash[bystander.KEY] = made
+
+
+def _remove_bystander(config: pytest.Config) -> None:
+    """Whatever is left of the bystander when the run ends early, before its check removed it."""
+    made = config.stash.get(bystander.KEY, None)
+    if made is None or not made.container:
+        return
+    import docker
+
+    client = docker.from_env()
+    try:
+        bystander.remove(client, made)
+    except Exception:  # noqa: BLE001 - no engine any more: nothing to remove there
+        pass
+    finally:
+        client.close()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _remove_bystander(session.config)
     before = session.config.stash.get(_HOST_BEFORE, None)
     if before is None:
         return
