@@ -59,6 +59,7 @@ from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.errors import SandboxLabError, json_pointer
 from grader.core.jsonfile import JsonFileError, read_json_file
 from grader.core.policy import LIMITS, load_policy
+from grader.realtools.srt_notes import srt_differences
 from grader.core.world import World, load_world
 
 __all__ = ["LESSONS", "WEAK", "ClassReport", "ClassReportError", "build_report", "load_gradebook", "parse_gradebook",
@@ -161,6 +162,8 @@ class ClassReport:
     not_analysed: list[dict[str, str]] = field(default_factory=list)  # student, why
     missing: list[str] = field(default_factory=list)  # students of the roster without a submission
     accepted: dict[str, list[str]] = field(default_factory=dict)  # probes and rules every full-marks policy has too
+    # students whose policy relies on the old allow-list reading: an allowRead no denyRead surrounds, secrets readable
+    allow_read_alone: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -169,6 +172,7 @@ class ClassReport:
             "groups": self.groups, "weak_spots": self.weak_spots, "not_analysed": self.not_analysed,
             "missing": self.missing,
             "accepted_by_the_rubric": self.accepted,
+            "allow_read_alone": self.allow_read_alone,
             "definitions": {
                 "weak_spot": f"a rubric check passed by fewer than {WEAK:.0%} of the rows graded ok",
                 "rule": "a policy entry that a succeeded attack's explanation names as what allowed it",
@@ -177,6 +181,8 @@ class ClassReport:
                 "identical": "the same canonical JSON",
                 "near_identical": "different canonical JSON, the same files readable and writable and hosts reachable",
                 "missing": "a student of the roster with no graded submission: scores 0, counted in no check",
+                "allow_read_alone": ("a student whose allowRead no denyRead surrounds, with secrets still readable: "
+                                     "under srt an allowRead alone hides nothing (hide with denyRead, re-open with allowRead)"),
             },
         }
 
@@ -234,6 +240,7 @@ def build_report(book: _Book, world: Optional[World] = None, policies: Optional[
     # one prediction per distinct policy; students grouped by canonical JSON, then by scope
     by_canon: dict[str, list[str]] = defaultdict(list)
     analysis: dict[str, tuple[frozenset[str], frozenset[str], frozenset[tuple[str, str]], Any]] = {}
+    alone: dict[str, bool] = {}  # canonical JSON -> relies on the old allow-list reading (srt_notes' "allow-read-alone")
     not_analysed = []
     for r in ok:
         if policies is None:
@@ -257,6 +264,7 @@ def build_report(book: _Book, world: Optional[World] = None, policies: Optional[
                               for k, v in _RULE.findall(p.explanation))
             exposed = _harms(result, w)
             analysis[canon] = (leaked, rules, exposed, result.scope)
+            alone[canon] = any(cause == "allow-read-alone" for cause, _ in srt_differences(policy, w))
 
     # What every full-marks policy also leaks is accepted by the task's rubric (the job needs that host: npm
     # publish through the registry an npm build must reach); it is reported apart, never as an over-grant.
@@ -296,6 +304,7 @@ def build_report(book: _Book, world: Optional[World] = None, policies: Optional[
         harms=harms, groups=groups, weak_spots=weak, not_analysed=not_analysed,
         accepted={"probes": sorted(accepted_probes), "rules": sorted(accepted_rules)},
         missing=sorted(book.missing),
+        allow_read_alone=sorted(s for canon, students in by_canon.items() if alone.get(canon) for s in students),
     )
 
 
@@ -383,6 +392,11 @@ def render_html(report: ClassReport) -> str:
     parts += [f"<li>{e(g['kind'])}: {len(g['students'])} students: {e(', '.join(g['students'][:20]))}"
               f"{' …' if len(g['students']) > 20 else ''}</li>" for g in report.groups]
     parts.append("</ul>")
+    if report.allow_read_alone:
+        parts.append(f"<h2>Relying on the old allow-list reading</h2><p>{len(report.allow_read_alone)} students list what "
+                     "the job reads in allowRead with no denyRead around it, so srt hides nothing and secrets stay readable "
+                     "(teach: hide with denyRead, re-open with allowRead): "
+                     f"{e(', '.join(report.allow_read_alone[:20]))}{' …' if len(report.allow_read_alone) > 20 else ''}</p>")
     if report.not_analysed:
         parts.append(f"<p>{len(report.not_analysed)} graded policies could not be read back for analysis "
                      "(see the JSON's <code>not_analysed</code>).</p>")

@@ -61,7 +61,7 @@ def _class(folder: Path) -> Path:
     # same meaning, other spelling: key order, trailing slash, duplicate entry
     (folder / "ben.json").write_text(json.dumps({
         "network": {"allowedDomains": ["registry.npmjs.org", "REGISTRY.npmjs.org"]},
-        "filesystem": {"allowWrite": ["/app/workspace/build/"], "allowRead": sol["filesystem"]["allowRead"]},
+        "filesystem": {"allowWrite": ["/app/workspace/build/"], "denyRead": sol["filesystem"]["denyRead"]},
     }, indent=4))
     (folder / "cy.json").write_text(json.dumps(sol))
     (folder / "dee.json").write_text(json.dumps(NAIVE))

@@ -53,7 +53,8 @@ def test_figures_of_a_200_submission_class(graded: tuple[Path, dict[str, int]]) 
     harms = {(x["path"], x["how"]): x for x in report.harms}
     assert harms[("/home/user/.ssh/id_rsa", "readable")]["story"].startswith("The key to every server")
     leaks = {x["probe"]: x["students"] for x in report.leaks}
-    assert leaks["write-shell-rc"] == kinds["naive"] and "read-ssh-key" in leaks
+    # srt keeps ~/.bashrc read-only (started in the home); its own settings file is not protected
+    assert leaks["write-sandbox-settings"] >= kinds["naive"] and "write-shell-rc" not in leaks and "read-ssh-key" in leaks
     # what the reference solution leaks too is accepted by the rubric, not an over-grant
     assert "exfil-via-allowed-domain" in report.accepted["probes"] and "exfil-via-allowed-domain" not in leaks
     assert 'allowedDomains "registry.npmjs.org"' not in rules
@@ -168,3 +169,21 @@ def test_a_row_marked_ok_whose_file_is_no_policy_is_not_analysed(tmp_path: Path)
     (tmp_path / "gradebook.json").write_text(json.dumps(book))
     report = build_report(load_gradebook(tmp_path / "gradebook.json"))
     assert report.not_analysed == [{"student": "zed", "why": f"{bad}: not a valid policy, yet graded ok"}]
+
+
+def test_the_report_lists_who_relies_on_the_old_allow_list_reading(tmp_path: Path) -> None:
+    """An allowRead no denyRead surrounds hides nothing under srt: the class report names who wrote one."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ada.json").write_text(json.dumps({"filesystem": {"denyRead": ["~", "/etc/secrets", "/project"], "allowWrite": ["/app/workspace/build"]},
+                                               "network": {"allowedDomains": ["registry.npmjs.org"]}}))
+    (subs / "ben.json").write_text(json.dumps({"filesystem": {"allowRead": ["/app/workspace"], "allowWrite": ["/app/workspace/build"]},
+                                               "network": {"allowedDomains": ["registry.npmjs.org"]}}))
+    (subs / "cy.json").write_text(json.dumps({"filesystem": {"denyRead": ["~", "/etc/secrets", "/project", "/app/workspace"],
+                                                             "allowRead": ["/app/workspace"], "allowWrite": ["/app/workspace/build"]},
+                                              "network": {"allowedDomains": ["registry.npmjs.org"]}}))
+    grade_batch(load_task(TASK), subs, StaticBackend(), out=tmp_path / "out")
+    report = build_report(load_gradebook(tmp_path / "out" / "gradebook.json"))
+    assert report.allow_read_alone == ["ben"]  # ada hides without allowRead; cy re-opens inside a denyRead
+    assert report.to_json()["allow_read_alone"] == ["ben"]
+    assert "old allow-list reading" in render_html(report) and "ben" in render_html(report)

@@ -40,7 +40,8 @@ def docker_result(evidence: str = HOSTILE) -> RunResult:
 
 
 def test_summary_counts_attacks_and_jobs() -> None:
-    assert summary(predict(NAIVE)) == "10 of 17 attacks succeeded; 1 of 5 jobs work"
+    # srt starts in the home and keeps ~/.bashrc read-only whatever allowWrite says: write-shell-rc is blocked
+    assert summary(predict(NAIVE)) == "9 of 17 attacks succeeded; 1 of 5 jobs work"
     assert summary(docker_result()) == "1 of 3 attacks succeeded; 1 of 2 jobs work; 1 probe could not be judged"
 
 

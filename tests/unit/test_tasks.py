@@ -85,7 +85,7 @@ def test_every_starter_fails_with_a_probe_evidence_and_fix(task_id: str) -> None
             continue
         if task.check(c.id).kind == "least":
             assert "is more than the job needs:" in c.message, c.message
-            assert re.search(r"(Remove it|Narrow it to|Replace it with|List only|add \"[^\"]+\"(, \"[^\"]+\")* to filesystem)", c.message), c.message
+            assert re.search(r"(Remove it|Narrow it to|Replace it with|List only|add \"[^\"]+\"(, \"[^\"]+\")* to filesystem|hide \"[^\"]+\"(, \"[^\"]+\")* with filesystem\.denyRead)", c.message), c.message
             continue
         assert re.search(r"probe [a-z-]+ (succeeded|was blocked)", c.message), c.message
         assert "Evidence:" in c.message and "Fix:" in c.message, c.message
