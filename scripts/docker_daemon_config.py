@@ -18,8 +18,9 @@ only: it runs as root before the project's virtualenv exists.
 Every other key is kept, in its order. Writing the same thing twice changes
 nothing (the file is rewritten only when its content would change).
 
-Usage: docker_daemon_config.py [--file PATH] [--pools] [--runtime NAME=PATH [--runtime-arg ARG]...]
+Usage: docker_daemon_config.py [--file PATH] [--dry-run] [--pools] [--runtime NAME=PATH [--runtime-arg ARG]...]
 Prints one line per change; exit 0 (changed or not), 2 on a file that is not a JSON object.
+``--dry-run`` prints the same lines and writes nothing: ``ensure-docker`` says what it will change before it does.
 """
 
 from __future__ import annotations
@@ -91,6 +92,7 @@ def _write(path: Path, config: dict[str, Any]) -> None:
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--file", type=Path, default=DEFAULT_FILE)
+    ap.add_argument("--dry-run", action="store_true", help="print what would change, write nothing")
     ap.add_argument("--pools", action="store_true", help="set default-address-pools unless the file sets some")
     ap.add_argument("--runtime", metavar="NAME=PATH", help="register a runtime, e.g. runsc=/usr/bin/runsc")
     ap.add_argument("--runtime-arg", action="append", default=[], metavar="ARG", help="an argument of that runtime")
@@ -106,7 +108,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as exc:
         print(f"{a.file}: {exc}; fix or remove it, then run again", file=sys.stderr)
         return 2
-    if changes:
+    if changes and not a.dry_run:
         _write(a.file, config)
     for line in changes:
         print(f"{a.file}: {line}")
