@@ -36,7 +36,9 @@ def test_naive_setup_leaks_the_ssh_key_through_a_gist() -> None:
     result = predict(load_policy(NAIVE))
     got = {p.id: p.outcome for p in result.probes}
     assert got["read-ssh-key"] == "succeeded"
-    assert got["write-shell-rc"] == "succeeded"
+    # srt starts in the home and keeps ~/.bashrc read-only whatever allowWrite says; its own settings file is not protected
+    assert got["write-shell-rc"] == "blocked"
+    assert got["write-sandbox-settings"] == "succeeded"
     assert got["exfil-secret"] == "succeeded"
     assert got["exfil-via-allowed-domain"] == "succeeded"
     assert "gist.github.com" in explanation(result, "exfil-secret")
@@ -86,7 +88,9 @@ def test_download_only_hosts_are_not_channels() -> None:
 
 
 def test_upload_channel_exists_whatever_is_readable() -> None:
-    got = outcomes({"filesystem": {"allowRead": ["/project/src"]}, "network": {"allowedDomains": ["upload.pypi.org"]}})
+    # srt: "only /project/src readable" hides the roots with denyRead and re-opens /project/src with allowRead
+    got = outcomes({"filesystem": {"denyRead": ["/home/user", "/project", "/app/workspace", "/etc/secrets"], "allowRead": ["/project/src"]},
+                    "network": {"allowedDomains": ["upload.pypi.org"]}})
     assert got["exfil-via-allowed-domain"] == "succeeded"
     assert got["exfil-secret"] == "blocked"
 
@@ -146,7 +150,8 @@ def test_prediction_is_deterministic() -> None:
 def test_lint_warns_about_a_github_wildcard() -> None:
     warnings = lint(load_policy(NAIVE))
     pointers = {w.pointer for w in warnings}
-    assert pointers == {"/network/allowedDomains/0"}
+    # and, reads being open by default under srt, the secrets the naive setup leaves readable (said at denyRead)
+    assert pointers == {"/network/allowedDomains/0", "/filesystem/denyRead"}
     text = " ".join(w.message for w in warnings)
     assert "gist.github.com" in text and "accept uploads" in text
     assert 'does not match github.com itself' in text
@@ -222,7 +227,7 @@ def test_check_says_grade_counts_a_grant_outside_the_world_exactly_where_grading
 
 
 def test_lint_includes_the_dotdot_warning_from_loading() -> None:
-    warnings = lint(load_policy({"filesystem": {"allowWrite": ["/project/src/../out"]}}))
+    warnings = lint(load_policy({"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project/.env", "/app/workspace"], "allowWrite": ["/project/src/../out"]}}))
     assert [w.pointer for w in warnings] == ["/filesystem/allowWrite/0"]
 
 
