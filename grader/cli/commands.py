@@ -19,6 +19,7 @@ import shutil
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
+from grader.core.access import Target
 from grader.core.analyzer import lint, predict
 from grader.cli.core import EXIT_BACKEND, EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, given, one_line, pick_backend, progress_to
 from grader.core.capped import NotRegular, TooLarge, read_regular
@@ -107,8 +108,9 @@ def run_probe(args: argparse.Namespace, io: Streams) -> int:
         raise UsageError("probe needs a POLICY file (or --plain-container for the plain-container baseline)")
     else:
         policy = _policy_from(args, io)
+    target = _target(args)
     with pick_backend(args, io, shared=True) as backend:
-        result = backend.run(build_plan(policy))
+        result = backend.run(build_plan(policy, target=target))
     if args.json:
         for note in result.notes:
             io.err.write(f"{PROG}: note: {note}\n")
@@ -137,6 +139,18 @@ def _machine(args: argparse.Namespace) -> Any:
         return None
     try:
         return Machine(args.project_root, args.home, tuple(getattr(args, "secret_env", None) or ()))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _target(args: argparse.Namespace) -> Target:
+    """--target, else $SANDBOX_LAB_TARGET, else srt: chosen once, by a setting, for every command that runs a policy."""
+    from grader.core.access import parse_target
+
+    if args.target is not None:
+        return parse_target(args.target, "--target")
+    try:
+        return parse_target(os.environ.get("SANDBOX_LAB_TARGET"))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 
@@ -226,8 +240,9 @@ def run_grade(args: argparse.Namespace, io: Streams) -> int:
         policy = _policy_from(args, io)
     except PolicyError as exc:
         policy = exc  # graded as 0 with its problems as feedback, never against a default policy
+    target = _target(args)
     with pick_backend(args, io, shared=True) as backend:
-        result = grade(task, policy, backend, target=args.target)
+        result = grade(task, policy, backend, target=target)
     if args.json:
         data = result.to_json()
         if isinstance(policy, PolicyError):

@@ -88,17 +88,14 @@ _WORLD_PROJECT = arg("--world-project", metavar="PATH", default=None,
 _TASK = arg("--task", required=True, metavar="ID", help=f"the task id (see `{PROG} tasks`)")
 
 
-@functools.cache  # read once per process, as a module constant would be
-def _target() -> Arg:
-    from grader.core.access import TARGETS
-    from grader.grading.grade import grade
-
-    return arg(
-        "--target", choices=TARGETS, default=api_default(grade, "target"),
-        help="who starts the sandbox, whose rules decide: srt (sandbox-runtime started in the home, the default) or "
-        "claude-code (Claude Code, started in the project, which it also makes writable). The policy means what that "
-        "tool makes of the same JSON (docs/srt-differences.md lists what the lab cannot model).",
-    )
+# The choices are access.TARGETS, spelt out so that --help imports none of the model (a unit test keeps them equal).
+TARGET_CHOICES = ("srt", "claude-code")
+_TARGET = arg(
+    "--target", choices=TARGET_CHOICES, default=None,
+    help="who starts the sandbox, whose rules decide: srt (sandbox-runtime started in the home) or claude-code (Claude "
+    "Code, started in the project, which it also makes writable). Default: $SANDBOX_LAB_TARGET, else srt. The policy "
+    "means what that tool makes of the same JSON (docs/srt-differences.md lists what the lab cannot model).",
+)
 
 
 def _body(name: str) -> Callable[[argparse.Namespace, Streams], int]:
@@ -116,7 +113,7 @@ def _body(name: str) -> Callable[[argparse.Namespace, Streams], int]:
 
 @functools.cache  # read once per process, as a module constant would be
 def _grade_args() -> tuple[Arg, ...]:
-    return (_TASK, _POLICY, _BACKEND, _target(), _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON)
+    return (_TASK, _POLICY, _BACKEND, _TARGET, _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT, _JSON)
 
 
 @functools.cache  # read once per process, as a module constant would be
@@ -205,6 +202,7 @@ COMMANDS: tuple[Command, ...] = (
             arg("policy", metavar="POLICY", nargs="?", help="the policy file (JSON); optional with --plain-container"),
             _BACKEND,
             arg("--plain-container", action="store_true", help="probe the plain container (home and projects mounted read-write, ordinary networking) instead of a policy"),
+            _TARGET,
             _FROM, _PROJECT_ROOT, _HOME, _WORLD_PROJECT,
             _JSON,
             _COLOR,

@@ -49,7 +49,7 @@ from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.world import World
 
-__all__ = ["TARGETS", "Access", "Decision", "Mode", "Network", "Target", "access_for", "baseline_access",
+__all__ = ["TARGETS", "Access", "Decision", "Mode", "Network", "Target", "access_for", "baseline_access", "parse_target",
            "start_directory", "unmeasured_ports", "world_projects"]
 
 Mode = Literal["hidden", "ro", "rw"]
@@ -65,6 +65,16 @@ BASELINE_MOUNTS = ("/home/user", "/project", "/app/workspace")
 
 # The key a Decision names for the grant Claude Code adds by itself: its working directory is writable.
 WORKING_DIRECTORY = "workingDirectory"
+
+
+def parse_target(value: Optional[str], where: str = "$SANDBOX_LAB_TARGET") -> Target:
+    """A target named by a person (a setting, an option): srt when unset, ``ValueError`` naming the choices otherwise."""
+    if value is None or value == "":
+        return "srt"
+    for t in TARGETS:
+        if value == t:
+            return t
+    raise ValueError(f"{where} is {value!r}: choose one of {', '.join(TARGETS)} (who starts the sandbox, whose rules decide)")
 
 
 def world_projects(world: World) -> tuple[str, ...]:

@@ -21,6 +21,7 @@ import json
 import textwrap
 from typing import Any, Sequence
 
+from grader.core.access import TARGET_NAMES
 from grader.core.errors import PolicyError, Problem
 from grader.core.outcomes import ProbeOutcome, RunResult
 from grader.core.policy import Policy
@@ -37,6 +38,7 @@ __all__ = [
     "result_json",
     "scope_line",
     "summary",
+    "target_line",
 ]
 
 _ANSI: dict[Tone, str] = {"bad": "\x1b[31m", "good": "\x1b[32m", "warn": "\x1b[33m"}  # red, green, yellow
@@ -73,7 +75,16 @@ def _heading(result: RunResult) -> list[str]:
     """What was probed, how the outcomes were obtained, then the scope in one line (as the board opens)."""
     what = "the plain container (no policy)" if result.sandbox == "baseline" else "your policy"
     how = backend_phrase(result.backend, result.notes, run_id=result.run_id, seconds=result.seconds)
-    return [f"Probes against {what}", _one_line(how), _one_line(scope_line(result))]
+    rules = target_line(result)
+    return [f"Probes against {what}", _one_line(how), *([rules] if rules else []), _one_line(scope_line(result))]
+
+
+def target_line(result: RunResult) -> str:
+    """Whose rules the policy ran under (the target, where it starts the sandbox); "" for the plain container."""
+    if result.sandbox == "baseline" or result.findings is None or result.findings.access.policy is None:
+        return ""
+    access = result.findings.access
+    return f"Rules: {TARGET_NAMES[access.target]}, the sandbox started in {access.start}."
 
 
 def scope_line(result: RunResult) -> str:

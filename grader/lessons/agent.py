@@ -35,6 +35,7 @@ from typing import Callable, Literal, Optional, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from grader.core.access import Target
 from grader.core.execution import Execution, Job, sightings
 from grader.core.outcomes import SinkHit
 from grader.core.paths import covers
@@ -262,9 +263,10 @@ class Executes(Protocol):
     def execute(self, plan: RunPlan, job: Job) -> Execution: ...
 
 
-def run_agent(backend: Executes, policy: Optional[Policy], *, prompt: str = "") -> AgentRun:
-    """Run the agent in the sandbox ``policy`` describes (``None``: the plain container), or predict it on the static backend."""
-    plan = build_plan(policy)
+def run_agent(backend: Executes, policy: Optional[Policy], *, prompt: str = "", target: Target = "srt") -> AgentRun:
+    """Run the agent in the sandbox ``policy`` describes for ``target`` (``None``: the plain container), or predict it on
+    the static backend."""
+    plan = build_plan(policy, target=target)
     if backend.name == "static":
         return predict_run(plan, prompt=prompt)
     return from_execution(backend.execute(plan, Job(code=script(prompt), timeout_s=60)), plan)

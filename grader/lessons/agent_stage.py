@@ -21,6 +21,7 @@ from grader.core.errors import PolicyError, SandboxLabError
 from grader.core.policy import Policy, load_policy
 from grader.lessons import agent_views, board, palette
 from grader.lessons.agent import AgentRun, run_agent
+from grader.lessons.session_runs import lesson_target
 from grader.lessons.widget_base import HTMLFallback, PolicyInput, as_policy, html_view, run_button
 
 __all__ = ["AgentStage"]
@@ -89,7 +90,7 @@ class AgentStage(HTMLFallback, W.VBox):  # type: ignore[misc]
             if self._backend is None:
                 self._backend = default()  # chosen on first use, then kept by this stage only
             try:
-                outcome = run_agent(self._backend, policy, prompt=self._prompt)
+                outcome = run_agent(self._backend, policy, prompt=self._prompt, target=lesson_target())
             except SandboxLabError as exc:
                 self.last_run, self.view.value = None, palette.failed_html(f"{type(exc).__name__}: {exc}")
                 return None

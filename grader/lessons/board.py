@@ -31,7 +31,7 @@ from grader.core.probes import PROBES, probe
 from grader.core.wording import backend_phrase, tone
 from grader.core.world import World
 from grader.grading.grade import CarryOver
-from grader.grading.report import scope_line, summary
+from grader.grading.report import scope_line, summary, target_line
 from grader.lessons.palette import AMBER, BG, GREEN, GREY, INK, RED, error_html, failed_html, h, run_phrase
 
 __all__ = [
@@ -153,11 +153,13 @@ def board_html(result: Optional[RunResult], *, only: Optional[Iterable[str]] = N
     what = "the plain container (no policy)" if result.sandbox == "baseline" else "this policy"
     opened = " open" if keep is not None and len(probes) <= _OPEN_UP_TO else ""
     shown = f"{len(probes)} of {len(result.probes)} probes" if keep is not None else f"all {len(probes)} probes"
+    said = target_line(result)  # whose rules: every board says which target it ran under
+    rules = f' <span class="sl-target">{h(said)}</span>' if said else ""
     parts = [
         f'<div class="sl-board" data-backend="{h(result.backend)}" data-sandbox="{h(result.sandbox)}" style="{WRAP}">',
         f'<p class="sl-scope" style="margin:2px 0"><strong>{h(scope_line(result))}</strong></p>',
         f'<p class="sl-summary" style="margin:2px 0">Against {h(what)}: {h(summary(result))}.{h(_succeeded_attacks(probes))} '
-        f'<span class="sl-backend"><strong>{h(run_phrase(result))}</strong></span></p>',
+        f'<span class="sl-backend"><strong>{h(run_phrase(result))}</strong></span>{rules}</p>',
         *(f'<p class="sl-note" style="margin:2px 0"><small><em>note: {h(n)}</em></small></p>' for n in result.notes),
         f'<details class="sl-board-details"{opened}><summary style="cursor:pointer">Each probe: what it tries, its outcome and why '
         f'({h(shown)}){"; the exfiltration paths" if picture else ""}</summary>',

@@ -25,11 +25,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
 
+from grader.core.access import Target, parse_target
 from grader.core.errors import SandboxLabError
 from grader.core.outcomes import RunResult
 from grader.core.plan import RunPlan, build_plan
@@ -39,12 +41,22 @@ from grader.core.version import __version__
 if TYPE_CHECKING:
     from grader.backends.base import Backend
 
-__all__ = ["REUSED_NOTE", "SESSION", "SessionRuns", "run_key"]
+__all__ = ["REUSED_NOTE", "SESSION", "SessionRuns", "lesson_target", "run_key"]
 
 # what a reused result's board says under its summary: the run it shows, and how to get a fresh one
 REUSED_NOTE = "result from this session's earlier run of the same policy (run {run_id}); nothing ran again. " \
               "Change the policy, or restart the kernel, to run it afresh."
 KEEP = 64  # results kept per session: a whole course's boards, a few kilobytes each
+
+
+def lesson_target() -> Target:
+    """The target a course or a learner chose once, by a setting ($SANDBOX_LAB_TARGET): srt when unset.
+
+    A value the lab does not know is a ``SandboxLabError`` the board shows, never a silent srt."""
+    try:
+        return parse_target(os.environ.get("SANDBOX_LAB_TARGET"))
+    except ValueError as exc:
+        raise SandboxLabError(str(exc)) from None
 
 
 def run_key(backend: "Backend", plan: RunPlan) -> str:
@@ -57,7 +69,8 @@ def run_key(backend: "Backend", plan: RunPlan) -> str:
         # the plan as compiled: what the sandbox gets, whatever the policy's spelling
         "plan": {"sandbox": plan.sandbox, "network": plan.network, "allowed": plan.allowed_domains,
                  "denied": plan.denied_domains, "mounts": [dataclasses.asdict(m) for m in plan.mounts],
-                 "hardening": dataclasses.asdict(plan.hardening), "probes": plan.probes, "scan": plan.scan},
+                 "hardening": dataclasses.asdict(plan.hardening), "probes": plan.probes, "scan": plan.scan,
+                 "target": plan.target},
     }
     text = json.dumps(decided, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -104,7 +117,7 @@ class SessionRuns:
         """One sandbox's result (reused, with its note, if this session already ran it); a machinery failure
         becomes a message for the learner, never a traceback."""
         try:
-            plan = build_plan(policy)
+            plan = build_plan(policy, target=lesson_target())
             if getattr(backend, "name", "") == "static":
                 return backend.run(plan)  # a prediction costs nothing: nothing to reuse
             key = run_key(backend, plan)
