@@ -43,6 +43,7 @@ from grader.backends.static import StaticBackend
 from grader.grading.grade import grade
 from grader.core.policy import load_policy
 from grader.grading.tasks import load_task
+import kernels
 from reference import solution_path
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
@@ -155,7 +156,8 @@ def _earned(policy_text: str, zeroed: set[str]) -> int:
 def _nbgrader(course: Path, *args: str) -> str:
     env = {**os.environ, "SANDBOX_LAB_AUTOGRADE_BACKEND": "static", "PYTHONPATH": str(REPO)}
     env.pop("SANDBOX_LAB_BACKEND", None)
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True, text=True, timeout=900)
+    with kernels.environment(env) as env:  # autograde's kernels over ipc: no TCP port to lose to another kernel
+        proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True, text=True, timeout=900)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{output[-3000:]}"
     return output

@@ -25,6 +25,8 @@ from typing import Any
 
 import pytest
 
+import kernels
+
 nbformat = pytest.importorskip("nbformat", reason="the notebook stack is in the 'lab' extra")
 nbclient = pytest.importorskip("nbclient", reason="the notebook stack is in the 'lab' extra")
 
@@ -46,7 +48,8 @@ RIGHT = 'answer_etc_secrets = "c"\nanswer_standard_docker = "b"'
 
 def _nbgrader(course: Path, *args: str) -> str:
     env = {**os.environ, "SANDBOX_LAB_AUTOGRADE_BACKEND": "static", "SANDBOX_LAB_BACKEND": "static", "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True, text=True, timeout=900)
+    with kernels.environment(env) as env:  # autograde's kernels over ipc: no TCP port to lose to another kernel
+        proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{(proc.stdout + proc.stderr)[-3000:]}"
     return proc.stdout + proc.stderr
 
@@ -75,7 +78,7 @@ def _run(nb: Any, cwd: Path, monkeypatch: pytest.MonkeyPatch, progress: Path) ->
     monkeypatch.setenv("SANDBOX_LAB_BACKEND", "static")
     monkeypatch.setenv("SANDBOX_LAB_PROGRESS", str(progress))
     monkeypatch.setenv("PYTHONPATH", str(REPO))  # the kernel imports this checkout's grader, whatever the venv points at
-    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}).execute()
+    kernels.execute(nb, cwd)
     texts, errors = [], []
     for cell in nb.cells:
         for o in cell.get("outputs", []):

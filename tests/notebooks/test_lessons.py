@@ -29,6 +29,7 @@ import pytest
 
 from grader.grading.tasks import all_tasks
 from grader.ctf.ladder import level as ctf_level
+import kernels
 from reference import solution_path
 from grader.core.wording import backend_phrase
 
@@ -70,10 +71,7 @@ def _texts(nb: Any) -> list[str]:
 
 def _execute(path: Path, cwd: Path) -> Any:
     """Run the notebook at ``path`` top to bottom in a fresh kernel started in ``cwd``; no cell may error."""
-    nb = nbformat.read(path, as_version=4)
-    client = nbclient.NotebookClient(nb, timeout=600, kernel_name="python3",
-                                     resources={"metadata": {"path": str(cwd)}})
-    client.execute()
+    nb = kernels.execute(nbformat.read(path, as_version=4), cwd)  # over ipc: no TCP port to lose to another kernel
     errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert not errors, "\n".join(f"{e['ename']}: {e['evalue']}" for e in errors)
     return nb
@@ -158,9 +156,9 @@ def test_task_runs_top_to_bottom(path: Path, backend: str, tmp_path: Path, monke
 
 def _nbgrader(course: Path, *args: str) -> str:
     """``python -m nbgrader ...`` in ``course`` (as tests/notebooks/test_nbgrader.py runs it)."""
-    env = {**os.environ, "SANDBOX_LAB_BACKEND": "static", "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
-                          capture_output=True, text=True, timeout=600)
+    with kernels.environment({**os.environ, "SANDBOX_LAB_BACKEND": "static", "PYTHONPATH": str(ROOT)}) as env:
+        proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
+                              capture_output=True, text=True, timeout=600)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{output[-3000:]}"
     return output

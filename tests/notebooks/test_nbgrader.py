@@ -23,6 +23,7 @@ from grader.backends.static import StaticBackend
 from grader.core.policy import load_policy
 from grader.grading.grade import grade
 from grader.grading.tasks import load_task
+import kernels
 from reference import solution_path
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow]
@@ -36,10 +37,11 @@ MANUAL_POINTS = 2  # the "why" answer, graded by hand
 
 def _nbgrader(course: Path, *args: str) -> str:
     env = {**os.environ, "SANDBOX_LAB_BACKEND": os.environ.get("SANDBOX_LAB_BACKEND", "static"), "PYTHONPATH": str(REPO)}
-    proc = subprocess.run(
-        [sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
-        capture_output=True, text=True, timeout=600,
-    )
+    with kernels.environment(env) as env:  # autograde's kernels over ipc: no TCP port to lose to another kernel
+        proc = subprocess.run(
+            [sys.executable, "-m", "nbgrader", *args], cwd=course, env=env,
+            capture_output=True, text=True, timeout=600,
+        )
     output = proc.stdout + proc.stderr
     assert proc.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{output[-3000:]}"
     return output

@@ -36,6 +36,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+import kernels
 from reference import solution_text
 from grader.grading.tasks import load_task
 
@@ -92,7 +93,8 @@ def _course(root: Path) -> Path:
 
 
 def _run(course: Path, command: str, env: dict[str, str]) -> str:
-    proc = subprocess.run(["bash", "-c", command], cwd=course, env=env, capture_output=True, text=True, timeout=900)
+    with kernels.environment(env) as env:  # autograde's kernels over ipc: no TCP port to lose to another kernel
+        proc = subprocess.run(["bash", "-c", command], cwd=course, env=env, capture_output=True, text=True, timeout=900)
     output = proc.stdout + proc.stderr
     # a command whose comment says "(exit N ..." is shown for that outcome: it must end exactly so, no other way
     said = re.search(r"#.*\(exit (\d)\b", command)

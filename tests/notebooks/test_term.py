@@ -49,6 +49,7 @@ import nbformat
 import pytest
 
 from grader.grading.tasks import load_task
+import kernels
 from reference import solution_text
 
 pytestmark = [pytest.mark.notebook, pytest.mark.slow, pytest.mark.docker]
@@ -95,8 +96,9 @@ class Term:
         env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTER") and k not in ("VIRTUAL_ENV",)}
         env.update(HOME=str(self.home(user)), USER=user, LOGNAME=user, PYTHONPATH=str(REPO),
                    SANDBOX_LAB_AUTOGRADE_BACKEND="docker")
-        proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd or self.home(user), env=env,
-                              capture_output=True, text=True, timeout=900)
+        with kernels.environment(env) as env:  # autograde's kernels over ipc: no TCP port to lose to another kernel
+            proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=cwd or self.home(user), env=env,
+                                  capture_output=True, text=True, timeout=900)
         if ok:
             assert proc.returncode == 0, f"{user}: nbgrader {' '.join(args)} failed:\n{(proc.stdout + proc.stderr)[-3000:]}"
         return proc
