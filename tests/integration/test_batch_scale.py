@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 CORPUS: dict[str, Any] = json.loads((Path(__file__).parent.parent / "fixtures" / "corpus.json").read_text())["policies"]
 DISTINCT = ("seed-naive", "seed-secure", "fix-naive-solution", "practice-solution", "empty-policy", "write-everything",
-            "deny-read-root", "github-apex", "pypi-download", "npm-wildcard", "stop-persistence", "naive-plus-secrets-hidden")
+            "deny-every-data-root", "github-apex", "pypi-download", "npm-wildcard", "stop-persistence", "naive-plus-secrets-hidden")
 BROKEN: tuple[bytes, ...] = (
     b"", b"   \n", b"{", b"[]", b"null", b'{"filesystem": {"allowWrites": ["/tmp"]}}', b'{"a": NaN}',
     b'{"network": {}, "network": {}}', b"\xff\xfe\x00\x00not utf-8", b'{"filesystem": {"allowWrite": ["~root/x"]}}',

@@ -224,7 +224,7 @@ print("finished", flush=True)
 """
 
 _FS_POLICIES = [CORPUS[n] for n in (
-    "stop-persistence", "write-everything", "read-root-only", "deny-read-root", "home-writable-rc-protected",
+    "stop-persistence", "write-everything", "read-root-only", "deny-every-data-root", "home-writable-rc-protected",
     "write-allow-deny-same-path", "project-writable-hooks-and-env-protected", "workspace-writable-src-protected",
     "hide-etc-secrets", "tilde-home-writable", "read-src-only", "empty-policy",
 )]
