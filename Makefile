@@ -154,8 +154,13 @@ lab-instructor: images
 test: images typecheck redis
 	@scripts/check-size
 	@# gVisor's runsc, for the tests of the sandbox runtime (tests/integration/test_runtimes_docker.py): registered
-	@# where this can do it (root on Debian); elsewhere those tests skip, and fail under CI
-	@if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then scripts/ensure-docker --runtime runsc; fi
+	@# where this can do it (root on Debian); elsewhere those tests skip, and fail under CI. ensure-docker says
+	@# each change before making it (apt-get install runsc, runtimes.runsc in /etc/docker/daemon.json, a SIGHUP
+	@# reload of dockerd); every change make test and make lab make: docs/machine-changes.md
+	@if [ "$$(id -u)" = 0 ] && [ -f /etc/debian_version ]; then \
+	  runtime_ok=$$(docker info --format '{{range $$n, $$_ := .Runtimes}}{{$$n}} {{end}}' 2>/dev/null | tr ' ' '\n' | grep -cx runsc || true); \
+	  [ "$$runtime_ok" = 1 ] || echo "make test: gVisor's runsc is not registered with the Docker engine; scripts/ensure-docker --runtime runsc will install and register it (it says each change first; docs/machine-changes.md)"; \
+	  scripts/ensure-docker --runtime runsc; fi
 	@PYTHON=$(PY) scripts/ensure-browser
 	@PYTHON=$(PY) scripts/ensure-srt
 	$(PY) -m pytest $(PYTEST_ARGS)
