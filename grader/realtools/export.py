@@ -19,7 +19,7 @@ Code exports are the rules as written, paths mapped; nothing is added. Each
 returns the file text and a list of sentences: what to know of the target for
 this policy (mandatory protections, ``~``, paths that do not exist yet, ...). The CLI prints them as ``#`` comments. For
 srt and Claude Code, the policy-specific ones are ``srt_notes.srt_warnings``,
-the one table of what sandbox-runtime 0.0.83 was measured to do differently
+the one table of what to know of sandbox-runtime 0.0.83's rules for this policy
 (``docs/srt-differences.md``), each line with the JSON pointer of its entry.
 
 Imports: access, plan, policy, machine, srt_notes, world, paths, and the services' ports. Nothing downstream.
@@ -70,7 +70,7 @@ def export(
     if machine is not None and to in ("srt", "claude-code"):
         real = machine_export(policy, to, machine, world=w, hardened=hardened)
         hardening = [f"{pointer}: {reason}" for pointer, reason in real.hardening.items()]
-        # where srt (inside Claude Code too) was measured to differ, entry by entry, in the policy's own paths
+        # what to know of srt's rules (inside Claude Code too), entry by entry, in the policy's own paths
         measured = [str(w) for w in srt_warnings(policy, w)]
         return real.text, [*real.notes, *hardening, *measured]
     if machine is not None:
@@ -137,7 +137,7 @@ def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
             f'"{e}" reaches beyond the simulated machine\'s data roots ({", ".join(world.roots)}): Sandbox Lab '
             "judges only those and never mounts anything else; srt applies the rule to that path of your real machine."
         )
-    # where srt 0.0.83 was measured to differ, entry by entry: one table, shared with `sandbox-lab check`
+    # what to know of srt 0.0.83's rules for this policy, entry by entry: one table, shared with `sandbox-lab check`
     notes.extend(str(w) for w in srt_warnings(policy, world))
 
     settings = {

@@ -48,7 +48,7 @@ _NET = ("allowedDomains", "deniedDomains")
 _NOT_MODELLED_FS = {
     "allowManagedReadPathsOnly": "a managed-settings switch; the lab reads one file",
     "disabled": "turns filesystem isolation off; the lab always isolates the filesystem",
-    "allowGitConfig": "srt's .git/config exception; the lab has no mandatory denies to relax",
+    "allowGitConfig": "the lab always write-protects .git/config where srt starts, srt's default, and models no exception",
 }
 _NOT_MODELLED_NET = {
     "strictAllowlist": "the lab never asks: a host missing from allowedDomains is always blocked",
@@ -83,8 +83,24 @@ _NOT_MODELLED_SANDBOX = {
     "filesystem": "",
     "network": "",
 }
-_SRT_TOP = {"filesystem", "network", "credentials", "ignoreViolations", "enableWeakerNestedSandbox", "ripgrep",
-            "mandatoryDenySearchDepth", "allowPty", "allowNestedUserNamespaces", "$schema"}
+# srt's top-level keys (SandboxRuntimeConfigSchema in its dist/sandbox/sandbox-config.js) the lab does not model, and why
+_NOT_MODELLED_SRT = {
+    "ignoreViolations": "hides violation reports; changes no verdict in the lab",
+    "enableWeakerNestedSandbox": "the lab's sandbox is a container, not bubblewrap",
+    "allowNestedUserNamespaces": "the lab's attacks do not create user namespaces",
+    "enableWeakerNetworkIsolation": "macOS only",
+    "allowAppleEvents": "macOS only",
+    "ripgrep": "a tool path",
+    "mandatoryDenySearchDepth": "the lab searches srt's default depth (3) for the files srt always write-protects",
+    "allowPty": "the lab's probes need no terminal",
+    "seccomp": "a tool path",
+    "bwrapPath": "a tool path",
+    "socatPath": "a tool path",
+    "javaAgentJarPath": "a tool path",
+    "windows": "the lab has one platform (Linux)",
+    "git": "git settings injected into commands; changes no verdict in the lab",
+}
+_SRT_TOP = {"filesystem", "network", "credentials", "$schema", *_NOT_MODELLED_SRT}
 
 
 @dataclass(frozen=True)
@@ -169,7 +185,7 @@ class _Reader:
             elif key == "disabled" and obj[key] is True and not_modelled is _NOT_MODELLED_FS:
                 self.error(loc + (key,), "filesystem isolation is off: the lab cannot grade a sandbox without one")
             elif key in not_modelled:
-                self.note(loc + (key,), f"not modelled: {not_modelled[key]}")
+                self.note(loc + (key,), f"not modelled, because {not_modelled[key]}")
         return True
 
     def filesystem(self, fs: Any, loc: tuple[Union[str, int], ...]) -> dict[str, list[str]]:
@@ -204,9 +220,9 @@ class _Reader:
                         hidden.append(mapped)
             elif key == "envVars" and isinstance(value, list):
                 for i, _ in enumerate(value):
-                    self.note(loc + ("envVars", i), "not modelled: the lab's sandbox inherits no secret environment variables")
+                    self.note(loc + ("envVars", i), "not modelled, because the lab's sandbox inherits no secret environment variables")
             elif key in ("allowPlaintextInject", "awsPairs", "sigv4"):
-                self.note(loc + (key,), "not modelled: credential injection needs TLS termination, which the lab does not do")
+                self.note(loc + (key,), "not modelled, because credential injection needs TLS termination, which the lab does not do")
             else:
                 self.error(loc + (key,), "unknown key (or not a list). Known keys here: files, envVars, allowPlaintextInject")
         return hidden
@@ -253,7 +269,7 @@ def import_settings(
             if key == "sandbox":
                 continue
             if key == "permissions":
-                r.note(("permissions",), "not modelled: permission rules govern Claude Code's own tools (Read, Edit, "
+                r.note(("permissions",), "not modelled, because permission rules govern Claude Code's own tools (Read, Edit, "
                        "WebFetch); the lab's attacks run as sandboxed commands")
             elif key != "$schema":
                 r.note((key,), "not about the sandbox; not read")
@@ -269,14 +285,18 @@ def import_settings(
             if key not in _NOT_MODELLED_SANDBOX:
                 r.error(loc + (key,), "unknown key in Claude Code's sandbox block (its schema allows none)")
             elif _NOT_MODELLED_SANDBOX[key]:
-                r.note(loc + (key,), f"not modelled: {_NOT_MODELLED_SANDBOX[key]}")
+                r.note(loc + (key,), f"not modelled, because {_NOT_MODELLED_SANDBOX[key]}")
     else:
         block, loc = data, ()
         for key in data:
             if key not in _SRT_TOP:
                 r.error((key,), "unknown key in srt's settings (its schema is strict)")
-            elif key not in ("filesystem", "network", "credentials", "$schema"):
-                r.note((key,), "not modelled by the lab")
+            elif key in _NOT_MODELLED_SRT:
+                r.note((key,), f"not modelled, because {_NOT_MODELLED_SRT[key]}")
+    if kind == "claude-code" and "filesystem" not in block:
+        r.note(loc + ("filesystem",), "absent: Claude Code still lets sandboxed commands write its working directory "
+               "(your project), and reads stay open; the imported policy grants no write, so grade it with "
+               "--target claude-code to count the working directory as writable")
     fs = r.filesystem(block.get("filesystem", {}), loc + ("filesystem",))
     net = r.network(block.get("network", {}), loc + ("network",))
     hidden = r.credentials(block["credentials"], loc + ("credentials",)) if "credentials" in block else []

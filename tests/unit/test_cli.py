@@ -70,12 +70,14 @@ def test_check_valid_prints_normal_form_warnings_and_findings(capsys: pytest.Cap
     assert code == 0 and err == ""
     assert f"{NAIVE} is a valid policy" in out
     assert '"allowWrite": [\n      "/home/user"\n    ]' in out  # normalized: the trailing slash is gone
-    # 2 of Sandbox Lab's own, then 2 where the real srt differs (shell start-up file, its own settings)
-    assert "4 warnings:" in out and "/network/allowedDomains/0" in out
+    # 3 of Sandbox Lab's own (2 on the wildcard, the secrets reads leave open), then 2 srt notes (what srt
+    # protects only where it starts, its own settings it never protects)
+    assert "5 warnings:" in out and "/network/allowedDomains/0" in out and "/filesystem/denyRead: 10 secrets" in out
     assert out.count("/filesystem/allowWrite/0: [srt 0.0.83] ") == 2
     assert "only in the directory srt starts in" in out and "does not protect its own settings file" in out
     assert out.index("Attacks") < out.index("Jobs")
-    assert "10 of 17 attacks succeeded; 1 of 5 jobs work" in out
+    assert "write-shell-rc            blocked" in out  # srt keeps ~/.bashrc read-only, started in the home
+    assert "9 of 17 attacks succeeded; 1 of 5 jobs work" in out
 
 
 def test_check_invalid_reports_every_problem_on_stderr_with_exit_2(capsys: pytest.CaptureFixture[str], bad_policy: str) -> None:
@@ -94,7 +96,8 @@ def test_check_json_valid_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert set(data) == {"valid", "source", "policy", "warnings", "findings", "summary", "srt_differences"}
     assert data["valid"] is True
     assert data["policy"]["network"]["allowedDomains"] == ["registry.npmjs.org"]
-    assert data["warnings"] == []
+    # reads are open by default: the lab's lint names the secrets left readable; srt has nothing to add
+    assert [w["pointer"] for w in data["warnings"]] == ["/filesystem/denyRead"]
     assert data["srt_differences"] == []
     assert all(set(f) == PROBE_KEYS for f in data["findings"])
     assert {f["id"]: f["outcome"] for f in data["findings"]}["exfil-secret"] == "succeeded"
@@ -170,7 +173,7 @@ def test_probe_text_is_a_table_with_attacks_first(capsys: pytest.CaptureFixture[
     assert code == 0
     assert "\x1b" not in out
     assert out.index("read-ssh-key") < out.index("job-read-src")
-    assert "10 of 17 attacks succeeded; 1 of 5 jobs work" in out
+    assert "9 of 17 attacks succeeded; 1 of 5 jobs work" in out
 
 
 def test_probe_colour_only_when_asked(capsys: pytest.CaptureFixture[str]) -> None:
@@ -286,7 +289,9 @@ def test_export_srt_has_all_five_arrays_and_comments_on_stderr(capsys: pytest.Ca
     assert all(isinstance(v, list) for part in data.values() for v in part.values())
     lines = err.splitlines()
     assert lines and all(line.startswith("# ") for line in lines)
-    assert any("allow-only reads" in line for line in lines)
+    assert data["filesystem"]["denyRead"] == ["/home/user", "/etc/secrets", "/project", "/app/workspace"]  # as written
+    assert any("mandatory protections" in line for line in lines)
+    assert not any("allow-only reads" in line for line in lines)
 
 
 def test_export_claude_code_is_a_sandbox_block(capsys: pytest.CaptureFixture[str]) -> None:
@@ -671,7 +676,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
     assert all(Path(p).is_file() for p in batch["files"].values())
     assert data["class-report"]["students"] == 3 and Path(data["class-report"]["files"]["html"]).is_file()
     assert "/project/src" in json.loads(data["export"]["text"])["filesystem"]["allowRead"]
-    assert data["export"]["target"] == "srt" and any("allow-only reads" in w for w in data["export"]["warnings"])
+    assert data["export"]["target"] == "srt" and any("mandatory protections" in w for w in data["export"]["warnings"])
     assert data["setup"] == {"sandbox": "sandbox-lab/sandbox:0123456789ab", "services": "sandbox-lab/services:0123456789ab"}
     assert data["cleanup"] == {"removed": ["container sandbox-lab-run-1", "network sandbox-lab-net-1"], "count": 2}
     assert [lv["number"] for lv in data["attack"]["levels"]][:3] == [1, 2, 3]

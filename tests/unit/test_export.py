@@ -42,27 +42,28 @@ def test_srt_has_all_five_arrays(policy: Any) -> None:
             assert isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
-def test_allow_only_reads_become_deny_read_of_the_uncovered_roots_plus_allow_read() -> None:
+def test_the_export_is_the_policy_as_written() -> None:
+    # a policy means to srt what it means here: the export adds no rule (no denyRead for allow-only reads)
     data, notes = srt(PRACTICE)
-    assert data["filesystem"]["denyRead"] == ["/home/user", "/project", "/app/workspace", "/etc/secrets"]
-    # /project/out is writable, so readable in Sandbox Lab: srt must re-allow it inside the denied /project
-    assert data["filesystem"]["allowRead"] == ["/project/src", "/project/out"]
-    assert data["filesystem"]["allowWrite"] == ["/project/out"]
+    assert data["filesystem"]["denyRead"] == ["/home/user", "/etc/secrets", "/project", "/app/workspace"]
+    assert data["filesystem"]["allowRead"] == ["/project/src"]
+    assert data["filesystem"]["allowWrite"] == ["/project/out"] and data["filesystem"]["denyWrite"] == []
     assert data["network"] == {"allowedDomains": [], "deniedDomains": []}
-    assert has_note(notes, "allow-only reads", "/home/user, /project, /app/workspace, /etc/secrets")
-    assert has_note(notes, "allowRead is part of sandbox-runtime's user schema")
+    assert not has_note(notes, "allow-only reads")
+    data, _ = srt(PRECEDENCE)
+    assert data["filesystem"]["denyRead"] == PRECEDENCE.normalize()["filesystem"]["denyRead"]
+    assert data["filesystem"]["allowRead"] == PRECEDENCE.normalize()["filesystem"]["allowRead"]
+
+
+def test_an_allow_read_alone_is_exported_alone_and_the_note_says_it_restricts_nothing() -> None:
+    data, notes = srt(load_policy({"filesystem": {"allowRead": ["/project/src"]}}))
+    assert data["filesystem"]["denyRead"] == [] and data["filesystem"]["allowRead"] == ["/project/src"]
+    assert has_note(notes, '/filesystem/allowRead/0: [srt 0.0.83] allowRead "/project/src"', "restricts nothing")
 
 
 def test_no_allow_read_means_no_extra_deny_read() -> None:
     data, notes = srt(NAIVE)
     assert data["filesystem"]["denyRead"] == [] and data["filesystem"]["allowRead"] == []
-    assert not has_note(notes, "allow-only reads")
-
-
-def test_covered_roots_are_not_denied() -> None:
-    data, _ = srt(PRECEDENCE)
-    # /project is read, /home/user written: only the two other roots are denied
-    assert data["filesystem"]["denyRead"] == ["/project/.env", "/home/user/.ssh", "/app/workspace", "/etc/secrets"]
 
 
 def test_every_export_names_the_standing_differences() -> None:
@@ -70,8 +71,9 @@ def test_every_export_names_the_standing_differences() -> None:
         _, notes = export(NAIVE, target)  # type: ignore[arg-type]
         assert has_note(notes, '"~"', "/home/user")
         assert has_note(notes, "mandatory protections", ".git/hooks")
-        assert has_note(notes, "*.example.com", "never example.com itself", "the same in srt")
-        assert has_note(notes, "paths that do not exist yet")
+        assert has_note(notes, "*.example.com", "never example.com itself")
+        # only when the policy names one (the lab models the rule, so it is no standing difference)
+        assert not has_note(notes, "paths that do not exist yet")
 
 
 def test_mandatory_protections_are_partial_and_leave_srts_own_settings_writable() -> None:
@@ -81,7 +83,7 @@ def test_mandatory_protections_are_partial_and_leave_srts_own_settings_writable(
     assert has_note(notes, "mandatory protections", "only in the directory srt starts in", "up to 3 levels below")
     assert has_note(notes, "mandatory protections", "does not protect its own settings file (~/.srt-settings.json)")
     assert not has_note(notes, "own settings files")  # the old claim, wrong for 0.0.83
-    assert has_note(notes, '/filesystem/allowWrite/0: [srt 0.0.83] allowWrite "/home/user" makes /home/user/.bashrc',
+    assert has_note(notes, '/filesystem/allowWrite/0: [srt 0.0.83] allowWrite "/home/user" covers /home/user/.bashrc',
                     'add "/home/user/.bashrc", ', '"/home/user/.profile"', "to denyWrite")
     assert has_note(notes, "/home/user/.srt-settings.json", "does not protect its own settings file",
                     'Add "/home/user/.srt-settings.json" to denyWrite')
@@ -89,16 +91,17 @@ def test_mandatory_protections_are_partial_and_leave_srts_own_settings_writable(
     assert not has_note(notes, "/home/user/.bashrc")
 
 
-def test_precedence_differences_are_listed() -> None:
+def test_precedence_notes_are_listed() -> None:
     _, notes = srt(PRECEDENCE)
-    # a denyRead strictly inside an allowRead stays hidden in srt 0.0.83 too (it restores allowRead paths only
-    # at or below a denied path): no difference to report
+    # a denyRead strictly inside an allowRead stays hidden: nothing to note about it
     assert not has_note(notes, '"/project/.env"', "srt lets")
     _, notes = srt(load_policy({"filesystem": {"denyWrite": ["/project"], "allowWrite": ["/project/out"]}}))
-    assert has_note(notes, 'allowWrite "/project/out" lies inside denyWrite "/project"', "keeps it read-only")
+    assert has_note(notes, 'allowWrite "/project/out" lies inside denyWrite "/project"', "srt lets denyWrite take precedence",
+                    "makes nothing writable")
     _, notes = srt(load_policy({"filesystem": {"allowRead": ["/project"], "denyRead": ["/project"]}}))
-    assert has_note(notes, "names the same path as", "deny wins")
-    assert has_note(notes, "/filesystem/denyRead/0: [srt 0.0.83]", "srt lets allowRead take precedence")
+    assert has_note(notes, "/filesystem/denyRead/0: [srt 0.0.83]", "names the same path as", "srt lets allowRead take precedence",
+                    "this denyRead hides nothing")
+    assert not has_note(notes, "deny wins")
 
 
 def test_a_writable_path_inside_an_unreadable_one_is_readable_under_srt_on_linux() -> None:

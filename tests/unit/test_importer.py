@@ -19,9 +19,19 @@ from grader.core.world import load_world
 from grader.realtools.importer import import_settings
 from grader.realtools.machine import Machine, machine_export, primary_project
 
+def _accepted(raw: Any) -> bool:
+    """Is a corpus policy one the lab grades? Only those that hide the programs every command runs are refused (loudly otherwise)."""
+    try:
+        load_policy(raw)
+    except PolicyError as e:
+        assert all("the programs every command runs" in p.message for p in e.problems), e
+        return False
+    return True
+
+
 REPO = Path(__file__).parents[2]
 CORPUS: dict[str, Any] = json.loads((REPO / "tests" / "fixtures" / "corpus.json").read_text())["policies"]
-POLICIES = {n: p for n, p in CORPUS.items() if p is not None}
+POLICIES = {n: p for n, p in CORPUS.items() if p is not None and _accepted(p)}
 POLICIES.update({f"solutions/{f.name}": json.loads(f.read_text()) for f in sorted((REPO / "solutions").glob("*.json"))})
 TARGET = {p.id: p.target for p in PROBES}
 LOOT = [f.path for f in load_world().loot]
@@ -197,3 +207,35 @@ def test_a_settings_path_that_is_a_pipe_is_refused_and_never_read(tmp_path: Path
         with pytest.raises(PolicyError, match="is a pipe or a device, not a settings file"):
             import_settings(pipe.path, "srt", MACHINE)
         assert pipe.taken() < OFFERED
+
+
+def test_a_claude_code_import_without_a_filesystem_block_says_its_working_directory_is_writable() -> None:
+    imported = import_settings(_cc(network={"allowedDomains": ["pypi.org"]}), "claude-code", MACHINE)
+    assert imported.policy.normalize()["filesystem"]["allowWrite"] == []
+    (note,) = [p for p in imported.unmapped if p.pointer == "/sandbox/filesystem"]
+    assert "working directory" in note.message and "--target claude-code" in note.message
+    # with a filesystem block, no such note; srt has no working-directory grant at all
+    with_fs = import_settings(_cc(filesystem={"allowWrite": ["./out"]}), "claude-code", MACHINE)
+    assert "/sandbox/filesystem" not in {p.pointer for p in with_fs.unmapped}
+    srt = import_settings({"network": {"allowedDomains": []}, "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []}}, "srt", MACHINE)
+    assert not any("working directory" in p.message for p in srt.unmapped)
+
+
+def test_keys_srts_schema_has_but_the_lab_does_not_model_are_named_with_why() -> None:
+    srt_keys = {"enableWeakerNetworkIsolation": True, "allowAppleEvents": False, "allowPty": True, "mandatoryDenySearchDepth": 3,
+                "seccomp": {}, "git": {}}
+    data = {"filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []}, "network": {"allowedDomains": [], "tlsTerminate": {}},
+            **srt_keys}
+    imported = import_settings(data, "srt", MACHINE)
+    why = {p.pointer: p.message for p in imported.unmapped}
+    for key in [*srt_keys, "network/tlsTerminate"]:
+        assert why[f"/{key}"].startswith("not modelled, because "), (key, why)
+    cc = import_settings(_cc(enableWeakerNetworkIsolation=True, allowAppleEvents=True,
+                             credentials={"envVars": [{"name": "T", "mode": "deny"}]}), "claude-code", MACHINE)
+    for problem in cc.unmapped:
+        if problem.pointer != "/sandbox/filesystem":
+            assert problem.message.startswith("not modelled, because "), problem
+    assert not any("typo" in p.message or "unknown key" in p.message for p in [*imported.unmapped, *cc.unmapped])
+    # a key no schema has is still an error
+    with pytest.raises(PolicyError):
+        import_settings({**data, "enableWeakerNetworkIsolaton": True}, "srt", MACHINE)

@@ -35,6 +35,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"core.errors", "core.capped", "core.paths", "core.domains", "core.records", "core.timings", "core.version",
      "services.common",
      "lessons.first_answer"},
+    # srt's mandatory write protections: its list, and what it finds from where it starts (imports paths only)
+    {"core.mandatory"},
     # a JSON file a person keeps, read within a bound
     {"core.jsonfile"},
     # the course's route (its stops and measured times), read by the progress record
@@ -59,7 +61,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # policy → predictions, plan, needs; the question bank
     {"core.analyzer", "core.plan", "core.needs", "lessons.quiz"},
     # run: judging real runs; export to the real tools
-    {"core.verdicts", "lessons.prediction", "realtools.export", "realtools.semantics", "core.execution", "lessons.goals", "lessons.needed_jobs"},
+    {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals", "lessons.needed_jobs"},
     # the run service's wire form: a result and an execution as JSON, and the requests, read strictly both ways
     {"core.transport"},
     # bring your own settings: a real settings file read back as a policy

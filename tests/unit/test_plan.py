@@ -8,11 +8,13 @@ from typing import Any, Optional
 import pytest
 
 from grader import load_policy, load_world
+from grader.core.mandatory import protected_paths
 from grader.core.plan import BASELINE_HARDENING, Hardening, Mount, RunPlan, build_plan
 
 REPO = Path(__file__).parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "policies"
 WORLD = load_world()
+EXISTING = frozenset(WORLD.directories()) | {f.path for f in WORLD.files}
 
 
 def plan(data: Optional[Any]) -> RunPlan:
@@ -39,12 +41,15 @@ def test_practice_solution_mounts_two_directories_and_no_network() -> None:
 
 def test_naive_setup_mounts_home_read_write_and_the_rest_read_only() -> None:
     p = plan(REPO / "examples" / "naive.json")
+    # srt's mandatory write protections, found from the home where srt starts, stay read-only inside it
+    guarded = {(m, "bind", "ro") for m in protected_paths(WORLD.home, EXISTING) if m in EXISTING}
+    assert ("/home/user/.bashrc", "bind", "ro") in guarded and ("/home/user/.claude/agents", "bind", "ro") in guarded
     assert table(p) == {
         ("/home/user", "bind", "rw"),
         ("/project", "bind", "ro"),
         ("/app/workspace", "bind", "ro"),
         ("/etc/secrets", "bind", "ro"),
-    }
+    } | guarded
     assert p.network == "proxy" and p.allowed_domains == ("*.github.com",)
 
 
@@ -58,9 +63,16 @@ def test_hidden_directories_get_a_tmpfs_and_hidden_files_an_empty_file() -> None
 
 
 def test_an_output_file_named_by_a_rule_is_precreated() -> None:
-    p = plan({"filesystem": {"allowRead": ["/project"], "allowWrite": ["/project/out/result.txt"]}})
+    # a denyWrite of a path the job creates holds (srt mounts a stand-in there): it must exist beforehand
+    p = plan({"filesystem": {"allowWrite": ["/project/out"], "denyWrite": ["/project/out/result.txt"]}})
     (m,) = [m for m in p.mounts if m.target == "/project/out/result.txt"]
-    assert m == Mount("/project/out/result.txt", "/project/out/result.txt", "rw", "bind", False, precreate=True)
+    assert m == Mount("/project/out/result.txt", "/project/out/result.txt", "ro", "bind", False, precreate=True)
+
+
+def test_a_grant_of_a_path_that_does_not_exist_yet_mounts_nothing() -> None:
+    # srt binds only what exists at start: an allowWrite of the job's output file grants nothing
+    p = plan({"filesystem": {"allowWrite": ["/project/out/result.txt"]}})
+    assert not [m for m in p.mounts if m.target.startswith("/project/out")]
 
 
 def test_baseline_is_the_plain_container() -> None:
@@ -97,12 +109,14 @@ def test_no_policy_mounts_anything_outside_the_world(data: Any) -> None:
 
 def test_allow_write_root_selects_only_the_world_roots() -> None:
     p = plan({"filesystem": {"allowWrite": ["/"]}})
-    assert table(p) == {(r, "bind", "rw") for r in WORLD.roots}
+    guarded = {(m, "bind", "ro") for m in protected_paths(WORLD.home, EXISTING) if m in EXISTING}
+    assert table(p) == {(r, "bind", "rw") for r in WORLD.roots} | guarded
 
 
 def test_rules_outside_the_world_mount_nothing() -> None:
     p = plan({"filesystem": {"allowRead": ["/proc", "/var/run/docker.sock"], "allowWrite": ["/var/run/docker.sock"]}})
-    assert p.mounts == ()  # allowRead lists paths, none of them in the world: everything is hidden
+    # reads are open by default and these rules name nothing of the world: every root read-only, nothing more
+    assert table(p) == {(r, "bind", "ro") for r in WORLD.roots}
     targets = {m.target for m in plan(FIXTURES / "hostile-paths.json").mounts}
     assert not any(t.startswith(("/proc", "/var", "/sys", "/dev")) for t in targets)
 

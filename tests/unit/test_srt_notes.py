@@ -1,4 +1,4 @@
-"""Warnings where the real sandbox-runtime (srt 0.0.83) would not do what Sandbox Lab's verdicts say."""
+"""Notes on what sandbox-runtime (srt 0.0.83) does with a policy: patterns whose effect surprises people, and where the lab stands in for a real machine."""
 
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def _resolve(raw: dict[str, Any], pointer: str) -> Any:
 
 # (policy, rule id, pointer of the entry concerned)
 FIRES = [
+    pytest.param({"filesystem": {"allowRead": ["/project/src"]}},
+                 "allow-read-alone", "/filesystem/allowRead/0", id="allow-read-alone"),
     pytest.param({"filesystem": {"allowRead": ["/project"], "denyRead": ["/project"]}},
                  "allow-read-wins", "/filesystem/denyRead/0", id="allow-read-wins"),
     pytest.param({"filesystem": {"allowRead": ["/app/workspace", "/project/"], "denyRead": ["/etc/secrets", "/project"]}},
@@ -68,9 +70,27 @@ def test_every_rule_is_exercised_and_ids_are_unique() -> None:
     assert {p.values[1] for p in FIRES} == set(CAUSE)
 
 
-def test_messages_say_what_srt_does_and_how_to_agree() -> None:
+def test_messages_say_what_srt_does_and_how_to_write_the_policy() -> None:
+    # one reading, srt's: no "Sandbox Lab hides it" contrast, and every message ends with what to write
+    advice = ("Name each path", "Grant ", "So that", "Deny ", "add ", "Add ", "List ", "Remove it", "To make only")
     for rule in RULES:
-        assert "srt" in rule.message and "both tools" in rule.message, rule.id
+        assert "srt" in rule.message, rule.id
+        assert "both tools" not in rule.message and "Sandbox Lab hides" not in rule.message, rule.id
+        assert any(a in rule.message for a in advice), rule.id
+
+
+def test_an_allow_read_alone_names_the_secrets_it_leaves_readable_and_the_regions_to_deny() -> None:
+    found = srt_differences(load_policy({"filesystem": {"allowRead": ["/project/src"], "denyRead": ["/home/user/.ssh"]}}))
+    (message,) = [w.message for cause, w in found if cause == "allow-read-alone"]
+    assert "restricts nothing" in message and "/etc/secrets/db_password" in message
+    assert "/home/user/.ssh/id_rsa" not in message  # hidden by its own denyRead
+    assert 'denyRead (here "/home/user", "/project", "/app/workspace", "/etc/secrets")' in message
+    # inside a denyRead, allowRead re-opens: no note
+    inside = {"filesystem": {"denyRead": ["/home/user", "/project", "/app/workspace", "/etc/secrets"], "allowRead": ["/project/src"]}}
+    assert srt_warnings(load_policy(inside)) == ()
+    # nothing secret left readable: nothing to warn about
+    hidden = {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project/.env", "/app/workspace"], "allowRead": ["/project"]}}
+    assert "allow-read-alone" not in {cause for cause, _ in srt_differences(load_policy(hidden))}
 
 
 def test_every_documented_cause_has_a_rule() -> None:
@@ -85,12 +105,13 @@ def test_every_documented_difference_is_warned_about(diff: dict[str, str]) -> No
 
 
 PLAIN = [
-    "seed-secure", "practice-solution", "empty-policy", "read-root-only", "deny-read-root", "read-src-only",
-    "allow-file-inside-denied-home", "write-allow-deny-same-path",
-    "tilde-ssh-readable-only", "dotdot-path", "github-apex", "github-wildcard-minus-uploads", "pypi-download",
-    "fix-naive-solution", "pip-install-only", "hide-etc-secrets", "etc-secrets-writable",
-    "hide-one-key-file", "read-one-credentials-file",
+    "seed-secure", "empty-policy", "allow-file-inside-denied-home",
+    "dotdot-path", "github-apex", "github-wildcard-minus-uploads", "pypi-download",
+    "fix-naive-solution", "hide-etc-secrets", "etc-secrets-writable", "hide-one-key-file",
 ]
+# allowRead with no denyRead around it: srt reads everything by default, so each of these restricts nothing
+ALLOW_READ_ALONE = ["practice-solution", "read-root-only", "read-src-only", "tilde-ssh-readable-only", "pip-install-only",
+                    "read-one-credentials-file"]
 # Writable projects whose .git/hooks at most is denied: srt started in the project also refuses its
 # .git/config, .mcp.json, .vscode, shell files and the like (the world has them), so these warn.
 PROJECT_WRITABLE = ["project-writable-hooks-and-env-protected", "workspace-writable-src-protected", "stop-persistence"]
@@ -101,6 +122,24 @@ def test_no_warning_for_plain_policies(name: str) -> None:
     raw = CORPUS[name]
     assert raw is not None
     assert srt_warnings(load_policy(raw)) == ()
+
+
+@pytest.mark.parametrize("name", ALLOW_READ_ALONE)
+def test_an_allow_read_no_deny_read_surrounds_is_named(name: str) -> None:
+    raw = CORPUS[name]
+    assert raw is not None
+    found = srt_differences(load_policy(raw))
+    assert [(cause, w.pointer) for cause, w in found] == [("allow-read-alone", "/filesystem/allowRead/0")]
+    assert "restricts nothing" in found[0][1].message
+
+
+def test_the_same_path_in_allow_write_and_deny_write_grants_nothing() -> None:
+    # denyWrite wins at any depth, on the same path too: the allowWrite is dead weight, and srt_notes says so
+    raw = CORPUS["write-allow-deny-same-path"]
+    assert raw is not None
+    found = srt_differences(load_policy(raw))
+    assert [(cause, w.pointer) for cause, w in found] == [("deny-write-wins", "/filesystem/allowWrite/0")]
+    assert "makes nothing writable" in found[0][1].message
 
 
 @pytest.mark.parametrize("name", PROJECT_WRITABLE)
@@ -115,20 +154,19 @@ def test_a_writable_project_warns_about_what_srt_protects_there(name: str) -> No
     assert f"{root}/Makefile" not in message  # not on srt's list
 
 
-def test_rules_that_agree_give_no_warning() -> None:
-    agree = [
-        # a denyRead strictly inside an allowRead stays hidden in srt too
-        {"filesystem": {"allowRead": ["/project"], "denyRead": ["/project/.env"]}},
-        # an allowWrite strictly inside a denyRead is bound back, readable, in both
+def test_plain_uses_of_srts_rules_give_no_warning() -> None:
+    plain = [
+        # a denyRead deeper than the allowRead that re-opens its surroundings stays hidden
+        {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/app/workspace", "/project", "/project/src/main.py"],
+                        "allowRead": ["/project/src"]}},
+        # an allowWrite strictly inside a denyRead is bound back, readable and writable
         {"filesystem": {"denyRead": ["/home/user"], "allowWrite": ["/home/user/.aws"]}},
         # a missing file inside a granted directory that exists: srt lets the job create it
         {"filesystem": {"allowWrite": ["/project/out", "/project/out/result.txt"]}},
         # a missing path inside an existing denied directory is hidden with it
         {"filesystem": {"denyRead": ["/home/user", "/home/user/.gnupg"]}},
-        # allow-only reads: the export denies the whole data root, which exists
-        {"filesystem": {"allowRead": ["/project/src"], "denyRead": ["/home/user/.gnupg"]}},
-        # the same path in allowWrite and denyWrite: read-only in both
-        {"filesystem": {"allowWrite": ["/home/user/.bashrc"], "denyWrite": ["/home/user/.bashrc"]}},
+        # the secrets hidden, the rest readable: reads are open by default
+        {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/project/.env", "/app/workspace"]}},
         # protected by the policy itself: every path of the home on srt's list, and its settings
         {"filesystem": {"allowWrite": ["/home/user"], "denyWrite": [
             "/home/user/.bashrc", "/home/user/.bash_profile", "/home/user/.zshrc", "/home/user/.zprofile",
@@ -136,7 +174,7 @@ def test_rules_that_agree_give_no_warning() -> None:
             "/home/user/.mcp.json", "/home/user/.vscode", "/home/user/.idea", "/home/user/.claude/commands",
             "/home/user/.claude/agents", "/home/user/.srt-settings.json"]}},
     ]
-    for raw in agree:
+    for raw in plain:
         assert srt_warnings(load_policy(raw)) == (), raw
 
 
