@@ -52,7 +52,7 @@ from grader.core.plan import build_plan
 from grader.core.policy import Policy, load_policy
 from grader.core.probes import probe
 from grader.core.scope import FRESH_LABEL, NEW_FILE
-from grader.realtools.srt_notes import srt_warnings
+from grader.realtools.srt_notes import srt_differences
 from grader.grading.tasks import Check, Task, load_task
 from grader.core.wording import RAN_AT, backend_phrase
 
@@ -87,6 +87,7 @@ class CarryOver:
     srt: str  # sandbox-lab export --to srt: the settings file for sandbox-runtime
     claude_code: str  # sandbox-lab export --to claude-code: the sandbox block of a Claude Code settings.json
     differences: tuple[str, ...]  # one sentence each, the JSON pointer first where there is one
+    causes: tuple[str, ...] = ()  # the srt_notes cause of each difference that has one, in the same order
 
     def lines(self, source: str = "my_policy.json") -> list[str]:
         """The carry-over as plain-text lines, for the end of a task's feedback."""
@@ -109,10 +110,11 @@ def carry_over(policy: Policy) -> CarryOver:
     """
     srt_text, _ = export(policy, "srt")
     cc_text, cc_notes = export(policy, "claude-code")
-    diffs = [f"{w.pointer}: {w.message}" for w in srt_warnings(policy)]
+    noted = srt_differences(policy)
+    diffs = [f"{w.pointer}: {w.message}" for _, w in noted]
     if policy.filesystem.allowRead or policy.filesystem.denyRead:
         diffs += [n for n in cc_notes if n.startswith("the sandbox confines Bash commands")]
-    return CarryOver(srt_text, cc_text, tuple(diffs))
+    return CarryOver(srt_text, cc_text, tuple(diffs), tuple(cause for cause, _ in noted))
 
 
 @dataclass(frozen=True)
@@ -128,6 +130,16 @@ class Grade:
     overgrants: tuple[Overgrant, ...] = ()  # every path and host granted beyond the job's needs (the board lists them)
     carry_over: Optional[CarryOver] = None  # the policy in the real tools; None for an invalid policy
     target: str = "srt"  # who starts the sandbox, whose rules graded: "srt" or "claude-code" (access.TARGETS)
+
+    def old_reading(self) -> tuple[str, ...]:
+        """Where this policy relies on the allow-list reading of allowRead, which no real tool has: said first, with the fix.
+
+        Work written for that reading is not regraded silently: it loses the points for what it leaves readable,
+        and its feedback opens with why and the change that makes it hold (``srt_notes``' allow-read-alone).
+        """
+        if self.carry_over is None:
+            return ()
+        return tuple(d for d, c in zip(self.carry_over.differences, self.carry_over.causes) if c == "allow-read-alone")
 
     @property
     def score(self) -> int:
@@ -174,6 +186,8 @@ class Grade:
             out["could_not_grade"] = [c.id for c in self.could_not_grade]
         if self.target != "srt":  # absent: srt, the default target
             out["target"] = self.target
+        if self.old_reading():  # work written for the old allow-list reading of allowRead: why it lost points, and the fix
+            out["old_reading"] = list(self.old_reading())
         return out
 
     def feedback(self) -> str:
@@ -183,6 +197,7 @@ class Grade:
         where = tuple(n for n in self.notes if n.startswith(RAN_AT)) if self.backend != "static" else ()
         lines = [f"{self.task}: {self.score}/{self.max_score} ({backend_phrase(self.backend, where)}{under})"]
         lines += [f"  note: {n}" for n in self.notes if n not in where]
+        lines += [f"  NOTE: {d}" for d in self.old_reading()]
         if self.could_not_grade:
             ids = ", ".join(c.id for c in self.could_not_grade)
             lines.append(f"  ERROR: could not grade {ids}: the run's evidence is incomplete, so {'they score' if len(self.could_not_grade) > 1 else 'it scores'} "
@@ -273,7 +288,7 @@ def _judge_scope(check: Check, run: RunResult, access: Access, needs: Needs, sai
             d = access.read(path) if axis == "read" else access.write(path if any(f.path == path for f in world.files) else f"{path}/{NEW_FILE}")
             by_rule.setdefault(d.rule if d.allowed else None, []).append(path)
         for rule, paths in by_rule.items():
-            why = f'{rule[0]} "{rule[1]}"' if rule else ("an empty allowRead (everything is readable by default)" if axis == "read" and access.policy is not None else "the sandbox")
+            why = f'{rule[0]} "{rule[1]}"' if rule else ("no denyRead (every read is allowed by default)" if axis == "read" and access.policy is not None else "the sandbox")
             problems.append(f"the agent can{also} {verb} {_short(paths)} ({why} grants it). Fix: {_path_fix(axis, rule, paths, needs, world.roots)}.")
     if check.unreachable is not None:
         if check.unreachable == "any":

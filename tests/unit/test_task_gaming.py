@@ -131,3 +131,17 @@ def test_a_deny_read_of_the_output_directory_does_not_hide_it() -> None:
     policy = {"filesystem": {"denyRead": [*FOUR, "/project/out"], "allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": NO_NET}
     g = _grade("scope-secure-sandbox", policy)
     assert g.check("job-works").passed, g.check("job-works").message
+
+
+def test_work_written_for_the_old_allow_list_reading_is_told_why_first_with_the_fix() -> None:
+    """Not silently regraded: the feedback opens with what the allowRead leaves readable and the two-part fix."""
+    old = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": NO_NET}
+    g = _grade("scope-secure-sandbox", old)
+    (note,) = g.old_reading()
+    assert "/filesystem/allowRead/0" in note and "restricts nothing" in note and "/home/user/.ssh/id_rsa" in note
+    assert '"/home/user", "/project", "/app/workspace", "/etc/secrets"' in note
+    lines = g.feedback().splitlines()
+    assert lines[1].startswith("  NOTE: /filesystem/allowRead/0"), lines[:3]
+    assert g.to_json()["old_reading"] == [note]
+    fixed = _grade("scope-secure-sandbox", {**old, "filesystem": {**old["filesystem"], "denyRead": FOUR}})
+    assert fixed.old_reading() == () and fixed.full_marks and "old_reading" not in fixed.to_json()
