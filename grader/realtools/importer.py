@@ -166,6 +166,10 @@ class _Reader:
                 else:
                     self.note(loc + (key, i), why + "; left out (an allow left out only narrows)")
                 continue
+            if self.source == "srt" and not raw.startswith(("/", "~")):
+                self.note(loc + (key, i), f"a relative path: srt resolves it against the directory it runs in, not the "
+                          f"settings file's; read here as relative to --project-root ({self.machine.root}), where an "
+                          "agent starts it. Write it absolute if srt runs anywhere else")
             if self.world.root_of(mapped) is None and not any(covers(mapped, r) for r in self.world.roots):
                 self.note(loc + (key, i), f"{mapped} is neither under --project-root nor under your home (~ or --home): "
                           "it names nothing on the simulated machine, so no attack reaches it here")

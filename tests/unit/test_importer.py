@@ -239,3 +239,15 @@ def test_keys_srts_schema_has_but_the_lab_does_not_model_are_named_with_why() ->
     # a key no schema has is still an error
     with pytest.raises(PolicyError):
         import_settings({**data, "enableWeakerNetworkIsolaton": True}, "srt", MACHINE)
+
+
+def test_a_relative_srt_path_is_read_against_the_project_root_and_said_so() -> None:
+    """srt resolves a relative path against the directory it runs in (not Claude Code's rule, the settings file's)."""
+    data = {"filesystem": {"denyRead": [".env"], "allowWrite": ["out"], "denyWrite": []},
+            "network": {"allowedDomains": [], "deniedDomains": []}}
+    imported = import_settings(data, "srt", MACHINE)
+    assert imported.policy.filesystem.denyRead == ("/project/.env",)
+    assert imported.policy.filesystem.allowWrite == ("/project/out",)
+    why = {p.pointer: p.message for p in imported.unmapped}
+    for pointer in ("/filesystem/denyRead/0", "/filesystem/allowWrite/0"):
+        assert why[pointer].startswith("a relative path: srt resolves it against the directory it runs in"), why
