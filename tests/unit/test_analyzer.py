@@ -174,9 +174,12 @@ def test_lint_names_every_upload_host_a_wildcard_reaches(wildcard: str, upload_h
     assert [m.split(":")[0] for m in found] == expected
 
 
-def test_secure_and_practice_policies_have_no_warnings() -> None:
-    assert lint(load_policy(SECURE)) == ()
+def test_the_practice_solution_has_no_warnings_and_the_seeds_secure_setup_is_told_its_secrets_stay_readable() -> None:
+    """The seed's secure setup scopes writes and the network, not reads: under srt (reads open by default) every secret
+    stays readable, and the editor says so before any run; the task's solution hides them and gets no warning."""
     assert lint(load_policy(PRACTICE)) == ()
+    (warning,) = lint(load_policy(SECURE))
+    assert warning.pointer == "/filesystem/denyRead" and "stay readable" in warning.message
 
 
 @pytest.mark.parametrize(
@@ -184,7 +187,8 @@ def test_secure_and_practice_policies_have_no_warnings() -> None:
     [
         ({"filesystem": {"allowWrite": ["/var/run/docker.sock"]}}, "/filesystem/allowWrite/0", "outside the simulated machine"),
         ({"filesystem": {"denyRead": ["/usr/lib"]}}, "/filesystem/denyRead/0", "part of the runtime"),
-        ({"filesystem": {"allowWrite": ["/home/user"], "denyRead": ["/home/user/.ssh", "/home/user"]}}, "/filesystem/allowWrite/0", "writes there never reach the real file"),
+        # a denied file is lifted only by an allowRead of that very file: srt's /dev/null lands over the write bind
+        ({"filesystem": {"allowWrite": ["/project/.env"], "denyRead": ["/project/.env"]}}, "/filesystem/allowWrite/0", "writes there never reach the real file"),
         ({"network": {"allowedDomains": ["192.0.2.1"]}}, "/network/allowedDomains/0", "is an IP address"),
         ({"network": {"allowedDomains": ["example.com"]}}, "/network/allowedDomains/0", "not a host of the simulated internet"),
         ({"network": {"allowedDomains": ["xn--gthub-n2e.com"]}}, "/network/allowedDomains/0", "internationalized name"),
@@ -214,8 +218,9 @@ def test_check_says_grade_counts_a_grant_outside_the_world_exactly_where_grading
     access = access_for(policy, load_world())
     found = overgrants(predict_scope(access), Needs(read=("/project/src",), write=("/project/out",)), access)
     graded = {m.group(0) for o in found if (m := re.search(r"/filesystem/\w+/\d+", o.advice))}
-    assert graded == {"/filesystem/allowRead/1", "/filesystem/allowRead/2", "/filesystem/allowRead/3",
-                      "/filesystem/allowWrite/1", "/filesystem/allowWrite/2", "/filesystem/allowWrite/3"}
+    # under srt an allowRead no denyRead surrounds grants nothing (reads are open anyway): only /opt/x, which
+    # re-opens its own denyRead, and the write grants count
+    assert graded == {"/filesystem/allowRead/4", "/filesystem/allowWrite/1", "/filesystem/allowWrite/2", "/filesystem/allowWrite/3"}
     warned = {w.pointer: w.message for w in lint(policy) if w.pointer.startswith("/filesystem/")}
     counted = {p for p, m in warned.items() if "`grade` counts it as more than the job needs" in m}
     assert counted == graded
@@ -223,7 +228,8 @@ def test_check_says_grade_counts_a_grant_outside_the_world_exactly_where_grading
         assert "changes nothing here" not in warned[p] and f"delete {p}" in warned[p]
         assert ("least-read" if "allowRead" in p else "least-write") in warned[p]
     assert {p for p, m in warned.items() if "changes nothing here" in m} == {
-        "/filesystem/allowRead/4", "/filesystem/denyRead/0", "/filesystem/denyRead/1", "/filesystem/denyWrite/0"}
+        "/filesystem/allowRead/1", "/filesystem/allowRead/2", "/filesystem/allowRead/3",
+        "/filesystem/denyRead/0", "/filesystem/denyRead/1", "/filesystem/denyWrite/0"}
 
 
 def test_lint_includes_the_dotdot_warning_from_loading() -> None:

@@ -481,8 +481,16 @@ def test_a_key_sent_by_the_sandbox_itself_is_no_backdoor_firing(tmp_path: Path) 
 
 
 def test_persistence_predictions_name_the_backdoor_and_when_it_fires() -> None:
-    access = access_for(load_policy({"filesystem": {"allowWrite": ["/home/user", "/project"]}}), load_world())
-    for pid, when in (("write-shell-rc", "in the next shell"), ("write-git-hook", "at the next git commit in /project"),
-                      ("write-sandbox-settings", "in the next sandboxed session")):
+    """srt started in the home keeps ~/.bashrc read-only but not the project's git hooks; Claude Code, started in the
+    project, the reverse: each backdoor the target leaves open is named with when it fires."""
+    policy = load_policy({"filesystem": {"allowWrite": ["/home/user", "/project"]}})
+    srt, claude = access_for(policy, load_world()), access_for(policy, load_world(), "claude-code")
+    for access, pid, when in ((claude, "write-shell-rc", "in the next shell"),
+                              (srt, "write-git-hook", "at the next git commit in /project"),
+                              (srt, "write-sandbox-settings", "in the next sandboxed session")):
         ok, why = probe(pid).predict(probe(pid), access)
         assert ok and f"runs {when}" in why and "sends ~/.ssh/id_rsa to attacker.example" in why, why
+    ok, why = probe("write-shell-rc").predict(probe("write-shell-rc"), srt)
+    assert not ok and "mandatory write protections" in why, why
+    ok, why = probe("write-git-hook").predict(probe("write-git-hook"), claude)
+    assert not ok and "mandatory write protections" in why, why

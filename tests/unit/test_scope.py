@@ -392,9 +392,14 @@ def test_every_world_file_carries_a_canary_so_a_read_can_be_proven() -> None:
 
 
 def test_predicted_scope_of_the_practice_solution() -> None:
-    scope = predict_scope(_policy({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
+    four = ["/home/user", "/etc/secrets", "/project", "/app/workspace"]
+    scope = predict_scope(_policy({"filesystem": {"denyRead": four, "allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
                                    "network": {"allowedDomains": []}}))
     assert scope == Scope(("/project/src/main.py", "/project/src/test_main.py"), ("/project/out",), ())
+    # the old allow-list spelling hides nothing under srt: every world file stays readable
+    old = predict_scope(_policy({"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]},
+                                 "network": {"allowedDomains": []}}))
+    assert set(old.readable) == set(scanned_files(WORLD))
 
 
 def test_predicted_scope_of_the_plain_container_reaches_every_world_host() -> None:
