@@ -22,7 +22,9 @@ from typing import Any, Optional
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from grader.core.jsonfile import json_problem
@@ -96,14 +98,37 @@ def _authorize(settings: ServiceSettings, request: Request) -> Token:
     return token
 
 
+_DOCS_ASSETS = "/docs-assets"
+
+
+def _docs(api: FastAPI) -> None:
+    """``/docs``: Swagger UI from the files the ``swagger-ui-bundle`` wheel ships (the ``service`` extra), no CDN.
+
+    Every URL the page names is this service's own: the script, the stylesheet, the icon and the OpenAPI document."""
+    from swagger_ui_bundle import swagger_ui_path  # type: ignore[import-untyped]
+
+    api.mount(_DOCS_ASSETS, StaticFiles(directory=str(swagger_ui_path)), name="docs-assets")
+
+    @api.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=api.openapi_url or "/openapi.json", title=f"{api.title} - API",
+            swagger_js_url=f"{_DOCS_ASSETS}/swagger-ui-bundle.js", swagger_css_url=f"{_DOCS_ASSETS}/swagger-ui.css",
+            swagger_favicon_url=f"{_DOCS_ASSETS}/favicon-32x32.png")
+
+
 def create_app(settings: ServiceSettings, store: Optional[JobStore] = None) -> Any:
     """The ASGI app of the service at ``settings`` (its Redis opened now): FastAPI inside the body limit."""
     jobs = store if store is not None else JobStore(settings, open_redis(settings))
     collector = ServiceCollector(jobs.conn, settings.prefix, jobs.depth)
+    # docs_url/redoc_url off: FastAPI's own pages load Swagger UI and ReDoc from a CDN, so offline, or behind a
+    # school's filter, /docs was blank. /docs serves Swagger UI from the swagger-ui-bundle wheel instead (_docs).
     api = FastAPI(
         title="Sandbox Lab run service", version=__version__,
         description="Real sandbox runs for learners without a Docker engine. The contract: docs/service-api.md.",
+        docs_url=None, redoc_url=None,
     )
+    _docs(api)
 
     @api.exception_handler(ServiceError)
     async def _service_error(request: Request, exc: ServiceError) -> JSONResponse:

@@ -7,6 +7,7 @@ tests judge is the API and the queue, not Docker (tests/integration/test_worker.
 from __future__ import annotations
 
 import json
+import re
 import time
 import warnings
 from pathlib import Path
@@ -57,6 +58,18 @@ def test_health_metrics_and_docs_need_no_token(client: TestClient) -> None:
     assert "sandbox_lab_queue_depth 0.0" in client.get("/metrics").text
     assert client.get("/docs").status_code == 200
     assert {"/v1/probe", "/v1/grade", "/v1/attack", "/v1/jobs/{job_id}"} <= set(client.get("/openapi.json").json()["paths"])
+
+
+def test_docs_name_no_url_outside_the_service(client: TestClient) -> None:
+    """Issue 39: offline, or where a school's filter blocks a CDN, /docs was blank; every asset comes from the package."""
+    page = client.get("/docs")
+    assert page.status_code == 200
+    urls = re.findall(r"""(?:src|href|url)\s*[:=]\s*['"]([^'"]+)['"]""", page.text)
+    assert urls and not [u for u in urls if "//" in u], urls
+    for url in urls:
+        assert client.get(url).status_code == 200, url
+    assert "SwaggerUIBundle" in client.get("/docs-assets/swagger-ui-bundle.js").text
+    assert client.get("/redoc").status_code == 404  # FastAPI's ReDoc page loads from a CDN: not served
 
 
 def test_unknown_routes_and_methods_answer_json(client: TestClient) -> None:
