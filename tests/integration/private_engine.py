@@ -187,16 +187,30 @@ class PrivateEngine:
     def leftovers(self) -> list[str]:
         """What of this engine is still on the machine: its processes, mounts and directory."""
         left = []
-        probe = subprocess.run(["pgrep", "-f", str(self.root) + "/"], capture_output=True, text=True)
-        left += [f"process {p} of {self.root}" for p in probe.stdout.split()]
+        left += [f"process {p} of {self.root}" for p in self._processes()]
         left += [f"mount {m}" for m in self.mounts()]
         if self.root.exists():
             left.append(f"directory {self.root}")
         return left
 
+    def _processes(self) -> list[int]:
+        """Processes whose command line names this engine's directory (its containerd, shims, a runtime's)."""
+        out = subprocess.run(["pgrep", "-f", str(self.root) + "/"], capture_output=True, text=True).stdout
+        return [int(p) for p in out.split()]
+
     def stop(self) -> None:
         """Everything of this engine gone: dockerd (and so its containerd) stopped, mounts undone, directory removed."""
         self.terminate()
+        # A container whose start failed can outlive its dockerd (seen: runsc refusing a start left its shim,
+        # gofer and sandbox). They name this engine's unique directory: theirs, and no one else's, to end.
+        for pid in self._processes():
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 10
+        while self._processes() and time.monotonic() < deadline:
+            time.sleep(0.1)
         for point in reversed(self.mounts()):
             subprocess.run(["umount", "-l", point], capture_output=True)
         if not self.mounts():  # never rm -r through a mount that is still there
