@@ -10,7 +10,8 @@ transport a kernel's channels are socket files under a prefix in a directory
 made for it alone, so no two kernels can meet, whoever else runs here.
 
 ``execute`` runs a notebook in this process (nbclient), one directory per
-kernel. ``environment`` gives a subprocess that starts kernels (``nbgrader
+kernel; ``client_config`` is the same as source, for a runner another
+interpreter executes (a fresh venv's nbclient). ``environment`` gives a subprocess that starts kernels (``nbgrader
 autograde``, ``jupyter nbconvert --execute``) a Jupyter config directory, first
 on ``JUPYTER_CONFIG_PATH``, whose ``jupyter_config.json`` says the same: one
 directory per subprocess, whose kernels run one after another (each picks the
@@ -28,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-__all__ = ["environment", "execute", "settings"]
+__all__ = ["client_config", "environment", "execute", "settings"]
 
 # A Unix socket's path holds at most 107 bytes: the directory lives in /tmp, not under a long pytest tmp_path.
 _SHORT_TMP = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
@@ -70,6 +71,14 @@ def execute(nb: Any, cwd: Path, *, timeout: int = 600) -> Any:
         assert km.transport == "ipc" and km.ip.startswith(d), f"the kernel would listen on {km.transport}://{km.ip}"
         client.execute()
     return nb
+
+
+@contextmanager
+def client_config() -> Iterator[str]:
+    """A Python expression for ``NotebookClient(..., config=<it>)`` in code another interpreter runs: its kernels
+    (one after another) on ipc in a directory of their own, removed when the block ends."""
+    with _socket_dir() as d:
+        yield f"__import__('traitlets.config', fromlist=['Config']).Config({settings(d)!r})"
 
 
 @contextmanager

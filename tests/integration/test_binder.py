@@ -24,6 +24,8 @@ from typing import Optional
 
 import pytest
 
+import kernels
+
 ROOT = Path(__file__).resolve().parents[2]
 BINDER = ROOT / "binder"
 # What a learner's notebook needs; the package itself is installed by postBuild.
@@ -195,15 +197,17 @@ def test_fresh_binder_environment_runs_the_first_lessons(tmp_path: Path) -> None
         from nbclient import NotebookClient
         for path in sys.argv[1:]:
             nb = nbformat.read(path, as_version=4)
-            NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(Path(path).parent)}}).execute()
+            NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(Path(path).parent)}},
+                           config=KERNEL_CONFIG).execute()
             errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.get("output_type") == "error"]
             assert not errors, f"{path}: {errors[0].get('ename')}: {errors[0].get('evalue')}"
             text = "".join(str(o) for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []))
             assert "Backend: static" in text, f"{path} does not say it runs on the static backend"
             print(path, "ran")
     """)
-    out = subprocess.run([str(repo / "binder" / "start"), str(bindir / "python"), "-c", runner,
-                          *(str(repo / "lessons" / rel) for rel in FIRST_LESSONS)],
-                         capture_output=True, text=True, env=env, cwd=repo, timeout=900)
+    with kernels.client_config() as config:  # the kernels over ipc: no TCP port to lose to another kernel
+        out = subprocess.run([str(repo / "binder" / "start"), str(bindir / "python"), "-c", runner.replace("KERNEL_CONFIG", config),
+                              *(str(repo / "lessons" / rel) for rel in FIRST_LESSONS)],
+                             capture_output=True, text=True, env=env, cwd=repo, timeout=900)
     assert out.returncode == 0, (out.stdout + out.stderr)[-5000:]
     assert out.stdout.count(" ran\n") == len(FIRST_LESSONS), out.stdout

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+import kernels
 from grader.services.common import install_hint
 
 pytestmark = [pytest.mark.slow]
@@ -105,17 +106,19 @@ def test_a_lesson_runs_without_the_docker_sdk(installed: Path, tmp_path: Path) -
     # No SANDBOX_LAB_BACKEND: the lesson's own choice (auto) must find no SDK and say it predicts.
     shutil.copytree(LESSON, tmp_path / LESSON.name, ignore=shutil.ignore_patterns("*.md", ".ipynb_checkpoints"))
     nb_path = tmp_path / LESSON.name / f"{LESSON.name.split('-', 1)[1]}.ipynb"
-    runner = textwrap.dedent(f"""
-        import json, nbformat
-        from nbclient import NotebookClient
-        nb = nbformat.read({str(nb_path)!r}, as_version=4)
-        NotebookClient(nb, timeout=600, kernel_name="python3", resources={{"metadata": {{"path": {str(nb_path.parent)!r}}}}}).execute()
-        errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
-        assert not errors, f"{{errors[0]['ename']}}: {{errors[0]['evalue']}}"
-        texts = [str(v) for c in nb.cells for o in c.get("outputs", []) for v in [o.get("text", ""), *o.get("data", {{}}).values()]]
-        print(json.dumps(chr(10).join(texts)))
-    """)
-    run = _python(installed, tmp_path, runner)
+    with kernels.client_config() as config:  # the kernel over ipc: no TCP port to lose to another kernel
+        runner = textwrap.dedent(f"""
+            import json, nbformat
+            from nbclient import NotebookClient
+            nb = nbformat.read({str(nb_path)!r}, as_version=4)
+            NotebookClient(nb, timeout=600, kernel_name="python3", resources={{"metadata": {{"path": {str(nb_path.parent)!r}}}}},
+                           config={config}).execute()
+            errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+            assert not errors, f"{{errors[0]['ename']}}: {{errors[0]['evalue']}}"
+            texts = [str(v) for c in nb.cells for o in c.get("outputs", []) for v in [o.get("text", ""), *o.get("data", {{}}).values()]]
+            print(json.dumps(chr(10).join(texts)))
+        """)
+        run = _python(installed, tmp_path, runner)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     text = json.loads(run.stdout.strip().splitlines()[-1])
     assert "Backend: static" in text and install_hint("docker") in text
