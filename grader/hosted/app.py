@@ -4,11 +4,13 @@
 module-level app, so tests build theirs against their own Redis. Routes:
 ``POST /v1/<kind>`` for every entry of ``kinds.KINDS`` (202 and a job id),
 ``GET /v1/jobs/{id}``, ``GET``/``PUT /v1/progress`` (the token's progress
-record, ``progress_store``), ``/healthz``, ``/metrics``, and FastAPI's ``/docs``.
+record, ``progress_store``), ``/healthz`` (liveness: the process answers),
+``/readyz`` (readiness: Redis, a live worker, its engine), ``/metrics``, and FastAPI's ``/docs``.
 
 Every answer that is not a success is ``{"error": {"code", "message", ...}}``
 (docs/service-api.md): ours, FastAPI's own validation errors, an unknown route
-or method, and an unexpected exception (a 500 without a traceback). The body
+or method, Redis unreachable (a 503 ``unavailable``, on every route but
+``/healthz``), and an unexpected exception (a 500 without a traceback). The body
 limit wraps the whole app (``limits.BodyLimit``).
 
 Imports the jobs, the kinds, the tokens, the progress records, the metrics and the limits.
@@ -25,6 +27,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from grader.core.jsonfile import json_problem
@@ -70,6 +73,11 @@ def parse_body(raw: bytes) -> Any:
         raise invalid([("$", "nested too deep to be a policy.")]) from None
     except ValueError as exc:
         raise invalid([("$", f"{exc}.")]) from None
+
+
+def _store_down_message(exc: Exception) -> str:
+    said = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+    return f"the service's job store (Redis) cannot be reached ({said}); try again later"
 
 
 def _error(exc: ServiceError) -> JSONResponse:
@@ -152,15 +160,31 @@ def create_app(settings: ServiceSettings, store: Optional[JobStore] = None) -> A
         return JSONResponse(error_body(codes.get(exc.status_code, f"http_{exc.status_code}"), message),
                             status_code=exc.status_code, headers=getattr(exc, "headers", None))
 
+    @api.exception_handler(RedisConnectionError)
+    @api.exception_handler(RedisTimeoutError)
+    async def _store_down(request: Request, exc: Exception) -> JSONResponse:
+        # Redis away is the service unavailable, not a bug: a 503 the client falls back on (docs/service-api.md)
+        _log.error("Redis unreachable on %s %s: %s", request.method, request.url.path, exc)
+        return JSONResponse(error_body("unavailable", _store_down_message(exc)), status_code=503)
+
     @api.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:
         _log.exception("internal error on %s %s", request.method, request.url.path)
         return JSONResponse(error_body("internal", "the service failed on this request (a bug in Sandbox Lab; "
                                        "its log has the details)"), status_code=500)
 
-    @api.get("/healthz")
+    @api.get("/healthz", summary="Liveness: the API process answers (nothing else is checked)")
     async def healthz() -> dict[str, bool]:
         return {"ok": True}
+
+    @api.get("/readyz", summary="Readiness: Redis answers, a worker is live, and its Docker engine answers")
+    def readyz() -> JSONResponse:
+        jobs.conn.ping()  # Redis away: the 503 of _store_down, with its reason
+        census = jobs.census()
+        why = census.unready()
+        if why is not None:
+            return JSONResponse(error_body("unavailable", why, workers=census.to_json()), status_code=503)
+        return JSONResponse({"ok": True, "workers": census.to_json()})
 
     @api.get("/metrics")
     def metrics() -> Response:

@@ -19,8 +19,8 @@ from typing import Mapping, Optional
 
 from grader.core.version import __version__
 
-__all__ = ["BODY_LIMIT", "CACHE_SECONDS", "DIR_ENV", "JOB_TIMEOUT", "NAME_ENV", "REDIS_ENV", "RESULT_SECONDS",
-           "ServiceSettings", "service_settings"]
+__all__ = ["BODY_LIMIT", "CACHE_SECONDS", "DIR_ENV", "HEARTBEAT_SECONDS", "JOB_TIMEOUT", "LIVE_SECONDS", "NAME_ENV",
+           "REDIS_ENV", "RESULT_SECONDS", "ServiceSettings", "service_settings"]
 
 DIR_ENV = "SANDBOX_LAB_SERVICE_DIR"
 REDIS_ENV = "SANDBOX_LAB_REDIS_URL"
@@ -36,6 +36,11 @@ CACHE_SECONDS = 3600
 RESULT_SECONDS = 24 * 3600
 # A run that has not ended after this long is stopped by the worker and reported failed.
 JOB_TIMEOUT = 600
+# How often a worker, idle or busy, writes its heartbeat into Redis (RQ's ``last_heartbeat``).
+HEARTBEAT_SECONDS = 5
+# A worker is counted live only while its last heartbeat is younger than this: two beats missed, plus slack
+# for a slow engine check. A registration alone proves nothing: a SIGKILLed worker's stays for minutes.
+LIVE_SECONDS = 2 * HEARTBEAT_SECONDS + 3
 
 
 def _default_dir(env: Mapping[str, str]) -> Path:
