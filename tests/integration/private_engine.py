@@ -1,4 +1,4 @@
-"""A Docker engine of a test's own: its own dockerd, socket, directories, containerd and bridge, started and removed by the test.
+"""A Docker engine of a test's own: its own dockerd, socket, directories, containerd and network namespace, started and removed by the test.
 
 A test that must stop or restart dockerd (``test_dockerd_restart.py``) does it
 to this engine, never to the machine's: stopping the machine's dockerd stops
