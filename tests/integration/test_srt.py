@@ -153,6 +153,28 @@ def test_naive_setup_under_srt_leaks_the_key_with_evidence(srt_backend: Any) -> 
     assert r.extra["srt_version"] == DOCUMENTED["srt_version"]
 
 
+_VALIDATE = """
+import { SandboxRuntimeConfigSchema } from '%s';
+import { readFileSync } from 'node:fs';
+for (const path of process.argv.slice(1)) {
+  const result = SandboxRuntimeConfigSchema.safeParse(JSON.parse(readFileSync(path, 'utf8')));
+  console.log(JSON.stringify({path, ok: result.success, issues: result.success ? [] : result.error.issues.map(i => i.path.join('.') + ': ' + i.message)}));
+}
+"""
+
+
+def test_each_reference_solution_is_a_settings_file_srt_takes_as_written(srt_cli_path: Path) -> None:
+    """The files a learner is shown as answers pass srt's own config schema unchanged (srt refuses an invalid file)."""
+    schema = srt_cli_path.parent / "sandbox" / "sandbox-config.js"
+    files = [*sorted((ROOT / "solutions").glob("*.json")), ROOT / "solutions" / "attacks" / "your-own-sandbox.policy.json"]
+    node = subprocess.run(["node", "--input-type=module", "-e", _VALIDATE % schema.as_uri(), "--", *map(str, files)],
+                          capture_output=True, text=True, check=False, timeout=60)
+    assert node.returncode == 0, node.stderr
+    verdicts = [json.loads(line) for line in node.stdout.splitlines()]
+    assert len(verdicts) == len(files)
+    assert [v for v in verdicts if not v["ok"]] == []
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task", sorted(p.stem for p in (ROOT / "solutions").glob("*.json")))
 def test_each_task_reference_solution_as_written_keeps_every_secret_unreadable_under_srt(srt_backend: Any, task: str) -> None:
