@@ -72,3 +72,73 @@ def test_a_token_is_answered_from_its_own_runs_only(settings: Any, monkeypatch: 
     theirs = store.submit(ALICE, "probe", {"policy": {}})
     assert theirs["status"] == "queued"  # a run of its own, never bob's
     assert store.status(ALICE, theirs["job"])["cached"] is False
+
+
+# --- issue 39: bounded Redis -------------------------------------------------------------------------
+
+
+def test_a_cached_answer_is_referenced_never_copied(settings: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ten re-POSTs of a 4.5 MB result added 52 MB: each job record held a copy of the cached result for 24 h
+    store = JobStore(settings, open_redis(settings), require_workers=False)
+    monkeypatch.setenv("SANDBOX_LAB_SERVICE_BACKEND", "static")
+    first = store.submit(ALICE, "probe", {"policy": {}})
+    SimpleWorker([store.queue], connection=store.conn, serializer=JSONSerializer).work(burst=True)
+    result = store.status(ALICE, first["job"])["result"]
+    entry = next(store.conn.scan_iter(f"{settings.prefix}cache:*"))
+    again = [store.submit(ALICE, "probe", {"policy": {}}) for _ in range(10)]
+    for job in again:
+        key = f"{settings.prefix}job:{job['job']}"
+        assert job["status"] == "finished" and len(store.conn.get(key)) < 300  # a reference, not the result
+        assert 0 < store.conn.ttl(key) <= store.conn.ttl(entry)  # it expires with what it points at
+        assert store.status(ALICE, job["job"]) == {**store.status(ALICE, job["job"]), "result": result, "cached": True}
+    assert store.conn.zcard(f"{settings.prefix}active:{ALICE.name}") == 0  # cached answers hold no job slot
+    store.conn.delete(entry)
+    gone = store.status(ALICE, again[0]["job"])
+    assert gone["status"] == "failed" and gone["error"]["code"] == "expired" and gone["result"] is None
+
+
+def test_a_full_redis_is_a_503_naming_the_limit_and_queues_nothing(settings: Any) -> None:
+    from grader.hosted.problems import ServiceError
+
+    store = JobStore(settings, open_redis(settings), require_workers=False)
+    old = store.conn.config_get("maxmemory*")
+    store.conn.config_set("maxmemory-policy", "noeviction")
+    store.conn.config_set("maxmemory", 1)  # every write over the limit: what a full store answers
+    try:
+        with pytest.raises(ServiceError) as caught:
+            store.submit(ALICE, "probe", {"policy": {}})
+    finally:
+        store.conn.config_set("maxmemory", old["maxmemory"])
+        store.conn.config_set("maxmemory-policy", old["maxmemory-policy"])
+    err = caught.value
+    assert (err.status, err.code, err.extra["limit"]) == (503, "store_full", "redis maxmemory")
+    assert store.depth() == 0
+
+
+def test_the_job_cap_holds_across_two_api_processes_on_one_redis(settings: Any) -> None:
+    """Issue 39: with two API processes (the Kubernetes design runs two), 2 jobs started on a cap of 1 in 3 of 11
+    bursts. Two stores on their own connections, 20 bursts of 8 requests released at once: never over the cap."""
+    import threading
+
+    one = Token(name="carol", sha256="2" * 64, created=0.0, expires=None, rate=10_000, jobs=1)
+    apis = [JobStore(settings, open_redis(settings), require_workers=False) for _ in range(2)]
+    slot = f"{settings.prefix}active:carol"
+    for burst in range(20):
+        gate = threading.Barrier(8)
+        taken: list[str] = []
+
+        def post(api: JobStore, i: int) -> None:
+            gate.wait()
+            try:
+                taken.append(api.submit(one, "probe", {"policy": {"network": {"allowedDomains": [f"b{burst}-{i}.example"]}}})["job"])
+            except Exception as exc:  # noqa: BLE001 - only the cap's 429 is expected
+                assert getattr(exc, "code", None) == "too_many_jobs", exc
+
+        threads = [threading.Thread(target=post, args=(apis[i % 2], i)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(taken) == 1, f"burst {burst}: {len(taken)} jobs admitted on a cap of 1"
+        assert apis[0].conn.zrange(slot, 0, -1) == [taken[0].encode()]
+        apis[0].conn.zrem(slot, taken[0])  # the job ends: what the worker does when its run returns

@@ -111,3 +111,46 @@ def test_a_stored_record_that_no_longer_parses_is_an_error_never_the_empty_one(s
     with pytest.raises(ServiceError) as caught:
         records.get(alice)
     assert caught.value.status == 500 and caught.value.code == "unreadable"
+
+
+# --- issue 39: captures come from the service's own runs -----------------------------------------------
+
+
+def test_a_put_cannot_mark_a_level_captured(client: TestClient, settings: Any) -> None:
+    """Level 8, which no attack can capture, was stored captured with 0 attempts: a client's notes are kept, its
+    captures are not; what says captured is the service's own record of the runs it made."""
+    alice = _auth(settings, "alice")
+    forged = {"version": 2, "done": {"l01": 100.0}, "first": {},
+              "levels": {"ctf:l08-scoped": {"attempts": 0, "hints": 2, "captured": 1234.5}}}
+    put = client.put("/v1/progress", json=forged, headers=alice)
+    assert put.status_code == 200
+    kept = {"version": 2, "done": {"l01": 100.0}, "first": {},
+            "levels": {"ctf:l08-scoped": {"attempts": 0, "hints": 2, "captured": None}}}
+    assert put.json() == kept and client.get("/v1/progress", headers=alice).json() == kept
+
+
+def test_a_capture_the_service_ran_is_kept_whatever_is_put(client: TestClient, settings: Any, store: JobStore,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from rq import SimpleWorker
+    from rq.serializers import JSONSerializer
+
+    import grader.hosted.jobs as jobs
+    from grader.hosted.kinds import KINDS, Kind
+
+    outcomes = iter([False, True])  # a judged miss, then a capture: what the worker's attack runs returned
+    fake = Kind("attack", lambda body: {"level": 1, "captured": next(outcomes)}, None)
+    monkeypatch.setattr(jobs, "KINDS", {**KINDS, "attack": fake})
+    alice = _auth(settings, "alice")
+    (token,) = read_tokens(settings.tokens_file)
+    for n in range(2):
+        store.submit(token, "attack", {"level": 1, "source": f"print({n})"})
+        SimpleWorker([store.queue], connection=store.conn, serializer=JSONSerializer).work(burst=True)
+    level = client.get("/v1/progress", headers=alice).json()["levels"]["ctf:l01-plain-container"]
+    assert level["attempts"] == 2 and isinstance(level["captured"], float)
+    # a client that sends the level uncaptured, with fewer attempts, does not undo what the service saw
+    put = client.put("/v1/progress", json={"version": 2, "done": {}, "first": {},
+                                           "levels": {"ctf:l01-plain-container": {"attempts": 0, "hints": 1, "captured": None}}},
+                     headers=alice).json()
+    assert put["levels"]["ctf:l01-plain-container"] == {"attempts": 2, "hints": 1, "captured": level["captured"]}
+    # another tenant's runs are not this one's
+    assert "levels" not in client.get("/v1/progress", headers=_auth(settings, "bob")).json()
