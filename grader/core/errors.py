@@ -57,7 +57,8 @@ def json_pointer(loc: Loc) -> str:
     if not loc:
         return "/"
     parts = [str(p).replace("~", "~0").replace("/", "~1") for p in loc]
-    return "/" + "/".join(parts)
+    # a key may hold a lone surrogate (JSON can write one, UTF-8 cannot): escaped, so every message can be printed
+    return ("/" + "/".join(parts)).encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.domains import never_matches, normalize_pattern
 from grader.core.errors import PolicyError, Problem, json_pointer
 from grader.core.paths import MAX_PATH_LENGTH, covers, normalize_path, uses_dotdot
+from grader.core.text import text_problems
 
 __all__ = [
     "LIMITS",
@@ -44,6 +45,12 @@ SCHEMA_VERSION = 1
 LIMITS = {
     "file_bytes": 1_000_000,  # a policy is a few hundred bytes; 1 MB is generous and cheap to refuse
     "list_entries": 1_000,
+    # network.allowedDomains: a real run tries every allowed host at once (the upload and steal probes send to each,
+    # beside the world's 17), and the simulated internet admits 96 connections at once from one run's proxy
+    # (services.internet.PER_CLIENT). Measured (Docker, scope-secure-sandbox, "*.dN.example.com"): 14 entries are
+    # judged, 20 and more lose connections and leave the evidence incomplete on every run, however often it is
+    # rerun. A cap below that, the same on every backend, so no policy is graded by one backend and not another.
+    "allowed_domains": 10,
     "path_chars": MAX_PATH_LENGTH,
     "host_chars": 253,
     "nesting_depth": 16,  # a policy is three levels deep; anything deeper is not a policy
@@ -100,7 +107,8 @@ class NetworkPolicy(_Strict):
     allowedDomains: tuple[DomainEntry, ...] = Field(
         default=(),
         description=('Hosts reachable: exact names, IPv4 literals or "*.suffix" (strict '
-                     'subdomains), each optionally with ":port" (that port only). Empty = no network.'),
+                     'subdomains), each optionally with ":port" (that port only). Empty = no network. '
+                     'At most 10 entries: a real run tries every allowed host at once.'),
     )
     deniedDomains: tuple[DeniedEntry, ...] = Field(
         default=(), description=('Hosts never reachable, even when an allowedDomains entry matches (deny wins); '
@@ -213,7 +221,14 @@ def _structural_problems(data: Any) -> list[Problem]:
                     "this key appears more than once. JSON parsers disagree on which one wins, "
                     "and a policy must mean one thing: keep one.",
                 ))
-        if isinstance(value, list) and len(value) > LIMITS["list_entries"]:
+        if loc == ("network", "allowedDomains") and isinstance(value, list) and len(value) > LIMITS["allowed_domains"]:
+            problems.append(Problem(
+                json_pointer(loc),
+                f"{len(value)} entries; Sandbox Lab runs at most {LIMITS['allowed_domains']} allowed domains. A real run "
+                "tries every allowed host at once, and past that the simulated internet cannot record them all, so the "
+                "run could never be judged. List only the hosts the job talks to (a job needs a few).",
+            ))
+        elif isinstance(value, list) and len(value) > LIMITS["list_entries"]:
             problems.append(Problem(
                 json_pointer(loc),
                 f"{len(value)} entries; the limit is {LIMITS['list_entries']}. Name directories, not every file.",
@@ -342,6 +357,9 @@ def _hidden_runtime(policy: Policy) -> list[Problem]:
 def parse_policy(data: Any, source: str = "policy") -> Policy:
     """Validate already-parsed JSON data; raise ``PolicyError`` listing every problem."""
     problems = _structural_problems(data)
+    bad_text = text_problems(data)
+    if bad_text:  # checked before the model: pydantic's own words for such a string name neither the place nor the fix
+        raise PolicyError(source, bad_text + problems)
     try:
         policy = Policy.model_validate(data, by_alias=True)
     except ValidationError as exc:

@@ -58,6 +58,7 @@ from grader.core.paths import covers
 from grader.core.plan import RunPlan, build_plan
 from grader.core.policy import Policy, parse_policy
 from grader.core.world import World, load_world
+from grader.core.text import text_problem
 
 __all__ = [
     "CHANNELS",
@@ -315,7 +316,11 @@ def attack(lvl: Level, code: str, backend: Backend, *, attempts_before: int = 0,
            policy: Optional[Policy] = None) -> AttackResult:
     """Run ``code`` in the level's sandbox with a fresh flag and judge it; ``BackendError`` where code cannot run.
     The capstone runs under the learner's ``policy`` (a ``LevelError`` naming every problem when it does not do the
-    job, or grants more than it needs); every other level takes none."""
+    job, or grants more than it needs); every other level takes none. Source holding a lone surrogate or a NUL is
+    refused first (``LevelError``): neither can reach the sandbox as the learner wrote it."""
+    bad = text_problem(code)
+    if bad:
+        raise LevelError(f"the attack's source {bad}")
     plan = lvl.plan(policy=policy)  # the learner's policy is checked first, on every backend
     if backend.name == "static":
         raise BackendError(STATIC_CANNOT_ATTACK)

@@ -28,6 +28,7 @@ import ipywidgets as W
 from grader.backends import Backend
 from grader.core.errors import LevelError, SandboxLabError
 from grader.core.policy import load_policy
+from grader.core.text import text_problem
 from grader.ctf.ladder import STATIC_CANNOT_ATTACK
 from grader.ctf.widgets import AttackEditor
 from grader.lessons import palette
@@ -70,6 +71,10 @@ def attack_cell(line: str, cell: str, *, backend: Optional[Backend] = None, reco
     The editor's text area and button are hidden: the code cell is the editor, and rerunning it attacks again.
     A cell with nothing but comments runs nothing (no attempt spent), and neither does one on the static backend,
     which cannot run code: each says so."""
+    for what, text in (("line", line), ("cell", cell)):
+        bad = text_problem(text)
+        if bad:  # the one text check every boundary makes: said in the cell, before anything runs
+            raise LevelError(f"%%{MAGIC_NAME}: the {what} {bad}")
     spec = parse_line(line)
     blank = not any(ln.strip() and not ln.strip().startswith("#") for ln in cell.splitlines())
     policy = load_policy(spec.policy) if spec.policy and not blank else None  # the capstone's, once there is an attack

@@ -32,6 +32,7 @@ from grader.core.transport import TransportError, parse_execution_request, parse
 from grader.core.world import load_world
 from grader.grading.report import result_json
 from grader.hosted import remote_kinds
+from grader.core.text import text_problems
 from grader.hosted.problems import ServiceError, invalid, json_path
 
 __all__ = ["BACKEND_ENV", "KINDS", "Kind", "check_body", "worker_backend"]
@@ -258,6 +259,9 @@ def check_body(route: str, body: Any, kinds: Optional[dict[str, Kind]] = None) -
         raise ServiceError(404, "not_found", f"no kind {route!r}; the service runs {', '.join(sorted(table))}.")
     if not isinstance(body, dict):
         raise invalid([("$", "must be a JSON object.")])
+    bad_text = text_problems(body)  # the one text check every boundary makes, before any kind reads a field
+    if bad_text:
+        raise invalid([(json_path(p.pointer), p.message) for p in bad_text])
     if kind.check is not None:
         kind.check(body)
     return kind

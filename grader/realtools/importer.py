@@ -34,6 +34,7 @@ from grader.core.errors import PolicyError, Problem, json_pointer
 from grader.core.jsonfile import json_problem
 from grader.core.paths import covers
 from grader.core.policy import LIMITS, Policy, load_policy
+from grader.core.text import text_problems
 from grader.core.world import World, load_world
 from grader.realtools.machine import Machine, world_projects
 
@@ -265,6 +266,9 @@ def import_settings(
     if project not in world_projects(w):
         raise PolicyError(name, [Problem("/", f"--world-project must be one of {', '.join(world_projects(w))}")])
     data = _read(source, name)
+    bad_text = text_problems(data)
+    if bad_text:  # a lone surrogate or a NUL anywhere (a key the importer skips too): refused before it is read
+        raise PolicyError(name, bad_text)
     r = _Reader(kind, machine, w, project, name)
     if not isinstance(data, dict):
         raise PolicyError(name, [Problem("/", "a settings file is a JSON object")])
