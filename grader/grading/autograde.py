@@ -89,6 +89,7 @@ from grader import backends
 from grader.backends.base import Backend
 from grader.grading.batch import Row, Submission, grade_batch
 from grader.core.errors import SandboxLabError
+from grader.core.text import printable
 from grader.lessons.first_answer import read_first_answer
 from grader.lessons.quiz import answer_hash, question
 from grader.grading.submission import Deviation, Reference, check_structure, read_policy_file, reference_of, zeroed
@@ -446,10 +447,12 @@ _node: Any = NotebookNode
 
 
 def _stream(text: str) -> Any:
+    text = printable(text)  # a notebook is written as UTF-8: what cannot be written would fail the whole notebook
     return _node({"output_type": "stream", "name": "stdout", "text": text + "\n"})
 
 
 def _error(text: str) -> Any:
+    text = printable(text)
     return _node({"output_type": "error", "ename": "AssertionError", "evalue": text, "traceback": [f"AssertionError: {text}"]})
 
 
@@ -539,6 +542,20 @@ class GradePolicies(Preprocessor):
         student, assignment, notebook, _ = _info(resources)
         rubric = [c for c in nb.cells if c.cell_type == "code" and c.get("metadata", {}).get("nbgrader", {}).get("grade")
                   and not c.get("metadata", {}).get("nbgrader", {}).get("solution")]
+        try:
+            return self._grade(nb, resources, rubric)
+        except Exception as exc:  # noqa: BLE001 - a submission that errored scores 0 with the reason, never a partial score
+            why = (f"0 points: Sandbox Lab could not grade this submission ({type(exc).__name__}: "
+                   f"{printable(str(exc).splitlines()[0] if str(exc) else '')}); the instructor regrades it")
+            self.log.error("Sandbox Lab could not grade %s/%s/%s: every rubric cell scores 0: %s",
+                           student, assignment, notebook, why)
+            for cell in rubric:
+                cell.outputs = [_error(f"{_grade_id(cell)}: {why}")]
+            nb.metadata["sandbox_lab"] = {"structure": {"checked": False, "deviations": []}, "error": printable(str(exc))}
+            return nb, resources
+
+    def _grade(self, nb: NotebookNode, resources: dict[str, Any], rubric: list[NotebookNode]) -> tuple[NotebookNode, dict[str, Any]]:
+        student, assignment, notebook, _ = _info(resources)
         with _lock:
             reading = _readings.pop((assignment, student, notebook), None)  # used once: never a stale reading
         if reading is None:
@@ -558,6 +575,8 @@ class GradePolicies(Preprocessor):
             done.wait()
             row = _rows[_key(task, sub)]
             if row.status == "error" and "the grader failed" in row.feedback:
+                # the grade could not be made (the engine stopped, a fault on this submission): every rubric cell
+                # scores 0 with the row's reason, never the answers' points alone (``preprocess`` does it)
                 raise SandboxLabError(row.feedback)
             judged |= _rewrite(nb, task, row, reading.policy, summary)
             self.log.info("Sandbox Lab graded %s/%s: %s/%s (%s) before structure checks", student, task.id, row.score, row.max_score, row.backend)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -45,6 +46,7 @@ from grader.backends.base import Backend
 from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.errors import PolicyError, SandboxLabError
 from grader.core.policy import Policy, load_policy
+from grader.core.text import printable
 from grader.grading.grade import Grade, grade
 from grader.grading.tasks import Task
 
@@ -94,6 +96,12 @@ class Row:
     sha256: str = ""
     checks: tuple[dict[str, Any], ...] = ()
     backend: str = ""
+
+    def __post_init__(self) -> None:
+        # a file name (a student id) or an old journal line may hold what UTF-8 cannot (a lone surrogate): written
+        # escaped, so one row can never stop the gradebook from being written
+        for name in ("student", "feedback", "source"):
+            object.__setattr__(self, name, printable(getattr(self, name)))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -237,8 +245,13 @@ def output_files(out: Union[str, os.PathLike[str]]) -> dict[str, Path]:
 
 def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    try:
+        # backslashreplace: rows are printable already; this is the last guard, never a half-written gradebook
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 # --- reading submissions ------------------------------------------------------------------
@@ -261,7 +274,7 @@ def _from_dir(folder: Path) -> list[Submission]:
     for path in sorted(folder.iterdir()):
         if path.name.startswith(".") or path.is_dir():
             continue  # hidden files (.DS_Store, editor backups) and folders are not submissions
-        subs.append(_read(path.stem, path))
+        subs.append(_read(printable(path.stem), path))  # a name that is not UTF-8 is still one student
     return subs
 
 
@@ -478,6 +491,26 @@ def _error_row(sub: Submission, task: Task, message: str, backend: str) -> Row:
     return Row(sub.student, 0, task.max_score, "error", f"{task.id}: not graded: {message}", sub.source, sub.sha256, (), backend)
 
 
+def _fault(exc: BaseException, *, retry: bool = False) -> str:
+    """A fault of the grader's own, in the words of an error row (``the grader failed (KeyError: 'x')``). Only a
+    run that failed (``retry``: the engine stopped, a container died) is worth rerunning; a fault grading this
+    submission's text would come back the same, so that row names the fault and says whom to tell."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    what = f"the grader failed ({type(exc).__name__}: {printable(first)})"
+    if retry:
+        return f"{what}; rerun the batch to retry"
+    return (f"{what} on this submission; rerunning will fail the same way. This is a bug in Sandbox Lab: report it "
+            "with this submission, and grade it by hand meanwhile")
+
+
+def _graded_or_error(sub: Submission, task: Task, backend: Backend, graded: Callable[[], Grade]) -> Row:
+    """The row of ``graded()``'s grade; an error row naming the fault when grading or writing the row fails."""
+    try:
+        return _row(sub, graded())
+    except Exception as exc:  # noqa: BLE001 - one submission's fault is its row: every other student is still graded
+        return _error_row(sub, task, _fault(exc), backend.name)
+
+
 def grade_batch(
     task: Task,
     inputs: Union[str, os.PathLike[str], list[Submission]],
@@ -541,10 +574,13 @@ def grade_batch(
             else:
                 try:
                     policy = load_policy(sub.data, name=Path(sub.source).name)
+                    key = policy.canonical_json() if dedupe else f"{sub.student}\x00{sub.source}"
                 except PolicyError as exc:
-                    finish(_row(sub, grade(task, exc, backend)))
+                    finish(_graded_or_error(sub, task, backend, functools.partial(grade, task, exc, backend)))
                     continue
-                key = policy.canonical_json() if dedupe else f"{sub.student}\x00{sub.source}"
+                except Exception as exc:  # noqa: BLE001 - a fault reading one submission is its row, never the class's end
+                    finish(_error_row(sub, task, _fault(exc), backend.name))
+                    continue
                 groups.setdefault(key, []).append((sub, policy))
 
         with ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="grade") as pool:
@@ -564,12 +600,11 @@ def grade_batch(
                         try:
                             g = fut.result()
                         except Exception as exc:  # noqa: BLE001 - a failed run is a row, never the end of the batch
-                            msg = f"the grader failed ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); rerun the batch to retry"
                             for sub, _ in group:
-                                finish(_error_row(sub, task, msg, backend.name))
+                                finish(_error_row(sub, task, _fault(exc, retry=True), backend.name))
                             continue
                         for sub, _ in group:
-                            finish(_row(sub, g))
+                            finish(_graded_or_error(sub, task, backend, lambda: g))
             except BaseException:
                 for fut in pending:
                     fut.cancel()

@@ -6,6 +6,7 @@ import csv
 import hashlib
 import io
 import json
+import os
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -456,3 +457,104 @@ def test_grade_batch_cli_regrade_flag(tmp_path: Path, capsys: pytest.CaptureFixt
     assert main([*argv, "--regrade"]) == 0
     again = json.loads(capsys.readouterr().out)
     assert again["resumed"] == 0 and again["runs"] >= 1 and again["changes"] == []
+
+
+# --- no submission can stop a class (issue 39) ---------------------------------------------------------
+
+
+def _poisoned_class(folder: Path) -> Path:
+    """Two honest students and one poisoned submission of each kind."""
+    folder.mkdir()
+    (folder / "ada.json").write_text(SOLUTION)
+    (folder / "bob.json").write_text(json.dumps(NAIVE))
+    (folder / "p-surrogate-path.json").write_text('{"filesystem": {"denyRead": ["/a\\ud800"]}}')
+    (folder / "p-surrogate-key.json").write_text('{"filesystem": {"denyRead": ["/a"], "\\ud800": []}}')
+    (folder / "p-nul.json").write_text('{"network": {"allowedDomains": ["registry.npmjs.org\\u0000.evil"]}}')
+    (folder / "p-wildcards.json").write_text(json.dumps({"network": {"allowedDomains": [f"*.d{i}.example.com" for i in range(1000)]}}))
+    theirs = folder.parent / "classmate.json"
+    theirs.write_text(SOLUTION)
+    os.link(theirs, folder / "p-hardlink.json")
+    (folder / "p-symlink.json").symlink_to(theirs)
+    os.mkfifo(folder / "p-fifo.json")
+    (folder / os.fsdecode(b"p-latin1-\xe9.json")).write_text("{}")  # a file name that is not UTF-8
+    return folder
+
+
+def test_a_class_with_one_poisoned_submission_of_each_kind_is_graded_whole(tmp_path: Path) -> None:
+    subs = _poisoned_class(tmp_path / "subs")
+    out = tmp_path / "out"
+    book = grade_batch(TASK, subs, Counting(), out=out)
+    rows = _rows(book)
+    assert rows["ada"]["status"] == "ok" and rows["ada"]["score"] == TASK.max_score
+    assert rows["bob"]["status"] == "ok"
+    expect = {
+        "p-surrogate-path": ("invalid", "/filesystem/denyRead/0: holds a lone surrogate (\\ud800)"),
+        "p-surrogate-key": ("invalid", "/filesystem/\\ud800: this key holds a lone surrogate"),
+        "p-nul": ("invalid", "/network/allowedDomains/0: holds a NUL"),
+        "p-wildcards": ("invalid", "/network/allowedDomains: 1000 entries; Sandbox Lab runs at most 10"),
+        "p-hardlink": ("error", "p-hardlink.json is a hard link (one of 2 names of the same file)"),
+        "p-symlink": ("error", "p-symlink.json is a symbolic link"),
+        "p-fifo": ("error", "p-fifo.json is a pipe or a device"),
+    }
+    for student, (status, words) in expect.items():
+        assert rows[student]["status"] == status and words in str(rows[student]["feedback"]), rows[student]
+        assert rows[student]["score"] == 0
+    assert rows["p-latin1-\\udce9"]["status"] == "ok"  # the name is shown escaped; the student is graded
+    # the gradebook is written, every student in it, as UTF-8 (a lone surrogate in it could not be)
+    text = (out / "gradebook.csv").read_text(encoding="utf-8")
+    assert len(list(csv.DictReader(io.StringIO(text)))) == len(rows) == 10
+    assert json.loads((out / "gradebook.json").read_text(encoding="utf-8"))["counts"]["ok"] == 3
+    assert not list(out.glob("*.tmp"))
+    # a rerun on the journal works and reuses every graded row
+    again = Counting()
+    book2 = grade_batch(TASK, subs, again, out=out)
+    assert again.runs == 0 and _rows(book2) == rows
+
+
+def test_a_fault_grading_one_submission_is_its_error_row_and_says_a_rerun_will_not_help(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import grader.grading.batch as batch
+
+    real = batch.grade
+
+    def grade_or_fault(task, policy, backend, *args, **kwargs):  # type: ignore[no-untyped-def]
+        result = real(task, policy, backend, *args, **kwargs)
+        if getattr(policy, "network", None) is not None and "*.github.com" in policy.network.allowedDomains:
+            return replace(result, checks=None)  # a grade the row cannot be made from: a bug, on this policy only
+        return result
+
+    monkeypatch.setattr(batch, "grade", grade_or_fault)
+    subs = _class(tmp_path / "subs")
+    book = grade_batch(TASK, subs, Counting(), out=tmp_path / "out")
+    rows = _rows(book)
+    assert rows["ada"]["status"] == "ok"
+    for student in ("dee", "eve"):
+        assert rows[student]["status"] == "error" and rows[student]["score"] == 0
+        assert "the grader failed (TypeError" in str(rows[student]["feedback"])
+        assert "rerunning will fail the same way" in str(rows[student]["feedback"])
+    assert (tmp_path / "out" / "gradebook.csv").is_file()
+
+
+def test_a_journal_row_that_holds_what_utf8_cannot_is_written_escaped(tmp_path: Path) -> None:
+    """A journal written before the text boundary may hold a lone surrogate: the rerun writes the gradebook."""
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    (subs / "ann.json").write_text(SOLUTION)
+    out = tmp_path / "out"
+    grade_batch(TASK, subs, Counting(), out=out)
+    journal = out / "journal.jsonl"
+    line = json.loads(journal.read_text().splitlines()[0])
+    line["row"]["feedback"] = "denyRead /a\ud800 ..."
+    journal.write_text(json.dumps(line) + "\n")
+    book = grade_batch(TASK, subs, Counting(), out=out)
+    assert book.resumed == 1 and "/a\\ud800" in book.rows[0].feedback
+    assert "/a\\\\ud800" in (out / "gradebook.csv").read_text(encoding="utf-8").replace("\\", "\\\\")
+
+
+def test_grade_batch_cli_finishes_a_poisoned_class(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    subs = _poisoned_class(tmp_path / "subs")
+    code = cli.main(["grade-batch", str(subs), "--task", TASK.id, "--backend", "static", "--out", str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 0, captured
+    assert "10 students" in captured.err and (tmp_path / "out" / "gradebook.csv").is_file()
