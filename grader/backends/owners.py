@@ -5,6 +5,13 @@ grader's pid, and where that pid means something: ``namespace``), so
 ``cleanup`` can tell a dead grader's leftovers from a live one's. The root is
 this user's alone (``private_root``): nothing is ever opened to every local user.
 
+Every directory and file the grader makes for a run is given its mode
+explicitly (``make_dir``, ``write_file``), never left to the umask: a grader
+started with umask 000 used to make the world copy 0777 and its files 0666,
+kept private only by the 0700 directory around them. The modes are what umask
+022 gave before: the sandbox's user and the services' containers may pass and
+read, nobody but the owner writes.
+
 Imports: errors and the standard library. Never ``docker``.
 """
 
@@ -20,9 +27,41 @@ from typing import Optional
 
 from grader.core.errors import BackendError
 
-__all__ = ["OWNER", "Owner", "make_run_dir", "namespace", "pid_alive", "private_root", "read_owner", "runs_root", "write_owner"]
+__all__ = ["DIR_MODE", "FILE_MODE", "OWNER", "Owner", "make_dir", "make_run_dir", "namespace", "pid_alive", "private_root", "read_owner", "runs_root", "write_file", "write_owner"]
 
 OWNER = "owner.json"
+# A run's directories and files: its sandbox's user and the services' containers pass through and read them, only
+# their owner writes. Given explicitly, whatever the umask (000 would make them writable by everyone).
+DIR_MODE = 0o755
+FILE_MODE = 0o644
+
+
+def make_dir(path: Path, mode: int = DIR_MODE, *, parents: bool = False, exist_ok: bool = False) -> None:
+    """``mkdir`` with ``mode`` exactly (and each missing parent with it, under ``parents``), whatever the umask;
+    a directory that was there already (``exist_ok``) is left as it is."""
+    missing = [path] + ([p for p in path.parents if not p.exists()] if parents else [])
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=mode)
+        except FileExistsError:
+            if not exist_ok or not d.is_dir():
+                raise
+            continue
+        os.chmod(d, mode)  # mkdir's mode is masked by the umask: set it, so no umask decides it
+
+
+def write_file(path: Path, data: "bytes | str", mode: int = FILE_MODE) -> None:
+    """Create or replace the contents of ``path`` (text as UTF-8) with ``mode`` exactly, whatever the umask; a
+    symbolic link in its place is refused, never written through."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(raw)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
 
 
 def runs_root() -> Path:
@@ -132,7 +171,7 @@ def write_owner(directory: Path, pid: int) -> None:
     A shared internet's directory names its keeper, which outlives the grader that made it.
     """
     # json.dumps' own spacing, as before: tests look for '"pid": N,' in the text
-    (directory / OWNER).write_text(json.dumps({"pid": pid, "run": directory.name, "ns": namespace()}))
+    write_file(directory / OWNER, json.dumps({"pid": pid, "run": directory.name, "ns": namespace()}))
 
 
 def read_owner(directory: Path) -> Optional[Owner]:

@@ -52,7 +52,8 @@ from grader.core.probes import OrderContext, orders_for
 from grader.core.scope import new_file, scanned_dirs
 from grader.core.world import World
 # the run's surroundings, each in a module of its own; named here too, as every backend knows them from here
-from grader.backends.owners import Owner, make_run_dir, namespace, pid_alive, private_root, read_owner, runs_root, write_owner
+from grader.backends.owners import Owner, make_dir, make_run_dir, namespace, pid_alive, private_root, read_owner, runs_root, write_file, write_owner
+from grader.backends.quota import bound_world
 from grader.backends.listeners import HostListener, Listening, SigningAgent, sandbox_addresses
 from grader.backends.cleanup import CLEANERS, SWEEP_ENV, SWEEP_EVERY, SWEEP_STAMP, Scope, cleanup, sweep_soon, swept
 
@@ -110,6 +111,7 @@ class RunDir:
     # grader's, private, and must reach the sandbox some other way (``enginedisk``'s volume copy).
     handed: bool = False
     uid: int = -1  # the sandbox's user (the world's), once laid out
+    bounded: bool = False  # the world copy is on a tmpfs of quota.WORLD_BYTES (quota.bound_world)
 
     @classmethod
     def create(cls, run_id: str, engine: Any = None) -> "RunDir":
@@ -128,18 +130,19 @@ class RunDir:
     def lay_out(self, plan: RunPlan) -> dict[str, str]:
         """Write the world with fresh canaries; return each file's sha256 before the run."""
         w = plan.world
+        if not self.bounded:  # before a byte is written: what the sandbox can write is the world copy, so bound it
+            self.bounded = bound_world(self.world)
+        # every mode explicit (owners.make_dir, write_file): the umask the grader was started with decides nothing
         for d in w.directories():
-            self.host_path(d).mkdir(parents=True, exist_ok=True)
+            make_dir(self.host_path(d), parents=True, exist_ok=True)
         for f in w.files:
             self.canaries[f.path] = secrets.token_hex(16)
-            p = self.host_path(f.path)
-            p.write_text(f.content.replace("{canary}", self.canaries[f.path]), encoding="utf-8")
-            p.chmod(f.mode)
+            write_file(self.host_path(f.path), f.content.replace("{canary}", self.canaries[f.path]), f.mode)
         for m in plan.mounts:
-            if m.precreate:
-                self.host_path(m.source).touch()
-        (self.path / "mask").mkdir()
-        (self.path / "mask" / "empty").touch(mode=0o444)
+            if m.precreate and not self.host_path(m.source).exists():
+                write_file(self.host_path(m.source), b"")
+        make_dir(self.path / "mask")
+        write_file(self.path / "mask" / "empty", b"", 0o444)
         self.uid = plan.world.uid
         self.handed = _hand_over(self.path, self.world, self.uid)
         return {wp: sha256(self.host_path(wp).read_bytes()) for wp in self._judged_paths(plan)}

@@ -57,6 +57,7 @@ from grader.core.records import RawPorts
 from grader.services.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT
 from grader.backends.base import Closing
 from grader.backends.files import host_files
+from grader.backends.owners import make_dir, write_file
 from grader.backends.runlogs import close_run, open_run
 from grader.backends.runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, read_runner_output, run_with_retries, runner_config, world_ports
 
@@ -401,9 +402,10 @@ class _Run:
     def _start_service(self, script: str, config: dict[str, Any]) -> subprocess.Popen[bytes]:
         """Start ``grader.services.<script>`` on the host with ``config``, in ``<run>/<script>``; tracked."""
         sdir = self.dir.path / script
-        (sdir / "out").mkdir(parents=True)
-        (sdir / f"{script}.json").write_text(json.dumps({**config, "out_dir": str(sdir / "out")}))
+        make_dir(sdir / "out", parents=True)  # modes explicit: the umask decides nothing
+        write_file(sdir / f"{script}.json", json.dumps({**config, "out_dir": str(sdir / "out")}))
         env = {**os.environ, "PYTHONPATH": str(_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
+        write_file(sdir / f"{script}.log", b"")  # made with its mode first: opening it below keeps it
         with (sdir / f"{script}.log").open("wb") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", f"grader.services.{script}", str(sdir / f"{script}.json")],
@@ -453,22 +455,22 @@ class _Run:
         if node is None or not srt_cli().is_file():
             raise SrtUnavailable(srt_problem() or "srt is not installed")
         rdir, odir = self.dir.path / "run", self.dir.path / "opt"
-        rdir.mkdir()
-        odir.mkdir()
+        make_dir(rdir)
+        make_dir(odir)
         for script in ("probe_runner.py", "wire.py"):  # the runner and the records it reads and prints
             shutil.copy(Path(__file__).resolve().parents[1] / "services" / script, odir / script)
-        (odir / "boot.py").write_text(_BOOT)
+        write_file(odir / "boot.py", _BOOT)
         shutil.copy(self.dir.path / "internet" / "out" / "ca.pem", rdir / "ca.pem")
-        (rdir / "config.json").write_text(json.dumps(self._runner_config(raw, host_port)))
+        write_file(rdir / "config.json", json.dumps(self._runner_config(raw, host_port)))
         settings_path = self.dir.path / "srt-settings.json"
-        settings_path.write_text(json.dumps(settings, indent=2))
+        write_file(settings_path, json.dumps(settings, indent=2))
         home = self.dir.host_path(self.plan.world.home)
         # the system interpreter: the runner needs the standard library only, and the
         # unprivileged user may not be able to read the grader's own (e.g. under /root)
         python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else (shutil.which("python3") or sys.executable)
         command = " ".join(shlex.quote(a) for a in ["exec", python, str(odir / "boot.py"), str(rdir / "config.json")])
         tmp = self.dir.path / "tmp"  # srt leaves its proxy sockets in TMPDIR: here they go with the run
-        tmp.mkdir(mode=0o700)
+        make_dir(tmp, 0o700)
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8", "TMPDIR": str(tmp),
             "PYTHONDONTWRITEBYTECODE": "1", "USER": self.plan.world.user,
@@ -480,6 +482,8 @@ class _Run:
             os.chown(tmp, uid, uid)
             kwargs.update(user=uid, group=uid, extra_groups=[])
         timeout = self.plan.hardening.timeout_s
+        for name in ("runner.out", "srt.err"):
+            write_file(self.dir.path / name, b"")  # made with their mode first: opening them below keeps it
         with (self.dir.path / "runner.out").open("wb") as out, (self.dir.path / "srt.err").open("wb") as err:
             proc = subprocess.Popen(
                 [node, str(srt_cli()), "--settings", str(settings_path), "-c", command],

@@ -8,7 +8,9 @@ blocking, asks the open file what it is (``NotRegular`` for anything but a
 regular file: nothing can be swapped in between the check and the read), and
 reads at most one byte past the limit (``TooLarge``): a file can grow, and
 the size ``stat`` reports is no guard. A link is followed only where the
-reader named the file itself (``follow``); a submission's never is.
+reader named the file itself (``follow``); a submission's never is, and
+neither is a file with a second name (a hard link): where the link is not
+followed, a file with more than one name is refused the same way.
 
 Imports nothing of the package.
 """
@@ -43,7 +45,8 @@ class NotRegular(ValueError):
 def read_regular(path: Union[str, Path], limit: int, *, dir_fd: Optional[int] = None, follow: bool = False) -> bytes:
     """The bytes of the regular file at ``path`` (relative to ``dir_fd`` when given), at most ``limit``;
     ``NotRegular`` for a link (its last component is followed only with ``follow``: a file the reader named
-    itself, never a submission), a directory, a pipe or a device; ``TooLarge`` over the limit; ``OSError``
+    itself, never a submission; without ``follow`` a file with more than one name, a hard link, too), a directory,
+    a pipe or a device; ``TooLarge`` over the limit; ``OSError``
     (``FileNotFoundError``, ...) as opening raises it."""
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | (0 if follow else os.O_NOFOLLOW)
     try:
@@ -53,9 +56,13 @@ def read_regular(path: Union[str, Path], limit: int, *, dir_fd: Optional[int] = 
             raise NotRegular("a symbolic link") from None
         raise
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise NotRegular("a directory" if stat.S_ISDIR(mode) else "a pipe or a device")
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise NotRegular("a directory" if stat.S_ISDIR(st.st_mode) else "a pipe or a device")
+        if not follow and st.st_nlink > 1:
+            # a hard link is a second name for somebody else's file (a classmate's, the grader's own), just as a
+            # symbolic link points at one; it cannot be told from the original, so a submission never reads one
+            raise NotRegular(f"a hard link (one of {st.st_nlink} names of the same file)")
         with os.fdopen(os.dup(fd), "rb") as fh:
             raw = fh.read(limit + 1)
     finally:

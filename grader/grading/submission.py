@@ -335,8 +335,8 @@ def read_policy_file(folder: Path, name: str = POLICY_FILE) -> tuple[Optional[st
     except FileNotFoundError:
         return None, f"no {label} was submitted"
     except NotRegular as exc:
-        if exc.what == "a symbolic link":
-            return None, f"{label} is a symbolic link; submit the file itself (links are never followed)"
+        if exc.what == "a symbolic link" or exc.what.startswith("a hard link"):
+            return None, f"{label} is {exc.what}; submit the file itself (links are never followed)"
         return None, f"{label} is not a regular file ({exc.what}); submit the JSON file itself"
     except TooLarge:
         return None, f"{label} is over the {MAX_SUBMISSION_BYTES}-byte limit"

@@ -46,6 +46,15 @@ def test_a_link_is_followed_only_when_asked(tmp_path: Path) -> None:
         read_regular(tmp_path / "dangling", 10, follow=True)
 
 
+def test_a_hard_link_is_refused_where_links_are_not_followed(tmp_path: Path) -> None:
+    (tmp_path / "theirs").write_bytes(b"{}")
+    os.link(tmp_path / "theirs", tmp_path / "mine")
+    assert read_regular(tmp_path / "mine", 10, follow=True) == b"{}"  # a file the reader named itself
+    for name in ("mine", "theirs"):  # two names of one file: neither tells which is the original
+        with pytest.raises(NotRegular, match=r"^a hard link \(one of 2 names of the same file\)$"):
+            read_regular(tmp_path / name, 10)
+
+
 def test_a_path_relative_to_an_open_directory_is_read_there(tmp_path: Path) -> None:
     (tmp_path / "f").write_bytes(b"here")
     fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)

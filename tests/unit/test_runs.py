@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -22,8 +23,9 @@ import pytest
 
 from grader import load_policy
 from grader.backends import cleanup as cleaning
-from grader.backends import runs
+from grader.backends import owners, runs
 from grader.backends.base import Backend, Closing
+from grader.backends.files import host_files
 from grader.backends.static import StaticBackend
 from grader.core.errors import InfrastructureError
 from grader.core.outcomes import RunResult
@@ -93,6 +95,46 @@ def test_a_run_dir_lays_out_the_world_with_fresh_canaries() -> None:
         assert canary in first.host_path(path).read_text()
         assert path in before
     assert set(first.snapshot(plan)) >= set(before)
+
+
+def test_the_world_copy_and_run_files_have_their_modes_whatever_the_umask() -> None:
+    """Under umask 000 the world copy used to be 0777 and its files 0666 (only the 0700 run directory kept them
+    private): every directory and file made for a run now has its mode set explicitly."""
+    plan = build_plan(load_policy({}))
+    old = os.umask(0)
+    try:
+        d = runs.RunDir.create("sl-umask")
+        d.lay_out(plan)
+        files = host_files(d.path / "svc")
+        files.mkdir("out/runs")
+        files.write("config.json", b"{}")
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(d.path)): stat.S_IMODE(p.lstat().st_mode) for p in [d.path, *d.path.rglob("*")]}
+    world_files = {f.path.lstrip("/"): f.mode for f in plan.world.files}
+    assert modes["."] == (0o710 if os.geteuid() == 0 else 0o700)  # root lets the sandbox user's group pass (_hand_over)
+    for rel, mode in modes.items():
+        assert not mode & 0o022, f"{rel} is {oct(mode)}: writable by others"
+        world_rel = rel.removeprefix("world/")
+        if rel.startswith("world/") and world_rel in world_files:
+            assert mode == world_files[world_rel], (rel, oct(mode))
+    assert modes["mask/empty"] == 0o444 and modes["mask"] == 0o755 and modes["owner.json"] == 0o644
+    assert modes["svc/out/runs"] == modes["svc/out"] == modes["svc"] == 0o755 and modes["svc/config.json"] == 0o644
+
+
+def test_make_dir_and_write_file_set_the_mode_whatever_the_umask(tmp_path: Path) -> None:
+    old = os.umask(0o077)  # too tight is as wrong as too loose: the sandbox's user could not pass
+    try:
+        owners.make_dir(tmp_path / "a" / "b", parents=True)
+        owners.write_file(tmp_path / "a" / "b" / "f", "x")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "a").stat().st_mode) == stat.S_IMODE((tmp_path / "a" / "b").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "a" / "b" / "f").stat().st_mode) == 0o644
+    (tmp_path / "link").symlink_to(tmp_path / "a" / "b" / "f")
+    with pytest.raises(OSError):
+        owners.write_file(tmp_path / "link", "through a link")  # never written through a link in its place
+    assert (tmp_path / "a" / "b" / "f").read_text() == "x"
 
 
 # --- the host listener --------------------------------------------------------------

@@ -216,8 +216,15 @@ def _latin1(tmp_path: Path) -> None:
     (tmp_path / "my_policy.json").write_bytes('{"x": "caf\u00e9"}'.encode("latin-1"))
 
 
+def _hard_link(tmp_path: Path) -> None:
+    other = tmp_path.parent / f"{tmp_path.name}-classmate-hard.json"
+    other.write_text("{}")
+    os.link(other, tmp_path / "my_policy.json")  # a second name of a classmate's file: no symbolic link to see
+
+
 @pytest.mark.parametrize(("make", "words"), [
     (_link, "symbolic link"),
+    (_hard_link, "is a hard link (one of 2 names of the same file); submit the file itself"),
     (_dangling, "symbolic link"),
     (_directory, "not a regular file"),
     (_fifo, "not a regular file"),

@@ -48,7 +48,7 @@ from grader.core.world import World, load_world, read_world
 from grader.backends.files import Files, host_files, host_path
 from grader.backends.docker.engine import Missing, engine_errors, open_client
 from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive
-from grader.backends.owners import runs_root
+from grader.backends.owners import make_dir, runs_root
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import Taken, give_back
 from grader.backends.docker.simnet import (
@@ -453,7 +453,7 @@ def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, client
 
     gen = secrets.token_hex(4)
     workdir = hub.path / "internet"
-    workdir.mkdir()
+    make_dir(workdir)
     net = start_internet(client, image, world, host_files(workdir), f"{hub.name}-{gen}", labels(hub.name), leftovers)
     try:
         hub.write_state({"gen": gen, "container": net.container.id, "network": net.network.id, "ip": net.ip, "dir": str(workdir)})

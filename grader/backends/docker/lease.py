@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from grader.backends.owners import pid_alive, private_root, read_owner, runs_root, write_owner
+from grader.backends.owners import make_dir, pid_alive, private_root, read_owner, runs_root, write_file, write_owner
 
 __all__ = ["DEFAULT_IDLE", "IDLE_ENV", "HubDir", "hub_dir", "idle_seconds", "process_alive"]
 
@@ -74,7 +74,7 @@ def process_alive(pid: int, marker: str = "") -> bool:
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data))
+    write_file(tmp, json.dumps(data))
     os.replace(tmp, path)
 
 
@@ -135,7 +135,7 @@ class HubDir:
         self.path.mkdir(mode=0o700)  # the grader's user's alone, like every run directory
         os.chmod(self.path, 0o700)
         for part in ("leases", "pool", "claimed", "trash"):
-            (self.path / part).mkdir()
+            make_dir(self.path / part, 0o700)
 
     def set_keeper(self, pid: int) -> None:
         write_owner(self.path, pid)  # cleanup reads it like any run's

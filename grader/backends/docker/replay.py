@@ -61,6 +61,7 @@ from grader.backends.docker.engine import DockerError, EngineError, Mount, Refus
 from grader.backends.docker.enginedisk import Disk, RunCopy
 from grader.backends.docker.resources import Resources
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
+from grader.backends.owners import make_dir, write_file
 from grader.backends.runs import MAX_OUTPUT, RunDir, read_sinks, resolv_conf
 from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, start_internet
 
@@ -281,16 +282,16 @@ def _play(run: Session, made: Resources, image: str, internet: Internet, disk: D
           harden: Callable[[Hardening], dict[str, Any]], key: str) -> NextSession:
     world, client = run.plan.world, run.client
     rdir = run.dir.path / "run"
-    rdir.mkdir(exist_ok=True)
-    (rdir / "next.sh").write_text(driver_script(world), encoding="utf-8")
+    make_dir(rdir, exist_ok=True)
+    write_file(rdir / "next.sh", driver_script(world))
     # the plain container's network: the replay's own DNS server is its only name server
-    (rdir / "next-resolv.conf").write_text(resolv_conf(internet.ip))
+    write_file(rdir / "next-resolv.conf", resolv_conf(internet.ip))
     # the user's machine trusts the simulated internet's certificates as a real one trusts real CAs:
     # a backdoor that speaks HTTPS to the attacker works in the next session as it would on a laptop
     ca = internet.out.read("ca.pem")
     if not ca:
         raise InfrastructureError("the next session's internet has no certificate authority (ca.pem)")
-    (rdir / "next-ca.pem").write_bytes(ca)
+    write_file(rdir / "next-ca.pem", ca)
     try:
         source = run.copy.place()  # the run directory as it is now: the world copy as the sandbox left it
     finally:

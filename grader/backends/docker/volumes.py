@@ -35,6 +35,7 @@ from typing import IO, Any, Callable, Iterator, Optional
 from grader.core.errors import BackendError, InfrastructureError
 from grader.backends.files import Files, HostFiles, Stat
 from grader.backends.runs import MAX_OUTPUT, RunDir
+from grader.backends.owners import make_dir, write_file
 from grader.backends.docker.engine import Missing, Mount, Refused, engine_errors, refused
 
 __all__ = [
@@ -307,7 +308,7 @@ def _unpack_world(raw: IO[bytes], world: Path) -> None:
     become a second name of the file already written; nothing else is made.
     A name outside the world, or under a link, is ignored.
     """
-    world.mkdir(parents=True, exist_ok=True)
+    make_dir(world, parents=True, exist_ok=True)  # modes explicit: the umask decides nothing
     base = os.path.realpath(world)
     total = 0
     with tarfile.open(fileobj=raw, mode="r|") as tf:
@@ -322,7 +323,7 @@ def _unpack_world(raw: IO[bytes], world: Path) -> None:
                 continue  # a name given twice: the first one stands
             if m.isdir():
                 if len(parts) > 1:
-                    dest.mkdir(exist_ok=True)
+                    make_dir(dest, exist_ok=True)
             elif m.issym():
                 os.symlink(m.linkname, dest)
             elif m.islnk():
@@ -336,5 +337,5 @@ def _unpack_world(raw: IO[bytes], world: Path) -> None:
                 total += len(data)
                 if total > FETCH_TOTAL_LIMIT:
                     raise InfrastructureError("the world copy the sandbox left is too large to bring back")
-                dest.write_bytes(data)
+                write_file(dest, data)
 
