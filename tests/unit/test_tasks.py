@@ -59,7 +59,8 @@ def test_scope_secure_sandbox_solution_is_written_as_srt_reads_it() -> None:
     """The seed's answer (allowRead alone) hides nothing in srt: the reference hides the machine's four places with
     denyRead and re-opens the source with allowRead (tests/unit/test_task_gaming.py grades the seed's answer)."""
     expected = {"filesystem": {"denyRead": ["~", "/etc/secrets", "/project", "/app/workspace"], "allowRead": ["/project/src"],
-                               "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+                               "allowWrite": ["/project/out"], "denyWrite": []},
+                "network": {"allowedDomains": [], "deniedDomains": []}}  # every list srt's schema requires
     assert json.loads(solution_path("scope-secure-sandbox").read_text()) == expected
 
 
