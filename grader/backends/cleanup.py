@@ -17,7 +17,6 @@ import fcntl
 import importlib
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from grader.backends.quota import remove_dir
 from grader.backends.owners import namespace, pid_alive, private_root, read_owner, runs_root
 
 __all__ = ["CLEANERS", "SWEEP_ENV", "SWEEP_EVERY", "SWEEP_STAMP", "Scope", "cleanup", "sweep_soon", "swept"]
@@ -112,7 +112,7 @@ def cleanup(*, everything: bool = False, engine: Any = None, automatic: bool = F
                 raise
     if not automatic:
         for d in scope.stale_dirs():
-            shutil.rmtree(d, ignore_errors=True)
+            remove_dir(d)  # a dead run's world quota unmounted first
             removed.append(f"directory {d}")
         return removed
     root = runs_root()
@@ -127,7 +127,7 @@ def cleanup(*, everything: bool = False, engine: Any = None, automatic: bool = F
         for d in scope.stale_dirs():
             owner = read_owner(d)  # again, under the lock: a hub started anew in the same place lives
             if owner is not None and scope.gone(owner.pid, owner.ns):
-                shutil.rmtree(d, ignore_errors=True)
+                remove_dir(d)
                 removed.append(f"directory {d}")
     finally:
         os.close(fd)  # closing releases the lock

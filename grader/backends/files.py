@@ -16,14 +16,12 @@ from __future__ import annotations
 
 import os
 import posixpath
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Protocol
 
-from grader.backends.quota import release
+from grader.backends.quota import remove_dir
 from grader.backends.runs import MAX_OUTPUT
-from grader.backends.owners import make_dir, write_file
 
 __all__ = ["Files", "HostFiles", "Stat", "host_files", "host_path"]
 
@@ -81,12 +79,12 @@ class HostFiles:
         return HostFiles(self.root, posixpath.join(self.prefix, rel) if self.prefix else rel)
 
     def mkdir(self, rel: str) -> None:
-        make_dir(self._p(rel), parents=True, exist_ok=True)  # modes explicit: the umask decides nothing
+        self._p(rel).mkdir(parents=True, exist_ok=True)
 
     def write(self, rel: str, data: bytes) -> None:
         p = self._p(rel)
         tmp = p.with_name(p.name + ".tmp")
-        write_file(tmp, data)
+        tmp.write_bytes(data)
         os.replace(tmp, p)
 
     def stat(self, rel: str) -> Optional[Stat]:
@@ -105,8 +103,7 @@ class HostFiles:
             return fh.read(limit)
 
     def remove(self) -> None:
-        release(self.root)  # a run's world quota (a tmpfs) first: rmtree cannot remove a mount point
-        shutil.rmtree(self.root, ignore_errors=True)
+        remove_dir(self.root)  # a run's world quota (a tmpfs) unmounted first: rmtree cannot remove a mount point
 
 
 def host_files(path: Path) -> Files:

@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
+from grader.backends.quota import remove_dir
 from grader.core.domains import is_ipv4
 from grader.core.errors import BackendError, InfrastructureError, in_checkout
 from grader.realtools.srt_notes import SRT_VERSION
@@ -363,7 +364,7 @@ class _Run:
                 listener.close()
             for p in self.procs:
                 _stop(p)
-            shutil.rmtree(self.dir.path, ignore_errors=True)
+            remove_dir(self.dir.path)  # its world quota unmounted first
 
     # --- the simulated internet and srt's parent proxy ---------------------------------
 

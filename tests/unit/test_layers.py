@@ -74,7 +74,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the one importer of the docker SDK, where the engine's errors become ours
     {"backends.docker.engine"},
     # a run's surroundings: the runs root and its owner records, the host's listener, removing what runs left
-    {"backends.owners", "backends.listeners"},
+    {"backends.owners", "backends.listeners", "backends.quota"},
     {"backends.cleanup"},
     {"backends.base", "backends.docker.images", "backends.runs", "backends.docker.runtimes"},
     # a service's working directory (docker-free: the srt backend's too); its kind on the engine's own disk

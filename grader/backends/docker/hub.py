@@ -43,6 +43,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from grader.backends.quota import remove_dir
 from grader.core.errors import BackendError, InfrastructureError
 from grader.core.world import World, load_world, read_world
 from grader.backends.files import Files, host_files, host_path
@@ -108,7 +109,7 @@ def _remove_listed(client: Any, entry: dict[str, Any], leftovers: Leftovers) -> 
     for d in entry.get("dirs", []):
         p = Path(str(d)).resolve()
         if p.parent == root:
-            shutil.rmtree(p, ignore_errors=True)
+            remove_dir(p)  # its world quota unmounted first
 
 
 def _empty_trash(client: Any, hub: HubDir, leftovers: Leftovers) -> None:
