@@ -22,6 +22,7 @@ from typing import Optional, Protocol
 
 from grader.backends.quota import remove_dir
 from grader.backends.runs import MAX_OUTPUT
+from grader.backends.owners import make_dir, write_file
 
 __all__ = ["Files", "HostFiles", "Stat", "host_files", "host_path"]
 
@@ -79,12 +80,12 @@ class HostFiles:
         return HostFiles(self.root, posixpath.join(self.prefix, rel) if self.prefix else rel)
 
     def mkdir(self, rel: str) -> None:
-        self._p(rel).mkdir(parents=True, exist_ok=True)
+        make_dir(self._p(rel), parents=True, exist_ok=True)  # modes explicit: the umask decides nothing
 
     def write(self, rel: str, data: bytes) -> None:
         p = self._p(rel)
         tmp = p.with_name(p.name + ".tmp")
-        tmp.write_bytes(data)
+        write_file(tmp, data)
         os.replace(tmp, p)
 
     def stat(self, rel: str) -> Optional[Stat]:

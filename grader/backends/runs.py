@@ -52,7 +52,7 @@ from grader.core.probes import OrderContext, orders_for
 from grader.core.scope import new_file, scanned_dirs
 from grader.core.world import World
 # the run's surroundings, each in a module of its own; named here too, as every backend knows them from here
-from grader.backends.owners import Owner, make_run_dir, namespace, pid_alive, private_root, read_owner, runs_root, write_owner
+from grader.backends.owners import Owner, make_dir, make_run_dir, namespace, pid_alive, private_root, read_owner, runs_root, write_file, write_owner
 from grader.backends.quota import bound_world
 from grader.backends.listeners import HostListener, Listening, SigningAgent, sandbox_addresses
 from grader.backends.cleanup import CLEANERS, SWEEP_ENV, SWEEP_EVERY, SWEEP_STAMP, Scope, cleanup, sweep_soon, swept
@@ -132,18 +132,17 @@ class RunDir:
         w = plan.world
         if not self.bounded:  # before a byte is written: what the sandbox can write is the world copy, so bound it
             self.bounded = bound_world(self.world)
+        # every mode explicit (owners.make_dir, write_file): the umask the grader was started with decides nothing
         for d in w.directories():
-            self.host_path(d).mkdir(parents=True, exist_ok=True)
+            make_dir(self.host_path(d), parents=True, exist_ok=True)
         for f in w.files:
             self.canaries[f.path] = secrets.token_hex(16)
-            p = self.host_path(f.path)
-            p.write_text(f.content.replace("{canary}", self.canaries[f.path]), encoding="utf-8")
-            p.chmod(f.mode)
+            write_file(self.host_path(f.path), f.content.replace("{canary}", self.canaries[f.path]), f.mode)
         for m in plan.mounts:
-            if m.precreate:
-                self.host_path(m.source).touch()
-        (self.path / "mask").mkdir()
-        (self.path / "mask" / "empty").touch(mode=0o444)
+            if m.precreate and not self.host_path(m.source).exists():
+                write_file(self.host_path(m.source), b"")
+        make_dir(self.path / "mask")
+        write_file(self.path / "mask" / "empty", b"", 0o444)
         self.uid = plan.world.uid
         self.handed = _hand_over(self.path, self.world, self.uid)
         return {wp: sha256(self.host_path(wp).read_bytes()) for wp in self._judged_paths(plan)}

@@ -34,6 +34,7 @@ from grader.services.wire import WireError
 from grader.backends.files import Files, host_files
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
 from grader.backends.listeners import SigningAgent
+from grader.backends.owners import make_dir, write_file
 from grader.backends.quota import DiskQuotaExceeded, filled
 from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, resolv_conf, runner_config
 from grader.backends.docker import replay
@@ -410,20 +411,20 @@ class Run:
                 "share; unset DOCKER_HOST (or SANDBOX_LAB_ENGINE_DISK=remote) to run it"
             )
         rdir = self.dir.path / "run"
-        rdir.mkdir(exist_ok=True)
+        make_dir(rdir, exist_ok=True)
         return SigningAgent(rdir / SIGNER_SOCKET, job.signer)
 
     def _run_sandbox(self, net: Optional[_Net], host_port: int) -> tuple[Any, bool, Optional[int]]:
         started = time.perf_counter()
         plan, h = self.plan, self.plan.hardening
         rdir = self.dir.path / "run"
-        rdir.mkdir(exist_ok=True)
+        make_dir(rdir, exist_ok=True)
         env = {"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"}
         command = ["python3", "/opt/sandbox-lab/probe_runner.py"]
         timeout_s = h.timeout_s
         if self.job is not None:
             env.update(self.job.env)
-            (rdir / "job.py").write_text(self.job.code, encoding="utf-8")
+            write_file(rdir / "job.py", self.job.code)
             if self.job.signer is not None:
                 env["SSH_AUTH_SOCK"] = f"/opt/sandbox-lab/run/{SIGNER_SOCKET}"
             command = ["python3", "-u", "/opt/sandbox-lab/run/job.py"]
@@ -439,7 +440,7 @@ class Run:
             ca = net.internet.out.read("ca.pem")
             if not ca:
                 raise InfrastructureError("the simulated internet wrote no CA certificate")
-            (rdir / "ca.pem").write_bytes(ca)
+            write_file(rdir / "ca.pem", ca)
             env["SSL_CERT_FILE"] = "/opt/sandbox-lab/run/ca.pem"
             if net.proxy_ip:
                 # Behind a proxy the sandbox has no name server: its queries go to its own
@@ -450,8 +451,8 @@ class Run:
                     env[k] = cfg["proxy"]
             else:
                 resolv_text = resolv_conf(net.internet.ip)  # the plain container: the run's own DNS server
-        (rdir / "config.json").write_text(json.dumps(cfg))
-        (self.dir.path / "resolv.conf").write_text(resolv_text)
+        write_file(rdir / "config.json", json.dumps(cfg))
+        write_file(self.dir.path / "resolv.conf", resolv_text)
         try:
             source = self.copy.place()  # the run directory as it is now: world, mask, runner config, resolv.conf
         finally:
