@@ -33,14 +33,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
 import uuid
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from importlib import resources
 from typing import Any, Mapping, Optional
 
 from redis import Redis
 from redis.exceptions import OutOfMemoryError
+from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
 from rq import Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
@@ -52,10 +55,13 @@ from grader.cli.core import one_line
 from grader.hosted.kinds import KINDS, Kind
 from grader.hosted.metrics import record_run
 from grader.hosted.problems import ServiceError
-from grader.hosted.settings import CACHE_SECONDS, JOB_TIMEOUT, RESULT_SECONDS, ServiceSettings
+from grader.hosted.settings import CACHE_SECONDS, JOB_TIMEOUT, LIVE_SECONDS, RESULT_SECONDS, ServiceSettings
 from grader.hosted.tokens import Token
 
-__all__ = ["JobStore", "cache_key", "open_redis", "perform", "world_hash"]
+__all__ = ["ENGINE_FIELD", "JobStore", "WorkerCensus", "cache_key", "open_redis", "perform", "world_hash"]
+
+_log = logging.getLogger("sandbox_lab.jobs")
+ENGINE_FIELD = "sandbox_lab_engine"  # in a worker's RQ hash, written with each heartbeat: "ok" or "down: <why>"
 
 _WAITING = {JobStatus.QUEUED, JobStatus.DEFERRED, JobStatus.SCHEDULED, JobStatus.CREATED, JobStatus.READY_TO_ENQUEUE,
             JobStatus.RATE_LIMITED}
@@ -127,16 +133,21 @@ def perform(route: str, body: dict[str, Any], key: str, prefix: str, slot: Optio
             envelope = _envelope_error("run_failed", one_line(exc))
     job = get_current_job()
     if job is not None:
-        conn = job.connection
-        if envelope["ok"] and _cacheable(envelope["result"]):
-            conn.set(f"{prefix}cache:{key}", json.dumps(envelope["result"]), ex=CACHE_SECONDS)
-        if owner is not None and kind is not None and kind.name == "attack" and envelope["ok"] \
-                and isinstance(envelope["result"].get("captured"), bool):
-            _record_attempt(conn, prefix, owner, body, envelope["result"]["captured"])
-        if slot is not None:
-            conn.zrem(slot, job.id)  # the run ended: its slot is free (a lost worker's is freed by _release_ended)
-        outcome = "finished" if envelope["ok"] else envelope["error"]["code"]
-        record_run(conn, prefix, kind.name if kind else route, outcome, time.monotonic() - started)
+        try:
+            conn = job.connection
+            if envelope["ok"] and _cacheable(envelope["result"]):
+                conn.set(f"{prefix}cache:{key}", json.dumps(envelope["result"]), ex=CACHE_SECONDS)
+            if owner is not None and kind is not None and kind.name == "attack" and envelope["ok"] \
+                    and isinstance(envelope["result"].get("captured"), bool):
+                _record_attempt(conn, prefix, owner, body, envelope["result"]["captured"])
+            if slot is not None:
+                conn.zrem(slot, job.id)  # the run ended: its slot is free (a lost worker's is freed by _release_ended)
+            outcome = "finished" if envelope["ok"] else envelope["error"]["code"]
+            record_run(conn, prefix, kind.name if kind else route, outcome, time.monotonic() - started)
+        except (RedisConnectionError, RedisTimeoutError) as exc:
+            # the cache, the counters and the records are extras: a run finished while Redis was away still returns its
+            # result (the worker stores it once Redis is back) rather than failing and being run again
+            _log.warning("job %s: result not cached, counted or recorded (Redis unreachable: %s)", job.id, exc)
     return envelope
 
 
@@ -184,6 +195,28 @@ class _Record:
                 and (data["cache"] is None or isinstance(data["cache"], str)) and data["cached"] == (data["cache"] is not None)):
             raise ValueError("a job record's field has the wrong type")
         return _Record(data["token"], data["kind"], data["cached"], data["cache"])
+
+
+@dataclass(frozen=True)
+class WorkerCensus:
+    """The queue's workers, counted from their heartbeats (``JobStore.census``)."""
+
+    registered: int
+    live: int
+    engines: int  # live workers whose Docker engine answers
+    engine_problems: tuple[str, ...]
+
+    def unready(self) -> Optional[str]:
+        """Why no job can be taken now, or ``None`` when one can."""
+        if self.live == 0:
+            stale = f" ({self.registered} registered, none has beaten within {LIVE_SECONDS} s)" if self.registered else ""
+            return f"no worker is serving this service's queue{stale}"
+        if self.engines == 0:
+            return f"no worker's Docker engine answers ({'; '.join(self.engine_problems)[:300]})"
+        return None
+
+    def to_json(self) -> dict[str, int]:
+        return {"registered": self.registered, "live": self.live, "engines": self.engines}
 
 
 class JobStore:
@@ -263,8 +296,10 @@ class JobStore:
         # a cached answer is referenced, never copied: the job's record names the entry and expires with it
         left = int(self.conn.ttl(f"{self._prefix}cache:{key}"))
         result: Optional[str] = key if left > 0 else None
-        if result is None and self.require_workers and self.workers() == 0:
-            raise ServiceError(503, "unavailable", "no worker is serving this service's queue; try again later")
+        if result is None and self.require_workers:
+            why = self.census().unready()
+            if why is not None:  # at once: a job nobody will run would keep the client waiting for its deadline
+                raise ServiceError(503, "unavailable", f"{why}; try again later")
         record = {"token": token.name, "kind": kind.name, "cached": result is not None, "cache": result}
         self.conn.set(f"{self._prefix}job:{job_id}", json.dumps(record), ex=left if result is not None else RESULT_SECONDS)
         if result is None:
@@ -290,9 +325,34 @@ class JobStore:
         return int(self.queue.count)
 
     def workers(self) -> int:
-        from rq import Worker
+        """How many workers are live (a fresh heartbeat), not how many are registered."""
+        return self.census().live
 
-        return int(Worker.count(connection=self.conn, queue=self.queue))
+    def census(self, now: Optional[datetime] = None) -> "WorkerCensus":
+        """The queue's workers as their heartbeats tell: registered, live (a beat within ``LIVE_SECONDS``), and
+        live with an engine that answers (a worker that does not report its engine counts as answering)."""
+        from rq.utils import utcparse
+        from rq.worker_registration import get_keys
+
+        now = datetime.now(timezone.utc) if now is None else now
+        keys = sorted(get_keys(queue=self.queue))
+        with self.conn.pipeline() as pipe:
+            for key in keys:
+                pipe.hmget(key, "last_heartbeat", ENGINE_FIELD)
+            rows = pipe.execute() if keys else []
+        live = 0
+        engines: list[str] = []
+        for beat, engine in rows:
+            if beat is None:
+                continue  # registered, its hash expired: dead
+            at = utcparse(beat.decode() if isinstance(beat, bytes) else beat).replace(tzinfo=timezone.utc)
+            if (now - at).total_seconds() > LIVE_SECONDS:
+                continue
+            live += 1
+            engines.append("ok" if engine is None else engine.decode() if isinstance(engine, bytes) else engine)
+        problems = tuple(sorted({e.removeprefix("down: ") for e in engines if e != "ok"}))
+        return WorkerCensus(registered=len(keys), live=live, engines=sum(e == "ok" for e in engines),
+                            engine_problems=problems)
 
     # --- reading -------------------------------------------------------------------------------
 
