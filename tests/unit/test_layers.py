@@ -35,10 +35,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"core.errors", "core.capped", "core.paths", "core.domains", "core.records", "core.timings", "core.version",
      "services.common",
      "lessons.first_answer"},
+    # srt's mandatory write protections: its list, and what it finds from where it starts (imports paths only);
     # what JSON and UTF-8 allow in a string read from outside (imports errors only)
-    {"core.text"},
-    # srt's mandatory write protections: its list, and what it finds from where it starts (imports paths only)
-    {"core.mandatory"},
+    {"core.mandatory", "core.text"},
     # a JSON file a person keeps, read within a bound
     {"core.jsonfile"},
     # the course's route (its stops and measured times), read by the progress record
