@@ -31,6 +31,7 @@ class StubService:
     redirect: Optional[str] = None  # answer every POST with a 303 to this URL (what urllib would follow)
     raw_job: Optional[Callable[[dict[str, Any]], Any]] = None  # replaces the whole job answer
     post_status: str = "queued"  # the status the 202 says ("finished": answered from the service's cache)
+    unavailable_polls: int = 0  # how many polls are answered 503 (Redis restarting) before the job's state
     requests: list[tuple[str, str, Any]] = field(default_factory=list)  # (method, path, body) as received
     headers: list[dict[str, str]] = field(default_factory=list)
 
@@ -83,6 +84,11 @@ class StubService:
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 stub.requests.append(("GET", self.path, None))
                 if not self._authorized():
+                    return
+                if stub.unavailable_polls > 0:
+                    stub.unavailable_polls -= 1
+                    self._send(503, {"error": {"code": "unavailable", "message": "the service's job store (Redis) "
+                                               "cannot be reached; try again later"}})
                     return
                 job = self.path.removeprefix("/v1/jobs/")
                 state = stub._state(job)

@@ -14,11 +14,13 @@ backend. The result keeps its real backend ("docker") and says where it ran
 (``wording.ran_at_note``: "ran in a real sandbox at <service>").
 
 Fail closed, and say so: a service that cannot be reached, refuses the token
-(401), is over quota (429) or has no worker (503) gives the static
-prediction, labelled "predicted, not run: the run service at <url> could not
+(401), is over quota (429) or is unavailable (503: no live worker or engine,
+or its Redis unreachable) gives the static prediction, labelled "predicted, not run: the run service at <url> could not
 run it (<why>)", as ``auto`` does without an engine. Anything else that goes
 wrong (a failed job, the deadline, an answer that does not parse or answers
 another question) is a ``BackendError``: never an outcome, never *blocked*.
+While an accepted job is polled, a 503 or no answer is waited through (Redis
+restarting) until the deadline, then the labelled prediction.
 
 Imports: base, static, core (errors, execution, findings, outcomes, plan, transport, wording, world).
 """
@@ -59,15 +61,19 @@ _REQUEST_TIMEOUT_S = 30.0  # one HTTP exchange; the run itself is waited for by 
 _MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a run's evidence is large (every world file after the run), never this large
 _FIRST_POLL_S, _MAX_POLL_S = 0.2, 2.0
 # the statuses after which the service cannot run this now, and the static prediction is shown instead
-_FALL_BACK = {401: "the token was refused", 429: "over quota", 503: "no worker or Docker engine can take the job"}
+_FALL_BACK = {401: "the token was refused", 429: "over quota", 503: "the service is unavailable"}
+# while a job accepted is polled, these pass (Redis restarting, the API redeployed): the job is kept in the
+# service's queue, so the poll goes on until the deadline instead of giving up the run the service will finish
+_PASSING = (503,)
 
 
 class ServiceUnavailable(BackendError):
     """The run service cannot run this now: unreachable, the token refused (401), over quota (429), no worker (503)."""
 
-    def __init__(self, service: str, why: str) -> None:
+    def __init__(self, service: str, why: str, *, passing: bool = False) -> None:
         self.service = service
         self.why = why
+        self.passing = passing  # unreachable or 503: may pass while an accepted job is polled
         super().__init__(f"the run service at {service} could not run it ({why})")
 
 
@@ -173,8 +179,19 @@ class RemoteBackend(Closing):
         where = f"/v1/jobs/{urllib.parse.quote(job, safe='')}"
         delay = _FIRST_POLL_S
         while True:
-            state = _fields(self._call("GET", where, None, expect=200), f"job {job}",
-                            ("job", "status", "kind", "result", "error", "cached", "ran_at"))
+            try:
+                polled = self._call("GET", where, None, expect=200)
+            except ServiceUnavailable as exc:
+                left = deadline - self._clock()
+                if not exc.passing:
+                    raise
+                if left <= 0:  # gone for good, as far as this run can wait: the labelled prediction
+                    raise ServiceUnavailable(self.url, f"{exc.why}; job {job} was accepted, and the service stayed "
+                                             f"unavailable until the {self.deadline_s:.0f} s deadline") from None
+                self._sleep(min(delay, left))
+                delay = min(delay * 1.5, _MAX_POLL_S)
+                continue
+            state = _fields(polled, f"job {job}", ("job", "status", "kind", "result", "error", "cached", "ran_at"))
             status = state["status"]
             if state["job"] != job:
                 raise BackendError(f"the run service at {self.url} answered for job {state['job']!r}, not {job!r}")
@@ -218,12 +235,12 @@ class RemoteBackend(Closing):
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, socket.timeout):
                 reason = "no answer in time"
-            raise ServiceUnavailable(self.url, f"cannot reach it: {reason}") from None
+            raise ServiceUnavailable(self.url, f"cannot reach it: {reason}", passing=True) from None
         if status in _FALL_BACK:
             why = _FALL_BACK[status]
             if status == 401 and not self._token:
                 why = f"no token: set {TOKEN_ENV} to a token the operator issued"
-            raise ServiceUnavailable(self.url, f"HTTP {status}, {why}{_message(raw)}")
+            raise ServiceUnavailable(self.url, f"HTTP {status}, {why}{_message(raw)}", passing=status in _PASSING)
         if status != expect:
             raise BackendError(f"the run service at {self.url} answered {method} {route} with HTTP {status}{_message(raw)}")
         if len(raw) > _MAX_ANSWER_BYTES:

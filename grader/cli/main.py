@@ -322,6 +322,9 @@ COMMANDS: tuple[Command, ...] = (
         (
             arg("--name", default=None, help="the worker's name in the queue (default: RQ's, unique)"),
             arg("--burst", action="store_true", help="stop once the queue is empty"),
+            arg("--alive", action="store_true",
+                help="serve nothing: exit 0 if the worker touching $SANDBOX_LAB_WORKER_ALIVE turned its loop in the "
+                     "last 60 s, else 3 (a liveness probe)"),
         ),
         "Take jobs from the run service's queue ($SANDBOX_LAB_REDIS_URL) and run them on the Docker engine "
         "DOCKER_HOST names (or the local one), one at a time. Start more workers, here or on other machines, for "

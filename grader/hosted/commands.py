@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from typing import Any, Optional
 
-from grader.cli.core import EXIT_OK, Streams, UsageError
+from grader.cli.core import EXIT_BACKEND, EXIT_OK, Streams, UsageError
 from grader.hosted.settings import service_settings
 from grader.hosted.tokens import (
     DEFAULT_JOBS, DEFAULT_RATE, Token, TokenError, issue_token, parse_rate, read_tokens, revoke_token,
@@ -107,8 +108,16 @@ def run_tokens(args: argparse.Namespace, io: Streams) -> int:
 
 
 def run_worker(args: argparse.Namespace, io: Streams) -> int:
-    from grader.hosted.worker import serve_jobs
+    from grader.hosted.worker import ALIVE_ENV, ALIVE_WITHIN_SECONDS, alive, serve_jobs
 
+    if getattr(args, "alive", False):
+        path = os.environ.get(ALIVE_ENV, "")
+        if not path:
+            raise UsageError(f"--alive reads the file ${ALIVE_ENV} names; set it for the worker and its probe")
+        if alive(path):
+            return EXIT_OK
+        io.err.write(f"the worker has not touched {path} in {ALIVE_WITHIN_SECONDS} s: hung, or not running\n")
+        return EXIT_BACKEND
     settings = service_settings()
     io.err.write(f"worker for {settings.queue_name} on {settings.redis_url}\n")
     serve_jobs(settings, name=args.name, burst=args.burst)

@@ -265,10 +265,17 @@ def test_a_gamed_engine_pod_fails(docs: list[Doc], sneak: Any, expected: str) ->
     assert any(expected in p for p in problems), problems
 
 
+def _alike(worker: Doc) -> Doc:
+    """A worker container without what must differ between workers: its name and its liveness file."""
+    alike = {k: v for k, v in worker.items() if k != "name"}
+    alike["env"] = [e for e in worker["env"] if e["name"] != "SANDBOX_LAB_WORKER_ALIVE"]
+    return alike
+
+
 def test_workers_share_the_engine_socket_and_the_runs_directory_at_the_same_path(docs: list[Doc]) -> None:
     engine, *workers = _engine(docs)["containers"]
-    first = {k: v for k, v in workers[0].items() if k != "name"}
-    assert all({k: v for k, v in w.items() if k != "name"} == first for w in workers)
+    first = _alike(workers[0])
+    assert all(_alike(w) == first for w in workers)
     mounts = {m["name"]: m["mountPath"] for m in engine["volumeMounts"]}
     for worker in workers:
         env = {e["name"]: e.get("value") for e in worker["env"]}
@@ -280,6 +287,47 @@ def test_workers_share_the_engine_socket_and_the_runs_directory_at_the_same_path
         assert wmounts["runs"] == mounts["runs"] == env["SANDBOX_LAB_RUNS"]
         assert env["SANDBOX_LAB_ENGINE_DISK"] == "local"
         assert f"--host={env['DOCKER_HOST']}" in engine["args"]  # dockerd listens where the workers look
+
+
+def worker_supervision_problems(docs: list[Doc]) -> list[str]:
+    """Why a dead or hung worker would not be restarted (issue 39); empty when it would be."""
+    pod = _engine(docs)
+    problems = [] if pod.get("restartPolicy", "Always") == "Always" else ["the pod does not restart its containers"]
+    _, *workers = pod["containers"]
+    files = []
+    for worker in workers:
+        env = {e["name"]: e.get("value") for e in worker.get("env") or []}
+        mounts = {m["mountPath"] for m in worker.get("volumeMounts") or []}
+        probe = worker.get("livenessProbe") or {}
+        if (probe.get("exec") or {}).get("command") != ["sandbox-lab", "worker", "--alive"]:
+            problems.append(f"{worker['name']}: no liveness probe asking the worker whether its loop turns")
+        elif probe.get("periodSeconds", 10) * probe.get("failureThreshold", 3) < 60:
+            problems.append(f"{worker['name']}: the probe gives up before the worker's own 60 s")
+        alive = env.get("SANDBOX_LAB_WORKER_ALIVE") or ""
+        if not any(alive.startswith(m + "/") for m in mounts):  # the root filesystem is read-only
+            problems.append(f"{worker['name']}: its liveness file is not on a writable mount")
+        files.append(alive)
+    if len(set(files)) != len(files):
+        problems.append("two workers share a liveness file: one's turns would keep the other's probe passing")
+    return problems
+
+
+def test_a_dead_or_hung_worker_is_restarted(docs: list[Doc]) -> None:
+    assert worker_supervision_problems(docs) == []
+
+
+@pytest.mark.parametrize("sneak, expected", [
+    (lambda pod: pod.update(restartPolicy="Never"), "does not restart"),
+    (lambda pod: pod["containers"][1].pop("livenessProbe"), "no liveness probe"),
+    (lambda pod: pod["containers"][2]["livenessProbe"].update(failureThreshold=1), "gives up"),
+    (lambda pod: pod["containers"][2]["env"][0].update(value="/tmp/worker-1.alive"), "share a liveness file"),
+    (lambda pod: pod["containers"][1]["env"][0].update(value="/var/worker.alive"), "writable mount"),
+])
+def test_a_gamed_worker_supervision_fails(docs: list[Doc], sneak: Any, expected: str) -> None:
+    gamed = copy.deepcopy(docs)
+    sneak(_engine(gamed))
+    problems = worker_supervision_problems(gamed)
+    assert any(expected in p for p in problems), problems
 
 
 def test_the_runtimeclass_is_gvisor_on_its_own_tainted_pool(docs: list[Doc]) -> None:

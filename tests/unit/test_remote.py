@@ -78,7 +78,8 @@ def test_an_execution_comes_back_with_its_evidence() -> None:
     assert job["signer"] == "k" * 32 and job["code"] == "print(1)"
 
 
-@pytest.mark.parametrize("status, words", [(401, "the token was refused"), (429, "over quota"), (503, "no worker")])
+@pytest.mark.parametrize("status, words", [(401, "the token was refused"), (429, "over quota"),
+                                           (503, "the service is unavailable")])
 def test_refusals_give_the_static_prediction_labelled(status: int, words: str) -> None:
     with StubService(as_if_run, refuse=None if status == 401 else status) as service:
         backend = client(service, token="wrong" if status == 401 else TOKEN)
@@ -106,6 +107,27 @@ def test_an_unreachable_service_gives_the_static_prediction_labelled() -> None:
     result = RemoteBackend(f"http://127.0.0.1:{port}", TOKEN).run(build_plan(POLICY))
     assert result.backend == "static" and "cannot reach it" in result.notes[0]
     assert all(not p.evidence for p in result.probes)
+
+
+def test_a_503_while_an_accepted_job_is_polled_is_waited_through() -> None:
+    # Redis restarting under the service: the job is in its queue, so the client keeps polling
+    with StubService(as_if_run, unavailable_polls=3) as service:
+        result = client(service).run(build_plan(POLICY))
+    assert result.backend == "docker" and result.extra["ran_at"] == service.url
+    assert [m for m, _, _ in service.requests].count("GET") >= 4
+
+
+def test_a_service_unavailable_until_the_deadline_gives_the_labelled_prediction() -> None:
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    with StubService(as_if_run, unavailable_polls=10**6) as service:
+        backend = RemoteBackend(service.url, TOKEN, deadline_s=30, sleep=sleep, clock=lambda: now[0])
+        result = backend.run(build_plan(POLICY))
+    assert result.backend == "static" and result.probes == predict(POLICY).probes
+    assert "HTTP 503" in result.notes[0] and "stayed unavailable until the 30 s deadline" in result.notes[0]
 
 
 def test_a_job_that_never_finishes_ends_at_the_deadline() -> None:
