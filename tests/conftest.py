@@ -49,6 +49,18 @@ def _own_progress_file(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
         monkeypatch.delenv(name, raising=False)
 
 
+@pytest.fixture(autouse=True)
+def _release_world_quotas(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A run directory a test lays out in its tmp_path has its world on a tmpfs (backends/quota.py, as root): the
+    test owns that directory, so its mount goes when the test ends (pytest cannot remove a mount point later)."""
+    owned = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if owned is not None:
+        from grader.backends.quota import release
+
+        release(owned)
+
+
 @pytest.fixture(scope="session")
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     """True when the run was started with ``--update-goldens``."""

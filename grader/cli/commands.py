@@ -25,7 +25,7 @@ from grader.cli.core import EXIT_BACKEND, EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, 
 from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.errors import PolicyError
 from grader.core.execution import MAX_CODE_BYTES
-from grader.core.policy import Policy, load_policy, policy_schema
+from grader.core.policy import Policy, load_policy, policy_schema, srt_missing
 from grader.grading.report import render_check, render_json, render_text, result_json, summary
 from grader.realtools.srt_notes import srt_differences
 
@@ -90,6 +90,7 @@ def run_check(args: argparse.Namespace, io: Streams) -> int:
             "findings": result_json(findings)["probes"],
             "summary": summary(findings),
             "srt_differences": [{"pointer": w.pointer, "message": w.message, "cause": cause} for cause, w in srt],
+            "srt_missing": list(srt_missing(policy)),  # keys srt's schema requires that the file leaves out
         }))
     else:
         warnings += tuple(w for _, w in srt)

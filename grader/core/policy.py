@@ -35,9 +35,11 @@ __all__ = [
     "FilesystemPolicy",
     "NetworkPolicy",
     "Policy",
+    "SRT_REQUIRED",
     "load_policy",
     "parse_policy",
     "policy_schema",
+    "srt_missing",
 ]
 
 SCHEMA_VERSION = 1
@@ -352,6 +354,22 @@ def _hidden_runtime(policy: Policy) -> list[Problem]:
                 "of those directories, so it cannot show that run. Hide the places that hold data instead (the home \"~\", "
                 '"/etc/secrets", the projects), and re-open inside them with allowRead what the job reads.')))
     return out
+
+
+# What sandbox-runtime's settings schema requires (its sandbox-config.js: allowRead alone is optional); srt refuses
+# a file without them. The lab reads a missing list as empty, as Claude Code's optional keys are; check says so.
+SRT_REQUIRED = (("filesystem", "denyRead"), ("filesystem", "allowWrite"), ("filesystem", "denyWrite"),
+                ("network", "allowedDomains"), ("network", "deniedDomains"))
+
+
+def srt_missing(policy: Policy) -> tuple[str, ...]:
+    """The keys srt's schema requires that the policy file does not write (``"filesystem.denyWrite"``, ...)."""
+    out = []
+    for section, key in SRT_REQUIRED:
+        written = section in policy.model_fields_set and key in getattr(policy, section).model_fields_set
+        if not written:
+            out.append(f"{section}.{key}")
+    return tuple(out)
 
 
 def parse_policy(data: Any, source: str = "policy") -> Policy:

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 from grader.core.access import TARGET_NAMES
 from grader.core.errors import PolicyError, Problem
 from grader.core.outcomes import ProbeOutcome, RunResult
-from grader.core.policy import Policy
+from grader.core.policy import Policy, srt_missing
 from grader.core.scope import summary as scope_summary
 from grader.core.wording import Tone, backend_phrase, printable, tone
 
@@ -37,6 +37,7 @@ __all__ = [
     "render_warnings",
     "result_json",
     "scope_line",
+    "srt_missing_text",
     "summary",
     "target_line",
 ]
@@ -167,15 +168,25 @@ def render_check(
     policy: Policy, source: str, warnings: Sequence[Problem], findings: RunResult, *, color: bool = False, width: int = 100
 ) -> str:
     """What ``sandbox-lab check`` prints for a valid policy: its normal form, warnings, and the static findings."""
+    missing = srt_missing(policy)
     parts = [
         f"{_one_line(source)} is a valid policy. As Sandbox Lab reads it:",
         render_policy(policy),
         "",
+        *([srt_missing_text(missing), ""] if missing else []),
         render_warnings(warnings) if warnings else "No warnings.",
         "",
         render_text(findings, color=color, width=width).rstrip("\n"),
     ]
     return "\n".join(parts) + "\n"
+
+
+def srt_missing_text(missing: Sequence[str]) -> str:
+    """Keys srt's schema requires that the file leaves out: srt refuses such a file, the lab reads them as []."""
+    return (f"As a sandbox-runtime settings file it lacks {', '.join(missing)}: srt's schema requires "
+            f"{'them' if len(missing) > 1 else 'it'} and srt refuses to start with such a file (Claude Code's sandbox "
+            "block does not require them). Sandbox Lab reads a missing list as []. Write [] for each, or use "
+            "`sandbox-lab export POLICY --to srt`, which writes every list.")
 
 
 def render_policy_error(err: PolicyError) -> str:

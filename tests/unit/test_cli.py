@@ -93,7 +93,7 @@ def test_check_json_valid_shape(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "check", SECURE, "--json")
     data = json.loads(out)
     assert code == 0
-    assert set(data) == {"valid", "source", "policy", "warnings", "findings", "summary", "srt_differences"}
+    assert set(data) == {"valid", "source", "policy", "warnings", "findings", "summary", "srt_differences", "srt_missing"}
     assert data["valid"] is True
     assert data["policy"]["network"]["allowedDomains"] == ["registry.npmjs.org"]
     # reads are open by default: the lab's lint names the secrets left readable; srt has nothing to add
