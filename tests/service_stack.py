@@ -42,7 +42,8 @@ def _children(pid: int) -> list[int]:
 class ServiceStack:
     """Redis, ``workers`` workers and the API on 127.0.0.1, with their own state directory and one token."""
 
-    def __init__(self, workers: int = 2) -> None:
+    def __init__(self, workers: int = 2, *, supervised: bool = False) -> None:
+        self.supervised = supervised  # each worker under scripts/supervise.py, as `make serve` starts it
         self.redis = RedisServer()
         self.directory = Path(tempfile.mkdtemp(prefix="slservice-"))
         self.env = {**os.environ, "SANDBOX_LAB_SERVICE_DIR": str(self.directory), "SANDBOX_LAB_REDIS_URL": self.redis.url,
@@ -76,7 +77,28 @@ class ServiceStack:
                                     stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
     def start_worker(self, name: str) -> None:
-        self.workers[name] = self._spawn(name, "worker", "--name", name)
+        if not self.supervised:
+            self.workers[name] = self._spawn(name, "worker", "--name", name)
+            return
+        with (self.directory / f"{name}.log").open("ab") as out:
+            self.workers[name] = subprocess.Popen(
+                [sys.executable, str(REPO / "scripts" / "supervise.py"), "--name", name, "--",
+                 sys.executable, "-m", "grader", "worker", "--name", name],
+                env=self.env, cwd=str(REPO), stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def worker_pid(self, name: str) -> int:
+        """The worker's own pid: the supervisor's one child when supervised (waits up to 30 s for it)."""
+        proc = self.workers[name]
+        if not self.supervised:
+            return proc.pid
+        deadline = time.monotonic() + 30
+        while True:
+            found = _children(proc.pid)
+            if len(found) == 1:
+                return found[0]
+            if time.monotonic() > deadline:
+                raise AssertionError(f"supervisor {proc.pid} of {name} has children {found}")
+            time.sleep(0.1)
 
     def kill_worker(self, name: str) -> list[int]:
         """SIGKILL the worker and its work horses (RQ puts each horse in a process group of its own): no clean-up

@@ -118,8 +118,13 @@ class _SupervisedWorker(Worker):
     def __init__(self, *args: Any, alive_file: Optional[str] = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._alive_file = alive_file
+        self.asked_to_stop = False
         self._engine = "ok"
         self._engine_checked = float("-inf")
+
+    def request_stop(self, signum: Any, frame: Any) -> None:
+        self.asked_to_stop = True  # RQ sets _stop_requested only when busy: idle, it just leaves its loop
+        super().request_stop(signum, frame)  # type: ignore[no-untyped-call]
 
     def heartbeat(self, timeout: Optional[int] = None, pipeline: Any = None) -> None:
         _touch(self._alive_file)
@@ -200,7 +205,7 @@ def serve_jobs(settings: ServiceSettings, *, name: Optional[str] = None, burst: 
             _log.error("worker %s: %s", worker.name, exc)
         except StopRequested:
             return worked
-        if burst or worker._stop_requested:
+        if burst or worker.asked_to_stop:
             return worked
         _forget(conn, worker)
         try:
