@@ -152,3 +152,21 @@ def test_storing_a_result_is_tried_again_through_an_outage_and_given_up_after_th
 
     with pytest.raises(redis.exceptions.ConnectionError):
         worker_module._persist("job y", down, grace=0)
+
+
+def test_worker_alive_is_the_liveness_probe(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+    import io
+
+    from grader.cli.core import Streams, UsageError
+    from grader.hosted.commands import run_worker
+
+    args = argparse.Namespace(alive=True, name=None, burst=False)
+    streams = Streams(out=io.StringIO(), err=io.StringIO())
+    monkeypatch.delenv(worker_module.ALIVE_ENV, raising=False)
+    with pytest.raises(UsageError, match="SANDBOX_LAB_WORKER_ALIVE"):
+        run_worker(args, streams)
+    monkeypatch.setenv(worker_module.ALIVE_ENV, str(tmp_path / "alive"))
+    assert run_worker(args, streams) == 3 and "hung, or not running" in streams.err.getvalue()
+    (tmp_path / "alive").touch()
+    assert run_worker(args, streams) == 0
