@@ -73,6 +73,8 @@ def _engine_state() -> str:
             client.ping()
         finally:
             client.close()  # nothing is kept open across the fork of a work horse
+    except StopRequested:
+        raise  # SIGTERM arrived during the ping: RQ's stop, not the engine's state
     except Exception as exc:  # noqa: BLE001 - any failure here means "this worker cannot run a job now"
         return f"down: {(str(exc).splitlines() or [type(exc).__name__])[0][:200]}"
     return "ok"
