@@ -18,6 +18,13 @@ terminal, practice at most 1.5x in the kernel, a one-shot command's imports at
 most 0.2 s) whether this run met it. ``--scan-share`` also shows the scope
 scan's share of an in-process run.
 
+Then, per kind of run, terminal and in-process alternating, each run's own
+phases (``RunResult.timings``) beside its CPU by whose work it is
+(``bench/cpu.py``: the sandbox's cgroup, the grader process, the proxy and
+internet containers, dockerd + containerd), its core-seconds, the sandbox's
+share of them and the phase that dominates. ``--costs-only`` prints the bare
+run and that table alone.
+
 Last, lesson 02's Run All (the first lesson that runs the naive policy: the
 time a learner waits there), with nbclient in a fresh kernel on the Docker
 backend, exactly as ``bench/lesson_times.py`` measures every stop (target: at
@@ -26,7 +33,7 @@ most 15 s on a quiet machine). ``--write-route`` writes that time into
 measured, with the load) and renders the README's and lesson 00's route from
 it; ``--no-lesson`` leaves the lesson out.
 
-    python bench/probe_speed.py [--repeat 5] [--scan-share] [--no-lesson | --write-route]
+    python bench/probe_speed.py [--repeat 5] [--scan-share] [--no-lesson | --write-route] [--costs-only]
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import argparse
 import dataclasses
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -49,6 +57,9 @@ sys.path.insert(0, str(REPO))  # this checkout's grader, as the one-shot runs (c
 from grader import load_policy  # noqa: E402 - after the path is set
 from grader.backends.docker.backend import DockerBackend  # noqa: E402
 from grader.core.plan import RunPlan, build_plan  # noqa: E402
+
+sys.path.insert(0, str(REPO / "bench"))
+import cpu  # noqa: E402 - bench/cpu.py, beside this file
 
 POLICIES = {
     "naive": {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}},
@@ -96,6 +107,12 @@ timed(u.Run, "_infra_problem", "recorders' heartbeat")
 timed(u.Run, "_output", "sandbox output")
 timed(u, "gather_evidence", "evidence")
 timed(d.DockerBackend, "run", "run (whole)")
+_run = d.DockerBackend.run
+def _keep(self, plan):
+    result = _run(self, plan)
+    marks["_timings"] = dict(result.timings)  # the run's own phases, as RunResult carries them
+    return result
+d.DockerBackend.run = _keep
 t = time.perf_counter()
 code = main(["probe", sys.argv[1], "--backend", "docker", "--json"])
 marks["command (whole)"] = time.perf_counter() - t
@@ -142,10 +159,90 @@ def _phases(policy_file: Path, n: int) -> dict[str, float]:
         if out.returncode != 0 or line is None:
             raise SystemExit(f"phase run failed: {out.stderr[-800:]}")
         marks = json.loads(line[len("PHASES "):])
+        marks.pop("_timings", None)
         marks["interpreter exit"] = t_exit - marks.pop("_t_end")
         marks["total (wall)"] = t_exit - t0
         runs.append(marks)
     return {k: statistics.median(m.get(k, 0.0) for m in runs) for k in runs[0]}
+
+
+RUN_PHASES = ("world", "network", "start", "probes", "evidence", "replay")
+# the cost columns, in order: CPU seconds by whose work it is (bench/cpu.py), then the run's wall seconds
+COST_KEYS = ("sandbox", "grader", "simnet", "engine")
+
+
+def _cost_row(wall: float, timings: dict[str, float], cpu_s: dict[str, float]) -> dict[str, float]:
+    return {"wall": wall, **{p: timings.get(p, 0.0) for p in RUN_PHASES}, **cpu_s}
+
+
+def _terminal_cost(policy_file: Path, watcher: "cpu.Watcher") -> dict[str, float]:
+    """One one-shot run (a fresh process, as `sandbox-lab probe`): its wall, its run's phases, its CPU by whose work."""
+    mark, e0 = watcher.mark(), cpu.engine_cpu()
+    r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
+    start = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-c", PHASES, str(policy_file), repr(t0)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, cwd=REPO)
+    _, err = proc.communicate()
+    wall = time.perf_counter() - start
+    r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    line = next((x for x in err.splitlines() if x.startswith("PHASES ")), None)
+    if proc.returncode != 0 or line is None:
+        raise SystemExit(f"phase run failed: {err[-800:]}")
+    time.sleep(0.5)  # the hub's keeper removes what the run handed it: count that in the engine's and the internet's CPU
+    sandbox, _ = watcher.sandbox_cpu(mark, [proc.pid], expect=99, wait_s=0.5)
+    grader = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    return _cost_row(wall, json.loads(line[len("PHASES "):])["_timings"],
+                     # the hub's proxies serve one run each and go with their CPU: not measurable from outside (nan)
+                     {"sandbox": sandbox, "grader": grader, "simnet": float("nan"), "engine": cpu.engine_cpu() - e0})
+
+
+def _inprocess_cost(backend: DockerBackend, plan: RunPlan, watcher: "cpu.Watcher") -> dict[str, float]:
+    """One run in this long-lived process (its own internet and warm proxy pool), removal included in the CPU."""
+    backend.drain()
+    me = os.getpid()
+    mark, e0, s0 = watcher.mark(), cpu.engine_cpu(), cpu.services_cpu(backend.client, pid=me)
+    r0 = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.perf_counter()
+    result = backend.run(plan)
+    wall = time.perf_counter() - start
+    backend.drain()
+    r1 = resource.getrusage(resource.RUSAGE_SELF)
+    sandbox, _ = watcher.sandbox_cpu(mark, [me], expect=99, wait_s=0.5)
+    grader = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
+    return _cost_row(wall, result.timings, {"sandbox": sandbox, "grader": grader,
+                                            "simnet": cpu.services_cpu(backend.client, pid=me) - s0, "engine": cpu.engine_cpu() - e0})
+
+
+def _costs(backend: DockerBackend, files: dict[str, Path], n: int) -> dict[tuple[str, str], dict[str, float]]:
+    """Per kind and place, the median of each phase and each CPU figure over ``n`` runs, terminal and in-process
+    alternating (so the machine's load falls on both alike). Prints the table and returns it."""
+    watcher = cpu.Watcher().start()
+    rows: dict[tuple[str, str], list[dict[str, float]]] = {}
+    try:
+        for name in POLICIES:
+            plan = build_plan(load_policy(POLICIES[name]))
+            for _ in range(n):
+                rows.setdefault((name, "terminal"), []).append(_terminal_cost(files[name], watcher))
+                rows.setdefault((name, "in-process"), []).append(_inprocess_cost(backend, plan, watcher))
+    finally:
+        watcher.close()
+    table = {k: {c: statistics.median(r[c] for r in v) for c in v[0]} for k, v in rows.items()}
+    print(f"where the time and the CPU of a run go (median of {n} each, terminal and in-process alternating; "
+          f"CPU in core-seconds: sandbox = its container's cgroup, grader = the grader process, simnet = proxy and "
+          f"internet containers, engine = dockerd + containerd, shared with others: an upper bound):")
+    print(f"  {'kind':8} {'where':10} {'wall':>6} " + " ".join(f"{p:>8}" for p in RUN_PHASES)
+          + " | " + " ".join(f"{c:>7}" for c in COST_KEYS) + f" {'core-s':>7} {'sandbox%':>8}  dominant phase")
+    for (name, where), m in table.items():
+        core = sum(m[c] for c in COST_KEYS if m[c] == m[c])  # nan: not measured
+        top = max(RUN_PHASES, key=lambda p: m[p])
+        print(f"  {name:8} {where:10} {m['wall']:6.2f} " + " ".join(f"{m[p]:8.3f}" for p in RUN_PHASES)
+              + " | " + " ".join(f"{m[c]:7.3f}" if m[c] == m[c] else f"{'n/a':>7}" for c in COST_KEYS)
+              + f" {core:7.3f} {m['sandbox'] / core if core else 0:8.0%}  {top} ({m[top] / m['wall']:.0%} of the wall)")
+    print(f"  (load average {os.getloadavg()[0]:.1f} at the end; n/a: the machine hub's single-use proxies, gone with their "
+          "cgroups before anyone outside can read them; a terminal run's wall and grader CPU include its "
+          "interpreter, imports and exit; the phases are the run's own, inside backend.run)")
+    return table
 
 
 def _lesson_run_all(write_route: bool) -> None:
@@ -183,6 +280,8 @@ def main() -> int:
     ap.add_argument("--no-lesson", action="store_true", help=f"leave out lesson {LESSON}'s Run All")
     ap.add_argument("--write-route", action="store_true",
                     help=f"write lesson {LESSON}'s Run All into grader/route.json and render the route tables")
+    ap.add_argument("--costs-only", action="store_true",
+                    help="only the table of phases and CPU per kind of run (terminal and in-process), after the bare run")
     args = ap.parse_args()
     n = args.repeat
     backend = DockerBackend.from_env()
@@ -196,6 +295,10 @@ def main() -> int:
     bare = _median(lambda: subprocess.run(["docker", "run", "--rm", "--network", "none", image, "python3", "-c", "pass"], check=True), n)
     print(f"bare docker run of {image}: median {bare:.2f} s over {n} (cores: {os.cpu_count()}, "
           f"SANDBOX_LAB_SHARED_IDLE={os.environ.get('SANDBOX_LAB_SHARED_IDLE', 'unset')})")
+    if args.costs_only:
+        _costs(backend, files, n)
+        backend.close()
+        return 0
     print(f"{'policy':9} {'network':7} {'terminal (1 process/run)':>26} {'in-process':>18}")
     verdicts = []
     ratios: dict[tuple[str, str], float] = {}
@@ -231,6 +334,7 @@ def main() -> int:
     imports = phases["imports"]
     print(f"  a one-shot command's imports <= {IMPORTS_TARGET_SECONDS} s: {imports:.3f} s  "
           f"{'met' if imports <= IMPORTS_TARGET_SECONDS else 'NOT met'}")
+    _costs(backend, files, n)
     backend.close()
     if not args.no_lesson:
         _lesson_run_all(args.write_route)
