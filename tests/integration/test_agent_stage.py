@@ -18,8 +18,9 @@ from grader.core.policy import Policy, load_policy
 
 pytestmark = [pytest.mark.docker]
 
-CONTAINED = load_policy({"filesystem": {"allowRead": ["/project"], "denyRead": ["/project/.env"], "allowWrite": ["/project/out"]},
-                         "network": {"allowedDomains": []}})
+# srt's rules: reads are open by default, so the scoped policy hides every place but the project (and its .env)
+CONTAINED = load_policy({"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/app/workspace", "/project/.env"],
+                                        "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}})
 RUNS: dict[str, tuple[Optional[Policy], str]] = {
     "prompt, plain container": (None, POLITE_PROMPT),
     "no prompt, plain container": (None, ""),
