@@ -210,9 +210,9 @@ def test_the_agent_on_stage_leaks_the_key_until_the_learner_s_policy_contains_it
     _shot(page, "agent-2-naive")
     assert stage.locator(".sl-agent-goal").get_attribute("data-met") == "false"
 
-    # Beside the policy: the same policy as sandbox-runtime's and Claude Code's settings, and how allowRead differs there.
+    # Beside the policy: the same policy as sandbox-runtime's and Claude Code's settings, and the rule people get wrong.
     real = stage.locator('.sl-real-tools[data-state="exported"]')
-    assert "re-allow" in real.locator(".sl-allow-read").inner_text()
+    assert "re-opens" in real.locator(".sl-allow-read").inner_text()
     assert '"/home/user"' in real.locator(".sl-real-tools-srt").inner_text()
 
     # The learner's policy, typed into the stage; the agent runs again, the key stays and the job is done.

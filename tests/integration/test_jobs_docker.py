@@ -30,13 +30,14 @@ def _flag() -> str:
     return "FLAG{" + secrets.token_hex(12) + "}"
 
 
-def _policy(domains: list[str], read: list[str]) -> Any:
-    return build_plan(load_policy({"filesystem": {"allowRead": read, "allowWrite": []}, "network": {"allowedDomains": domains}}))
+def _policy(domains: list[str], hide: list[str]) -> Any:
+    """Reads are open by default (srt's rules): ``hide`` is what denyRead takes away."""
+    return build_plan(load_policy({"filesystem": {"denyRead": hide, "allowWrite": []}, "network": {"allowedDomains": domains}}))
 
 
 def test_a_flag_posted_to_an_allowed_gist_is_seen_at_the_gist(docker_backend: Any, no_leftovers: Any) -> None:
     flag = _flag()
-    plan = _policy(["gist.github.com"], ["/"])
+    plan = _policy(["gist.github.com"], [])
     ex = docker_backend.execute(plan, Job(code=EXFIL, plant={"/home/user/.ssh/id_rsa": f"\n{flag}\n"}))
     assert ex.exit_code == 0 and "posted" in ex.output, ex.output
     hits = sightings(ex, plan.world, {"the flag": flag})
@@ -55,7 +56,7 @@ def test_the_plain_container_leaks_by_dns_too(docker_backend: Any, no_leftovers:
 
 def test_a_hidden_key_and_no_network_capture_nothing(docker_backend: Any, no_leftovers: Any) -> None:
     flag = _flag()
-    plan = _policy([], ["/project"])
+    plan = _policy([], ["/home/user"])
     ex = docker_backend.execute(plan, Job(code=EXFIL, plant={"/home/user/.ssh/id_rsa": f"\n{flag}\n"}))
     assert flag not in ex.output
     assert sightings(ex, plan.world, {"the flag": flag}) == ()
@@ -64,14 +65,14 @@ def test_a_hidden_key_and_no_network_capture_nothing(docker_backend: Any, no_lef
 
 def test_printing_the_flag_is_not_sending_it(docker_backend: Any, no_leftovers: Any) -> None:
     flag = _flag()
-    plan = _policy(["registry.npmjs.org"], ["/"])
+    plan = _policy(["registry.npmjs.org"], [])
     ex = docker_backend.execute(plan, Job(code="print(open('/home/user/.ssh/id_rsa').read())", plant={"/home/user/.ssh/id_rsa": flag}))
     assert flag in ex.output
     assert sightings(ex, plan.world, {"the flag": flag}) == ()
 
 
 def test_env_is_given_and_the_wall_clock_kills(docker_backend: Any, no_leftovers: Any) -> None:
-    plan = _policy([], ["/"])
+    plan = _policy([], [])
     ex = docker_backend.execute(plan, Job(code="import os; print(os.environ['AGENT_TOKEN'])", env={"AGENT_TOKEN": "tok-123"}))
     assert ex.output.strip() == "tok-123" and ex.exit_code == 0
     slow = docker_backend.execute(plan, Job(code="import time; print('start', flush=True); time.sleep(60)", timeout_s=2))
