@@ -28,7 +28,9 @@ def test_naive_setup_leaks_the_ssh_key_with_evidence(docker_backend: Any, no_lef
     exfil = r.outcome("exfil-secret")
     assert exfil.outcome == "succeeded"
     assert any("github.com" in e for e in exfil.evidence), exfil.evidence
-    assert r.outcome("write-shell-rc").outcome == "succeeded"
+    # srt, started in the home, keeps ~/.bashrc read-only whatever allowWrite says; its own settings file it does not
+    assert r.outcome("write-shell-rc").outcome == "blocked"
+    assert r.outcome("write-sandbox-settings").outcome == "succeeded"
     assert r.outcome("net-direct-ip").outcome == "blocked"
     assert r.backend == "docker" and r.run_id.startswith("sl-")
 
