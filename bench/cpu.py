@@ -134,6 +134,15 @@ def _watch() -> int:
                               stdout=subprocess.PIPE, text=True)
     assert events.stdout is not None
     signal.signal(signal.SIGTERM, lambda *_: (events.kill(), os._exit(0)))  # docker events ends with its watcher
+    parent = os.getppid()
+
+    def orphaned() -> None:  # a bench killed outright never stops its watcher: end with it
+        while os.getppid() == parent:
+            time.sleep(1)
+        events.kill()
+        os._exit(0)
+
+    threading.Thread(target=orphaned, daemon=True).start()
     with out_lock:
         sys.stdout.write("READY\n")
         sys.stdout.flush()

@@ -243,10 +243,13 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="service-cost-"))
     load0 = os.getloadavg()[0]
     watcher = cpu.Watcher().start()
-    backend = DockerBackend.from_env()
-    stacks = {m: BenchStack(m, tmp / f"{m}.jsonl") for m in modes if m != "in-process"}
+    backend = DockerBackend.from_env()  # should this fail, the watcher ends on its own when this process has gone
+    stacks: dict[str, BenchStack] = {}
     rows: dict[tuple[str, str], list[dict[str, float]]] = {}
-    try:
+    try:  # stopped at any point (Ctrl-C too), whatever was started is stopped
+        for m in modes:
+            if m != "in-process":
+                stacks[m] = BenchStack(m, tmp / f"{m}.jsonl")
         for kind in kinds:  # one unmeasured job per stack and kind: the first pays for images and internets
             for stack in stacks.values():
                 _job(stack, POLICIES[kind], watcher, backend.client)
@@ -334,10 +337,13 @@ def _bursts(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="service-burst-"))
     load0 = os.getloadavg()[0]
     watcher = cpu.Watcher().start()
-    backend = DockerBackend.from_env()
-    stacks = {m: BenchStack(m, tmp / f"{m}.jsonl", workers=args.workers) for m in modes if m != "in-process"}
+    backend = DockerBackend.from_env()  # should this fail, the watcher ends on its own when this process has gone
+    stacks: dict[str, BenchStack] = {}
     rows: dict[tuple[str, str], list[dict[str, float]]] = {}
     try:
+        for m in modes:
+            if m != "in-process":
+                stacks[m] = BenchStack(m, tmp / f"{m}.jsonl", workers=args.workers)
         for kind in kinds:  # one unmeasured job each: the first pays for images and internets
             for stack in stacks.values():
                 _client(stack, POLICIES[kind])
