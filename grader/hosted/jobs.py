@@ -44,11 +44,12 @@ from typing import Any, Mapping, Optional
 from redis import Redis
 from redis.exceptions import OutOfMemoryError
 from redis.exceptions import ConnectionError as RedisConnectionError, TimeoutError as RedisTimeoutError
-from rq import Queue, Retry
+from rq import Callback, Queue, Retry
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.registry import StartedJobRegistry
 from rq.serializers import JSONSerializer
+from rq.timeouts import TimerDeathPenalty
 
 from grader.core.errors import BackendError, SandboxLabError
 from grader.cli.core import one_line
@@ -197,6 +198,19 @@ class _Record:
         return _Record(data["token"], data["kind"], data["cached"], data["cache"])
 
 
+def _said_lost(job: Job, connection: Any, kind: Any, value: Any, traceback: Any) -> None:
+    """RQ's failure callback: when a job is found abandoned (its worker stopped beating mid-run), say so in the
+    log of whoever found it (a worker's maintenance or the API's poll), and whether it runs a second time."""
+    if getattr(kind, "__name__", "") != "AbandonedJobError":
+        return
+    if job.retries_left:
+        _log.warning("job %s: its worker %s was lost mid-run; it runs once more, and its answer is that second run's",
+                     job.id, job.worker_name)
+    else:
+        _log.warning("job %s: its worker %s was lost mid-run, and so was its retry; it fails as worker_lost",
+                     job.id, job.worker_name)
+
+
 @dataclass(frozen=True)
 class WorkerCensus:
     """The queue's workers, counted from their heartbeats (``JobStore.census``)."""
@@ -313,6 +327,7 @@ class JobStore:
                     "grader.hosted.jobs.perform", route, body, key, self._prefix, self._active(token), token.id,
                     job_id=job_id,
                     retry=Retry(max=1),  # a worker lost mid-job: once more on another, then failed (worker_lost)
+                    on_failure=Callback(_said_lost),  # a second run is never silent
                     job_timeout=JOB_TIMEOUT, result_ttl=RESULT_SECONDS, failure_ttl=RESULT_SECONDS,
                 )
             except BaseException:
@@ -405,7 +420,9 @@ class JobStore:
         status = job.get_status()
         if status == JobStatus.STARTED:
             # a worker that died leaves its job started until someone looks: expired entries are retried or failed
-            StartedJobRegistry(queue=self.queue).cleanup()
+            # TimerDeathPenalty: the cleanup runs the job's failure callback (_said_lost) under a time limit, and
+            # the default's SIGALRM works only in the main thread, never in the API's worker threads
+            StartedJobRegistry(queue=self.queue, death_penalty_class=TimerDeathPenalty).cleanup()
             status = job.get_status()
         if status in _WAITING:
             return self._answer(job_id, kind, "queued", None, None)

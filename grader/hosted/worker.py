@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
@@ -200,7 +201,13 @@ def serve_jobs(settings: ServiceSettings, *, name: Optional[str] = None, burst: 
                                    worker_ttl=HEARTBEAT_SECONDS + 15, alive_file=alive_file)
         started = time.monotonic()
         try:
-            worked = bool(worker.work(burst=burst, with_scheduler=False)) or worked
+            try:
+                worked = bool(worker.work(burst=burst, with_scheduler=False)) or worked
+            except Exception:
+                if not isinstance(sys.exc_info()[1], (*_REDIS_DOWN, ValueError, StopRequested)):
+                    _log.exception("worker %s: its work loop raised; the process ends (its supervisor restarts it)",
+                                   worker.name)
+                raise
         except _REDIS_DOWN as exc:  # at birth, or at its death's registration
             _log.error("worker %s: Redis unreachable (%s)", worker.name, exc)
         except ValueError as exc:  # a name still registered by this worker's previous loop
