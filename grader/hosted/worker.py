@@ -196,34 +196,39 @@ def serve_jobs(settings: ServiceSettings, *, name: Optional[str] = None, burst: 
     while True:
         conn = open_redis(settings)
         queue = Queue(settings.queue_name, connection=conn, serializer=JSONSerializer)
-        worker = _SupervisedWorker([queue], connection=conn, serializer=JSONSerializer, name=name,
-                                   job_monitoring_interval=MONITOR_SECONDS, maintenance_interval=MAINTENANCE_SECONDS,
-                                   worker_ttl=HEARTBEAT_SECONDS + 15, alive_file=alive_file)
+        worker: Optional[_SupervisedWorker] = None
         started = time.monotonic()
         try:
             try:
+                # inside the try: RQ's Worker() asks Redis its client's address, so a worker made during an
+                # outage raised out of this loop and the process died (a restart by the supervisor, not a wait)
+                worker = _SupervisedWorker([queue], connection=conn, serializer=JSONSerializer, name=name,
+                                           job_monitoring_interval=MONITOR_SECONDS,
+                                           maintenance_interval=MAINTENANCE_SECONDS,
+                                           worker_ttl=HEARTBEAT_SECONDS + 15, alive_file=alive_file)
                 worked = bool(worker.work(burst=burst, with_scheduler=False)) or worked
             except Exception:
                 if not isinstance(sys.exc_info()[1], (*_REDIS_DOWN, ValueError, StopRequested)):
                     _log.exception("worker %s: its work loop raised; the process ends (its supervisor restarts it)",
-                                   worker.name)
+                                   name or "(unnamed)")
                 raise
-        except _REDIS_DOWN as exc:  # at birth, or at its death's registration
-            _log.error("worker %s: Redis unreachable (%s)", worker.name, exc)
+        except _REDIS_DOWN as exc:  # at its making, its birth, or its death's registration
+            _log.error("worker %s: Redis unreachable (%s)", name or "(unnamed)", exc)
         except ValueError as exc:  # a name still registered by this worker's previous loop
-            _log.error("worker %s: %s", worker.name, exc)
+            _log.error("worker %s: %s", name or "(unnamed)", exc)
         except StopRequested:
             return worked
-        if burst or worker.asked_to_stop:
+        if burst or (worker is not None and worker.asked_to_stop):
             return worked
-        _forget(conn, worker)
-        try:
-            worker.unsubscribe()  # type: ignore[no-untyped-call]
-        except Exception:  # noqa: BLE001 - its thread is a daemon; the new loop subscribes afresh
-            pass
+        if worker is not None:
+            _forget(conn, worker)
+            try:
+                worker.unsubscribe()  # type: ignore[no-untyped-call]
+            except Exception:  # noqa: BLE001 - its thread is a daemon; the new loop subscribes afresh
+                pass
         if time.monotonic() - started > 60:
             delay = 1.0  # it served a while: this is a new fault, not the same one again
-        _log.warning("worker %s: its work loop ended; serving again in %.0f s", worker.name, delay)
+        _log.warning("worker %s: its work loop ended; serving again in %.0f s", name or "(unnamed)", delay)
         _touch(alive_file)
         try:
             time.sleep(delay)

@@ -170,3 +170,13 @@ def test_worker_alive_is_the_liveness_probe(tmp_path: Path, monkeypatch: pytest.
     assert run_worker(args, streams) == 3 and "hung, or not running" in streams.err.getvalue()
     (tmp_path / "alive").touch()
     assert run_worker(args, streams) == 0
+
+
+def test_a_worker_made_while_redis_is_down_waits_instead_of_dying(tmp_path: Path) -> None:
+    # RQ's Worker() asks Redis its client's address: made during an outage, it raised out of serve_jobs and the
+    # process died. In burst mode the loop returns after its one attempt, so the attempt is what is judged here.
+    own = RedisServer()
+    settings = service_settings({"SANDBOX_LAB_SERVICE_DIR": str(tmp_path / "service"), "SANDBOX_LAB_REDIS_URL": own.url,
+                                 "SANDBOX_LAB_SERVICE_NAME": "down", "HOME": os.environ.get("HOME", "/root")})
+    own.close()
+    assert worker_module.serve_jobs(settings, name="w", burst=True) is False
