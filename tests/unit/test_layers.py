@@ -94,7 +94,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"hosted.remote_kinds"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder
     {"grading.tasks", "ctf.ladder", "lessons.gaps", "lessons.hole_hunt", "lessons.session_runs"},
-    {"grading.grade"},
+    {"grading.grade", "grading.intake"},
     {"grading.batch", "grading.notebook"},
     # a submission as received, checked against the released assignment (before any learner code runs)
     {"grading.submission"},
