@@ -23,17 +23,41 @@ Measures, in one bench run,
   client's: with N clients on two workers a run waits for about N/4 others
   (``fresh.p50_s`` is mostly queue), which only more workers shorten.
 
+Beside the latencies, what one token can make the service hold (issue 39),
+measured without the running service:
+
+* **Redis per 1,000 cached answers**: against a redis-server of the bench's
+  own (a temporary directory and socket), one run through RQ and ``perform``
+  (the static backend) caches its result, padded to ``--cached-bytes`` (4.5 MB:
+  the result issue 39 measured); then ``--answers`` re-POSTs through
+  ``JobStore.submit`` are answered from that entry; ``INFO memory``'s
+  ``used_memory`` before and after, per 1,000 answers (a cached answer is a
+  reference to the entry, never a copy: commit 50422ed);
+* **the disk one hostile job can hold at most**: its world copy's tmpfs
+  (``quota.WORLD_BYTES``), its /tmp and /dev/shm (``plan.Hardening``), and per
+  token, times the token's job cap (``tokens.DEFAULT_JOBS``; a token issued with
+  ``--jobs`` holds that many). As root, the world's tmpfs is also mounted and
+  written full here, as an attack filling its world would, and the bytes it
+  took are reported; no container is started (the attack's own run is
+  ``tests/integration/test_hostile_code.py``).
+
+``--costs-only`` measures these two alone (no ``make serve``, no Docker).
+
 The token needs limits above N (the operator token ``make serve`` prints has
 30 runs a minute and 4 jobs): without ``--token``, the bench issues its own in
 ``$SANDBOX_LAB_SERVICE_DIR`` (the same machine's service), with room for N.
 
     python bench/service.py [--url http://127.0.0.1:8000] [--clients 50] [--token TOKEN] [--local-repeat 3]
+    python bench/service.py --costs-only [--answers 1000] [--cached-bytes 4500000]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -43,7 +67,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -177,6 +201,170 @@ def _bench_token(clients: int) -> str:
                        rate=max(60, 4 * clients), jobs=max(4, 2 * clients), expires_days=1)
 
 
+# --- what one token can make the service hold (issue 39) ----------------------------------------
+
+
+@contextlib.contextmanager
+def _own_redis() -> Iterator[str]:
+    """A redis-server of the bench's own, as tests/redis_server.py starts one: a fresh directory, a Unix socket,
+    nothing reachable from elsewhere; stopped and removed after. Yields its URL."""
+    import redis
+
+    binary = shutil.which("redis-server") or "/usr/bin/redis-server"
+    if not os.path.exists(binary):
+        raise SystemExit("redis-server is not installed: run scripts/ensure-redis (apt-get install redis-server)")
+    directory = Path(tempfile.mkdtemp(prefix="slbench-"))  # short: a socket path is at most 107 bytes
+    sock = directory / "redis.sock"
+    proc = subprocess.Popen([binary, "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+                             "--dir", str(directory), "--save", "", "--appendonly", "no", "--daemonize", "no",
+                             "--logfile", str(directory / "redis.log")],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                if redis.Redis(unix_socket_path=str(sock)).ping():
+                    break
+            except redis.RedisError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                raise SystemExit(f"redis-server did not start: {(directory / 'redis.log').read_text(errors='replace')[-800:]}")
+            time.sleep(0.05)
+        yield f"unix://{sock}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _settled_memory(conn: Any) -> int:
+    """``used_memory`` once Redis has let go of what a request held: writing or reading a 4.5 MB value leaves
+    buffers of that size on the connection for a while (freed by the server's cron), which would hide 1,000 small
+    records; so read it until it stops moving (at most 10 s)."""
+    conn.execute_command("MEMORY", "PURGE")
+    last = int(conn.info("memory")["used_memory"])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        now = int(conn.info("memory")["used_memory"])
+        if abs(now - last) < 4096:
+            return now
+        last = now
+    return last
+
+
+def _redis_per_answers(answers: int, cached_bytes: int) -> dict[str, Any]:
+    """Redis's ``used_memory`` grown by ``answers`` cached answers to one large result, per 1,000 of them."""
+    from rq import SimpleWorker
+    from rq.serializers import JSONSerializer
+
+    from grader.hosted.jobs import JobStore, open_redis
+    from grader.hosted.kinds import BACKEND_ENV
+    from grader.hosted.settings import ServiceSettings
+    from grader.hosted.tokens import Token
+
+    token = Token(name="bench", sha256="0" * 64, created=0.0, expires=None, rate=answers + 10, jobs=4)
+    body = {"policy": NAIVE}
+    with _own_redis() as url, tempfile.TemporaryDirectory() as state:
+        settings = ServiceSettings(directory=Path(state), redis_url=url, name="bench")
+        store = JobStore(settings, open_redis(settings), require_workers=False)
+        first = store.submit(token, "probe", body)
+        was = os.environ.get(BACKEND_ENV)
+        os.environ[BACKEND_ENV] = "static"  # the one real run is the static backend's: no engine needed
+        try:  # RQ logs to stdout: WARNING keeps the bench's JSON the only thing printed there
+            SimpleWorker([store.queue], connection=store.conn, serializer=JSONSerializer).work(burst=True, logging_level="WARNING")
+        finally:
+            if was is None:
+                os.environ.pop(BACKEND_ENV, None)
+            else:
+                os.environ[BACKEND_ENV] = was
+        ran = store.status(token, first["job"])
+        if ran["status"] != "finished":
+            raise SystemExit(f"the run to cache did not finish: {ran['error']}")
+        # the entry perform wrote, made as large as the result issue 39 measured (same key, same TTL)
+        entry = next(iter(store.conn.scan_iter(f"{settings.prefix}cache:*")))
+        result = ran["result"]
+        pad = max(0, cached_bytes - len(json.dumps(result)))
+        store.conn.set(entry, json.dumps({**result, "bench_padding": "x" * pad}), keepttl=True)
+        entry_bytes = int(store.conn.memory_usage(entry) or 0)
+        before = _settled_memory(store.conn)
+        jobs = [store.submit(token, "probe", body) for _ in range(answers)]
+        after = _settled_memory(store.conn)
+        record_bytes = int(store.conn.memory_usage(f"{settings.prefix}job:{jobs[-1]['job']}") or 0)
+        read = store.status(token, jobs[-1]["job"])
+    cached = sum(1 for j in jobs if j["status"] == "finished")
+    grown = after - before
+    return {
+        "answers": answers, "answered_from_cache": cached,
+        "last_read_back": {"status": read["status"], "cached": read["cached"],
+                           "result_bytes": len(json.dumps(read["result"])) if read["result"] else 0},
+        "cached_entry_bytes": entry_bytes,
+        "used_memory_before": before, "used_memory_after": after,
+        "bytes_per_1000_answers": round(grown * 1000 / answers), "bytes_per_answer": round(grown / answers),
+        "job_record_bytes": record_bytes,
+        # what the same answers took before 50422ed (each record held a copy): computed, not measured
+        "if_copied_bytes_per_1000_answers": entry_bytes * 1000,
+    }
+
+
+def _fill(path: Path) -> tuple[int, str]:
+    """Write ``path`` as a disk-filling attack does (1 MiB at a time, flushed) until the write fails: (bytes, errno)."""
+    import errno
+
+    size = 0
+    try:
+        with open(path, "wb") as fh:
+            while size < 1 << 34:  # 16 GiB: a guard, never reached on a bounded mount
+                fh.write(b"x" * (1 << 20))
+                fh.flush()
+                size += 1 << 20
+    except OSError as exc:
+        return path.stat().st_size, errno.errorcode.get(exc.errno or 0, str(exc.errno))
+    return size, ""
+
+
+def _disk_per_job() -> dict[str, Any]:
+    """The disk one hostile job can hold at most, from the constants that bound it; and, as root, the world's
+    tmpfs mounted and written full here."""
+    from grader.backends.quota import WORLD_BYTES, bound_world, filled, remove_dir
+    from grader.core.plan import Hardening
+    from grader.hosted.tokens import DEFAULT_JOBS
+
+    h = Hardening()
+    per_job = WORLD_BYTES + h.tmp_bytes + h.shm_bytes
+    mib = 1024 * 1024
+    out: dict[str, Any] = {
+        "world_mib": WORLD_BYTES / mib, "tmp_mib": h.tmp_bytes / mib, "shm_mib": h.shm_bytes / mib,
+        "per_job_mib": per_job / mib, "jobs_per_token": DEFAULT_JOBS, "per_token_mib": per_job * DEFAULT_JOBS / mib,
+        # all three are tmpfs: memory of the worker's machine (/tmp and shm charged to the run's memory limit),
+        # freed with the run; the world is bounded only where the worker runs as root (quota.bound_world)
+        "not_counted": [
+            "the container's log on the engine's disk: json-file, max-size 8m (docker.run.hardened_options)",
+            "a baseline level (plan.BASELINE_HARDENING: read_only_root=False) can write the container's own "
+            "writable layer (/var/tmp: mode 1777 in the base image), which no quota here bounds: only its wall clock and the engine's disk",
+        ],
+    }
+    run = Path(tempfile.mkdtemp(prefix="slbench-run-"))
+    try:
+        if not bound_world(run / "world", WORLD_BYTES):
+            out["world_fill"] = "not measured: mounting a tmpfs needs root on Linux"
+        else:
+            written, err = _fill(run / "world" / "fill.bin")
+            out["world_fill"] = {"written_mib": round(written / mib, 2), "error": err,
+                                 "filled": filled(run / "world", WORLD_BYTES)}
+    finally:
+        remove_dir(run)
+    return out
+
+
+def _costs(args: argparse.Namespace) -> dict[str, Any]:
+    return {"redis": _redis_per_answers(args.answers, args.cached_bytes), "disk_per_hostile_job": _disk_per_job()}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--url", default="http://127.0.0.1:8000")
@@ -185,7 +373,13 @@ def main() -> int:
     ap.add_argument("--local-repeat", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=900)
     ap.add_argument("--single", type=int, default=5, help="fresh runs sent one at a time (0: skip)")
+    ap.add_argument("--answers", type=int, default=1000, help="cached answers stored for the Redis figure")
+    ap.add_argument("--cached-bytes", type=int, default=4_500_000, help="the size of the one cached result they answer with")
+    ap.add_argument("--costs-only", action="store_true", help="only Redis per cached answer and disk per job (no service)")
     args = ap.parse_args()
+    if args.costs_only:
+        print(json.dumps(_costs(args), indent=2))
+        return 0
     token = args.token or _bench_token(args.clients)
     tag = time.time_ns()
     fresh_policies = [{**NAIVE, "network": {"allowedDomains": [*NAIVE["network"]["allowedDomains"], f"c{i}-{tag}.example.com"]}}
@@ -216,6 +410,7 @@ def main() -> int:
                   "p50_over_local": round(_pct(alone_ok, 0.5) / local, 2) if alone_ok else None},
         "local_cli_probe_s": round(local, 3),
         "remote_p50_over_local": round(p50 / local, 2),
+        **_costs(args),
     }
     print(json.dumps(report, indent=2))
     return 0 if not errors and not alone_errors else 1
