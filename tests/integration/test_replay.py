@@ -59,7 +59,9 @@ except Exception as e:
     print("rewrote the settings")
 '''
 
-MOUNTS = '''python3 -c "print('mounts:', sorted(l.split()[4] for l in open('/proc/self/mountinfo') if l.split(' - ')[1].split()[0] not in ('proc','sysfs','tmpfs','devpts','mqueue','cgroup','cgroup2','overlay','shm')))"'''
+# every mount but the kernel's and the sandbox's own scratch; the world copy lies on a tmpfs of its own (its quota,
+# source "sandbox-lab-world"), so its binds count
+MOUNTS = '''python3 -c "print('mounts:', sorted(l.split()[4] for l in open('/proc/self/mountinfo') if (f := l.split(' - ')[1].split())[0] not in ('proc','sysfs','tmpfs','devpts','mqueue','cgroup','cgroup2','overlay','shm') or f[1] == 'sandbox-lab-world'))"'''
 PROBE_HOST = f'''
 with open("/home/user/.bashrc", "a") as fh:
     fh.write("\\n" + {MOUNTS!r} + "\\n" + "touch /usr/replay-was-here 2>/dev/null || echo 'root: read-only'\\n")
@@ -70,8 +72,10 @@ def _flag() -> str:
     return "FLAG{" + secrets.token_hex(12) + "}"
 
 
-def _plan(write: list[str], domains: list[str] = []) -> Any:
-    return build_plan(load_policy({"filesystem": {"allowWrite": write}, "network": {"allowedDomains": domains}}))
+def _plan(write: list[str], domains: list[str] = [], target: str = "srt") -> Any:
+    """srt starts in the home and keeps ~/.bashrc read-only whatever allowWrite says; Claude Code starts in the
+    project (and keeps its git hooks read-only): a shell start-up backdoor is planted under the target that allows it."""
+    return build_plan(load_policy({"filesystem": {"allowWrite": write}, "network": {"allowedDomains": domains}}), target=target)  # type: ignore[arg-type]
 
 
 def _run(backend: Any, plan: Any, code: str, flag: str) -> Any:
@@ -80,7 +84,7 @@ def _run(backend: Any, plan: Any, code: str, flag: str) -> Any:
 
 def test_a_bashrc_backdoor_fires_in_the_next_shell_and_its_secret_reaches_the_attacker(docker_backend: Any, no_leftovers: Any) -> None:
     flag = _flag()
-    plan = _plan(["/home/user"])
+    plan = _plan(["/home/user"], target="claude-code")
     ex = _run(docker_backend, plan, RC_BACKDOOR, flag)
     assert "planted" in ex.output, ex.output
     ns = ex.next_session
@@ -125,7 +129,7 @@ def test_nothing_fires_when_the_policy_kept_the_file_read_only(docker_backend: A
 
 
 def test_the_replay_sees_only_the_world_copy_and_never_the_host(docker_backend: Any, no_leftovers: Any) -> None:
-    plan = _plan(["/home/user"])
+    plan = _plan(["/home/user"], target="claude-code")
     ex = docker_backend.execute(plan, Job(code=PROBE_HOST, replay=True))
     ns = ex.next_session
     assert ns is not None
@@ -138,12 +142,16 @@ def test_the_replay_sees_only_the_world_copy_and_never_the_host(docker_backend: 
 
 
 def test_the_probe_board_shows_the_backdoor_firing_with_the_sinks_line(docker_backend: Any, no_leftovers: Any) -> None:
-    result = docker_backend.run(_plan(["/home/user", "/project"]))
-    for pid, when in (("write-shell-rc", "ran in the next shell"), ("write-git-hook", "ran at the next git commit in /project")):
+    srt = docker_backend.run(_plan(["/home/user", "/project"]))
+    claude = docker_backend.run(_plan(["/home/user", "/project"], target="claude-code"))
+    assert srt.outcome("write-shell-rc").outcome == "blocked" and claude.outcome("write-git-hook").outcome == "blocked"
+    for result, pid, when in ((claude, "write-shell-rc", "ran in the next shell"),
+                              (srt, "write-git-hook", "ran at the next git commit in /project")):
         o = result.outcome(pid)
         assert o.outcome == "succeeded"
         assert o.evidence[-1].startswith(f"the backdoor {when} and sent ~/.ssh/id_rsa to attacker.example: attacker.example logged POST /next/"), o.evidence
         assert "with the canary of /home/user/.ssh/id_rsa in its body" in o.evidence[-1], o.evidence
+    result = srt
     settings = result.outcome("write-sandbox-settings")
     assert settings.evidence[-1].startswith("the next sandboxed session read the rewritten settings (allowedDomains: attacker.example) and sent ~/.ssh/id_rsa"), settings.evidence
     assert not result.notes
