@@ -60,7 +60,8 @@ def test_host_is_untouched_by_a_policy_that_names_it(docker_backend: Any, tmp_pa
         policy = load_policy({"filesystem": {"allowWrite": ["/", "/var/run/docker.sock", "/proc", "/sys", "/dev", str(tmp_path)]}})
         r = docker_backend.run(build_plan(policy))
         # the world copy was writable, so the probes' writes succeeded there...
-        assert r.outcome("write-shell-rc").outcome == "succeeded"
+        assert r.outcome("write-shell-rc").outcome == "blocked"  # srt's own protection in the home it starts in
+        assert r.outcome("write-git-hook").outcome == "succeeded"  # the world copy's, never the host's
         assert r.outcome("tamper-source").outcome == "succeeded"
         # ...and never on the host
         for p, text in canaries.items():

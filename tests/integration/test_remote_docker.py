@@ -81,7 +81,8 @@ def test_a_real_run_round_trips_whole(docker_backend: Any, raw: Optional[dict[st
 
 
 def test_a_real_execution_round_trips_with_its_evidence_and_next_session(docker_backend: Any, no_leftovers: Any) -> None:
-    plan = build_plan(load_policy({"filesystem": {"allowWrite": ["/home/user"]}, "network": {"allowedDomains": []}}))
+    # Claude Code starts in the project, so ~/.bashrc is writable there (srt, started in the home, keeps it read-only)
+    plan = build_plan(load_policy({"filesystem": {"allowWrite": ["/home/user"]}, "network": {"allowedDomains": []}}), target="claude-code")
     flag = "FLAG{" + secrets.token_hex(12) + "}"
     ex = docker_backend.execute(plan, Job(code=BACKDOOR, plant={KEY: f"\n{flag}\n"}, replay=True, signer=secrets.token_hex(16)))
     assert ex.evidence is not None and ex.next_session is not None and "planted" in ex.output, ex.output
