@@ -27,9 +27,10 @@ cases in ``tests/integration/test_srt_matching.py``:
   an entry with a port matches that port only. Deny wins; without an ask
   callback srt denies what no allowed entry matches.
 
-The lab refuses, saying why, three kinds of entry srt takes: an IPv6 address
+The lab refuses, saying why, four kinds of entry srt takes: an IPv6 address
 (the simulated internet has none), a control character (it matches nothing,
-and the lab does not print it), and a bracket only a full URL parser reads.
+and the lab does not print it), a bracket only a full URL parser reads, and a
+name DNS cannot carry (a label over 63 characters; nothing resolves it).
 An ``xn--`` label is checked with UTS 46 when ``idna`` is installed; without
 it (the services image) a host whose spelling depends on it is refused.
 
@@ -52,13 +53,12 @@ try:  # UTS 46 data, to check an xn-- label as the WHATWG URL parser does; absen
 except ImportError:  # pragma: no cover - the host venv has it
     _idna = None
 
-__all__ = [
-    "MAX_HOST_LENGTH", "canonicalize_host", "entry_host", "entry_port", "filter_request", "host_allowed",
-    "is_ipv4", "is_valid_host", "matches", "never_matches", "normalize_host", "normalize_pattern",
-    "request_host", "split_port", "srt_accepts", "web_scheme", "WEB_PORTS", "operator_domain", "server_of",
-]
+__all__ = ["MAX_ENTRY_NAME", "MAX_HOST_LENGTH", "canonicalize_host", "entry_host", "entry_port", "filter_request",
+           "host_allowed", "is_ipv4", "is_valid_host", "matches", "never_matches", "normalize_host", "normalize_pattern",
+           "request_host", "split_port", "srt_accepts", "web_scheme", "WEB_PORTS", "operator_domain", "server_of"]
 
 MAX_HOST_LENGTH = 253  # DNS limit for a full name, dots included (the world's names)
+MAX_ENTRY_NAME = 200  # an entry's name: the scope scan asks for a fresh name under it, ~20 characters more
 _LABEL = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 _IPV4 = re.compile(r"^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
@@ -405,30 +405,30 @@ def normalize_pattern(entry: str, *, denied: bool = False) -> str:
     if not isinstance(entry, str):  # pragma: no cover - the model checks types first
         raise ValueError("must be a string")
     if any(unicodedata.category(c) == "Cc" for c in entry):
-        raise ValueError(
-            "contains a control character (such as NUL or a tab). sandbox-runtime takes the entry, but no host "
-            "it lets through has one, so it matches nothing; the lab refuses it rather than print it. "
-            "A host name is letters, digits, '-' and '.'."
-        )
+        raise ValueError("contains a control character (such as NUL or a tab). sandbox-runtime takes the entry, but no host "
+                         "it lets through has one, so it matches nothing; the lab refuses it rather than print it. "
+                         "A host name is letters, digits, '-' and '.'.")
     if entry.startswith("["):
         close = entry.find("]")
         try:
             if close != -1:
                 canonicalize_host(_drop_zone(entry[1:close]))
         except _Unknown:
-            raise ValueError(
-                "holds, inside brackets, something sandbox-runtime reads with a full URL parser, which the lab "
-                'does not model. Write the host without brackets, e.g. "example.com:443"; brackets are for IPv6.'
-            ) from None
+            raise ValueError("holds, inside brackets, something sandbox-runtime reads with a full URL parser, which the "
+                             'lab does not model. Write the host without brackets, e.g. "example.com:443"; brackets are '
+                             "for IPv6.") from None
     host, port = split_port(entry)
     if not srt_accepts(entry, denied=denied):
         raise ValueError(_why_refused(entry, host, denied))
+    name = host[2:] if host.startswith("*.") else host  # the scan asks under it: leave room for its own label
+    if len(name) > MAX_ENTRY_NAME or any(len(label) > 63 for label in name.split(".")):
+        raise ValueError(f"is too long a name: DNS carries at most 63 in a label, and the lab (which asks for names "
+                         f"under it) {MAX_ENTRY_NAME} in all. srt takes it, but it can never be looked up, so the lab "
+                         "cannot measure it: remove it, or name the host the job needs.")
     if _node_is_ip(host) == 6:
-        raise ValueError(
-            f'names the IPv6 address {host}. sandbox-runtime accepts it, but the simulated internet has no IPv6, '
-            "so the lab cannot measure what it opens (on a real machine [::1] is the machine itself): remove it, "
-            "or name the host instead."
-        )
+        raise ValueError(f'names the IPv6 address {host}. sandbox-runtime accepts it, but the simulated internet has no '
+                         "IPv6, so the lab cannot measure what it opens (on a real machine [::1] is the machine itself): "
+                         "remove it, or name the host instead.")
     return host.lower() + (f":{port}" if port is not None else "")
 
 

@@ -137,7 +137,7 @@ def test_a_full_width_deny_entry_leaves_the_gist_host_open_as_in_srt() -> None:
     assert not filter_request("gist.github.com", 443, allowed, [normalize_pattern("GIST.github.com", denied=True)])
 
 
-@pytest.mark.parametrize("entry", ["a..github.com", "git_hub.com", "-github.com", "a" * 64 + ".com", "256.1.1.1",
+@pytest.mark.parametrize("entry", ["a..github.com", "git_hub.com", "-github.com", "a" * 63 + ".com", "256.1.1.1",
                                    "[a.com]junk", "[a.com", "github.com ", "localhost",
                                    "*.*.github.com"])
 def test_entries_srt_takes_are_taken(entry: str) -> None:
@@ -302,3 +302,10 @@ def test_without_idna_a_host_whose_canonical_form_needs_it_is_refused_not_guesse
 def test_a_host_the_proxy_refuses_matches_nothing_not_even_its_own_spelling(host: str) -> None:
     # the static analyzer asks matches() about names it makes up (fronting, fresh subdomains): it must judge as the proxy
     assert not matches(host, host, 443) and not matches("*", host, 443) and not filter_request(host, 443, [host], [])
+
+
+@pytest.mark.parametrize("entry", ["a" * 64 + ".com", ".".join(["a" * 60] * 4), "*." + ".".join(["b" * 50] * 4)])
+def test_a_name_dns_cannot_carry_is_refused_with_the_limit(entry: str) -> None:
+    """srt takes it, but nothing that long resolves and the scope scan cannot ask under it: refused, named (issue 39)."""
+    with pytest.raises(ValueError, match="DNS carries at most 63 in a label"):
+        normalize_pattern(entry)
