@@ -156,9 +156,19 @@ class PrivateEngine:
             self.process.wait(timeout=10)
 
     def restart(self) -> None:
-        """Stop this dockerd with SIGTERM and start it again with the same settings."""
+        """Stop this dockerd with SIGTERM and start it again with the same settings.
+
+        A dockerd started the moment the last one exited can find its containerd still letting go of the socket
+        and exit at once: it is started again, up to three times, as a service manager would."""
         self.terminate()
-        self._launch()
+        for attempt in range(3):
+            try:
+                self._launch()
+                return
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+                time.sleep(1.0)
 
     def load_images(self, source: Any, tags: list[str]) -> None:
         """Copy ``tags`` from the engine behind ``source`` into this one (docker save, streamed into docker load)."""

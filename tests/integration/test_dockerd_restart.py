@@ -82,6 +82,7 @@ def test_dockerd_restarted_mid_batch_loses_no_grade(private_engine: PrivateEngin
     # the engine is this test's own: anything on it but its default networks came from these backends
     assert client.api.containers(all=True) == [] and client.api.volumes()["Volumes"] in (None, [])
     restarted = threading.Event()
+    failed: list[BaseException] = []
 
     def restart_when_under_way() -> None:
         deadline = time.monotonic() + 120
@@ -89,7 +90,11 @@ def test_dockerd_restarted_mid_batch_loses_no_grade(private_engine: PrivateEngin
             if journal.exists() and journal.read_text().count("\n") >= 4:
                 break
             time.sleep(0.02)
-        engine.restart()  # SIGTERM, as an operator's `systemctl restart docker`, then started again
+        try:
+            engine.restart()  # SIGTERM, as an operator's `systemctl restart docker`, then started again
+        except BaseException as exc:  # said below with its reason, never a silent "never restarted"
+            failed.append(exc)
+            raise
         restarted.set()
 
     backend = DockerBackend(client, images, retries=0)
@@ -98,7 +103,7 @@ def test_dockerd_restarted_mid_batch_loses_no_grade(private_engine: PrivateEngin
     try:
         first = grade_batch(task, subs, backend, workers=2, dedupe=False, journal=journal)
         restarter.join(timeout=240)
-        assert restarted.is_set(), "dockerd was never restarted: this test proves nothing"
+        assert restarted.is_set(), f"dockerd was never restarted: this test proves nothing ({failed or 'no restart in time'})"
     finally:
         backend.close()
     static = {r.student: r for r in grade_batch(task, subs, StaticBackend(), workers=1).rows}
