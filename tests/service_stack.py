@@ -32,9 +32,10 @@ def _children(pid: int) -> list[int]:
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
+            parent = int(fields[1])
+        except (OSError, IndexError, ValueError):  # a process that ended between the listing and the read
             continue
-        if int(fields[1]) == pid:
+        if parent == pid:
             found.append(int(stat.parent.name))
     return found
 
