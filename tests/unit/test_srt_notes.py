@@ -97,11 +97,14 @@ def test_every_documented_cause_has_a_rule() -> None:
     assert set(DOCUMENTED["causes"]) <= set(CAUSE.values())
 
 
-@pytest.mark.parametrize("diff", DOCUMENTED["differences"], ids=lambda d: f"{d['policy']}-{d['probe']}")
-def test_every_documented_difference_is_warned_about(diff: dict[str, str]) -> None:
-    raw = CORPUS[diff["policy"]]
-    assert raw is not None
-    assert diff["cause"] in {cause for cause, _ in srt_differences(load_policy(raw))}
+def test_every_documented_difference_is_warned_about() -> None:
+    """Each difference the cross-check documents gets its warning; today the model is srt's and the list is empty
+    (one test over the whole list: an empty parameter set would skip silently)."""
+    for diff in DOCUMENTED["differences"]:
+        raw = CORPUS[diff["policy"]]
+        assert raw is not None, diff
+        assert diff["cause"] in {cause for cause, _ in srt_differences(load_policy(raw))}, diff
+    assert DOCUMENTED["differences"] == [] and DOCUMENTED["scope_differences"] == []  # srt's rules are the model
 
 
 PLAIN = [
