@@ -33,6 +33,7 @@ import contextlib
 import json
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
@@ -209,7 +210,7 @@ class Hub:
         for n in self._client.api.networks(filters=mine):
             with engine_errors(ignore=(Missing,)):
                 self._leftovers.remove(self._client.networks.get(n["Id"]))
-        remove_dir(self.dir.path)  # a run's world quota under it unmounted first
+        shutil.rmtree(self.dir.path, ignore_errors=True)
 
     def _start(self) -> Internet:
         """Start a keeper (detached: never our child, so never our zombie) and wait for its internet."""
@@ -473,7 +474,7 @@ def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, client
         if hub.keeper_pid() == os.getpid():
             with contextlib.suppress(Exception):  # noqa: BLE001 - a run that finished meanwhile
                 _empty_trash(client, hub, leftovers)
-            remove_dir(hub.path)  # a run's world quota under it unmounted first
+            shutil.rmtree(hub.path, ignore_errors=True)
     return 0
 
 
