@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from grader.backends.quota import remove_dir
-from grader.backends.owners import namespace, pid_alive, private_root, read_owner, runs_root
+from grader.backends.owners import namespace, pid_alive, private_root, read_owner, runs_root, staging_pid
 
 __all__ = ["CLEANERS", "SWEEP_ENV", "SWEEP_EVERY", "SWEEP_STAMP", "Scope", "cleanup", "sweep_soon", "swept"]
 
@@ -67,7 +67,8 @@ class Scope:
         return ns == namespace() and not pid_alive(pid)
 
     def stale_dirs(self) -> list[Path]:
-        """Run directories to remove. One without a readable owner record is being made right now: kept."""
+        """Run directories to remove. One without a readable owner record is a hub's being made right now: kept;
+        a staging directory (``owners.make_run_dir``) without one is judged by the pid in its name."""
         root = runs_root()
         if not root.is_dir():
             return []
@@ -78,6 +79,8 @@ class Scope:
             owner = read_owner(d)
             if self.everything or (owner is not None and self.gone(owner.pid, owner.ns)):
                 out.append(d)
+            elif owner is None and (pid := staging_pid(d)) is not None and self.gone(pid):
+                out.append(d)  # a grader killed while it made this directory: its name says whose it was
         return out
 
 

@@ -17,8 +17,11 @@ Imports: errors and the standard library. Never ``docker``.
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
+import shutil
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -27,9 +30,11 @@ from typing import Optional
 
 from grader.core.errors import BackendError
 
-__all__ = ["DIR_MODE", "FILE_MODE", "OWNER", "Owner", "make_dir", "make_run_dir", "namespace", "pid_alive", "private_root", "read_owner", "runs_root", "write_file", "write_owner"]
+__all__ = ["DIR_MODE", "FILE_MODE", "OWNER", "STAGING", "Owner", "make_dir", "make_run_dir", "namespace", "pid_alive", "private_root", "read_owner", "runs_root", "staging_pid", "write_file", "write_owner"]
 
 OWNER = "owner.json"
+# A run directory while ``make_run_dir`` makes it: ``.new-<pid>-<name>``, judged by the pid in its name.
+STAGING = ".new-"
 # A run's directories and files: its sandbox's user and the services' containers pass through and read them, only
 # their owner writes. Given explicitly, whatever the umask (000 would make them writable by everyone).
 DIR_MODE = 0o755
@@ -156,22 +161,60 @@ def make_run_dir(name: str) -> Path:
     this process is gone, and never while it lives. The directory is the
     grader's user's alone (0700, whatever the umask): a Docker sandbox reaches
     what it is given through its mounts, never through this directory.
+
+    The directory appears with its record already in it: it is made under a
+    staging name that carries this pid (``staging_pid``), the record written,
+    then renamed into place. A grader killed in between leaves a staging
+    directory its name judges, never an unowned directory that no sweep would
+    dare to remove (one was seen after a batch was killed mid-run).
     """
     root = private_root()
     path = root / name
-    path.mkdir(mode=0o700)  # exists already: a name collision, never reuse another run's directory
-    os.chmod(path, 0o700)
-    write_owner(path, os.getpid())
+    if os.path.lexists(path):
+        raise FileExistsError(errno.EEXIST, "a run directory of that name exists: never reuse another run's", str(path))
+    staging = root / f"{STAGING}{os.getpid()}-{name}"
+    staging.mkdir(mode=0o700)
+    os.chmod(staging, 0o700)
+    write_owner(staging, os.getpid(), run=name)
+    try:
+        _rename_new(staging, path)
+    except OSError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     return path
 
 
-def write_owner(directory: Path, pid: int) -> None:
+def staging_pid(directory: Path) -> Optional[int]:
+    """The pid in a staging directory's name (``make_run_dir`` while it works), or None for any other name."""
+    rest = directory.name[len(STAGING):] if directory.name.startswith(STAGING) else ""
+    pid, _, run = rest.partition("-")
+    return int(pid) if pid.isdigit() and run else None
+
+
+def _rename_new(src: Path, dst: Path) -> None:
+    """Rename ``src`` to ``dst``, refusing an existing ``dst`` (rename(2) would replace an empty directory)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    renameat2 = getattr(libc, "renameat2", None)
+    if renameat2 is None:  # no renameat2 (not glibc, not Linux): the check above is the guard
+        os.rename(src, dst)
+        return
+    at_fdcwd, rename_noreplace = -100, 1
+    if renameat2(at_fdcwd, os.fsencode(src), at_fdcwd, os.fsencode(dst), rename_noreplace) != 0:
+        err = ctypes.get_errno()
+        if err in (errno.ENOSYS, errno.EINVAL):  # a kernel or filesystem without the flag
+            os.rename(src, dst)
+            return
+        raise OSError(err, os.strerror(err), str(dst))
+
+
+def write_owner(directory: Path, pid: int, *, run: Optional[str] = None) -> None:
     """Record ``pid`` as the owner of ``directory``: ``cleanup`` removes it once that process is gone.
 
-    A shared internet's directory names its keeper, which outlives the grader that made it.
+    A shared internet's directory names its keeper, which outlives the grader that made it. ``run``: the
+    directory's name to record, when it is written under another (``make_run_dir``'s staging name).
     """
     # json.dumps' own spacing, as before: tests look for '"pid": N,' in the text
-    write_file(directory / OWNER, json.dumps({"pid": pid, "run": directory.name, "ns": namespace()}))
+    write_file(directory / OWNER, json.dumps({"pid": pid, "run": run or directory.name, "ns": namespace()}))
 
 
 def read_owner(directory: Path) -> Optional[Owner]:

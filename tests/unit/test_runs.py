@@ -606,3 +606,41 @@ def test_a_run_sweep_imports_no_backend_it_does_not_run(_runs_root: Path, monkey
     assert runs.cleanup(automatic=True) == []
     with pytest.raises(ModuleNotFoundError):
         runs.cleanup()
+
+
+def test_a_run_directory_appears_with_its_owner_record_and_leaves_no_staging(_runs_root: Path) -> None:
+    d = runs.make_run_dir("sl-atomic")
+    assert sorted(p.name for p in _runs_root.iterdir()) == ["sl-atomic"]
+    assert runs.read_owner(d) == runs.Owner(pid=os.getpid(), run="sl-atomic", ns=runs.namespace())
+
+
+def test_a_grader_killed_while_making_a_run_directory_leaves_what_cleanup_removes(_runs_root: Path) -> None:
+    """A dead grader's half-made directory (no record yet, or its record but not renamed): an explicit cleanup
+    removes both; a live grader's is kept. Before, a kill between mkdir and the record left an unowned directory
+    that no cleanup removed (CI: test_grader_killed_mid_batch_resumes_without_loss_or_regrading)."""
+    pid = dead_pid()
+    bare = _runs_root / f"{owners.STAGING}{pid}-sl-bare"
+    bare.mkdir(parents=True)
+    recorded = _runs_root / f"{owners.STAGING}{pid}-sl-recorded"
+    recorded.mkdir()
+    owners.write_owner(recorded, pid, run="sl-recorded")
+    mine = _runs_root / f"{owners.STAGING}{os.getpid()}-sl-mine"
+    mine.mkdir()
+    assert owners.staging_pid(bare) == pid and owners.staging_pid(_runs_root / "sl-x") is None
+    assert owners.staging_pid(_runs_root / f"{owners.STAGING}12") is None  # no run name after the pid
+    assert sorted(cleaning.Scope().stale_dirs()) == sorted([bare, recorded])
+    assert cleaning.Scope(automatic=True).stale_dirs() == [recorded]  # a bare one's pid has no namespace to judge it
+    cleaning.cleanup()
+    assert sorted(p.name for p in _runs_root.iterdir()) == [mine.name]
+
+
+def test_a_run_directory_is_never_renamed_over_an_existing_one(_runs_root: Path) -> None:
+    """rename(2) replaces an empty directory: make_run_dir must refuse, never take over another run's name."""
+    (_runs_root / "sl-taken").mkdir(parents=True)
+    with pytest.raises(FileExistsError):
+        runs.make_run_dir("sl-taken")
+    staged = _runs_root / "staged"
+    staged.mkdir()
+    with pytest.raises(FileExistsError):  # the rename itself refuses too, past a check another maker raced
+        owners._rename_new(staged, _runs_root / "sl-taken")
+    assert staged.is_dir() and not any((_runs_root / "sl-taken").iterdir())
