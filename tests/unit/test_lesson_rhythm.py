@@ -20,6 +20,9 @@ from grader.lessons.goals import GOALS  # noqa: E402 - after the skip
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "lessons").glob("0*/*.md"))
 MAX_CELLS = 21  # about an hour's attention at most: past this, split the lesson (21: lesson 06 opens with a retrieval question)
+# The lessons allowed more, each with its reason. Lesson 07 is a ladder: one %%attack cell for each of its eleven
+# levels, so that no attack replaces another (levels 4 to 7 once shared one cell), is eleven cells before any prose.
+LONGER = {"07-break-it-yourself": 23}
 GOAL_CALL = re.compile(r'PolicyEditor\([^)]*goal="([a-z0-9-]+)"')
 
 
@@ -29,8 +32,8 @@ def _cells(path: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: p.parent.name)
 def test_no_lesson_is_longer_than_the_cap(path: Path) -> None:
-    n = len(_cells(path))
-    assert n <= MAX_CELLS, f"{path.relative_to(ROOT)} has {n} cells; the cap is {MAX_CELLS} (tests/unit/test_lesson_rhythm.py): split it"
+    n, cap = len(_cells(path)), LONGER.get(path.parent.name, MAX_CELLS)
+    assert n <= cap, f"{path.relative_to(ROOT)} has {n} cells; the cap is {cap} (tests/unit/test_lesson_rhythm.py): split it"
 
 
 GOAL_LESSONS = [p for p in SOURCES if GOAL_CALL.search(p.read_text(encoding="utf-8"))]
