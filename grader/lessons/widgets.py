@@ -27,7 +27,9 @@ features' classes are listed in their own modules.
 from __future__ import annotations
 
 import json
+import os
 import time
+from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import ipywidgets as W
@@ -123,12 +125,18 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
     after each run, says "Goal met" or "Not yet: ..." with every reason
     (``goals.check``); a met goal is recorded on the progress board
     (``goal:<id>``) and followed by the policy as the real tools take it.
+
+    Given ``save_as``, every edit is written to that file as it stands, valid or
+    not, so a command that reads the file (``%%attack capstone --policy ...``)
+    runs what the editor shows, or names the same problems: never an older,
+    valid text kept behind the learner's back.
     """
 
     def __init__(self, initial: Union[Mapping[str, Any], str], *, backend: Optional[Backend] = None, rows: int = 10,
                  goal: Union[Goal, str, None] = None, record_progress: bool = True,
-                 jobs: Optional[Sequence[str]] = None) -> None:
+                 jobs: Optional[Sequence[str]] = None, save_as: Union[str, os.PathLike[str], None] = None) -> None:
         text = initial if isinstance(initial, str) else json.dumps(dict(initial), indent=2)
+        self.save_as: Optional[Path] = None if save_as is None else Path(save_as)
         self._backend = backend
         self._jobs = jobs  # the board counts only these job probes (None: every one)
         self.goal: Optional[Goal] = find_goal(goal) if isinstance(goal, str) else goal
@@ -176,13 +184,25 @@ class PolicyEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
             self.policy, self.errors, self.warnings = None, exc.problems, ()
         else:
             self.policy, self.errors, self.warnings = policy, (), lint(policy)
-        self.status.value = board.problems_html(self.errors, self.warnings)
+        self.status.value = board.problems_html(self.errors, self.warnings) + self._save()
         # The button stays enabled (and in the Tab order) while the text is invalid: a disabled button is skipped by
         # Tab, so a keyboard user who leaves the text box mid-edit, or before the kernel has checked the last
         # keystroke, lands in the next cell's widget instead of on "Probe". Pressing it then says what to fix.
         if self.policy is not None and self.backend_note.value == _FIX_FIRST:
             self.backend_note.value = ""
         return self.policy
+
+    def _save(self) -> str:
+        """Write the text to ``save_as`` (if given) and say so, as a line for the status."""
+        if self.save_as is None:
+            return ""
+        try:
+            self.save_as.write_text(self.policy_text.strip() + "\n", encoding="utf-8")
+        except OSError as exc:
+            return palette.error_html(f"Not saved to {self.save_as.name}: {exc.strerror or exc}")
+        state = "a valid policy" if self.policy is not None else "not valid yet: fix the problems above"
+        return (f'<p class="sl-policy-saved" style="color:{palette.GREY};margin:2px 0">'
+                f"Saved to {palette.h(self.save_as.name)} ({state}).</p>")
 
     def _text_changed(self) -> None:
         """Validate the new text; if it is the first since a press on text that did not parse, and came at once

@@ -83,6 +83,24 @@ def test_policy_editor_never_reads_a_file_named_in_the_text(tmp_path: Path) -> N
     assert editor.policy is None and editor.errors
 
 
+def test_an_editor_that_saves_writes_every_edit_valid_or_not_so_its_file_is_what_it_shows(tmp_path: Path) -> None:
+    """The capstone's editor (lesson 07) writes the file ``%%attack capstone --policy`` reads: every edit, an invalid
+    one too, so the attack names the editor's problems instead of running an older, valid policy."""
+    path = tmp_path / "capstone_policy.json"
+    editor = widgets.PolicyEditor({"filesystem": {}, "network": {}}, backend=StaticBackend(), save_as=path)
+    assert load_policy(path) == load_policy({"filesystem": {}, "network": {}})  # the starter, saved at once
+    assert "Saved to capstone_policy.json (a valid policy)" in editor.status.value
+    editor.policy_text = '{"network": {"allowedDomains": ["cdn.jsdelivr.net"],}}'
+    assert path.read_text(encoding="utf-8") == '{"network": {"allowedDomains": ["cdn.jsdelivr.net"],}}\n'
+    assert "not valid yet" in editor.status.value
+    editor.policy_text = json.dumps(PRACTICE)
+    assert load_policy(path) == load_policy(PRACTICE)
+    (tmp_path / "gone").mkdir()
+    stuck = widgets.PolicyEditor("{}", backend=StaticBackend(), save_as=tmp_path / "gone")  # a directory: cannot be written
+    assert "Not saved to gone" in stuck.status.value
+    assert "Saved to" not in widgets.PolicyEditor("{}", backend=StaticBackend()).status.value  # no file unless asked
+
+
 def test_policy_editor_probe_fills_the_board_and_says_which_backend_ran() -> None:
     editor = widgets.PolicyEditor(NAIVE, backend=StaticBackend(notice="predicted, not run: no Docker engine answers (test)"))
     result = editor.probe()
