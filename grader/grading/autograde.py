@@ -40,14 +40,16 @@ the autograded notebook (``{"checked": true, "deviations": [{"grade_id",
 "problem", "affects"}]}``, always overwritten, so a learner cannot forge it).
 
 Lessons with graded multiple-choice letters (lesson 05) get the same
-treatment: a grade cell that checks ``is_option("<question>", answer_x)`` is
-scored here, from the string literal ``answer_x = "c"`` in the answers cell,
-against the question bank's hashed key. A ``str`` subclass or a patched
-``strip`` in the kernel changes nothing. The lesson shows the key after the
-first attempt, so the first attempt is what counts: where the submitted output
-of a graded check records a wrong first attempt (``lessons.first_answer``), the
-question scores 0 whatever letter is there now (read by ``CheckSubmission``,
-before nbgrader clears the outputs).
+treatment (``answers``): a grade cell that checks ``is_option("<question>",
+answer_x)`` is scored here, from the string literal ``answer_x = "c"`` in the
+answers cell, against the question bank's hashed key. A ``str`` subclass or a
+patched ``strip`` in the kernel changes nothing. The first answer is what
+counts (``lessons.first_answer``): in a class (``SANDBOX_LAB_CLASS_SECRET`` set
+here), from the record signed for this student in the check's output or in the
+submitted ``first-answers.jsonl``, and 0 with the reason where there is no
+trustworthy one; both read by ``CheckSubmission``, before nbgrader clears the
+outputs. Without the secret, a record in the outputs is read unverified, and a
+warning says so.
 
 Capture-the-flag attacks (the capture-the-flag task) get the same treatment: a
 grade cell that checks ``assert_captured(<level>, attack_x)`` is scored here by
@@ -67,18 +69,17 @@ grading pass but the file, and one ``nbgrader autograde`` must grade a class
 once, not once per student. What ``CheckSubmission`` found is handed over in
 process memory, where no learner can write.
 
-Imports: batch, backends, errors, first_answer, policy, quiz, submission, tasks. Only nbgrader's autograde runs it.
+Imports: answers, batch, backends, errors, policy, submission, tasks. Only nbgrader's autograde runs it.
 """
 
 from __future__ import annotations
 
-import ast
 import atexit
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, TypeVar
+from typing import Any, Optional
 
 from nbconvert.preprocessors import Preprocessor
 import nbformat
@@ -87,21 +88,21 @@ from traitlets import Bool
 
 from grader import backends
 from grader.backends.base import Backend
+from grader.grading.answers import asked_call as _asked, call_on as _call_on, class_secret, error_output as _error
+from grader.grading.answers import first_answers, grade_answers, grade_id as _grade_id, graded_calls as _graded_calls
+from grader.grading.answers import literal_strings, stream_output as _stream
 from grader.grading.batch import Row, Submission, grade_batch
 from grader.core.errors import SandboxLabError
 from grader.core.text import printable
-from grader.lessons.first_answer import read_first_answer
-from grader.lessons.quiz import answer_hash, question
 from grader.grading.submission import Deviation, Reference, check_structure, read_policy_file, reference_of, zeroed
 from grader.grading.tasks import Task, all_tasks
+from grader.lessons.first_answer import FirstAnswer
 
 __all__ = ["CheckSubmission", "GradePolicies", "PolicySource", "Reading", "find_task", "first_answers", "grade_answers",
            "grade_attacks", "literal_strings", "policy_source"]
 
 BACKEND_ENV = "SANDBOX_LAB_AUTOGRADE_BACKEND"  # "docker", "static" or "auto"; else SANDBOX_LAB_BACKEND; else "auto"
 POLICY_FILE = "my_policy.json"
-_A = TypeVar("_A", str, int)  # the type of a judged call's literal first argument
-_C = TypeVar("_C")  # what a grade cell's parser reads from its source
 NOT_A_LITERAL = (
     "the policy cell does not set policy_json to a string literal, and no my_policy.json was submitted. "
     'Write your policy as policy_json = r"""{ ... }""" in the policy cell.'
@@ -116,10 +117,6 @@ class PolicySource:
     origin: str  # "policy cell", "my_policy.json" or why nothing was found
 
 
-def _grade_id(cell: NotebookNode) -> str:
-    return str(cell.get("metadata", {}).get("nbgrader", {}).get("grade_id", ""))
-
-
 def find_task(nb: NotebookNode) -> Optional[Task]:
     """The task whose policy cell and every rubric cell this notebook holds (None: not a task notebook)."""
     ids = {_grade_id(c) for c in nb.cells}
@@ -127,104 +124,6 @@ def find_task(nb: NotebookNode) -> Optional[Task]:
         if f"{task.id}-policy" in ids and all(task.grade_id(c.id) in ids for c in task.checks):
             return task
     return None
-
-
-def literal_strings(source: str) -> dict[str, str]:
-    """Every top-level ``name = "<string literal>"`` of a cell (the last one wins), never executing anything."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return {}
-    out: dict[str, str] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            try:
-                value = ast.literal_eval(node.value)
-            except ValueError:
-                continue
-            for t in node.targets:
-                if isinstance(t, ast.Name) and isinstance(value, str):
-                    out[t.id] = value
-    return out
-
-
-def _call_on(source: str, func: str, first: type[_A], *, max_args: Optional[int] = None) -> Optional[tuple[_A, str]]:
-    """(first argument, variable) of the first ``func(<literal of type first>, <variable>, ...)`` in a cell, never executing it.
-
-    ``max_args``: how many arguments the call may have at most (None: any number from two).
-    """
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
-    for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == func
-                and 2 <= len(node.args) <= (max_args or len(node.args)) and isinstance(node.args[0], ast.Constant)
-                and type(node.args[0].value) is first and isinstance(node.args[1], ast.Name)):
-            return node.args[0].value, node.args[1].id
-    return None
-
-
-def _asked(source: str) -> Optional[tuple[str, str]]:
-    """(question id, variable) of a grade cell that checks ``is_option("<question>", <variable>)``."""
-    return _call_on(source, "is_option", str, max_args=2)
-
-
-def _graded_calls(nb: NotebookNode, parse: Callable[[str], Optional[_C]]) -> Iterator[tuple[NotebookNode, _C]]:
-    """Every graded code cell whose source ``parse`` recognises (a check's call), with what it read."""
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("grade"):
-            asked = parse(cell.source)
-            if asked is not None:
-                yield cell, asked
-
-
-def first_answers(nb: NotebookNode) -> dict[str, bool]:
-    """grade_id → whether the first attempt was right, for every graded choice cell whose submitted output records
-    one (``lessons.first_answer``: the lesson showed the key after it). Read from the notebook as submitted, before
-    nbgrader clears its outputs; a cell that appears twice counts as right only if both records say so."""
-    found: dict[str, bool] = {}
-    for cell, asked in _graded_calls(nb, _asked):
-        recorded, solved = read_first_answer(cell.get("outputs"), asked[0])
-        if recorded:
-            gid = _grade_id(cell)
-            found[gid] = found.get(gid, True) and bool(solved)
-    return found
-
-
-def grade_answers(nb: NotebookNode, first: Optional[dict[str, bool]] = None) -> dict[str, bool]:
-    """Score every graded multiple-choice cell from the answers' literals; rewrite its outputs. grade_id → right?
-
-    ``first``: what ``first_answers`` read from the submission; a cell whose first attempt was wrong scores 0,
-    whatever letter is there now (the lesson showed the key after that attempt).
-    """
-    first = first or {}
-    answers: dict[str, str] = {}
-    for cell in nb.cells:
-        if cell.cell_type == "code" and cell.get("metadata", {}).get("nbgrader", {}).get("solution"):
-            answers.update(literal_strings(cell.source))
-    scored: dict[str, bool] = {}
-    for cell, (qid, var) in _graded_calls(nb, _asked):
-        try:
-            key = question(qid).answer_sha256
-        except (KeyError, SandboxLabError):
-            continue
-        given = answers.get(var)
-        if first.get(_grade_id(cell)) is False:
-            scored[_grade_id(cell)] = False
-            cell.outputs = [_error(f"{qid}: 0 points: your first answer was not the right option, and the lesson then "
-                                   "showed you the key; the first answer is the one graded (checked by Sandbox Lab "
-                                   "outside your kernel).")]
-            continue
-        right = given is not None and answer_hash(qid, given.strip().lower()) == key
-        scored[_grade_id(cell)] = right
-        if right:
-            cell.outputs = [_stream(f"{qid}: right (checked by Sandbox Lab outside your kernel).")]
-        elif given is None:
-            cell.outputs = [_error(f'{qid}: no answer. Write {var} = "<letter>" in the answers cell.')]
-        else:
-            cell.outputs = [_error(f"{qid}: {given!r} is not the right option (checked by Sandbox Lab outside your kernel).")]
-    return scored
 
 
 def _captures(source: str) -> Optional[tuple[int, str]]:
@@ -312,7 +211,7 @@ class Reading:
     task: Optional[Task]
     deviations: tuple[Deviation, ...]
     policy: Optional[PolicySource]  # None: not a policy task
-    first: tuple[tuple[str, bool], ...] = ()  # ``first_answers``: (grade_id, first attempt right?) as submitted
+    first: tuple[tuple[str, FirstAnswer], ...] = ()  # ``first_answers``: (grade_id, its first answer) as submitted
 
     def zeroed(self) -> dict[str, list[str]]:
         """rubric grade_id → why it scores 0."""
@@ -380,9 +279,11 @@ def _start(task: Task, subs: list[Submission]) -> None:
     threading.Thread(target=grade_all, name="sandbox-lab-autograde", daemon=True).start()
 
 
-def _read_one(nb: NotebookNode, ref: Reference, task: Optional[Task], folder: Optional[Path]) -> tuple[NotebookNode, Reading]:
+def _read_one(nb: NotebookNode, ref: Reference, task: Optional[Task], folder: Optional[Path],
+              student: str = "") -> tuple[NotebookNode, Reading]:
     """Check one submission's structure and find its policy: the notebook brought back to the release, and the reading."""
-    first = tuple(sorted(first_answers(nb).items()))  # from the outputs as submitted: nbgrader clears them next
+    # from the outputs as submitted (nbgrader clears them next) and the submitted ledger, verified for this student
+    first = tuple(sorted(first_answers(nb, folder=folder, student=student, secret=class_secret()).items()))
     structure = check_structure(nb, ref)
     policy = policy_source(structure.notebook, task, folder) if task is not None else None
     return structure.notebook, Reading(task, structure.deviations, policy, first)
@@ -397,7 +298,7 @@ def _classmates(coursedir: Any, assignment: str, notebook: str, ref: Reference, 
         if only not in ("", "*") and student != only:
             continue
         try:
-            _, reading = _read_one(_read(str(folder / f"{notebook}.ipynb")), ref, task, folder)
+            _, reading = _read_one(_read(str(folder / f"{notebook}.ipynb")), ref, task, folder, student)
         except Exception:  # noqa: BLE001 - a broken notebook is read (and graded as nothing, with why) when its turn comes
             continue
         if reading.policy is not None:
@@ -441,19 +342,6 @@ _from_dict: Any = nbformat.from_dict
 
 def _read(path: str) -> Any:
     return _nbformat_read(path, as_version=4)
-
-
-_node: Any = NotebookNode
-
-
-def _stream(text: str) -> Any:
-    text = printable(text)  # a notebook is written as UTF-8: what cannot be written would fail the whole notebook
-    return _node({"output_type": "stream", "name": "stdout", "text": text + "\n"})
-
-
-def _error(text: str) -> Any:
-    text = printable(text)
-    return _node({"output_type": "error", "ename": "AssertionError", "evalue": text, "traceback": [f"AssertionError: {text}"]})
 
 
 def _rewrite(nb: NotebookNode, task: Task, row: Row, found: PolicySource, structure: str) -> set[str]:
@@ -510,7 +398,11 @@ class CheckSubmission(Preprocessor):
                 _references[rkey] = _released(source, assignment, notebook, db_url, self.config)
             ref, task = _references[rkey]
         folder = Path(coursedir.format_path(coursedir.submitted_directory, student, assignment))
-        nb, reading = _read_one(nb, ref, task, folder if folder.is_dir() else None)
+        nb, reading = _read_one(nb, ref, task, folder if folder.is_dir() else None, student)
+        if reading.first and class_secret() is None:
+            self.log.warning("Sandbox Lab: %s/%s/%s: first answers read from the outputs unverified: set "
+                             "SANDBOX_LAB_CLASS_SECRET (and give each learner's kernel its key) to verify them",
+                             student, assignment, notebook)
         with _lock:
             _readings[(assignment, student, notebook)] = reading
             if task is not None and reading.policy is not None:

@@ -6,7 +6,7 @@ widgets (``quiz_widgets``) only put them on screen. The model answer is drawn
 only when the caller says so (``reveal``): a wrong click cannot show it before
 the progress board has counted the first attempt.
 
-Imports: palette, prediction (``PredictionScore``), progress (``Attempt``), quiz, wording. Nothing downstream.
+Imports: first_answer, palette, prediction (``PredictionScore``), progress (``Attempt``), quiz, wording. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import json
 from typing import Mapping, Optional
 
 from grader.core.wording import backend_phrase
+from grader.lessons.first_answer import LEDGER, class_key
 from grader.lessons.palette import AMBER, GREEN, MUTED, RED, h
 from grader.lessons.prediction import PredictionScore
 from grader.lessons.progress import Attempt
@@ -120,13 +121,41 @@ def not_answered_html(q: Question, problem: str = "") -> str:
             f'<p style="color:{AMBER}"><strong>{h(q.id)}</strong>: {h(why)}</p></div>')
 
 
+# Said under a graded check in a class, where the key waits for the instructor's feedback (``first_answer``).
+_CLASS_NOTE = ("In this class your first answer to this check is the one graded. It is recorded beside your notebook "
+               f"({LEDGER}: submit it with the notebook, and do not edit it; an edited or missing record scores 0). "
+               "Whether it is right, and why, comes with the feedback your instructor releases after grading.")
+
+
 def graded_html(q: Question, verdict: ChoiceVerdict, *, reveal: bool, attempt: Optional[Attempt] = None,
-                this_one: bool = False, unsaved: str = "") -> str:
-    """A graded lesson check judged in the lesson (the bank's letters): verdict, why, the course source; how a class scores it."""
+                this_one: bool = False, unsaved: str = "", withheld: Optional[bool] = None) -> str:
+    """A graded lesson check judged in the lesson (the bank's letters): verdict, why, the course source; how a class scores it.
+
+    ``withheld`` (default: in a class, ``first_answer.class_key``): nothing of right or wrong, only that the
+    answer is recorded, and which answer is the graded one (the verdict comes with the instructor's feedback).
+    """
+    if class_key() is not None if withheld is None else withheld:
+        return _withheld_html(q, verdict, attempt=attempt, this_one=this_one, unsaved=unsaved)
     letters = {c.key: c.key for c in q.choices}
     body = choice_result_html(q, verdict, letters, reveal=reveal, attempt=attempt, this_one=this_one, unsaved=unsaved)
     return (f'<div class="sl-graded-result" data-question="{h(q.id)}" data-answered="true">{body}'
             f"<p><small>{h(_GRADED_NOTE)}</small></p></div>")
+
+
+def _withheld_html(q: Question, verdict: ChoiceVerdict, *, attempt: Optional[Attempt], this_one: bool, unsaved: str) -> str:
+    if attempt is None:
+        why = unsaved or "progress is not recorded here"
+        said = (f"your answer ({verdict.chosen}) could not be recorded ({why}). Fix that and run this cell again: "
+                "a check without a recorded first answer scores 0.")
+        color = RED
+    elif this_one:
+        said, color = f"answer ({verdict.chosen}) recorded. This first answer is the one graded.", MUTED
+    else:
+        said, color = (f"your first answer was recorded earlier and is the one graded; ({verdict.chosen}), in the answers "
+                       "cell now, is not."), AMBER
+    return (f'<div class="sl-graded-result" data-question="{h(q.id)}" data-answered="true" data-withheld="true">'
+            f'<p style="color:{color}"><strong>{h(q.id)}</strong>: {h(said)}</p>'
+            f"<p><small>{h(_CLASS_NOTE)}</small></p></div>")
 
 
 def recall_reveal_html(q: Question, hint: RecallHint) -> str:

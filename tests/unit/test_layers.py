@@ -98,6 +98,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"grading.batch", "grading.notebook"},
     # a submission as received, checked against the released assignment (before any learner code runs)
     {"grading.submission"},
+    # graded letters and their first answers, scored outside the learner's kernel
+    {"grading.answers"},
     {"grading.autograde"},
     # report
     {"grading.report", "grading.feedback", "grading.lms", "grading.class_report"},
