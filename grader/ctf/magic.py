@@ -13,6 +13,12 @@ flag went or a hint. Rerun the cell to attack again.
 
     %%attack capstone --policy my_policy.json (the last level: your policy for its job)
 
+    %%attack 3 --solution (shows level 3's worked solution instead of running the cell; recorded as asked)
+
+No number of misses reveals a level's answer: the hints are nudges, and the
+solution is shown only when asked, with ``--solution`` (or the editor's
+button), and the asking is recorded for the progress board (``ctf.reveals``).
+
 Imports: ctf (ladder, widgets), errors, palette, policy. Nothing downstream.
 """
 
@@ -44,25 +50,29 @@ class AttackCell:
 
     level: str
     policy: Optional[str] = None
+    solution: bool = False  # show the level's worked solution instead of running the cell
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> Any:  # argparse would exit the kernel: say it as a usage problem instead
         raise LevelError(f"%%{MAGIC_NAME}: {message}. Write %%{MAGIC_NAME} N (a level's number), or "
-                         f"%%{MAGIC_NAME} capstone --policy my_policy.json for the capstone.")
+                         f"%%{MAGIC_NAME} capstone --policy my_policy.json for the capstone "
+                         f"(add --solution to see a level's worked solution instead).")
 
 
 def parse_line(line: str) -> AttackCell:
-    """``"3"`` → level 3; ``"capstone --policy p.json"`` → the capstone under p.json; ``LevelError`` saying the usage."""
+    """``"3"`` → level 3; ``"capstone --policy p.json"`` → the capstone under p.json; ``"3 --solution"`` → level 3's
+    worked solution, asked for; ``LevelError`` saying the usage."""
     parser = _Parser(prog=f"%%{MAGIC_NAME}", add_help=False)
     parser.add_argument("level")
     parser.add_argument("--policy", default=None)
+    parser.add_argument("--solution", action="store_true")
     try:
         words = shlex.split(line)
     except ValueError as exc:
         raise LevelError(f"%%{MAGIC_NAME}: cannot read the line ({exc})") from None
     ns = parser.parse_args(words)
-    return AttackCell(str(ns.level), ns.policy)
+    return AttackCell(str(ns.level), ns.policy, bool(ns.solution))
 
 
 def attack_cell(line: str, cell: str, *, backend: Optional[Backend] = None, record_progress: bool = True) -> AttackEditor:
@@ -70,18 +80,21 @@ def attack_cell(line: str, cell: str, *, backend: Optional[Backend] = None, reco
 
     The editor's text area and button are hidden: the code cell is the editor, and rerunning it attacks again.
     A cell with nothing but comments runs nothing (no attempt spent), and neither does one on the static backend,
-    which cannot run code: each says so."""
+    which cannot run code: each says so. With ``--solution`` the cell is not run either: the level's worked
+    solution is shown, and that the learner asked is recorded (with ``record_progress``)."""
     for what, text in (("line", line), ("cell", cell)):
         bad = text_problem(text)
         if bad:  # the one text check every boundary makes: said in the cell, before anything runs
             raise LevelError(f"%%{MAGIC_NAME}: the {what} {bad}")
     spec = parse_line(line)
     blank = not any(ln.strip() and not ln.strip().startswith("#") for ln in cell.splitlines())
-    policy = load_policy(spec.policy) if spec.policy and not blank else None  # the capstone's, once there is an attack
+    policy = load_policy(spec.policy) if spec.policy and not blank and not spec.solution else None  # the capstone's, once there is an attack
     editor = AttackEditor(spec.level, cell, backend=backend, record_progress=record_progress, policy=policy)
     editor.text.layout.display = "none"
     editor.button.layout.display = "none"
-    if blank:
+    if spec.solution:
+        editor.show_solution()  # asked for: no attempt spent, the cell's attack not run
+    elif blank:
         # nothing written yet (Run All on a fresh notebook): no attempt is spent and no hint given away
         editor.view.value = _note("Write your attack in this cell, below the first line, then run the cell.")
     elif backend is not None and backend.name == "static":

@@ -1,13 +1,13 @@
-"""Capture the flag as a widget: a level's story and sandbox, an editor for the learner's attack, and a button
-that runs it for real (``AttackEditor``).
+"""Capture the flag as a widget: a level's story and sandbox, an editor for the learner's attack, a button
+that runs it for real, and one that shows the level's worked solution when the learner asks (``AttackEditor``).
 
 Running and judging are ``ladder``'s; what is drawn, ``ctf.views``'. Stable CSS
 classes for browser tests: ``sl-attack-editor`` with ``sl-attack-code`` (the
-attack's textarea), ``sl-attack-button`` and ``sl-attack-result``; the outcome
+attack's textarea), ``sl-attack-button``, ``sl-solution-button`` and ``sl-attack-result``; the outcome
 inside carries ``data-captured`` ("true", "false", or "error" for a run that
 could not be judged).
 
-Imports: backends, ctf (ladder, views), errors, palette, progress, widget_base. Nothing downstream.
+Imports: backends, ctf (ladder, reveals, views), errors, palette, progress, widget_base. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from grader.core.errors import SandboxLabError
 from grader.core.policy import Policy
 from grader.ctf import views as ctf_views
 from grader.ctf.ladder import AttackResult, attack, level
+from grader.ctf.reveals import reveal
 from grader.lessons import palette
 from grader.lessons.progress import ProgressError, load_progress, record_level
 from grader.lessons.widget_base import HTMLFallback, html_view, run_button
@@ -48,12 +49,18 @@ class AttackEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
         self.text.add_class("sl-attack-code")
         self.button = run_button("Run the attack", "Run this code inside the level's sandbox, with a fresh flag",
                                  "sl-attack-button", style="danger")
+        self.solution_button = run_button("Show the solution", "The level's worked solution; your progress notes that "
+                                          "you asked", "sl-solution-button")
+        self.solution_button.icon, self.solution_button.button_style = "eye", "info"
+        if self.level.solution is None:  # the uncapturable level: its debrief says why nothing leaves
+            self.solution_button.layout.display = "none"
         self.view = html_view("sl-attack-result")
         self.result: Optional[AttackResult] = None
         self.attempts = 0  # attempts made in this editor (the progress board keeps the total)
-        super().__init__([self.intro, self.text, self.button, self.view])
+        super().__init__([self.intro, self.text, W.HBox([self.button, self.solution_button]), self.view])
         self.add_class("sl-attack-editor")
         self.button.on_click(lambda _b: self.run())
+        self.solution_button.on_click(lambda _b: self.show_solution())
 
     @property
     def backend(self) -> Optional[Backend]:
@@ -104,6 +111,23 @@ class AttackEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
                 unsaved = f"<p><small>(progress not saved: {html.escape(str(exc))})</small></p>"
         self.view.value = ctf_views.attack_html(result, attempt=before + 1) + unsaved
         return result
+
+    def show_solution(self) -> str:
+        """What the solution button does: show the level's worked solution, and record that the learner asked (the
+        progress board reads it: ``reveals.solutions_shown``). No attempt is spent. Returns the HTML shown."""
+        unsaved = ""
+        try:
+            sol = reveal(self.level, record=False)
+            if self._record_progress:
+                try:
+                    reveal(self.level)
+                except (OSError, SandboxLabError, ValueError) as exc:
+                    unsaved = f"<p><small>(not recorded: {html.escape(str(exc))})</small></p>"
+        except SandboxLabError as exc:  # the uncapturable level: its answer is that nothing leaves
+            self.view.value = palette.failed_html(str(exc))
+            return str(self.view.value)
+        self.view.value = ctf_views.solution_html(sol, asked=True) + unsaved
+        return str(self.view.value)
 
     def _html_fallback(self) -> str:
         return (f'<div class="sl-attack-editor">{self.intro.value}<pre class="sl-attack-code">{html.escape(self.code)}</pre>'

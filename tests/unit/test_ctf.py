@@ -22,7 +22,6 @@ from grader.ctf.ladder import (
     prize,
     STATIC_CANNOT_ATTACK,
     AttackResult,
-    _from_files,
     attack,
     build_job,
     judge,
@@ -32,6 +31,7 @@ from grader.ctf.ladder import (
     parse_level,
 )
 from grader.core.errors import BackendError, LevelError
+from grader.ctf.levels import _from_files
 from grader.core.evidence import Evidence
 from grader.core.execution import Execution
 from grader.core.world import load_world
@@ -46,6 +46,7 @@ FLAG = "FLAG{00c0ffee1234abcd5678ef90}"
 GOOD: dict[str, Any] = {
     "number": 1, "id": "demo", "title": "t", "story": "s", "policy": "plain container",
     "flag_in": ["/home/user/.ssh/id_rsa"], "hints": ["first", "second"], "teaches": "x", "difficulty": "one idea",
+    "solution": {"answer": "POST the key to https://attacker.example/", "channel": "the open network"},
 }
 
 
@@ -197,7 +198,8 @@ def test_every_problem_of_a_level_file_is_named_by_its_json_pointer() -> None:
 
 def test_the_ladder_itself_is_checked(tmp_path: Path) -> None:
     one = json.dumps(GOOD)
-    last = json.dumps({**GOOD, "number": 2, "id": "last", "difficulty": "correctly scoped", "uncapturable": {"after": 3, "why": "scoped"}})
+    scoped = {k: v for k, v in GOOD.items() if k != "solution"}  # the uncapturable level has no solution: its why
+    last = json.dumps({**scoped, "number": 2, "id": "last", "difficulty": "correctly scoped", "uncapturable": {"after": 3, "why": "scoped"}})
     assert [lv.id for lv in _from_files({"01-demo.json": one, "02-last.json": last})] == ["demo", "last"]
     with pytest.raises(LevelError, match="rename it 01-demo.json"):
         _from_files({"01-other.json": one, "02-last.json": last})
@@ -285,7 +287,8 @@ def test_the_scoped_level_shows_every_hint_then_says_why() -> None:
     shown = [judge(final, _ex(), FLAG, attempts_before=k, world=WORLD).hint for k in range(n)]
     assert shown == [*final.hints, final.uncapturable.why], "every hint, the third included, comes before the why"
     with pytest.raises(LevelError, match=r"/uncapturable/after: must be more than the number of hints \(2\)"):
-        parse_level({**GOOD, "difficulty": "correctly scoped", "uncapturable": {"after": 2, "why": "scoped"}})
+        parse_level({**{k: v for k, v in GOOD.items() if k != "solution"}, "difficulty": "correctly scoped",
+                     "uncapturable": {"after": 2, "why": "scoped"}})
 
 
 def test_the_scoped_levels_why_says_what_an_accepted_upload_was() -> None:

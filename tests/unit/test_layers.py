@@ -68,8 +68,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # bring your own settings: a real settings file read back as a policy
     {"realtools.importer"},
     # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in); what an
-    # attack's records show it did
-    {"lessons.agent", "ctf.diagnosis"},
+    # attack's records show it did; the capture-the-flag levels as data
+    {"lessons.agent", "ctf.diagnosis", "ctf.levels"},
     # the one importer of the docker SDK, where the engine's errors become ours
     {"backends.docker.engine"},
     # a run's surroundings: the runs root and its owner records, the host's listener, removing what runs left
@@ -92,8 +92,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"backends"},
     # the run service's runs and executions, on the server: a request read strictly, the plan rebuilt, a local backend
     {"hosted.remote_kinds"},
-    # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder
-    {"grading.tasks", "ctf.ladder", "lessons.gaps", "lessons.hole_hunt", "lessons.session_runs"},
+    # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder, and the solutions a learner asked for
+    {"grading.tasks", "ctf.ladder", "ctf.reveals", "lessons.gaps", "lessons.hole_hunt", "lessons.session_runs"},
     {"grading.grade", "grading.intake"},
     {"grading.batch", "grading.notebook"},
     # a submission as received, checked against the released assignment (before any learner code runs)
