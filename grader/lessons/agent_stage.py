@@ -5,7 +5,7 @@ Running is ``agent``'s; what is drawn, ``agent_views``'s. Stable CSS classes:
 ``sl-agent-run-button``, ``sl-agent-transcript`` (rows carry ``data-step`` and
 ``data-outcome``) and ``sl-agent-verdict`` (``data-leaked``: true, false or unknown).
 
-Imports: agent, agent_views, backends, board (``problems_html``), errors, palette, policy, widget_base. Nothing downstream.
+Imports: agent, agent_views, backends, board (``problems_html``), errors, goals, palette, policy, progress, widget_base. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from grader.core.errors import PolicyError, SandboxLabError
 from grader.core.policy import Policy, load_policy
 from grader.lessons import agent_views, board, palette
 from grader.lessons.agent import AgentRun, run_agent
+from grader.lessons.goals import AGENT_GOAL, agent_goal_met
+from grader.lessons.progress import ProgressError, mark_done
 from grader.lessons.session_runs import lesson_target
 from grader.lessons.widget_base import HTMLFallback, PolicyInput, as_policy, html_view, run_button
 
@@ -32,7 +34,8 @@ class AgentStage(HTMLFallback, W.VBox):  # type: ignore[misc]
 
     ``policy`` None is the plain container. ``editable`` shows the policy as
     JSON text the learner changes before pressing the run button; ``goal`` adds
-    the lesson's check (the key stayed and the job was done). The agent runs
+    the lesson's check (the key stayed and the job was done), recorded once met
+    (``goal:l01-key-stays``) so the progress board counts it. The agent runs
     once when the stage is shown, unless ``run`` is False.
     """
 
@@ -98,6 +101,11 @@ class AgentStage(HTMLFallback, W.VBox):  # type: ignore[misc]
             self.button.disabled, self.button.description = False, "Run the agent"
         self.last_run = outcome
         self.view.value = agent_views.agent_run_html(outcome, goal=self._goal)
+        if self._goal and agent_goal_met(outcome.leaked, outcome.job_done):
+            try:  # lesson 01's goal met: it counts on the progress board (goals.LESSON_GOALS)
+                mark_done(f"goal:{AGENT_GOAL}")
+            except (OSError, ProgressError) as exc:
+                self.view.value += palette.error_html(f"Progress not saved: {exc}")
         return outcome
 
     def _html_fallback(self) -> str:

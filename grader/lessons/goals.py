@@ -13,7 +13,12 @@ Evidence that could not be collected never meets a goal: a probe that ended
 in ``error``, or a run whose scope was not measured, is "not yet", with the
 advice to rerun.
 
-Pure. Imports: errors, outcomes, paths, probes, world. Nothing downstream.
+``LESSON_GOALS`` lists every goal a lesson sets, for the progress board: the
+editors' goals above and lesson 01's agent stage (the key stays and the job is
+done, judged by ``agent_goal_met`` from the agent's run). A goal counts once it
+is recorded as met (``goal:<id>`` in the progress record).
+
+Pure. Imports: errors, outcomes, paths, probes, progress (the lesson ids), world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from grader.core.outcomes import RunResult
 from grader.core.paths import HOME
 from grader.core.probes import PROBES, probe
 from grader.core.world import LOOT_ROLES, Role, World
+from grader.lessons.progress import LESSONS
 
-__all__ = ["GOALS", "Goal", "UnknownGoal", "check", "goal", "tilde"]
+__all__ = ["AGENT_GOAL", "GOALS", "LESSON_GOALS", "Goal", "LessonGoal", "UnknownGoal", "agent_goal_met", "check", "goal", "tilde"]
 
 _LISTED = 4  # paths or hosts named per reason; the rest are counted
 
@@ -191,3 +197,43 @@ def goal(goal_id: str) -> Goal:
         return GOALS[goal_id]
     except KeyError:
         raise UnknownGoal(f"unknown goal {goal_id!r}; known goals: {', '.join(GOALS)}") from None
+
+
+# --- every lesson's goal, for the progress board ----------------------------------------------------
+
+AGENT_GOAL = "l01-key-stays"  # lesson 01's agent stage, under the learner's policy
+
+
+@dataclass(frozen=True)
+class LessonGoal:
+    """A goal as the board lists it: its id, the lesson that sets it and the goal in one sentence."""
+
+    id: str
+    lesson: str  # the lesson's item id, e.g. "l02-naive-vs-secure"
+    statement: str
+
+    @property
+    def item_id(self) -> str:
+        """The progress record's id of this goal once met: ``goal:<id>``."""
+        return f"goal:{self.id}"
+
+
+def _lesson_of(goal_id: str) -> str:
+    """The lesson whose number starts ``goal_id`` ("l02-npm-build" → "l02-naive-vs-secure")."""
+    prefix = goal_id.split("-", 1)[0] + "-"
+    found = [lesson for lesson, _, _ in LESSONS if lesson.startswith(prefix)]
+    if len(found) != 1:
+        raise ValueError(f"goal {goal_id!r} names no lesson of the route (its id starts with the lesson's number)")
+    return found[0]
+
+
+def agent_goal_met(leaked: Optional[bool], job_done: bool) -> bool:
+    """Lesson 01's goal: the key provably stayed (``leaked`` False, not unknown) and the job was done."""
+    return leaked is False and job_done
+
+
+LESSON_GOALS: tuple[LessonGoal, ...] = (
+    LessonGoal(AGENT_GOAL, _lesson_of(AGENT_GOAL),
+               "The agent runs under your policy: the key stays in the sandbox and the job is done."),
+    *(LessonGoal(g.id, _lesson_of(g.id), g.statement) for g in GOALS.values()),
+)

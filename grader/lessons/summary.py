@@ -150,8 +150,9 @@ def summary_html(progress: Progress, items: CourseItems, policies: Optional[dict
         "</head><body>",
         "<h1>Sandbox Lab: course summary</h1>",
         f'<p class="sl-summary-figures" data-done="{t.done}" data-solved="{t.solved}" data-total="{t.total}" data-percent="{t.percent}">'
-        f"<strong>{t.percent}% of the course done</strong> ({t.done} of {t.total} items); solved {t.solved} of {t.total} "
-        f"(a question counts as solved only when its first attempt was right). Written {h(_when(now if now is not None else time.time()))}.</p>",
+        f"<strong>{t.percent}% of the course mastered</strong> ({t.done} of {t.total}: lesson goals met, tasks at full marks, "
+        f"levels captured or their solution asked for; {t.solved} of them without a solution shown). "
+        f"Written {h(_when(now if now is not None else time.time()))}.</p>",
         f"<h2>Flags captured: {len(captured)} of {len(items.levels)}</h2>",
         "<ul>" + "".join(f"<li>Level {lv.number}: {h(lv.title)}</li>" for lv in captured) + "</ul>" if captured
         else f'<p style="color:{MUTED}">None yet: lesson 07 and <code>sandbox-lab attack</code>.</p>',

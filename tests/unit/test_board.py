@@ -199,7 +199,7 @@ def test_carry_over_shows_both_files_and_the_differences() -> None:
     assert "it means the same there as here" in none and "/filesystem/" not in none
 
 
-def test_the_progress_board_lists_goals_met(tmp_path: Path) -> None:
+def test_the_progress_board_counts_a_goal_met(tmp_path: Path) -> None:
     from grader.lessons.progress_views import progress_html
     from grader.lessons.progress import load_progress, mark_done
 
@@ -207,9 +207,10 @@ def test_the_progress_board_lists_goals_met(tmp_path: Path) -> None:
     before = progress_html(load_progress(path))
     mark_done("goal:l02-npm-build", path=path)
     after = progress_html(load_progress(path))
-    assert "Goals met" not in before and "Goals met" in after
+    assert "Lesson goals (met in the lesson): 0 of" in before and "Lesson goals (met in the lesson): 1 of" in after
     assert 'data-item="goal:l02-npm-build" data-done="true"' in after
-    assert 'data-total="' in after and after.split('data-total="')[1][:3] == before.split('data-total="')[1][:3]  # goals add nothing to the total
+    assert 'data-done="0"' in before and 'data-done="1"' in after  # a goal met is mastery: it counts
+    assert after.split('data-total="')[1][:3] == before.split('data-total="')[1][:3]  # and was counted before, unmet
 
 # --- the agent on stage ---------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
-"""Progress that means done, and the course summary a learner keeps.
+"""Progress that means mastery, and the course summary a learner keeps.
 
-The walk: every item the course has, read from its own sources (the lessons' ``finish_lesson`` calls, the
-question bank, the task files, the level files; no count typed here), recorded one at a time through
-progress's API as a learner would; the board says 100% after the last one, and never before.
+The walk: every item the course counts, read from its own sources (the lessons' goals in their editor and agent
+cells, the task files, the level files; no count typed here), recorded one at a time through progress's API as a
+learner would; the board says 100% after the last one, and never before. Finishing every lesson and answering
+every question right counts nothing towards it; a level whose solution was asked for counts, shown as such.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 from grader.ctf.ladder import load_levels
 from grader.grading.tasks import all_tasks
 from grader.lessons.progress import Progress, load_progress, mark_done, record_attempt, record_level
-from grader.lessons.progress_views import progress_html
+from grader.lessons.goals import AGENT_GOAL, LESSON_GOALS
+from grader.lessons.progress_views import level_row, progress_html
 from grader.lessons.quiz import load_questions
 from grader.lessons.summary import best_policies, course_items, summary_html, summary_path, write_summary
 from reference import solution_path
@@ -34,9 +36,13 @@ def _progress_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def _source_items() -> dict[str, list[str]]:
     """Every item id of the course, from the files that define them."""
-    lessons = []
+    lessons, goals = [], []
     for md in sorted(REPO.glob("lessons/0*/*.md")):
-        lessons += re.findall(r'finish_lesson\("([^"]+)"\)', md.read_text(encoding="utf-8"))
+        text = md.read_text(encoding="utf-8")
+        lessons += re.findall(r'finish_lesson\("([^"]+)"\)', text)
+        goals += [f"goal:{g}" for g in re.findall(r'PolicyEditor\([^)]*goal="([^"]+)"', text)]
+        if re.search(r"AgentStage\([^)]*goal=True", text):
+            goals.append(f"goal:{AGENT_GOAL}")  # the agent stage's goal: the key stays and the job is done
     bank = json.loads((REPO / "grader" / "questions.json").read_text(encoding="utf-8"))
     tasks = [json.loads(p.read_text(encoding="utf-8"))["id"] for p in sorted((REPO / "grader" / "tasks").glob("*.json"))]
     levels = []
@@ -45,13 +51,16 @@ def _source_items() -> dict[str, list[str]]:
         levels.append(f"ctf:l{d['number']:02d}-{d['id']}")
     hatches = sorted({f"hatch:{e}" for md in REPO.glob("lessons/0*/*.md")
                       for e in re.findall(r'check_hole\("([^"]+)"', md.read_text(encoding="utf-8"))})
-    return {"lesson": lessons, "question": [f"quiz:{q['id']}" for q in bank["questions"]],
-            "task": [f"task:{t}" for t in tasks], "level": levels, "hatch": hatches}
+    return {"goal": goals, "task": [f"task:{t}" for t in tasks], "level": levels,
+            "lesson": lessons, "question": [f"quiz:{q['id']}" for q in bank["questions"]], "hatch": hatches}
 
 
-def _board() -> str:
+COUNTED_KINDS = ("goal", "task", "level")
+
+
+def _board(shown: frozenset[str] = frozenset()) -> str:
     return progress_html(load_progress(), questions=load_questions(), tasks=course_items().task_rows(), levels=load_levels(),
-                         hatches=course_items().hatches)
+                         hatches=course_items().hatches, solutions_shown=shown)
 
 
 def _figures(html: str) -> tuple[int, int, int]:
@@ -60,46 +69,108 @@ def _figures(html: str) -> tuple[int, int, int]:
     return int(m.group(2)), int(m.group(3)), int(m.group(4))
 
 
-def test_the_board_counts_every_item_of_the_course_and_nothing_else() -> None:
+def _solved(html: str) -> int:
+    m = re.search(r'data-solved="(\d+)"', html)
+    assert m
+    return int(m.group(1))
+
+
+def _do(kind: str, item: str, uncapturable: dict[str, int]) -> None:
+    """Record ``item`` as a learner completes it."""
+    if kind in ("lesson", "task", "goal"):
+        mark_done(item)
+    elif kind in ("question", "hatch"):
+        record_attempt(item, "right", 1.0)
+    elif item in uncapturable:  # nothing to capture: done once tried enough to be told why
+        for _ in range(uncapturable[item]):
+            record_level(item, captured=False, hint_shown=True)
+    else:
+        record_level(item, captured=True, hint_shown=False)
+
+
+def _uncapturable() -> dict[str, int]:
+    return {lv.item_id: lv.uncapturable.after for lv in load_levels() if lv.uncapturable is not None}
+
+
+def test_the_board_counts_every_goal_task_and_level_and_shows_the_rest() -> None:
     items = _source_items()
     assert all(items.values()), items  # each kind found in its sources
+    assert sorted(items["goal"]) == sorted(g.item_id for g in LESSON_GOALS)  # every lesson's goal, and no other
     every = [i for ids in items.values() for i in ids]
     assert len(every) == len(set(every))
-    assert sorted(course_items().item_ids()) == sorted(every)
     _, total, _ = _figures(_board())
-    assert total == len(every)
-    assert set(re.findall(r'data-item="([^"]+)"', _board())) == set(every)
+    assert total == sum(len(items[k]) for k in COUNTED_KINDS)
+    assert set(re.findall(r'data-item="([^"]+)"', _board())) == set(every)  # the rest shown, not counted
 
 
 def test_walking_every_item_reaches_100_percent_only_at_the_end() -> None:
     items = _source_items()
-    uncapturable = {lv.item_id: lv.uncapturable.after for lv in load_levels() if lv.uncapturable is not None}
-    steps = [(kind, i) for kind, ids in items.items() for i in ids]
+    uncapturable = _uncapturable()
+    for kind in ("lesson", "question", "hatch"):  # every lesson finished, every question right: no mastery yet
+        for item in items[kind]:
+            _do(kind, item, uncapturable)
+    done, total, percent = _figures(_board())
+    assert (done, percent) == (0, 0), (done, percent)
+    steps = [(kind, i) for kind in COUNTED_KINDS for i in items[kind]]
     for n, (kind, item) in enumerate(steps, start=1):
-        if kind in ("lesson", "task"):
-            mark_done(item)
-        elif kind in ("question", "hatch"):
-            record_attempt(item, "right", 1.0)
-        elif item in uncapturable:  # nothing to capture: done once tried enough to be told why
-            for _ in range(uncapturable[item]):
-                record_level(item, captured=False, hint_shown=True)
-        else:
-            record_level(item, captured=True, hint_shown=False)
+        _do(kind, item, uncapturable)
         board = _board()
         done, total, percent = _figures(board)
         assert done == n, (item, done, n)
         if n < len(steps):
             assert percent < 100 and "Course complete" not in board, (item, percent)
     assert percent == 100 and done == total == len(steps) and "Course complete" in board
-    assert 'data-solved="%d"' % total in board
+    assert _solved(board) == total and 'data-solutions-shown="0"' in board
 
 
-def test_a_wrong_first_answer_is_done_but_not_solved() -> None:
+def test_levels_by_their_solution_reach_100_percent_shown_as_such_and_never_as_solved() -> None:
+    items = _source_items()
+    uncapturable = _uncapturable()
+    for kind in ("goal", "task"):
+        for item in items[kind]:
+            _do(kind, item, uncapturable)
+    by_solution = frozenset(i for i in items["level"] if i not in uncapturable)
+    for item in items["level"]:
+        if item in uncapturable:
+            _do("level", item, uncapturable)
+    before = _figures(_board())
+    assert before[0] == before[1] - len(by_solution) and before[2] < 100
+    board = _board(by_solution)
+    done, total, percent = _figures(board)
+    assert percent == 100 and done == total and "Course complete" in board
+    assert _solved(board) == total - len(by_solution)  # counted, but not as captured
+    assert f'data-solutions-shown="{len(by_solution)}"' in board and f"{len(by_solution)} levels counted by their solution" in board
+    assert board.count('data-solution-shown="true"') == len(by_solution) and board.count("solution shown, not captured") == len(by_solution)
+
+
+def test_the_solution_hook_takes_a_set_of_level_ids() -> None:
+    lv = next(lv for lv in load_levels() if lv.uncapturable is None)
+    progress = load_progress()
+    assert not level_row(progress, lv).done
+    shown = level_row(progress, lv, {lv.item_id})
+    assert shown.done and not shown.solved and shown.solution_shown and "solution shown" in shown.title
+    assert not level_row(progress, lv, {"ctf:l99-another"}).done  # another level's solution counts nothing here
+    record_level(lv.item_id, captured=True, hint_shown=False)
+    captured = level_row(load_progress(), lv, {lv.item_id})  # captured after all: captured wins
+    assert captured.solved and not captured.solution_shown and "captured" in captured.title
+
+
+def test_goals_met_counts_each_lessons_goal() -> None:
+    mark_done(f"goal:{AGENT_GOAL}")  # lesson 01's agent stage
+    mark_done("goal:l02-npm-build")  # lesson 02's editor
+    board = _board()
+    assert f"Lesson goals (met in the lesson): 2 of {len(LESSON_GOALS)} met" in board
+    assert _figures(board)[0] == 2
+    assert f'data-item="goal:{AGENT_GOAL}" data-done="true"' in board and 'data-item="goal:l03-safe-container" data-done="false"' in board
+
+
+def test_a_wrong_first_answer_counts_nothing_and_shows_as_wrong() -> None:
     q = load_questions()[0]
     record_attempt(f"quiz:{q.id}", "wrong", 0.0)
     board = progress_html(load_progress(), questions=[q])
-    assert 'data-solved="0" data-done="1" data-total="9"' in board  # 8 lessons + this question
+    assert f'data-solved="0" data-done="0" data-total="{len(LESSON_GOALS)}"' in board
     assert f'data-item="quiz:{q.id}" data-done="false" data-finished="true"' in board
+    assert "0 of 1 right, 1 answered" in board and "0 of 1 right at the first attempt" in board
 
 
 def test_a_level_tried_but_not_captured_and_a_task_not_recorded_are_not_done() -> None:
@@ -109,16 +180,36 @@ def test_a_level_tried_but_not_captured_and_a_task_not_recorded_are_not_done() -
     mark_done("task:not-a-task")  # a record the catalogue does not know counts nothing
     board = progress_html(load_progress(), tasks=[("task:scope-secure-sandbox", "Scope")], levels=[lv])
     done, total, _ = _figures(board)
-    assert (done, total) == (0, 10) and "Other: 1" in board
+    assert (done, total) == (0, len(LESSON_GOALS) + 2) and "Other: 1" in board
 
 
-def test_goals_and_other_records_never_make_up_for_an_item() -> None:
-    for lesson_id in _source_items()["lesson"][:-1]:
+def test_lessons_finished_and_other_records_never_make_up_for_a_goal() -> None:
+    for lesson_id in _source_items()["lesson"]:
         mark_done(lesson_id)
-    for g in ("goal:l02-npm-build", "goal:l03-safe-container", "extra-1", "extra-2"):
-        mark_done(g)
-    done, total, percent = _figures(progress_html(load_progress()))
-    assert done == total - 1 and percent < 100
+    for g in LESSON_GOALS[:-1]:
+        mark_done(g.item_id)
+    for other in ("goal:not-a-goal", "extra-1", "extra-2"):
+        mark_done(other)
+    board = progress_html(load_progress())
+    done, total, percent = _figures(board)
+    assert done == total - 1 and percent < 100 and "Other: 3" in board
+    assert f"Lessons finished (not in the percent: their goals are): {len(_source_items()['lesson'])} of" in board
+
+
+def test_lesson_01s_agent_stage_records_its_goal_once_met() -> None:
+    pytest.importorskip("ipywidgets", reason="ipywidgets is in the 'lab' extra")
+    from grader.backends.static import StaticBackend
+    from grader.lessons.agent_stage import AgentStage
+
+    contained = {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/app/workspace", "/project/.env"],
+                                "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+    naive = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
+    AgentStage(naive, backend=StaticBackend(), goal=True)  # the key leaves: not met, nothing recorded
+    assert not load_progress().is_done(f"goal:{AGENT_GOAL}")
+    AgentStage(contained, backend=StaticBackend())  # met, but this stage sets no goal
+    assert not load_progress().is_done(f"goal:{AGENT_GOAL}")
+    AgentStage(contained, backend=StaticBackend(), goal=True)
+    assert load_progress().is_done(f"goal:{AGENT_GOAL}")
 
 
 # --- the summary ----------------------------------------------------------------------------------
@@ -147,7 +238,7 @@ def test_the_summary_shows_captures_best_policies_and_scores(tmp_path: Path) -> 
     assert f'data-task="scope-secure-sandbox" data-score="{best.grade.max_score}" data-max="{best.grade.max_score}"' in out
     assert "first attempt: partly" in out and 'data-item="l01-why-sandbox" data-done="true"' in out
     done, total, percent = _figures_summary(out)
-    assert (done, percent) == (3, 100 * 3 // total)
+    assert (done, percent) == (1, 100 * 1 // total)  # the level; a lesson finished and a question answered count nothing
 
 
 def _figures_summary(html: str) -> tuple[int, int, int]:
@@ -192,4 +283,4 @@ def test_an_unreadable_progress_record_is_no_summary(_progress_file: Path) -> No
 
 def test_an_empty_progress_is_0_percent() -> None:
     done, total, percent = _figures(progress_html(Progress(Path("/x"), {})))
-    assert (done, percent) == (0, 0) and total == len(_source_items()["lesson"])
+    assert (done, percent) == (0, 0) and total == len(LESSON_GOALS)
