@@ -24,9 +24,10 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import AbstractSet, Optional, Sequence, Union
 
 from grader.backends.static import StaticBackend
+from grader.ctf import reveals
 from grader.ctf.ladder import Level, load_levels
 from grader.grading.grade import Grade, grade_file
 from grader.grading.tasks import Task, all_tasks
@@ -126,11 +127,13 @@ def _rows(rows: Sequence[BoardRow], extra: dict[str, str]) -> str:
 
 
 def summary_html(progress: Progress, items: CourseItems, policies: Optional[dict[str, TaskPolicy]] = None,
-                 *, now: Optional[float] = None) -> str:
-    """The whole page, self-contained: no script, no external style sheet, font or image."""
+                 *, now: Optional[float] = None, solutions_shown: AbstractSet[str] = frozenset()) -> str:
+    """The whole page, self-contained: no script, no external style sheet, font or image.
+
+    ``solutions_shown``: the levels whose solution the learner asked for (``ctf.reveals``), counted as such."""
     policies = policies or {}
     groups = board_groups(progress, questions=items.questions, tasks=items.task_rows(), levels=items.levels,
-                          hatches=items.hatches)
+                          hatches=items.hatches, solutions_shown=solutions_shown)
     t = tally(groups)
     finished = {i: _when(at) for i, at in progress.done.items()}
     for q in items.questions:
@@ -191,12 +194,12 @@ def write_summary(path: Union[str, "os.PathLike[str]", None] = None, *,
 
     ``labs``: folders holding the task folders (the learner lab's root); by default the folder above the
     working directory, where a lesson's notebook runs beside the tasks. An unreadable progress record
-    raises ``ProgressError`` (a summary of nothing would hide it).
+    raises ``ProgressError``, an unreadable record of solutions shown ``LevelError`` (a summary of nothing would hide it).
     """
     progress = load_progress()
     items = course_items()
     roots = [Path(p) for p in labs] if labs else [Path.cwd().parent]
-    html_text = summary_html(progress, items, best_policies(items.tasks, roots))
+    html_text = summary_html(progress, items, best_policies(items.tasks, roots), solutions_shown=frozenset(reveals.solutions_shown()))
     out = Path(path) if path is not None else summary_path()
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(html_text, encoding="utf-8")

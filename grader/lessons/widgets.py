@@ -40,6 +40,7 @@ from grader.core.errors import LevelError, PolicyError, Problem, SandboxLabError
 from grader.core.outcomes import RunResult
 from grader.core.policy import Policy, load_policy
 from grader.ctf.ladder import load_levels
+from grader.ctf.reveals import solutions_shown
 from grader.ctf.widgets import AttackEditor, attack_editor
 from grader.grading.grade import carry_over
 from grader.lessons import board, goal_views, palette, progress_views
@@ -329,11 +330,12 @@ class ProgressBoard(HTMLFallback, W.VBox):  # type: ignore[misc]
     def refresh(self) -> None:
         try:
             progress = load_progress()
-        except ProgressError as exc:
+            shown = frozenset(solutions_shown())  # the levels whose solution the learner asked for (ctf.reveals)
+        except (ProgressError, LevelError) as exc:
             self.html.value = palette.error_html(str(exc))
             return
         self.html.value = palette.NARROW_CSS + progress_views.progress_html(progress, questions=load_questions(), tasks=_tasks(), levels=_levels(),
-                                                       hatches=hatch_rows())
+                                                       hatches=hatch_rows(), solutions_shown=shown)
 
     def _html_fallback(self) -> str:
         return str(self.html.value)

@@ -284,3 +284,18 @@ def test_an_unreadable_progress_record_is_no_summary(_progress_file: Path) -> No
 def test_an_empty_progress_is_0_percent() -> None:
     done, total, percent = _figures(progress_html(Progress(Path("/x"), {})))
     assert (done, percent) == (0, 0) and total == len(LESSON_GOALS)
+
+
+def test_the_board_and_the_summary_read_the_solutions_the_ladder_recorded(tmp_path: Path) -> None:
+    pytest.importorskip("ipywidgets", reason="ipywidgets is in the 'lab' extra")
+    from grader.ctf.reveals import record_solution_shown
+    from grader.lessons.widgets import ProgressBoard
+
+    lv = next(lv for lv in load_levels() if lv.uncapturable is None)
+    before = _figures(str(ProgressBoard().html.value))[0]
+    record_solution_shown(lv.item_id)  # as the editor's "Show the solution" button records it
+    board = str(ProgressBoard().html.value)
+    assert _figures(board)[0] == before + 1 and 'data-solutions-shown="1"' in board
+    assert f'data-item="{lv.item_id}" data-done="false" data-finished="true" data-solution-shown="true"' in board
+    page = write_summary(tmp_path / "summary.html", labs=[tmp_path]).read_text(encoding="utf-8")
+    assert "solution shown, not captured" in page and f"Flags captured: 0 of {len(load_levels())}" in page
