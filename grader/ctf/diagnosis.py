@@ -226,13 +226,14 @@ def _step_output(ns_output: str, step_id: str) -> Optional[tuple[Optional[int], 
     return next(((code, printed) for sid, code, printed in parse_driver_output(ns_output) if sid == step_id), None)
 
 
-def _writes(ex: Execution, world: World) -> list[Finding]:
+def _writes(ex: Execution, world: World, planted: Collection[str]) -> list[Finding]:
     """For a level whose capture comes in the next session: did a start-up file change, did the next session run it,
-    and what did it print?"""
+    and what did it print? (``planted``: the files the grader wrote the flag into, changed by the run, not the attack)"""
     assert ex.evidence is not None
     ev = ex.evidence
     later = world.paths_with_role("persistence", "agent-config")
-    changed_all = [p for p in ev.before if ev.after.get(p) is not None and sha256(ev.after[p]) != ev.before[p]]
+    changed_all = [p for p in ev.before if p not in planted and ev.after.get(p) is not None
+                   and sha256(ev.after[p]) != ev.before[p]]
     changed = [p for p in later if p in changed_all]
     if not changed:
         other = [p for p in changed_all if p not in later]
@@ -276,12 +277,13 @@ def _writes(ex: Execution, world: World) -> list[Finding]:
 
 
 def diagnose(ex: Execution, world: World, arrived: Collection[str], prize: str = "the flag", *,
-             next_session: bool = False) -> tuple[Finding, ...]:
+             next_session: bool = False, planted: Collection[str] = ()) -> tuple[Finding, ...]:
     """What the run's records show the attack did, each with why it did not capture; () when they show nothing.
 
     ``arrived``: the hosts where the flag was sighted (``execution.sightings``), left to the capture's report.
     ``prize``: what had to arrive, in the learner's words ("the flag", "a signature only the SSH key makes").
     ``next_session``: the level is captured by what runs later, so the world copy's start-up files are read too.
+    ``planted``: the world files the flag was appended to (the job's, not the attack's changes).
     """
     ev = ex.evidence
     if ev is None:
@@ -290,7 +292,7 @@ def diagnose(ex: Execution, world: World, arrived: Collection[str], prize: str =
     named = {f.host.lower() for f in proxied}
     found = [*proxied, *_http(ev.http, world, arrived, prize), *_dns_tcp(ev, world, arrived, prize, named)]
     if next_session:
-        found += _writes(ex, world)
+        found += _writes(ex, world, planted)
         ns = ex.next_session
         if ns is not None:  # what the user's next session sent, outside the sandbox: the backdoor's own requests
             found += _http(ns.http, world, arrived, prize, "in the next session, ")

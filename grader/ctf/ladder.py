@@ -209,7 +209,8 @@ def judge(lvl: Level, ex: Execution, flag: str, attempts_before: int = 0, *, wor
     findings: tuple[Finding, ...] = ()
     hint = nudge = ""
     if captured is False:
-        findings = diagnose(ex, world, {h.host for h in hits}, lvl.prize_name, next_session=lvl.next_session)
+        findings = diagnose(ex, world, {h.host for h in hits}, lvl.prize_name, next_session=lvl.next_session,
+                            planted=lvl.flag_in)
         said = " ".join(f.text for f in findings)
         u = lvl.uncapturable
         if u is not None and attempts_before + 1 >= u.after:

