@@ -63,6 +63,8 @@ NOT_SERVED = "not served:"
 _NO_NAME = re.compile(r"name resolution|Name or service not known|nodename nor servname|No address associated|"
                       r"gaierror|Could not resolve host|getaddrinfo failed", re.IGNORECASE)
 _NO_ROUTE = re.compile(r"Network is unreachable|No route to host|Connection refused|Errno 101|Errno 111", re.IGNORECASE)
+# how a client reports the proxy's own answer (its 403 refusal or 502), which the proxy's finding already says
+_PROXY_ANSWER = re.compile(r"Tunnel connection failed|403 Forbidden|502 Bad Gateway|HTTP Error 403|HTTP Error 502", re.IGNORECASE)
 _REFUSED_WRITE = re.compile(r"(Read-only file system|Permission denied|Operation not permitted)\S*:? ['\"]?([^'\"\s]+)")
 
 
@@ -183,8 +185,9 @@ def _dns_tcp(ev: Evidence, world: World, arrived: Collection[str], prize: str, n
     return out
 
 
-def _printed(ex: Execution, ev: Evidence) -> list[Finding]:
-    """What only the attack's own output shows: it is the attack's word, quoted as such, and it explains, never judges."""
+def _printed(ex: Execution, ev: Evidence, proxied: bool) -> list[Finding]:
+    """What only the attack's own output shows: it is the attack's word, quoted as such, and it explains, never judges.
+    ``proxied``: a finding already says what the proxy answered, so an error that only repeats it is not said again."""
     out: list[Finding] = []
     lines = ex.output.splitlines()
     explained: list[str] = []  # the lines a finding quotes already: the error's last words are not said twice
@@ -215,7 +218,8 @@ def _printed(ex: Execution, ev: Evidence) -> list[Finding]:
                                             "never finished."))
     elif ex.exit_code not in (None, 0):
         said = [ln for ln in lines if ln.strip()]
-        if not said or said[-1] not in explained:
+        echo = proxied and _PROXY_ANSWER.search(said[-1]) is not None if said else False
+        if not said or (said[-1] not in explained and not echo):
             last = quote(said[-1], 160) if said else "nothing"
             out.append(Finding("attack-error", "", f"Your attack stopped with an error (exit code {ex.exit_code}); "
                                                    f"its last words: \"{last}\"."))
@@ -296,7 +300,7 @@ def diagnose(ex: Execution, world: World, arrived: Collection[str], prize: str =
         ns = ex.next_session
         if ns is not None:  # what the user's next session sent, outside the sandbox: the backdoor's own requests
             found += _http(ns.http, world, arrived, prize, "in the next session, ")
-    found += _printed(ex, ev)
+    found += _printed(ex, ev, bool(proxied))
     unique: dict[tuple[str, str], Finding] = {}
     for f in found:
         unique.setdefault((f.kind, f.host), f)  # one finding per host and kind: ten refused retries are one fact

@@ -175,6 +175,7 @@ def test_autograde_awards_nothing_for_a_run_that_could_not_be_judged_and_says_so
 # --- issue 41: each miss is told what this attack did, and no number of misses gives the answer -------------
 
 _HOOK = "/project/.git/hooks/pre-commit"
+TRACES = Path(__file__).resolve().parents[1] / "fixtures" / "ctf_traces"
 WRONG_ATTACKS: list[tuple[str, str, str, tuple[str, ...]]] = [
     # (level id, why it is wrong, the attack, words its hint must say about what it did)
     ("secure-npm", "a DNS lookup in a sandbox with no name server",
@@ -199,15 +200,35 @@ WRONG_ATTACKS: list[tuple[str, str, str, tuple[str, ...]]] = [
 ]
 
 
+class _Recording:
+    """The Docker backend, keeping the last execution it returned: the trace a unit test replays (tests/fixtures/ctf_traces)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.name, self.last = inner, inner.name, None
+
+    def execute(self, plan: Any, job: Any) -> Any:
+        self.last = self.inner.execute(plan, job)
+        return self.last
+
+
 def test_five_wrong_attacks_on_three_levels_each_get_a_hint_naming_what_they_did_and_never_the_answer(
-        docker_backend: Any, no_leftovers: None) -> None:
+        docker_backend: Any, no_leftovers: None, update_goldens: bool) -> None:
     """The hint is read from each run's own trace (the proxy's log, the attack's failed lookup or write, the next
-    session's output), attempts pile up, and however many there were, no hint holds the level's solution."""
+    session's output), attempts pile up, and however many there were, no hint holds the level's solution. With
+    --update-goldens each run's trace is written to tests/fixtures/ctf_traces/ for the unit tests to replay."""
+    from grader.core.transport import execution_to_json
+
     seen: list[tuple[str, str]] = []
+    recording = _Recording(docker_backend)
     for n, (level_id, why, code, words) in enumerate(WRONG_ATTACKS):
         lv = level(level_id)
         assert lv.solution is not None
-        result = attack(lv, code, docker_backend, attempts_before=n + 2)  # many misses before: nudges, never the answer
+        result = attack(lv, code, recording, attempts_before=n + 2)  # type: ignore[arg-type]  # many misses before: nudges, never the answer
+        if update_goldens:
+            TRACES.mkdir(parents=True, exist_ok=True)
+            (TRACES / f"{n + 1}-{level_id}.json").write_text(json.dumps(
+                {"level": level_id, "why": why, "attack": code, "attempts_before": n + 2, "flag": result.flag,
+                 "words": list(words), "execution": execution_to_json(recording.last)}, indent=1) + "\n", encoding="utf-8")
         assert result.captured is False and not result.note, (why, result.note, result.output[-2000:])
         assert result.hint_from == "evidence", (why, result.hint, result.output[-2000:])
         for w in words:

@@ -9,7 +9,9 @@ in a learner's hint. The real runs are in tests/integration/test_ctf_docker.py.
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Callable, Optional
 
 import pytest
@@ -233,3 +235,36 @@ def test_a_finding_is_a_frozen_record() -> None:
     f = Finding("timed-out", "", "x")
     with pytest.raises(AttributeError):
         f.text = "y"  # type: ignore[misc]
+
+
+def test_an_error_that_only_repeats_the_proxys_answer_is_not_said_twice() -> None:
+    refused = CASES["refused-by-proxy"][0]()
+    said = "urllib.error.URLError: <urlopen error Tunnel connection failed: 403 Forbidden>\n"
+    ex = replace(refused, output=said, exit_code=1)
+    assert [f.kind for f in diagnose(ex, WORLD, set())] == ["refused-by-proxy"]
+    alone = _ex(said, exit_code=1)  # with no proxy record to say it, the attack's words are the only account
+    assert [f.kind for f in diagnose(alone, WORLD, set())] == ["attack-error"]
+
+
+# --- traces recorded from real Docker runs (tests/integration/test_ctf_docker.py --update-goldens) -----------
+
+TRACES = sorted((Path(__file__).resolve().parents[1] / "fixtures" / "ctf_traces").glob("*.json"))
+
+
+def test_the_recorded_traces_are_there() -> None:
+    assert len(TRACES) == 5 and {json.loads(p.read_text())["level"] for p in TRACES} == {"secure-npm", "naive-gist", "persistence"}
+
+
+@pytest.mark.parametrize("path", TRACES, ids=lambda p: p.stem)
+def test_a_recorded_real_run_gets_the_hint_naming_what_it_did_and_never_the_answer(path: Path) -> None:
+    from grader.core.transport import execution_from_json
+
+    rec = json.loads(path.read_text(encoding="utf-8"))
+    lv = level(rec["level"])
+    assert lv.solution is not None
+    got = judge(lv, execution_from_json(rec["execution"], WORLD), rec["flag"], attempts_before=rec["attempts_before"], world=WORLD)
+    assert got.captured is False and got.hint_from == "evidence", got.hint
+    for w in rec["words"]:
+        assert w in got.hint, (w, got.hint)
+    for text in (lv.solution.answer, lv.solution.channel, *lv.solution.also):
+        assert text not in got.hint
