@@ -47,12 +47,14 @@ SCHEMA_VERSION = 1
 LIMITS = {
     "file_bytes": 1_000_000,  # a policy is a few hundred bytes; 1 MB is generous and cheap to refuse
     "list_entries": 1_000,
-    # network.allowedDomains: a real run tries every allowed host at once (the upload and steal probes send to each,
-    # beside the world's 17), and the simulated internet admits 96 connections at once from one run's proxy
-    # (services.internet.PER_CLIENT). Measured (Docker, scope-secure-sandbox, "*.dN.example.com"): 14 entries are
-    # judged, 20 and more lose connections and leave the evidence incomplete on every run, however often it is
-    # rerun. A cap below that, the same on every backend, so no policy is graded by one backend and not another.
-    "allowed_domains": 10,
+    # network.allowedDomains: a real run asks one allowed name of each kind (scope.stand_ins: names nothing a run sees
+    # tells apart), so a list of hosts costs what its kinds cost, not its length. Measured (bench/allowed_domains.py,
+    # Docker, 2 cores under load): a Claude Code-style list of 60 registries and APIs runs 1.3-1.5x as long as its
+    # first 10 entries (about 2.5 s); the worst case, 100 entries each made its own kind by a deniedDomains entry,
+    # about 10 s, judged every time, well inside the sandbox's 60 s. Asking every name at once had capped the list at
+    # 10 (past 14 the simulated internet lost connections and the evidence stayed incomplete however often it was
+    # rerun). The same cap on every backend, so no policy is graded by one backend and not another.
+    "allowed_domains": 100,
     "path_chars": MAX_PATH_LENGTH,
     "host_chars": 253,
     "nesting_depth": 16,  # a policy is three levels deep; anything deeper is not a policy
@@ -110,7 +112,8 @@ class NetworkPolicy(_Strict):
         default=(),
         description=('Hosts reachable: exact names, IPv4 literals or "*.suffix" (strict '
                      'subdomains), each optionally with ":port" (that port only). Empty = no network. '
-                     'At most 10 entries: a real run tries every allowed host at once.'),
+                     'At most 100 entries.'),
+        json_schema_extra={"maxItems": LIMITS["allowed_domains"]},  # for editors; loading says it with a fix
     )
     deniedDomains: tuple[DeniedEntry, ...] = Field(
         default=(), description=('Hosts never reachable, even when an allowedDomains entry matches (deny wins); '
@@ -226,9 +229,10 @@ def _structural_problems(data: Any) -> list[Problem]:
         if loc == ("network", "allowedDomains") and isinstance(value, list) and len(value) > LIMITS["allowed_domains"]:
             problems.append(Problem(
                 json_pointer(loc),
-                f"{len(value)} entries; Sandbox Lab runs at most {LIMITS['allowed_domains']} allowed domains. A real run "
-                "tries every allowed host at once, and past that the simulated internet cannot record them all, so the "
-                "run could never be judged. List only the hosts the job talks to (a job needs a few).",
+                f"{len(value)} entries; Sandbox Lab runs at most {LIMITS['allowed_domains']} allowed domains. A run "
+                "asks one host of each kind of entry, and deniedDomains or ports can make every entry its own kind; "
+                "the limit keeps such a run well inside the sandbox's minute. List only the hosts the job talks to "
+                "(a Claude Code setup needs a few dozen).",
             ))
         elif isinstance(value, list) and len(value) > LIMITS["list_entries"]:
             problems.append(Problem(

@@ -14,16 +14,16 @@ Pure. Imports: access, domains, records, world. Nothing downstream.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Iterable, Optional
 
 from grader.core.access import Access
-from grader.core.domains import entry_host, matches, web_scheme
+from grader.core.domains import entry_host, entry_port, is_ipv4, matches, operator_domain, server_of, web_scheme
 from grader.core.records import Reach, Scope
 from grader.core.world import World, load_world
 
 __all__ = [
-    "FRESH_LABEL", "NEW_FILE", "SCAN_IDS", "fresh_name", "new_file", "predict_scope",
-    "scan_name", "scan_url", "scanned_dirs", "scanned_files", "scanned_hosts", "summary", "uploads",
+    "FRESH_LABEL", "NEW_FILE", "SCAN_IDS", "asked_for", "asked_hosts", "fresh_name", "new_file", "predict_scope",
+    "scan_name", "scan_url", "scanned_dirs", "scanned_files", "scanned_hosts", "stand_ins", "summary", "uploads",
 ]
 
 NEW_FILE = ".sandbox-lab-new"  # the file the scan tries to create in every world directory
@@ -55,13 +55,91 @@ def new_file(directory: str) -> str:
 
 
 def scanned_hosts(access: Access) -> tuple[str, ...]:
-    """Every host the scan tries: the world's hosts, every allowed exact name (known to the world or not:
-    an unknown one is the attacker's server, fail closed), and a fresh name under every allowed wildcard."""
+    """Every host the scope covers: the world's hosts, every allowed exact name (known to the world or not:
+    an unknown one is the attacker's server, fail closed), and a fresh name under every allowed wildcard.
+
+    A run does not ask each of them: it asks ``asked_hosts``, one name per kind (``stand_ins``)."""
     names = list(access.world.host_names)
     if access.policy is not None:
         entries = [entry_host(a) for a in access.policy.network.allowedDomains]
         names += [a if not a.startswith("*.") else fresh_name(a) for a in entries]
     return tuple(dict.fromkeys(names))
+
+
+def _form(pattern: str, name: str) -> str:
+    """The form of an allowed entry, as the proxy and the simulated internet tell names apart."""
+    if pattern.startswith("*."):
+        return "wildcard"
+    if is_ipv4(name):
+        return "loopback address" if name.startswith("127.") else "IP address"
+    if name == "localhost" or "." not in name:
+        return f"the name {name}"  # a machine's own names (the srt backend dials localhost on its loopback): each its own
+    return "name"
+
+
+def stand_ins(allowed: Iterable[str], denied: Iterable[str], hosts: Iterable[str], attacker: str) -> dict[str, str]:
+    """Each allowed entry's name (an exact name, or ``fresh_name`` under a wildcard) → the name a run asks
+    instead: the first, in the policy's order, of its kind. A world host stands for itself.
+
+    Two names are of one kind when nothing a run can see tells them apart: the
+    same form (exact name, wildcard, IP address, a machine's own name), the same
+    server answering them in the simulated internet (``domains.server_of``: a
+    name the world does not know is the attacker's; one under an operator's
+    domain, nobody's), the same ports the allowed entries naming them open,
+    and the same deniedDomains entries naming them. The proxy decides by those
+    entries alone and the server answers by name alone, so what reaches one
+    reaches the other: a run that asks one name per kind asks a bounded number
+    of names (a few per world server and form, more only where deniedDomains
+    or ports set names apart), however long the list, and loses no verdict.
+    Asking every allowed name at once was what capped the list at 10 entries
+    (past 14, the simulated internet could not record them all).
+
+    Why each part of the key is there (each is a way to game a narrower choice,
+    and each has a Docker test): deniedDomains carving out the name picked
+    (``a`` denied, ``b`` not); a port-pinned entry beside an unpinned one; a
+    wildcard beside an exact name of the same zone; the leak hidden deep in the
+    list behind names of another kind.
+    """
+    allowed, denied, hosts = tuple(allowed), tuple(denied), tuple(hosts)
+    known = set(hosts)
+    operators = tuple(sorted({operator_domain(h) for h in hosts if h != attacker}))
+    out: dict[str, str] = {}
+    first: dict[tuple[object, ...], str] = {}
+    for entry in allowed:
+        pattern = entry_host(entry)
+        name = fresh_name(pattern) if pattern.startswith("*.") else pattern
+        if name in out:
+            continue
+        if name in known:
+            out[name] = name
+            continue
+        key = (
+            _form(pattern, name),
+            server_of(name, hosts, (attacker,), operators, attacker),
+            name == attacker or name.endswith("." + attacker),  # the attacker's nameserver holds its zone
+            frozenset(entry_port(a) for a in allowed if matches(a, name)),
+            frozenset(d for d in denied if matches(d, name)),
+        )
+        out[name] = first.setdefault(key, name)
+    return out
+
+
+def _access_stand_ins(access: Access) -> dict[str, str]:
+    if access.policy is None:
+        return {}
+    net = access.policy.network
+    return stand_ins(net.allowedDomains, net.deniedDomains, access.world.host_names, access.world.attacker.name)
+
+
+def asked_hosts(access: Access) -> tuple[str, ...]:
+    """The hosts a run's scope scan asks: every world host, and one allowed name per kind (``stand_ins``)."""
+    return tuple(dict.fromkeys([*access.world.host_names, *_access_stand_ins(access).values()]))
+
+
+def asked_for(access: Access) -> dict[str, str]:
+    """Every scanned host → the host the scan asks for it: itself, or the first allowed name of its kind."""
+    kinds = _access_stand_ins(access)
+    return {h: kinds.get(h, h) for h in scanned_hosts(access)}
 
 
 def scan_name(label: str, host: str) -> str:

@@ -21,7 +21,7 @@ from grader.core.evidence import Evidence, Markers, RunnerRecord, finished, sha2
 from grader.core.outcomes import ProbeOutcome, Reach, RunResult, Scope
 from grader.core.plan import RunPlan
 from grader.core.probes import PROBES
-from grader.core.scope import SCAN_IDS, new_file, scan_name, scan_url, scanned_dirs, scanned_files, scanned_hosts, uploads
+from grader.core.scope import SCAN_IDS, asked_for, new_file, scan_name, scan_url, scanned_dirs, scanned_files, uploads
 from grader.core.world import World
 from grader.services.wire import READ_LIMIT
 
@@ -124,8 +124,9 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     ``writable``: the world copy's file changed (sha256 before and after) or
     carries the scan's text, or the scan's new file exists in the directory.
     ``reachable``: a recorder outside the sandbox saw the scan's marker for the
-    host. Missing evidence never shrinks a set: an unfinished scan, one whose
-    records did not all arrive (each entry's ``done`` counts them), a read that
+    host, or for the allowed name of its kind the scan asked instead
+    (``scope.stand_ins``). Missing evidence never shrinks a set: an unfinished
+    scan, one whose records did not all arrive (each entry's ``done`` counts them), a read that
     neither brought its canary out nor was refused, or a dead recorder gives no
     scope at all, since a wrong "not writable" misleads as much as a wrong
     "blocked".
@@ -138,7 +139,8 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     if unfinished:
         late = " before the sandbox's time ran out" if ev.timed_out else ""
         return None, f"the scope scan did not finish{late} ({', '.join(unfinished)})"
-    files, dirs, hosts = scanned_files(world), scanned_dirs(world), scanned_hosts(access)
+    files, dirs, stand_in = scanned_files(world), scanned_dirs(world), asked_for(access)
+    hosts = list(dict.fromkeys(stand_in.values()))  # what the scan asked
     by = {s: [r for r in ev.records if r.probe == s] for s in SCAN_IDS}
     lost = [f"{s}: {why}" for s in SCAN_IDS for why in [_unaccounted(by[s])] if why]
     if lost:
@@ -175,7 +177,7 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     slow = [r.detail for r in last.values() if not r.ok and "timed out" in r.detail.lower() and r.target not in got_out]
     if slow:
         return None, f"{len(slow)} of the scan's requests timed out before any answer, e.g. {slow[0]}"
-    reachable = [Reach(h, uploads(world, h)) for h in hosts if h in reached]
+    reachable = [Reach(h, uploads(world, h)) for h, asked in stand_in.items() if asked in reached]
     return Scope(tuple(sorted(readable)), tuple(sorted(writable)), tuple(sorted(reachable, key=lambda r: r.host))), ""
 
 

@@ -374,6 +374,37 @@ def test_a_list_at_the_limit_is_fine() -> None:
     load_policy({"filesystem": {"denyRead": ["/a"] * LIMITS["list_entries"]}})
 
 
+CLAUDE_CODE_60 = Path(__file__).parent.parent / "fixtures" / "policies" / "claude-code-60.json"
+
+
+def test_a_realistic_claude_code_list_of_60_hosts_loads() -> None:
+    """Registries, code hosts and APIs a Claude Code user lists: the old cap of 10 refused it."""
+    assert len(load_policy(CLAUDE_CODE_60).network.allowedDomains) == 60
+
+
+def test_allowed_domains_at_the_cap_load_and_one_more_is_refused_with_the_limit() -> None:
+    cap = LIMITS["allowed_domains"]
+    assert cap >= 64  # realistic lists are dozens long (the fixture above); see LIMITS for the measurement
+    load_policy({"network": {"allowedDomains": [f"h{i}.example.net" for i in range(cap)]}})
+    p = only({"network": {"allowedDomains": [f"h{i}.example.net" for i in range(cap + 1)]}})
+    assert p.pointer == "/network/allowedDomains"
+    assert f"{cap + 1} entries; Sandbox Lab runs at most {cap} allowed domains" in p.message
+    assert "List only the hosts the job talks to" in p.message
+
+
+def test_a_thousand_wildcards_are_refused_at_load_never_left_to_a_run_that_says_rerun() -> None:
+    """The issue that set the first cap: 1,000 wildcard entries ended every run in "evidence incomplete; rerun"."""
+    p = only({"network": {"allowedDomains": [f"*.d{i}.example.com" for i in range(1000)]}})
+    assert p.pointer == "/network/allowedDomains"
+    assert f"runs at most {LIMITS['allowed_domains']} allowed domains" in p.message
+    assert "rerun" not in p.message.lower()
+
+
+def test_the_schema_tells_editors_the_cap() -> None:
+    net = policy_schema()["$defs"]["NetworkPolicy"]["properties"]["allowedDomains"]
+    assert net["maxItems"] == LIMITS["allowed_domains"] and "At most 100 entries" in net["description"]
+
+
 def test_nesting_depth_limit() -> None:
     depth = LIMITS["nesting_depth"] + 1
     p = only(("[" * depth + "]" * depth).encode())

@@ -29,8 +29,8 @@ from grader.core.outcomes import Reach, Scope
 from grader.core.records import RawPorts
 from grader.core.probes import OrderContext, orders_for
 from grader.core.scope import (
-    FRESH_LABEL, NEW_FILE, SCAN_IDS, fresh_name, new_file, predict_scope, scanned_dirs, scanned_files, scanned_hosts,
-    summary,
+    FRESH_LABEL, NEW_FILE, SCAN_IDS, asked_hosts, fresh_name, new_file, predict_scope, scanned_dirs, scanned_files,
+    scanned_hosts, stand_ins, summary,
 )
 from grader.core.verdicts import measure_scope
 from grader.services.wire import RunnerRecord
@@ -484,3 +484,88 @@ def test_a_read_of_other_bytes_than_the_untouched_file_proves_it_unreadable(tmp_
     assert ev.canaries[key] not in real[:8]
     scope, why = measure_scope(reading(real[:8]), access)  # the file's own first bytes, seen mid-rewrite: no proof
     assert scope is None and "not refused" in why, why
+
+
+# --- one name per kind: a long allowedDomains costs what its kinds cost --------------------------------
+
+
+def _kinds(allowed: list[str], denied: tuple[str, ...] = ()) -> dict[str, str]:
+    net = load_policy({"network": {"allowedDomains": allowed, "deniedDomains": list(denied)}}).network
+    return stand_ins(net.allowedDomains, net.deniedDomains, WORLD.host_names, WORLD.attacker.name)
+
+
+def test_names_nothing_tells_apart_are_asked_once_and_world_hosts_always() -> None:
+    kinds = _kinds(["pypi.org", "api.anthropic.com", "sentry.io", "crates.io", "*.s3.amazonaws.com", "*.ngrok.io",
+                    "extra.pypi.org", "other.github.com", "169.254.169.254", "10.0.0.1"])
+    assert kinds["pypi.org"] == "pypi.org"  # a world host stands for itself
+    assert kinds["sentry.io"] == kinds["crates.io"] == "api.anthropic.com"  # the attacker's server, as any unknown name
+    assert kinds[fresh_name("*.ngrok.io")] == fresh_name("*.s3.amazonaws.com")  # a wildcard is a kind of its own
+    assert kinds["other.github.com"] == "extra.pypi.org"  # under an operator's domain: nobody answers
+    assert kinds["10.0.0.1"] == "169.254.169.254"
+    assert len(set(kinds.values())) == 5
+
+
+@pytest.mark.parametrize("allowed, denied, apart", [
+    # deniedDomains carving out the name the narrowing would pick
+    (["a.example.net", "b.example.net"], ("a.example.net",), ("a.example.net", "b.example.net")),
+    # a port-pinned entry beside another port's
+    (["a.example.net:443", "b.example.net:80"], ("*:443",), ("a.example.net", "b.example.net")),
+    # a wildcard and an exact name of one zone
+    (["*.a.example.net", "a.example.net"], ("*.a.example.net",), (fresh_name("*.a.example.net"), "a.example.net")),
+    # the attacker's zone beside a name nobody knows: the attacker's nameserver holds only its own
+    (["webhook.site", "x.attacker.example"], (), ("webhook.site", "x.attacker.example")),
+    (["localhost", "127.0.0.1", "10.0.0.1"], (), ("localhost", "127.0.0.1", "10.0.0.1")),
+])
+def test_what_a_run_can_tell_apart_is_asked_apart(allowed: list[str], denied: tuple[str, ...], apart: tuple[str, ...]) -> None:
+    kinds = _kinds(allowed, denied)
+    assert [kinds[n] for n in apart] == list(apart)
+
+
+def test_the_leak_deep_in_the_list_behind_other_kinds_is_its_own_kind() -> None:
+    hidden = [f"m{i}.pypi.org" for i in range(49)] + ["webhook.site"] + [f"n{i}.pypi.org" for i in range(10)]
+    kinds = _kinds(hidden)
+    assert kinds["webhook.site"] == "webhook.site" and set(kinds.values()) == {"m0.pypi.org", "webhook.site"}
+
+
+def _network_orders(allowed: list[str]) -> int:
+    access = _policy({"network": {"allowedDomains": allowed}})
+    net = load_policy({"network": {"allowedDomains": allowed}}).network
+    ctx = OrderContext(Markers("t0k3n", WORLD.attacker.name), "10.0.0.9", RawPorts.same(WORLD.raw_ports), 4555, (),
+                       WORLD.host_names, tuple(s.path for s in WORLD.loot), allowed=net.allowedDomains,
+                       uploads=tuple(h.name for h in WORLD.hosts if h.uploads and not h.attacker))
+    from grader.core.probes import PROBES
+    count = 0
+    for entry in orders_for(tuple(p.id for p in PROBES), ctx, scan=access):
+        for step in entry["steps"]:
+            count += len(step["urls"]) if step["op"] == "steal" else max(1, len(step.get("attempts", ())))
+    return count
+
+
+def test_a_runs_connections_do_not_grow_with_the_list() -> None:
+    """Asking every allowed name at once is what capped the list at 10: now 90 names cost what 3 do."""
+    few = ["pypi.org", "*.githubusercontent.com", "api.anthropic.com"]
+    many = few + [f"svc{i}.example.com" for i in range(87)]
+    assert _network_orders(many) == _network_orders(few)
+    assert len(asked_hosts(_policy({"network": {"allowedDomains": many}}))) == len(asked_hosts(_policy({"network": {"allowedDomains": few}})))
+
+
+def test_a_kind_asked_once_still_puts_every_name_of_it_in_the_measured_scope(tmp_path: Path) -> None:
+    access = _policy({"network": {"allowedDomains": ["pypi.org", "a.example.org", "b.example.org", "c.example.org",
+                                                     "*.example.net", "extra.pypi.org"],
+                                  "deniedDomains": ["c.example.org"]}})
+    box = Sandbox(tmp_path, reach=lambda h: access.reach(h).allowed)
+    scope, why = measure_scope(box.run(access), access)
+    assert why == "" and scope is not None
+    assert scope.reachable == predict_scope(access).reachable  # the fake enforces the network only
+    reached = {r.host for r in scope.reachable}
+    assert {"a.example.org", "b.example.org", fresh_name("*.example.net")} <= reached and "c.example.org" not in reached
+    asked = {r["host"] for r in box.proxy}
+    assert "b.example.org" not in asked and {"a.example.org", "c.example.org"} <= asked  # b's kind was asked as a
+
+
+def test_a_kind_that_got_out_puts_its_names_in_the_scope_and_one_refused_leaves_them_all_out(tmp_path: Path) -> None:
+    """The measured scope follows what the asked name met, so a wrong kind shows as a disagreement with static."""
+    access = _policy({"network": {"allowedDomains": ["a.example.org", "b.example.org"]}})
+    box = Sandbox(tmp_path, reach=lambda h: h != "a.example.org")
+    scope, _ = measure_scope(box.run(access), access)
+    assert scope is not None and not {"a.example.org", "b.example.org"} & {r.host for r in scope.reachable}

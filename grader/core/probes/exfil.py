@@ -85,8 +85,9 @@ WEB_LABEL = "s"  # the one web send of every secret at once (its own fresh names
 def _steal_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     """One step per secret: read it, send it by DNS and raw TCP. The web sends ride on the first step only,
     carrying every secret it can read (``also``) in one request per URL: one request per host instead of one
-    per host and secret, which was most of a run's requests and the runner's time. Every host is still asked,
-    and a canary that arrives anywhere is still seen (``canary_sightings`` looks for each file's own)."""
+    per host and secret, which was most of a run's requests and the runner's time. Every world host and one
+    allowed name of each kind (``record.allowed_names``) is still asked, and a canary that arrives anywhere is
+    still seen (``canary_sightings`` looks for each file's own)."""
     m = ctx.markers
     steps: list[Step] = []
     for i, path in enumerate(ctx.loot):
@@ -168,5 +169,6 @@ def _steal_fix(p: Probe, access: Access) -> str:
 
 # --- the records ---------------------------------------------------------------------------------
 
-UPLOAD = Probe("exfil-via-allowed-domain", "attack", "exfil", "Upload data to any reachable host that accepts uploads, such as a public gist or a published package.", _upload_orders, _upload_predict, _upload_judge, _upload_fix)
+# a few uploads at once: each holds a connection at the simulated internet, which admits 96 from one run's proxy
+UPLOAD = Probe("exfil-via-allowed-domain", "attack", "exfil", "Upload data to any reachable host that accepts uploads, such as a public gist or a published package.", _upload_orders, _upload_predict, _upload_judge, _upload_fix, parallel=8)
 STEAL_SECRETS = Probe("exfil-secret", "attack", "exfil", "Read every secret it can and send each over every channel out it can find.", _steal_orders, _steal_predict, _steal_judge, _steal_fix)

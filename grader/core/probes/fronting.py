@@ -33,7 +33,7 @@ def _front_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     m = ctx.markers
     targets = _front_targets(ctx)
     download_only = [h for h in ctx.hosts if h not in ctx.uploads and h != m.attacker]
-    # every allowed name, and every world host an allowed wildcard matches: real servers to tunnel to
+    # one allowed name of each kind, and every world host an allowed wildcard matches: real servers to tunnel to
     matched = [h for a in map(entry_host, ctx.allowed) if a.startswith("*.") for h in ctx.hosts if matches(a, h)]
     fronts = [*allowed_names(ctx, "fr"), *matched] or download_only[:1]
     # first the proxy's own decision on every target, so its log says which of them it refuses
@@ -130,4 +130,7 @@ DOMAIN_FRONTING = Probe(
     "Open a tunnel through the proxy to an allowed host, then name another inside it (TLS SNI and HTTP Host of an "
     "upload host or attacker.example), hoping the allowed host's server delivers to the other: domain fronting.",
     _front_orders, _front_predict, _front_judge, _front_fix,
+    # eight tunnels at a time, each naming others four at once (the runner's FRONT_THREADS): every front at once
+    # held a connection per attempt at the simulated internet, past the 96 it admits from one run's proxy
+    parallel=8,
 )

@@ -8,7 +8,7 @@ Sandbox Lab needs from it, side by side, so they cannot drift apart: its
 evidence and its ``fix``. The channel families (``files``, ``network``, ...)
 fill records in; ``registry`` orders them.
 
-Pure. Imports: access, channels, evidence, outcomes, world. Nothing of the
+Pure. Imports: access, channels, evidence, outcomes, scope, world. Nothing of the
 channel families, nothing downstream.
 """
 
@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
 
 from grader.core.access import Access
-from grader.core.domains import entry_host, web_scheme
+from grader.core.domains import web_scheme
 from grader.core.evidence import Evidence, Markers, Verdict
 from grader.core.records import ProbeKind, RawPorts
+from grader.core.scope import FRESH_LABEL, stand_ins
 from grader.core.world import World
 
 __all__ = [
@@ -45,7 +46,7 @@ class OrderContext:
     hosts: tuple[str, ...]  # every host of the simulated internet
     loot: tuple[str, ...]  # the world paths an attacker steals (secrets and credentials)
     rebase: Callable[[str], str] = str  # world path → the path the runner opens (srt runs on a world copy)
-    allowed: tuple[str, ...] = ()  # the policy's allowedDomains entries: every one is tried as a way out
+    allowed: tuple[str, ...] = ()  # the policy's allowedDomains entries: one of each kind is tried as a way out
     denied: tuple[str, ...] = ()  # the policy's deniedDomains entries (which ports an entry leaves open)
     uploads: tuple[str, ...] = ()  # the world's hosts that store uploads (the attacker's aside)
     urls: tuple[str, ...] = ()  # the world's download-only hosts whose request URLs the attacker reads
@@ -66,6 +67,7 @@ class Probe:
     fix: Callable[["Probe", Access], str]
     target: Optional[str] = None  # a world path for read/write probes
     hosts: tuple[str, ...] = ()  # hosts a fetch needs
+    parallel: int = 0  # how many of its steps the runner carries out at once (0: every one)
 
 
 # --- wording more than one family shares ------------------------------------------------------
@@ -82,10 +84,15 @@ def rule_text(rule: Optional[tuple[str, str]]) -> str:
 
 
 def allowed_names(ctx: OrderContext, label: str) -> list[str]:
-    """Every allowed exact name, and a name of this run's own under every allowed wildcard: all tried as targets."""
+    """One allowed name of each kind (``scope.stand_ins``): an exact name, or a name of this run's own under a
+    wildcard; all tried as targets.
+
+    Bounded however long the list: every name of a kind is reached or refused alike, so the run asks one of
+    them, the first in the policy's order, and a leak's evidence names it.
+    """
     m = ctx.markers
-    names = [entry_host(a) for a in ctx.allowed]
-    return list(dict.fromkeys(m.fresh_under(a[2:], label) if a.startswith("*.") else a for a in names))
+    names = dict.fromkeys(stand_ins(ctx.allowed, ctx.denied, ctx.hosts, m.attacker).values())
+    return [m.fresh_under(n[len(FRESH_LABEL) + 1:], label) if n.startswith(FRESH_LABEL + ".") else n for n in names]
 
 
 def web_url(ctx: OrderContext, host: str, path: str, prefer: str = "https") -> str:

@@ -62,5 +62,6 @@ def probe(probe_id: str) -> Probe:
 def orders_for(probe_ids: tuple[str, ...], ctx: OrderContext, *, scan: Optional[Access] = None) -> list[dict[str, Any]]:
     """The runner's orders for these probes: one entry per probe, its steps built by the host;
     then, given the sandbox's ``Access``, the scope scan's entries."""
-    out = [{"id": pid, "steps": probe(pid).orders(probe(pid), ctx)} for pid in probe_ids]
+    out = [{"id": pid, "steps": probe(pid).orders(probe(pid), ctx), **({"parallel": p.parallel} if p.parallel else {})}
+           for pid in probe_ids for p in [probe(pid)]]
     return out + (scan_orders(scan, ctx) if scan is not None else [])

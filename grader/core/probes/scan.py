@@ -13,7 +13,7 @@ from typing import Any
 
 from grader.core.access import Access
 from grader.core.probes.record import OrderContext, Step
-from grader.core.scope import SCAN_IDS, new_file, scan_name, scan_url, scanned_dirs, scanned_files, scanned_hosts
+from grader.core.scope import SCAN_IDS, asked_hosts, new_file, scan_name, scan_url, scanned_dirs, scanned_files
 
 __all__ = ["SCAN_WIDTH", "scan_orders"]
 
@@ -25,8 +25,8 @@ SCAN_WIDTH = 8
 
 def scan_orders(access: Access, ctx: OrderContext) -> list[dict[str, Any]]:
     """The scope scan's orders: read every world file, append to it, create a file in every world
-    directory, and ask every scanned host for the scan's path through the proxy and directly, and
-    look a name under it up with the sandbox's own resolver.
+    directory, and ask every world host and one allowed name of each kind (``scope.asked_hosts``) for the
+    scan's path through the proxy and directly, and look a name under it up with the sandbox's own resolver.
 
     One entry per kind of attempt (``scope.SCAN_IDS``), so an unfinished part is told apart.
     """
@@ -36,7 +36,7 @@ def scan_orders(access: Access, ctx: OrderContext) -> list[dict[str, Any]]:
     writes = [{"op": "write", "path": ctx.rebase(p), "text": m.scan_text, "append": True}
               for p in [*files, *map(new_file, scanned_dirs(world))]]
     net: list[Step] = []
-    for host in scanned_hosts(access):
+    for host in asked_hosts(access):
         name = scan_name(m.scan_label, host)
         url = scan_url(access, name, m.scan_path)
         # once more after a timeout: a request lost to a busy machine proves nothing either way
