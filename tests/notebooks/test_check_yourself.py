@@ -121,7 +121,7 @@ def _submit_and_grade(course: Path, students: dict[str, Any]) -> dict[str, float
     """Each student's notebook submitted, autograded and exported by nbgrader: student → score."""
     for student, nb in students.items():
         folder = course / "submitted" / student / LESSON
-        folder.mkdir(parents=True)
+        folder.mkdir(parents=True, exist_ok=True)  # it may hold files submitted beside the notebook already
         nbformat.write(nb, folder / "check-yourself.ipynb")
     _nbgrader(course, "autograde", LESSON, "--force", "--Autograde.create_student=True")  # no roster here
     _nbgrader(course, "export")
@@ -157,3 +157,49 @@ def test_a_letter_changed_after_the_key_showed_scores_nothing(course: Path, tmp_
     graded_nb = nbformat.read(course / "autograded" / "gamer" / LESSON / "check-yourself.ipynb", as_version=4)
     said = [o.get("evalue", "") for c in graded_nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert sum("your first answer was not the right option" in e for e in said) == 2, said
+
+
+def test_in_a_class_the_first_answer_is_graded_from_the_signed_record(course: Path, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A class (``lessons.first_answer``): each kernel has its learner's key, nbgrader the class secret. The check
+    withholds the key; the gamer answers wrong, writes the right letters, runs again, clears every output and
+    submits with the first-answers file: 0. A learner who deleted the file (and the outputs): 0, saying why. A
+    learner who copied an honest classmate's file: 0. The honest learner, right first: 2."""
+    from grader.lessons.first_answer import CLASS_KEY_ENV, CLASS_SECRET_ENV, LEDGER, learner_key
+
+    secret = "the-class-secret"
+    students: dict[str, Any] = {}
+    folders: dict[str, Path] = {}
+    for name, first in (("c-gamer", 'answer_etc_secrets = "a"\nanswer_standard_docker = "c"'), ("c-honest", RIGHT),
+                        ("c-deleter", 'answer_etc_secrets = "a"\nanswer_standard_docker = "c"'), ("c-copier", RIGHT)):
+        folder = tmp_path / name
+        shutil.copytree(course / "release" / LESSON, folder)  # each learner's own copy of the assignment
+        monkeypatch.setenv(CLASS_KEY_ENV, learner_key(secret, name))
+        nb = _answer(_released(course), first)
+        texts, errors = _run(nb, folder, monkeypatch, tmp_path / f"{name}.json")
+        assert errors == [] and "Model answer" not in "\n".join(texts) and "recorded" in "\n".join(texts)
+        if name != "c-honest":
+            nb = _answer(nb, RIGHT)  # the right letters, from elsewhere; run again
+            _run(nb, folder, monkeypatch, tmp_path / f"{name}.json")
+        for cell in nb.cells:  # and every output cleared before submitting
+            if cell.cell_type == "code":
+                cell.outputs = []
+        students[name], folders[name] = nb, folder
+    (folders["c-deleter"] / LEDGER).unlink()
+    shutil.copy(folders["c-honest"] / LEDGER, folders["c-copier"] / LEDGER)
+    for name, folder in folders.items():
+        dest = course / "submitted" / name / LESSON
+        dest.mkdir(parents=True)
+        if (folder / LEDGER).exists():  # nbgrader submit takes the assignment folder whole
+            shutil.copy(folder / LEDGER, dest / LEDGER)
+    monkeypatch.setenv(CLASS_SECRET_ENV, secret)
+    scores = _submit_and_grade(course, students)
+    assert {k: scores[k] for k in students} == {"c-gamer": 0.0, "c-honest": 2.0, "c-deleter": 0.0, "c-copier": 0.0}, scores
+
+    def said(name: str) -> str:
+        nb = nbformat.read(course / "autograded" / name / LESSON / "check-yourself.ipynb", as_version=4)
+        return "\n".join(o.get("evalue", "") for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error")
+
+    assert said("c-gamer").count("first answer was not the right option") == 2
+    assert said("c-deleter").count("no trustworthy first answer: no record of it was submitted") == 2
+    assert said("c-copier").count("made for another learner") == 2
