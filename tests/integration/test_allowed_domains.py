@@ -15,7 +15,9 @@ and name the host that carried it:
   (``a.example.net`` denied, ``b.example.net`` open).
 
 Every one must also agree with the static prediction, probe by probe and on
-the whole scope (where every allowed name is listed, asked or not).
+the whole scope (where every allowed name is listed, asked or not), in Docker
+and under the real sandbox-runtime (whose proxy decides; the runner's orders
+are the same narrowed ones).
 """
 
 from __future__ import annotations
@@ -29,8 +31,6 @@ import pytest
 from grader import load_policy, predict
 from grader.core.outcomes import RunResult
 from grader.core.plan import build_plan
-
-pytestmark = [pytest.mark.docker]
 
 CLAUDE_CODE_60 = Path(__file__).parent.parent / "fixtures" / "policies" / "claude-code-60.json"
 UPLOAD = "exfil-via-allowed-domain"
@@ -52,11 +52,11 @@ GAMING: dict[str, tuple[dict[str, Any], str]] = {
 }
 
 
-def _run(docker_backend: Any, raw: dict[str, Any]) -> RunResult:
+def _run(backend: Any, raw: dict[str, Any]) -> RunResult:
     plan = build_plan(load_policy(raw))
-    result: RunResult = docker_backend.run(plan)
+    result: RunResult = backend.run(plan)
     if any(o.outcome == "error" for o in result.probes):  # "could not judge" is no verdict: once more, alone
-        result = docker_backend.run(plan)
+        result = backend.run(plan)
     return result
 
 
@@ -69,6 +69,7 @@ def _agrees(raw: dict[str, Any], real: RunResult) -> None:
     assert static.scope is not None and real.scope == static.scope
 
 
+@pytest.mark.docker
 def test_a_claude_code_list_of_60_hosts_is_graded_as_the_static_analyzer_grades_it(docker_backend: Any) -> None:
     raw = json.loads(CLAUDE_CODE_60.read_text())
     real = _run(docker_backend, raw)
@@ -79,6 +80,7 @@ def test_a_claude_code_list_of_60_hosts_is_graded_as_the_static_analyzer_grades_
     assert real.scope is not None and len(real.scope.reachable) >= 60
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("name", sorted(GAMING))
 def test_a_policy_gaming_the_narrowing_still_leaks_in_docker(name: str, docker_backend: Any) -> None:
     raw, leak = GAMING[name]
@@ -87,3 +89,14 @@ def test_a_policy_gaming_the_narrowing_still_leaks_in_docker(name: str, docker_b
     assert upload.outcome == "succeeded", upload
     assert any(e.startswith(f"{leak} stored") for e in upload.evidence), upload.evidence
     _agrees(raw, real)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["claude-code-60", *sorted(GAMING)])
+def test_sandbox_runtime_grades_each_as_the_static_analyzer_does(name: str, srt_backend: Any) -> None:
+    raw, leak = (json.loads(CLAUDE_CODE_60.read_text()), "") if name == "claude-code-60" else GAMING[name]
+    real = _run(srt_backend, raw)
+    _agrees(raw, real)
+    upload = real.outcome(UPLOAD)
+    assert upload.outcome == "succeeded", upload
+    assert not leak or any(e.startswith(f"{leak} stored") for e in upload.evidence), upload.evidence
