@@ -8,6 +8,11 @@ Stable CSS classes for browser tests: ``sl-quiz`` with ``sl-quiz-input``,
 ``sl-prediction-quiz`` with ``sl-prediction-probe`` (the checkboxes),
 ``sl-prediction-button`` and ``sl-prediction-result``.
 
+A choice question's options are one radio group (``role="radiogroup"``, named by
+the prompt, one Tab stop, the arrow keys move the choice): ipywidgets draws
+RadioButtons as separate, unnamed radios, so ``RADIO_GROUP_JS`` is displayed
+beside each one to group them (it only sets attributes; see its comment).
+
 Imports: backends, first_answer, palette, prediction, probes, progress, quiz, quiz_views, widget_base. Nothing downstream.
 """
 
@@ -17,6 +22,7 @@ import html
 from typing import Iterable, Optional
 
 import ipywidgets as W
+from IPython.display import Javascript, display
 
 from grader.backends import Backend, default
 from grader.core.outcomes import RunResult
@@ -40,7 +46,45 @@ from grader.lessons.quiz import (
 )
 from grader.lessons.widget_base import HTMLFallback, html_view, record_first, run_button, run_sandbox, show_widget
 
-__all__ = ["Prediction", "Quiz", "ask", "graded", "quizzes"]
+__all__ = ["RADIO_GROUP_JS", "Prediction", "Quiz", "ask", "graded", "quizzes"]
+
+# ipywidgets 8's RadioButtons draws each option as an <input type="radio"> with no name, in a box with no role: every
+# option is a Tab stop of its own, and the arrow keys move JupyterLab's cell selection (its command-mode shortcuts
+# take them) instead of the choice. ipywidgets lets Python set neither a name nor a role, so this script, shown beside
+# each choice question, does it in the page: each box's radios get one name (one Tab stop; the browser's own arrow
+# keys move and check), the box role="radiogroup" labelled by the question's prompt, and each radio
+# data-lm-suppress-shortcuts, JupyterLab's marker for "keys here are not notebook shortcuts". It sets attributes
+# only, on the course's quiz boxes (.sl-quiz), reads nothing and sends nothing; a box drawn later (a rerun cell) is
+# grouped when it appears. tests/browser/test_learner_lab.py checks it in Chromium.
+RADIO_GROUP_JS = """
+(() => {
+  if (window.slRadioGroups) { window.slRadioGroups(); return; }
+  let made = 0, queued = false;
+  const group = () => {
+    queued = false;
+    document.querySelectorAll('.sl-quiz .widget-radio-box').forEach(box => {
+      if (!box.dataset.slGroup) {
+        box.dataset.slGroup = 'sl-choice-' + Date.now().toString(36) + '-' + (made++);
+        box.setAttribute('role', 'radiogroup');
+        const prompt = box.closest('.sl-quiz').querySelector('.widget-html-content');
+        if (prompt) {
+          if (!prompt.id) prompt.id = box.dataset.slGroup + '-prompt';
+          box.setAttribute('aria-labelledby', prompt.id);
+        }
+      }
+      box.querySelectorAll('input[type="radio"]').forEach(r => {
+        if (r.name === box.dataset.slGroup) return;
+        r.name = box.dataset.slGroup;
+        r.setAttribute('data-lm-suppress-shortcuts', 'true');  // read on the key's target itself, before its parents
+      });
+    });
+  };
+  window.slRadioGroups = group;
+  group();
+  new MutationObserver(() => { if (!queued) { queued = true; requestAnimationFrame(group); } })
+    .observe(document.body, {childList: true, subtree: true});
+})();
+"""
 
 
 class Quiz(HTMLFallback, W.VBox):  # type: ignore[misc]
@@ -100,6 +144,12 @@ class Quiz(HTMLFallback, W.VBox):  # type: ignore[misc]
         self.rated = W.HTML()
         super().__init__([self.prompt, self.note, self.input, self.button, self.feedback, self.ratings, self.rated])
         self.add_class("sl-quiz")
+
+    def _ipython_display_(self) -> None:
+        """Show the widget; beside a choice question, first the script that makes its options one radio group."""
+        if self.question.type == "choice":
+            display(Javascript(RADIO_GROUP_JS))  # type: ignore[no-untyped-call]
+        display(self._repr_mimebundle_(), raw=True)  # type: ignore[no-untyped-call]
 
     def check(self, answer: Optional[str] = None) -> Optional[ChoiceVerdict]:
         """Judge a pick (``answer``: an option's bank key or text; default: what the widget holds), record it, then reveal."""

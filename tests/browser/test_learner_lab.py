@@ -391,3 +391,54 @@ def test_the_link_to_srt_differences_opens_the_document_in_the_learner_lab(lab: 
     page.locator(".lm-TabBar-tab", has_text="srt-differences.md").first.wait_for(timeout=30_000)
     page.locator(".jp-FileEditor, .jp-RenderedMarkdown", has_text=title).last.wait_for(timeout=30_000)
     assert page.locator(".jp-Dialog", has_text="Cannot open").count() == 0
+
+
+def test_a_choice_question_is_one_radio_group_tab_stops_once_and_the_arrow_keys_choose(learner: Path, lab: Lab, page: Any) -> None:
+    """ipywidgets draws a question's options as separate, unnamed radios (a Tab stop each; ArrowDown moved the cell
+    selection); ``quiz_widgets.RADIO_GROUP_JS`` makes them one group: role="radiogroup" named by the prompt, one Tab
+    stop from before the options to the button after them, and ArrowDown checks the next option, in the kernel too."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    from grader.lessons.quiz import question
+
+    q = question("retrieve-env-publish")
+    nb = new_notebook(cells=[new_code_cell('from grader.lessons.widgets import Quiz\n\n'
+                                           'quiz = Quiz("retrieve-env-publish", record_progress=False)\nquiz'),
+                             new_code_cell("print(repr(quiz.input.value))")],
+                      metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
+    nbformat.write(nb, learner / "radio-group.ipynb")
+    open_notebook(page, lab.url("radio-group.ipynb"))
+    run_all(page)
+    group = page.locator(f"{NOTEBOOK} .sl-quiz [role=radiogroup]")
+    group.wait_for()
+    assert group.count() == 1
+    assert q.prompt[:40] in page.locator(f"#{group.get_attribute('aria-labelledby')}").inner_text()
+    radios = group.locator("input[type=radio]")
+    names = radios.evaluate_all("rs => rs.map(r => r.name)")
+    assert len(names) == len(q.choices) and len(set(names)) == 1 and names[0], names
+
+    def focused() -> str:
+        return str(page.evaluate("() => document.activeElement.type === 'radio' ? 'radio ' + document.activeElement.value"
+                                 " : document.activeElement.className"))
+
+    radios.first.focus()
+    page.keyboard.press("Shift+Tab")  # to whatever comes before the options
+    before = focused()
+    assert not before.startswith("radio"), before
+    page.keyboard.press("Tab")
+    assert focused() == "radio 0"  # into the group once, on its first option (none is checked yet)
+    page.keyboard.press("Tab")
+    assert "sl-quiz-button" in focused(), "one Tab stop: the next Tab leaves the options for the button"
+    radios.first.focus()
+    page.keyboard.press("ArrowDown")
+    assert radios.evaluate_all("rs => rs.map(r => r.checked)") == [i == 1 for i in range(len(names))]
+    assert focused() == "radio 1"
+    cell = page.locator(f"{NOTEBOOK} .jp-Cell").nth(1)
+    cell.click(position={"x": 30, "y": 5})
+    page.keyboard.press("Shift+Enter")
+    out = cell.locator(".jp-OutputArea-output")
+    out.wait_for()
+    from grader.lessons.quiz import choice_order
+
+    assert out.inner_text().strip() == repr(choice_order(q, "")[1].key)  # the kernel holds the second option

@@ -442,3 +442,22 @@ def test_the_agent_stage_shows_policy_errors_and_machinery_failures_not_tracebac
     assert "plain container" in plain._repr_mimebundle_()["text/html"]
     with pytest.raises(ValueError, match="editable"):
         widgets.AgentStage(None, editable=True, backend=StaticBackend())
+
+
+def test_a_choice_question_is_shown_with_the_script_that_groups_its_radios(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ipywidgets' radios are unnamed (a Tab stop each, no arrow keys): a choice Quiz is displayed after
+    ``RADIO_GROUP_JS``, which groups them in the page (checked in Chromium by tests/browser/test_learner_lab.py);
+    a recall question has no radios and no script."""
+    from grader.lessons import quiz_widgets
+
+    shown: list[object] = []
+    monkeypatch.setattr(quiz_widgets, "display", lambda obj, **kw: shown.append(obj))
+    choice = widgets.Quiz("check-standard-docker", record_progress=False)
+    choice._ipython_display_()
+    assert len(shown) == 2 and shown[0].data == quiz_widgets.RADIO_GROUP_JS  # type: ignore[attr-defined]
+    assert "application/vnd.jupyter.widget-view+json" in shown[1]  # type: ignore[operator]
+    for must in ("role', 'radiogroup'", "aria-labelledby", "r.name = box.dataset.slGroup", "data-lm-suppress-shortcuts", ".sl-quiz"):
+        assert must in quiz_widgets.RADIO_GROUP_JS, must
+    shown.clear()
+    widgets.Quiz("recall-two-axes", record_progress=False)._ipython_display_()
+    assert len(shown) == 1 and "application/vnd.jupyter.widget-view+json" in shown[0]  # type: ignore[operator]
