@@ -34,12 +34,15 @@ measured without the running service:
   ``used_memory`` before and after, per 1,000 answers (a cached answer is a
   reference to the entry, never a copy: commit 50422ed);
 * **the disk one hostile job can hold at most**: its world copy's tmpfs
-  (``quota.WORLD_BYTES``), its /tmp and /dev/shm (``plan.Hardening``), and per
+  (``quota.WORLD_BYTES``), its /tmp and /dev/shm (``plan.Hardening``), its
+  container's log on the engine's disk, and for the plain container (levels
+  1-2) its scratch (/var/tmp, /run/lock: ``plan.BASELINE_HARDENING``); per
   token, times the token's job cap (``tokens.DEFAULT_JOBS``; a token issued with
-  ``--jobs`` holds that many). As root, the world's tmpfs is also mounted and
-  written full here, as an attack filling its world would, and the bytes it
-  took are reported; no container is started (the attack's own run is
-  ``tests/integration/test_hostile_code.py``).
+  ``--jobs`` holds that many). As root, the world's tmpfs and the plain
+  container's scratch are also mounted and written full here, as an attack
+  filling them would, and the bytes they took are reported; no container is
+  started (the attacks' own runs are ``tests/integration/test_hostile_code.py``
+  and ``test_plain_container_disk.py``).
 
 ``--costs-only`` measures these two alone (no ``make serve``, no Docker).
 
@@ -330,22 +333,30 @@ def _fill(path: Path) -> tuple[int, str]:
 def _disk_per_job() -> dict[str, Any]:
     """The disk one hostile job can hold at most, from the constants that bound it; and, as root, the world's
     tmpfs mounted and written full here."""
-    from grader.backends.quota import WORLD_BYTES, bound_world, filled, remove_dir
-    from grader.core.plan import Hardening
+    from grader.backends.quota import WORLD_BYTES, bound_scratch, bound_world, filled, remove_dir
+    from grader.core.plan import BASELINE_HARDENING, Hardening
     from grader.hosted.tokens import DEFAULT_JOBS
 
-    h = Hardening()
-    per_job = WORLD_BYTES + h.tmp_bytes + h.shm_bytes
+    h, plain = Hardening(), BASELINE_HARDENING
+    # the container's json-file log on the engine's disk: max-size 8m (docker.run.hardened_options), and Docker
+    # 20.10 keeps one rotated file beside it even with max-file=1 (tests/integration/test_plain_container_disk.py)
+    log = 2 * 8 * 1024 * 1024
+    per_job = WORLD_BYTES + h.tmp_bytes + h.shm_bytes + log
+    # the plain container (CTF levels 1-2, a run with no policy): its root is read-only too, and /var/tmp and
+    # /run/lock share one scratch tmpfs (plan.BASELINE_HARDENING.scratch_dirs)
+    per_plain = WORLD_BYTES + plain.tmp_bytes + plain.shm_bytes + plain.scratch_bytes + log
     mib = 1024 * 1024
     out: dict[str, Any] = {
         "world_mib": WORLD_BYTES / mib, "tmp_mib": h.tmp_bytes / mib, "shm_mib": h.shm_bytes / mib,
-        "per_job_mib": per_job / mib, "jobs_per_token": DEFAULT_JOBS, "per_token_mib": per_job * DEFAULT_JOBS / mib,
-        # all three are tmpfs: memory of the worker's machine (/tmp and shm charged to the run's memory limit),
-        # freed with the run; the world is bounded only where the worker runs as root (quota.bound_world)
+        "log_mib": log / mib, "plain_scratch_mib": plain.scratch_bytes / mib,
+        "per_job_mib": per_job / mib, "per_plain_container_job_mib": per_plain / mib,
+        "jobs_per_token": DEFAULT_JOBS, "per_token_mib": max(per_job, per_plain) * DEFAULT_JOBS / mib,
+        # all but the log are tmpfs: memory of the worker's machine (charged to the run's memory limit as it
+        # writes), freed with the run; the world and the scratch are bounded by this grader only where the worker
+        # runs as root (quota.bound_world, bound_scratch); elsewhere Docker's own tmpfs bounds the scratch
         "not_counted": [
-            "the container's log on the engine's disk: json-file, max-size 8m (docker.run.hardened_options)",
-            "a baseline level (plan.BASELINE_HARDENING: read_only_root=False) can write the container's own "
-            "writable layer (/var/tmp: mode 1777 in the base image), which no quota here bounds: only its wall clock and the engine's disk",
+            "a pipe's buffer (at most /proc/sys/fs/pipe-max-size, 1 MiB) and POSIX message queues "
+            "(RLIMIT_MSGQUEUE, 800 KiB per user): memory, never disk",
         ],
     }
     run = Path(tempfile.mkdtemp(prefix="slbench-run-"))
@@ -356,6 +367,11 @@ def _disk_per_job() -> dict[str, Any]:
             written, err = _fill(run / "world" / "fill.bin")
             out["world_fill"] = {"written_mib": round(written / mib, 2), "error": err,
                                  "filled": filled(run / "world", WORLD_BYTES)}
+            scratch = bound_scratch(run / "scratch", plain.scratch_dirs, plain.scratch_bytes)
+            fills = {d: _fill(p / "fill.bin") for d, p in scratch.items()}  # the second finds what the first left
+            out["plain_scratch_fill"] = {
+                "written_mib": {d: round(w / mib, 2) for d, (w, _) in fills.items()},
+                "errors": {d: e for d, (_, e) in fills.items()}, "filled": filled(run / "scratch", plain.scratch_bytes)}
     finally:
         remove_dir(run)
     return out

@@ -23,7 +23,7 @@ from grader.core.policy import Policy
 from grader.core.probes import PROBES
 from grader.core.world import World, load_world
 
-__all__ = ["Hardening", "Mount", "RunPlan", "build_plan"]
+__all__ = ["BASELINE_HARDENING", "BASELINE_SCRATCH", "Hardening", "Mount", "RunPlan", "build_plan"]
 
 MountKind = Literal["bind", "tmpfs", "mask"]
 
@@ -47,7 +47,7 @@ class Mount:
 
 @dataclass(frozen=True)
 class Hardening:
-    """How the sandbox container is locked down (the baseline keeps Docker's defaults)."""
+    """How the sandbox container is locked down (the baseline keeps Docker's defaults but its limits and its root)."""
 
     read_only_root: bool = True  # so one probe cannot plant a payload for the next
     cap_drop_all: bool = True  # no capability survives: no raw sockets, no chown, no mount
@@ -58,13 +58,28 @@ class Hardening:
     nano_cpus: int = 1_000_000_000  # one core of two: other runs and the machine stay usable
     tmp_bytes: int = 16 * 1024 * 1024  # private /tmp; filling it fills only this
     shm_bytes: int = 1024 * 1024  # /dev/shm is another writable tmpfs: keep it tiny (Docker's default is 64 MiB)
+    # The image's own directories its user may write, as in a default container (the plain container's /var/tmp
+    # and /run/lock): each an empty private directory over the read-only root, all of them together bounded by
+    # scratch_bytes (backends.quota.bound_scratch). None under a policy: there only /tmp is writable.
+    scratch_dirs: tuple[str, ...] = ()
+    scratch_bytes: int = 16 * 1024 * 1024
     nofile: int = 1024  # open files: a connection flood stops here, whatever the daemon's default
     timeout_s: float = 60.0  # wall clock, then the container is killed
 
 
+# Measured in the sandbox image (``find / -xdev -writable`` as its user in a default container): /tmp, /var/tmp,
+# /run/lock (and /var/lock, a link to it) are every directory of the image that user can write; the test
+# tests/integration/test_plain_container_disk.py finds them again and fails on a new one.
+BASELINE_SCRATCH = ("/var/tmp", "/run/lock")
+
 BASELINE_HARDENING = Hardening(
-    read_only_root=False, cap_drop_all=False, no_new_privileges=False,
-    # limits stay: the baseline is weak on purpose, but it must not hurt the machine
+    cap_drop_all=False, no_new_privileges=False,
+    # The baseline is weak on purpose (Docker's capabilities, setuid binaries, every mount, the open network), but
+    # it must not hurt the machine: its limits stay, and its root is read-only too. A default container's writable
+    # layer lives on the engine's disk with no bound this engine can set (overlay2 on ext4 refuses
+    # --storage-opt size=), and a job wrote 2 GiB there in 1.5 s. What its user could write in a default container
+    # stays writable (scratch_dirs), bounded; a write to a system path fails with EROFS instead of EACCES.
+    scratch_dirs=BASELINE_SCRATCH,
 )
 
 

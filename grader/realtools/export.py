@@ -312,7 +312,7 @@ def _docker(policy: Policy, world: World) -> tuple[str, list[str]]:
         f"--memory {h.mem_bytes // (1024 * 1024)}m --memory-swap {h.mem_bytes // (1024 * 1024)}m",
         f"--cpus {cpus:g}",
         f"--tmpfs /tmp:rw,nosuid,nodev,size={h.tmp_bytes // (1024 * 1024)}m,mode=1777",
-        f"--shm-size {h.shm_bytes // 1024}k --ulimit nofile={h.nofile}:{h.nofile}",
+        f"--shm-size {h.shm_bytes // 1024}k --ulimit nofile={h.nofile}:{h.nofile} --ulimit core=0:0",
         network,
         '--mount type=bind,src="$RUN/resolv.conf",dst=/etc/resolv.conf,readonly',
         *env,

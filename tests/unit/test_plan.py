@@ -81,13 +81,18 @@ def test_baseline_is_the_plain_container() -> None:
     assert table(p) == {("/home/user", "bind", "rw"), ("/project", "bind", "rw"), ("/app/workspace", "bind", "rw")}
     assert p.network == "open"
     assert p.hardening == BASELINE_HARDENING
-    assert not p.hardening.read_only_root and not p.hardening.cap_drop_all
+    assert not p.hardening.cap_drop_all and not p.hardening.no_new_privileges
     assert p.hardening.pids_limit > 0 and p.hardening.mem_bytes > 0  # weak on purpose, not harmful
+    # its root is read-only too (a writable layer is unbounded on the engine's disk); what its user could write in
+    # a default container stays writable, bounded (tests/integration/test_plain_container_disk.py)
+    assert p.hardening.read_only_root
+    assert p.hardening.scratch_dirs == ("/var/tmp", "/run/lock") and 0 < p.hardening.scratch_bytes <= 16 * 1024 * 1024
 
 
 def test_policy_sandboxes_are_hardened() -> None:
     h = plan({}).hardening
     assert h.read_only_root and h.cap_drop_all and h.no_new_privileges
+    assert h.scratch_dirs == ()  # only /tmp is writable outside what the policy mounts
     assert h.user == "1000:1000"
     assert h.timeout_s > 0
 

@@ -35,7 +35,7 @@ from grader.backends.files import Files, host_files
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
 from grader.backends.listeners import SigningAgent
 from grader.backends.owners import make_dir, write_file
-from grader.backends.quota import DiskQuotaExceeded, filled
+from grader.backends.quota import SCRATCH_FILES, DiskQuotaExceeded, bound_scratch, filled
 from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, resolv_conf, runner_config
 from grader.backends.docker import replay
 from grader.backends.docker.engine import LogConfig, Mount, Refused, Ulimit, Unanswered, engine_errors
@@ -71,14 +71,21 @@ def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, A
     name, labels, environment, working directory, hostname, mounts, network.
     """
     procs = process_limits(h.pids_limit, h.mem_bytes, runtime)  # under gVisor, counted by its kernel (runtimes)
+    # a private, bounded /tmp: filling it fills only this run's
+    tmpfs = {"/tmp": f"size={h.tmp_bytes},mode=1777"}
+    # The image's directories its user may write (the plain container's /var/tmp, /run/lock), each bounded here;
+    # a run that can mount its own scratch replaces these with one bounded tmpfs it can see full (``Run._scratch``).
+    # exec, as a default container's /var/tmp allows (Docker's --tmpfs defaults to noexec).
+    tmpfs.update({d: f"size={h.scratch_bytes},nr_inodes={SCRATCH_FILES},mode=1777,exec" for d in h.scratch_dirs})
     opts: dict[str, Any] = dict(
         user=h.user,
         read_only=h.read_only_root,
-        # a private, bounded /tmp: filling it fills only this run's
-        tmpfs={"/tmp": f"size={h.tmp_bytes},mode=1777"},
+        tmpfs=tmpfs,
         shm_size=h.shm_bytes,
-        # explicit, not the daemon's default: a connection flood stops at the plan's number
-        ulimits=[Ulimit(name="nofile", soft=h.nofile, hard=h.nofile)]
+        # explicit, not the daemon's default: a connection flood stops at the plan's number; no core file, whose
+        # size only the memory bounds, written where the engine host's core_pattern says (a pipe to a handler on
+        # the host's disk, on many distributions)
+        ulimits=[Ulimit(name="nofile", soft=h.nofile, hard=h.nofile), Ulimit(name="core", soft=0, hard=0)]
         + ([Ulimit(name="nproc", soft=procs.nproc, hard=procs.nproc)] if procs.nproc is not None else []),
         # swap equal to memory: a run cannot page the machine to a halt
         pids_limit=procs.cgroup_pids, mem_limit=procs.cgroup_mem, memswap_limit=procs.cgroup_mem, nano_cpus=h.nano_cpus,
@@ -453,15 +460,21 @@ class Run:
                 resolv_text = resolv_conf(net.internet.ip)  # the plain container: the run's own DNS server
         write_file(rdir / "config.json", json.dumps(cfg))
         write_file(self.dir.path / "resolv.conf", resolv_text)
+        scratch = self._scratch(h)
         try:
             source = self.copy.place()  # the run directory as it is now: world, mask, runner config, resolv.conf
         finally:
             if self.copy.container is not None:
                 self.made.container(self.copy.container)
+        options = self.b.harden(h)
+        mounts = self._mounts(source)
+        if scratch:  # the run's own bounded scratch stands in for Docker's tmpfs over each of those directories
+            options["tmpfs"] = {d: o for d, o in options["tmpfs"].items() if d not in scratch}
+            mounts += [Mount(d, source(rel), type="bind", read_only=False) for d, rel in scratch.items()]
         kwargs: dict[str, Any] = dict(
-            self.b.harden(h),
+            options,
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
-            environment=env, working_dir="/home/user", hostname="sandbox", mounts=self._mounts(source),
+            environment=env, working_dir="/home/user", hostname="sandbox", mounts=mounts,
         )
         if net is None:
             kwargs["network_mode"] = "none"
@@ -481,7 +494,21 @@ class Run:
             timed_out, exit_code = self._wait(sandbox, timeout_s)
             if self.dir.bounded and filled(self.dir.world):  # never judged: what it wrote past the quota never landed
                 raise DiskQuotaExceeded()
+            if scratch and filled(self.dir.path / "scratch", h.scratch_bytes):
+                raise DiskQuotaExceeded(h.scratch_bytes, f"the container's writable directories ({', '.join(scratch)})",
+                                        SCRATCH_FILES)
             return sandbox, timed_out, exit_code
+
+    def _scratch(self, h: Hardening) -> dict[str, str]:
+        """The image's writable directories (``Hardening.scratch_dirs``) as this run's: one tmpfs of
+        ``scratch_bytes`` in the run directory (``quota.bound_scratch``), so a run that fills it is seen and refused;
+        each directory → its stand-in, relative to the run directory. Only where the world copy is bounded the same
+        way and the engine binds the run directory itself; elsewhere (not root, a remote engine, whose copy would
+        carry the scratch into a volume on its disk) Docker's tmpfs from ``hardened_options`` stays."""
+        if not h.scratch_dirs or not (self.dir.bounded and self.dir.handed and isinstance(self.b.disk, HostDisk)):
+            return {}
+        made = bound_scratch(self.dir.path / "scratch", h.scratch_dirs, h.scratch_bytes)
+        return {d: f"scratch/{p.name}" for d, p in made.items()}
 
     def _wait(self, sandbox: Any, timeout_s: float) -> tuple[bool, Optional[int]]:
         """Wait for the sandbox under its wall clock: (whether it was killed, its exit code if it exited)."""
