@@ -149,7 +149,7 @@ def test_each_level_teaches_what_srt_makes_of_its_policy() -> None:
 
 def test_every_level_is_tagged_and_the_new_ones_need_two_ideas() -> None:
     assert {lv.difficulty for lv in LEVELS} <= set(DIFFICULTIES)
-    assert [lv.id for lv in LEVELS if lv.difficulty == "two ideas"] == ["persistence", "token-in-env", "agent-socket"]
+    assert [lv.id for lv in LEVELS if lv.difficulty == "two ideas"] == ["persistence", "dns-tunnel", "token-in-env", "agent-socket"]
     assert SCOPED.difficulty == "correctly scoped" and LEVELS[-1].difficulty == "capstone"
     for lv in (level("token-in-env"), level("agent-socket"), level("capstone")):
         assert "What this level teaches" in lv.story, lv.id
