@@ -56,6 +56,20 @@ c.Autograde.create_student = False
 c.LateSubmissionPlugin.penalty_method = "zero"
 
 # Solution delimiters stay nbgrader's defaults (### BEGIN SOLUTION / ### END SOLUTION).
+# The learner's copy is nbgrader's, in nbgrader's order, with one step swapped: Sandbox Lab's ClearSolutions
+# removes a region marked ### BEGIN SOLUTION (key), an answers cell's instructor key, with no stub, so the
+# learner is never told to write where there is nothing to write (grader/grading/release.py).
+from nbgrader.preprocessors import (  # noqa: E402
+    CheckCellMetadata as _CheckCellMetadata, ClearHiddenTests, ClearMarkScheme, ClearOutput as _ClearOutput,
+    ComputeChecksums, IncludeHeaderFooter, InstantiateTests, LockCells, SaveCells,
+)
+
+from grader.grading.release import ClearSolutions  # noqa: E402
+
+c.GenerateAssignment.preprocessors = [
+    IncludeHeaderFooter, InstantiateTests, LockCells, ClearSolutions, _ClearOutput, _CheckCellMetadata,
+    ComputeChecksums, SaveCells, ClearHiddenTests, ClearMarkScheme, ComputeChecksums, _CheckCellMetadata,
+]
 
 # Scores are computed by Sandbox Lab in nbgrader's own process, never by the
 # learner's kernel: before nbgrader executes a submission, CheckSubmission checks

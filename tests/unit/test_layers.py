@@ -105,6 +105,8 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"grading.report", "grading.feedback", "grading.lms", "grading.class_report"},
     # an nbgrader course read as the class report's gradebook
     {"grading.nbgrader_book"},
+    # the learner's copy: nbgrader's ClearSolutions, with an instructor's key left out without a stub
+    {"grading.release"},
     # views, each feature its own (HTML strings), sharing only the palette
     {"lessons.palette"},
     {"lessons.quiz_views", "lessons.progress_views", "lessons.agent_views", "lessons.goal_views", "ctf.views"},
@@ -120,6 +122,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the kinds it runs (the CLI's results); metrics in Redis; the jobs on RQ; the API, the worker, their commands
     {"hosted"},
     {"hosted.problems", "hosted.settings", "hosted.tokens"},
+    {"hosted.kept"},
     {"hosted.limits", "hosted.kinds", "hosted.metrics", "hosted.progress_store"},
     {"hosted.jobs"},
     {"hosted.app", "hosted.worker"},
