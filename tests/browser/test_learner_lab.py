@@ -442,3 +442,21 @@ def test_a_choice_question_is_one_radio_group_tab_stops_once_and_the_arrow_keys_
     from grader.lessons.quiz import choice_order
 
     assert out.inner_text().strip() == repr(choice_order(q, "")[1].key)  # the kernel holds the second option
+
+
+def test_on_a_phone_the_lab_opens_with_the_lesson_using_the_width(lab: Lab, page: Any) -> None:
+    """At 414 x 800 JupyterLab opened with the file browser beside the lesson, which got 96 px. The learner lab's
+    ``sandbox-lab-narrow`` extension (binder/learner-lab/labextensions) collapses the left sidebar and hides the right
+    activity bar on a first load at most 600 px wide: the lesson gets at least 380 px with no key pressed. A desktop's
+    first load keeps JupyterLab's own layout, the file browser open."""
+    width = "() => document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)').getBoundingClientRect().width"
+    left_open = "() => !document.getElementById('jp-left-stack').classList.contains('lm-mod-hidden')"
+    page.set_viewport_size({"width": 414, "height": 800})
+    open_notebook(page, lab.url("00-start-here/start-here.ipynb"))
+    page.wait_for_timeout(500)  # the lab lays out again after the plugin's collapse
+    assert not page.evaluate(left_open), "the left sidebar is open at 414 px"
+    assert page.evaluate(width) >= 380, f"the lesson is {page.evaluate(width):.0f} px of 414"
+    page.set_viewport_size({"width": 1400, "height": 900})
+    open_notebook(page, lab.url("00-start-here/start-here.ipynb"))  # a fresh workspace (?reset) at a desktop's width
+    page.wait_for_timeout(500)
+    assert page.evaluate(left_open), "a desktop's first load keeps the file browser"

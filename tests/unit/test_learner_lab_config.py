@@ -77,3 +77,20 @@ def test_the_default_setting_overrides_are_settings_jupyterlab_has() -> None:
             assert key in schema["properties"], f"{plugin}: no setting {key!r}"
             kind = schema["properties"][key]["type"]
             assert {"boolean": bool, "string": str, "object": dict}[kind] is type(value), (plugin, key, value)
+
+
+def test_the_narrow_screen_extension_is_found_by_jupyterlab_from_the_learner_config() -> None:
+    """The learner config's jupyter_lab_config.py points JupyterLab at labextensions/ beside it, where the hand-written
+    ``sandbox-lab-narrow`` is a valid prebuilt extension: its package names the file that registers its container."""
+    from jupyterlab_server.config import get_federated_extensions
+    from traitlets.config import PyFileConfigLoader
+
+    loaded = PyFileConfigLoader("jupyter_lab_config.py", path=str(CONFIG)).load_config()
+    paths = list(loaded.LabApp.extra_labextensions_path)
+    assert paths == [str(CONFIG / "labextensions")]
+    found = get_federated_extensions(paths)
+    assert set(found) == {"sandbox-lab-narrow"}
+    ext = found["sandbox-lab-narrow"]["jupyterlab"]["_build"]
+    entry = (CONFIG / "labextensions" / "sandbox-lab-narrow" / ext["load"]).read_text()
+    assert ext["extension"] == "./extension" and '_JUPYTERLAB["sandbox-lab-narrow"] = container' in entry
+    assert "window.innerWidth > NARROW" in entry  # a desktop's first load is left alone
