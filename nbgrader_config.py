@@ -37,10 +37,11 @@ c.CourseDirectory.autograded_directory = "autograded"
 c.CourseDirectory.feedback_directory = "feedback"
 c.CourseDirectory.solution_directory = "source_solutions"
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(_ROOT, "gradebook.db")
-# A learner's policy file is written by the notebook; one left in a folder must
-# never be released or graded in place of what the notebook writes. A lesson's
-# .md source holds its solution cells verbatim: only the notebook is released.
-c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "my_policy.json", "*.md"]
+# A learner's policy file is written by the notebook (a task's my_policy.json, lesson 07's capstone_policy.json,
+# saved by its editor); one left in a folder must never be released or graded in place of what the notebook
+# writes. A lesson's .md source holds its solution cells verbatim: only the notebook is released.
+c.CourseDirectory.ignore = [".ipynb_checkpoints", "*.pyc", "__pycache__", "feedback", "my_policy.json",
+                            "capstone_policy.json", "*.md"]
 
 # Explicit, not nbgrader's default: a Docker-backed grading cell takes a few
 # seconds, the first run of a machine may build images (about a minute).
