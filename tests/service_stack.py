@@ -102,8 +102,8 @@ class ServiceStack:
             time.sleep(0.1)
 
     def kill_worker(self, name: str) -> list[int]:
-        """SIGKILL the worker and its work horses (RQ puts each horse in a process group of its own): no clean-up
-        of any kind runs. Returns the pids killed beside the worker's."""
+        """SIGKILL the worker and its work horses, if any (in fork mode RQ puts each horse in a process group of its
+        own; in kept mode there are none): no clean-up of any kind runs. Returns the pids killed beside the worker's."""
         proc = self.workers.pop(name)
         horses = _children(proc.pid)
         for pid in horses:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, ContextManager, Iterator, Optional
 
 from grader import backends
 from grader.backends.base import Backend
@@ -32,10 +32,11 @@ from grader.core.transport import TransportError, parse_execution_request, parse
 from grader.core.world import load_world
 from grader.grading.report import result_json
 from grader.hosted import remote_kinds
+from grader.hosted.kept import KeptBackends
 from grader.core.text import text_problems
 from grader.hosted.problems import ServiceError, invalid, json_path
 
-__all__ = ["BACKEND_ENV", "KINDS", "Kind", "check_body", "worker_backend"]
+__all__ = ["BACKEND_ENV", "KINDS", "Kind", "check_body", "keep_backends", "new_backend", "worker_backend"]
 
 BACKEND_ENV = "SANDBOX_LAB_SERVICE_BACKEND"
 # the attack source a level runs: a script, not a project (the body limit bounds it too)
@@ -55,8 +56,9 @@ class Kind:
     check: Optional[Callable[[dict[str, Any]], None]] = None
 
 
-def worker_backend(*, tenant_code: bool = False) -> Backend:
-    """The backend a worker runs jobs on: Docker (``DOCKER_HOST`` honoured by the SDK), sharing the machine's internet.
+def worker_backend(*, tenant_code: bool = False) -> ContextManager[Backend]:
+    """The backend a job runs on, as a ``with`` block: the worker's kept one (``keep_backends``), else a new one
+    closed at the block's end.
 
     ``tenant_code``: the job runs code a tenant sent (an attack, an execution's
     job), not only the project's probes against a tenant's policy; its
@@ -64,16 +66,33 @@ def worker_backend(*, tenant_code: bool = False) -> Backend:
     runsc where the engine has it), else ``SANDBOX_LAB_RUNTIME``'s. A probe or
     a grade carries a policy, which is JSON and selects parts of the world:
     its sandboxes run the project's code only, under ``SANDBOX_LAB_RUNTIME``
-    (docs/scaling.md weighs the cost: a naive run takes 2.3x as long under runsc).
-    ``SANDBOX_LAB_SERVICE_BACKEND`` names another backend (the static one in
-    tests that need no engine); its results say which backend made them."""
+    (docs/scaling.md weighs the cost: a naive run takes 2.3x as long under runsc)."""
+    if _kept is not None:
+        return _kept.lease(tenant_code)
+    return new_backend(tenant_code, shared=True)
+
+
+def new_backend(tenant_code: bool = False, *, shared: bool = False) -> Backend:
+    """A backend for a worker's jobs: Docker (``DOCKER_HOST`` honoured by the SDK); ``shared``: on the machine's
+    hub (a backend per job shares its internet), else its own internet and proxy pool (a kept backend).
+    ``SANDBOX_LAB_SERVICE_BACKEND`` names another backend (the static one in tests that need no engine); its
+    results say which backend made them."""
     name = os.environ.get(BACKEND_ENV) or "docker"
     runtime: Optional[str] = None
     if tenant_code and name == "docker":
         from grader.backends.docker.runtimes import code_runtime_from_env  # the engine's modules: workers only
 
         runtime = code_runtime_from_env(os.environ)
-    return backends.get(name, shared=True, runtime=runtime)
+    return backends.get(name, shared=shared, runtime=runtime)
+
+
+def keep_backends(kept: Optional[KeptBackends]) -> None:
+    """Make this process's jobs run on ``kept``'s backends (a worker in kept mode), or on a new one each (None)."""
+    global _kept
+    _kept = kept
+
+
+_kept: Optional[KeptBackends] = None
 
 
 def _fields(body: dict[str, Any], required: tuple[str, ...], optional: tuple[str, ...] = ()) -> Iterator[tuple[str, str]]:

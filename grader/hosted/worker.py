@@ -35,27 +35,33 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar, Union
 
 import redis
-from rq import Queue, Worker
+from rq import Queue, SimpleWorker, Worker
 from rq.exceptions import StopRequested
+from rq.worker import BaseWorker, WorkerStatus
 from rq.serializers import JSONSerializer
 from rq.worker_registration import unregister
 
+from grader.hosted import kinds
 from grader.hosted.jobs import ENGINE_FIELD, open_redis
+from grader.hosted.kept import IDLE_SECONDS, KeptBackends
 from grader.hosted.settings import HEARTBEAT_SECONDS, ServiceSettings
 
-__all__ = ["ALIVE_ENV", "ALIVE_WITHIN_SECONDS", "ENGINE_CHECK_SECONDS", "MAINTENANCE_SECONDS",
-           "MONITOR_SECONDS", "STORE_GRACE_SECONDS", "alive", "serve_jobs"]
+__all__ = ["ALIVE_ENV", "ALIVE_WITHIN_SECONDS", "ENGINE_CHECK_SECONDS", "MAINTENANCE_SECONDS", "MODES", "MODE_ENV",
+           "MONITOR_SECONDS", "STORE_GRACE_SECONDS", "alive", "serve_jobs", "worker_mode"]
 
 MONITOR_SECONDS = HEARTBEAT_SECONDS  # a busy worker's beat; RQ adds 60 s before it counts the job abandoned
 MAINTENANCE_SECONDS = 15  # how often a worker looks for abandoned jobs (RQ's default, 10 min, leaves them too long)
 ENGINE_CHECK_SECONDS = 15  # a ping of the engine at most this often: cheap, and a beat never waits long on it
 STORE_GRACE_SECONDS = 120  # a horse keeps trying to store a finished run's result this long through an outage
 ALIVE_ENV = "SANDBOX_LAB_WORKER_ALIVE"
+MODE_ENV = "SANDBOX_LAB_WORKER_MODE"
+MODES = ("kept", "fork")
 ALIVE_WITHIN_SECONDS = 60  # a worker whose loop has not turned for this long is hung: its liveness probe fails
 _BACKOFF_MAX_SECONDS = 10.0  # a Redis that comes back is used within this; RQ's own cap (60 s) idles a worker too long
 
@@ -113,8 +119,9 @@ def _persist(what: str, step: Callable[[], _T], grace: float = STORE_GRACE_SECON
             delay = min(delay * 2, _BACKOFF_MAX_SECONDS)
 
 
-class _SupervisedWorker(Worker):
-    """RQ's forking worker, made to outlive a Redis outage while it holds a job (the module docstring says how)."""
+class _Supervision(BaseWorker):
+    """What makes an RQ worker outlive a Redis outage while it holds a job (the module docstring says how); mixed
+    into the kept worker and the forking one."""
 
     max_connection_wait_time = _BACKOFF_MAX_SECONDS
 
@@ -150,11 +157,11 @@ class _SupervisedWorker(Worker):
     def _finalize_success(self, job: Any, queue: Any, execution: Any, return_value: Any) -> None:
         # in the horse: a run finished while Redis was away keeps its result until Redis is back (within the grace)
         _persist(f"job {job.id}: storing its result",
-                 lambda: super(_SupervisedWorker, self)._finalize_success(job, queue, execution, return_value))
+                 lambda: super(_Supervision, self)._finalize_success(job, queue, execution, return_value))
 
     def _finalize_failure(self, job: Any, queue: Any, execution: Any, exc_info: Any) -> None:
         _persist(f"job {job.id}: storing its failure",
-                 lambda: super(_SupervisedWorker, self)._finalize_failure(job, queue, execution, exc_info))
+                 lambda: super(_Supervision, self)._finalize_failure(job, queue, execution, exc_info))
 
     def execute_job(self, job: Any, queue: Any) -> None:
         try:
@@ -173,7 +180,57 @@ class _SupervisedWorker(Worker):
         super().handle_job_failure(job, queue, started_job_registry, exc_string, execution)
 
 
-def _forget(conn: Any, worker: Worker) -> None:
+class _SupervisedWorker(_Supervision, Worker):
+    """The forking worker (``fork`` mode): each job in a work horse of its own, with a new backend."""
+
+
+class _BeatingSimpleWorker(SimpleWorker):
+    """RQ's ``SimpleWorker`` (each job in this process), beating while a job runs as the forking worker's monitor does:
+    the worker's own beat (the API's census) and the job's (RQ's abandoned-job check), every ``MONITOR_SECONDS``,
+    from a thread; the job keeps the main thread (RQ's job timeout is a SIGALRM there)."""
+
+    def execute_job(self, job: Any, queue: Any) -> None:
+        execution = self.prepare_execution(job)
+        stop = threading.Event()
+        beat = threading.Thread(target=self._beat_while_running, args=(job, execution, stop), name="job-heartbeat",
+                                daemon=True)
+        beat.start()
+        try:
+            self.perform_job(job, queue, execution)
+        finally:
+            stop.set()
+            beat.join(timeout=ENGINE_CHECK_SECONDS)
+        self.set_state(WorkerStatus.IDLE)
+
+    def get_heartbeat_ttl(self, job: Any, working_time: float = 0.0) -> int:
+        # the forking worker's TTL (a beat's interval + 60 s), not SimpleWorker's (the job's whole timeout + 60 s):
+        # this worker beats during the job, so a worker killed mid-job has its job found abandoned a minute later
+        return int(BaseWorker.get_heartbeat_ttl(self, job, working_time))
+
+    def _beat_while_running(self, job: Any, execution: Any, stop: threading.Event) -> None:
+        while not stop.wait(self.job_monitoring_interval):
+            try:
+                self.maintain_heartbeats(job, execution)
+            except Exception as exc:  # noqa: BLE001 - a beat missed is logged; the job goes on
+                _log.warning("worker %s: job %s's heartbeat failed: %s", self.name, job.id, exc)
+
+
+class _KeptWorker(_Supervision, _BeatingSimpleWorker):
+    """The kept worker (``kept`` mode, the default): jobs run in this process, on backends kept between jobs
+    (``hosted.kept``), so a run costs what a ``grade-batch`` run costs. An idle worker closes its backends after
+    ``kept.IDLE_SECONDS`` (checked at each beat)."""
+
+    def __init__(self, *args: Any, kept: KeptBackends, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kept = kept
+
+    def heartbeat(self, timeout: Optional[int] = None, pipeline: Any = None) -> None:
+        super().heartbeat(timeout, pipeline)
+        if self.kept.retire_idle():
+            _log.info("worker %s: idle for %.0f s; its kept backends are closed", self.name, IDLE_SECONDS)
+
+
+def _forget(conn: Any, worker: BaseWorker) -> None:
     """Take a worker that ended on an error out of the registry, so a new one may take its name."""
     try:
         with conn.pipeline() as pipe:
@@ -184,28 +241,53 @@ def _forget(conn: Any, worker: Worker) -> None:
         pass  # the next attempt's registration finds the old entry and this runs again
 
 
-def serve_jobs(settings: ServiceSettings, *, name: Optional[str] = None, burst: bool = False) -> bool:
+def worker_mode(environ: Optional[dict[str, str]] = None) -> str:
+    """``kept`` (the default: jobs in this process, on kept backends) or ``fork`` (a work horse and a new backend
+    per job), from ``$SANDBOX_LAB_WORKER_MODE``; anything else is refused with the choices named."""
+    value = ((os.environ if environ is None else environ).get(MODE_ENV) or "kept").strip().lower()
+    if value not in MODES:
+        raise ValueError(f"{MODE_ENV}={value!r}: choose {' or '.join(MODES)}")
+    return value
+
+
+def serve_jobs(settings: ServiceSettings, *, name: Optional[str] = None, burst: bool = False,
+               mode: Optional[str] = None) -> bool:
     """Serve jobs until stopped (SIGTERM ends the current job first); ``burst``: until the queue is empty.
 
     A work loop that ends on an error (Redis gone, a bug in a loop) is started again after a backoff of
-    1 s doubling to 10 s; a stop request or a burst's end returns."""
+    1 s doubling to 10 s; a stop request or a burst's end returns. ``mode``: ``worker_mode()``'s, by default.
+    In kept mode the backends live across jobs and loops, and are closed when this returns."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    chosen = mode or worker_mode()
+    kept = KeptBackends(kinds.new_backend) if chosen == "kept" else None
+    kinds.keep_backends(kept)
+    try:
+        return _serve(settings, name=name, burst=burst, kept=kept)
+    finally:
+        kinds.keep_backends(None)
+        if kept is not None:
+            kept.close()  # its internet and proxies are removed with the worker, not left to a sweep
+
+
+def _serve(settings: ServiceSettings, *, name: Optional[str], burst: bool, kept: Optional[KeptBackends]) -> bool:
     alive_file = os.environ.get(ALIVE_ENV) or None
     worked = False
     delay = 1.0
     while True:
         conn = open_redis(settings)
         queue = Queue(settings.queue_name, connection=conn, serializer=JSONSerializer)
-        worker: Optional[_SupervisedWorker] = None
+        worker: Optional[Union[_KeptWorker, _SupervisedWorker]] = None
         started = time.monotonic()
         try:
             try:
                 # inside the try: RQ's Worker() asks Redis its client's address, so a worker made during an
                 # outage raised out of this loop and the process died (a restart by the supervisor, not a wait)
-                worker = _SupervisedWorker([queue], connection=conn, serializer=JSONSerializer, name=name,
-                                           job_monitoring_interval=MONITOR_SECONDS,
-                                           maintenance_interval=MAINTENANCE_SECONDS,
-                                           worker_ttl=HEARTBEAT_SECONDS + 15, alive_file=alive_file)
+                options: dict[str, Any] = dict(connection=conn, serializer=JSONSerializer, name=name,
+                                               job_monitoring_interval=MONITOR_SECONDS,
+                                               maintenance_interval=MAINTENANCE_SECONDS,
+                                               worker_ttl=HEARTBEAT_SECONDS + 15, alive_file=alive_file)
+                worker = (_KeptWorker([queue], kept=kept, **options) if kept is not None
+                          else _SupervisedWorker([queue], **options))
                 worked = bool(worker.work(burst=burst, with_scheduler=False)) or worked
             except Exception:
                 if not isinstance(sys.exc_info()[1], (*_REDIS_DOWN, ValueError, StopRequested)):

@@ -181,7 +181,7 @@ def stack() -> Iterator[_Stack]:
                issue_token(tokens, "hostile", rate=HOSTILE_RATE, jobs=HOSTILE_JOBS))
     stop = threading.Event()
 
-    def watch() -> None:  # each job runs in a work horse forked by a worker: its pid is on what it makes
+    def watch() -> None:  # a job runs in its worker (or, in fork mode, a work horse): its pid is on what it makes
         while not stop.is_set():
             for proc in list(service.workers.values()):
                 s.pids.add(proc.pid)
@@ -549,7 +549,7 @@ def test_nothing_the_workers_made_is_left_behind(stack: _Stack, docker_client: A
 
     stack.close()  # workers stopped (SIGTERM: each finishes its job first)
     pids = {str(p) for p in stack.pids}
-    assert len(pids) > 2, "no work horse was ever seen: nothing was checked"
+    assert len(pids) >= 2, "no worker was ever seen: nothing was checked"
 
     def ours(labels: dict[str, str]) -> bool:
         return labels.get(LABEL_PID) in pids and LABEL_HUB not in labels
