@@ -6,12 +6,12 @@ a time (no queue: the service's own cost per run), alternating per repeat and
 kind with the same plan run by a ``DockerBackend`` in this process (its own
 internet and warm proxy pool, as ``grade-batch`` keeps):
 
-* ``service (fork)``: the service's worker as it is (``bench/service_worker.py
+* ``service (fork)``: the service's worker in fork mode (``bench/service_worker.py
   fork``: RQ's ``Worker``, a work horse per job, a backend per job on the
   machine hub's internet), timed inside each job;
-* ``service (warm)``: the prototype (``bench/service_worker.py warm``: RQ's
-  ``SimpleWorker``, one backend kept for the worker's life, rebuilt after a job
-  that raised);
+* ``service (kept)``: the service's worker as it runs by default
+  (``bench/service_worker.py kept``: each job in the worker process, one
+  backend kept for the worker's life, made again after a job that raised);
 * ``in-process``: ``backend.run(plan)``.
 
 For each job it splits the learner's wait into: the API and the queue (POST
@@ -26,7 +26,7 @@ the proxy and internet containers, dockerd + containerd (shared: an upper bound)
 
     python bench/service_cost.py [--repeat 5] [--kinds secure,practice,naive]
     python bench/service_cost.py --burst 12 --workers 2 --repeat 3 --kinds naive   # N at once: throughput, CPU per run
-    python bench/service_cost.py --fail-closed   # the warm prototype: a timed-out job is failed, its backend rebuilt
+    python bench/service_cost.py --fail-closed   # the kept worker: a timed-out job is failed, its backend rebuilt
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ CPU_KEYS = ("sandbox", "worker", "api", "redis", "simnet", "engine")
 
 
 class BenchStack(ServiceStack):
-    """A ServiceStack whose worker is ``bench/service_worker.py MODE`` (timed; ``warm``: the prototype)."""
+    """A ServiceStack whose worker is ``bench/service_worker.py MODE`` (the service's worker, timed)."""
 
     def __init__(self, mode: str, marks: Path, workers: int = 1) -> None:
         self.mode, self.marks = mode, marks
@@ -229,10 +229,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--kinds", default="secure,practice,naive")
-    ap.add_argument("--modes", default="fork,warm,in-process")
+    ap.add_argument("--modes", default="fork,kept,in-process")
     ap.add_argument("--burst", type=int, default=0, help="instead: N runs at once per mode (N clients; two workers)")
     ap.add_argument("--workers", type=int, default=2, help="with --burst: workers per service, threads in-process")
-    ap.add_argument("--fail-closed", action="store_true", help="instead: check that the warm prototype fails closed")
+    ap.add_argument("--fail-closed", action="store_true", help="instead: check that the kept worker fails closed")
     args = ap.parse_args()
     if args.fail_closed:
         return _fail_closed()
@@ -284,7 +284,7 @@ def main() -> int:
 
 
 def _fail_closed() -> int:
-    """The warm prototype fails closed: a job stopped by RQ's timeout mid-run is failed as ``timeout``, its backend is
+    """The kept worker fails closed: a job stopped by RQ's timeout mid-run is failed as ``timeout``, its backend is
     closed and rebuilt, nothing of its run is left on the engine, and the next job runs on a fresh backend."""
     from rq import Queue
     from rq.serializers import JSONSerializer
@@ -294,7 +294,7 @@ def _fail_closed() -> int:
     from grader.hosted.settings import service_settings
 
     tmp = Path(tempfile.mkdtemp(prefix="service-failclosed-"))
-    stack = BenchStack("warm", tmp / "warm.jsonl")
+    stack = BenchStack("kept", tmp / "kept.jsonl")
     client = client_from_env()
     try:
         (worker,) = stack.workers.values()

@@ -126,3 +126,42 @@ def test_an_attack_through_the_remote_backend_is_caught_from_its_evidence(stack:
     with RemoteBackend(stack.url, stack.token) as remote:
         result = attack(lvl, source, remote, attempts_before=0)
     assert result.to_json()["captured"] is True, result.to_json()
+
+
+def test_a_job_timed_out_mid_run_fails_closes_its_kept_backend_and_the_next_job_runs_fresh(stack: ServiceStack,
+                                                                                          docker_client: object) -> None:
+    """Kept mode runs jobs in the worker: RQ's timeout (SIGALRM) lands inside ``backend.run``. The job fails as a
+    timeout, the kept backend it used is closed with whatever the run had made (no sandbox of the worker's is left),
+    and the next job on that worker runs and finishes on a new backend (``hosted.kept``)."""
+    from rq import Queue
+    from rq.serializers import JSONSerializer
+
+    from grader.backends.docker.backend import LABEL_PID, LABEL_ROLE
+    from grader.hosted.jobs import open_redis
+    from grader.hosted.settings import service_settings
+
+    settings = service_settings(stack.env)
+    conn = open_redis(settings)
+    queue = Queue(settings.queue_name, connection=conn, serializer=JSONSerializer)
+    policy = json.loads((REPO / "examples" / "naive.json").read_text())
+    job = queue.enqueue("grader.hosted.jobs.perform", "probe", {"policy": policy}, f"k-timeout-{time.time_ns()}",
+                        settings.prefix, job_timeout=1)
+    deadline = time.monotonic() + 180
+    while job.get_status(refresh=True) not in ("finished", "failed"):
+        assert time.monotonic() < deadline, f"the timed-out job is still {job.get_status()}"
+        time.sleep(0.2)
+    latest = job.latest_result()
+    assert job.get_status() == "failed" and latest is not None and "JobTimeoutException" in (latest.exc_string or "")
+    pids = {str(stack.worker_pid(name)) for name in stack.workers}  # RQ forgets the job's worker once it ends
+    deadline = time.monotonic() + 30
+    while True:  # the backend's close removes the run's sandbox; a moment for the engine
+        left = [c for c in docker_client.api.containers(all=True, filters={"label": LABEL_PID})  # type: ignore[attr-defined]
+                if (c.get("Labels") or {}).get(LABEL_ROLE) == "sandbox" and c["Labels"].get(LABEL_PID) in pids]
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not left, f"the timed-out run's sandbox outlived its closed backend: {[c['Names'] for c in left]}"
+    status, accepted = stack.request("POST", "/v1/probe", {"policy": {**policy, "network": {"allowedDomains": [f"t{time.time_ns()}.example.com"]}}})
+    assert status == 202, accepted
+    answer = stack.wait(accepted["url"])
+    assert answer["status"] == "finished" and answer["result"]["backend"] == "docker", answer
