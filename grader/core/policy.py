@@ -26,6 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.domains import never_matches, normalize_pattern
 from grader.core.errors import PolicyError, Problem, json_pointer
+from grader.core.jsonfile import json_cause
 from grader.core.paths import MAX_PATH_LENGTH, covers, normalize_path, uses_dotdot
 from grader.core.text import text_problems
 
@@ -264,6 +265,9 @@ def _parse_json(text: str, source: str) -> Any:
     except ValueError as exc:
         if isinstance(exc, json.JSONDecodeError):
             msg = f"invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}."
+            cause = json_cause(exc)
+            if cause:
+                msg += f" {cause[0].upper()}{cause[1:]}."
         else:
             msg = f"invalid JSON: {exc} (NaN and Infinity are not allowed)."
         raise PolicyError(source, [Problem("/", msg)]) from None

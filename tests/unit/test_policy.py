@@ -473,3 +473,16 @@ def test_the_error_tree() -> None:
         assert issubclass(cls, errors.BackendError)
     message = str(errors.DockerUnavailable("socket refused"))
     assert "(socket refused)" in message and "scripts/ensure-docker" in message and "--backend static" in message
+
+
+@pytest.mark.parametrize("text, cause", [
+    ('{"filesystem": {"denyRead": ["~",]}}', "trailing comma at /filesystem/denyRead"),
+    ("{'network': {}}", "single-quoted key"),
+    ('{"network": {"allowedDomains": [], "deniedDomains": None}}', "Python's None"),
+])
+def test_a_policy_with_invalid_json_names_the_likely_cause(text: str, cause: str) -> None:
+    """The editor and the CLI show this message: "Expecting value" alone left a learner guessing (issue 41)."""
+    with pytest.raises(PolicyError) as caught:
+        load_policy(text)
+    message = caught.value.problems[0].message
+    assert message.startswith("invalid JSON at line 1") and cause in message, message
