@@ -410,13 +410,45 @@ def _record(item_id: str, captured: bool, hint_shown: bool, io: Streams) -> None
         io.err.write(f"{PROG}: note: progress not saved ({one_line(exc)}).\n")
 
 
+def _show_solution(args: argparse.Namespace, io: Streams) -> int:
+    """``attack --level N --solution``: the level's worked solution, asked for, and the asking recorded where the
+    progress board reads it (``ctf.reveals``). Nothing runs and no attempt is counted, as with ``%%attack N
+    --solution``; a record that cannot be written is said on stderr, and the solution is still shown."""
+    from grader.core.errors import SandboxLabError
+    from grader.ctf.ladder import level
+    from grader.ctf.reveals import reveal
+
+    if args.attack or args.policy:
+        raise UsageError("--solution runs nothing: it takes a level (--level N) and no ATTACK.py or --policy")
+    lvl = level(args.level)
+    sol = reveal(lvl, record=False)  # the uncapturable level: a LevelError saying why it has none (exit 2)
+    recorded = True
+    try:
+        reveal(lvl)
+    except (OSError, SandboxLabError, ValueError) as exc:
+        recorded = False
+        io.err.write(f"{PROG}: note: that you asked was not recorded ({one_line(exc)}).\n")
+    if args.json:
+        io.out.write(dump({"level": lvl.number, "id": lvl.id, "title": lvl.title,
+                           "solution": {"answer": sol.answer, "channel": sol.channel, "also": list(sol.also)},
+                           "recorded": recorded}))
+        return EXIT_OK
+    from grader.ctf.views import render_solution
+
+    head = f"Level {lvl.number} ({lvl.id}): {lvl.title}"
+    io.out.write(f"{head}\n{'=' * min(len(head), 100)}\n{render_solution(sol, asked=True)}\n")
+    if recorded:
+        io.out.write("\nYour progress board notes that you asked for this solution.\n")
+    return EXIT_OK
+
+
 def run_attack(args: argparse.Namespace, io: Streams) -> int:
     from grader.ctf.ladder import attack, level, load_levels
     from grader.lessons.progress import ProgressError, load_progress
 
     if args.list:
-        if args.level is not None or args.attack:
-            raise UsageError("--list takes no level and no ATTACK.py")
+        if args.level is not None or args.attack or args.solution:
+            raise UsageError("--list takes no level, no ATTACK.py and no --solution")
         if args.json:
             io.out.write(dump(_levels_json()))
             return EXIT_OK
@@ -431,8 +463,13 @@ def run_attack(args: argparse.Namespace, io: Streams) -> int:
             io.out.write(f"{mark} {lv.number:>2}  {lv.id:<26} {lv.title}{tried}\n")
         io.out.write(f"\nAttack a level with: {PROG} attack --level N ATTACK.py\n")
         return EXIT_OK
+    if args.solution:
+        if args.level is None:
+            raise UsageError("--solution needs the level: --level N")
+        return _show_solution(args, io)
     if args.level is None or not args.attack:
-        raise UsageError("attack needs --level N and an ATTACK.py file (or --list to see the levels)")
+        raise UsageError("attack needs --level N and an ATTACK.py file (or --list to see the levels, "
+                         "or --solution to see a level's worked solution)")
     lvl = level(args.level)
     code = _read_attack(args.attack)
     policy = load_policy(args.policy) if args.policy else None
@@ -452,6 +489,9 @@ def run_attack(args: argparse.Namespace, io: Streams) -> int:
         from grader.ctf.views import render_attack
 
         io.out.write(render_attack(result, attempt=before + 1))
+        if result.captured is False and lvl.solution is not None:
+            io.out.write(f"\nStuck? The hints never give the answer. `{PROG} attack --level {lvl.number} --solution` shows "
+                         "the worked solution (your progress board notes that you asked).\n")
     if result.captured is None:
         return EXIT_BACKEND
     return EXIT_OK if result.captured else EXIT_NOT_FULL

@@ -274,6 +274,9 @@ COMMANDS: tuple[Command, ...] = (
             arg("attack", metavar="ATTACK.py", nargs="?", help="your attack: a Python script, run as the agent's tool would run it"),
             arg("--level", metavar="N", default=None, help="the level to attack: its number (or id); see --list"),
             arg("--list", action="store_true", help="list the levels in ladder order (with your progress)"),
+            arg("--solution", action="store_true",
+                help="show level N's worked solution instead of running an attack (no attempt counted; your progress "
+                     "board notes that you asked)"),
             arg("--policy", metavar="POLICY.json", default=None, help="the capstone only: your policy for its job, which the attack then runs under"),
             arg(
                 "--backend", choices=backends.BACKEND_NAMES, default=None,
@@ -284,9 +287,11 @@ COMMANDS: tuple[Command, ...] = (
         ),
         "Run ATTACK.py inside the sandbox of level N, with a fresh flag planted in the level's files. The level is "
         "captured when the simulated internet's logs show the flag arriving where the attacker can read it (their "
-        "server, a gist, a published package, their nameserver); what the attack prints decides nothing. A miss shows "
-        "the level's sandbox and the next hint. Exit 0 captured, 1 not captured, 2 invalid input (a missing or "
-        "unreadable file, an unknown level), 3 no engine (and for --backend static: attacks cannot be predicted).",
+        "server, a gist, a published package, their nameserver); what the attack prints decides nothing. A miss says "
+        "what the attack did, read from the run's own logs; repeated misses add a nudge. The solution is shown only "
+        "when you ask for it: --level N --solution (nothing runs, exit 0; your progress board notes it). Exit 0 "
+        "captured, 1 not captured, 2 invalid input (a missing or unreadable file, an unknown level), 3 no engine (and "
+        "for --backend static: attacks cannot be predicted).",
     ),
     Command(
         "export", "translate a policy for sandbox-runtime, Claude Code or docker run", _body("run_export"), _export_args,

@@ -971,8 +971,47 @@ def test_an_attack_that_could_not_be_judged_exits_3_and_is_no_attempt(capsys: py
     assert load_progress().level(lv.item_id).attempts == 2
 
 
+def test_attack_solution_shows_it_records_the_asking_and_runs_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                     engine: _FakeEngine) -> None:
+    from grader.ctf.ladder import level, load_levels
+    from grader.ctf.reveals import solutions_shown
+    from grader.lessons.progress import load_progress
+
+    lv = level(2)
+    assert lv.solution is not None
+    code, out, err = run(capsys, "attack", "--level", "2", "--solution")
+    assert code == 0 and err == "" and "The solution you asked for: " + lv.solution.answer[:40] in out
+    assert "Why this channel is open" in out and "progress board notes" in out
+    assert set(solutions_shown()) == {lv.item_id} and engine.jobs == []
+    assert load_progress().level(lv.item_id).attempts == 0  # asking is not an attempt
+    code, out, _ = run(capsys, "attack", "--level", "naive-gist", "--solution", "--json")
+    assert code == 0 and json.loads(out) == {
+        "level": 2, "id": lv.id, "title": lv.title, "recorded": True,
+        "solution": {"answer": lv.solution.answer, "channel": lv.solution.channel, "also": list(lv.solution.also)}}
+    # a miss says how to ask; the uncapturable level has no solution to show, and says why
+    code, out, _ = run(capsys, "attack", "--level", "2", _attack_file(tmp_path, "print('hi')"))
+    assert code == 1 and "sandbox-lab attack --level 2 --solution" in out
+    last = next(x for x in load_levels() if x.solution is None)
+    code, out, err = run(capsys, "attack", "--level", str(last.number), "--solution")
+    assert code == 2 and "has no solution to show" in err and set(solutions_shown()) == {lv.item_id}
+
+
+def test_attack_solution_still_shows_when_the_record_cannot_be_written(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                                      engine: _FakeEngine) -> None:
+    from grader.ctf.reveals import reveals_path
+
+    reveals_path().write_text("not json")  # a broken record: said, never silently replaced
+    code, out, err = run(capsys, "attack", "--level", "1", "--solution", "--json")
+    assert code == 0 and json.loads(out)["recorded"] is False and "not recorded" in err
+    assert reveals_path().read_text() == "not json"
+
+
 @pytest.mark.parametrize("argv,fragment", [
     (["attack", "--level", "99", "ATTACK"], "unknown level 99; the levels are 1 to"),
+    (["attack", "--level", "99", "--solution"], "unknown level 99; the levels are 1 to"),
+    (["attack", "--solution"], "--solution needs the level: --level N"),
+    (["attack", "--level", "1", "ATTACK", "--solution"], "--solution runs nothing"),
+    (["attack", "--list", "--solution"], "--list takes no level, no ATTACK.py and no --solution"),
     (["attack", "--level", "1", "MISSING"], "no such file"),
     (["attack", "--level", "1", "DIR"], "is a directory"),
     (["attack", "--level", "1", "BINARY"], "is not UTF-8 text"),
