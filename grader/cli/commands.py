@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import stat
 from pathlib import Path
 from typing import Any, Optional, TextIO
 
@@ -33,6 +34,7 @@ __all__ = [
     "error_json",
     "run_attack",
     "run_check",
+    "run_class_keys",
     "run_class_report",
     "run_cleanup",
     "run_export",
@@ -495,3 +497,88 @@ def run_attack(args: argparse.Namespace, io: Streams) -> int:
     if result.captured is None:
         return EXIT_BACKEND
     return EXIT_OK if result.captured else EXIT_NOT_FULL
+
+
+# --- class keys (graded checks that stay given) --------------------------------------------------
+
+_SECRET_MAX = 4096  # a class secret is one line: a larger file is not one
+_SECRET_MIN = 16  # a short secret can be guessed, and with it every learner's key: 64 hex digits is the advice
+_STUDENTS_MAX = 1024 * 1024
+
+
+def _read_secret(path: str) -> str:
+    """The class secret in ``path``, read from one open file: a regular file readable by its owner alone.
+
+    The secret signs every learner's first answers, so a copy readable by others (a group, a shared home) is
+    refused before anything is read, and no message ever shows what the file holds."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file. Make the class secret with: "
+                         f"(umask 077; python3 -c 'import secrets; print(secrets.token_hex(32))' > {path})") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot be read ({exc.strerror}).") from None
+    try:
+        st = os.fstat(fd)  # the file opened, not the name: it cannot be swapped between the check and the read
+        if not stat.S_ISREG(st.st_mode):
+            raise UsageError(f"{path}: is not a regular file; the class secret is one line in a file of its own.")
+        if st.st_mode & 0o077:
+            raise UsageError(f"{path}: is open to others (mode {stat.S_IMODE(st.st_mode):04o}); the class secret must be "
+                             f"readable by you alone. Run: chmod 600 {path}")
+        with os.fdopen(os.dup(fd), "rb") as fh:
+            raw = fh.read(_SECRET_MAX + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > _SECRET_MAX:
+        raise UsageError(f"{path}: is larger than {_SECRET_MAX // 1024} KiB; the class secret is one line.")
+    try:
+        secret = raw.decode("utf-8").strip()  # stripped as autograde strips SANDBOX_LAB_CLASS_SECRET
+    except UnicodeDecodeError:
+        raise UsageError(f"{path}: is not UTF-8 text; the class secret is one line of text.") from None
+    if "\n" in secret or "\r" in secret:
+        raise UsageError(f"{path}: holds more than one line; the class secret is one line.")
+    if len(secret) < _SECRET_MIN:
+        raise UsageError(f"{path}: the class secret is {'empty' if not secret else 'too short'} (at least {_SECRET_MIN} "
+                         "characters; 64 hex digits from python3 -c 'import secrets; print(secrets.token_hex(32))').")
+    return secret
+
+
+def _students(args: argparse.Namespace) -> list[str]:
+    """The student ids on the command line, then those of ``--students`` (one a line, blank lines skipped), each once."""
+    named = list(args.students)
+    if args.students_file:
+        try:
+            text = read_regular(Path(args.students_file), _STUDENTS_MAX, follow=True).decode("utf-8")
+        except TooLarge:
+            raise UsageError(f"{args.students_file}: is larger than 1 MiB; a class list is one student id a line.") from None
+        except FileNotFoundError:
+            raise UsageError(f"{args.students_file}: no such file.") from None
+        except NotRegular as exc:
+            raise UsageError(f"{args.students_file}: is {exc.what}, not a list of student ids.") from None
+        except OSError as exc:
+            raise UsageError(f"{args.students_file}: cannot be read ({exc.strerror}).") from None
+        except UnicodeDecodeError:
+            raise UsageError(f"{args.students_file}: is not UTF-8 text.") from None
+        named += [line.strip() for line in text.splitlines() if line.strip()]
+    for sid in named:
+        # the key is made from the id exactly as nbgrader names the student; a tab or a newline would also break
+        # the student<TAB>key lines
+        if not sid or sid != sid.strip() or any(not c.isprintable() for c in sid):
+            raise UsageError(f"{sid!r} is not a student id: nbgrader's ids are one word, e.g. the hub's user name")
+    if not named:
+        raise UsageError("class-keys needs the student ids: STUDENT ... or --students FILE (one id a line)")
+    return list(dict.fromkeys(named))
+
+
+def run_class_keys(args: argparse.Namespace, io: Streams) -> int:
+    """Each learner's key (``SANDBOX_LAB_CLASS_KEY``) from the class secret, as autograde derives it."""
+    from grader.lessons.first_answer import CLASS_KEY_ENV, learner_key
+
+    students = _students(args)
+    secret = _read_secret(args.secret_file)
+    keys = [(sid, learner_key(secret, sid)) for sid in students]
+    if args.json:
+        io.out.write(dump({"env": CLASS_KEY_ENV, "keys": [{"student": sid, "key": key} for sid, key in keys]}))
+    else:
+        io.out.write("".join(f"{sid}\t{key}\n" for sid, key in keys))
+    return EXIT_OK

@@ -294,6 +294,21 @@ COMMANDS: tuple[Command, ...] = (
         "for --backend static: attacks cannot be predicted).",
     ),
     Command(
+        "class-keys", "print each learner's class key, for graded checks in a class", _body("run_class_keys"),
+        (
+            arg("students", metavar="STUDENT", nargs="*", help="a student id as nbgrader knows it (the hub's user name)"),
+            arg("--secret-file", required=True, metavar="FILE",
+                help="the class secret: one line, readable by you alone (chmod 600); never printed"),
+            arg("--students", dest="students_file", metavar="FILE", default=None, help="more student ids, one a line"),
+            _JSON,
+        ),
+        "Print STUDENT<TAB>KEY for each student: the key to set as SANDBOX_LAB_CLASS_KEY in that learner's kernel "
+        "(e.g. in JupyterHub's spawner environment), derived from the class secret nbgrader's autograde is given as "
+        "SANDBOX_LAB_CLASS_SECRET. A learner's kernel then signs its first answers to lesson 05's graded checks and "
+        "withholds the verdict until feedback (docs/instructors.md). A secret file open to others is refused. "
+        "Exit 0, or 2 for a missing, unsafe or empty secret file or no student.",
+    ),
+    Command(
         "export", "translate a policy for sandbox-runtime, Claude Code or docker run", _body("run_export"), _export_args,
         "Print the translated file on stdout and, as # comments on stderr, what to know of the target's rules for "
         "this policy (with --json, both go into one object: text and warnings). "

@@ -329,7 +329,7 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_is_registered_once() -> None:
     names = [c.name for c in cli.COMMANDS]
-    assert sorted(names) == sorted(set(names)) == ["attack", "check", "class-report", "cleanup", "export", "grade", "grade-batch", "import", "probe", "schema", "serve", "setup", "tasks", "tokens", "worker"]
+    assert sorted(names) == sorted(set(names)) == ["attack", "check", "class-keys", "class-report", "cleanup", "export", "grade", "grade-batch", "import", "probe", "schema", "serve", "setup", "tasks", "tokens", "worker"]
 
 
 # --- as a real process ----------------------------------------------------------------------
@@ -646,6 +646,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
     monkeypatch.setenv("SANDBOX_LAB_SERVICE_DIR", str(tmp_path / "service"))
     settings = tmp_path / "srt-settings.json"
     settings.write_text('{"filesystem": {"denyRead": [], "allowWrite": ["/tmp/x/out"], "denyWrite": []}, "network": {"allowedDomains": [], "deniedDomains": []}}')
+    secret = _secret_file(tmp_path)
     argvs = {
         "check": ["check", NAIVE],
         "probe": ["probe", NAIVE, "--backend", "static"],
@@ -659,6 +660,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
         "cleanup": ["cleanup"],
         "attack": ["attack", "--list"],
         "tokens": ["tokens", "issue", "--name", "cli-json"],
+        "class-keys": ["class-keys", "--secret-file", secret, "ada"],
     }
     with_json = {c.name for c in cli.COMMANDS if any("--json" in a.flags for a in c.args)}
     assert with_json == set(argvs)  # schema prints JSON anyway
@@ -681,6 +683,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
     assert data["cleanup"] == {"removed": ["container sandbox-lab-run-1", "network sandbox-lab-net-1"], "count": 2}
     assert [lv["number"] for lv in data["attack"]["levels"]][:3] == [1, 2, 3]
     assert data["tokens"]["name"] == "cli-json" and data["tokens"]["token"].startswith("sl_")
+    assert [k["student"] for k in data["class-keys"]["keys"]] == ["ada"]
 
 
 def test_export_json_holds_the_text_and_the_warnings_of_the_text_mode(capsys: pytest.CaptureFixture[str]) -> None:
@@ -1089,3 +1092,68 @@ def test_one_shot_commands_share_the_machines_internet_and_batches_do_not(
         current[0] = argv[0]
         run(capsys, *argv, "--backend", "docker")
     assert asked == [("probe", True), ("grade", True), ("grade-batch", False)]
+
+
+# --- class-keys (each learner's key for graded checks in a class) ---------------------------------
+
+SECRET = "0123456789abcdef" * 4
+
+
+def _secret_file(tmp_path: Path, text: str = SECRET + "\n", mode: int = 0o600) -> str:
+    f = tmp_path / "class-secret"
+    f.write_text(text)
+    f.chmod(mode)
+    return str(f)
+
+
+def test_class_keys_are_the_keys_autograde_derives_and_never_show_the_secret(capsys: pytest.CaptureFixture[str],
+                                                                             tmp_path: Path) -> None:
+    from grader.lessons.first_answer import CLASS_KEY_ENV, first_answer_record, judge_class_answer, learner_key
+
+    roster = tmp_path / "students.txt"
+    roster.write_text("bob\n\n  carol  \nada\n")
+    code, out, err = run(capsys, "class-keys", "--secret-file", _secret_file(tmp_path), "ada", "--students", str(roster))
+    assert code == 0 and err == "" and SECRET not in out
+    lines = [line.split("\t") for line in out.splitlines()]
+    assert lines == [[s, learner_key(SECRET, s)] for s in ("ada", "bob", "carol")]  # each once, in the order given
+    code, out, _ = run(capsys, "class-keys", "--secret-file", _secret_file(tmp_path), "ada", "bob", "--json")
+    data = json.loads(out)
+    assert code == 0 and data == {"env": CLASS_KEY_ENV, "keys": [{"student": s, "key": learner_key(SECRET, s)} for s in ("ada", "bob")]}
+    # the key printed for ada signs what autograde, given the secret, accepts for ada and for nobody else
+    record = first_answer_record("q", True, key=data["keys"][0]["key"], ledger=tmp_path / "first-answers.jsonl")
+    assert judge_class_answer("q", [], [record], "", learner_key(SECRET, "ada")).solved is True
+    assert judge_class_answer("q", [], [record], "", learner_key(SECRET, "bob")).solved is None
+
+
+@pytest.mark.parametrize("mode", [0o640, 0o604, 0o620, 0o644])
+def test_class_keys_refuse_a_secret_file_open_to_others(capsys: pytest.CaptureFixture[str], tmp_path: Path, mode: int) -> None:
+    secret = _secret_file(tmp_path, mode=mode)
+    code, out, err = run(capsys, "class-keys", "--secret-file", secret, "ada")
+    assert code == 2 and out == "" and f"mode {mode:04o}" in err and f"chmod 600 {secret}" in err and SECRET not in err
+    code, out, _ = run(capsys, "class-keys", "--secret-file", secret, "ada", "--json")
+    assert code == 2 and "is open to others" in json.loads(out)["error"] and SECRET not in out
+
+
+@pytest.mark.parametrize("setup, fragment", [
+    (lambda d: str(d / "none"), "no such file. Make the class secret with"),
+    (lambda d: str(d), "is not a regular file"),
+    (lambda d: _secret_file(d, "\n"), "the class secret is empty"),
+    (lambda d: _secret_file(d, "short\n"), "the class secret is too short"),
+    (lambda d: _secret_file(d, SECRET + "\n" + SECRET + "\n"), "holds more than one line"),
+    (lambda d: _secret_file(d, "x" * 5000), "is larger than 4 KiB"),
+])
+def test_class_keys_say_what_is_wrong_with_the_secret_file(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                                           setup: Any, fragment: str) -> None:
+    code, out, err = run(capsys, "class-keys", "--secret-file", setup(tmp_path), "ada")
+    assert code == 2 and out == "" and fragment in err and SECRET not in err
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    ([], "class-keys needs the student ids"),
+    (["ada\tbob"], "is not a student id"),
+    (["--students", "MISSING"], "no such file"),
+])
+def test_class_keys_need_student_ids(capsys: pytest.CaptureFixture[str], tmp_path: Path, argv: list[str], fragment: str) -> None:
+    argv = [str(tmp_path / "nope.txt") if a == "MISSING" else a for a in argv]
+    code, out, err = run(capsys, "class-keys", "--secret-file", _secret_file(tmp_path), *argv)
+    assert code == 2 and out == "" and fragment in err
