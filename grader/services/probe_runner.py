@@ -23,6 +23,12 @@ Each entry ends with its ``done`` record, whose ``data`` is how many records
 the entry printed before it: the grader counts them, so a line lost on the way
 out (a cut log, an engine's lost frames) shows instead of reading as an attempt
 that found nothing.
+
+With ``--await-go`` (a prepared run: ``backends.docker.prepared``) it reads its
+orders and makes its agent, then waits for one line on stdin: ``go`` fires the
+probes (its clock starts then); anything else (end of input: the grader went
+away, or retired the run) ends it with a ``runner``/``refused`` record and no
+probe, which the grader never judges.
 """
 
 from __future__ import annotations
@@ -378,7 +384,11 @@ def gateways() -> list[str]:
     return out + ["172.17.0.1"]
 
 
-def main() -> int:
+GO = "go"  # the one line a prepared runner waits for on stdin
+
+
+def main(await_go: bool = False) -> int:
+    global START
     try:
         with open(CONFIG) as fh:
             cfg = wire.parse_orders(json.load(fh))
@@ -387,6 +397,12 @@ def main() -> int:
         emit("runner", "refused", False, f"cannot read the orders: {err(exc)}")
         return 2
     agent = Agent(cfg)
+    if await_go:
+        line = sys.stdin.readline()
+        if line.strip() != GO:  # no go: the run was retired (or its grader died); nothing fires
+            emit("runner", "refused", False, "no go: the prepared run was retired")
+            return 3
+        START = time.monotonic()  # the records' clock starts with the probes
     emit("runner", "start", True, f"uid={os.getuid()}")
     # every entry at once: the scan's entries must not queue behind the probes
     with ThreadPoolExecutor(max_workers=max(PARALLEL, len(cfg.probes))) as pool:
@@ -401,4 +417,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(await_go="--await-go" in sys.argv[1:]))

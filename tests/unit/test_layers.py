@@ -88,13 +88,15 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"backends.docker.sharing"},
     {"backends.docker.hub", "backends.docker.replay"},
     {"backends.docker.run", "backends.srt", "backends.remote"},
+    # a run held ready up to its probes (issue 40)
+    {"backends.docker.prepared"},
     {"backends.docker.backend"},
     {"backends"},
     # the run service's runs and executions, on the server: a request read strictly, the plan rebuilt, a local backend
     {"hosted.remote_kinds"},
     # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder, and the solutions a learner asked for
     {"grading.tasks", "ctf.ladder", "ctf.reveals", "lessons.gaps", "lessons.hole_hunt", "lessons.session_runs"},
-    {"grading.grade", "grading.intake"},
+    {"grading.grade", "grading.intake", "lessons.prestart"},
     {"grading.batch", "grading.notebook"},
     # a submission as received, checked against the released assignment (before any learner code runs)
     {"grading.submission"},

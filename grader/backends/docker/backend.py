@@ -17,6 +17,10 @@ imported by ``engine`` alone, where its errors become ours. Per run:
 5. removes every container, network and directory it made, whatever happened
    (a run behind a proxy hands them to the hub's keeper, so nobody waits).
 
+Steps 1-3 can happen ahead of time: ``prepare(plan)`` holds a run ready up to
+its probes, and its ``go`` does the rest (``prepared``); ``run`` is
+``prepare(plan).go()``, one path.
+
 Every object is labelled ``org.sandbox-lab.run=<run id>`` so ``cleanup`` can
 remove what a killed run left behind (``sweep`` is this backend's part of
 ``cleanup.cleanup``).
@@ -35,7 +39,7 @@ import weakref
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any, Callable, Optional
 
-from grader.core.errors import DockerUnavailable
+from grader.core.errors import DockerUnavailable, InfrastructureError
 from grader.core.execution import Execution, Job
 from grader.core.outcomes import RunResult
 from grader.core.plan import RunPlan
@@ -43,19 +47,19 @@ from grader.core.timings import Tally
 from grader.backends import cleanup as cleaning
 from grader.backends.base import Closing
 from grader.backends.owners import runs_root
-from grader.backends.runs import run_with_retries
 from grader.backends.docker.engine import Missing, Refused, engine_errors, open_client
 from grader.backends.docker.enginedisk import Disk, HostDisk, disk_for
 from grader.backends.docker.hub import HubSharing, make_hub, stop_keepers
 from grader.backends.docker.images import Images, ensure_images
 from grader.backends.docker.lease import IDLE_ENV, idle_seconds
+from grader.backends.docker.prepared import IDLE_S, Prepared
 from grader.backends.docker.run import Backing, Run, hardened_options
 from grader.backends.docker.runtimes import runtime_from_env, sandbox_runtime
 from grader.backends.docker.sharing import InProcess, Sharing
 from grader.backends.docker.simnet import LABEL, LABEL_NS, LABEL_PID, LABEL_ROLE, Leftovers, ProxyPool, SharedInternet
 
 __all__ = [
-    "LABEL", "LABEL_PID", "LABEL_ROLE", "DockerBackend", "cleanup", "client_from_env", "hardened_options", "runs_root",
+    "LABEL", "LABEL_PID", "LABEL_ROLE", "DockerBackend", "Prepared", "cleanup", "client_from_env", "hardened_options", "runs_root",
     "sharing_for", "sweep",
 ]
 
@@ -131,7 +135,9 @@ def sharing_for(client: Any, image: str, leftovers: Leftovers, disk: Disk, idle:
     return InProcess(shared, ProxyPool(client, image, shared, leftovers, disk=disk))
 
 
-def _shutdown(reaper: ThreadPoolExecutor, sharing: Sharing, leftovers: Leftovers) -> None:
+def _shutdown(reaper: ThreadPoolExecutor, sharing: Sharing, leftovers: Leftovers, held: set[Prepared]) -> None:
+    for prepared in list(held):  # first: their removals go to the reaper, which finishes them below
+        prepared.close()
     # The last reference to a backend may drop inside a removal it scheduled; a
     # thread cannot wait for itself, and the removals still queued run anyway.
     inside = threading.current_thread().name.startswith("sandbox-lab-reaper")
@@ -179,8 +185,10 @@ class DockerBackend(Closing):
         # nobody waits for: it happens here, behind the result. drain() waits for it.
         self._reaper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-lab-reaper")
         self._removals: list[Future[None]] = []
+        # the prepared runs held (``prepare``), each until its go or its retirement: retired when the backend goes
+        self._held: set[Prepared] = set()
         # everything goes when the backend does, or at interpreter exit
-        self._finalizer = weakref.finalize(self, _shutdown, self._reaper, self.sharing, self.leftovers)
+        self._finalizer = weakref.finalize(self, _shutdown, self._reaper, self.sharing, self.leftovers, self._held)
 
     @classmethod
     def from_env(
@@ -211,6 +219,8 @@ class DockerBackend(Closing):
         idle period, and what its runs handed the keeper is removed without
         anyone waiting (a terminal's one-shot run exits at once).
         """
+        for prepared in list(self._held):
+            prepared.close()
         self._finish_removals()
         self.sharing.close()
         self.leftovers.retry()
@@ -227,7 +237,33 @@ class DockerBackend(Closing):
                        self.tally, self.runtime)
 
     def run(self, plan: RunPlan) -> RunResult:
-        return run_with_retries(lambda final: Run(self._backing(), plan).execute(final=final), self.retries)
+        return self.prepare(plan, idle_s=None).go()
+
+    def prepare(self, plan: RunPlan, *, idle_s: Optional[float] = IDLE_S) -> Prepared:
+        """Make ``plan``'s run ready up to its probes (``prepared``); its ``go`` returns what ``run`` would.
+
+        Held until its go, retired after ``idle_s`` unused (None: never; ``run`` fires it at once), and at
+        ``close`` or exit. A preparation that failed in a way worth trying again leaves ``go`` to run cold.
+        """
+        held = idle_s is not None
+        made = Run(self._backing(), plan)
+        run: Optional[Run] = made
+        try:
+            made.prepare()
+        except InfrastructureError:
+            run = None  # go() tries again, cold, as many times as a run is retried
+        prepared = Prepared(plan, run, fresh=lambda: Run(self._backing(), plan),
+                            images=(lambda: self._image_ids()) if held else None,  # looked up at each go
+                            retries=self.retries, idle_s=idle_s, on_done=self._held.discard)
+        if held and prepared.state == "ready":
+            self._held.add(prepared)
+        return prepared
+
+    def _image_ids(self) -> tuple[str, str]:
+        """The ids the two images' tags name now: another id is another build (``sandbox-lab setup`` rebuilt it)."""
+        with engine_errors("images"):
+            return (str(self.client.api.inspect_image(self.images.sandbox)["Id"]),
+                    str(self.client.api.inspect_image(self.images.services)["Id"]))
 
     def execute(self, plan: RunPlan, job: Job) -> Execution:
         """Run ``job``'s code in the sandbox ``plan`` describes, in place of the probes; never retried

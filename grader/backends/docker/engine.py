@@ -56,6 +56,7 @@ __all__ = [
     "engine_errors",
     "open_client",
     "refused",
+    "send_stdin",
 ]
 
 
@@ -174,3 +175,21 @@ def refused(message: str, response: Any) -> Refused:
 def open_client(*, timeout: int = 120) -> Any:
     """A docker client for ``DOCKER_HOST`` (or the default socket), at the API version the engine speaks; not yet asked anything."""
     return docker.from_env(version="auto", timeout=timeout)
+
+
+def send_stdin(client: Any, container_id: str, data: bytes) -> None:
+    """Write ``data`` to a running container's stdin (created with ``stdin_open``), then detach.
+
+    The SDK gives the attach's raw socket only: a Unix or TCP socket (``_sock`` inside its ``SocketIO``), a TLS
+    socket, or an SSH channel; each has ``sendall``. A container created with ``stdin_open`` has ``StdinOnce``
+    set, so its stdin ends when this detaches: a reader gets ``data`` and then end of input.
+    """
+    with engine_errors():
+        sock = client.api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+    try:
+        raw = getattr(sock, "_sock", sock)
+        raw.sendall(data)
+    except OSError as exc:
+        raise Unanswered(f"could not write to the container's stdin: {exc}") from None
+    finally:
+        sock.close()

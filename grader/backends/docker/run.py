@@ -38,7 +38,7 @@ from grader.backends.owners import make_dir, write_file
 from grader.backends.quota import SCRATCH_FILES, DiskQuotaExceeded, bound_scratch, filled
 from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, resolv_conf, runner_config
 from grader.backends.docker import replay
-from grader.backends.docker.engine import LogConfig, Mount, Refused, Ulimit, Unanswered, engine_errors
+from grader.backends.docker.engine import LogConfig, Mount, Refused, Ulimit, Unanswered, engine_errors, send_stdin
 from grader.backends.docker.enginedisk import Disk, HostDisk, Listener
 from grader.backends.docker.images import Images
 from grader.backends.docker.resources import Resources
@@ -59,6 +59,8 @@ CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers i
 # whatever the address; it stands for the attacker's address that a
 # hard-coded payload would carry.
 UNROUTABLE_ATTACKER_IP = "198.51.100.66"
+# the line a prepared probe runner waits for on stdin (``probe_runner.GO``; not imported: the runner's module is heavy)
+GO = "go"
 
 
 def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, Any]:
@@ -161,6 +163,14 @@ class Run:
         self.ahead: Optional[replay.Ahead] = None  # the replay's internet, started while the sandbox runs
         self.clean = False  # the run finished and every recorder answered: its proxy may serve again
         self.watch = Stopwatch()
+        # what ``prepare`` made, for ``fire``
+        self.before: dict[str, str] = {}
+        self.listener: Optional[Listener] = None
+        self.signer: Optional[SigningAgent] = None
+        self.sandbox: Optional[Any] = None
+        self.scratch: dict[str, str] = {}
+        self.prepare_s = 0.0
+        self.released = False
         with self.watch.phase("world"):
             self.dir = RunDir.create(self.run_id, engine=b.client)  # and sweeps dead graders' leftovers
             self.made.directory(host_files(self.dir.path))  # the run directory is on the grader's disk, always
@@ -169,11 +179,18 @@ class Run:
     # --- lifecycle ----------------------------------------------------------------------
 
     def execute(self, *, final: bool) -> RunResult:
+        """The whole run at once: prepared, then fired at once (``prepared`` holds the two apart)."""
+        self.prepare()
+        return self.finish(final=final)
+
+    def finish(self, *, final: bool) -> RunResult:
+        """Fire the prepared run's probes and judge them; everything it made is removed after."""
         started = time.monotonic()
-        got = self._run_and_collect(final=final)
+        got = self.fire(final=final)
         with self.watch.phase("evidence"):
             result = run_result(
-                got.evidence, self.plan, backend="docker", run_id=self.run_id, seconds=time.monotonic() - started,
+                got.evidence, self.plan, backend="docker", run_id=self.run_id,
+                seconds=self.prepare_s + time.monotonic() - started,  # the work, never the time it waited prepared
                 stopped="the sandbox was killed", disagreement="the static prediction was",
             )
         if self.b.tally is not None:
@@ -182,31 +199,72 @@ class Run:
 
     def execute_job(self) -> Execution:
         started = time.monotonic()
-        got = self._run_and_collect(final=True)
+        self.prepare()
+        got = self.fire(final=True)
         return Execution(
             backend="docker", output=got.output, exit_code=None if got.timed_out else got.exit_code,
             timed_out=got.timed_out, evidence=got.evidence, run_id=self.run_id, seconds=time.monotonic() - started,
         )
 
-    def _run_and_collect(self, *, final: bool) -> Collected:
-        """Lay out the world, connect, run the sandbox, collect the evidence; remove everything after."""
-        listener: Optional[Listener] = None
-        signer: Optional[SigningAgent] = None
+    def prepare(self) -> None:
+        """Everything before the probes: lay out the world, connect, create and start the sandbox. A probe run's
+        runner then waits for its go (``fire``); a job's code starts at once. On failure everything made is
+        removed and the error raised."""
+        started = time.monotonic()
         watch = self.watch
         try:
             with engine_errors(f"run {self.run_id}"):
                 with watch.phase("world"):
-                    before = self.dir.lay_out(self.plan)
+                    self.before = self.dir.lay_out(self.plan)
                     if self.job is not None:
                         self._plant(self.job)
                 with watch.phase("network"):
-                    listener = self.b.disk.listener(self.b.images.services, self.run_id, self.labels)
+                    listener = self.listener = self.b.disk.listener(self.b.images.services, self.run_id, self.labels)
                     if listener.container is not None:
                         self.made.container(listener.container)
-                    net = self.net = self._connect(listener.port)
+                    self.net = self._connect(listener.port)
                 if self.job is not None and self.job.signer is not None:
-                    signer = self._signer(self.job)
-                sandbox, timed_out, exit_code = self._run_sandbox(net, listener.port)  # times "start" and "probes"
+                    self.signer = self._signer(self.job)
+                self.sandbox = self._start_sandbox(self.net, listener.port)  # times "start"
+        except BaseException:
+            self.release()
+            raise
+        self.prepare_s = time.monotonic() - started
+
+    def release(self) -> None:
+        """Remove everything the run made (behind the result, on the backend's reaper); once."""
+        if self.released:
+            return
+        self.released = True
+        if self.claimed is not None:
+            forget_run(self.claimed, self.run_id)  # read or not, the run's logs at the internet go
+        if self.listener:
+            self.listener.close()
+        if self.signer:
+            self.signer.close()
+        if self.ahead is not None:
+            self.ahead.settle(self.made)  # used or not, it is the run's to remove
+        try:
+            self.b.remove_later(self._remove_all)
+        except RuntimeError:  # the reaper is shut down (interpreter exit): remove now
+            self._remove_all()
+
+    def alive(self) -> bool:
+        """Is the prepared sandbox still running (waiting for its go)?"""
+        if self.sandbox is None:
+            return False
+        with engine_errors(ignore=(Refused,)):
+            self.sandbox.reload()
+            return bool(self.sandbox.status == "running")
+        return False
+
+    def fire(self, *, final: bool) -> Collected:
+        """Send the prepared run its go, wait for the sandbox, collect the evidence; remove everything after."""
+        assert self.sandbox is not None and self.listener is not None and not self.released, "fire() after prepare()"
+        sandbox, listener, net, watch = self.sandbox, self.listener, self.net, self.watch
+        try:
+            with engine_errors(f"run {self.run_id}"):
+                timed_out, exit_code = self._go_and_wait(sandbox)  # times "probes"
                 evidence_started = time.perf_counter()
                 finished = self.b.disk.finished(sandbox)
                 text = self._output(sandbox)
@@ -215,7 +273,7 @@ class Run:
                 if infra and not final:
                     raise InfrastructureError(infra)
                 self.copy.fetch()
-                ev = self._evidence(net, listener, before, text, finished, infra=infra, timed_out=timed_out)
+                ev = self._evidence(net, listener, self.before, text, finished, infra=infra, timed_out=timed_out)
                 watch.add("evidence", time.perf_counter() - evidence_started)
                 self.clean = not infra
                 if replay.wanted(self.plan, self.job):  # the user's next session, outside the sandbox
@@ -223,18 +281,7 @@ class Run:
                         ev = dataclasses.replace(ev, next_session=self._replay(ev, net))
                 return Collected(ev, text, timed_out, exit_code)
         finally:
-            if self.claimed is not None:
-                forget_run(self.claimed, self.run_id)  # read or not, the run's logs at the internet go
-            if listener:
-                listener.close()
-            if signer:
-                signer.close()
-            if self.ahead is not None:
-                self.ahead.settle(self.made)  # used or not, it is the run's to remove
-            try:
-                self.b.remove_later(self._remove_all)
-            except RuntimeError:  # the reaper is shut down (interpreter exit): remove now
-                self._remove_all()
+            self.release()
 
     def _evidence(self, net: Optional[_Net], listener: Listener, before: dict[str, str], text: str, finished: float, *,
                   infra: str, timed_out: bool) -> Evidence:
@@ -421,21 +468,21 @@ class Run:
         make_dir(rdir, exist_ok=True)
         return SigningAgent(rdir / SIGNER_SOCKET, job.signer)
 
-    def _run_sandbox(self, net: Optional[_Net], host_port: int) -> tuple[Any, bool, Optional[int]]:
+    def _start_sandbox(self, net: Optional[_Net], host_port: int) -> Any:
+        """Create and start the sandbox; a probe runner waits for its go on stdin (``--await-go``)."""
         started = time.perf_counter()
         plan, h = self.plan, self.plan.hardening
         rdir = self.dir.path / "run"
         make_dir(rdir, exist_ok=True)
         env = {"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"}
-        command = ["python3", "/opt/sandbox-lab/probe_runner.py"]
-        timeout_s = h.timeout_s
+        # the runner reads its orders, then waits for the go on its stdin: the probes fire in ``fire``
+        command = ["python3", "/opt/sandbox-lab/probe_runner.py", "--await-go"]
         if self.job is not None:
             env.update(self.job.env)
             write_file(rdir / "job.py", self.job.code)
             if self.job.signer is not None:
                 env["SSH_AUTH_SOCK"] = f"/opt/sandbox-lab/run/{SIGNER_SOCKET}"
             command = ["python3", "-u", "/opt/sandbox-lab/run/job.py"]
-            timeout_s = self.job.timeout_s
         cfg = runner_config(
             plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
             attacker_ip=net.internet.ip if net else UNROUTABLE_ATTACKER_IP, raw=RawPorts.same(plan.world.raw_ports),
@@ -460,7 +507,7 @@ class Run:
                 resolv_text = resolv_conf(net.internet.ip)  # the plain container: the run's own DNS server
         write_file(rdir / "config.json", json.dumps(cfg))
         write_file(self.dir.path / "resolv.conf", resolv_text)
-        scratch = self._scratch(h)
+        scratch = self.scratch = self._scratch(h)
         try:
             source = self.copy.place()  # the run directory as it is now: world, mask, runner config, resolv.conf
         finally:
@@ -475,6 +522,7 @@ class Run:
             options,
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
             environment=env, working_dir="/home/user", hostname="sandbox", mounts=mounts,
+            stdin_open=self.job is None,  # the go's way in; nothing else is ever written to it
         )
         if net is None:
             kwargs["network_mode"] = "none"
@@ -490,14 +538,27 @@ class Run:
         # the replay's internet starts once the sandbox has: it does not slow the sandbox's own start, and it is
         # up long before the probes are done
         self.ahead = self._ahead(net)
+        return sandbox
+
+    def _go_and_wait(self, sandbox: Any) -> tuple[bool, Optional[int]]:
+        """Release the probe runner (a job's code runs already) and wait for the sandbox under its wall clock,
+        which starts now; a run past its quota is never judged."""
+        h = self.plan.hardening
+        timeout_s = self.job.timeout_s if self.job is not None else h.timeout_s
         with self.watch.phase("probes"):
+            if self.job is None:
+                try:
+                    send_stdin(self.b.client, sandbox.id, (GO + "\n").encode())
+                except (Refused, Unanswered) as exc:  # stopped while it waited: never judged, tried again
+                    raise InfrastructureError(f"the prepared sandbox could not be sent its go: {exc}") from None
             timed_out, exit_code = self._wait(sandbox, timeout_s)
             if self.dir.bounded and filled(self.dir.world):  # never judged: what it wrote past the quota never landed
                 raise DiskQuotaExceeded()
+            scratch = self.scratch
             if scratch and filled(self.dir.path / "scratch", h.scratch_bytes):
                 raise DiskQuotaExceeded(h.scratch_bytes, f"the container's writable directories ({', '.join(scratch)})",
                                         SCRATCH_FILES)
-            return sandbox, timed_out, exit_code
+            return timed_out, exit_code
 
     def _scratch(self, h: Hardening) -> dict[str, str]:
         """The image's writable directories (``Hardening.scratch_dirs``) as this run's: one tmpfs of

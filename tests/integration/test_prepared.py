@@ -1,0 +1,164 @@
+"""A prepared run (issue 40): ready up to its probes, fired once by its go, never used for another plan or stale,
+and removed whole when retired, by its timer, by ``close``, or by ``cleanup`` after its grader was killed."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+
+from grader import load_policy
+from grader.backends.docker.prepared import Prepared, PreparedUsed
+from grader.core.plan import build_plan
+
+pytestmark = pytest.mark.docker
+
+SECURE = {"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"allowedDomains": ["registry.npmjs.org"]}}
+PRACTICE = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+LABEL_RUN = "org.sandbox-lab.run"
+
+
+def _outcomes(result: Any) -> dict[str, str]:
+    return {p.id: p.outcome for p in result.probes}
+
+
+def _containers(client: Any, run_id: str) -> list[Any]:
+    return list(client.api.containers(all=True, filters={"label": f"{LABEL_RUN}={run_id}"}))
+
+
+def _sandbox_state(client: Any, run_id: str) -> str:
+    got = [c for c in _containers(client, run_id) if c["Names"][0].endswith("-sandbox")]
+    return str(got[0]["State"]) if got else "gone"
+
+
+def test_go_returns_what_run_returns_and_only_once(docker_backend: Any, docker_client: Any, no_leftovers: None) -> None:
+    plan = build_plan(load_policy(SECURE))
+    prepared = docker_backend.prepare(plan)
+    assert prepared.run_id is not None and prepared.matches(plan)
+    # the sandbox is up, its runner waiting: nothing fired before the go
+    assert _sandbox_state(docker_client, prepared.run_id) == "running"
+    time.sleep(1.0)
+    assert _sandbox_state(docker_client, prepared.run_id) == "running"
+    result = prepared.go()
+    assert result.run_id == prepared.run_id or prepared.run_id is None
+    assert _outcomes(result) == _outcomes(docker_backend.run(plan))
+    assert all(p.outcome != "error" for p in result.probes)
+    with pytest.raises(PreparedUsed):
+        prepared.go()
+
+
+def test_a_prepared_run_holds_its_own_plan(docker_backend: Any, no_leftovers: None) -> None:
+    secure, practice = build_plan(load_policy(SECURE)), build_plan(load_policy(PRACTICE))
+    prepared = docker_backend.prepare(secure)
+    try:
+        assert prepared.matches(secure) and not prepared.matches(practice)
+        assert prepared.plan is secure
+    finally:
+        prepared.close()
+    with pytest.raises(PreparedUsed):  # closed: never fired afterwards
+        prepared.go()
+
+
+def test_closing_removes_everything(docker_backend: Any, docker_client: Any, no_leftovers: None) -> None:
+    prepared = docker_backend.prepare(build_plan(load_policy(PRACTICE)))
+    run_id = prepared.run_id
+    assert run_id is not None and _containers(docker_client, run_id)
+    prepared.close()
+    docker_backend.drain()
+    assert not _containers(docker_client, run_id)
+
+
+def test_an_idle_prepared_run_is_retired_and_go_runs_afresh(docker_backend: Any, docker_client: Any,
+                                                            no_leftovers: None) -> None:
+    plan = build_plan(load_policy(PRACTICE))
+    prepared = docker_backend.prepare(plan, idle_s=0.5)
+    run_id = prepared.run_id
+    assert run_id is not None
+    deadline = time.monotonic() + 30
+    while prepared.state == "ready" and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert prepared.state == "expired"
+    docker_backend.drain()
+    assert not _containers(docker_client, run_id)
+    result = prepared.go()  # retired by its timer, not by its holder: the go runs cold, on a new sandbox
+    assert result.run_id != run_id
+    assert _outcomes(result) == _outcomes(docker_backend.run(plan))
+
+
+def test_a_rebuilt_image_retires_the_prepared_run(docker_backend: Any, docker_client: Any,
+                                                  monkeypatch: pytest.MonkeyPatch, no_leftovers: None) -> None:
+    plan = build_plan(load_policy(PRACTICE))
+    prepared = docker_backend.prepare(plan)
+    run_id = prepared.run_id
+    assert run_id is not None
+    # `sandbox-lab setup` rebuilt the sandbox image: its tag now names another image id
+    ids = docker_backend._image_ids()
+    monkeypatch.setattr(docker_backend, "_image_ids", lambda: ("sha256:rebuilt", ids[1]))
+    result = prepared.go()
+    assert result.run_id != run_id  # a fresh sandbox ran it, not the stale one
+    docker_backend.drain()
+    assert not _containers(docker_client, run_id)
+    assert all(p.outcome != "error" for p in result.probes)
+
+
+def test_a_stopped_prepared_sandbox_is_never_judged(docker_backend: Any, docker_client: Any, no_leftovers: None) -> None:
+    plan = build_plan(load_policy(PRACTICE))
+    prepared = docker_backend.prepare(plan)
+    run_id = prepared.run_id
+    assert run_id is not None
+    docker_client.api.kill(f"{run_id}-sandbox")  # e.g. the engine's OOM killer while it waited
+    result = prepared.go()
+    assert result.run_id != run_id
+    assert all(p.outcome != "error" for p in result.probes)
+
+
+def test_backend_close_retires_what_it_holds(docker_client: Any) -> None:
+    from grader.backends.docker.backend import DockerBackend
+    from grader.backends.docker.images import ensure_images
+
+    backend = DockerBackend(docker_client, ensure_images(docker_client, lambda s: None))
+    prepared: Prepared = backend.prepare(build_plan(load_policy(PRACTICE)))
+    run_id = prepared.run_id
+    assert run_id is not None
+    backend.close()
+    assert prepared.state == "closed"
+    assert not _containers(docker_client, run_id)
+
+
+def test_cleanup_removes_what_a_killed_grader_held_prepared(docker_client: Any) -> None:
+    from grader.backends.docker.backend import cleanup, runs_root
+
+    script = (
+        "from grader import load_policy\n"
+        "from grader.core.plan import build_plan\n"
+        "from grader.backends.docker.backend import DockerBackend\n"
+        "b = DockerBackend.from_env()\n"
+        f"p = b.prepare(build_plan(load_policy({SECURE!r})))\n"
+        "print(p.run_id, flush=True)\n"
+        "import time; time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    try:
+        run_id = proc.stdout.readline().strip()
+        assert run_id.startswith("sl-"), run_id
+        assert _sandbox_state(docker_client, run_id) == "running"
+    finally:
+        proc.send_signal(signal.SIGKILL)  # no chance to retire anything
+        proc.wait()
+        proc.stdout.close()
+    pid_label = {"label": f"org.sandbox-lab.pid={proc.pid}"}
+    assert docker_client.api.containers(all=True, filters=pid_label), "the kill should have left the prepared run"
+    cleanup(docker_client)
+    assert not _containers(docker_client, run_id)
+    assert not docker_client.api.containers(all=True, filters=pid_label)
+    assert not docker_client.api.networks(filters=pid_label)
+    root = runs_root()
+    for d in root.iterdir() if root.is_dir() else []:
+        owner = json.loads((d / "owner.json").read_text()) if (d / "owner.json").exists() else {}
+        assert owner.get("pid") != proc.pid
