@@ -46,7 +46,7 @@ export PATH := $(VIRTUAL_ENV)/bin:$(BASE_PATH)
 # requests to jupyter.org) in any lab this virtualenv runs. Binder: binder/postBuild.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.d/sandbox-lab.json
 
-.PHONY: lab lab-instructor test typecheck unit docker redis images venv venv-lab lock lessons-html bench cleanup clean modules serve serve-stop
+.PHONY: lab lab-instructor test typecheck unit docker redis images venv venv-lab lock lessons-html bench cleanup clean modules serve serve-stop docs test-fast
 
 # Which Python makes .venv, said before it is made; one older than MIN_PYTHON is refused (pip would
 # otherwise fail half-way with ResolutionImpossible on the first pin that needs a newer Python).
@@ -172,6 +172,19 @@ typecheck: venv
 ## Only the fast tests that need neither Docker nor notebooks.
 unit: venv typecheck redis
 	$(PY) -m pytest tests/unit -q $(PYTEST_ARGS)
+
+## The fast check, in one command: every test that needs no Docker engine, no notebook kernel and no browser, and
+## is not marked slow (the markers are in pyproject.toml), over the whole of tests/; its measured time is in
+## docs/contributing.md. `make test` runs everything, this included.
+test-fast: venv redis
+	$(PY) -m pytest -q -m "not docker and not slow and not notebook and not browser" $(PYTEST_ARGS)
+
+## The documentation site, from docs/ (mkdocs.yml) into build/site (git-ignored). --strict: a broken link or anchor,
+## a page missing from the nav, or a link out of docs/ to a file the checkout lacks fails the build. The reference
+## pages (the CLI's --help, the policy schema, the HTTP API) are generated from the code as it builds
+## (scripts/docs_reference.py, scripts/mkdocs_hooks.py). tests/unit/test_docs.py runs the same build in `make test`.
+docs: venv
+	$(VENV)/bin/mkdocs build --strict
 
 ## The lessons' notebooks from their sources. To edit a lesson, edit lessons/0N-*/<name>.md (MyST
 ## Markdown; or the .ipynb in `make lab-instructor`, which saves both), then run `make lessons`: jupytext --sync

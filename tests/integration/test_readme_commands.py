@@ -1,8 +1,10 @@
 """Every shell command the README shows, run as written (or named here as one the suite itself runs).
 
 A newcomer copies the README's commands; each one must work. This test reads
-every ```sh block of README.md, and every ``pip install`` it names (the install
-table), and accounts for each command:
+every ```sh block of README.md and of the docs pages its reference moved to
+(``PAGES``: the install guide, the command line, capture the flag, the
+tutorial), and every ``pip install`` they name (the install table), and
+accounts for each command:
 
 * ``make <target>``: ``make -n <target>`` must succeed from the repository's
   root (every prerequisite exists, the recipe parses). ``make test`` is what
@@ -48,6 +50,8 @@ pytestmark = [pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+# the README and the pages its commands moved to (docs/instructors.md's commands: tests/notebooks/test_readme_instructor.py)
+PAGES = [README, *(REPO / "docs" / name for name in ("tutorial.md", "install.md", "cli.md", "ctf.md"))]
 CLI = REPO / ".venv" / "bin" / "sandbox-lab"
 TASK = "scope-secure-sandbox"
 # what `make test` and `make lab` do beyond a dry run, and which part of the suite does it
@@ -64,8 +68,12 @@ SRT_SETTINGS = {"filesystem": {"denyRead": ["~/.ssh"], "allowWrite": ["."], "den
                 "network": {"allowedDomains": ["github.com"], "deniedDomains": []}}
 
 
+def _text() -> str:
+    return "\n".join(page.read_text() for page in PAGES)
+
+
 def readme_commands(text: str) -> list[str]:
-    """Each command line of the README's ```sh blocks, with its comment (continuation lines joined)."""
+    """Each command line of the pages' ```sh blocks, with its comment (continuation lines joined)."""
     lines = []
     for block in re.findall(r"^```sh\n(.*?)^```", text, re.S | re.M):
         lines += [ln.strip() for ln in block.replace("\\\n", " ").splitlines()
@@ -141,13 +149,14 @@ def _bash(command: str, cwd: Path, env: dict[str, str], timeout: float = 300) ->
 
 
 def _cli_commands() -> list[str]:
-    return [c for c in readme_commands(README.read_text()) if _code(c).split()[0] in ("sandbox-lab", ".venv/bin/sandbox-lab")]
+    return [c for c in readme_commands(_text()) if _code(c).split()[0] in ("sandbox-lab", ".venv/bin/sandbox-lab")]
 
 
 def test_every_readme_command_is_covered() -> None:
-    text = README.read_text()
+    text = _text()
     commands = readme_commands(text)
-    assert {"make lab", "make test"} <= {_code(c) for c in commands}, "the README starts with `make lab` and `make test`"
+    assert {"make lab", "make test"} <= {_code(c) for c in readme_commands(README.read_text())}, \
+        "the README starts with `make lab` and `make test`"
     uncovered = [c for c in commands if not (_code(c).startswith(("make ", "pip install ")) or c in _cli_commands())]
     assert uncovered == [], f"README commands no test runs: cover them in {Path(__file__).name}: {uncovered}"
     assert set(RUN_BY_THE_SUITE) <= {_code(c) for c in commands}
@@ -155,13 +164,13 @@ def test_every_readme_command_is_covered() -> None:
     assert not re.search(r"pip install '?sandbox-lab", text), "no package named sandbox-lab is published: install a checkout"
 
 
-@pytest.mark.parametrize("target", sorted({_code(c) for c in readme_commands(README.read_text()) if c.startswith("make ")}))
+@pytest.mark.parametrize("target", sorted({_code(c) for c in readme_commands(_text()) if c.startswith("make ")}))
 def test_make_targets_the_readme_shows_exist_and_parse(target: str) -> None:
     done = subprocess.run(["make", "-n", *target.split()[1:]], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"`{target}` (as `make -n`): {done.stderr[-2000:]}"
 
 
-@pytest.mark.parametrize("command", pip_commands(README.read_text()))
+@pytest.mark.parametrize("command", pip_commands(_text()))
 def test_pip_installs_the_readme_names_work_from_a_checkout(command: str) -> None:
     extras = set(re.findall(r"\[([\w,]+)\]", command))
     done = subprocess.run([sys.executable, "-m", *command.split()[0:2], *[w.strip("'\"") for w in command.split()[2:]],
