@@ -29,7 +29,7 @@ import os
 import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional, Union
 
 from grader.core.access import Target, parse_target
 from grader.core.errors import SandboxLabError
@@ -113,9 +113,15 @@ class SessionRuns:
             while len(self._results) > self._keep:
                 self._results.popitem(last=False)
 
-    def run(self, backend: "Backend", policy: Optional[Policy]) -> Union[RunResult, str]:
+    def has(self, backend: "Backend", plan: RunPlan) -> bool:
+        """Has this session a result of ``plan`` on ``backend`` to reuse? (An editor prepares no sandbox for it.)"""
+        return self._get(backend, run_key(backend, plan)) is not None
+
+    def run(self, backend: "Backend", policy: Optional[Policy], *,
+            ready: Optional[Callable[[RunPlan], RunResult]] = None) -> Union[RunResult, str]:
         """One sandbox's result (reused, with its note, if this session already ran it); a machinery failure
-        becomes a message for the learner, never a traceback."""
+        becomes a message for the learner, never a traceback. ``ready``: runs the plan in place of ``backend.run``
+        (an editor's prepared sandbox, ``prestart``), with the same result."""
         try:
             plan = build_plan(policy, target=lesson_target())
             if getattr(backend, "name", "") == "static":
@@ -124,7 +130,7 @@ class SessionRuns:
             earlier = self._get(backend, key)
             if earlier is not None:
                 return dataclasses.replace(earlier, notes=(*earlier.notes, REUSED_NOTE.format(run_id=earlier.run_id or "?")))
-            result = backend.run(plan)
+            result = ready(plan) if ready is not None else backend.run(plan)
         except SandboxLabError as exc:
             return _failure(exc)
         if _complete(result):
