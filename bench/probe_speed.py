@@ -33,7 +33,7 @@ most 15 s on a quiet machine). ``--write-route`` writes that time into
 measured, with the load) and renders the README's and lesson 00's route from
 it; ``--no-lesson`` leaves the lesson out.
 
-    python bench/probe_speed.py [--repeat 5] [--scan-share] [--no-lesson | --write-route] [--costs-only]
+    python bench/probe_speed.py [--repeat 5] [--scan-share] [--no-lesson | --write-route] [--costs-only | --editor-only]
 """
 
 from __future__ import annotations
@@ -72,6 +72,8 @@ TARGET_RATIO = 5.0
 RATIO_TARGETS = (("naive", "in the kernel", 4.0), ("naive", "terminal", 5.0), ("secure", "terminal", 4.0),
                  ("practice", "in the kernel", 1.5))
 IMPORTS_TARGET_SECONDS = 0.2
+# issue 40: the editor's Probe with the policy typed before the press (in the kernel, the sandbox pre-started)
+EDITOR_TARGETS = {"secure": 1.5, "practice": 1.5, "naive": 3.5}
 LESSON = "02-naive-vs-secure"
 LESSON_TARGET_SECONDS = 15.0
 
@@ -142,6 +144,49 @@ def _medians(fs: list[Callable[[], object]], n: int) -> tuple[float, ...]:
             f()
             out.append(time.perf_counter() - t)
     return tuple(statistics.median(x) for x in times)
+
+
+def _editor_probe(backend: DockerBackend, name: str, n: int) -> tuple[float, float]:
+    """The editor's Probe on ``name``'s policy, typed before the press: (pre-started, cold) medians of ``n``.
+
+    Pre-started: the editor's own ``Prestart`` is offered the policy (as an edit does), the preparation is
+    awaited and everything settled (the learner reads before pressing), then only its ``run`` (Probe) is timed.
+    Cold: the same plan by ``backend.run``, alternating with it."""
+    from grader.lessons.prestart import Prestart, lesson_plan
+
+    policy = load_policy(POLICIES[name])
+    plan = lesson_plan(policy)
+    warm, cold = [], []
+    for _ in range(n):
+        pre = Prestart(lambda: backend, settle_s=0.0)
+        pre.offer(policy)
+        deadline = time.monotonic() + 60
+        while pre.held is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if pre.held is None:
+            raise SystemExit(f"{name}: the editor prepared nothing in 60 s")
+        backend.drain()
+        t = time.perf_counter()
+        result = pre.run(plan)
+        warm.append(time.perf_counter() - t)
+        assert result.run_id and all(p.outcome != "error" for p in result.probes), f"{name}: an error outcome"
+        pre.close()
+        backend.drain()
+        t = time.perf_counter()
+        backend.run(plan)
+        cold.append(time.perf_counter() - t)
+        backend.drain()
+    return statistics.median(warm), statistics.median(cold)
+
+
+def _editor_rows(backend: DockerBackend, bare: float, n: int) -> None:
+    load = os.getloadavg()
+    print(f"editor Probe, policy typed before the press (in the kernel), medians of {n} "
+          f"(load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}):")
+    for name, most in EDITOR_TARGETS.items():
+        warm, cold = _editor_probe(backend, name, n)
+        print(f"  {name:9} pre-started {warm:5.2f} s = {warm / bare:4.1f}x bare (cold {cold:5.2f} s = {cold / bare:4.1f}x)"
+              f"  target <= {most:.1f}x: {'met' if warm / bare <= most else 'NOT met'}")
 
 
 def _cli(policy_file: Path) -> None:
@@ -281,6 +326,8 @@ def main() -> int:
     ap.add_argument("--no-lesson", action="store_true", help=f"leave out lesson {LESSON}'s Run All")
     ap.add_argument("--write-route", action="store_true",
                     help=f"write lesson {LESSON}'s Run All into grader/route.json and render the route tables")
+    ap.add_argument("--editor-only", action="store_true",
+                    help="only the editor's pre-started Probe (issue 40) and its cold run, after the bare run")
     ap.add_argument("--costs-only", action="store_true",
                     help="only the table of phases and CPU per kind of run (terminal and in-process), after the bare run")
     args = ap.parse_args()
@@ -298,6 +345,10 @@ def main() -> int:
           f"SANDBOX_LAB_SHARED_IDLE={os.environ.get('SANDBOX_LAB_SHARED_IDLE', 'unset')})")
     if args.costs_only:
         _costs(backend, files, n)
+        backend.close()
+        return 0
+    if args.editor_only:
+        _editor_rows(backend, bare, n)
         backend.close()
         return 0
     print(f"{'policy':9} {'network':7} {'terminal (1 process/run)':>26} {'in-process':>18}")
@@ -335,6 +386,7 @@ def main() -> int:
     imports = phases["imports"]
     print(f"  a one-shot command's imports <= {IMPORTS_TARGET_SECONDS} s: {imports:.3f} s  "
           f"{'met' if imports <= IMPORTS_TARGET_SECONDS else 'NOT met'}")
+    _editor_rows(backend, bare, n)
     _costs(backend, files, n)
     backend.close()
     if not args.no_lesson:
