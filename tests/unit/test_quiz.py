@@ -237,7 +237,7 @@ def test_lesson_05_grades_the_letters_the_bank_hashes() -> None:
     """Lesson 05's instructor key (the solution block of its answers cell) holds the bank's hashed keys, under the bank's
     letters; each graded cell names its question to autograde (``is_option``) and judges the same variable in the lesson."""
     text = LESSON_05.read_text(encoding="utf-8")
-    solution = re.search(r"### BEGIN SOLUTION\n(.*?)### END SOLUTION", text, re.S)
+    solution = re.search(r"### BEGIN SOLUTION[^\n]*\n(.*?)### END SOLUTION", text, re.S)
     assert solution, "the answers cell keeps the instructor's key"
     key = dict(re.findall(r'(\w+) = "([a-z])"', solution.group(1)))
     graded: dict[str, str] = {}
@@ -254,10 +254,13 @@ def test_lesson_05_grades_the_letters_the_bank_hashes() -> None:
 
 def test_lesson_05_answers_start_empty_so_nothing_stops_run_all() -> None:
     """The answers cell's variables start as "" at the top level (what autograde reads); the key sits in a branch that
-    never runs, which nbgrader cuts from the learner's copy, so its stub (``raise NotImplementedError()``) never runs either."""
+    never runs, inside a region marked as the key (``release.KEY_MARK``), which the release cuts whole from the learner's
+    copy with no stub (nbgrader's own ``raise NotImplementedError()`` once showed under "nothing to write here")."""
+    from grader.grading.release import KEY_MARK
+
     text = LESSON_05.read_text(encoding="utf-8")
     assert 'answer_etc_secrets = ""' in text and 'answer_standard_docker = ""' in text
-    assert re.search(r"^if False:.*\n    ### BEGIN SOLUTION\n", text, re.M)
+    assert re.search(rf"^### BEGIN SOLUTION {re.escape(KEY_MARK)}\nif False:", text, re.M)
 
 
 # --- broken banks ---------------------------------------------------------------------------
