@@ -163,3 +163,29 @@ def test_cleanup_removes_what_a_killed_grader_held_prepared(docker_client: Any) 
     for d in root.iterdir() if root.is_dir() else []:
         owner = json.loads((d / "owner.json").read_text()) if (d / "owner.json").exists() else {}
         assert owner.get("pid") != proc.pid
+
+
+def test_the_editors_prestart_fires_its_prepared_sandbox_on_docker(docker_backend: Any, no_leftovers: None) -> None:
+    from grader.lessons.prestart import Prestart, lesson_plan
+
+    policy = load_policy(SECURE)
+    plan = lesson_plan(policy)
+    pre = Prestart(lambda: docker_backend, settle_s=0.0)
+    try:
+        pre.offer(policy)
+        deadline = time.monotonic() + 60
+        while pre.held is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        held = pre.held
+        assert isinstance(held, Prepared) and held.run_id is not None
+        run_id = held.run_id
+        result = pre.run(plan)
+        assert result.run_id == run_id and pre.held is None
+        assert _outcomes(result) == _outcomes(docker_backend.run(plan))
+        pre.offer(load_policy(PRACTICE))  # a new text: prepared, then retired by close below
+        deadline = time.monotonic() + 60
+        while pre.held is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pre.held is not None
+    finally:
+        pre.close()
