@@ -182,14 +182,21 @@ def send_stdin(client: Any, container_id: str, data: bytes) -> None:
 
     The SDK gives the attach's raw socket only: a Unix or TCP socket (``_sock`` inside its ``SocketIO``), a TLS
     socket, or an SSH channel; each has ``sendall``. A container created with ``stdin_open`` has ``StdinOnce``
-    set, so its stdin ends when this detaches: a reader gets ``data`` and then end of input.
+    set, so its stdin ends when this detaches: a reader gets ``data`` and then end of input. The socket itself is
+    closed here, not only its ``SocketIO`` (whose ``close`` leaves the socket open until collected).
     """
     with engine_errors():
         sock = client.api.attach_socket(container_id, params={"stdin": 1, "stream": 1})
+    raw = getattr(sock, "_sock", sock)
     try:
-        raw = getattr(sock, "_sock", sock)
         raw.sendall(data)
     except OSError as exc:
         raise Unanswered(f"could not write to the container's stdin: {exc}") from None
     finally:
-        sock.close()
+        # the HTTP response first (it closes its file chain), then the socket under it
+        for end in (getattr(sock, "_response", None), sock, raw):
+            if end is not None:
+                try:
+                    end.close()
+                except (OSError, ValueError):  # closed already, by the one before
+                    pass
