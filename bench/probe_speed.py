@@ -39,10 +39,12 @@ it; ``--no-lesson`` leaves the lesson out.
 from __future__ import annotations
 
 import argparse
+import atexit
 import dataclasses
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -335,6 +337,7 @@ def main() -> int:
     backend = DockerBackend.from_env()
     image = backend.images.sandbox
     tmp = Path(tempfile.mkdtemp(prefix="probe-speed-"))
+    atexit.register(shutil.rmtree, tmp, True)  # the policy files go with the bench, whatever way it ends
     files = {}
     for name, raw in POLICIES.items():
         files[name] = tmp / f"{name}.json"
