@@ -368,23 +368,27 @@ def run_cleanup(args: argparse.Namespace, io: Streams) -> int:
 # --- capture the flag ---------------------------------------------------------------------------
 
 
-def _read_attack(path: str) -> str:
-    """The attack's source text; a missing, unreadable or binary file is a usage error (exit 2), never a traceback."""
-    p = Path(path)
+def _read_text(path: str, limit: int, *, what: str, too_large: str, missing: str = "") -> str:
+    """A small UTF-8 text file the user named; a missing, unreadable, binary or oversized one is a usage error (exit
+    2) naming ``path`` and ``what`` it should be, never a traceback."""
     try:
-        raw = read_regular(p, MAX_CODE_BYTES, follow=True)
+        return read_regular(Path(path), limit, follow=True).decode("utf-8")
     except TooLarge:
-        raise UsageError(f"{path}: is larger than {MAX_CODE_BYTES // 1024} KiB; an attack is a short script.") from None
+        raise UsageError(f"{path}: is larger than {limit // 1024} KiB; {too_large}.") from None
     except FileNotFoundError:
-        raise UsageError(f"{path}: no such file. Write your attack in a Python file, e.g. attack.py, and pass its path.") from None
+        raise UsageError(f"{path}: no such file.{' ' + missing if missing else ''}") from None
     except NotRegular as exc:
-        raise UsageError(f"{path}: is {exc.what}, not a Python file.") from None
+        raise UsageError(f"{path}: is {exc.what}, not {what}.") from None
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read ({exc.strerror}).") from None
-    try:
-        return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise UsageError(f"{path}: is not UTF-8 text; an attack is a Python script.") from None
+        raise UsageError(f"{path}: is not UTF-8 text; it should be {what}.") from None
+
+
+def _read_attack(path: str) -> str:
+    """The attack's source text; a missing, unreadable or binary file is a usage error (exit 2), never a traceback."""
+    return _read_text(path, MAX_CODE_BYTES, what="a Python file", too_large="an attack is a short script",
+                      missing="Write your attack in a Python file, e.g. attack.py, and pass its path.")
 
 
 def _levels_json() -> dict[str, Any]:
@@ -547,18 +551,8 @@ def _students(args: argparse.Namespace) -> list[str]:
     """The student ids on the command line, then those of ``--students`` (one a line, blank lines skipped), each once."""
     named = list(args.students)
     if args.students_file:
-        try:
-            text = read_regular(Path(args.students_file), _STUDENTS_MAX, follow=True).decode("utf-8")
-        except TooLarge:
-            raise UsageError(f"{args.students_file}: is larger than 1 MiB; a class list is one student id a line.") from None
-        except FileNotFoundError:
-            raise UsageError(f"{args.students_file}: no such file.") from None
-        except NotRegular as exc:
-            raise UsageError(f"{args.students_file}: is {exc.what}, not a list of student ids.") from None
-        except OSError as exc:
-            raise UsageError(f"{args.students_file}: cannot be read ({exc.strerror}).") from None
-        except UnicodeDecodeError:
-            raise UsageError(f"{args.students_file}: is not UTF-8 text.") from None
+        text = _read_text(args.students_file, _STUDENTS_MAX, what="a list of student ids",
+                          too_large="a class list is one student id a line")
         named += [line.strip() for line in text.splitlines() if line.strip()]
     for sid in named:
         # the key is made from the id exactly as nbgrader names the student; a tab or a newline would also break
