@@ -52,6 +52,7 @@ class AttackEditor(HTMLFallback, W.VBox):  # type: ignore[misc]
         self.solution_button = run_button("Show the solution", "The level's worked solution; your progress notes that "
                                           "you asked", "sl-solution-button")
         self.solution_button.icon, self.solution_button.button_style = "eye", "info"
+        self.solution_button.layout.width = "auto"  # ipywidgets' 148 px cut the label to "Show the solut…"
         if self.level.solution is None:  # the uncapturable level: its debrief says why nothing leaves
             self.solution_button.layout.display = "none"
         self.view = html_view("sl-attack-result")

@@ -117,6 +117,7 @@ def test_the_editors_button_and_the_magics_option_show_it_run_nothing_and_record
     assert h(lv.solution.answer) in view.view.value and solution_shown(lv.item_id)
     editor = AttackEditor(6, backend=_NoEngine())  # type: ignore[arg-type]
     assert "sl-solution-button" in editor.solution_button._dom_classes
+    assert editor.solution_button.layout.width == "auto"  # its whole label shows (a fixed width cut it off)
     editor.solution_button.click()
     assert "The solution you asked for" in editor.view.value and solution_shown(level(6).item_id)
     assert load_progress().levels == {} and editor.attempts == 0
