@@ -29,6 +29,10 @@ import hostcheck
 
 NO_ENGINE = "no Docker engine answers: run scripts/ensure-docker"
 
+# A one-shot command that ran Docker starts the warm engine (grader/cli/engine.py), and the next is handed to it.
+# The suite's commands run here, as each test sets them up; tests/integration/test_warm_engine.py turns it on.
+os.environ["SANDBOX_LAB_ENGINE"] = "off"
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(

@@ -355,7 +355,12 @@ def run_cleanup(args: argparse.Namespace, io: Streams) -> int:
     from grader.backends import docker_module
 
     docker = docker_module()  # a missing docker SDK names the docker extra's install
-    removed = docker.cleanup(docker.client_from_env(), **given(args, "everything"))
+    removed = []
+    if getattr(args, "everything", False):  # the warm engines first: they hold runs and a lease on the hub
+        from grader.cli.engine import stop_engines
+
+        removed += stop_engines()
+    removed += docker.cleanup(docker.client_from_env(), **given(args, "everything"))
     if args.json:
         io.out.write(dump({"removed": removed, "count": len(removed)}))
         return EXIT_OK

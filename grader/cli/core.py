@@ -14,7 +14,8 @@ import argparse
 import inspect
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, TextIO, Union
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO, Union
 
 from grader import backends
 
@@ -38,6 +39,8 @@ __all__ = [
     "arg",
     "dump",
     "given",
+    "lend_backends",
+    "make_backend",
     "one_line",
     "pick_backend",
     "progress_to",
@@ -145,15 +148,35 @@ def progress_to(io: Streams) -> Callable[[str], None]:
     return progress
 
 
-def pick_backend(args: argparse.Namespace, io: Streams, *, shared: bool = False) -> Backend:
-    """``--backend`` if given, else ``backends.default()``, which honours ``$SANDBOX_LAB_BACKEND``.
+# Where ``pick_backend`` takes its backends from when not made here: the warm engine (``cli.engine``) lends the
+# backends it keeps, so a command run there does not make (or close) one per run. None: made per command.
+BackendSource = Callable[[Optional[str], bool, Callable[[str], None]], AbstractContextManager["Backend"]]
+_source: Optional[BackendSource] = None
+
+
+def lend_backends(source: Optional[BackendSource]) -> None:
+    """From now on, ``pick_backend`` asks ``source`` (name or None, shared, progress); None: make one per command."""
+    global _source
+    _source = source
+
+
+def pick_backend(args: argparse.Namespace, io: Streams, *, shared: bool = False) -> AbstractContextManager[Backend]:
+    """``--backend`` if given, else ``backends.default()``, which honours ``$SANDBOX_LAB_BACKEND``; use it in a ``with``.
 
     ``shared``: a one-shot command (probe, grade, attack) that reuses the machine's
-    shared simulated internet rather than starting its own (``backends.get``)."""
+    shared simulated internet rather than starting its own (``backends.get``).
+    Where backends are lent (``lend_backends``), the ``with`` borrows one and leaves it open."""
     progress = progress_to(io)
+    if _source is not None:
+        return _source(args.backend, shared, progress)
+    return make_backend(args.backend, shared=shared, progress=progress)
+
+
+def make_backend(name: Optional[str], *, shared: bool, progress: Callable[[str], None]) -> Backend:
+    """The backend ``name`` (``--backend``), or None: ``backends.default()``, which honours ``$SANDBOX_LAB_BACKEND``."""
     try:
-        if args.backend:
-            return backends.get(args.backend, progress=progress, shared=shared)
+        if name:
+            return backends.get(name, progress=progress, shared=shared)
         return backends.default(progress=progress, shared=shared)
     except ValueError as exc:  # only from a bad SANDBOX_LAB_BACKEND: --backend has fixed choices
         raise UsageError(f"{backends.BACKEND_ENV}: {exc}") from None

@@ -29,6 +29,7 @@ import sys
 from typing import Callable, NoReturn, Optional, Sequence
 
 from grader import backends
+from grader.cli import client
 from grader.core.version import __version__
 from grader.cli.core import (
     EXIT_BACKEND,
@@ -187,6 +188,15 @@ def _service_body(name: str) -> Callable[[argparse.Namespace, Streams], int]:
     return run
 
 
+def _run_engine(args: argparse.Namespace, io: Streams) -> int:
+    from grader.cli.engine import run_engine
+
+    if args.action == "serve":  # the engine's own process: the command bodies, imported before any command
+        from grader.cli import commands  # noqa: F401
+
+    return run_engine(args, io, main)
+
+
 # --- the registry: one entry per command ------------------------------------------------------
 
 COMMANDS: tuple[Command, ...] = (
@@ -253,6 +263,23 @@ COMMANDS: tuple[Command, ...] = (
         "Needs matplotlib, in the lab extra (`make lab` or `make venv` install it).",
     ),
     Command("schema", "print the policy's JSON Schema (for editors)", _body("run_schema")),
+    Command(
+        "engine", "start, stop or list the warm engine that runs this shell's one-shot commands", _run_engine,
+        (
+            arg("action", choices=("start", "stop", "status", "serve"),
+                help="start it (if none runs), stop it, or list them (serve: be the engine; start runs it)"),
+            arg("socket", nargs="?", default=None, help=argparse.SUPPRESS),
+            arg("--all", action="store_true", help="stop: every engine of yours, not only this shell's"),
+            _JSON,
+        ),
+        "The warm engine is a process that keeps what a one-shot command (probe, grade, check, attack) would "
+        "otherwise pay for at every run: the grader's imports, a Docker backend, the shared internet and its warm "
+        "proxies. A command from a shell with the same checkout and environment is handed to it and prints "
+        "exactly what it would print run here; where none answers, or it cannot finish, the command runs here. "
+        "The first one-shot command that runs Docker here starts one; it exits after the shared internet's idle "
+        "period (SANDBOX_LAB_SHARED_IDLE) or when the checkout's code changes. SANDBOX_LAB_ENGINE=off: never use "
+        "or start one.",
+    ),
     Command(
         "setup", "build the Docker images the probes run in (once; reused until a Dockerfile changes)", _body("run_setup"),
         (
@@ -470,13 +497,17 @@ def _silence_stdout() -> None:
         pass
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
-    """Run the CLI; return the exit code (the console script exits with it)."""
+def main(argv: Optional[Sequence[str]] = None, io: Optional[Streams] = None) -> int:
+    """Run the CLI; return the exit code (the console script exits with it).
+
+    ``io``: where the command writes (default: this process's stdout and stderr); the warm engine
+    (``cli.engine``) passes the caller's, so a command run there writes exactly what it would write here.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     # the top level takes no option with a value: its first positional argument is the command
     # (none, or not a command's name: no command's arguments are needed to print the help or the error)
     parser = build_parser(next((a for a in argv if not a.startswith("-")), ""))
-    io = Streams(sys.stdout, sys.stderr)
+    io = io if io is not None else Streams(sys.stdout, sys.stderr)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help or --version
@@ -508,11 +539,26 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 def entry() -> NoReturn:
     """The console script and ``python -m grader``: run ``main`` and exit with its code.
 
+    A one-shot command is first offered to the warm engine (``cli.client``); where none answers, or it
+    cannot finish, it runs here, and one that ran Docker here starts the engine for the next.
+
     Before exiting, every object the command made is frozen out of the garbage collector
     (``gc.freeze``): the process ends now, and the collections the interpreter runs while it
     shuts down would otherwise walk them all, about 0.1 s of a one-shot command. Exit handlers,
     finalizers and flushes still run as usual; nothing the command cleans up is skipped.
     """
-    code = main()
+    argv = sys.argv[1:]
+    try:
+        handed = client.handed(argv)  # the warm engine runs it, where one answers
+    except KeyboardInterrupt:  # the engine finishes that run and removes it; nothing of it is printed
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        sys.exit(EXIT_INTERRUPTED)
+    if handed is not None:
+        sys.exit(handed)
+    code = main(argv)
+    if client.served(argv) and "grader.backends.docker.backend" in sys.modules:
+        from grader.cli.engine import start_soon
+
+        start_soon()  # this command ran Docker here: the next one finds the engine warm
     gc.freeze()
     sys.exit(code)

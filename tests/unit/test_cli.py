@@ -329,7 +329,7 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_every_command_is_registered_once() -> None:
     names = [c.name for c in cli.COMMANDS]
-    assert sorted(names) == sorted(set(names)) == ["attack", "check", "class-keys", "class-report", "cleanup", "export", "grade", "grade-batch", "import", "probe", "schema", "serve", "setup", "tasks", "tokens", "worker"]
+    assert sorted(names) == sorted(set(names)) == ["attack", "check", "class-keys", "class-report", "cleanup", "engine", "export", "grade", "grade-batch", "import", "probe", "schema", "serve", "setup", "tasks", "tokens", "worker"]
 
 
 # --- as a real process ----------------------------------------------------------------------
@@ -661,6 +661,7 @@ def test_every_reporting_command_prints_json(capsys: pytest.CaptureFixture[str],
         "attack": ["attack", "--list"],
         "tokens": ["tokens", "issue", "--name", "cli-json"],
         "class-keys": ["class-keys", "--secret-file", secret, "ada"],
+        "engine": ["engine", "status"],
     }
     with_json = {c.name for c in cli.COMMANDS if any("--json" in a.flags for a in c.args)}
     assert with_json == set(argvs)  # schema prints JSON anyway

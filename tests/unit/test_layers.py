@@ -118,7 +118,9 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     {"lessons.quiz_widgets", "lessons.agent_stage", "ctf.widgets", "lessons.export_view"},
     {"lessons.widgets", "ctf.magic"},
     # the edge: argv and exit codes
-    {"cli.core"},
+    {"cli.core", "cli.client"},
+    # the warm engine: runs cli.main's commands, given main (never imports it); the cleanup command stops it
+    {"cli.engine"},
     {"cli.commands"},
     # the run service (the server side of docs/service-api.md): its errors, settings and tokens; the body limit;
     # the kinds it runs (the CLI's results); metrics in Redis; the jobs on RQ; the API, the worker, their commands

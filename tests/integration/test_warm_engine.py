@@ -1,0 +1,167 @@
+"""The warm engine (grader/cli/engine.py): a command handed to it prints what it prints run here, and every way
+the engine can fail ends in the caller's own run or a clear error, never a verdict of another policy.
+
+Each test gets a runs root of its own, so an engine and a hub of its own; the commands are real
+``python -m grader`` processes, as a terminal runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pytest
+
+from grader.backends.docker.hub import stop_keepers
+from grader.backends.docker.lease import IDLE_ENV, process_alive
+from grader.backends.docker.simnet import LABEL_PID
+from grader.cli.engine import stop_engines
+
+pytestmark = pytest.mark.docker
+
+REPO = Path(__file__).resolve().parents[2]
+NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
+PRACTICE = {"filesystem": {"denyRead": ["~", "/etc/secrets", "/project"], "allowRead": ["/project/src"],
+                           "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+
+
+@pytest.fixture()
+def root(monkeypatch: pytest.MonkeyPatch, docker_client: Any) -> Iterator[Path]:
+    runs = Path(tempfile.mkdtemp(prefix="sl-eng-", dir="/tmp"))  # short: a Unix socket's path has 108 bytes
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(runs))
+    monkeypatch.setenv(IDLE_ENV, "60")
+    monkeypatch.setenv("SANDBOX_LAB_ENGINE", "on")
+    yield runs
+    stop_engines()
+    stop_keepers()
+    from grader.backends.runs import cleanup
+
+    cleanup()  # what a killed engine left: its pid is gone
+    shutil.rmtree(runs, ignore_errors=True)
+    Path(f"{runs}.swept").unlink(missing_ok=True)  # cleanup's stamp beside the root it swept
+
+
+def _policy(tmp: Path, name: str, raw: dict[str, Any]) -> Path:
+    f = tmp / f"{name}.json"
+    f.write_text(json.dumps(raw))
+    return f
+
+
+def _cli(*argv: str, engine: str = "on") -> "subprocess.Popen[str]":
+    env = {**os.environ, "SANDBOX_LAB_ENGINE": engine}
+    return subprocess.Popen([sys.executable, "-m", "grader", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO, env=env)
+
+
+def _done(*argv: str, engine: str = "on") -> tuple[int, str, str]:
+    proc = _cli(*argv, engine=engine)
+    out, err = proc.communicate(timeout=300)
+    return proc.returncode, out, err
+
+
+def _start() -> int:
+    code, out, err = _done("engine", "start", "--json")
+    assert code == 0, err
+    pid = int(json.loads(out)["pid"])
+    assert process_alive(pid)
+    return pid
+
+
+def _verdicts(out: str) -> dict[str, str]:
+    return {p["id"]: p["outcome"] for p in json.loads(out)["probes"]}
+
+
+def test_a_handed_command_prints_what_it_prints_here(root: Path, tmp_path: Path) -> None:
+    pid = _start()
+    naive, practice = _policy(tmp_path, "naive", NAIVE), _policy(tmp_path, "practice", PRACTICE)
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"filesystem": {"allowWrite": "/project/out"}}')
+    for argv in (["probe", str(naive), "--backend", "docker", "--json"],
+                 ["probe", str(practice), "--backend", "docker", "--json"]):
+        here, there = _done(*argv, engine="off"), _done(*argv)
+        assert here[0] == there[0] == 0, (here[2], there[2])
+        assert _verdicts(there[1]) == _verdicts(here[1])
+    # a policy's errors, exit codes and the grade's text are the same, byte for byte
+    for argv in (["check", str(broken)], ["probe", str(broken), "--backend", "docker"],
+                 ["grade", str(practice), "--task", "scope-secure-sandbox", "--backend", "static"],
+                 ["check", str(tmp_path / "missing.json")]):
+        assert _done(*argv) == _done(*argv, engine="off"), argv
+    assert process_alive(pid), "the engine served them all"
+    code, out, _ = _done("engine", "status", "--json")
+    assert [e["pid"] for e in json.loads(out)["engines"]] == [pid]
+
+
+def test_two_policies_in_a_row_each_get_their_own_run(root: Path, tmp_path: Path) -> None:
+    _start()
+    naive, practice = _policy(tmp_path, "naive", NAIVE), _policy(tmp_path, "practice", PRACTICE)
+    first = _verdicts(_done("probe", str(naive), "--backend", "docker", "--json")[1])
+    second = _verdicts(_done("probe", str(practice), "--backend", "docker", "--json")[1])
+    assert first["read-ssh-key"] == "succeeded" and second["read-ssh-key"] == "blocked"
+    assert first["exfil-secret"] != second["exfil-secret"] or first != second
+
+
+def test_an_engine_killed_mid_run_leaves_the_command_to_run_here(root: Path, tmp_path: Path, docker_client: Any) -> None:
+    pid = _start()
+    naive = _policy(tmp_path, "naive", NAIVE)
+    expected = _verdicts(_done("probe", str(naive), "--backend", "docker", "--json", engine="off")[1])
+    proc = _cli("probe", str(naive), "--backend", "docker", "--json")
+    deadline = time.monotonic() + 60
+    mine = {"label": f"{LABEL_PID}={pid}"}
+    while not docker_client.api.containers(filters=mine) and time.monotonic() < deadline:
+        time.sleep(0.02)  # until the engine's run has a container: the engine is mid-run
+    os.kill(pid, signal.SIGKILL)
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert "the warm engine stopped before the command finished; running it here instead" in err
+    assert _verdicts(out) == expected
+    assert not process_alive(pid)
+
+
+def test_an_engine_declines_once_the_code_changed_and_exits(root: Path, tmp_path: Path) -> None:
+    pid = _start()
+    practice = _policy(tmp_path, "practice", PRACTICE)
+    touched = REPO / "grader" / "cli" / "client.py"
+    stat = touched.stat()
+    os.utime(touched, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    try:
+        code, out, err = _done("probe", str(practice), "--backend", "docker", "--json", engine="on")
+    finally:
+        os.utime(touched, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert code == 0, err
+    assert _verdicts(out)["read-ssh-key"] == "blocked"
+    deadline = time.monotonic() + 20
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not process_alive(pid), "a stale engine exits"
+
+
+def test_stop_ends_the_engine_and_what_it_kept(root: Path, docker_client: Any) -> None:
+    pid = _start()
+    code, out, _ = _done("engine", "stop")
+    assert code == 0 and f"stopped engine {pid}" in out
+    assert not process_alive(pid)
+    assert not list(root.glob("sl-engine-*.sock")) and not list(root.glob("sl-engine-*.pid"))
+    assert docker_client.api.containers(all=True, filters={"label": f"{LABEL_PID}={pid}"}) == []
+
+
+def test_a_docker_command_here_starts_the_engine_for_the_next(root: Path, tmp_path: Path) -> None:
+    practice = _policy(tmp_path, "practice", PRACTICE)
+    assert _done("probe", str(practice), "--backend", "docker")[0] == 0
+    deadline = time.monotonic() + 60
+    while not list(root.glob("sl-engine-*.sock")) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    code, out, _ = _done("engine", "status", "--json")
+    assert len(json.loads(out)["engines"]) == 1
+    # a static command does not start one
+    stop_engines()
+    assert _done("check", str(practice))[0] == 0
+    time.sleep(1)
+    assert not list(root.glob("sl-engine-*.pid"))
