@@ -48,6 +48,7 @@ from typing import Any, Callable, Iterator, Optional, Sequence
 
 from grader.backends import BACKEND_ENV
 from grader.backends.base import Backend
+from grader.cli.ahead import Ahead
 from grader.cli.client import ENGINE_ENV, engine_key, peer_uid, socket_path
 from grader.cli.core import EXIT_OK, PROG, Streams, UsageError, dump, lend_backends, make_backend
 from grader.core.errors import BackendError, InfrastructureError
@@ -56,6 +57,7 @@ __all__ = ["Engine", "run_engine", "start", "start_soon", "stop_engines"]
 
 START_TIMEOUT = 60.0  # an engine's start: an interpreter, the grader's imports, a Docker backend
 _MARK = "engine\0serve"  # in an engine's command line (NUL-separated), with its socket: a recycled pid is not ours
+_DOCKER = ("docker", True)  # the one-shot commands' Docker backend (on the shared internet): where runs are prepared
 Main = Callable[[Sequence[str], Streams], int]  # cli.main.main: the engine runs commands exactly as the terminal does
 
 
@@ -121,6 +123,8 @@ class Engine:
         self._main = main
         self._kept: dict[tuple[str, bool], Backend] = {}
         self._progress: Callable[[str], None] = lambda line: None
+        # the files the terminal probes, their next runs prepared on the kept one-shot Docker backend
+        self.ahead = Ahead(lambda: self._kept[_DOCKER])
 
     def lend(self, name: Optional[str], shared: bool, progress: Callable[[str], None]) -> contextlib.AbstractContextManager[Backend]:
         self._progress = progress
@@ -133,9 +137,12 @@ class Engine:
             if made.name != "docker":
                 return made  # cheap to make (static), or another machine's (remote): per command, closed by its with
             kept = self._kept[key] = made
-        return _Lent(kept, lambda: self._forget(key))
+        return _Lent(self.ahead.serving(kept) if key == _DOCKER else kept, lambda: self._forget(key))
 
     def _forget(self, key: tuple[str, bool]) -> None:
+        if key == _DOCKER:  # what was prepared on it goes with it
+            self.ahead.close()
+            self.ahead = Ahead(lambda: self._kept[_DOCKER])
         backend = self._kept.pop(key, None)
         if backend is not None:
             with contextlib.suppress(Exception):
@@ -152,12 +159,15 @@ class Engine:
         io = Streams(_Frames(conn, "out", bool(tty[0])), _Frames(conn, "err", bool(tty[1])))  # type: ignore[arg-type]
         with _as_caller(request):
             lend_backends(self.lend)
+            argv = [str(a) for a in request["argv"]]
             try:
-                return self._main([str(a) for a in request["argv"]], io)
+                return self._main(argv, io)
             finally:
                 lend_backends(None)
+                self.ahead.after(argv, os.getcwd())
 
     def close(self) -> None:
+        self.ahead.close()
         for key in list(self._kept):
             self._forget(key)
 
@@ -167,14 +177,22 @@ def _as_caller(request: dict[str, Any]) -> Iterator[None]:
     """The caller's environment and working directory for one command (commands run one at a time)."""
     env, cwd = dict(os.environ), os.getcwd()
     try:
-        os.environ.clear()
-        os.environ.update({str(k): str(v) for k, v in dict(request["env"]).items()})
+        _become(env, {str(k): str(v) for k, v in dict(request["env"]).items()})
         os.chdir(str(request["cwd"]))
         yield
     finally:
-        os.environ.clear()
-        os.environ.update(env)
+        _become(dict(os.environ), env)
         os.chdir(cwd)
+
+
+def _become(now: dict[str, str], wanted: dict[str, str]) -> None:
+    """Change only the variables that differ: what the backends read is the same by the engine's key, and a
+    preparing thread reading it meanwhile never sees an emptied environment."""
+    for k in now.keys() - wanted.keys():
+        os.environ.pop(k, None)
+    for k, v in wanted.items():
+        if now.get(k) != v:
+            os.environ[k] = v
 
 
 def _pid_file(sock: Path) -> Path:

@@ -124,6 +124,11 @@ class Prestart:
         if stale is not None:
             stale.close()
 
+    def has(self, plan: RunPlan) -> bool:
+        """Is a run for ``plan`` held, or being prepared? (``run`` would fire or await it rather than run cold.)"""
+        with self._cond:
+            return self._busy == plan or (self._held is not None and self._held.matches(plan))
+
     def run(self, plan: RunPlan) -> RunResult:
         """What Probe runs: the held run if it was prepared for ``plan`` (or the preparation of ``plan`` under way,
         waited for), else ``plan`` cold. A held run for another plan is retired, never fired."""

@@ -22,7 +22,7 @@ import pytest
 
 from grader.backends.docker.hub import stop_keepers
 from grader.backends.docker.lease import IDLE_ENV, process_alive
-from grader.backends.docker.simnet import LABEL_PID
+from grader.backends.docker.simnet import LABEL_PID, LABEL_ROLE
 from grader.cli.engine import stop_engines
 
 pytestmark = pytest.mark.docker
@@ -143,13 +143,63 @@ def test_an_engine_declines_once_the_code_changed_and_exits(root: Path, tmp_path
     assert not process_alive(pid), "a stale engine exits"
 
 
-def test_stop_ends_the_engine_and_what_it_kept(root: Path, docker_client: Any) -> None:
+def _held(client: Any, pid: int) -> list[Any]:
+    """The engine's sandboxes waiting for their go (a finished run's has exited, and is being removed)."""
+    return client.api.containers(filters={"label": [f"{LABEL_PID}={pid}", f"{LABEL_ROLE}=sandbox"], "status": "running"})
+
+
+def test_a_rerun_and_a_saved_edit_fire_only_what_was_prepared_for_them(root: Path, tmp_path: Path,
+                                                                      docker_client: Any) -> None:
     pid = _start()
+    naive, practice = _policy(tmp_path, "naive", NAIVE), _policy(tmp_path, "practice", PRACTICE)
+    expected = {name: _verdicts(_done("probe", str(f), "--backend", "docker", "--json", engine="off")[1])
+                for name, f in (("naive", naive), ("practice", practice))}
+    edited = tmp_path / "edited.json"
+
+    def probe() -> dict[str, str]:
+        code, out, err = _done("probe", str(edited), "--backend", "docker", "--json")
+        assert code == 0, err
+        return _verdicts(out)
+
+    edited.write_text(json.dumps(NAIVE))
+    assert probe() == expected["naive"]
+    deadline = time.monotonic() + 60
+    while not _held(docker_client, pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _held(docker_client, pid), "the rerun of the file just probed is prepared"
+    assert probe() == expected["naive"]  # the rerun
+    edited.write_text(json.dumps(PRACTICE))
+    time.sleep(1.5)  # saved, then the command typed: the engine has prepared the new text
+    assert probe() == expected["practice"]
+    # the same size and the same last-change time: the engine cannot see the edit, and what it holds for the
+    # practice text must still not be fired for the naive one (the command's plan decides, never the file's stamp)
+    deadline = time.monotonic() + 60
+    while not _held(docker_client, pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    before = edited.stat()
+    text = json.dumps(NAIVE)
+    edited.write_text(text + " " * (before.st_size - len(text)))
+    os.utime(edited, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert edited.stat().st_size == before.st_size
+    assert probe() == expected["naive"]
+    edited.write_text('{"filesystem": {"allowWrite": "/project/out"}}')
+    time.sleep(1.0)
+    assert _done("probe", str(edited), "--backend", "docker") == _done("probe", str(edited), "--backend", "docker",
+                                                                        engine="off")
+
+
+def test_stop_ends_the_engine_and_what_it_kept(root: Path, tmp_path: Path, docker_client: Any) -> None:
+    pid = _start()
+    assert _done("probe", str(_policy(tmp_path, "practice", PRACTICE)), "--backend", "docker")[0] == 0
+    deadline = time.monotonic() + 60
+    while not _held(docker_client, pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _held(docker_client, pid), "a run held ready for the rerun"
     code, out, _ = _done("engine", "stop")
     assert code == 0 and f"stopped engine {pid}" in out
     assert not process_alive(pid)
     assert not list(root.glob("sl-engine-*.sock")) and not list(root.glob("sl-engine-*.pid"))
-    assert docker_client.api.containers(all=True, filters={"label": f"{LABEL_PID}={pid}"}) == []
+    assert docker_client.api.containers(all=True, filters={"label": f"{LABEL_PID}={pid}"}) == []  # held runs too
 
 
 def test_a_docker_command_here_starts_the_engine_for_the_next(root: Path, tmp_path: Path) -> None:

@@ -120,6 +120,7 @@ LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
     # the edge: argv and exit codes
     {"cli.core", "cli.client"},
     # the warm engine: runs cli.main's commands, given main (never imports it); the cleanup command stops it
+    {"cli.ahead"},
     {"cli.engine"},
     {"cli.commands"},
     # the run service (the server side of docs/service-api.md): its errors, settings and tokens; the body limit;
