@@ -203,6 +203,13 @@ def _cli(policy_file: Path, engine: str = "off") -> None:
                    env={**os.environ, "SANDBOX_LAB_ENGINE": engine})
 
 
+def _fresh(policy_file: Path) -> Path:
+    """A copy of ``policy_file`` under a name the engine has never probed (nothing prepared for it)."""
+    fresh = Path(tempfile.mkdtemp(dir=policy_file.parent)) / policy_file.name
+    shutil.copyfile(policy_file, fresh)
+    return fresh
+
+
 def _engine(action: str) -> None:
     subprocess.run([sys.executable, "-m", "grader", "engine", action], check=True, stdout=subprocess.DEVNULL, cwd=REPO,
                    env={**os.environ, "SANDBOX_LAB_ENGINE": "on"})
@@ -369,20 +376,28 @@ def main() -> int:
     _engine("start")
     atexit.register(_engine, "stop")
     _cli(files["secure"], engine="on")  # the engine's first command: what it has not warmed yet is not measured
-    print(f"{'policy':9} {'network':7} {'terminal (1 process/run)':>26} {'terminal, warm engine':>24} {'in-process':>18}")
+    print(f"{'policy':9} {'network':7} {'terminal (1 process/run)':>26} {'warm engine, new file':>24} "
+          f"{'warm engine, rerun':>24} {'in-process':>18}")
     verdicts = []
     ratios: dict[tuple[str, str], float] = {}
     for name, raw in POLICIES.items():
         plan = build_plan(load_policy(raw))
         backend.drain()
         cli = _median(lambda: _cli(files[name]), n)
-        warm = _median(lambda: _cli(files[name], engine="on"), n)
+        warm = _median(lambda: _cli(_fresh(files[name]), engine="on"), n)  # a file it never saw: cold in the engine
+        reruns = []
+        for _ in range(n):  # the same file again, the learner reading the last report for a second first
+            time.sleep(1.0)
+            t = time.perf_counter()
+            _cli(files[name], engine="on")
+            reruns.append(time.perf_counter() - t)
+        rerun = statistics.median(reruns)
         backend.drain()
         inproc = _median(lambda: backend.run(plan), n)
         print(f"{name:9} {plan.network:7} {cli:8.2f} s = {cli / bare:4.1f}x bare {warm:8.2f} s = {warm / bare:4.1f}x bare "
-              f"{inproc:8.2f} s = {inproc / bare:4.1f}x")
+              f"{rerun:8.2f} s = {rerun / bare:4.1f}x bare {inproc:8.2f} s = {inproc / bare:4.1f}x")
         ratios[name, "terminal"], ratios[name, "in the kernel"] = cli / bare, inproc / bare
-        ratios[name, "warm engine"] = warm / bare
+        ratios[name, "warm engine"], ratios[name, "warm engine, rerun"] = warm / bare, rerun / bare
         if plan.network == "proxy":
             verdicts.append(cli <= TARGET_SECONDS and cli / bare <= TARGET_RATIO)
         if args.scan_share:
@@ -405,8 +420,9 @@ def main() -> int:
         got = ratios[name, where]
         print(f"  {name:9} {where:14} <= {most:.1f}x bare: {got:4.1f}x  {'met' if got <= most else 'NOT met'}")
     for name, most in ENGINE_TARGETS.items():
-        got = ratios[name, "warm engine"]
-        print(f"  {name:9} {'terminal, warm engine':22} <= {most:.1f}x bare: {got:4.1f}x  {'met' if got <= most else 'NOT met'}")
+        for where in ("warm engine", "warm engine, rerun"):
+            got = ratios[name, where]
+            print(f"  {name:9} {'terminal, ' + where:30} <= {most:.1f}x bare: {got:4.1f}x  {'met' if got <= most else 'NOT met'}")
     imports = phases["imports"]
     print(f"  a one-shot command's imports <= {IMPORTS_TARGET_SECONDS} s: {imports:.3f} s  "
           f"{'met' if imports <= IMPORTS_TARGET_SECONDS else 'NOT met'}")

@@ -848,7 +848,9 @@ def test_backend_flag_has_no_default_of_its_own(name: str) -> None:
     assert cli.build_parser().parse_args(argv).backend is None
 
 
-def test_setup_and_cleanup_flags_leave_the_api_default_alone(capsys: pytest.CaptureFixture[str], fake_docker: list[tuple[str, dict[str, Any]]]) -> None:
+def test_setup_and_cleanup_flags_leave_the_api_default_alone(capsys: pytest.CaptureFixture[str], fake_docker: list[tuple[str, dict[str, Any]]],
+                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))  # cleanup --all stops the warm engines there: none of the user's
     assert run(capsys, "setup")[0] == run(capsys, "setup", "--rebuild")[0] == 0
     assert run(capsys, "cleanup")[0] == run(capsys, "cleanup", "--all")[0] == 0
     # left out, a flag is not passed, so the function's own default applies
