@@ -19,6 +19,10 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8888
 PYTEST_ARGS ?=
+# make test spreads the test files over one pytest-xdist worker per core (a file stays on one worker: its fixtures and
+# order hold); the Docker tests mostly wait, so two cores run them in about half the time. TEST_PARALLEL= runs them in
+# one process. The bystander and the host check are the controller's, after every worker ended (tests/conftest.py).
+TEST_PARALLEL ?= -n auto --dist loadfile
 
 # Two installs into the one virtualenv, each with its own stamp, so `make lab`
 # after `make test` (or the other way round) installs exactly what is missing:
@@ -163,7 +167,7 @@ test: images typecheck redis
 	  scripts/ensure-docker --runtime runsc; fi
 	@PYTHON=$(PY) scripts/ensure-browser
 	@PYTHON=$(PY) scripts/ensure-srt
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(TEST_PARALLEL) --durations=25 $(PYTEST_ARGS)
 
 ## mypy --strict on grader/ (configured in pyproject.toml); the import-layer contract is tests/unit/test_layers.py.
 typecheck: venv
@@ -177,7 +181,7 @@ unit: venv typecheck redis
 ## is not marked slow (the markers are in pyproject.toml), over the whole of tests/; its measured time is in
 ## docs/contributing.md. `make test` runs everything, this included.
 test-fast: venv redis
-	$(PY) -m pytest -q -m "not docker and not slow and not notebook and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(TEST_PARALLEL) -m "not docker and not slow and not notebook and not browser" $(PYTEST_ARGS)
 
 ## The documentation site, from docs/ (mkdocs.yml) into build/site (git-ignored). --strict: a broken link or anchor,
 ## a page missing from the nav, or a link out of docs/ to a file the checkout lacks fails the build. The reference

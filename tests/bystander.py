@@ -5,10 +5,11 @@ another project's containers on it. So before the first test runs, the
 session (``conftest.py``) starts a small long-running container from an image
 already there, on a network and with a volume of its own, labelled as the
 bystander and carrying none of Sandbox Lab's labels: no cleanup, sweep or
-prune of ours may count it as its own. The last test of the run
-(``integration/test_zz_bystander.py``) checks that all three are still there
-and the container still running, then removes them. A test that stops the
-engine, prunes it or sweeps too wide fails the run there.
+prune of ours may count it as its own. When the last test has ended (on every
+worker: the run's controller checks it, ``pytest_sessionfinish``), the run
+checks that all three are still there and the container still running, then
+removes them. A test that stops the engine, prunes it or sweeps too wide fails
+the run there, with what happened in the summary.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from typing import Any, Optional
 
 import pytest
 
-__all__ = ["CHECK", "KEY", "LABEL", "Bystander", "check", "remove", "start"]
+__all__ = ["ENV", "KEY", "LABEL", "Bystander", "check", "remove", "start"]
 
-CHECK = "test_zz_bystander.py"  # the test file that checks it, run last of all (conftest.py)
+ENV = "TEST_BYSTANDER"  # the run's bystander container, for every process of the run (pytest-xdist's workers)
+
 LABEL = "org.example.bystander"  # not org.sandbox-lab.*: nothing of ours may own it
 # sleep(1) in every Debian-based image; the lab's base image is there wherever `make images` ran
 IMAGE_PREFERENCE = ("sandbox-lab/base:bookworm", "debian:bookworm-slim", "debian:bookworm", "busybox:latest")

@@ -10,8 +10,10 @@ Every subprocess a test starts finds the tools of the Python running the
 tests (``.venv/bin``: nbgrader's ``alembic``, ``jupyter``) before anything else
 on the machine, however pytest was started. At the end of the session, the
 run fails if a watched host path appeared during it (``hostcheck.py``). A run
-that includes ``integration/test_zz_bystander.py`` starts a bystander on the
-engine before its first test (``bystander.py``), and that check runs last.
+that may run a Docker test starts a bystander on the engine before its first
+test (``bystander.py``), and fails if it is gone or stopped after the last.
+Under pytest-xdist (``make test``) these checks are the controller's: they
+cover every worker's tests.
 """
 
 from __future__ import annotations
@@ -157,26 +159,58 @@ _HOST_NEW = pytest.StashKey[list[str]]()
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG[:] = [config]
     _venv_bin_first()
 
 
+def _controller(config: pytest.Config) -> bool:
+    """The process that owns the run: the only one without pytest-xdist's ``workerinput`` (-n 0: the only one)."""
+    return not hasattr(config, "workerinput")
+
+
+def _distributed(config: pytest.Config) -> bool:
+    """This controller hands the tests to pytest-xdist's workers (``make test``: -n auto --dist loadfile)."""
+    return _controller(config) and config.pluginmanager.has_plugin("dsession")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if not _controller(session.config):
+        return  # the workers' tests are watched by the controller, before the first starts and after the last ends
     session.config.stash[_HOST_BEFORE] = hostcheck.snapshot()
+    if _distributed(session.config) and _may_run_docker(session.config):
+        _start_bystander(session.config)  # the workers have not collected yet: started before any test runs
 
 
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    # the bystander's check is the last test of the run, whatever directory comes after integration/
-    items.sort(key=lambda item: item.path.name == bystander.CHECK)
+def _may_run_docker(config: pytest.Config) -> bool:
+    """Under xdist the controller sees no items: the Docker tests may run unless the marker expression leaves them out."""
+    return "not docker" not in (config.getoption("markexpr", "") or "")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    _start_bystander(session)
+    if _controller(session.config) and not _distributed(session.config) and any(
+            item.get_closest_marker("docker") is not None for item in session.items):
+        _start_bystander(session.config)
 
 
-def _start_bystander(session: pytest.Session) -> None:
-    """Before the first test, when the run checks for it and an engine answers: a container, network and volume
-    the run did not make (``bystander.py``); why not, otherwise, for the check to report."""
-    if not any(item.path.name == bystander.CHECK for item in session.items) or _engine_problem(session.config):
+_RAN_DOCKER = pytest.StashKey[bool]()
+_BYSTANDER_PROBLEMS = pytest.StashKey[list[str]]()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # in the controller, every worker's reports too: whether a Docker test ran, so the bystander is checked
+    if report.when == "call" and "docker" in report.keywords:
+        _CONFIG[0].stash[_RAN_DOCKER] = True
+
+
+_CONFIG: list[pytest.Config] = []
+
+
+def _start_bystander(config: pytest.Config) -> None:
+    """Before the first test, when an engine answers: a container, network and volume the run did not make
+    (``bystander.py``); why not, otherwise, for the check to report."""
+    problem = _engine_problem(config)
+    if problem:
+        config.stash[bystander.KEY] = bystander.Bystander(why=problem)
         return
     import docker
 
@@ -187,38 +221,62 @@ def _start_bystander(session: pytest.Session) -> None:
         made = bystander.Bystander(why=f"the bystander could not be started: {type(exc).__name__}: {exc}")
     finally:
         client.close()
-    session.config.stash[bystander.KEY] = made
+    config.stash[bystander.KEY] = made
+    os.environ[bystander.ENV] = made.container  # for the workers xdist starts next (test_bystander.py spares it)
 
 
-def _remove_bystander(config: pytest.Config) -> None:
-    """Whatever is left of the bystander when the run ends early, before its check removed it."""
+def _check_bystander(config: pytest.Config) -> list[str]:
+    """After the last test: what happened to the bystander (``bystander.check``), then it goes. Only a run that ran a
+    Docker test is judged; under CI such a run without a bystander fails too, as every Docker test does."""
     made = config.stash.get(bystander.KEY, None)
+    ran = config.stash.get(_RAN_DOCKER, False)
     if made is None or not made.container:
-        return
+        if ran and _in_ci():
+            why = made.why if made is not None else "the session did not start one"
+            return [f"no bystander to check: {why}; CI is set, so this fails instead of skipping"]
+        return []
     import docker
 
     client = docker.from_env()
     try:
-        bystander.remove(client, made)
-    except Exception:  # noqa: BLE001 - no engine any more: nothing to remove there
-        pass
+        return bystander.check(client, made) if ran else []
+    except Exception as exc:  # noqa: BLE001 - no engine any more: that is what the check is for
+        return [f"the engine did not answer at the end of the run: {type(exc).__name__}: {exc}"]
     finally:
+        try:
+            bystander.remove(client, made)
+        except Exception:  # noqa: BLE001 - no engine any more: nothing to remove there
+            pass
         client.close()
 
 
+def _fail(session: pytest.Session) -> None:
+    if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    _remove_bystander(session.config)
+    if not _controller(session.config):
+        return
+    problems = _check_bystander(session.config)
+    if problems:
+        session.config.stash[_BYSTANDER_PROBLEMS] = problems
+        _fail(session)
     before = session.config.stash.get(_HOST_BEFORE, None)
     if before is None:
         return
     new = hostcheck.appeared(before, hostcheck.snapshot())
     if new:
         session.config.stash[_HOST_NEW] = new
-        if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        _fail(session)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    problems = config.stash.get(_BYSTANDER_PROBLEMS, None)
+    if problems:
+        terminalreporter.write_sep("=", "the run touched what it did not create (the bystander)", red=True, bold=True)
+        for line in problems:
+            terminalreporter.write_line(line, red=True)
     new = config.stash.get(_HOST_NEW, None)
     if new:
         terminalreporter.write_sep("=", "the host changed during this run", red=True, bold=True)

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -101,8 +102,18 @@ def container(docker_client: Any, docker_backend: Any, no_leftovers: None) -> It
 
 
 def _mounted_scratch() -> list[str]:
+    """The scratch tmpfs still mounted for this process's runs (another process's runs, a pytest-xdist worker's, may
+    hold theirs now)."""
+    from grader.backends.owners import read_owner
+
     with open("/proc/self/mounts", encoding="utf-8") as fh:
-        return [line for line in fh if line.startswith("sandbox-lab-scratch ")]
+        mine = []
+        for line in fh:
+            if line.startswith("sandbox-lab-scratch "):
+                owner = read_owner(Path(line.split()[1]).parent)
+                if owner is None or owner.pid == os.getpid():
+                    mine.append(line)
+        return mine
 
 
 # --- every writable place is bounded ----------------------------------------------------------

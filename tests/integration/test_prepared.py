@@ -84,7 +84,10 @@ def test_an_idle_prepared_run_is_retired_and_go_runs_afresh(docker_backend: Any,
     while prepared.state == "ready" and time.monotonic() < deadline:
         time.sleep(0.1)
     assert prepared.state == "expired"
-    docker_backend.drain()
+    deadline = time.monotonic() + 60  # its timer retires it, then removes it: removal may still be under way
+    while _containers(docker_client, run_id) and time.monotonic() < deadline:
+        docker_backend.drain()
+        time.sleep(0.1)
     assert not _containers(docker_client, run_id)
     result = prepared.go()  # retired by its timer, not by its holder: the go runs cold, on a new sandbox
     assert result.run_id != run_id

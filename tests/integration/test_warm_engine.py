@@ -137,7 +137,7 @@ def test_an_engine_declines_once_the_code_changed_and_exits(root: Path, tmp_path
         os.utime(touched, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     assert code == 0, err
     assert _verdicts(out)["read-ssh-key"] == "blocked"
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 90  # it closes its backend first: its internet and proxies go, on a busy machine
     while process_alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not process_alive(pid), "a stale engine exits"

@@ -9,11 +9,24 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from grader.backends.owners import runs_root
 from grader.cli import client
+
+
+@pytest.fixture()
+def runs() -> Iterator[Path]:
+    """A runs root with a short path: a Unix socket's path has 108 bytes, and pytest's tmp_path (under xdist's
+    worker directories) can leave too few of them."""
+    import shutil
+    import tempfile
+
+    root = Path(tempfile.mkdtemp(prefix="sl-cl-", dir="/tmp"))
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_the_runs_root_is_the_backends_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -56,9 +69,9 @@ def test_a_socket_path_too_long_for_a_unix_socket_is_not_used(monkeypatch: pytes
     assert client.socket_path() is None
 
 
-def test_no_engine_means_the_command_runs_here(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_no_engine_means_the_command_runs_here(monkeypatch: pytest.MonkeyPatch, runs: Path) -> None:
     monkeypatch.setenv(client.ENGINE_ENV, "on")
-    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(runs))
     assert client.handed(["check", "p.json"]) is None
     path = client.socket_path()
     assert path is not None
@@ -85,9 +98,9 @@ def _fake_engine(path: Path, replies: list[dict[str, object]], seen: list[dict[s
 
 
 def test_a_handed_command_prints_its_results_only_with_its_exit_code(
-        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        monkeypatch: pytest.MonkeyPatch, runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(client.ENGINE_ENV, "on")
-    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(runs))
     path = client.socket_path()
     assert path is not None
     seen: list[dict[str, object]] = []
@@ -106,10 +119,10 @@ def test_a_handed_command_prints_its_results_only_with_its_exit_code(
     [{"declined": "stale"}],  # the checkout's code changed under it
 ])
 def test_an_engine_that_cannot_finish_leaves_the_command_to_run_here(
-        replies: list[dict[str, object]], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        replies: list[dict[str, object]], monkeypatch: pytest.MonkeyPatch, runs: Path,
         capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv(client.ENGINE_ENV, "on")
-    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(runs))
     path = client.socket_path()
     assert path is not None
     t = _fake_engine(path, replies, [])
