@@ -38,6 +38,19 @@ __all__ = ["CLEANERS", "SWEEP_ENV", "SWEEP_EVERY", "SWEEP_STAMP", "Scope", "clea
 CLEANERS = ("docker.backend", "srt")
 
 
+# A run directory without an owner record is one being made (a hub's, for a keeper's start: seconds), or what a
+# removal left: a quota tmpfs mounted while the tree was being removed stays, with nothing else (measured: a plain
+# container's scratch, seen an hour later). Past this age, unchanged, it is nobody's.
+ABANDONED_S = 600.0
+
+
+def _abandoned(d: Path) -> bool:
+    try:
+        return time.time() - d.stat().st_mtime > ABANDONED_S
+    except OSError:
+        return False
+
+
 @dataclass(frozen=True)
 class Scope:
     """Which runs a cleanup removes: those whose grader process is gone, or, with ``everything``, all.
@@ -81,6 +94,8 @@ class Scope:
                 out.append(d)
             elif owner is None and (pid := staging_pid(d)) is not None and self.gone(pid):
                 out.append(d)  # a grader killed while it made this directory: its name says whose it was
+            elif owner is None and staging_pid(d) is None and _abandoned(d):
+                out.append(d)  # its record removed long ago with the rest, a mount left behind: nobody's
         return out
 
 

@@ -40,6 +40,8 @@ SECURE_POLICY = {
 }
 
 PROBE_MS = 120_000
+# a lab and its kernel starting: under make test another worker's Docker tests share the two cores
+START_MS = 180_000
 
 
 @pytest.fixture()
@@ -80,9 +82,9 @@ def _wait_for_outcome(page: Any, probe: str, outcome: str) -> None:
 def _run_all(page: Any, lab: str, until: str, shot: str) -> Any:
     """Open the lesson, run every cell from the Run menu, wait until all finished; the first ``until`` element."""
     page.goto(lab)
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=START_MS)
     # The kernel has started when the status bar says so; then run every cell from the Run menu.
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=START_MS)
     _shot(page, f"{shot}1-opened")
     # A later lab in one session can show a stale "Server Connection Error" while starting; Idle means it answers.
     stale = page.locator(".jp-Dialog button", has_text="Dismiss")
@@ -97,7 +99,7 @@ def _run_all(page: Any, lab: str, until: str, shot: str) -> Any:
     page.wait_for_function(
         """() => [...document.querySelectorAll('.jp-InputPrompt')].every(p => !p.textContent.includes('*'))""",
         timeout=RUN_ALL_MS)
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=START_MS)
     return found
 
 
@@ -136,8 +138,8 @@ def test_naive_policy_leaks_the_ssh_key_and_the_fixed_one_blocks_it(lab: str, pa
 def test_lesson_02_editor_reaches_goal_met(lab: str, page: Any, tmp_path: Path) -> None:
     """The learner's exercise end to end: the goal is stated, the naive setup is "Not yet", the fixed one "Goal met"."""
     page.goto(lab)
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=60_000)
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=START_MS)
+    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=START_MS)
     # On a busy machine a second lab in one session can show "Server Connection Error" while it is
     # still starting up; once the status bar says Idle the server answers, so close that dialog.
     stale = page.locator(".jp-Dialog button", has_text="Dismiss")
@@ -150,7 +152,7 @@ def test_lesson_02_editor_reaches_goal_met(lab: str, page: Any, tmp_path: Path) 
     page.wait_for_function(
         """() => [...document.querySelectorAll('.jp-InputPrompt')].every(p => !p.textContent.includes('*'))""",
         timeout=RUN_ALL_MS)
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=START_MS)
     goal = editor.locator(".sl-goal")
     assert "no channel out except the npm registry" in goal.inner_text()
     assert editor.locator(".sl-goal-status").count() == 0  # nothing is judged before a run

@@ -38,6 +38,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -101,6 +102,9 @@ def container(docker_client: Any, docker_backend: Any, no_leftovers: None) -> It
         c.remove(force=True, v=True)
 
 
+_SINCE = time.time()  # mounts older than this module are not its tests' to count (an earlier run's leak)
+
+
 def _mounted_scratch() -> list[str]:
     """The scratch tmpfs still mounted for this process's runs (another process's runs, a pytest-xdist worker's, may
     hold theirs now)."""
@@ -110,8 +114,10 @@ def _mounted_scratch() -> list[str]:
         mine = []
         for line in fh:
             if line.startswith("sandbox-lab-scratch "):
-                owner = read_owner(Path(line.split()[1]).parent)
-                if owner is None or owner.pid == os.getpid():
+                run_dir = Path(line.split()[1]).parent
+                owner = read_owner(run_dir)
+                # no record: made by this run (a removal that lost it) unless older than this test module
+                if (owner.pid == os.getpid()) if owner is not None else run_dir.stat().st_mtime >= _SINCE:
                     mine.append(line)
         return mine
 

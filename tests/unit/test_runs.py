@@ -644,3 +644,19 @@ def test_a_run_directory_is_never_renamed_over_an_existing_one(_runs_root: Path)
     with pytest.raises(FileExistsError):  # the rename itself refuses too, past a check another maker raced
         owners._rename_new(staged, _runs_root / "sl-taken")
     assert staged.is_dir() and not any((_runs_root / "sl-taken").iterdir())
+
+
+def test_a_directory_without_a_record_is_kept_while_young_and_removed_once_abandoned(_runs_root: Path) -> None:
+    """A directory with no owner record is a hub being made (seconds), or what a removal left behind (a quota tmpfs
+    mounted while the tree was removed: a plain container's scratch, found an hour later in CI): kept while young,
+    removed by any cleanup once unchanged for ``ABANDONED_S``."""
+    young = _runs_root / "sl-young"
+    (young / "scratch").mkdir(parents=True)
+    old = _runs_root / "sl-left"
+    (old / "scratch").mkdir(parents=True)
+    past = time.time() - cleaning.ABANDONED_S - 5
+    os.utime(old, (past, past))
+    assert cleaning.Scope().stale_dirs() == [old]
+    assert cleaning.Scope(automatic=True).stale_dirs() == [old]
+    cleaning.cleanup()
+    assert sorted(p.name for p in _runs_root.iterdir()) == ["sl-young"]
