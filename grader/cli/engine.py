@@ -252,13 +252,17 @@ def serve(sock: Path, idle_s: float, main: Main) -> int:
     return EXIT_OK
 
 
+REQUEST_BYTES = 1 << 20  # argv, directory and environment: a longer request is not one
+IO_TIMEOUT_S = 30.0  # a terminal that sends no request, or reads nothing of its report (stopped), holds no one up
+
+
 def _answer(engine: Engine, conn: socket.socket, stale: bool) -> None:
-    conn.settimeout(None)
+    conn.settimeout(IO_TIMEOUT_S)  # each read and each write: the run itself takes as long as it takes
     try:
         if peer_uid(conn) != os.geteuid():
             return
         with conn.makefile("rb") as lines:
-            request = json.loads(lines.readline() or b"null")
+            request = json.loads(lines.readline(REQUEST_BYTES) or b"null")
         if stale or not isinstance(request, dict):
             conn.sendall(json.dumps({"declined": "stale" if stale else "bad request"}).encode() + b"\n")
             return
