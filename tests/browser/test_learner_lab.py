@@ -422,11 +422,15 @@ def test_a_choice_question_is_one_radio_group_tab_stops_once_and_the_arrow_keys_
         return str(page.evaluate("() => document.activeElement.type === 'radio' ? 'radio ' + document.activeElement.value"
                                  " : document.activeElement.className"))
 
-    radios.first.focus()
-    page.keyboard.press("Shift+Tab")  # to whatever comes before the options
-    before = focused()
-    assert not before.startswith("radio"), before
-    page.keyboard.press("Tab")
+    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=180_000)
+    for _ in range(3):  # a redraw of the lab's toolbar while another worker loads the machine can take the focus
+        radios.first.focus()
+        page.keyboard.press("Shift+Tab")  # to whatever comes before the options
+        before = focused()
+        assert not before.startswith("radio"), before
+        page.keyboard.press("Tab")
+        if focused() == "radio 0" or "jp-Toolbar" not in focused():
+            break
     assert focused() == "radio 0"  # into the group once, on its first option (none is checked yet)
     page.keyboard.press("Tab")
     assert "sl-quiz-button" in focused(), "one Tab stop: the next Tab leaves the options for the button"

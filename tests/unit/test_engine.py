@@ -11,7 +11,7 @@ import requests
 
 from grader.backends.docker import engine
 from grader.backends.docker.engine import (
-    BuildFailed, DockerError, EngineError, Missing, Refused, Unanswered, engine_errors,
+    BeingRemoved, BuildFailed, DockerError, EngineError, Missing, Refused, Unanswered, engine_errors,
 )
 from grader.core.errors import BackendError, InfrastructureError
 
@@ -37,6 +37,10 @@ def _response(status: int, reason: str = "") -> requests.Response:
     (docker.errors.NotFound("No such container: x", response=_response(404)), Missing),
     (docker.errors.ImageNotFound("No such image: y", response=_response(404)), Missing),
     (docker.errors.APIError("Conflict", response=_response(409), explanation="is not running"), Refused),
+    # another caller removes it now (two sweeps at once): as good as gone, a Missing to whoever removes it too
+    (docker.errors.APIError("409 Client Error: Conflict (\"removal of container 978ddfdb974 is already in progress\")",
+                            response=_response(409), explanation="removal of container 978ddfdb974 is already in progress"),
+     BeingRemoved),
     (docker.errors.BuildError("step 3 failed", build_log=[{"stream": "x"}]), BuildFailed),
     (docker.errors.DockerException("TLS parameters are wrong"), DockerError),
     (requests.exceptions.ConnectionError("Connection aborted."), Unanswered),

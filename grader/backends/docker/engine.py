@@ -39,6 +39,7 @@ from docker.types import LogConfig, Mount, Ulimit
 from grader.core.errors import BackendError
 
 __all__ = [
+    "BeingRemoved",
     "BuildFailed",
     "Container",
     "DockerError",
@@ -84,6 +85,15 @@ class Missing(Refused):
     """The container, network or image is not there (any more)."""
 
 
+# How the engine says another caller is removing that container now (409): for whoever removes it too, it is gone
+# (two cleanups at once, a worker's sweep beside another's: seen in make test's parallel run).
+BEING_REMOVED = ("is already in progress", "is marked for removal")
+
+
+class BeingRemoved(Missing):
+    """The container is being removed by another call: as good as gone."""
+
+
 # How the engine says every range of its address pools is taken: Docker 20.10's words, then newer engines'.
 # A limit of the engine's configuration (``default-address-pools``), not a failure: waited for (``simnet``).
 POOLS_FULL = ("could not find an available, non-overlapping ipv4 address pool", "have been fully subnetted")
@@ -123,6 +133,9 @@ def _ours(exc: BaseException) -> Optional[EngineError]:
         return PoolsFull(str(exc), exc.explanation)
     if isinstance(exc, docker.errors.NotFound):
         return Missing(str(exc), exc.explanation)
+    if (isinstance(exc, docker.errors.APIError) and exc.status_code == 409
+            and any(words in str(exc) for words in BEING_REMOVED)):
+        return BeingRemoved(str(exc), exc.explanation)
     if isinstance(exc, docker.errors.APIError):
         return Refused(str(exc), exc.explanation)
     if isinstance(exc, docker.errors.BuildError):
