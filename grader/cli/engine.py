@@ -339,20 +339,13 @@ def _engines() -> list[tuple[int, Path]]:
 
 def stop_engines(only: Optional[Path] = None, timeout: float = 15.0) -> list[str]:
     """SIGTERM every engine under the runs root (or the one on ``only``), SIGKILL one that lingers; say which."""
-    from grader.backends.docker.lease import process_alive
+    from grader.backends.docker.lease import stop_process
 
     stopped = []
     for pid, sock in _engines():
         if only is not None and sock != only:
             continue
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while process_alive(pid, _MARK) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if process_alive(pid, _MARK):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        stop_process(pid, _MARK, timeout)
         stopped.append(f"engine {pid} on {sock.name}")
     return stopped
 

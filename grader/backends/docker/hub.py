@@ -48,7 +48,7 @@ from grader.core.errors import BackendError, InfrastructureError
 from grader.core.world import World, load_world, read_world
 from grader.backends.files import Files, host_files, host_path
 from grader.backends.docker.engine import Missing, engine_errors, open_client
-from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive
+from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive, stop_process
 from grader.backends.owners import make_dir, runs_root
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import Taken, give_back
@@ -411,16 +411,7 @@ def make_hub(client: Any, image: str, leftovers: Leftovers, idle: Optional[float
 
 def stop_keeper(pid: int, name: str, timeout: float = 10.0) -> None:
     """SIGTERM the keeper ``pid`` of hub ``name`` (it removes what it keeps), then SIGKILL if it lingers."""
-    if not process_alive(pid, name):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while process_alive(pid, name) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if process_alive(pid, name):
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    stop_process(pid, name, timeout)
 
 
 def stop_keepers() -> list[str]:

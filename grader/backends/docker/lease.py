@@ -34,6 +34,7 @@ import fcntl
 import hashlib
 import json
 import os
+import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ from typing import Any, Iterator, Optional
 
 from grader.backends.owners import make_dir, pid_alive, private_root, read_owner, runs_root, write_file, write_owner
 
-__all__ = ["DEFAULT_IDLE", "IDLE_ENV", "HubDir", "hub_dir", "idle_seconds", "process_alive"]
+__all__ = ["DEFAULT_IDLE", "IDLE_ENV", "HubDir", "hub_dir", "idle_seconds", "process_alive", "stop_process"]
 
 IDLE_ENV = "SANDBOX_LAB_SHARED_IDLE"
 # Long enough for a learner between two probe runs of a lesson; the keeper and
@@ -70,6 +71,20 @@ def process_alive(pid: int, marker: str = "") -> bool:
         return not marker or marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
     except OSError:
         return not Path("/proc/self").exists()  # no /proc to ask: the pid alone decides
+
+
+def stop_process(pid: int, marker: str, timeout: float) -> None:
+    """SIGTERM ``pid`` (while it is the process ``marker`` names: ``process_alive``), then SIGKILL if it lingers."""
+    if not process_alive(pid, marker):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while process_alive(pid, marker) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if process_alive(pid, marker):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 def _write_json(path: Path, data: dict[str, Any]) -> None:
