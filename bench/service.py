@@ -189,7 +189,8 @@ def _local_probe(repeat: int) -> float:
             path.write_text(json.dumps({**NAIVE, "network": {"allowedDomains": [*NAIVE["network"]["allowedDomains"], f"local{i}-{time.time_ns()}.example.com"]}}))
             start = time.monotonic()
             done = subprocess.run([sys.executable, "-m", "grader", "probe", str(path), "--json", "--backend", "docker"],
-                                  cwd=REPO, capture_output=True, text=True)
+                                  cwd=REPO, capture_output=True, text=True,
+                                  env={**os.environ, "SANDBOX_LAB_ENGINE": "off"})  # a fresh process each, no warm engine
             times.append(time.monotonic() - start)
             if done.returncode != 0:
                 raise SystemExit(f"the local probe failed (exit {done.returncode}): {(done.stderr or done.stdout)[-800:]}")
