@@ -169,7 +169,7 @@ test: images typecheck redis
 	@PYTHON=$(PY) scripts/ensure-srt
 	$(PY) -m pytest $(TEST_PARALLEL) --durations=25 $(PYTEST_ARGS)
 
-## mypy --strict on grader/ (configured in pyproject.toml); the import-layer contract is tests/unit/test_layers.py.
+## mypy --strict on grader/ (configured in pyproject.toml); the import contracts ([tool.importlinter]) run in tests/unit/test_layers.py.
 typecheck: venv
 	$(PY) -m mypy
 
@@ -199,7 +199,7 @@ lessons: venv-lab
 	$(VENV)/bin/jupytext --sync lessons/0*/*.md
 	$(PY) scripts/make_task_notebooks.py
 
-## docs/modules.md, the module map, from the layer contract (LAYERS in tests/unit/test_layers.py).
+## docs/modules.md, the module map, from the import contracts ([tool.importlinter] in pyproject.toml).
 ## tests/unit/test_module_map.py fails while it is out of date.
 modules: venv
 	$(PY) scripts/module_map.py

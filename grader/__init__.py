@@ -10,6 +10,10 @@ pydantic, the analyzer and the grader; ``from grader import grade`` works as bef
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from grader.core.version import __version__
@@ -93,3 +97,75 @@ __all__ = [
     "policy_schema",
     "predict",
 ]
+
+
+# Where a module lived before the packages became the layers (issue 42), and where it lives now. A notebook saved
+# before the move (a learner's copy, a released nbgrader assignment, a submission being autograded) still runs:
+# ``from grader.lessons.widgets import PolicyEditor`` imports grader.notebook.widgets itself, the same module object.
+_MOVED = {
+    "grader.cli.core": "grader.plumbing.terminal",
+    "grader.core.domains": "grader.protocol.domains",
+    "grader.ctf.diagnosis": "grader.course.diagnosis",
+    "grader.ctf.ladder": "grader.course.ladder",
+    "grader.ctf.levels": "grader.course.levels",
+    "grader.ctf.magic": "grader.notebook.magic",
+    "grader.ctf.reveals": "grader.course.reveals",
+    "grader.ctf.views": "grader.notebook.ladder_views",
+    "grader.ctf.widgets": "grader.notebook.ladder_widgets",
+    "grader.lessons.agent": "grader.course.agent",
+    "grader.lessons.agent_stage": "grader.notebook.agent_stage",
+    "grader.lessons.agent_views": "grader.notebook.agent_views",
+    "grader.lessons.board": "grader.notebook.board",
+    "grader.lessons.export_view": "grader.notebook.export_view",
+    "grader.lessons.first_answer": "grader.course.first_answer",
+    "grader.lessons.gaps": "grader.course.gaps",
+    "grader.lessons.goal_views": "grader.notebook.goal_views",
+    "grader.lessons.goals": "grader.course.goals",
+    "grader.lessons.hole_hunt": "grader.course.hole_hunt",
+    "grader.lessons.needed_jobs": "grader.course.needed_jobs",
+    "grader.lessons.palette": "grader.notebook.palette",
+    "grader.lessons.prediction": "grader.course.prediction",
+    "grader.lessons.prestart": "grader.course.prestart",
+    "grader.lessons.progress": "grader.course.progress",
+    "grader.lessons.progress_sync": "grader.course.progress_sync",
+    "grader.lessons.progress_views": "grader.notebook.progress_views",
+    "grader.lessons.quiz": "grader.course.quiz",
+    "grader.lessons.quiz_views": "grader.notebook.quiz_views",
+    "grader.lessons.quiz_widgets": "grader.notebook.quiz_widgets",
+    "grader.lessons.route": "grader.course.route",
+    "grader.lessons.session_runs": "grader.course.session_runs",
+    "grader.lessons.summary": "grader.notebook.summary",
+    "grader.lessons.widget_base": "grader.notebook.widget_base",
+    "grader.lessons.widgets": "grader.notebook.widgets",
+    "grader.services.common": "grader.protocol.common",
+    "grader.services.wire": "grader.protocol.wire",
+}
+_MOVED_PACKAGES = frozenset(old.rpartition(".")[0] for old in _MOVED if old.count(".") == 2) - {"grader.core", "grader.cli", "grader.services"}
+
+
+class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds a module by its old name and hands back the module under its new one (no code of its own runs)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname in _MOVED_PACKAGES:
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+        if fullname in _MOVED:
+            return importlib.machinery.ModuleSpec(fullname, self)
+        return None
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> Any:
+        if spec.name in _MOVED_PACKAGES:
+            return None  # an empty package: its old modules are found by name, one by one
+        warnings.warn(f"{spec.name} moved to {_MOVED[spec.name]}", DeprecationWarning, stacklevel=2)
+        module = importlib.import_module(_MOVED[spec.name])
+        spec.loader_state = module.__spec__  # the import system sets __spec__ to ours: exec_module puts it back
+        return module
+
+    def exec_module(self, module: Any) -> None:
+        real = getattr(module.__spec__, "loader_state", None)
+        if real is not None:
+            module.__spec__ = real
+
+
+if not any(isinstance(f, _MovedFinder) for f in sys.meta_path):
+    sys.meta_path.append(_MovedFinder())

@@ -44,7 +44,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader.ctf.ladder import level as ctf_level  # noqa: E402 - after the path is set
+from grader.course.ladder import level as ctf_level  # noqa: E402 - after the path is set
 from grader.grading.tasks import Task, all_tasks  # noqa: E402 - after the path is set
 
 CAPTURE_ID = "capture-the-flag"

@@ -41,7 +41,7 @@ ROUTE_SLOT = "<!-- route table: filled in from grader/route.json when the site i
 
 def route_table() -> str:
     """The route as the README shows it, its links into lessons/ made relative to docs/."""
-    from grader.lessons.route import load_route, route_markdown
+    from grader.course.route import load_route, route_markdown
 
     return route_markdown(load_route(), links="repo").replace("](lessons/", "](../lessons/")
 

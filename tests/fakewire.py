@@ -1,10 +1,10 @@
-"""Wire records for tests, with every field a test does not care about filled in (``grader.services.wire``)."""
+"""Wire records for tests, with every field a test does not care about filled in (``grader.protocol.wire``)."""
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from grader.services import wire
+from grader.protocol import wire
 
 
 def http(host: str = "", method: str = "GET", path: str = "/", body: str = "", *, client: str = "10.0.0.2",

@@ -48,7 +48,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterable, Optional, Sequence
 
-from grader.lessons.quiz import Question, answer_cues, right_key
+from grader.course.quiz import Question, answer_cues, right_key
 
 __all__ = [
     "BANK_RULES",

@@ -56,7 +56,7 @@ def docker_module() -> ModuleType:
     except ImportError as exc:
         if exc.name == "docker" or (exc.name or "").startswith("docker."):
             # the docker SDK is an extra: a static-only install (pip install . in a checkout) has none
-            from grader.services.common import install_hint
+            from grader.protocol.common import install_hint
 
             raise DockerUnavailable(f"the Python package 'docker' is not installed; {install_hint('docker')}") from None
         if exc.name == "grader.backends.docker.backend":

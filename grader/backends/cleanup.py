@@ -5,9 +5,6 @@ What a killed grader or an engine restart leaves is swept when the next run
 starts: at most once a minute per runs root, in the background, and only what
 a dead process of this machine and pid namespace owned (``owners.namespace``);
 never a live grader's, never a hub's while its keeper lives.
-
-Imports: owners and the standard library. Each backend's own part is found by name (``CLEANERS``), never imported here
-at module level: the docker SDK may be missing.
 """
 
 from __future__ import annotations

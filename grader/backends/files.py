@@ -7,9 +7,6 @@ grader reads and writes it through ``Files``: on the grader's own disk
 Docker engine on another machine, in a volume reached through the engine's
 API (``docker.volumes``). How a container mounts one is the Docker backend's
 business (``docker.volumes.service_mount``), not this module's.
-
-Imports: runs (``MAX_OUTPUT``) and the standard library. Never ``docker``: the srt backend uses it where the
-docker SDK is missing.
 """
 
 from __future__ import annotations

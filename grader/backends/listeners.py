@@ -4,8 +4,6 @@
 (``sandbox_addresses``: never every interface, where other machines arrive),
 and records what arrived; ``SigningAgent`` answers a job's signing requests
 on a Unix socket, the key staying in this process. Both backends use them.
-
-Imports: errors, execution and the standard library. Never ``docker``.
 """
 
 from __future__ import annotations

@@ -11,8 +11,6 @@ started with umask 000 used to make the world copy 0777 and its files 0666,
 kept private only by the 0700 directory around them. The modes are what umask
 022 gave before: the sandbox's user and the services' containers may pass and
 read, nobody but the owner writes.
-
-Imports: errors and the standard library. Never ``docker``.
 """
 
 from __future__ import annotations

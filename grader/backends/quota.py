@@ -35,8 +35,6 @@ A tmpfs holds its bytes in memory: ``WORLD_BYTES`` times the runs at once is
 what the worker's machine may hold, and it is freed when the run directory is
 removed (``remove_dir``: every place a run directory is removed, the run's own removal, the hub's, the sweep's
 and the srt backend's, unmounts first; ``rmtree`` alone cannot remove a mount point and would leave it mounted).
-
-Imports: errors and the standard library. Never ``docker``.
 """
 
 from __future__ import annotations

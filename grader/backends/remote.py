@@ -21,8 +21,6 @@ wrong (a failed job, the deadline, an answer that does not parse or answers
 another question) is a ``BackendError``: never an outcome, never *blocked*.
 While an accepted job is polled, a 503 or no answer is waited through (Redis
 restarting) until the deadline, then the labelled prediction.
-
-Imports: base, static, core (errors, execution, findings, outcomes, plan, transport, wording, world).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One run's evidence at a simulated internet: claim the run's clients, close its logs, read them back whole.
 
-The internet (``services/common.Recorder``) writes the records of the clients
+The internet (``protocol/common.Recorder``) writes the records of the clients
 a run claims to that run's own logs, capped, and closes them with a record
 that counts them when the grader asks. So a run's evidence is its own (no
 other tenant's traffic can evict, hide or forge it) and provably complete:
@@ -15,8 +15,6 @@ so an engine on another machine works the same): ``<run>.open`` names the
 run's clients and the internet answers ``<run>/opened``; ``<run>.close``
 asks for the closing records, answered by ``<run>/closed``; ``<run>.gone``
 lets the internet delete the run's files. Only the grader writes there.
-
-Imports: files, errors, services. No Docker.
 """
 
 from __future__ import annotations
@@ -26,8 +24,8 @@ import time
 from typing import Callable, Iterable
 
 from grader.core.errors import InfrastructureError
-from grader.services.common import RUN_LOG_CAP, RUNS_DIR
-from grader.services.wire import WireError
+from grader.protocol.common import RUN_LOG_CAP, RUNS_DIR
+from grader.protocol.wire import WireError
 from grader.backends.files import Files
 
 __all__ = ["ANY_CLIENT", "LOGS", "close_run", "forget_run", "open_run"]

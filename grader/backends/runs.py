@@ -25,10 +25,6 @@ owned (``namespace``); never a live grader's, never a hub's while its keeper liv
 The runs root and its owner records are ``owners``; the host listener and the
 signing agent ``listeners``; ``cleanup`` and ``sweep_soon`` ``cleanup``. This
 module keeps the run itself and names those too (every backend imports them from here).
-
-Imports: owners, listeners, cleanup, access, errors, evidence, next_session, outcomes, plan, probes, scope,
-services.wire and the standard library. Never ``docker``: the srt backend must work where the docker SDK is missing.
-Nothing downstream.
 """
 
 from __future__ import annotations
@@ -43,7 +39,7 @@ from typing import Any, Callable, Optional
 from grader.core.access import Network
 from grader.core.errors import InfrastructureError
 from grader.core.evidence import MAX_LOG_LINES, Evidence, Markers, parse_lines, parse_runner_output, sha256
-from grader.services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_log, parse_orders
+from grader.protocol.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_log, parse_orders
 from grader.core.outcomes import RunResult
 from grader.core.next_session import SETTINGS
 from grader.core.plan import RunPlan

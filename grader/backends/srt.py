@@ -22,9 +22,6 @@ and bubblewrap, socat and ripgrep). Per run it:
    user, HOME in the world copy, under a wall clock;
 5. collects the evidence outside the sandbox and hands it to ``evidence.judge``,
    the judgement every real backend shares; then removes everything it made.
-
-Imports: domains, evidence, export, plan, the shared run machinery (``runs``) and the
-services' ports. Never the Docker backend nor the docker SDK. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -44,10 +41,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from grader.backends.quota import remove_dir
-from grader.core.domains import is_ipv4
+from grader.protocol.domains import is_ipv4
 from grader.core.errors import BackendError, InfrastructureError, in_checkout
 from grader.realtools.srt_notes import SRT_VERSION
-from grader.services.wire import RunnerRecord, WireError
+from grader.protocol.wire import RunnerRecord, WireError
 from grader.core.evidence import log_window
 from grader.core.execution import Execution, Job
 from grader.realtools.export import export
@@ -55,7 +52,7 @@ from grader.core.outcomes import RunResult
 from grader.core.verdicts import run_result
 from grader.core.plan import RunPlan
 from grader.core.records import RawPorts
-from grader.services.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT
+from grader.protocol.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT
 from grader.backends.base import Closing
 from grader.backends.files import host_files
 from grader.backends.owners import make_dir, write_file
@@ -458,8 +455,10 @@ class _Run:
         rdir, odir = self.dir.path / "run", self.dir.path / "opt"
         make_dir(rdir)
         make_dir(odir)
-        for script in ("probe_runner.py", "wire.py"):  # the runner and the records it reads and prints
-            shutil.copy(Path(__file__).resolve().parents[1] / "services" / script, odir / script)
+        package = Path(__file__).resolve().parents[1]
+        for script in (package / "services" / "probe_runner.py", *sorted((package / "protocol").glob("*.py"))):
+            if script.name != "__init__.py":  # the runner and protocol/ whole, as in the sandbox image
+                shutil.copy(script, odir / script.name)
         write_file(odir / "boot.py", _BOOT)
         shutil.copy(self.dir.path / "internet" / "out" / "ca.pem", rdir / "ca.pem")
         write_file(rdir / "config.json", json.dumps(self._runner_config(raw, host_port)))

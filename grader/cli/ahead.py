@@ -4,7 +4,7 @@ pre-started, so the next ``sandbox-lab probe`` only sends the go (issue 40).
 A terminal's learner edits a policy file, saves it, and probes it again. After
 a command ran a plan for a file it named (the file, read again, is that plan's
 policy), the engine watches the file (``WATCH_MAX`` files at most, the most
-recently probed), and keeps one prepared run for it (``lessons.prestart``:
+recently probed), and keeps one prepared run for it (``course.prestart``:
 one per file, one preparation at a time, retired after ``IDLE_S`` unused):
 
 * at once for the same text (a rerun of the same policy), and
@@ -18,7 +18,7 @@ command built from the file as it is when the command reads it: a held run
 prepared for other text is retired, never fired.
 
 Bounds: at most ``WATCH_MAX`` held runs, each a waiting sandbox and the proxy
-it took (14-27 MiB, ``lessons.prestart``'s measurement), for ``IDLE_S`` after
+it took (14-27 MiB, ``course.prestart``'s measurement), for ``IDLE_S`` after
 the file last changed or ran; a file not probed for ``WATCH_S`` is forgotten.
 """
 
@@ -38,7 +38,7 @@ from grader.core.execution import Execution, Job
 from grader.core.outcomes import RunResult
 from grader.core.plan import RunPlan, build_plan
 from grader.core.policy import Policy, load_policy
-from grader.lessons.prestart import Prestart
+from grader.course.prestart import Prestart
 
 __all__ = ["Ahead", "POLL_S", "SETTLE_S", "WATCH_MAX", "WATCH_S"]
 

@@ -22,7 +22,7 @@ from typing import Any, Optional, TextIO
 
 from grader.core.access import Target
 from grader.core.analyzer import lint, predict
-from grader.cli.core import EXIT_BACKEND, EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, given, one_line, pick_backend, progress_to
+from grader.plumbing.terminal import EXIT_BACKEND, EXIT_INVALID, EXIT_NOT_FULL, EXIT_OK, PROG, Streams, UsageError, dump, error_json, given, one_line, pick_backend, progress_to
 from grader.core.capped import NotRegular, TooLarge, read_regular
 from grader.core.errors import PolicyError
 from grader.core.execution import MAX_CODE_BYTES
@@ -31,7 +31,6 @@ from grader.grading.report import render_check, render_json, render_text, result
 from grader.realtools.srt_notes import srt_differences
 
 __all__ = [
-    "error_json",
     "run_attack",
     "run_check",
     "run_class_keys",
@@ -46,11 +45,6 @@ __all__ = [
     "run_setup",
     "run_tasks",
 ]
-
-
-def error_json(message: str, problems: Any = ()) -> dict[str, Any]:
-    """The JSON every command prints on stdout for an error under ``--json``."""
-    return {"error": message, "problems": list(problems)}
 
 
 def _color(choice: str, stream: TextIO) -> bool:
@@ -397,13 +391,13 @@ def _read_attack(path: str) -> str:
 
 
 def _levels_json() -> dict[str, Any]:
-    from grader.ctf.ladder import load_levels
+    from grader.course.ladder import load_levels
 
     return {"levels": [{"number": lv.number, "id": lv.id, "title": lv.title} for lv in load_levels()]}
 
 
 def _attempts_before(item_id: str, io: Streams) -> int:
-    from grader.lessons.progress import ProgressError, load_progress
+    from grader.course.progress import ProgressError, load_progress
 
     try:
         return load_progress().level(item_id).attempts
@@ -413,7 +407,7 @@ def _attempts_before(item_id: str, io: Streams) -> int:
 
 
 def _record(item_id: str, captured: bool, hint_shown: bool, io: Streams) -> None:
-    from grader.lessons.progress import ProgressError, record_level
+    from grader.course.progress import ProgressError, record_level
 
     try:
         record_level(item_id, captured=captured, hint_shown=hint_shown)
@@ -423,11 +417,11 @@ def _record(item_id: str, captured: bool, hint_shown: bool, io: Streams) -> None
 
 def _show_solution(args: argparse.Namespace, io: Streams) -> int:
     """``attack --level N --solution``: the level's worked solution, asked for, and the asking recorded where the
-    progress board reads it (``ctf.reveals``). Nothing runs and no attempt is counted, as with ``%%attack N
+    progress board reads it (``course.reveals``). Nothing runs and no attempt is counted, as with ``%%attack N
     --solution``; a record that cannot be written is said on stderr, and the solution is still shown."""
     from grader.core.errors import SandboxLabError
-    from grader.ctf.ladder import level
-    from grader.ctf.reveals import reveal
+    from grader.course.ladder import level
+    from grader.course.reveals import reveal
 
     if args.attack or args.policy:
         raise UsageError("--solution runs nothing: it takes a level (--level N) and no ATTACK.py or --policy")
@@ -444,7 +438,7 @@ def _show_solution(args: argparse.Namespace, io: Streams) -> int:
                            "solution": {"answer": sol.answer, "channel": sol.channel, "also": list(sol.also)},
                            "recorded": recorded}))
         return EXIT_OK
-    from grader.ctf.views import render_solution
+    from grader.notebook.ladder_views import render_solution
 
     head = f"Level {lvl.number} ({lvl.id}): {lvl.title}"
     io.out.write(f"{head}\n{'=' * min(len(head), 100)}\n{render_solution(sol, asked=True)}\n")
@@ -454,8 +448,8 @@ def _show_solution(args: argparse.Namespace, io: Streams) -> int:
 
 
 def run_attack(args: argparse.Namespace, io: Streams) -> int:
-    from grader.ctf.ladder import attack, level, load_levels
-    from grader.lessons.progress import ProgressError, load_progress
+    from grader.course.ladder import attack, level, load_levels
+    from grader.course.progress import ProgressError, load_progress
 
     if args.list:
         if args.level is not None or args.attack or args.solution:
@@ -497,7 +491,7 @@ def run_attack(args: argparse.Namespace, io: Streams) -> int:
     if args.json:
         io.out.write(dump(result.to_json()))
     else:
-        from grader.ctf.views import render_attack
+        from grader.notebook.ladder_views import render_attack
 
         io.out.write(render_attack(result, attempt=before + 1))
         if result.captured is False and lvl.solution is not None:
@@ -571,7 +565,7 @@ def _students(args: argparse.Namespace) -> list[str]:
 
 def run_class_keys(args: argparse.Namespace, io: Streams) -> int:
     """Each learner's key (``SANDBOX_LAB_CLASS_KEY``) from the class secret, as autograde derives it."""
-    from grader.lessons.first_answer import CLASS_KEY_ENV, learner_key
+    from grader.course.first_answer import CLASS_KEY_ENV, learner_key
 
     students = _students(args)
     secret = _read_secret(args.secret_file)

@@ -50,7 +50,7 @@ from grader.backends import BACKEND_ENV
 from grader.backends.base import Backend
 from grader.cli.ahead import Ahead
 from grader.cli.client import ENGINE_ENV, engine_key, peer_uid, socket_path
-from grader.cli.core import EXIT_OK, PROG, Streams, UsageError, dump, lend_backends, make_backend
+from grader.plumbing.terminal import EXIT_OK, PROG, Streams, UsageError, dump, lend_backends, make_backend
 from grader.core.errors import BackendError, InfrastructureError
 
 __all__ = ["Engine", "run_engine", "start", "start_soon", "stop_engines"]

@@ -31,7 +31,7 @@ from typing import Callable, NoReturn, Optional, Sequence
 from grader import backends
 from grader.cli import client
 from grader.core.version import __version__
-from grader.cli.core import (
+from grader.plumbing.terminal import (
     EXIT_BACKEND,
     EXIT_CODES,
     EXIT_INTERNAL,
@@ -51,7 +51,7 @@ from grader.cli.core import (
 )
 from grader.core.errors import BackendError, PolicyError, SandboxLabError
 
-# the exit codes and the command record are cli_core's (grader.cli.core.__all__); re-exported for callers of main
+# the exit codes and the command record are cli_core's (grader.plumbing.terminal.__all__); re-exported for callers of main
 __all__ = ["COMMANDS", "EXIT_CODES", "Command", "Streams", "build_parser", "entry", "main"]
 
 
@@ -179,7 +179,7 @@ def _service_body(name: str) -> Callable[[argparse.Namespace, Streams], int]:
         except ImportError as exc:
             if (exc.name or "").split(".")[0] not in _SERVICE_LIBRARIES:
                 raise
-            from grader.services.common import install_hint
+            from grader.protocol.common import install_hint
 
             raise UsageError(f"the run service needs its extra ({exc.name} is missing): "
                              f"{install_hint('service')}") from None
@@ -474,7 +474,7 @@ def _report(exc: BaseException, command: Command, io: Streams, as_json: bool) ->
         message = one_line(exc)
     problems = exc.as_json() if isinstance(exc, PolicyError) else []
     if as_json:
-        from grader.cli.commands import error_json
+        from grader.plumbing.terminal import error_json
 
         io.out.write(dump(error_json(message, problems)))
     elif isinstance(exc, PolicyError):
@@ -514,7 +514,7 @@ def main(argv: Optional[Sequence[str]] = None, io: Optional[Streams] = None) -> 
         return exc.code if isinstance(exc.code, int) else EXIT_OK
     except _ArgumentError as exc:
         if "--json" in argv:
-            from grader.cli.commands import error_json
+            from grader.plumbing.terminal import error_json
 
             io.out.write(dump(error_json(f"{exc.parser.prog}: {exc}")))
         else:

@@ -32,8 +32,6 @@ writable by default (its working directory). Two kinds of sandbox are described:
 ``policy``, the learner's, and ``baseline``: the plain container many people
 call a sandbox (home, project and workspace mounted read-write, everything else
 of the machine absent, ordinary networking).
-
-Imports: errors, policy, world, paths, domains, mandatory. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -42,7 +40,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Literal, Optional
 
-from grader.core.domains import WEB_PORTS, entry_host, entry_port, matches, split_port
+from grader.protocol.domains import WEB_PORTS, entry_host, entry_port, matches, split_port
 from grader.core.errors import PolicyError, Problem, json_pointer
 from grader.core.mandatory import protected_paths
 from grader.core.paths import covers

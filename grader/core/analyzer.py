@@ -8,8 +8,6 @@ machine, wildcards that reach upload hosts, ...) and the list of exfiltration
 paths the probe board draws.
 
 Each probe's prediction lives in its record (``probes/``); this module runs them.
-
-Imports: access, channels, findings, probes, outcomes, policy, world, domains, paths.
 """
 
 from __future__ import annotations
@@ -18,7 +16,7 @@ from typing import Optional
 
 from grader.core.access import Access, Target, access_for, baseline_access
 from grader.core.channels import Channel, ExfilPath, channels, exfil_paths, tunnel, unknown_name_why
-from grader.core.domains import matches, split_port
+from grader.protocol.domains import matches, split_port
 from grader.core.findings import find
 from grader.core.errors import Problem, json_pointer
 from grader.core.outcomes import ProbeOutcome, RunResult

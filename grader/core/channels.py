@@ -17,7 +17,7 @@ channel here is "a raw connection to an allowed host": the only server whose
 ports beyond HTTP(S) the attacker reads is the attacker's own, and every name
 of it is a channel already.
 
-Pure. Imports: access, domains, world. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from grader.core.access import Access
-from grader.core.domains import entry_host, is_ipv4
+from grader.protocol.domains import entry_host, is_ipv4
 
 __all__ = ["Channel", "ExfilPath", "channels", "exfil_paths", "tunnel", "unknown_name_why"]
 

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Literal, Mapping, Optional, TypeVar
 
 from grader.core.access import Network
-from grader.core.domains import matches
+from grader.protocol.domains import matches
 from grader.core.records import RawPorts, SinkHit
-from grader.services.common import HEARTBEAT_HOST, TCP_SINK_PORT
-from grader.services.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_record, parse_runner_line
+from grader.protocol.common import HEARTBEAT_HOST, TCP_SINK_PORT
+from grader.protocol.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_record, parse_runner_line
 from grader.core.world import World
 
 __all__ = [

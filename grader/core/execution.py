@@ -13,8 +13,6 @@ the attacker can read: the attacker's server (HTTP, raw TCP), a host that
 stores uploads (a gist, a package registry), a download-only host whose
 request URLs the attacker reads (in the URL only), or the attacker's
 nameserver (a name spelled from the secret). Pure: no Docker, no files.
-
-Imports: evidence, records, world. Nothing downstream.
 """
 
 from __future__ import annotations

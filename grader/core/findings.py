@@ -9,7 +9,7 @@ the one the findings were made from.
 Over-grants are not here: they depend on a task's needs, which a run does not
 know. ``needs.overgrants`` takes the run's scope and ``Findings.access``.
 
-Pure. Imports: access, channels, policy, world. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations

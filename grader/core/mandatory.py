@@ -9,7 +9,7 @@ measured in ``docs/srt-differences.md``). Other persistence paths of the world
 (``~/.local/bin``, ``~/.ssh/authorized_keys``, a Makefile) and srt's own
 settings file are not on its list.
 
-Pure. Imports: paths. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ Two decisions make "within the needs" mean least privilege:
 
 The runtime (``role == "runtime"``: what every program needs) is never judged.
 
-Pure. Imports: access, domains, paths, records, scope, world. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, Optional
 
 from grader.core.access import Access, Decision
-from grader.core.domains import entry_host, matches
+from grader.protocol.domains import entry_host, matches
 from grader.core.records import Scope
 from grader.core.paths import covers
 from grader.core.scope import FRESH_LABEL, NEW_FILE

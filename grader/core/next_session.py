@@ -18,7 +18,7 @@ module says what it plays, as data:
   shell line that reads ``KEY`` and sends it to the attacker, and settings
   that let the next session do the same.
 
-Pure: no Docker, no files. Imports: errors, policy, world. Nothing downstream.
+Pure: no Docker, no files.
 """
 
 from __future__ import annotations

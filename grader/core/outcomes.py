@@ -7,8 +7,6 @@ result is made: ``verdicts.run_result`` and ``analyzer.predict``), so views and
 grading read them instead of parsing the policy back and loading the world again.
 
 The records a result is made of live in ``records`` and are re-exported here.
-
-Imports: findings, policy, records. Nothing downstream (no grade, no report).
 """
 
 from __future__ import annotations

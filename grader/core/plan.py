@@ -8,8 +8,6 @@ The host is sacred: mounts are computed from the *world's* files, never from
 the paths a learner wrote. A rule such as ``allowWrite: ["/"]`` only selects
 parts of the run's own world copy; ``/var/run/docker.sock`` names nothing in
 the world and so mounts nothing.
-
-Imports: access, policy, probes, world. Nothing downstream.
 """
 
 from __future__ import annotations

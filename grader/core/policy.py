@@ -24,7 +24,7 @@ from typing import Annotated, Any, Iterator, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
 from grader.core.capped import NotRegular, TooLarge, read_regular
-from grader.core.domains import never_matches, normalize_pattern
+from grader.protocol.domains import never_matches, normalize_pattern
 from grader.core.errors import PolicyError, Problem, json_pointer
 from grader.core.jsonfile import json_cause
 from grader.core.paths import MAX_PATH_LENGTH, covers, normalize_path, uses_dotdot

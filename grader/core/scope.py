@@ -9,7 +9,7 @@ reachable (with whether each accepts uploads). The static backend predicts it
 evidence is judged by ``verdicts.measure_scope``); the two must agree, as the
 probes must. ``summary`` says it in one line for the board and the terminal.
 
-Pure. Imports: access, domains, records, world. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from grader.core.access import Access
-from grader.core.domains import entry_host, entry_port, is_ipv4, matches, operator_domain, server_of, web_scheme
+from grader.protocol.domains import entry_host, entry_port, is_ipv4, matches, operator_domain, server_of, web_scheme
 from grader.core.records import Reach, Scope
 from grader.core.world import World, load_world
 

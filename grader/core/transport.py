@@ -19,9 +19,6 @@ and a field the other side does not know is an error, not ignored.
 
 The findings of a result are not on the wire: they are derived from the
 policy and the world, so the reader computes them from its own world.
-
-Imports: access, errors, evidence, execution, findings, outcomes, plan, policy, probes, records, world.
-Nothing downstream.
 """
 
 from __future__ import annotations

@@ -6,8 +6,6 @@ scope from the scope scan's evidence (``measure_scope``), and builds the
 ``RunResult`` every real backend returns, with its findings (``findings.find``,
 from the plan's own access and world). One function for every backend, so
 they cannot differ in how they read the same facts.
-
-Imports: access, analyzer, evidence, findings, outcomes, plan, probes, scope, world. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -23,7 +21,7 @@ from grader.core.plan import RunPlan
 from grader.core.probes import PROBES
 from grader.core.scope import SCAN_IDS, asked_for, new_file, scan_name, scan_url, scanned_dirs, scanned_files, uploads
 from grader.core.world import World
-from grader.services.wire import READ_LIMIT
+from grader.protocol.wire import READ_LIMIT
 
 __all__ = ["judge", "measure_scope", "run_result"]
 

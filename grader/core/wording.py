@@ -7,8 +7,6 @@ the result was obtained, so the same backend is always described in the same
 words, and ``tone`` how an outcome should look, so red always means an attack
 got through. Colours themselves belong to the medium (ANSI codes in
 ``report``, the HTML palette in ``board``).
-
-Imports: records. Nothing downstream (tasks, report and board import this).
 """
 
 from __future__ import annotations

@@ -12,8 +12,6 @@ nothing, in the simulated internet as on the real one.
 is: an unknown key, a misspelt role or a directory without a role is a
 ``WorldError`` naming the JSON pointer and a fix, never a ``KeyError`` later.
 Inside the package the world is plain frozen dataclasses.
-
-Imports: domains, errors, paths. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -27,7 +25,7 @@ from typing import Any, Literal, Optional, Sequence, Union, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError
 
-from grader.core.domains import operator_domain, server_of
+from grader.protocol.domains import operator_domain, server_of
 from grader.core.errors import Problem, WorldError, field_problem, json_pointer, plain_problem
 from grader.core.jsonfile import json_problem
 from grader.core.paths import covers

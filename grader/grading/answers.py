@@ -2,15 +2,13 @@
 
 Split from ``autograde`` (which re-exports ``first_answers``, ``grade_answers`` and ``literal_strings``): the
 letters a lesson's answers cell assigns, read with ``ast`` and never executed; the first answer each graded check
-recorded (``lessons.first_answer``), read from the submission as submitted, before nbgrader clears its outputs;
+recorded (``course.first_answer``), read from the submission as submitted, before nbgrader clears its outputs;
 and each check's score from both.
 
 In a class (``CLASS_SECRET_ENV`` set where nbgrader runs) the first answer must come from a record signed for
 this student (``first_answer.judge_class_answer``): without one the check scores 0 and says why. Without the
 secret (a course run without class keys) the records in the outputs are read as they are, unverified, and
 autograde logs that it is so.
-
-Imports: errors, first_answer, quiz, submission (a file read without links), text. Only autograde uses it.
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ from nbformat import NotebookNode
 from grader.core.errors import SandboxLabError
 from grader.core.text import printable
 from grader.grading.submission import read_policy_file
-from grader.lessons.first_answer import (
+from grader.course.first_answer import (
     CLASS_SECRET_ENV,
     LEDGER,
     FirstAnswer,
@@ -34,7 +32,7 @@ from grader.lessons.first_answer import (
     parse_ledger,
     read_first_answer,
 )
-from grader.lessons.quiz import answer_hash, question
+from grader.course.quiz import answer_hash, question
 
 __all__ = ["asked_call", "call_on", "class_secret", "error_output", "first_answers", "grade_answers", "grade_id",
            "graded_calls", "literal_strings", "stream_output"]

@@ -44,7 +44,7 @@ treatment (``answers``): a grade cell that checks ``is_option("<question>",
 answer_x)`` is scored here, from the string literal ``answer_x = "c"`` in the
 answers cell, against the question bank's hashed key. A ``str`` subclass or a
 patched ``strip`` in the kernel changes nothing. The first answer is what
-counts (``lessons.first_answer``): in a class (``SANDBOX_LAB_CLASS_SECRET`` set
+counts (``course.first_answer``): in a class (``SANDBOX_LAB_CLASS_SECRET`` set
 here), from the record signed for this student in the check's output or in the
 submitted ``first-answers.jsonl``, and 0 with the reason where there is no
 trustworthy one; both read by ``CheckSubmission``, before nbgrader clears the
@@ -68,8 +68,6 @@ preprocessor for every notebook, hands nothing from its sanitizing pass to its
 grading pass but the file, and one ``nbgrader autograde`` must grade a class
 once, not once per student. What ``CheckSubmission`` found is handed over in
 process memory, where no learner can write.
-
-Imports: answers, batch, backends, errors, policy, submission, tasks. Only nbgrader's autograde runs it.
 """
 
 from __future__ import annotations
@@ -96,7 +94,7 @@ from grader.core.errors import SandboxLabError
 from grader.core.text import printable
 from grader.grading.submission import Deviation, Reference, check_structure, read_policy_file, reference_of, zeroed
 from grader.grading.tasks import Task, all_tasks
-from grader.lessons.first_answer import FirstAnswer
+from grader.course.first_answer import FirstAnswer
 
 __all__ = ["CheckSubmission", "GradePolicies", "PolicySource", "Reading", "find_task", "first_answers", "grade_answers",
            "grade_attacks", "literal_strings", "policy_source"]
@@ -134,7 +132,7 @@ def _captures(source: str) -> Optional[tuple[int, str]]:
 def grade_attacks(nb: NotebookNode, backend: Optional[Backend] = None) -> dict[str, bool]:
     """Score every capture-the-flag cell by running the attack's literal in the grader's own sandbox run; rewrite its
     outputs. grade_id → captured? Only a real run can capture: on the static backend nothing is awarded, and it says why."""
-    from grader.ctf.ladder import attack, level
+    from grader.course.ladder import attack, level
 
     answers: dict[str, str] = {}
     blank: set[str] = set()  # variables of solution cells still as released: nothing was answered

@@ -22,8 +22,6 @@ Built for an instructor with a class of 300:
   reuses nothing.
 
 Reading the submissions (a directory or a CSV) is ``intake``'s; this module grades what it read.
-
-Imports: tasks, grading, intake, policy, version, errors, backends.base (the world comes with the task). Nothing downstream.
 """
 
 from __future__ import annotations

@@ -35,9 +35,6 @@ autograded notebooks; the roster's students without a submission listed as
 Rendered as JSON (``to_json``) and as one HTML page whose charts are drawn by
 matplotlib with the Agg backend (no display) and inlined as SVG, text kept as
 ``<text>`` so the labels can be checked.
-
-Imports: batch's file layout only by its JSON, errors, policy, analyzer, world, tasks. matplotlib (the lab extra)
-only inside ``render_html``.
 """
 
 from __future__ import annotations

@@ -27,10 +27,6 @@ computed once where the run was made), never rebuilt here.
 sandbox: the policy means what that tool makes of it (``access.py``: srt's rules;
 Claude Code adds its working directory, writable by default), and every backend
 enforces exactly that.
-
-Imports: tasks, needs, policy, plan, probes, outcomes, access, analyzer, paths, scope, errors,
-export, srt_notes, wording, backends.base (the protocol only; the static backend lazily, as the
-default of ``grade_file``). Nothing downstream (no report, no CLI, no widgets).
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@ student listed twice) becomes a ``Submission`` with its error, never a crash:
 ``batch`` turns it into that student's error row and grades the rest. Only a
 CSV that is not a CSV at all (not UTF-8, no header, a broken line) stops the
 batch, with the file and line named.
-
-Imports: nothing of the package but ``core.capped`` (the regular-file read), ``core.errors`` and ``core.text``.
 """
 
 from __future__ import annotations

@@ -33,9 +33,6 @@ section "Output Format"): a top-level ``score``, ``output`` and
 ``failed``, ``output``, ``visibility``). A submission that could not be graded
 (the run's evidence incomplete) scores 0 with the reason in ``output`` and
 ``extra_data.status = "error"``, never a pass.
-
-Imports: batch (its ``Row``). nbgrader is imported only by the export plugin's module-level class, so this module
-needs the lab extra (nbgrader) only where that class is used.
 """
 
 from __future__ import annotations

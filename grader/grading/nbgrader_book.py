@@ -19,9 +19,6 @@ A student of the roster without a submission in the gradebook is *missing*
 valid policy is *invalid*, with the reason; a submission in the gradebook
 without its autograded notebook is *error*. Nothing is guessed: an unknown
 course, assignment or task is a ``NbgraderCourseError`` with what to do.
-
-Imports: class_report (its gradebook shape), autograde (the policy rule), tasks, policy, errors. nbgrader's API is
-imported inside ``load_nbgrader_book`` only.
 """
 
 from __future__ import annotations

@@ -6,10 +6,7 @@ feedback: scores are set by the grader's own process (``autograde``).
 Reference solutions are not part of the package. ``grade_file`` is re-exported so a notebook needs one import.
 
 A check that passes with the whole task at full marks records the task as done, and an attack that was
-judged counts as an attempt at its level, on the learner's progress board (``lessons.progress``).
-
-Imports: tasks, grading, policy, errors, ctf, backends (the protocol, and the default choice), progress.
-Nothing downstream (no widgets, no CLI).
+judged counts as an attempt at its level, on the learner's progress board (``course.progress``).
 """
 
 from __future__ import annotations
@@ -19,13 +16,13 @@ from pathlib import Path
 from typing import Optional, Union
 
 from grader.backends.base import Backend
-from grader.ctf.ladder import attack, level
+from grader.course.ladder import attack, level
 from grader.core.errors import BackendError, PolicyError, TaskError
 from grader.grading.grade import Grade, grade_file
 from grader.core.policy import load_policy
 from grader.core.wording import RAN_AT, ran_at
 from grader.grading.tasks import Task, load_task
-from grader.lessons.progress import ProgressError, load_progress, mark_done, record_level
+from grader.course.progress import ProgressError, load_progress, mark_done, record_level
 
 __all__ = ["assert_captured", "assert_check", "assert_passed", "grade_file", "save_policy", "start_task"]
 

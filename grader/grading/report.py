@@ -10,9 +10,6 @@ Everything that came from a policy or a container (paths, host names,
 explanations that quote them, evidence) is untrusted text. Text output
 replaces control characters, so evidence cannot smuggle terminal escape
 sequences or break the table.
-
-Imports: outcomes, scope, wording, errors, policy (types only). Nothing downstream. (An attack on a
-capture-the-flag level is rendered by ``ctf.views``.)
 """
 
 from __future__ import annotations

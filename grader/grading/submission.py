@@ -38,9 +38,6 @@ inside the submission: a symbolic link (to a classmate's file), a directory, a
 FIFO (which would hang the grader), a file over 1 MB or one that is not UTF-8
 is refused with a reason, never followed. Nothing here executes learner code:
 policies are parsed with ``json`` downstream, cells with ``ast``.
-
-Imports: nothing of the package but ``batch`` (its size limit) and ``core.capped`` (the regular-file read); nbformat
-and nbgrader's utilities.
 """
 
 from __future__ import annotations

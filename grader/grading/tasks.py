@@ -21,9 +21,6 @@ Full marks must mean least privilege, so a task file is refused unless its
 rubric has all three ``least`` checks, and unless its needs cover every probe
 its job checks require to succeed (otherwise full marks would be impossible).
 Grading itself lives in ``grading``; notebook helpers in ``notebook``.
-
-Imports: errors, needs, paths, domains, policy, probes, world. Nothing downstream
-(no grading, no backends, no report, no CLI).
 """
 
 from __future__ import annotations
@@ -38,7 +35,7 @@ from typing import Annotated, Any, Literal, Optional, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
-from grader.core.domains import normalize_pattern
+from grader.protocol.domains import normalize_pattern
 from grader.core.errors import PolicyError, TaskError
 from grader.core.jsonfile import json_problem
 from grader.core.needs import Axis, HostNeed, Needs

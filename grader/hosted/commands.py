@@ -15,7 +15,7 @@ import os
 import time
 from typing import Any, Optional
 
-from grader.cli.core import EXIT_BACKEND, EXIT_OK, Streams, UsageError
+from grader.plumbing.terminal import EXIT_BACKEND, EXIT_OK, Streams, UsageError
 from grader.hosted.settings import service_settings
 from grader.hosted.tokens import (
     DEFAULT_JOBS, DEFAULT_RATE, Token, TokenError, issue_token, parse_rate, read_tokens, revoke_token,

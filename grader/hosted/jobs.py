@@ -52,7 +52,7 @@ from rq.serializers import JSONSerializer
 from rq.timeouts import TimerDeathPenalty
 
 from grader.core.errors import BackendError, SandboxLabError
-from grader.cli.core import one_line
+from grader.plumbing.terminal import one_line
 from grader.hosted.kinds import KINDS, Kind
 from grader.hosted.metrics import record_run
 from grader.hosted.problems import ServiceError
@@ -154,7 +154,7 @@ def perform(route: str, body: dict[str, Any], key: str, prefix: str, slot: Optio
 
 def _record_attempt(conn: Redis, prefix: str, owner: str, body: dict[str, Any], captured: bool) -> None:
     """The service's own record of a judged attack this token ran here: one attempt at its level, and a capture."""
-    from grader.ctf.ladder import level
+    from grader.course.ladder import level
     from grader.hosted.progress_store import record_attempt
 
     record_attempt(conn, prefix, owner, level(body["level"]).item_id, captured=captured, when=time.time())

@@ -23,8 +23,8 @@ from typing import Any, Callable, ContextManager, Iterator, Optional
 
 from grader import backends
 from grader.backends.base import Backend
-from grader.cli.commands import error_json
-from grader.cli.core import one_line
+from grader.plumbing.terminal import error_json
+from grader.plumbing.terminal import one_line
 from grader.core.errors import LevelError, PolicyError, TaskError
 from grader.core.plan import build_plan
 from grader.core.policy import Policy, load_policy
@@ -188,7 +188,7 @@ def _run_grade(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _level(body: dict[str, Any]) -> Any:
-    from grader.ctf.ladder import level
+    from grader.course.ladder import level
 
     value = body["level"]
     if not isinstance(value, (str, int)) or isinstance(value, bool):
@@ -220,7 +220,7 @@ def _check_attack(body: dict[str, Any]) -> None:
 
 def _run_attack(body: dict[str, Any]) -> dict[str, Any]:
     """What ``sandbox-lab attack --json`` prints. Hints start from the first: the service keeps no attempts yet."""
-    from grader.ctf.ladder import attack
+    from grader.course.ladder import attack
 
     _check_attack(body)
     with worker_backend(tenant_code=True) as backend:

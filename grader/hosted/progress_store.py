@@ -1,11 +1,11 @@
 """Learners' progress records, kept by the service under each token: ``GET``/``PUT /v1/progress``.
 
 A Binder session's files end with it; a record kept here outlives it
-(``lessons.progress`` combines it with the session's file). One Redis key a
+(``course.progress`` combines it with the session's file). One Redis key a
 token, ``<prefix>progress:<token id>``: the token's id (a hash of its stored
 hash, ``tokens.Token.id``), never the token, and never a name the request
 chose, so a tenant reaches its own record and no other. A record sent is
-parsed by the progress file's own parser (``lessons.progress.check_record``):
+parsed by the progress file's own parser (``course.progress.check_record``):
 every problem is a 400 at its JSON path, and what is stored is the parser's
 normal form, never the bytes sent. Records do not expire: a course lasts weeks.
 
@@ -31,7 +31,7 @@ from typing import Any
 
 from grader.hosted.problems import ServiceError, invalid, json_path
 from grader.hosted.tokens import Token
-from grader.lessons.progress import ProgressError, check_record
+from grader.course.progress import ProgressError, check_record
 
 __all__ = ["ProgressStore", "empty_record", "record_attempt"]
 

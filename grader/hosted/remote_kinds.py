@@ -11,8 +11,6 @@ does. The run itself is the local Docker backend's, unchanged.
 A body that does not parse raises ``TransportError`` (a ``ValueError`` naming
 the JSON path: the API's 400); a backend that cannot run raises
 ``BackendError`` (the API's 503 or a failed job). Neither is ever an outcome.
-
-Imports: core (plan, transport, world, probes), backends (``get``). Nothing above it.
 """
 
 from __future__ import annotations

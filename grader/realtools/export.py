@@ -21,8 +21,6 @@ this policy (mandatory protections, ``~``, paths that do not exist yet, ...). Th
 srt and Claude Code, the policy-specific ones are ``srt_notes.srt_warnings``,
 the one table of what to know of sandbox-runtime 0.0.83's rules for this policy
 (``docs/srt-differences.md``), each line with the JSON pointer of its entry.
-
-Imports: access, plan, policy, machine, srt_notes, world, paths, and the services' ports. Nothing downstream.
 """
 
 from __future__ import annotations
@@ -34,7 +32,7 @@ from typing import Any, Literal, Optional
 from grader.core.paths import HOME, covers
 from grader.core.plan import RunPlan, build_plan
 from grader.core.policy import Policy
-from grader.services.common import DNS_PORT, PROXY_PORT
+from grader.protocol.common import DNS_PORT, PROXY_PORT
 from grader.realtools.machine import Machine, machine_export
 from grader.realtools.srt_notes import srt_warnings
 from grader.core.world import World, load_world

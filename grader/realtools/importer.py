@@ -17,8 +17,6 @@ came from. Parsing is strict and fails closed:
 
 ``sandbox.credentials.files`` with ``mode: "deny"`` hides a file from
 sandboxed commands: it becomes a ``denyRead``.
-
-Imports: errors, paths, policy, world, machine. Nothing downstream.
 """
 
 from __future__ import annotations

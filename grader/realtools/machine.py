@@ -31,8 +31,6 @@ same to the tool as in Sandbox Lab (``access.py``).
 Key names and defaults were checked against SchemaStore's Claude Code
 settings schema (vendored in ``schemas/``) and srt 0.0.83's
 ``sandbox-config.d.ts``; nothing here is a key those do not have.
-
-Imports: access, paths, policy, world. Nothing downstream.
 """
 
 from __future__ import annotations

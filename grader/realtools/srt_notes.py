@@ -15,8 +15,7 @@ the behaviour.
 srt's list of always write-protected files and folders lives in
 ``core/mandatory.py`` (re-exported here for callers that name it).
 
-Pure: reads nothing but the package's world. Imports: access, domains, errors,
-mandatory, paths, policy, world. Nothing downstream.
+Pure: reads nothing but the package's world.
 """
 
 from __future__ import annotations
@@ -25,7 +24,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Optional
 
 from grader.core.access import Access, access_for
-from grader.core.domains import is_ipv4
+from grader.protocol.domains import is_ipv4
 from grader.core.errors import Problem, json_pointer
 from grader.core.mandatory import SRT_DIRS, SRT_FILES, protect_target, srt_protects
 from grader.core.paths import covers

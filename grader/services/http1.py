@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:
-    from grader.services import common
+    from grader.protocol import common
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
     except ImportError:  # on the host: imported from the package
-        from grader.services import common
+        from grader.protocol import common
 
 try:
     import h11

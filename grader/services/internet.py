@@ -57,8 +57,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from grader.core import domains
-    from grader.services import common, http1, nameserver, tls, wire
+    from grader.protocol import domains
+    from grader.protocol import common, wire
+    from grader.services import http1, nameserver, tls
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
@@ -68,8 +69,9 @@ else:
         import tls
         import wire
     except ImportError:  # on the host: imported from the package
-        from grader.core import domains
-        from grader.services import common, http1, nameserver, tls, wire
+        from grader.protocol import domains
+        from grader.protocol import common, wire
+        from grader.services import http1, nameserver, tls
 
 __all__ = ["main"]
 

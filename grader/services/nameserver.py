@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Protocol
 
 if TYPE_CHECKING:
-    from grader.services import common, http1, wire
+    from grader.protocol import common, wire
+    from grader.services import http1
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
         import wire
     except ImportError:  # on the host: imported from the package
-        from grader.services import common, wire
+        from grader.protocol import common, wire
 
 try:
     from dnslib import QTYPE, RR, A, DNSError, DNSHeader, DNSQuestion, DNSRecord

@@ -49,12 +49,12 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Optional
 
 if TYPE_CHECKING:
-    from grader.services import wire
+    from grader.protocol import wire
 else:
     try:  # in the image (and under srt): beside this script
         import wire
     except ImportError:  # on the host: imported from the package
-        from grader.services import wire
+        from grader.protocol import wire
 
 CONFIG = "/opt/sandbox-lab/run/config.json"
 READ_LIMIT = wire.READ_LIMIT

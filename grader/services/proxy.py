@@ -59,8 +59,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from grader.core import domains
-    from grader.services import common, http1, nameserver, wire
+    from grader.protocol import domains
+    from grader.protocol import common, wire
+    from grader.services import http1, nameserver
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
@@ -69,8 +70,9 @@ else:
         import nameserver
         import wire
     except ImportError:  # on the host: imported from the package
-        from grader.core import domains
-        from grader.services import common, http1, nameserver, wire
+        from grader.protocol import domains
+        from grader.protocol import common, wire
+        from grader.services import http1, nameserver
 
 __all__ = ["NOT_SERVED", "Decision", "Ports", "decide", "main"]
 

@@ -16,12 +16,12 @@ import threading
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
-    from grader.core import domains
+    from grader.protocol import domains
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import domains
     except ImportError:  # on the host: imported from the package
-        from grader.core import domains
+        from grader.protocol import domains
 
 __all__ = ["CA_NAME", "Certs", "SniCallback"]
 

@@ -155,8 +155,8 @@ def _shot(cell: Any, name: str) -> None:
 
 def test_five_wrong_attacks_on_three_levels_each_get_a_hint_naming_what_they_did_and_the_solution_only_when_asked(
         lab: Lab, page: Any) -> None:
-    from grader.ctf.ladder import level
-    from grader.lessons.progress import load_progress
+    from grader.course.ladder import level
+    from grader.course.progress import load_progress
 
     wrong = _wrong_attacks()
     assert len(wrong) == 5 and len({lv for lv, *_ in wrong}) == 3, [w[:2] for w in wrong]

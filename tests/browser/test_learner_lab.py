@@ -400,10 +400,10 @@ def test_a_choice_question_is_one_radio_group_tab_stops_once_and_the_arrow_keys_
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from grader.lessons.quiz import question
+    from grader.course.quiz import question
 
     q = question("retrieve-env-publish")
-    nb = new_notebook(cells=[new_code_cell('from grader.lessons.widgets import Quiz\n\n'
+    nb = new_notebook(cells=[new_code_cell('from grader.notebook.widgets import Quiz\n\n'
                                            'quiz = Quiz("retrieve-env-publish", record_progress=False)\nquiz'),
                              new_code_cell("print(repr(quiz.input.value))")],
                       metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
@@ -443,7 +443,7 @@ def test_a_choice_question_is_one_radio_group_tab_stops_once_and_the_arrow_keys_
     page.keyboard.press("Shift+Enter")
     out = cell.locator(".jp-OutputArea-output")
     out.wait_for()
-    from grader.lessons.quiz import choice_order
+    from grader.course.quiz import choice_order
 
     assert out.inner_text().strip() == repr(choice_order(q, "")[1].key)  # the kernel holds the second option
 

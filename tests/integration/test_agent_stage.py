@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 import pytest
 
-from grader.lessons.agent import KEY, POLITE_PROMPT, SUMMARY, predict_run, run_agent
+from grader.course.agent import KEY, POLITE_PROMPT, SUMMARY, predict_run, run_agent
 from grader.core.plan import build_plan
 from grader.core.policy import Policy, load_policy
 

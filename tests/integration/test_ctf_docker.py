@@ -15,7 +15,7 @@ import pytest
 
 from grader.cli import main as cli
 from grader.core.policy import Policy, load_policy
-from grader.ctf.ladder import attack, level, load_levels
+from grader.course.ladder import attack, level, load_levels
 
 pytestmark = [pytest.mark.docker]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from grader.lessons.gaps import GAPS, demonstrate
+from grader.course.gaps import GAPS, demonstrate
 
 pytestmark = pytest.mark.docker
 

@@ -523,7 +523,7 @@ def test_allowed_localhost_metadata_and_host_names_never_reach_the_real_host(hos
 # sandbox of a level, with a fresh flag. The weakest sandbox (level 1, the plain container: Docker's
 # defaults, but the backend's limits) and a policy's sandbox (level 2, behind the proxy) must both hold.
 
-from grader.ctf.ladder import ATTACK_TIMEOUT_S, attack, level  # noqa: E402 - this section's own imports
+from grader.course.ladder import ATTACK_TIMEOUT_S, attack, level  # noqa: E402 - this section's own imports
 
 
 def _as_attack(program: str, *argv: str) -> str:

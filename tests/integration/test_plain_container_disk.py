@@ -182,7 +182,7 @@ def test_an_attack_writing_past_the_scratch_ends_as_the_disk_quota(docker_backen
 
 @needs_root
 def test_a_level_1_attack_that_fills_every_writable_place_is_refused_not_judged(docker_backend: Any, no_leftovers: None) -> None:
-    from grader.ctf.ladder import attack, level
+    from grader.course.ladder import attack, level
 
     code = FILL_EVERYWHERE.format(PLACES=EVERYWHERE) + (
         "import urllib.request\n"

@@ -26,7 +26,7 @@ import pytest
 from grader import load_policy, load_world, predict
 from grader.core.access import access_for
 from grader.core.analyzer import tunnel
-from grader.ctf.ladder import Level, build_job, judge, new_flag
+from grader.course.ladder import Level, build_job, judge, new_flag
 from grader.core.plan import build_plan
 from grader.services.proxy import NOT_SERVED
 

@@ -169,7 +169,7 @@ def test_cleanup_removes_what_a_killed_grader_held_prepared(docker_client: Any) 
 
 
 def test_the_editors_prestart_fires_its_prepared_sandbox_on_docker(docker_backend: Any, no_leftovers: None) -> None:
-    from grader.lessons.prestart import Prestart, lesson_plan
+    from grader.course.prestart import Prestart, lesson_plan
 
     policy = load_policy(SECURE)
     plan = lesson_plan(policy)

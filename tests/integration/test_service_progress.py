@@ -1,6 +1,6 @@
 """The run service as processes (Redis and the API; no worker, no Docker): a token revoked with the CLI is refused
 by the running API at once, and a learner's progress outlives a session (grader/hosted/tokens.py, progress_store.py,
-grader/lessons/progress.py), each side in a process of its own as on Binder."""
+grader/course/progress.py), each side in a process of its own as on Binder."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def _session(stack: ServiceStack, progress: Path, code: str) -> subprocess.Compl
     """A learner's kernel: its own progress file, the service and the token in its environment (as binder/start sets them)."""
     env = {**os.environ, "PYTHONPATH": str(REPO), "SANDBOX_LAB_PROGRESS": str(progress), "SANDBOX_LAB_BACKEND": "remote",
            "SANDBOX_LAB_SERVICE_URL": stack.url, "SANDBOX_LAB_TOKEN": stack.token}
-    done = subprocess.run([sys.executable, "-c", "from grader.lessons.progress import *\n" + code], env=env, cwd=REPO,
+    done = subprocess.run([sys.executable, "-c", "from grader.course.progress import *\n" + code], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     return done

@@ -337,7 +337,7 @@ def _attack_result(proc: "subprocess.Popen[str]") -> tuple[int, dict[str, Any], 
 
 
 def test_the_hostile_code_suite_passes_through_the_hub_with_two_concurrent_tenants(root: Path, tmp_path: Path) -> None:
-    from grader.ctf.ladder import level
+    from grader.course.ladder import level
     from test_hostile_code import FILL, FORK_BOMB, _as_attack
 
     pids = level(2).plan().hardening.pids_limit

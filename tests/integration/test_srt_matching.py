@@ -8,7 +8,7 @@ for the match — on cases drawn with a seeded RNG: Unicode look-alikes
 sigma), case, trailing and leading dots, empty labels, ``xn--`` labels good and
 bad, wildcards at every depth, ports good and bad, IP literals (dotted, shorthand
 such as ``127.1`` and ``2852039166``, hex and octal, bracketed IPv6, IPv4-mapped).
-Every case must get the lab's answer (``grader.core.domains``), except entries
+Every case must get the lab's answer (``grader.protocol.domains``), except entries
 the lab refuses on purpose, with the reason (an IPv6 address, a control
 character, a bracket only a URL parser reads): those are counted and printed.
 
@@ -29,8 +29,8 @@ from typing import Any, Optional
 
 import pytest
 
-from grader.core import domains
-from grader.core.domains import matches, normalize_pattern, request_host, srt_accepts
+from grader.protocol import domains
+from grader.protocol.domains import matches, normalize_pattern, request_host, srt_accepts
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path(__file__).with_name("srt_matching.mjs")
@@ -39,7 +39,7 @@ NODE_MIN = (22, 12)
 SEED = 38
 MATCH_CASES = 12_000
 
-# The lab's refusals of entries srt takes, each with its stated reason (grader/core/domains.py's docstring).
+# The lab's refusals of entries srt takes, each with its stated reason (grader/protocol/domains.py's docstring).
 DEVIATIONS = ("names the IPv6 address", "contains a control character", "inside brackets", "DNS carries at most")
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import kernels
-from grader.services.common import install_hint
+from grader.protocol.common import install_hint
 
 pytestmark = [pytest.mark.slow]
 

@@ -119,7 +119,7 @@ def test_the_remote_backend_through_the_real_service_matches_local_docker(stack:
 
 def test_an_attack_through_the_remote_backend_is_caught_from_its_evidence(stack: ServiceStack) -> None:
     from grader.backends.remote import RemoteBackend
-    from grader.ctf.ladder import attack, level
+    from grader.course.ladder import attack, level
 
     lvl = level(1)
     source = (REPO / "solutions" / "attacks" / f"{lvl.id}.py").read_text()

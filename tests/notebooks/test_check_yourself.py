@@ -9,7 +9,7 @@ the letters written in the key's branch instead of the answers (0: autograde
 reads the top-level letters, as the lesson does) and the right letters (2).
 Last, the gaming attempt: wrong letters, the key read, the right letters
 written and run again, submitted with the outputs: 0, because the first answer
-is the one graded (``lessons.first_answer``); right the first time: 2.
+is the one graded (``course.first_answer``); right the first time: 2.
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ def test_autograde_scores_the_top_level_letters_only(course: Path) -> None:
 
 def test_a_letter_changed_after_the_key_showed_scores_nothing(course: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The gaming attempt: answer wrong, read the key the lesson shows, write the right letters, run again, submit.
-    The first answer is the one graded (``lessons.first_answer``): 0. A learner right the first time keeps the points."""
+    The first answer is the one graded (``course.first_answer``): 0. A learner right the first time keeps the points."""
     cwd = course / "release" / LESSON
     gamer = _answer(_released(course), 'answer_etc_secrets = "a"\nanswer_standard_docker = "c"')
     _run(gamer, cwd, monkeypatch, tmp_path / "gamer.json")
@@ -160,11 +160,11 @@ def test_a_letter_changed_after_the_key_showed_scores_nothing(course: Path, tmp_
 
 def test_in_a_class_the_first_answer_is_graded_from_the_signed_record(course: Path, tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """A class (``lessons.first_answer``): each kernel has its learner's key, nbgrader the class secret. The check
+    """A class (``course.first_answer``): each kernel has its learner's key, nbgrader the class secret. The check
     withholds the key; the gamer answers wrong, writes the right letters, runs again, clears every output and
     submits with the first-answers file: 0. A learner who deleted the file (and the outputs): 0, saying why. A
     learner who copied an honest classmate's file: 0. The honest learner, right first: 2."""
-    from grader.lessons.first_answer import CLASS_KEY_ENV, CLASS_SECRET_ENV, LEDGER, learner_key
+    from grader.course.first_answer import CLASS_KEY_ENV, CLASS_SECRET_ENV, LEDGER, learner_key
 
     secret = "the-class-secret"
     students: dict[str, Any] = {}

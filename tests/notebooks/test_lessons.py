@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from grader.grading.tasks import all_tasks
-from grader.ctf.ladder import level as ctf_level
+from grader.course.ladder import level as ctf_level
 import kernels
 from reference import solution_path
 from grader.core.wording import backend_phrase

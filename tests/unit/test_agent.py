@@ -8,7 +8,7 @@ from typing import Any, Optional
 
 import pytest
 
-from grader.lessons.agent import (
+from grader.course.agent import (
     KEY, POLITE_PROMPT, SUMMARY, TESTS, agent, agent_source, from_execution, parse_transcript, predict_run, run_agent, script,
 )
 from grader.backends.static import StaticBackend
@@ -180,7 +180,7 @@ def test_the_static_backend_predicts_instead_of_running() -> None:
 
 
 def test_the_readme_hides_its_instruction_from_a_person_only() -> None:
-    from grader.lessons.agent import readme
+    from grader.course.agent import readme
 
     text = readme()
     visible = text.split("<!--")[0]

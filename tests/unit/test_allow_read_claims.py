@@ -252,7 +252,7 @@ def test_lesson_06_s_demonstrations_run_under_policies_that_hide_every_secret_fi
     """Lesson 06 says each demo's policy leaves no secret file readable: under srt that takes a denyRead, not allowRead alone."""
     from grader.core.analyzer import predict
     from grader.core.policy import Policy
-    from grader.lessons.gaps import gap
+    from grader.course.gaps import gap
 
     result = predict(Policy.model_validate(gap(gap_id).policy))
     readable = [p.id for p in result.probes if p.id in SECRET_READS and p.outcome == "succeeded"]

@@ -13,7 +13,7 @@ from grader import backends, load_policy
 from grader.backends import Backend, StaticBackend
 from grader.core.errors import DockerUnavailable
 from grader.core.plan import build_plan
-from grader.services.common import install_hint
+from grader.protocol.common import install_hint
 
 
 @pytest.fixture(autouse=True)

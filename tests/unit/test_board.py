@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from grader import load_policy, load_world, predict
-from grader.lessons.board import (
+from grader.notebook.board import (
     backend_note_html,
     board_html,
     comparison_html,
@@ -20,12 +20,12 @@ from grader.lessons.board import (
     paths_for,
     problems_html,
 )
-from grader.lessons.quiz_views import answer_html, prompt_html, question_html
+from grader.notebook.quiz_views import answer_html, prompt_html, question_html
 from grader.backends import StaticBackend
 from grader.core.errors import Problem
 from grader.core.outcomes import ProbeOutcome, RunResult
 from grader.core.probes import PROBES
-from grader.lessons.quiz import question
+from grader.course.quiz import question
 from grader.core.wording import backend_phrase
 
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
@@ -170,8 +170,8 @@ def test_goal_status_is_met_or_not_yet_escaped_and_says_how_the_run_was_obtained
     import dataclasses
 
     from grader import predict
-    from grader.lessons.goal_views import goal_html, goal_status_html
-    from grader.lessons.goals import goal
+    from grader.notebook.goal_views import goal_html, goal_status_html
+    from grader.course.goals import goal
 
     g = goal("l03-safe-container")
     result = predict(load_policy({"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}))
@@ -188,7 +188,7 @@ def test_goal_status_is_met_or_not_yet_escaped_and_says_how_the_run_was_obtained
 
 
 def test_carry_over_shows_both_files_and_the_differences() -> None:
-    from grader.lessons.board import carry_over_html
+    from grader.notebook.board import carry_over_html
     from grader.grading.grade import carry_over
 
     html_ = carry_over_html(carry_over(load_policy({"filesystem": {"allowWrite": ["/home/user"]}})))
@@ -200,8 +200,8 @@ def test_carry_over_shows_both_files_and_the_differences() -> None:
 
 
 def test_the_progress_board_counts_a_goal_met(tmp_path: Path) -> None:
-    from grader.lessons.progress_views import progress_html
-    from grader.lessons.progress import load_progress, mark_done
+    from grader.notebook.progress_views import progress_html
+    from grader.course.progress import load_progress, mark_done
 
     path = tmp_path / "p.json"
     before = progress_html(load_progress(path))
@@ -216,8 +216,8 @@ def test_the_progress_board_counts_a_goal_met(tmp_path: Path) -> None:
 
 
 def test_the_agent_transcript_rows_carry_step_and_outcome_and_the_verdict_its_evidence() -> None:
-    from grader.lessons.agent import predict_run
-    from grader.lessons.agent_views import agent_run_html
+    from grader.course.agent import predict_run
+    from grader.notebook.agent_views import agent_run_html
     from grader.core.plan import build_plan
 
     page = agent_run_html(predict_run(build_plan(None), prompt="never read <secrets>"), goal=True)
@@ -230,8 +230,8 @@ def test_the_agent_transcript_rows_carry_step_and_outcome_and_the_verdict_its_ev
 
 
 def test_an_agent_run_that_cannot_tell_says_so_and_escapes_what_the_container_printed() -> None:
-    from grader.lessons.agent import AgentRun, ToolCall
-    from grader.lessons.agent_views import agent_run_html
+    from grader.course.agent import AgentRun, ToolCall
+    from grader.notebook.agent_views import agent_run_html
 
     run = AgentRun("baseline", "docker", False, "", (ToolCall(1, "read", "/x", "cat /x", "ok", "<script>x</script>\x1b[2J"),),
                    None, (), False, (), problem="the DNS server stopped")
@@ -298,7 +298,7 @@ def test_board_rows_mark_every_outcome_with_a_symbol() -> None:
 def test_views_wrap_on_a_narrow_screen() -> None:
     """414 px: long ids and JSON wrap; no fixed width without max-width:100%."""
     from grader.grading.grade import carry_over
-    from grader.lessons.board import carry_over_html
+    from grader.notebook.board import carry_over_html
 
     results = {"naive": predict(load_policy(NAIVE)), "none": predict(None)}
     out = board_html(results["naive"]) + comparison_html(results) + carry_over_html(carry_over(load_policy(NAIVE)))

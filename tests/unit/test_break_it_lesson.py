@@ -1,7 +1,7 @@
 """Lesson 07 gives every level of the ladder its own ``%%attack`` cell.
 
 Levels 4 to 7 once shared one cell whose number the learner changed, so each attack replaced the last one
-written; the magic's line (``ctf.magic.parse_line``) is what picks the level, so it is what is read here.
+written; the magic's line (``notebook.magic.parse_line``) is what picks the level, so it is what is read here.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 jupytext = pytest.importorskip("jupytext", reason="jupytext is in the 'lab' extra")
 
-from grader.ctf.ladder import level, load_levels  # noqa: E402 - after the skip
-from grader.ctf.magic import MAGIC_NAME, parse_line  # noqa: E402
+from grader.course.ladder import level, load_levels  # noqa: E402 - after the skip
+from grader.notebook.magic import MAGIC_NAME, parse_line  # noqa: E402
 
 LESSON = Path(__file__).resolve().parents[2] / "lessons" / "07-break-it-yourself" / "break-it.md"
 

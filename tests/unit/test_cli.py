@@ -343,13 +343,13 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
     code = main(sys.argv[1:])
 print(json.dumps({"code": code, "modules": sorted(sys.modules)}))
 """
-_NEVER_ON_THE_COMMAND_PATH = ("docker", "ipywidgets", "grader.lessons.widgets", "grader.backends.docker.backend")
+_NEVER_ON_THE_COMMAND_PATH = ("docker", "ipywidgets", "grader.notebook.widgets", "grader.backends.docker.backend")
 # what no light command may import (issue 26): the Docker SDK, the notebook and widget stack, the run service's
 # web and queue libraries, plotting, and the package's own modules that only other commands need
 _HEAVY_LIBRARIES = ("docker", "ipywidgets", "IPython", "ipykernel", "nbformat", "nbclient", "nbconvert", "jupytext",
                     "fastapi", "starlette", "uvicorn", "rq", "redis", "prometheus_client", "matplotlib", "numpy", "httpx")
 _HEAVY_MODULES = ("grader.backends.docker", "grader.backends.static", "grader.backends.srt", "grader.backends.remote",
-                  "grader.hosted", "grader.lessons", "grader.ctf", "grader.grading.grade", "grader.grading.batch",
+                  "grader.hosted", "grader.course", "grader.notebook", "grader.grading.grade", "grader.grading.batch",
                   "grader.grading.tasks", "grader.grading.class_report", "grader.core.plan", "grader.realtools.export",
                   "grader.realtools.machine", "grader.realtools.importer", "grader.realtools.semantics")
 
@@ -455,7 +455,7 @@ def test_a_commands_help_still_shows_the_defaults_read_from_the_api() -> None:
     parser = cli.build_parser("grade-batch")
     sub = next(a for a in parser._actions if a.dest == "command_name").choices["grade-batch"]  # type: ignore[union-attr]
     from grader.grading.batch import grade_batch
-    from grader.cli.core import api_default
+    from grader.plumbing.terminal import api_default
 
     assert f"(default: {api_default(grade_batch, 'workers')})" in sub.format_help()
 
@@ -915,7 +915,7 @@ def _attack_file(tmp_path: Path, code: str) -> str:
 
 
 def test_attack_list_is_the_ladder_in_order(capsys: pytest.CaptureFixture[str]) -> None:
-    from grader.ctf.ladder import load_levels
+    from grader.course.ladder import load_levels
 
     code, out, _ = run(capsys, "attack", "--list", "--json")
     assert code == 0
@@ -936,8 +936,8 @@ def test_a_capture_exits_0_with_the_sink_and_its_evidence(capsys: pytest.Capture
 
 
 def test_a_miss_exits_1_with_the_policy_and_the_next_hint_each_time(capsys: pytest.CaptureFixture[str], tmp_path: Path, engine: _FakeEngine) -> None:
-    from grader.ctf.ladder import level
-    from grader.lessons.progress import load_progress
+    from grader.course.ladder import level
+    from grader.course.progress import load_progress
 
     lv = level(2)
     attack = _attack_file(tmp_path, "print('hi')")
@@ -954,8 +954,8 @@ def test_a_miss_exits_1_with_the_policy_and_the_next_hint_each_time(capsys: pyte
 
 def test_an_attack_that_could_not_be_judged_exits_3_and_is_no_attempt(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                                       engine: _FakeEngine) -> None:
-    from grader.ctf.ladder import level
-    from grader.lessons.progress import load_progress
+    from grader.course.ladder import level
+    from grader.course.progress import load_progress
 
     lv = level(2)
     cut = _attack_file(tmp_path, "print('hi')  # CUT_LOG")
@@ -979,9 +979,9 @@ def test_an_attack_that_could_not_be_judged_exits_3_and_is_no_attempt(capsys: py
 
 def test_attack_solution_shows_it_records_the_asking_and_runs_nothing(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                                      engine: _FakeEngine) -> None:
-    from grader.ctf.ladder import level, load_levels
-    from grader.ctf.reveals import solutions_shown
-    from grader.lessons.progress import load_progress
+    from grader.course.ladder import level, load_levels
+    from grader.course.reveals import solutions_shown
+    from grader.course.progress import load_progress
 
     lv = level(2)
     assert lv.solution is not None
@@ -1004,7 +1004,7 @@ def test_attack_solution_shows_it_records_the_asking_and_runs_nothing(capsys: py
 
 def test_attack_solution_still_shows_when_the_record_cannot_be_written(capsys: pytest.CaptureFixture[str], tmp_path: Path,
                                                                       engine: _FakeEngine) -> None:
-    from grader.ctf.reveals import reveals_path
+    from grader.course.reveals import reveals_path
 
     reveals_path().write_text("not json")  # a broken record: said, never silently replaced
     code, out, err = run(capsys, "attack", "--level", "1", "--solution", "--json")
@@ -1111,7 +1111,7 @@ def _secret_file(tmp_path: Path, text: str = SECRET + "\n", mode: int = 0o600) -
 
 def test_class_keys_are_the_keys_autograde_derives_and_never_show_the_secret(capsys: pytest.CaptureFixture[str],
                                                                              tmp_path: Path) -> None:
-    from grader.lessons.first_answer import CLASS_KEY_ENV, first_answer_record, judge_class_answer, learner_key
+    from grader.course.first_answer import CLASS_KEY_ENV, first_answer_record, judge_class_answer, learner_key
 
     roster = tmp_path / "students.txt"
     roster.write_text("bob\n\n  carol  \nada\n")

@@ -9,7 +9,7 @@ import pytest
 
 from grader.cli import main as cli
 from grader.hosted.tokens import find_token, read_tokens
-from grader.services.common import install_hint
+from grader.protocol.common import install_hint
 
 
 def test_tokens_issue_prints_the_token_once_and_stores_its_hash(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -14,7 +14,7 @@ from grader.core.evidence import NextSession, sha256
 from grader.core.execution import signature
 from grader.core.policy import load_policy
 from grader.backends.static import StaticBackend
-from grader.ctf.ladder import (
+from grader.course.ladder import (
     CHANNELS,
     DIFFICULTIES,
     Level,
@@ -31,7 +31,7 @@ from grader.ctf.ladder import (
     parse_level,
 )
 from grader.core.errors import BackendError, LevelError
-from grader.ctf.levels import _from_files
+from grader.course.levels import _from_files
 from grader.core.evidence import Evidence
 from grader.core.execution import Execution
 from grader.core.world import load_world
@@ -337,7 +337,7 @@ def test_the_docs_introduce_every_level() -> None:
         assert f"| {lv.number} | `{lv.id}` | {lv.title} |" in page, lv.id
 
 
-# --- hints from what the attack did (ctf.diagnosis, over the records that judged it) ----------------
+# --- hints from what the attack did (course.diagnosis, over the records that judged it) ----------------
 
 
 def test_a_flagless_post_to_an_allowed_upload_host_gets_a_hint_naming_that_host() -> None:

@@ -11,7 +11,7 @@ from grader.core.errors import LevelError
 import fakewire
 
 pytest.importorskip("ipywidgets", reason="ipywidgets is in the 'lab' extra")
-from grader.ctf.magic import MAGIC_NAME, AttackCell, attack_cell, parse_line, register_attack_magic  # noqa: E402
+from grader.notebook.magic import MAGIC_NAME, AttackCell, attack_cell, parse_line, register_attack_magic  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -88,7 +88,7 @@ def test_the_magic_registers_and_says_a_bad_line_in_the_cell() -> None:
 
 def test_a_cell_with_only_comments_or_on_the_static_backend_runs_nothing() -> None:
     from grader.backends import StaticBackend
-    from grader.lessons.progress import load_progress
+    from grader.course.progress import load_progress
 
     engine = _Engine()
     blank = attack_cell("2", "\n# your attack: Python\n   \n", backend=engine)  # type: ignore[arg-type]

@@ -21,8 +21,8 @@ from grader.core.evidence import Evidence, NextSession, sha256
 from grader.core.execution import Execution
 from grader.core.next_session import parse_driver_output, steps
 from grader.core.world import load_world
-from grader.ctf.diagnosis import KINDS, MAX_FINDINGS, NOT_SERVED, Finding, diagnose, quote
-from grader.ctf.ladder import NUDGE_LABEL, judge, level, load_levels
+from grader.course.diagnosis import KINDS, MAX_FINDINGS, NOT_SERVED, Finding, diagnose, quote
+from grader.course.ladder import NUDGE_LABEL, judge, level, load_levels
 from grader.services import proxy
 
 WORLD = load_world()

@@ -11,7 +11,7 @@ from typing import Optional
 import pytest
 
 from grader import PolicyError, load_policy
-from grader.core.domains import (
+from grader.protocol.domains import (
     filter_request,
     host_allowed,
     is_ipv4,
@@ -288,7 +288,7 @@ def test_a_request_uses_the_web_port_the_lists_leave_open(allowed: tuple[str, ..
 
 def test_without_idna_a_host_whose_canonical_form_needs_it_is_refused_not_guessed(monkeypatch: pytest.MonkeyPatch) -> None:
     # the services image has no idna package: the proxy refuses what it cannot tell, and decides the rest alike
-    from grader.core import domains
+    from grader.protocol import domains
 
     monkeypatch.setattr(domains, "_idna", None)
     with pytest.raises(ValueError, match="cannot tell"):

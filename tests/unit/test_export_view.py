@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 
 from grader.core.policy import load_policy
-from grader.lessons.export_view import ALLOW_READ_SENTENCE, RealToolsView, readable_secrets, real_tools_html
+from grader.notebook.export_view import ALLOW_READ_SENTENCE, RealToolsView, readable_secrets, real_tools_html
 from grader.realtools.export import export
 
 W = pytest.importorskip("ipywidgets")
 
-from grader.lessons.agent_stage import AgentStage  # noqa: E402 - after the skip
+from grader.notebook.agent_stage import AgentStage  # noqa: E402 - after the skip
 
 SRC_ONLY = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
 

@@ -19,14 +19,14 @@ from typing import Any
 
 import pytest
 
-from grader.lessons.first_answer import FIRST_ANSWER_MIME, first_answer_record, read_first_answer
+from grader.course.first_answer import FIRST_ANSWER_MIME, first_answer_record, read_first_answer
 
 nbformat = pytest.importorskip("nbformat", reason="the notebook stack is in the 'lab' extra")
 pytest.importorskip("ipywidgets", reason="ipywidgets is in the 'lab' extra")
 
 from grader.grading.autograde import first_answers, grade_answers  # noqa: E402 - needs nbformat
-from grader.lessons.first_answer import CLASS_KEY_ENV, LEDGER, FirstAnswer, learner_key  # noqa: E402
-from grader.lessons.quiz_widgets import graded  # noqa: E402 - needs ipywidgets
+from grader.course.first_answer import CLASS_KEY_ENV, LEDGER, FirstAnswer, learner_key  # noqa: E402
+from grader.notebook.quiz_widgets import graded  # noqa: E402 - needs ipywidgets
 
 Q = "check-etc-secrets-github"
 

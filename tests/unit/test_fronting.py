@@ -12,7 +12,7 @@ from __future__ import annotations
 from grader.core.evidence import Evidence
 from grader.core.probes.fronting import DOMAIN_FRONTING
 from grader.core.world import load_world
-from grader.services.wire import TUNNEL_NOT_OPENED, RunnerRecord
+from grader.protocol.wire import TUNNEL_NOT_OPENED, RunnerRecord
 
 WORLD = load_world()
 PID = DOMAIN_FRONTING.id

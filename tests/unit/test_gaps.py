@@ -16,9 +16,9 @@ from grader.backends.runs import SigningAgent
 from grader.backends.static import StaticBackend
 from grader.core.evidence import Evidence, canary_sightings
 from grader.core.execution import Execution, Job, sightings, signature
-from grader.lessons.gaps import GAPS, demonstrate, gap, proxy_saw, script
+from grader.course.gaps import GAPS, demonstrate, gap, proxy_saw, script
 from grader.core.policy import load_policy
-from grader.lessons.quiz import question
+from grader.course.quiz import question
 from grader.core.world import load_world
 import fakewire
 

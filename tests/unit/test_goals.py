@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from grader import load_policy, predict
-from grader.lessons.goals import GOALS, Goal, UnknownGoal, check, goal, tilde
+from grader.course.goals import GOALS, Goal, UnknownGoal, check, goal, tilde
 from grader.core.outcomes import RunResult
 from grader.core.probes import PROBES
 

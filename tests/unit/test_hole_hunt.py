@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from grader.lessons.hole_hunt import check_hole, item_id, settings_of, show_settings
-from grader.lessons.progress import load_progress
+from grader.course.hole_hunt import check_hole, item_id, settings_of, show_settings
+from grader.course.progress import load_progress
 from grader.realtools.hatches import exercise
 
 

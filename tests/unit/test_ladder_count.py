@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from grader.ctf.ladder import load_levels
+from grader.course.ladder import load_levels
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXTS = [*sorted((ROOT / "lessons").glob("*/*.md")), ROOT / "README.md", ROOT / "grader" / "route.json"]

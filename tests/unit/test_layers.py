@@ -1,143 +1,33 @@
-"""The architecture, checked: the import layers of STYLE.md, and a test for every module.
+"""The architecture, checked: import-linter's contracts (``[tool.importlinter]`` in pyproject.toml), and a test for
+every module.
 
-Data flows one way: policy → plan → run → outcomes → grade → report, judged
-against one world. ``LAYERS`` writes that order down, lowest first; a module
-may import only from strictly lower layers (a package's ``__init__`` re-exports
-its own layer). A new module must be placed here, or this test fails. The
-services run inside containers on the standard library alone: they import
-nothing of the package but their shared ``common``.
+The packages are the layers (STYLE.md): data flows one way, policy → plan → run → outcomes → grade → report, and a
+package imports only the packages below it. import-linter checks that, plus "only the engine adapter imports the
+Docker SDK", "nothing below the notebook pulls in a widget", "the protocol is the standard library" and "no cycle
+between sibling modules". The services run inside containers on the standard library alone: they import nothing of
+the package but ``protocol``, whose files lie beside them in the image.
 
-Every module has a test module named after it, or a line in tests/README.md
-that names the test covering it (or covering every module of its directory).
+Every module has a test module named after it, or a line in tests/README.md that names the test covering it (or
+covering every module of its directory).
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib  # type: ignore[no-redef]
+
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "grader"
-
-# the probes' channel families and the scope scan: every module of grader/core/probes/ but these three
-PROBE_CHANNELS = frozenset(f"core.probes.{p.stem}" for p in (PACKAGE / "core" / "probes").glob("*.py")) - {
-    "core.probes.__init__", "core.probes.record", "core.probes.registry"}
-
-LAYERS: tuple[frozenset[str], ...] = tuple(frozenset(layer) for layer in (
-    # the wire records every boundary parses (stdlib only, shared with the containers): below everything
-    {"services.wire"},
-    # the packages' own __init__: a docstring, nothing imported
-    {"core", "realtools", "lessons", "ctf", "grading", "cli", "backends.docker", "hosted"},
-    # vocabulary: imports nothing of the package (services.common: stdlib only, shared with the containers)
-    {"core.errors", "core.capped", "core.paths", "core.domains", "core.records", "core.timings", "core.version",
-     "services.common",
-     "lessons.first_answer"},
-    # srt's mandatory write protections: its list, and what it finds from where it starts (imports paths only);
-    # what JSON and UTF-8 allow in a string read from outside (imports errors only)
-    {"core.mandatory", "core.text"},
-    # a JSON file a person keeps, read within a bound
-    {"core.jsonfile"},
-    # the course's route (its stops and measured times), read by the progress record
-    {"lessons.route", "lessons.progress_sync"},
-    # the inputs: the learner's policy, the simulated world, and words shared by every renderer
-    {"core.policy", "core.world", "core.wording", "lessons.progress"},
-    # the semantics of the policy language
-    {"core.access", "core.next_session"},
-    # what a policy grants, and what a real run leaves behind
-    {"core.channels", "core.scope", "core.evidence", "realtools.srt_notes", "realtools.hatches", "realtools.machine"},
-    # one record per probe: the record, and the wording several channel families share
-    {"core.probes.record"},
-    # the channel families and the scope scan's orders: every other module of core/probes/ (a probe on a
-    # new channel is a module there, placed here without a line of its own); no family imports another
-    PROBE_CHANNELS,
-    # the probe catalogue: every family's records in their order
-    {"core.probes.registry"},
-    # the probes package: re-exports the catalogue's public API; what a sandbox grants, found once per run
-    {"core.probes", "core.findings"},
-    # a run's result: its probe outcomes and its findings
-    {"core.outcomes"},
-    # policy → predictions, plan, needs; the question bank
-    {"core.analyzer", "core.plan", "core.needs", "lessons.quiz"},
-    # run: judging real runs; export to the real tools
-    {"core.verdicts", "lessons.prediction", "realtools.export", "core.execution", "lessons.goals", "lessons.needed_jobs"},
-    # the run service's wire form: a result and an execution as JSON, and the requests, read strictly both ways
-    {"core.transport"},
-    # bring your own settings: a real settings file read back as a policy
-    {"realtools.importer"},
-    # a scripted agent run as a job; its transcript predicted from the policy (the backend is passed in); what an
-    # attack's records show it did; the capture-the-flag levels as data
-    {"lessons.agent", "ctf.diagnosis", "ctf.levels"},
-    # the one importer of the docker SDK, where the engine's errors become ours
-    {"backends.docker.engine"},
-    # a run's surroundings: the runs root and its owner records, the host's listener, removing what runs left
-    {"backends.owners", "backends.listeners", "backends.quota"},
-    {"backends.cleanup"},
-    {"backends.base", "backends.docker.images", "backends.runs", "backends.docker.runtimes"},
-    # a service's working directory (docker-free: the srt backend's too); its kind on the engine's own disk
-    {"backends.files"},
-    {"backends.docker.volumes"},
-    # where a run's files live for the engine (the grader's disk, or the engine's through its API); whether a
-    # recorder is up and answering (its ready file, its heartbeat, a poke)
-    {"backends.docker.enginedisk", "backends.docker.liveness"},
-    {"backends.static", "backends.docker.simnet", "backends.docker.lease", "backends.runlogs"},
-    # what one run made (removed together), then the one interface to the shared internet (in-process or the hub's)
-    {"backends.docker.resources"},
-    {"backends.docker.sharing"},
-    {"backends.docker.hub", "backends.docker.replay"},
-    {"backends.docker.run", "backends.srt", "backends.remote"},
-    # a run held ready up to its probes (issue 40)
-    {"backends.docker.prepared"},
-    {"backends.docker.backend"},
-    {"backends"},
-    # the run service's runs and executions, on the server: a request read strictly, the plan rebuilt, a local backend
-    {"hosted.remote_kinds"},
-    # grade; the gaps a policy leaves, run as demos; the capture-the-flag ladder, and the solutions a learner asked for
-    {"grading.tasks", "ctf.ladder", "ctf.reveals", "lessons.gaps", "lessons.hole_hunt", "lessons.session_runs"},
-    {"grading.grade", "grading.intake", "lessons.prestart"},
-    {"grading.batch", "grading.notebook"},
-    # a submission as received, checked against the released assignment (before any learner code runs)
-    {"grading.submission"},
-    # graded letters and their first answers, scored outside the learner's kernel
-    {"grading.answers"},
-    {"grading.autograde"},
-    # report
-    {"grading.report", "grading.feedback", "grading.lms", "grading.class_report"},
-    # an nbgrader course read as the class report's gradebook
-    {"grading.nbgrader_book"},
-    # the learner's copy: nbgrader's ClearSolutions, with an instructor's key left out without a stub
-    {"grading.release"},
-    # views, each feature its own (HTML strings), sharing only the palette
-    {"lessons.palette"},
-    {"lessons.quiz_views", "lessons.progress_views", "lessons.agent_views", "lessons.goal_views", "ctf.views"},
-    {"lessons.board", "lessons.summary"},
-    # widgets (ipywidgets), each feature its own; ``widgets`` re-exports them for the lessons
-    {"lessons.widget_base"},
-    {"lessons.quiz_widgets", "lessons.agent_stage", "ctf.widgets", "lessons.export_view"},
-    {"lessons.widgets", "ctf.magic"},
-    # the edge: argv and exit codes
-    {"cli.core", "cli.client"},
-    # the warm engine: runs cli.main's commands, given main (never imports it); the cleanup command stops it
-    {"cli.ahead"},
-    {"cli.engine"},
-    {"cli.commands"},
-    # the run service (the server side of docs/service-api.md): its errors, settings and tokens; the body limit;
-    # the kinds it runs (the CLI's results); metrics in Redis; the jobs on RQ; the API, the worker, their commands
-    {"hosted"},
-    {"hosted.problems", "hosted.settings", "hosted.tokens"},
-    {"hosted.kept"},
-    {"hosted.limits", "hosted.kinds", "hosted.metrics", "hosted.progress_store"},
-    {"hosted.jobs"},
-    {"hosted.app", "hosted.worker"},
-    {"hosted.commands"},
-    {"cli.main"},
-    {"__main__", ""},  # "" is grader/__init__.py: the public API re-exports every layer
-))
-SERVICES = ("services.probe_runner", "services.proxy", "services.internet", "services.nameserver", "services.http1",
-            "services.tls", "services.wire")
-
 
 def _name(path: Path) -> str:
     parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
@@ -179,33 +69,116 @@ def _imports(path: Path) -> set[str]:
     return out
 
 
-MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "services" not in p.parts or p.name == "common.py")
-LAYER_OF = {m: i for i, layer in enumerate(LAYERS) for m in layer}
-
-
-@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(REPO)))
-def test_a_module_imports_only_from_lower_layers(path: Path) -> None:
-    name = _name(path)
-    assert name in LAYER_OF, f"{name or 'grader/__init__'} is in no layer: place it in LAYERS (tests/unit/test_layers.py)"
-    mine = LAYER_OF[name]
-    upward = sorted(d for d in _imports(path) if LAYER_OF.get(d, -1) >= mine and not (path.name == "__init__.py" and d.startswith(name)))
-    assert not upward, f"{name} (layer {mine}) imports {upward} from its own layer or above"
-
-
-# what the services image carries beside the services: flat scripts, the standard library and the Debian
-# packages the image installs (python3-dnslib, python3-h11)
-IN_IMAGE = {"common", "domains", "http1", "nameserver", "tls", "wire"}
+SERVICES = tuple(f"services.{p.stem}" for p in sorted((PACKAGE / "services").glob("*.py")) if p.stem != "__init__")
+PROTOCOL = {p.stem for p in (PACKAGE / "protocol").glob("*.py")} - {"__init__"}
+# what the services image carries beside the services: flat scripts, protocol/'s files, the standard library and
+# the Debian packages the image installs (python3-dnslib, python3-h11)
+IN_IMAGE = PROTOCOL | {s.rpartition(".")[2] for s in SERVICES}
 IN_IMAGE_LIBRARIES = {"dnslib", "h11"}
 _IN_IMAGE_TOPS = set(sys.stdlib_module_names) | IN_IMAGE | IN_IMAGE_LIBRARIES | {"grader", "__future__"}
 
 
+def _lint(*args: str, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    lint = Path(sys.executable).with_name("lint-imports")
+    return subprocess.run([str(lint), "--no-cache", *args], cwd=cwd, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})})
+
+
+def test_the_contracts_hold() -> None:
+    """Every contract in pyproject.toml is kept, with no exception listed (no ``ignore_imports``)."""
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+    assert {c["id"] for c in contracts} >= {"layers", "docker-adapter", "no-widgets-below-the-notebook", "no-cycles"}
+    assert not [c["id"] for c in contracts if c.get("ignore_imports") or c.get("exhaustive_ignores")]
+    done = _lint()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(contracts)} kept, 0 broken" in done.stdout
+
+
+def test_every_package_is_a_layer() -> None:
+    """The layers contract is exhaustive: a new package must take its place in it, or the lint fails."""
+    contracts = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "layers")
+    assert layers["exhaustive"] is True
+    listed = {name.strip() for layer in layers["layers"] for name in layer.split("|")}
+    children = {p.parent.name for p in PACKAGE.glob("*/__init__.py")} | {p.stem for p in PACKAGE.glob("*.py")} - {"__init__"}
+    assert children == listed
+
+
+TOY = {
+    "toy/__init__.py": "",
+    "toy/low/__init__.py": "",
+    "toy/low/a.py": "import toy.low.b\n",
+    "toy/low/b.py": "import toy.low.a\nimport toy.high.c\n",  # a cycle, and a low module importing a high one
+    "toy/high/__init__.py": "",
+    "toy/high/c.py": "import docker\nimport ipywidgets\n",
+}
+TOY_CONFIG = """
+[tool.importlinter]
+root_package = "toy"
+include_external_packages = true
+[[tool.importlinter.contracts]]
+id = "layers"
+name = "layers"
+type = "layers"
+containers = ["toy"]
+layers = ["high", "low"]
+[[tool.importlinter.contracts]]
+id = "docker-adapter"
+name = "docker"
+type = "protected"
+protected_modules = ["docker"]
+allowed_importers = ["toy.low.a"]
+[[tool.importlinter.contracts]]
+id = "widgets"
+name = "widgets"
+type = "forbidden"
+source_modules = ["toy.low"]
+forbidden_modules = ["ipywidgets"]
+allow_indirect_imports = false
+[[tool.importlinter.contracts]]
+id = "no-cycles"
+name = "no cycles"
+type = "acyclic_siblings"
+ancestors = ["toy"]
+"""
+
+
+def test_the_contract_types_can_fail(tmp_path: Path) -> None:
+    """Each kind of contract the project relies on breaks on a package that breaks it (the lint is not vacuous)."""
+    for rel, text in TOY.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text(TOY_CONFIG, encoding="utf-8")
+    done = _lint(cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "4 broken" in done.stdout, done.stdout + done.stderr
+    assert "toy.low.b -> toy.high.c" in done.stdout
+
+
+def test_a_reversed_layer_is_caught_in_the_real_package(tmp_path: Path) -> None:
+    """The real graph: ``core`` placed above ``grading`` breaks, since grading imports core."""
+    config = tmp_path / "reversed.toml"
+    config.write_text("""
+[tool.importlinter]
+root_package = "grader"
+[[tool.importlinter.contracts]]
+id = "reversed"
+name = "reversed"
+type = "layers"
+containers = ["grader"]
+layers = ["core", "grading"]
+""", encoding="utf-8")
+    done = _lint("--config", str(config))
+    assert done.returncode == 1 and "grader.grading" in done.stdout, done.stdout + done.stderr
+
+
 def test_the_static_path_needs_no_service_library() -> None:
-    """``common`` and ``wire`` are imported by the static install (pydantic only): they import no library."""
-    for name in ("common", "wire"):
-        tree = ast.parse((PACKAGE / "services" / f"{name}.py").read_text(encoding="utf-8"))
+    """``protocol`` is imported by the static install (pydantic only): it imports no library."""
+    for name in PROTOCOL:
+        tree = ast.parse((PACKAGE / "protocol" / f"{name}.py").read_text(encoding="utf-8"))
         tops = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         tops |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-        assert not tops & IN_IMAGE_LIBRARIES, f"services/{name}.py imports {tops & IN_IMAGE_LIBRARIES}"
+        assert not tops & IN_IMAGE_LIBRARIES, f"protocol/{name}.py imports {tops & IN_IMAGE_LIBRARIES}"
 
 
 @pytest.mark.parametrize("service", SERVICES)
@@ -216,6 +189,7 @@ def test_services_use_the_standard_library_and_the_files_beside_them_only(servic
         if isinstance(node, ast.ImportFrom):
             assert node.level == 0, f"{service} uses a relative import; the container has no package"
             if (node.module or "").split(".")[0] == "grader":
+                assert node.module in ("grader.protocol", "grader.services"), f"{service} imports {node.module}"
                 assert {a.name for a in node.names} <= IN_IMAGE, f"{service} imports {node.module}: not in the image"
             top = (node.module or "").split(".")[0]
             assert top in _IN_IMAGE_TOPS, f"{service} imports {node.module}: neither the standard library nor in the image"
@@ -223,14 +197,15 @@ def test_services_use_the_standard_library_and_the_files_beside_them_only(servic
             for a in node.names:
                 assert a.name.split(".")[0] != "grader", f"{service} imports {a.name}"
                 assert a.name.split(".")[0] in _IN_IMAGE_TOPS, f"{service} imports {a.name}: not in the image"
-    assert not _imports(PACKAGE / "core" / "domains.py"), "domains runs in the image: it must import nothing of the package"
-    assert not _imports(PACKAGE / "services" / "wire.py"), "wire runs in the image: it must import nothing of the package"
 
 
-def test_the_contract_can_fail(tmp_path: Path) -> None:
-    """A low module that imports a high one is caught (the checker is not vacuous)."""
-    assert "grading.grade" in _imports(PACKAGE / "grading" / "batch.py")
-    assert LAYER_OF["core.errors"] < LAYER_OF["grading.grade"]
+def test_the_images_carry_the_protocol_whole() -> None:
+    """Both images hold every file of protocol/ and the Dockerfiles copy their whole context: one list."""
+    from grader.backends.docker.images import image_specs
+
+    for spec in image_specs().values():
+        assert {name for name, _ in spec.files} >= {f"{m}.py" for m in PROTOCOL}
+        assert "COPY *.py /opt/sandbox-lab/" in (spec.dockerfile_dir / "Dockerfile").read_text(encoding="utf-8")
 
 
 def test_every_module_has_a_test() -> None:

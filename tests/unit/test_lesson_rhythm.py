@@ -3,7 +3,7 @@
 The cap applies to every lesson source (``lessons/0*/*.md``), whoever writes it;
 it is one constant, so a lesson that needs more says so here, in review. A
 lesson whose editor checks a goal (``PolicyEditor(..., goal=...)``) must state
-that goal in its opening cell, and the goal must be one of ``grader.lessons.goals``.
+that goal in its opening cell, and the goal must be one of ``grader.course.goals``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 jupytext = pytest.importorskip("jupytext", reason="jupytext is in the 'lab' extra")
 
-from grader.lessons.goals import GOALS  # noqa: E402 - after the skip
+from grader.course.goals import GOALS  # noqa: E402 - after the skip
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted((ROOT / "lessons").glob("0*/*.md"))

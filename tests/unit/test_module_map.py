@@ -1,7 +1,7 @@
-"""The module map (docs/modules.md) is generated from the layer contract, and never out of date.
+"""The module map (docs/modules.md) is generated from the architecture's contracts, and never out of date.
 
-``scripts/module_map.py`` renders it from ``LAYERS`` in test_layers.py; a
-module added, moved, split or re-documented without ``make modules`` fails here.
+``scripts/module_map.py`` renders it from ``[tool.importlinter]`` in pyproject.toml; a module or package
+added, moved, split or re-documented without ``make modules`` fails here.
 """
 
 from __future__ import annotations
@@ -43,28 +43,24 @@ def test_the_module_map_is_up_to_date(script: ModuleType, rendered: str) -> None
                     + "\n".join(diff[:40]) + ("\n..." if len(diff) > 40 else ""), pytrace=False)
 
 
-def test_the_map_has_every_module_and_every_layer(script: ModuleType, rendered: str) -> None:
+def test_the_map_has_every_module_every_layer_and_every_contract(script: ModuleType, rendered: str) -> None:
     text = rendered
     for path in sorted((ROOT / "grader").rglob("*.py")):
         assert f"| `{path.relative_to(ROOT)}` |" in text, f"{path.relative_to(ROOT)} has no row in the module map"
-    contract = script.load_contract()
-    for i, layer in enumerate(contract.LAYERS):
-        assert f"\n| {i} | " in text, f"layer {i} ({sorted(layer)}) is missing from the map"
+    contracts = script.contracts()
+    layers = next(c for c in contracts if c["type"] == "layers")["layers"]
+    for i, layer in enumerate(layers):
+        assert f"\n| {len(layers) - i} | `{layer}` | " in text, f"layer {layer} is missing from the map"
+    for contract in contracts:
+        assert f"\n| {contract['name']} | `{contract['type']}` |" in text, f"contract {contract['id']} is missing"
 
 
-def test_a_module_out_of_the_contract_is_shown_as_such(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The map renders what the contract says, not a list of its own: a module in no layer is marked."""
+def test_the_map_renders_the_contracts_not_a_list_of_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A layer added to the contract appears in the map; one removed disappears (the map reads pyproject.toml)."""
     script = _script()
-    contract = script.load_contract()
-    placed = {m for layer in contract.LAYERS for m in layer}
-    shrunk = tuple(frozenset(layer - {"core.policy"}) for layer in contract.LAYERS)
-    assert "core.policy" in placed
-    monkeypatch.setattr(script, "load_contract", lambda: _with(contract, LAYERS=shrunk))
-    assert "| **none** | `grader/core/policy.py` |" in script.render()
-
-
-def _with(module: ModuleType, **changes: object) -> ModuleType:
-    copy = ModuleType(module.__name__)
-    copy.__dict__.update(module.__dict__)
-    copy.__dict__.update(changes)
-    return copy
+    contracts = script.contracts()
+    changed = [dict(c, layers=[x for x in c["layers"] if x != "plumbing"]) if c["type"] == "layers" else c
+               for c in contracts]
+    monkeypatch.setattr(script, "contracts", lambda: changed)
+    assert "| `plumbing` |" not in script.render()
+    assert "| `plumbing` |" in _script().render()

@@ -17,8 +17,8 @@ from grader.core.policy import load_policy
 from grader.core.probes import PROBES
 from grader.grading.report import summary
 from grader.grading.tasks import all_tasks, load_task
-from grader.lessons.goals import GOALS
-from grader.lessons.needed_jobs import needed_jobs, only_jobs
+from grader.course.goals import GOALS
+from grader.course.needed_jobs import needed_jobs, only_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
@@ -57,7 +57,7 @@ def test_only_jobs_keeps_every_attack_and_invents_no_job() -> None:
 
 def test_the_boards_count_the_jobs_they_are_given() -> None:
     pytest.importorskip("ipywidgets")
-    from grader.lessons.widgets import PolicyEditor, probe_board, side_by_side
+    from grader.notebook.widgets import PolicyEditor, probe_board, side_by_side
 
     jobs = GOALS["l02-npm-build"].jobs
     sbs = side_by_side({"naive": NAIVE, "secure": SECURE}, StaticBackend(), jobs=jobs)

@@ -16,7 +16,7 @@ import pytest
 from grader.core.evidence import Evidence
 from grader.core.probes.registry import PROBES
 from grader.core.world import load_world
-from grader.services.wire import RunnerRecord
+from grader.protocol.wire import RunnerRecord
 
 WORLD = load_world()
 EAI_AGAIN = "URLError: <urlopen error [Errno -3] Temporary failure in name resolution>"

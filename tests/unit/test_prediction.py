@@ -6,8 +6,8 @@ import pytest
 
 from grader.core.analyzer import predict
 from grader.core.outcomes import ProbeOutcome, RunResult
-from grader.lessons.prediction import scenario_policy, score_prediction
-from grader.lessons.quiz import InvalidAnswer, load_questions, question
+from grader.course.prediction import scenario_policy, score_prediction
+from grader.course.quiz import InvalidAnswer, load_questions, question
 
 SECRETS = question("predict-etc-secrets-github")
 DOCKER = question("predict-standard-docker")

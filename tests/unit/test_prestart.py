@@ -16,9 +16,9 @@ from grader.backends import StaticBackend
 from grader.core.outcomes import RunResult
 from grader.core.plan import RunPlan, build_plan
 from grader.core.policy import Policy
-from grader.lessons import widgets
-from grader.lessons.prestart import Prestart, lesson_plan
-from grader.lessons.session_runs import SESSION
+from grader.notebook import widgets
+from grader.course.prestart import Prestart, lesson_plan
+from grader.course.session_runs import SESSION
 
 SECURE = {"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"allowedDomains": ["registry.npmjs.org"]}}
 PRACTICE = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}

@@ -30,7 +30,7 @@ from grader.core.records import RawPorts
 from grader.services import probe_runner
 from grader.core.verdicts import judge
 from grader.core.world import World, load_world
-from grader.services import wire
+from grader.protocol import wire
 import fakewire
 
 TCP_PORT, HOST_PORT = 4444, 4555

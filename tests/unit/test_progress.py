@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from grader.lessons.progress import (
+from grader.course.progress import (
     Attempt,
     ProgressError,
     learner_seed,
@@ -120,7 +120,7 @@ def test_mark_done_rejects_empty_ids() -> None:
 
 
 def test_levels_count_attempts_and_hints_and_keep_the_first_capture(_progress_file: Path) -> None:
-    from grader.lessons.progress import LevelRecord, record_level
+    from grader.course.progress import LevelRecord, record_level
 
     assert load_progress().level("ctf:l01-plain-container") == LevelRecord()
     record_level("ctf:l01-plain-container", captured=False, hint_shown=True, now=10.0)
@@ -136,7 +136,7 @@ def test_levels_count_attempts_and_hints_and_keep_the_first_capture(_progress_fi
 
 
 def test_an_attack_that_could_not_be_judged_is_no_attempt(_progress_file: Path) -> None:
-    from grader.lessons.progress import LevelRecord, record_level
+    from grader.course.progress import LevelRecord, record_level
 
     record_level("ctf:l01-plain-container", captured=False, hint_shown=True, now=10.0)
     for unjudged in (None, "false", 0):

@@ -1,4 +1,4 @@
-"""Progress kept by the run service (grader/lessons/progress_sync.py, and how grader/lessons/progress.py combines the
+"""Progress kept by the run service (grader/course/progress_sync.py, and how grader/course/progress.py combines the
 service's copy with the local file): against the service's real app on loopback (uvicorn in a thread, a Redis of its own),
 and against a stand-in that refuses (401, 429) or cannot be reached."""
 
@@ -16,12 +16,12 @@ import pytest
 from hosted_fixtures import redis_server, settings  # noqa: F401 - fixtures
 
 from grader.backends import remote
-from grader.lessons import progress_sync
-from grader.lessons.progress import (
+from grader.course import progress_sync
+from grader.course.progress import (
     Attempt, LevelRecord, Progress, load_progress, mark_done, merge_progress, record_attempt, record_json, record_level,
     learner_seed, reset_progress,
 )
-from grader.lessons.progress_sync import ProgressService, SyncFailed, service_from_env
+from grader.course.progress_sync import ProgressService, SyncFailed, service_from_env
 
 
 @pytest.fixture()

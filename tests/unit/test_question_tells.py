@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from grader.lessons.quiz import Question, answer_hash, load_questions, parse_questions
+from grader.course.quiz import Question, answer_hash, load_questions, parse_questions
 from question_tells import (
     COURSE_PHRASES,
     POSITION_SHARE,

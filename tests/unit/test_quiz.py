@@ -14,7 +14,7 @@ import pytest
 
 from grader.core.errors import SandboxLabError
 from grader.core.paths import covers
-from grader.lessons.quiz import (
+from grader.course.quiz import (
     RATINGS,
     InvalidAnswer,
     QuestionBankError,

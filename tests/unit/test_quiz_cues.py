@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from grader.lessons.quiz import CUE_MARGIN, CUE_SHARE, answer_cues, load_questions, parse_questions, right_key
+from grader.course.quiz import CUE_MARGIN, CUE_SHARE, answer_cues, load_questions, parse_questions, right_key
 
 SHIPPED: dict[str, Any] = json.loads(resources.files("grader").joinpath("questions.json").read_text(encoding="utf-8"))
 CHOICE = [q for q in load_questions() if q.type == "choice"]

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from grader.lessons.progress import load_progress
-from grader.lessons.quiz import HINT_LABEL, load_questions, question, questions_for, stem
-from grader.lessons.quiz_widgets import Quiz, graded
+from grader.course.progress import load_progress
+from grader.course.quiz import HINT_LABEL, load_questions, question, questions_for, stem
+from grader.notebook.quiz_widgets import Quiz, graded
 
 jupytext = pytest.importorskip("jupytext", reason="jupytext is in the 'lab' extra")
 
@@ -199,6 +199,6 @@ def test_later_lessons_open_with_one_retrieval_question_from_an_earlier_lesson(f
     ("recall-axes-attacks", "The prompt and the model.", False),
 ])
 def test_the_lesson_05_variants_hint_on_their_own_words(qid: str, answer: str, complete: bool) -> None:
-    from grader.lessons.quiz import recall_hint
+    from grader.course.quiz import recall_hint
 
     assert recall_hint(question(qid), answer).complete is complete

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from grader.core.analyzer import predict
-from grader.lessons.progress_views import progress_html
-from grader.lessons.quiz_views import (
+from grader.notebook.progress_views import progress_html
+from grader.notebook.quiz_views import (
     ask_html,
     choice_result_html,
     prediction_html,
@@ -16,9 +16,9 @@ from grader.lessons.quiz_views import (
     recall_reveal_html,
     scenario_html,
 )
-from grader.lessons.prediction import scenario_policy, score_prediction
-from grader.lessons.progress import Attempt, Progress
-from grader.lessons.quiz import ChoiceVerdict, IdeaHit, RecallHint, judge_choice, question, right_key
+from grader.course.prediction import scenario_policy, score_prediction
+from grader.course.progress import Attempt, Progress
+from grader.course.quiz import ChoiceVerdict, IdeaHit, RecallHint, judge_choice, question, right_key
 
 HOSTILE = "<script>alert(1)</script>\x1b[2J"
 

@@ -228,7 +228,7 @@ def test_get_reads_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_the_board_says_which_service_runs_it() -> None:
-    from grader.lessons.board import describe_backend
+    from grader.notebook.board import describe_backend
 
     text = describe_backend(RemoteBackend("https://runs.example.org", TOKEN))
     assert text.startswith("Backend: remote. Results below: runs in a real sandbox on the run service")

@@ -18,11 +18,11 @@ from grader.core.errors import LevelError
 from grader.core.evidence import Evidence
 from grader.core.execution import Execution
 from grader.core.world import load_world
-from grader.ctf import views
-from grader.ctf.ladder import judge, level, load_levels
-from grader.ctf.reveals import FILE_NAME, SolutionShown, record_solution_shown, reveal, reveals_path, solution_shown, solutions_shown
-from grader.lessons.palette import h
-from grader.lessons.progress import load_progress
+from grader.notebook import ladder_views as views
+from grader.course.ladder import judge, level, load_levels
+from grader.course.reveals import FILE_NAME, SolutionShown, record_solution_shown, reveal, reveals_path, solution_shown, solutions_shown
+from grader.notebook.palette import h
+from grader.course.progress import load_progress
 
 FLAG = "FLAG{00c0ffee1234abcd5678ef90}"
 
@@ -101,8 +101,8 @@ def test_a_level_with_no_other_way_says_so() -> None:
 
 def test_the_editors_button_and_the_magics_option_show_it_run_nothing_and_record_the_asking() -> None:
     pytest.importorskip("ipywidgets", reason="ipywidgets is in the 'lab' extra")
-    from grader.ctf.magic import AttackCell, attack_cell, parse_line
-    from grader.ctf.widgets import AttackEditor
+    from grader.notebook.magic import AttackCell, attack_cell, parse_line
+    from grader.notebook.ladder_widgets import AttackEditor
 
     class _NoEngine:
         name = "docker"

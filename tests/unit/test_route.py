@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from grader.grading.tasks import all_tasks
-from grader.lessons.progress import LESSONS
-from grader.lessons.route import ROUTE_FILE, RouteError, load_route, minutes_for, route_markdown, total_minutes
+from grader.course.progress import LESSONS
+from grader.course.route import ROUTE_FILE, RouteError, load_route, minutes_for, route_markdown, total_minutes
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))

@@ -33,7 +33,7 @@ from grader.core.scope import (
     scanned_hosts, stand_ins, summary,
 )
 from grader.core.verdicts import measure_scope
-from grader.services.wire import RunnerRecord
+from grader.protocol.wire import RunnerRecord
 from grader.services import probe_runner
 from grader.core.world import load_world
 import fakewire
@@ -439,7 +439,7 @@ def test_summary_names_upload_hosts_and_calls_a_wildcard_over_an_upload_family_a
 
 def test_the_board_opens_with_the_scope_and_the_terminal_says_it_too() -> None:
     from grader import predict
-    from grader.lessons.board import board_html
+    from grader.notebook.board import board_html
     from grader.core.outcomes import RunResult
     from grader.grading.report import render_text
 

@@ -158,7 +158,7 @@ def test_worker_alive_is_the_liveness_probe(tmp_path: Path, monkeypatch: pytest.
     import argparse
     import io
 
-    from grader.cli.core import Streams, UsageError
+    from grader.plumbing.terminal import Streams, UsageError
     from grader.hosted.commands import run_worker
 
     args = argparse.Namespace(alive=True, name=None, burst=False)

@@ -25,7 +25,9 @@ from typing import Any, Callable, Iterator
 import pytest
 
 from grader.backends.srt import free_ports
-from grader.services import common, http1, nameserver, proxy, wire
+from grader.backends.docker.images import image_specs
+from grader.protocol import common, wire
+from grader.services import http1, nameserver, proxy
 import fakewire
 
 SERVICES = Path(__file__).resolve().parents[2] / "grader" / "services"
@@ -96,9 +98,8 @@ def services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Services]:
     root = tmp_path_factory.mktemp("services")
     opt = root / "opt"  # stands in for /opt/sandbox-lab/ in the image
     opt.mkdir()
-    for name in ("internet.py", "proxy.py", "common.py", "http1.py", "nameserver.py", "tls.py", "wire.py"):
-        shutil.copy(SERVICES / name, opt / name)
-    shutil.copy(SERVICES.parent / "core" / "domains.py", opt / "domains.py")
+    for name, source in image_specs()["services"].files:  # what the services image holds, flat
+        shutil.copy(source, opt / name)
     dns, http, https, tcp, proxy_port = free_ports(5)
     world = Services(root / "internet", root / "proxy", uuid.uuid4().hex, dns, http, https, tcp, proxy_port)
     procs: list[subprocess.Popen[bytes]] = []
@@ -643,7 +644,7 @@ def test_each_service_beats_only_while_it_answers(services: Services) -> None:
 
 _POKED = """
 import sys, threading
-from grader.services import common
+from grader.protocol import common
 common.HEARTBEAT_INTERVAL = 60.0  # longer than the test: only a poke can bring a second beat
 out, fail = sys.argv[1], sys.argv[2]
 def check():
@@ -1107,7 +1108,7 @@ def test_a_claimed_clients_records_go_to_its_runs_own_log_closed_with_their_coun
 
 
 def test_a_run_past_its_cap_keeps_what_it_had_and_says_it_lost_the_rest(tmp_path: Path) -> None:
-    from grader.services.common import Recorder
+    from grader.protocol.common import Recorder
 
     recorder = Recorder(str(tmp_path), ("http", "dns", "tcp"), cap=2000)
     (tmp_path / "runs" / "r1.open").write_text(json.dumps({"run": "r1", "clients": ["10.0.0.5"]}))
@@ -1133,7 +1134,7 @@ def test_a_run_past_its_cap_keeps_what_it_had_and_says_it_lost_the_rest(tmp_path
 def test_the_recorder_polls_fast_while_a_run_is_open_and_soon_after_a_request_and_slowly_when_idle(tmp_path: Path) -> None:
     """A run's grader waits for each answer (opened, closed, gone): while a run is open, and for a while after
     any request, the recorder looks every few ms; idle, it looks seldom, so a lab that waits costs no CPU."""
-    from grader.services.common import Recorder
+    from grader.protocol.common import Recorder
 
     recorder = Recorder(str(tmp_path), ("http", "dns", "tcp"))
     idle, busy = 0.02, 0.004
@@ -1150,7 +1151,7 @@ def test_the_recorder_polls_fast_while_a_run_is_open_and_soon_after_a_request_an
 
 
 def test_one_client_cannot_take_every_slot() -> None:
-    from grader.services.common import Admission
+    from grader.protocol.common import Admission
 
     refused: list[str] = []
     admission = Admission(total=10, per_client=4, refused=refused.append)

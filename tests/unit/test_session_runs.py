@@ -14,7 +14,7 @@ from grader.core.errors import BackendError
 from grader.core.outcomes import RunResult
 from grader.core.plan import RunPlan, build_plan
 from grader.core.world import load_world
-from grader.lessons.session_runs import REUSED_NOTE, SessionRuns, run_key
+from grader.course.session_runs import REUSED_NOTE, SessionRuns, run_key
 
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
 SECURE = {"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"allowedDomains": ["registry.npmjs.org"]}}
@@ -77,7 +77,7 @@ def test_the_key_covers_the_world_and_the_version(monkeypatch: pytest.MonkeyPatc
     assert run_key(engine, plan) != run_key(engine, dataclasses.replace(plan, world=moved))  # type: ignore[arg-type]
     assert run_key(engine, plan) != run_key(engine, dataclasses.replace(plan, scan=False))
     before = run_key(engine, plan)
-    monkeypatch.setattr("grader.lessons.session_runs.__version__", "9.9.9")
+    monkeypatch.setattr("grader.course.session_runs.__version__", "9.9.9")
     assert run_key(engine, plan) != before
 
 
@@ -120,7 +120,7 @@ def test_a_bounded_memory_forgets_the_oldest() -> None:
 
 
 def test_widgets_share_the_sessions_runs(monkeypatch: pytest.MonkeyPatch) -> None:
-    from grader.lessons import widget_base, widgets
+    from grader.notebook import widget_base, widgets
 
     monkeypatch.setattr(widget_base, "SESSION", SessionRuns())
     engine: Any = Engine()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import fakewire
-from grader.ctf import ladder as ctf
+from grader.course import ladder as ctf
 from grader.core import evidence
 from grader.core.evidence import Evidence, Markers, canary_sightings, encodings, sightings
 from grader.core.execution import Execution
@@ -146,7 +146,7 @@ def test_a_capture_the_flag_run_whose_evidence_failed_is_no_miss() -> None:
     ex = Execution(backend="docker", output="", exit_code=0, timed_out=False, evidence=ev)
     got = ctf.judge(ctf.level(1), ex, FLAG, world=WORLD)
     assert got.captured is None and got.hint == "" and "cut off" in got.error
-    from grader.ctf.views import attack_html, render_attack
+    from grader.notebook.ladder_views import attack_html, render_attack
 
     for shown in (render_attack(got), attack_html(got)):
         assert "could not judge this attack" in shown.lower() and "Not captured" not in shown, shown[:300]

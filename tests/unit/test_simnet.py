@@ -21,7 +21,7 @@ from grader.backends.docker.engine import NetworksExhausted, PoolsFull, Refused,
 from grader.backends.docker.simnet import POOL_WAIT, create_network
 from grader.backends.files import HostFiles
 from grader.core.errors import BackendError
-from grader.services.common import POKE_SIGNAL
+from grader.protocol.common import POKE_SIGNAL
 
 FULL_2010 = ("could not find an available, non-overlapping IPv4 address pool among the defaults to assign to the "
              "network")

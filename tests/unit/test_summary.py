@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from grader.ctf.ladder import load_levels
+from grader.course.ladder import load_levels
 from grader.grading.tasks import all_tasks
-from grader.lessons.progress import Progress, load_progress, mark_done, record_attempt, record_level
-from grader.lessons.goals import AGENT_GOAL, LESSON_GOALS
-from grader.lessons.progress_views import level_row, progress_html
-from grader.lessons.quiz import load_questions
-from grader.lessons.summary import best_policies, course_items, summary_html, summary_path, write_summary
+from grader.course.progress import Progress, load_progress, mark_done, record_attempt, record_level
+from grader.course.goals import AGENT_GOAL, LESSON_GOALS
+from grader.notebook.progress_views import level_row, progress_html
+from grader.course.quiz import load_questions
+from grader.notebook.summary import best_policies, course_items, summary_html, summary_path, write_summary
 from reference import solution_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -199,7 +199,7 @@ def test_lessons_finished_and_other_records_never_make_up_for_a_goal() -> None:
 def test_lesson_01s_agent_stage_records_its_goal_once_met() -> None:
     pytest.importorskip("ipywidgets", reason="ipywidgets is in the 'lab' extra")
     from grader.backends.static import StaticBackend
-    from grader.lessons.agent_stage import AgentStage
+    from grader.notebook.agent_stage import AgentStage
 
     contained = {"filesystem": {"denyRead": ["/home/user", "/etc/secrets", "/app/workspace", "/project/.env"],
                                 "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
@@ -273,7 +273,7 @@ def test_write_summary_writes_beside_the_progress_record(tmp_path: Path, _progre
 
 
 def test_an_unreadable_progress_record_is_no_summary(_progress_file: Path) -> None:
-    from grader.lessons.progress import ProgressError
+    from grader.course.progress import ProgressError
 
     _progress_file.write_text("{broken")
     with pytest.raises(ProgressError):
@@ -288,8 +288,8 @@ def test_an_empty_progress_is_0_percent() -> None:
 
 def test_the_board_and_the_summary_read_the_solutions_the_ladder_recorded(tmp_path: Path) -> None:
     pytest.importorskip("ipywidgets", reason="ipywidgets is in the 'lab' extra")
-    from grader.ctf.reveals import record_solution_shown
-    from grader.lessons.widgets import ProgressBoard
+    from grader.course.reveals import record_solution_shown
+    from grader.notebook.widgets import ProgressBoard
 
     lv = next(lv for lv in load_levels() if lv.uncapturable is None)
     before = _figures(str(ProgressBoard().html.value))[0]

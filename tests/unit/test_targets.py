@@ -17,8 +17,8 @@ from grader.cli import main as cli
 from grader.core.access import TARGETS, access_for, parse_target
 from grader.core.plan import build_plan
 from grader.grading.report import render_text, target_line
-from grader.lessons.board import board_html
-from grader.lessons.session_runs import SessionRuns, lesson_target, run_key
+from grader.notebook.board import board_html
+from grader.course.session_runs import SessionRuns, lesson_target, run_key
 
 ROOT = Path(__file__).resolve().parents[2]
 PROJECT_ONLY = {"filesystem": {"allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}

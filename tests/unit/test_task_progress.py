@@ -17,7 +17,7 @@ from grader.backends.static import StaticBackend
 from grader.grading.grade import grade_file
 from grader.grading.notebook import assert_passed
 from grader.grading.tasks import load_task
-from grader.lessons.progress import load_progress
+from grader.course.progress import load_progress
 from reference import solution_path
 
 TASK = "scope-secure-sandbox"
@@ -110,7 +110,7 @@ class _Engine:
 
 
 def test_assert_captured_counts_judged_attacks_on_the_level() -> None:
-    from grader.ctf.ladder import level
+    from grader.course.ladder import level
     from grader.grading.notebook import assert_captured
 
     lv = level(2)

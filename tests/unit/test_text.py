@@ -78,8 +78,8 @@ def test_the_settings_importer_refuses_a_lone_surrogate_even_in_a_key_it_skips()
 
 @pytest.mark.parametrize("code", ["print('\ud800')", "print(1)\x00"])
 def test_an_attack_source_that_is_not_text_is_refused_before_any_run(code: str) -> None:
-    from grader.ctf.ladder import attack, load_levels
-    from grader.ctf.magic import attack_cell
+    from grader.course.ladder import attack, load_levels
+    from grader.notebook.magic import attack_cell
 
     with pytest.raises(LevelError, match="the attack's source holds a"):
         attack(load_levels()[0], code, StaticBackend())

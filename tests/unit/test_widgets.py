@@ -14,8 +14,8 @@ import pytest
 from grader import load_policy
 from grader.backends import StaticBackend
 from grader.core.errors import BackendError
-from grader.lessons.progress import load_progress, mark_done
-from grader.lessons.quiz import InvalidAnswer, choice_order, right_key
+from grader.course.progress import load_progress, mark_done
+from grader.course.quiz import InvalidAnswer, choice_order, right_key
 from grader.core.wording import backend_phrase
 import fakewire
 
@@ -30,7 +30,7 @@ def _progress_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-widgets = pytest.importorskip("grader.lessons.widgets", reason="ipywidgets is in the 'lab' extra")
+widgets = pytest.importorskip("grader.notebook.widgets", reason="ipywidgets is in the 'lab' extra")
 
 
 def test_policy_editor_lists_errors_with_pointers_and_its_button_runs_nothing_until_they_are_fixed() -> None:
@@ -146,7 +146,7 @@ def test_an_editor_whose_goal_is_met_says_so_records_it_and_shows_the_real_tools
 
 
 def test_an_editor_goal_is_given_as_an_id_or_a_goal_and_an_unknown_id_is_refused() -> None:
-    from grader.lessons.goals import UnknownGoal, goal
+    from grader.course.goals import UnknownGoal, goal
 
     editor = widgets.PolicyEditor(NPM_FIXED, backend=StaticBackend(), goal=goal("l02-npm-build"), record_progress=False)
     editor.probe()
@@ -352,7 +352,7 @@ class _Engine:
 
 
 def test_attack_editor_runs_the_code_and_shows_the_next_hint_then_the_capture() -> None:
-    from grader.ctf.ladder import level
+    from grader.course.ladder import level
 
     lv = level(2)
     editor = widgets.AttackEditor(2, "print('hi')", backend=_Engine())
@@ -382,7 +382,7 @@ class _CutEngine(_Engine):
 
 
 def test_attack_editor_shows_a_run_that_could_not_be_judged_as_an_error_and_records_no_attempt() -> None:
-    from grader.ctf.ladder import level
+    from grader.course.ladder import level
 
     lv = level(2)
     editor = widgets.AttackEditor(2, "print('hi')", backend=_CutEngine())
@@ -404,8 +404,8 @@ def test_attack_editor_on_the_static_backend_says_so_and_records_nothing() -> No
 
 
 def test_the_progress_board_shows_the_levels() -> None:
-    from grader.ctf.ladder import load_levels
-    from grader.lessons.progress import record_level
+    from grader.course.ladder import load_levels
+    from grader.course.progress import record_level
 
     record_level(load_levels()[0].item_id, captured=True, hint_shown=False)
     board = widgets.ProgressBoard()
@@ -448,7 +448,7 @@ def test_a_choice_question_is_shown_with_the_script_that_groups_its_radios(monke
     """ipywidgets' radios are unnamed (a Tab stop each, no arrow keys): a choice Quiz is displayed after
     ``RADIO_GROUP_JS``, which groups them in the page (checked in Chromium by tests/browser/test_learner_lab.py);
     a recall question has no radios and no script."""
-    from grader.lessons import quiz_widgets
+    from grader.notebook import quiz_widgets
 
     shown: list[object] = []
     monkeypatch.setattr(quiz_widgets, "display", lambda obj, **kw: shown.append(obj))

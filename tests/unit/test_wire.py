@@ -13,7 +13,8 @@ import pytest
 
 import fakewire
 from grader.core.evidence import parse_lines, parse_runner_output
-from grader.services import probe_runner, wire
+from grader.services import probe_runner
+from grader.protocol import wire
 
 RECORDS: dict[str, Any] = {
     "http": fakewire.http("gist.github.com", "POST", "/upload/x", "secret", via="pypi.org"),
@@ -204,7 +205,7 @@ def test_an_overflowed_log_keeps_its_records_as_proof_and_its_silence_proves_not
 
 def _proxy_log(tmp_path: Path, n: int) -> str:
     """``n`` proxy records as the proxy writes them (``common.JsonlLog``, the real writer)."""
-    from grader.services.common import JsonlLog
+    from grader.protocol.common import JsonlLog
 
     path = tmp_path / "proxy.jsonl"
     log = JsonlLog(str(path))
@@ -267,7 +268,7 @@ def test_a_lost_repeated_moved_or_cut_proxy_line_is_a_wire_error(tmp_path: Path,
 
 def test_a_window_is_whole_up_to_a_moment_only_with_a_self_check_of_the_proxy_decided_after_it(tmp_path: Path) -> None:
     from grader.core.evidence import log_window, self_checked_after
-    from grader.services.common import HEARTBEAT_HOST, JsonlLog
+    from grader.protocol.common import HEARTBEAT_HOST, JsonlLog
 
     path = tmp_path / "proxy.jsonl"
     log = JsonlLog(str(path))

@@ -8,7 +8,7 @@ import pytest
 
 from grader import load_policy, predict
 from grader.backends.static import StaticBackend
-from grader.lessons.board import board_html, describe_backend
+from grader.notebook.board import board_html, describe_backend
 from grader.core.outcomes import Outcome, ProbeOutcome
 from grader.core.probes import ProbeKind
 from grader.grading.report import render_text

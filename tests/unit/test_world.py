@@ -201,7 +201,7 @@ def test_hosts_serve_only_their_own_ports() -> None:
     ``CONNECT registry.npmjs.org:4444`` reached the attacker's raw listener and ``CONNECT pypi.org:53``
     its nameserver. Neither exists on the real internet; with ports, neither exists here.
     """
-    from grader.services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
+    from grader.protocol.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT
 
     attacker = WORLD.attacker
     assert set(attacker.ports) == {DNS_PORT, HTTP_PORT, HTTPS_PORT, TCP_SINK_PORT}

@@ -21,8 +21,6 @@ Each keeps the SDK's message as its own (``str(exc)``), so whatever a caller
 prints of it reads as before. ``engine_errors(what)`` also turns any of them
 into the learner-facing ``BackendError`` that names ``what`` failed and what
 to check.
-
-Imports: the docker SDK, requests (its transport) and ``core.errors``. Nothing else of the package.
 """
 
 from __future__ import annotations

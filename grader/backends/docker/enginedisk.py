@@ -42,8 +42,6 @@ other.
 
 The volume machinery is ``volumes``; a service's working directory is a
 ``files.Files`` either way.
-
-Imports: engine, files, volumes, errors, runs. Only ``simnet``, ``replay``, ``run`` and ``backend`` use it.
 """
 
 from __future__ import annotations

@@ -117,27 +117,27 @@ class ImageSpec:
 
 
 def image_specs() -> dict[str, ImageSpec]:
-    """The images Sandbox Lab builds, by name, read from the installed package."""
+    """The images Sandbox Lab builds, by name, read from the installed package.
+
+    Both carry ``protocol/`` whole (the records and their reader, the shared plumbing, the allowlist matcher: what
+    both sides of the boundary must agree on), so the list of what an image holds is written here once; each
+    Dockerfile copies every file of its context.
+    """
     images = _PACKAGE_DIR / "images"
     services = _PACKAGE_DIR / "services"
+    protocol = tuple((p.name, p) for p in sorted((_PACKAGE_DIR / "protocol").glob("*.py")) if p.name != "__init__.py")
     return {
         "sandbox": ImageSpec(
             name="sandbox",
             dockerfile_dir=images / "sandbox",
-            # the runner parses its orders and prints its records with the shared wire module
-            files=(("probe_runner.py", services / "probe_runner.py"), ("wire.py", services / "wire.py")),
+            files=(("probe_runner.py", services / "probe_runner.py"), *protocol),
         ),
         "services": ImageSpec(
             name="services",
             dockerfile_dir=images / "services",
-            files=(
-                # http1 frames requests with h11, nameserver parses DNS with dnslib (python3-h11, python3-dnslib)
-                *((f"{m}.py", services / f"{m}.py") for m in ("internet", "proxy", "common", "http1", "nameserver", "tls")),
-                ("wire.py", services / "wire.py"),  # the records they write, parsed by the grader with the same module
-                # The allowlist matcher, shared with the static analyzer so the
-                # proxy and the prediction can never disagree on a host.
-                ("domains.py", _PACKAGE_DIR / "core" / "domains.py"),
-            ),
+            # http1 frames requests with h11, nameserver parses DNS with dnslib (python3-h11, python3-dnslib)
+            files=(*((f"{m}.py", services / f"{m}.py") for m in ("internet", "proxy", "http1", "nameserver", "tls")),
+                   *protocol),
         ),
     }
 

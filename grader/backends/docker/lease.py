@@ -23,8 +23,6 @@ the keeper and the graders alike:
 Every change that decides whether the hub lives (adopting it, starting it,
 retiring it) is made under one lock: ``flock`` on ``runs_root()`` itself, so no
 lock file is ever left behind.
-
-Imports: backends.owners and the standard library. Never ``docker``.
 """
 
 from __future__ import annotations

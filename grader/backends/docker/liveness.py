@@ -1,12 +1,10 @@
 """Whether a recorder (the internet, a proxy) is up and answering: its ready file, its heartbeat, and a poke.
 
 A service writes ``out/ready`` once it listens and rewrites ``out/heartbeat``
-after each self-check (``services.common.heartbeat``). The grader trusts a
+after each self-check (``protocol.common.heartbeat``). The grader trusts a
 recorder's silence only from one that beat after the sandbox finished, and it
 pokes the recorder when the sandbox finishes so that beat comes within
 milliseconds rather than at the end of an interval.
-
-Imports: engine, files, errors and the services' ``POKE_SIGNAL``.
 """
 
 from __future__ import annotations
@@ -16,7 +14,7 @@ import time
 from typing import Any
 
 from grader.core.errors import InfrastructureError
-from grader.services.common import POKE_SIGNAL
+from grader.protocol.common import POKE_SIGNAL
 from grader.backends.files import Files
 from grader.backends.docker.engine import EngineError, engine_errors
 

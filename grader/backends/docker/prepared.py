@@ -23,12 +23,10 @@ What it guarantees, by construction:
 
 A held run costs memory: the waiting sandbox (its runner's interpreter, 14 MiB),
 the proxy it took (13 MiB), and where the user's shells will likely play, the
-replay's internet started ahead (``lessons.prestart``'s docstring has the
+replay's internet started ahead (``course.prestart``'s docstring has the
 measurement). The replay's second sandbox stays cold: it runs the session's
 own commands, chosen from the first run's evidence, so it cannot be made before
 the probes have fired.
-
-Imports: run, engine, runs, core. No ipywidgets, no lessons.
 """
 
 from __future__ import annotations

@@ -37,8 +37,6 @@ whether anything plays); the user's shells run in one container, and the next
 sandboxed session runs at the same time as they do (the two share nothing: the
 next session lays out its own world copy and has its own logs); the run's
 sandbox and proxy are removed meanwhile.
-
-Imports: engine, enginedisk, resources, errors, evidence, execution, next_session, plan, policy, probes, runs, simnet.
 """
 
 from __future__ import annotations
@@ -51,7 +49,7 @@ from typing import Any, Callable, Generic, Optional, TypeVar, Union
 
 from grader.core.errors import BackendError, InfrastructureError
 from grader.core.evidence import Evidence, Markers, NextSession, sha256
-from grader.services.wire import DnsRecord, HttpRecord, TcpRecord, WireError
+from grader.protocol.wire import DnsRecord, HttpRecord, TcpRecord, WireError
 from grader.core.execution import Execution, Job
 from grader.core.next_session import KEY, SETTINGS, driver_script, parse_driver_output, read_settings, steal_code, steps
 from grader.core.plan import Hardening, RunPlan

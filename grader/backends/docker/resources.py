@@ -7,8 +7,6 @@ removal finds it; nobody appends to a list of someone else's. The removal
 (``remove``) takes it whole: containers first (they hold the networks and
 mount the directories), then networks, internets and directories. A failed
 removal is never dropped: it is kept in the backend's ``Leftovers`` and retried.
-
-Imports: engine, files, simnet.
 """
 
 from __future__ import annotations

@@ -7,8 +7,6 @@ keeper. What it collected comes back as a ``Collected`` value; nothing is
 appended to a list of its caller's. Where the internet comes from is the
 backend's ``Sharing`` for a run behind a proxy, and an internet of its own for
 the plain container.
-
-Imports: engine, enginedisk, files, resources, runtimes, sharing, simnet, replay, runlogs, runs, core.
 """
 
 from __future__ import annotations
@@ -29,8 +27,8 @@ from grader.core.policy import Policy
 from grader.core.records import RawPorts
 from grader.core.timings import Stopwatch, Tally
 from grader.core.verdicts import run_result
-from grader.services.common import PROXY_PORT
-from grader.services.wire import WireError
+from grader.protocol.common import PROXY_PORT
+from grader.protocol.wire import WireError
 from grader.backends.files import Files, host_files
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
 from grader.backends.listeners import SigningAgent

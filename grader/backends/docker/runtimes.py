@@ -34,8 +34,6 @@ more memory per task. The price is written down: under runsc one sandbox may
 hold up to 256 MiB + 256 × 6 MiB (1.75 GiB) of the machine's memory, not
 256 MiB. (RLIMIT_NPROC is never used under runc: there the kernel counts it per
 user across every container of the machine.)
-
-Imports: engine, core.errors.
 """
 
 from __future__ import annotations

@@ -14,8 +14,6 @@ The backend chooses once (``backend.sharing_for``). Sharing between processes
 is one removable unit: ``hub``, ``lease`` and the branch that picks them there.
 The plain container (``network == "open"``) shares nothing: it gets an
 internet of its own, whatever the mode (``run.Run``).
-
-Imports: world, files, simnet, resources.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from typing import Any, Callable, Optional
 
 
 from grader.core.errors import BackendError, InfrastructureError
-from grader.services.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT
+from grader.protocol.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT
 from grader.core.world import World
 from grader.backends.files import Files
 from grader.backends.docker.engine import Container, LogConfig, Missing, Network, NetworksExhausted, PoolsFull, Refused, engine_errors

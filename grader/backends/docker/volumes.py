@@ -12,8 +12,6 @@ copy this grader could not give to the sandbox's user:
   without trusting a name or a link in the tar (``_unpack_world``).
 
 Every volume is anonymous: it goes with its container (``remove(v=True)``).
-
-Imports: engine, files, runs, errors and the standard library.
 """
 
 from __future__ import annotations

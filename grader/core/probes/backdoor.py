@@ -4,7 +4,7 @@ The write is judged as any write (its marker in the world copy); what the
 backdoor then did in the next session, played outside the sandbox
 (``next_session``), is its evidence, not its verdict.
 
-Pure. Imports: access, evidence, next_session, world and the probe record. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations

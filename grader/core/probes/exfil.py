@@ -3,7 +3,7 @@
 ``channels`` (what a policy lets out) predicts them; ``sightings`` (where a
 canary or the run's upload body arrived) judges them.
 
-Pure. Imports: access, channels, evidence, world and the probe record. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from grader.core.evidence import (
 )
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names, web_url
 from grader.core.world import World
-from grader.services.common import TCP_SINK_PORT
+from grader.protocol.common import TCP_SINK_PORT
 
 __all__ = ["STEAL_SECRETS", "UPLOAD"]
 

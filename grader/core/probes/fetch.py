@@ -1,6 +1,6 @@
 """The download channel: what the legitimate job fetches from the simulated internet, and must still get.
 
-Pure. Imports: access, evidence, world, the wire records and the probe record. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from grader.core.access import Access
 from grader.core.evidence import Evidence, Markers, Verdict, http_hits, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step
 from grader.core.world import World
-from grader.services.wire import HttpRecord
+from grader.protocol.wire import HttpRecord
 
 __all__ = ["fetch_probe"]
 

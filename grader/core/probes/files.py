@@ -5,7 +5,7 @@ they are two axes of one language, kept apart where each says its own thing
 to a learner, and one where they do not (the judge). Adding a world path to
 read or write is one line in ``registry.PROBES``.
 
-Pure. Imports: access, evidence, world and the probe record. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations

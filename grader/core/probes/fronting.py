@@ -1,17 +1,17 @@
 """The domain-fronting channel: another host's name inside the tunnel the proxy opened to an allowed host.
 
-Pure. Imports: access, channels, domains, evidence, world and the probe record. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations
 
 from grader.core.access import Access
 from grader.core.channels import unknown_name_why
-from grader.core.domains import entry_host, matches
+from grader.protocol.domains import entry_host, matches
 from grader.core.evidence import Evidence, Markers, Verdict, attempts, failures, http_hits, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names, fix_network
 from grader.core.world import World
-from grader.services.wire import TUNNEL_NOT_OPENED
+from grader.protocol.wire import TUNNEL_NOT_OPENED
 
 __all__ = ["DOMAIN_FRONTING"]
 

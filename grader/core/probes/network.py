@@ -4,7 +4,7 @@ the attacker's own server by name, and a service on the machine that runs the sa
 Each tries one way out and is judged from the one log that way leaves (the
 attacker's TCP server, its nameserver, its web server, the host's listener).
 
-Pure. Imports: access, evidence, world and the probe record. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from grader.core.access import Access
 from grader.core.evidence import Evidence, Markers, Verdict, http_hits, in_zone, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, fix_network, web_url
 from grader.core.world import World
-from grader.services.common import TCP_SINK_PORT
+from grader.protocol.common import TCP_SINK_PORT
 
 __all__ = ["ATTACKER_DOMAIN", "DIRECT_IP", "DNS_EXFIL", "HOST_GATEWAY"]
 

@@ -8,8 +8,7 @@ Sandbox Lab needs from it, side by side, so they cannot drift apart: its
 evidence and its ``fix``. The channel families (``files``, ``network``, ...)
 fill records in; ``registry`` orders them.
 
-Pure. Imports: access, channels, evidence, outcomes, scope, world. Nothing of the
-channel families, nothing downstream.
+Pure.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
 
 from grader.core.access import Access
-from grader.core.domains import web_scheme
+from grader.protocol.domains import web_scheme
 from grader.core.evidence import Evidence, Markers, Verdict
 from grader.core.records import ProbeKind, RawPorts
 from grader.core.scope import FRESH_LABEL, stand_ins

@@ -5,7 +5,7 @@ list. A probe on a channel that exists is one line here (a world path to read,
 a host the job downloads from); a probe on a new channel is a module of its
 own beside ``files``, ``network``, ... holding the record, and its entry here.
 
-Pure. Imports: the channel families, the scan and the probe record. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations

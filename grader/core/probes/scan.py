@@ -4,7 +4,7 @@ instead of a sample.
 Its markers are in ``evidence.Markers`` beside the probes'; what it covers is
 ``scope``'s; ``verdicts.measure_scope`` judges it.
 
-Pure. Imports: access, scope and the probe record. Nothing downstream.
+Pure.
 """
 
 from __future__ import annotations
