@@ -44,7 +44,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from grader.lessons.route import (  # noqa: E402 - after the path is set
+from grader.course.route import (  # noqa: E402 - after the path is set
     HANDS_ON_MINUTES, QUESTION_MINUTES, READ_WPM, ROUTE_FILE, Route, load_route, minutes_for, route_markdown)
 
 README = REPO / "README.md"

@@ -159,7 +159,7 @@ def _editor_probe(backend: DockerBackend, name: str, n: int) -> tuple[float, flo
     Pre-started: the editor's own ``Prestart`` is offered the policy (as an edit does), the preparation is
     awaited and everything settled (the learner reads before pressing), then only its ``run`` (Probe) is timed.
     Cold: the same plan by ``backend.run``, alternating with it."""
-    from grader.lessons.prestart import Prestart, lesson_plan
+    from grader.course.prestart import Prestart, lesson_plan
 
     policy = load_policy(POLICIES[name])
     plan = lesson_plan(policy)
@@ -319,7 +319,7 @@ def _lesson_run_all(write_route: bool) -> None:
 
     import lesson_times  # bench/lesson_times.py, beside this file
 
-    from grader.lessons.route import ROUTE_FILE, minutes_for
+    from grader.course.route import ROUTE_FILE, minutes_for
 
     load_before = os.getloadavg()[0]
     seconds = round(lesson_times.run_all(REPO / "lessons" / LESSON / "naive-vs-secure.ipynb", "docker"), 1)
