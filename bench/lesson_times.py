@@ -22,7 +22,7 @@ re-rendered from the file (``route.route_markdown``) and lesson 00's notebook sy
     .venv/bin/python bench/lesson_times.py --render           # re-render the tables from route.json only
     .venv/bin/python bench/lesson_times.py --check            # exit 1 if a table differs from route.json
 
-tests/unit/test_route.py checks the tables against route.json, and every stop's minutes against the rule.
+tests/unit/course/test_route.py checks the tables against route.json, and every stop's minutes against the rule.
 """
 
 from __future__ import annotations

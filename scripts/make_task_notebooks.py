@@ -25,7 +25,7 @@ time from its own Docker run (``autograde.grade_attacks``).
 
 Run it after changing a task or this script (``make lessons`` does); the
 notebooks are committed without outputs. ``--check`` exits 1 if a committed
-notebook differs; tests/unit/test_lesson_pairs.py regenerates them into a
+notebook differs; tests/unit/project/test_lesson_pairs.py regenerates them into a
 temporary directory and compares. Unlike the lessons (``lessons/0N-*``, MyST
 Markdown paired with their notebooks by jupytext), a task notebook has no
 text source: it derives from ``grader/tasks/<id>.json`` and this script.

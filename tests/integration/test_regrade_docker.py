@@ -1,7 +1,7 @@
 """A regrade regrades: a class graded static, then the same ``--out`` with Docker, runs again in Docker.
 
 The journal of ``grade_batch`` reuses a stored grade only under the same Sandbox
-Lab version, rubric, world, backend and policy bytes (tests/unit/test_batch.py
+Lab version, rubric, world, backend and policy bytes (tests/unit/grading/test_batch.py
 covers each of them without Docker); here the backend change is made for real.
 """
 

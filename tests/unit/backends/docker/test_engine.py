@@ -1,0 +1,130 @@
+"""The one place the docker SDK's errors become ours, and the one module that imports the SDK at all."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import docker
+import pytest
+import requests
+
+from grader.backends.docker import engine
+from grader.backends.docker.engine import (
+    BeingRemoved, BuildFailed, DockerError, EngineError, Missing, Refused, Unanswered, engine_errors,
+)
+from grader.core.errors import BackendError, InfrastructureError
+
+PACKAGE = Path(__file__).resolve().parents[4] / "grader"
+
+
+def _raised(exc: BaseException) -> BaseException:
+    with pytest.raises(BaseException) as info:
+        with engine_errors():
+            raise exc
+    return info.value
+
+
+def _response(status: int, reason: str = "") -> requests.Response:
+    res = requests.Response()
+    res.status_code = status
+    res.reason = reason
+    res.url = "http+docker://localhost/v1.41/containers/x/json"
+    return res
+
+
+@pytest.mark.parametrize(("sdk", "ours"), [
+    (docker.errors.NotFound("No such container: x", response=_response(404)), Missing),
+    (docker.errors.ImageNotFound("No such image: y", response=_response(404)), Missing),
+    (docker.errors.APIError("Conflict", response=_response(409), explanation="is not running"), Refused),
+    # another caller removes it now (two sweeps at once): as good as gone, a Missing to whoever removes it too
+    (docker.errors.APIError("409 Client Error: Conflict (\"removal of container 978ddfdb974 is already in progress\")",
+                            response=_response(409), explanation="removal of container 978ddfdb974 is already in progress"),
+     BeingRemoved),
+    (docker.errors.BuildError("step 3 failed", build_log=[{"stream": "x"}]), BuildFailed),
+    (docker.errors.DockerException("TLS parameters are wrong"), DockerError),
+    (requests.exceptions.ConnectionError("Connection aborted."), Unanswered),
+    (requests.exceptions.ReadTimeout("Read timed out."), Unanswered),
+])
+def test_each_sdk_error_becomes_ours_with_the_sdks_own_message(sdk: Exception, ours: type[EngineError]) -> None:
+    got = _raised(sdk)
+    assert type(got) is ours and isinstance(got, BackendError)
+    assert str(got) == str(sdk)  # whatever a caller prints of it reads as before
+    assert got.__cause__ is sdk
+
+
+def test_the_engines_reason_and_the_builds_log_come_along() -> None:
+    refused = _raised(docker.errors.APIError("Conflict", response=_response(409), explanation="is not running"))
+    assert isinstance(refused, Refused) and refused.explanation == "is not running"
+    built = _raised(docker.errors.BuildError("step 3 failed", build_log=[{"stream": "x"}]))
+    assert isinstance(built, BuildFailed) and built.msg == "step 3 failed" and built.build_log == [{"stream": "x"}]
+
+
+def test_anything_else_passes_unchanged() -> None:
+    for exc in (InfrastructureError("the proxy stopped"), ValueError("bad"), KeyError("k")):
+        assert _raised(exc) is exc
+
+
+def test_with_what_every_engine_error_becomes_the_learners_message() -> None:
+    with pytest.raises(BackendError) as info:
+        with engine_errors("run sl-1"):
+            raise requests.exceptions.ConnectionError("Connection aborted.\nsecond line")
+    assert type(info.value) is BackendError  # plain: an outer engine_errors(what) leaves it alone
+    assert str(info.value) == (
+        "the Docker engine failed during run sl-1: Connection aborted.. Check that it answers (`docker info`), then rerun."
+    )
+    with pytest.raises(BackendError) as inner:
+        with engine_errors("run sl-2"):
+            with engine_errors():
+                raise docker.errors.NotFound("No such container: z")
+    assert str(inner.value).startswith("the Docker engine failed during run sl-2: No such container: z")
+    plain = BackendError("this job needs an SSH-agent socket")
+    with pytest.raises(BackendError) as kept:
+        with engine_errors("run sl-3"):
+            raise plain
+    assert kept.value is plain  # our own errors are not the engine's
+
+
+def test_ignore_ends_the_block_quietly_for_those_kinds_only() -> None:
+    with engine_errors(ignore=(Missing,)):
+        raise docker.errors.NotFound("gone")
+    with engine_errors(ignore=(Refused,)):
+        raise docker.errors.NotFound("gone too: Missing is a Refused")
+    with pytest.raises(Unanswered):
+        with engine_errors(ignore=(Refused,)):
+            raise requests.exceptions.ConnectionError("away")
+
+
+def test_a_raw_answer_is_worded_as_the_sdk_words_its_own() -> None:
+    res = _response(500, "Server Error")
+    got = engine.refused("stat /x: HTTP 500", res)
+    assert isinstance(got, Refused)
+    assert str(got) == str(docker.errors.APIError("stat /x: HTTP 500", response=res))
+
+
+def test_only_the_engine_module_imports_the_docker_sdk() -> None:
+    importers = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+            if any(n.split(".")[0] in ("docker", "requests") for n in names):
+                importers.append(str(path.relative_to(PACKAGE)))
+    assert sorted(set(importers)) == ["backends/docker/engine.py"]
+
+
+def test_an_engine_that_goes_away_mid_cleanup_is_said_so_with_what_to_check() -> None:
+    """`sandbox-lab cleanup` once printed the transport's bare "('Connection aborted.', FileNotFoundError(...))"."""
+    from grader.backends.cleanup import Scope
+    from grader.backends.docker.backend import sweep
+
+    class Api:
+        def containers(self, **_: object) -> list[object]:
+            raise requests.exceptions.ConnectionError(("Connection aborted.", FileNotFoundError(2, "No such file or directory")))
+
+    class Client:
+        api = Api()
+
+    with pytest.raises(BackendError) as caught:
+        sweep(Scope(everything=False, engine=Client()))
+    assert "the Docker engine failed during cleanup" in str(caught.value) and "docker info" in str(caught.value)
