@@ -91,7 +91,7 @@ venv: $(TEST_STAMP) $(LAB_SETTINGS)
 ## (--universal). A package whose newest release needs a newer Python gets a second pin, an older release behind
 ## a python_full_version marker; pip honours the markers. The versions already in the file are kept unless one
 ## must move; `make lock LOCK_ARGS=--upgrade` takes the newest releases, LOCK_ARGS='-P NAME' one package's.
-## Review the diff, run `make test`, commit. tests/unit/test_lock.py checks every pin's Requires-Python.
+## Review the diff, run `make test`, commit. tests/unit/project/test_lock.py checks every pin's Requires-Python.
 # uv is pinned: its options and its output are how the lock is made. It reads no pip configuration, so it is
 # handed pip's: its certificate bundle (cert, e.g. a TLS-inspecting proxy's CA in /etc/pip.conf) as
 # SSL_CERT_FILE, its index-url as UV_DEFAULT_INDEX, and the system's certificate store besides.
@@ -113,7 +113,7 @@ lock:
 	   echo "# requires-python in pyproject.toml admits ($$(sed -n 's/^requires-python *= *"\(.*\)".*/\1/p' pyproject.toml)): resolved for Python $(MIN_PYTHON) and every newer one by \`make lock\`"; \
 	   echo "# (uv $$($(LOCK_VENV)/bin/uv --version | cut -d' ' -f2) pip compile --universal --python-version $(MIN_PYTHON)), $$(date -u +%Y-%m-%d). A release that needs a newer Python"; \
 	   echo "# is pinned behind a python_full_version marker, with an older one for the older Pythons."; \
-	   echo "# Used as pip constraints by \`make venv\` and \`make venv-lab\`; tests/unit/test_lock.py checks it."; \
+	   echo "# Used as pip constraints by \`make venv\` and \`make venv-lab\`; tests/unit/project/test_lock.py checks it."; \
 	   cat $(LOCK_VENV)/lock.txt; } > $(CONSTRAINTS)
 	rm -rf $(LOCK_VENV)
 	@echo "wrote $(CONSTRAINTS) for Python $(MIN_PYTHON) and newer: review the diff, then make test"
@@ -169,7 +169,7 @@ test: images typecheck redis
 	@PYTHON=$(PY) scripts/ensure-srt
 	$(PY) -m pytest $(TEST_PARALLEL) --durations=25 $(PYTEST_ARGS)
 
-## mypy --strict on grader/ (configured in pyproject.toml); the import contracts ([tool.importlinter]) run in tests/unit/test_layers.py.
+## mypy --strict on grader/ (configured in pyproject.toml); the import contracts ([tool.importlinter]) run in tests/unit/project/test_layers.py.
 typecheck: venv
 	$(PY) -m mypy
 
@@ -186,21 +186,21 @@ test-fast: venv redis
 ## The documentation site, from docs/ (mkdocs.yml) into build/site (git-ignored). --strict: a broken link or anchor,
 ## a page missing from the nav, or a link out of docs/ to a file the checkout lacks fails the build. The reference
 ## pages (the CLI's --help, the policy schema, the HTTP API) are generated from the code as it builds
-## (scripts/docs_reference.py, scripts/mkdocs_hooks.py). tests/unit/test_docs.py runs the same build in `make test`.
+## (scripts/docs_reference.py, scripts/mkdocs_hooks.py). tests/unit/project/test_docs.py runs the same build in `make test`.
 docs: venv
 	$(VENV)/bin/mkdocs build --strict
 
 ## The lessons' notebooks from their sources. To edit a lesson, edit lessons/0N-*/<name>.md (MyST
 ## Markdown; or the .ipynb in `make lab-instructor`, which saves both), then run `make lessons`: jupytext --sync
 ## writes the other file of each pair from the newer one. Task notebooks are regenerated from grader/tasks/*.json.
-## tests/unit/test_lesson_pairs.py fails while a pair or a task notebook is out of date.
+## tests/unit/project/test_lesson_pairs.py fails while a pair or a task notebook is out of date.
 .PHONY: lessons
 lessons: venv-lab
 	$(VENV)/bin/jupytext --sync lessons/0*/*.md
 	$(PY) scripts/make_task_notebooks.py
 
 ## docs/modules.md, the module map, from the import contracts ([tool.importlinter] in pyproject.toml).
-## tests/unit/test_module_map.py fails while it is out of date.
+## tests/unit/project/test_module_map.py fails while it is out of date.
 modules: venv
 	$(PY) scripts/module_map.py
 

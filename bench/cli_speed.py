@@ -24,7 +24,7 @@ Two bytecode settings are measured, because they differ by a lot:
 Last, where ``check``'s import time goes (``python -X importtime``, the
 modules' own time summed by owner, median of the runs): what the command
 imports is the cost that laziness controls. Speed is measured here, never
-asserted in a test; ``tests/unit/test_cli.py`` pins which modules each command
+asserted in a test; ``tests/unit/cli/test_cli.py`` pins which modules each command
 imports, which holds on any machine.
 
     python bench/cli_speed.py [--repeat 15] [--policy FILE]

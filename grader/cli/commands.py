@@ -7,7 +7,7 @@ under ``--json``). The Docker SDK is imported only inside the commands that
 need it, so ``check`` and ``probe --backend static`` work where it is missing;
 likewise every module only some commands use (the run plan, the exporters, the
 grader) is imported inside those commands, so ``check`` loads the analyzer and
-nothing else (``tests/unit/test_cli.py`` pins what each command imports).
+nothing else (``tests/unit/cli/test_cli.py`` pins what each command imports).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ require the measured scope to hold none of a set of world paths or hosts
 (``unreadable``, ``unwritable``: selectors over the world, resolved here into
 the exact paths; ``unreachable``: every host, the attacker's, or the upload
 hosts). The probes give the story and the evidence; the scope makes the check
-test everything it says (tests/unit/test_rubric_claims.py holds every
+test everything it says (tests/unit/grading/test_rubric_claims.py holds every
 description to its measurement).
 
 Full marks must mean least privilege, so a task file is refused unless its

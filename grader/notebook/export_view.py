@@ -37,7 +37,7 @@ from grader.notebook.widget_base import HTMLFallback
 
 __all__ = ["ALLOW_READ_SENTENCE", "RealToolsView", "readable_secrets", "real_tools_html"]
 
-# The one sentence every first use of allowRead owes the learner (lesson 01 quotes it; tests/unit/test_allow_read_claims.py
+# The one sentence every first use of allowRead owes the learner (lesson 01 quotes it; tests/unit/project/test_allow_read_claims.py
 # keeps every other mention of allowRead honest).
 ALLOW_READ_SENTENCE = (
     "Reads are open by default in sandbox-runtime and Claude Code, as here: denyRead hides a path, and allowRead only "
