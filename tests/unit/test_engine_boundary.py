@@ -36,7 +36,7 @@ SDK_CALLS = {
 NOT_YET: set[str] = {
     "backends/docker/backend.py", "backends/docker/enginedisk.py", "backends/docker/hub.py", "backends/docker/images.py",
     "backends/docker/liveness.py", "backends/docker/replay.py", "backends/docker/resources.py", "backends/docker/run.py",
-    "backends/docker/runtimes.py", "backends/docker/simnet.py", "backends/docker/volumes.py", "backends/cleanup.py",
+    "backends/docker/simnet.py", "backends/docker/volumes.py", "backends/cleanup.py",
 }
 
 

@@ -51,6 +51,7 @@ __all__ = [
     "DockerEngine",
     "DockerError",
     "EngineError",
+    "EngineLike",
     "ImageRef",
     "LogConfig",
     "Missing",
@@ -475,7 +476,11 @@ def _mapped_stream(stream: Any) -> Iterator[bytes]:
             yield bytes(chunk)
 
 
-def engine_of(engine: Union[DockerEngine, object]) -> DockerEngine:
+# What the backend's entry points accept: the adapter, or an SDK client (or a test's look-alike) for it to wrap.
+EngineLike = Union[DockerEngine, object]
+
+
+def engine_of(engine: EngineLike) -> DockerEngine:
     """``engine`` as the adapter: itself, or the SDK client (or a test's look-alike) it is, wrapped."""
     return engine if isinstance(engine, DockerEngine) else DockerEngine(engine)
 
