@@ -34,7 +34,7 @@ SDK_CALLS = {
 # Modules still holding SDK objects, moved to the adapter one at a time; each entry must still be a violation,
 # so the list only shrinks.
 NOT_YET: set[str] = {
-    "backends/docker/backend.py", "backends/docker/enginedisk.py", "backends/docker/hub.py", "backends/docker/images.py",
+    "backends/docker/backend.py", "backends/docker/enginedisk.py", "backends/docker/hub.py",
     "backends/docker/liveness.py", "backends/docker/replay.py", "backends/docker/resources.py", "backends/docker/run.py",
     "backends/docker/simnet.py", "backends/docker/volumes.py", "backends/cleanup.py",
 }
