@@ -182,7 +182,7 @@ def test_a_fake_transport_error_from_any_call_comes_out_as_ours() -> None:
 def test_a_container_ref_is_read_from_the_engines_inspect() -> None:
     class Container:
         id, name = "abc", "sl-1-proxy"
-        attrs = {"Config": {"Labels": {"role": "proxy"}}, "State": {"Status": "exited", "ExitCode": 3, "FinishedAt": "t"},
+        attrs = {"Name": "/sl-1-proxy", "Config": {"Labels": {"role": "proxy"}}, "State": {"Status": "exited", "ExitCode": 3, "FinishedAt": "t"},
                  "Mounts": [{"Destination": "/d", "Source": "/s"}],
                  "NetworkSettings": {"Networks": {"sl-1-inet": {"IPAddress": "10.0.0.2"}}}}
 

@@ -22,7 +22,8 @@ map its errors.
 Each keeps the SDK's message as its own (``str(exc)``), so whatever a caller
 prints of it reads as before. ``worded(what)`` turns any of them into the
 learner-facing ``BackendError`` that names ``what`` failed and what to check;
-``engine_errors`` is the mapping itself (the adapter's methods run inside it).
+``engine_errors`` is the mapping itself: the adapter's methods run inside it,
+and no caller outside this module uses it (``tests/unit/test_engine_boundary.py``).
 Container options still name the SDK's value types re-exported here
 (``Mount``, ``LogConfig``, ``Ulimit``): plain values, handed back to the SDK.
 """
@@ -37,8 +38,6 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import docker
 import requests
-from docker.models.containers import Container  # until simnet holds refs: its removal tells the two apart
-from docker.models.networks import Network
 from docker.types import LogConfig, Mount, Ulimit
 
 from grader.core.errors import BackendError
@@ -46,7 +45,6 @@ from grader.core.errors import BackendError
 __all__ = [
     "BeingRemoved",
     "BuildFailed",
-    "Container",
     "ContainerRef",
     "DockerEngine",
     "DockerError",
@@ -56,7 +54,6 @@ __all__ = [
     "LogConfig",
     "Missing",
     "Mount",
-    "Network",
     "NetworkRef",
     "NetworksExhausted",
     "POOLS_FULL",
@@ -118,7 +115,7 @@ class PoolsFull(Refused):
 
 class NetworksExhausted(BackendError):
     """The engine's address pools stayed full for a whole wait: no network for the run. Not an ``EngineError``:
-    ``engine_errors(what)`` passes it on as it is, instead of asking whether the engine answers (it does)."""
+    ``worded(what)`` passes it on as it is, instead of asking whether the engine answers (it does)."""
 
     def __init__(self, waited: float) -> None:
         super().__init__(
@@ -288,7 +285,7 @@ def _container_ref(c: Any) -> ContainerRef:
         state = {"Status": state}
     nets = (attrs.get("NetworkSettings") or {}).get("Networks") or {}
     return ContainerRef(
-        id=str(c.id), name=str(c.name or "").lstrip("/"),
+        id=str(c.id), name=str(attrs.get("Name") or "").lstrip("/"),
         labels=dict((attrs.get("Config") or {}).get("Labels") or attrs.get("Labels") or {}),
         status=str(state.get("Status", "")), exit_code=state.get("ExitCode"), finished_at=str(state.get("FinishedAt", "")),
         mounts={str(m.get("Destination", "")): str(m.get("Source", "")) for m in attrs.get("Mounts") or []},
@@ -454,6 +451,11 @@ class DockerEngine:
                 return _image_ref(self._client.images.get(name))
         except Missing:
             return None
+
+    def image_id(self, name: str) -> str:
+        """The id of the image ``name`` names now (``Missing`` if none)."""
+        with engine_errors():
+            return str(self._client.api.inspect_image(name)["Id"])
 
     def pull(self, repository: str, tag: str) -> ImageRef:
         with engine_errors():
