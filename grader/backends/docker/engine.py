@@ -24,8 +24,9 @@ prints of it reads as before. ``worded(what)`` turns any of them into the
 learner-facing ``BackendError`` that names ``what`` failed and what to check;
 ``engine_errors`` is the mapping itself: the adapter's methods run inside it,
 and no caller outside this module uses it (``tests/unit/test_engine_boundary.py``).
-Container options still name the SDK's value types re-exported here
-(``Mount``, ``LogConfig``, ``Ulimit``): plain values, handed back to the SDK.
+Container options are plain values: a mount, a log config or a ulimit is a
+``Spec``, the engine API's own JSON form, built here by the SDK's types
+(``mount``, ``log_config``, ``ulimit``) and handed back to them as a dict.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from typing import Any, Iterator, Mapping, Optional, Sequence, Union
 
 import docker
 import requests
-from docker.types import LogConfig, Mount, Ulimit
+from docker.types import LogConfig as _LogConfig, Mount as _Mount, Ulimit as _Ulimit
 
 from grader.core.errors import BackendError
 
@@ -51,22 +52,23 @@ __all__ = [
     "EngineError",
     "EngineLike",
     "ImageRef",
-    "LogConfig",
     "Missing",
-    "Mount",
     "NetworkRef",
     "NetworksExhausted",
     "POOLS_FULL",
     "PoolsFull",
     "Refused",
-    "Ulimit",
+    "Spec",
     "Unanswered",
     "engine_errors",
     "engine_of",
+    "log_config",
+    "mount",
     "open_client",
     "open_engine",
     "refused",
     "send_stdin",
+    "ulimit",
     "worded",
 ]
 
@@ -239,6 +241,29 @@ def worded(what: str) -> Iterator[None]:
             f"the Docker engine failed during {what}: {str(exc).splitlines()[0][:200]}. "
             "Check that it answers (`docker info`), then rerun."
         ) from None
+
+
+# --- container options as plain values --------------------------------------------------------------------
+
+Spec = dict[str, object]  # a value of the engine's API in its own JSON form: a mount, a log config, a ulimit
+
+
+def mount(
+    target: str, source: Optional[str], type: str = "volume", *,  # noqa: A002 - the engine's own word
+    read_only: bool = False, tmpfs_size: Optional[int] = None, tmpfs_mode: Optional[int] = None,
+) -> Spec:
+    """A container mount (``bind``, ``volume`` or ``tmpfs``), checked and keyed as the SDK's ``Mount`` does it."""
+    return dict(_Mount(target, source, type=type, read_only=read_only, tmpfs_size=tmpfs_size, tmpfs_mode=tmpfs_mode))
+
+
+def log_config(driver: str, config: Mapping[str, str]) -> Spec:
+    """A container's log driver and its options, as the SDK's ``LogConfig`` keys them."""
+    return dict(_LogConfig(type=driver, config=dict(config)))
+
+
+def ulimit(name: str, soft: int, hard: int) -> Spec:
+    """One resource limit of a container's processes, as the SDK's ``Ulimit`` keys it."""
+    return dict(_Ulimit(name=name, soft=soft, hard=hard))
 
 
 # --- the project's own references: what leaves the adapter instead of the SDK's objects ------------------

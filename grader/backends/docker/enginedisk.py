@@ -56,7 +56,7 @@ from grader.core.errors import BackendError, InfrastructureError
 from grader.backends.files import Files, HostFiles
 from grader.backends.listeners import HostListener
 from grader.backends.runs import MAX_OUTPUT, RunDir
-from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, LogConfig, engine_of
+from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, engine_of, log_config
 from grader.backends.docker.volumes import ENV, VolumeCopy, VolumeFiles, parse_engine_time
 
 __all__ = [
@@ -226,7 +226,7 @@ class _EngineListener:
             image, ["python3", "-c", _LISTENER], name=f"{name}-host", labels=labels, network_mode="host",
             # it runs no learner code; still, nothing it does not need
             user="65534:65534", cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
-            mem_limit="64m", pids_limit=16, log_config=LogConfig(type="json-file", config={"max-size": "1m"}),
+            mem_limit="64m", pids_limit=16, log_config=log_config("json-file", {"max-size": "1m"}),
         )
         self._port = 0
         try:

@@ -55,7 +55,9 @@ from grader.core.next_session import KEY, SETTINGS, driver_script, parse_driver_
 from grader.core.plan import Hardening, RunPlan
 from grader.core.policy import Policy
 from grader.core.probes import probe
-from grader.backends.docker.engine import ContainerRef, DockerEngine, DockerError, EngineError, Mount, NetworkRef, Refused, Unanswered
+from grader.backends.docker.engine import (
+    ContainerRef, DockerEngine, DockerError, EngineError, NetworkRef, Refused, Unanswered, mount,
+)
 from grader.backends.docker.enginedisk import Disk, RunCopy
 from grader.backends.docker.resources import Resources
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
@@ -295,10 +297,10 @@ def _play(run: Session, made: Resources, image: str, internet: Internet, disk: D
         if run.copy.container is not None:
             made.container(run.copy.container)
     mounts = [
-        Mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
-        Mount("/etc/resolv.conf", source("run/next-resolv.conf"), type="bind", read_only=True),
+        mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
+        mount("/etc/resolv.conf", source("run/next-resolv.conf"), type="bind", read_only=True),
         # the world copy as the user's machine sees it: every root at its path, writable; nothing else of the host
-        *(Mount(root, source("world/" + root.lstrip("/")), type="bind", read_only=False) for root in world.roots),
+        *(mount(root, source("world/" + root.lstrip("/")), type="bind", read_only=False) for root in world.roots),
     ]
     h = REPLAY_HARDENING
     opts = dict(

@@ -37,7 +37,7 @@ from grader.backends.quota import SCRATCH_FILES, DiskQuotaExceeded, bound_scratc
 from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, resolv_conf, runner_config
 from grader.backends.docker import replay
 from grader.backends.docker.engine import (
-    ContainerRef, DockerEngine, LogConfig, Mount, NetworkRef, Refused, Ulimit, Unanswered, worded,
+    ContainerRef, DockerEngine, NetworkRef, Refused, Spec, Unanswered, log_config, mount, ulimit, worded,
 )
 from grader.backends.docker.enginedisk import Disk, HostDisk, Listener
 from grader.backends.docker.images import Images
@@ -87,12 +87,12 @@ def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, A
         # explicit, not the daemon's default: a connection flood stops at the plan's number; no core file, whose
         # size only the memory bounds, written where the engine host's core_pattern says (a pipe to a handler on
         # the host's disk, on many distributions)
-        ulimits=[Ulimit(name="nofile", soft=h.nofile, hard=h.nofile), Ulimit(name="core", soft=0, hard=0)]
-        + ([Ulimit(name="nproc", soft=procs.nproc, hard=procs.nproc)] if procs.nproc is not None else []),
+        ulimits=[ulimit("nofile", h.nofile, h.nofile), ulimit("core", 0, 0)]
+        + ([ulimit("nproc", procs.nproc, procs.nproc)] if procs.nproc is not None else []),
         # swap equal to memory: a run cannot page the machine to a halt
         pids_limit=procs.cgroup_pids, mem_limit=procs.cgroup_mem, memswap_limit=procs.cgroup_mem, nano_cpus=h.nano_cpus,
         # bounded logs: a chatty or hostile run cannot fill the engine's disk
-        log_config=LogConfig(type="json-file", config={"max-size": "8m"}),
+        log_config=log_config("json-file", {"max-size": "8m"}),
     )
     if h.cap_drop_all:
         opts["cap_drop"] = ["ALL"]
@@ -436,22 +436,22 @@ class Run:
 
     # --- the sandbox --------------------------------------------------------------------
 
-    def _mounts(self, source: Callable[[str], str]) -> list[Mount]:
+    def _mounts(self, source: Callable[[str], str]) -> list[Spec]:
         """The plan's mounts of the run directory; ``source`` says where a path of it is for the engine."""
         mounts = [
-            Mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
-            Mount("/etc/resolv.conf", source("resolv.conf"), type="bind", read_only=True),
+            mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
+            mount("/etc/resolv.conf", source("resolv.conf"), type="bind", read_only=True),
         ]
         for m in self.plan.mounts:
             if m.kind == "bind":
                 # the same path as RunDir.host_path(m.source), relative to the run directory
                 world_path = "world/" + m.source.lstrip("/")
-                mounts.append(Mount(m.target, source(world_path), type="bind", read_only=m.mode != "rw"))
+                mounts.append(mount(m.target, source(world_path), type="bind", read_only=m.mode != "rw"))
             elif m.kind == "tmpfs":
                 # private and tiny: writes here never reach the world copy
-                mounts.append(Mount(m.target, None, type="tmpfs", tmpfs_size=64 * 1024, tmpfs_mode=0o755))
+                mounts.append(mount(m.target, None, type="tmpfs", tmpfs_size=64 * 1024, tmpfs_mode=0o755))
             else:
-                mounts.append(Mount(m.target, source("mask/empty"), type="bind", read_only=True))
+                mounts.append(mount(m.target, source("mask/empty"), type="bind", read_only=True))
         return mounts
 
     def _signer(self, job: Job) -> SigningAgent:
@@ -516,7 +516,7 @@ class Run:
         mounts = self._mounts(source)
         if scratch:  # the run's own bounded scratch stands in for Docker's tmpfs over each of those directories
             options["tmpfs"] = {d: o for d, o in options["tmpfs"].items() if d not in scratch}
-            mounts += [Mount(d, source(rel), type="bind", read_only=False) for d, rel in scratch.items()]
+            mounts += [mount(d, source(rel), type="bind", read_only=False) for d, rel in scratch.items()]
         kwargs: dict[str, Any] = dict(
             options,
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},

@@ -44,8 +44,8 @@ from grader.protocol.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT
 from grader.core.world import World
 from grader.backends.files import Files
 from grader.backends.docker.engine import (
-    ContainerRef, DockerEngine, EngineError, EngineLike, LogConfig, Missing, NetworkRef, NetworksExhausted, PoolsFull,
-    Refused, engine_of,
+    ContainerRef, DockerEngine, EngineError, EngineLike, Missing, NetworkRef, NetworksExhausted, PoolsFull, Refused,
+    engine_of, log_config,
 )
 from grader.backends.docker.enginedisk import Disk, HostDisk
 from grader.backends.docker.liveness import beat_after, poke, wait_ready
@@ -214,7 +214,7 @@ def service_container(
         name=name, labels={**labels, LABEL_ROLE: role},
         network=network.name, mounts=[service_mount(workdir)],
         mem_limit="128m", pids_limit=256, nano_cpus=500_000_000,
-        log_config=LogConfig(type="json-file", config={"max-size": "1m"}),
+        log_config=log_config("json-file", {"max-size": "1m"}),
     )
     try:
         attach(workdir, container)  # its config, when the directory is on the engine's disk

@@ -32,7 +32,7 @@ from grader.core.errors import BackendError, InfrastructureError
 from grader.backends.files import Files, HostFiles, Stat
 from grader.backends.runs import MAX_OUTPUT, RunDir
 from grader.backends.owners import make_dir, write_file
-from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, Missing, Mount, Refused, engine_of
+from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, Missing, Refused, Spec, engine_of, mount
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -51,10 +51,10 @@ FETCH_FILE_LIMIT = 1024 * 1024
 FETCH_TOTAL_LIMIT = 256 * 1024 * 1024
 
 
-def service_mount(files: Files) -> Mount:
+def service_mount(files: Files) -> Spec:
     """How a service container mounts its working directory at ``/run/sandbox-lab``."""
     if isinstance(files, HostFiles):
-        return Mount(SERVICE_ROOT, str(files.root), type="bind")  # what the backend always did
+        return mount(SERVICE_ROOT, str(files.root), type="bind")  # what the backend always did
     if isinstance(files, VolumeFiles):
         return files.mount()
     raise TypeError(f"no way to mount {type(files).__name__} in a container")
@@ -92,9 +92,9 @@ class VolumeFiles:
     def _abs(self, rel: str) -> str:
         return posixpath.join(SERVICE_ROOT, self.prefix, rel)
 
-    def mount(self) -> Mount:
+    def mount(self) -> Spec:
         # no source: an anonymous volume, created with the container and removed with it (v=True)
-        return Mount(SERVICE_ROOT, None, type="volume")
+        return mount(SERVICE_ROOT, None, type="volume")
 
     def attach(self, container: ContainerRef) -> None:
         root = self._root
@@ -257,7 +257,7 @@ class VolumeCopy:
             # Never started: it only holds the volume. No network, no command that could run.
             self.container = self.engine.create_container(
                 self.image, ["true"], name=f"{self.name}-disk", labels=self.labels, network_mode="none",
-                mounts=[Mount(COPY_ROOT, None, type="volume")],
+                mounts=[mount(COPY_ROOT, None, type="volume")],
             )
         source = self.engine.inspect(self.container).mounts.get(COPY_ROOT, "")
         if not source:
