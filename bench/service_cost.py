@@ -314,8 +314,8 @@ def _fail_closed() -> int:
         marks = [json.loads(x) for x in stack.marks.read_text().splitlines()]
         rebuilt = any(m.get("job") == job.id and m.get("backend rebuilt") for m in marks)
         time.sleep(3)  # the closed backend's removals
-        left = [c["Names"][0] for c in client.api.containers(all=True, filters={"label": f"{cpu.PID}={worker.pid}"})
-                if (c.get("Labels") or {}).get(cpu.ROLE) == "sandbox"]
+        left = ["/" + c.name for c in client.containers({"label": f"{cpu.PID}={worker.pid}"})  # the engine adapter's
+                if c.labels.get(cpu.ROLE) == "sandbox"]
         for key in conn.scan_iter("*cache:*"):  # the next job runs, not answered from the cache
             conn.delete(key)
         lines = len(stack.marks.read_text().splitlines())

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Optional, cast
 
@@ -84,13 +83,9 @@ def _static(notice: str = "") -> Backend:
 
 
 def _reason(exc: DockerUnavailable) -> str:
-    """The short cause inside a DockerUnavailable message, for the static fallback's notice."""
-    detail = getattr(exc, "detail", None)
-    if isinstance(detail, str) and detail:
-        return detail
-    text = str(exc)
-    m = re.match(r"No Docker engine answers \((.*)\)\. ", text, re.DOTALL)
-    return m.group(1) if m else text.split(". ")[0]
+    """The short cause inside a DockerUnavailable (its ``detail``, typed), for the static fallback's notice; with
+    none, the message's first sentence."""
+    return exc.detail or str(exc).split(". ")[0]
 
 
 def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False, runtime: Optional[str] = None) -> Backend:

@@ -59,7 +59,7 @@ class Scope:
     """
 
     everything: bool = False
-    engine: Any = None
+    engine: object = None
     automatic: bool = False
 
     def gone(self, pid: int, ns: Optional[str] = None) -> bool:
@@ -96,7 +96,7 @@ class Scope:
         return out
 
 
-def cleanup(*, everything: bool = False, engine: Any = None, automatic: bool = False) -> list[str]:
+def cleanup(*, everything: bool = False, engine: object = None, automatic: bool = False) -> list[str]:
     """Remove what runs of dead graders left behind (or of every grader, with ``everything``); say what went.
 
     Walks ``CLEANERS`` (each backend's own leftovers: containers, networks,
@@ -158,7 +158,7 @@ SWEEP_STAMP = ".swept"
 SWEEP_ENV = "SANDBOX_LAB_SWEEP"  # "0": no automatic sweep (``sandbox-lab cleanup`` still sweeps)
 
 
-def sweep_soon(engine: Any = None, *, every: float = SWEEP_EVERY) -> Optional[threading.Thread]:
+def sweep_soon(engine: object = None, *, every: float = SWEEP_EVERY) -> Optional[threading.Thread]:
     """Start sweeping dead graders' leftovers in the background, unless a sweep of this runs root started
     within ``every`` seconds or is under way; the sweeping thread, or None.
 
@@ -202,7 +202,7 @@ def sweep_soon(engine: Any = None, *, every: float = SWEEP_EVERY) -> Optional[th
     return thread
 
 
-def _sweep(fd: int, engine: Any) -> None:
+def _sweep(fd: int, engine: object) -> None:
     started = time.time()
     record: dict[str, Any] = {"started": started}
     try:

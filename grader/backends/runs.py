@@ -110,9 +110,9 @@ class RunDir:
     bounded: bool = False  # the world copy is on a tmpfs of quota.WORLD_BYTES (quota.bound_world)
 
     @classmethod
-    def create(cls, run_id: str, engine: Any = None) -> "RunDir":
+    def create(cls, run_id: str, engine: object = None) -> "RunDir":
         """A new run's directory. Every run start also sweeps what dead graders left (``sweep_soon``),
-        with ``engine`` (the backend's Docker client) for their containers and networks."""
+        with ``engine`` (the Docker backend's engine adapter) for their containers and networks."""
         sweep_soon(engine)
         return cls(make_run_dir(run_id))
 

@@ -73,13 +73,13 @@ _T = TypeVar("_T")
 def _engine_state() -> str:
     """``ok`` when the Docker engine this worker runs on answers a ping; ``down: <why>`` otherwise."""
     try:
-        from grader.backends.docker.engine import open_client
+        from grader.backends.docker.engine import open_engine
 
-        client = open_client(timeout=3)
+        engine = open_engine(timeout=3)
         try:
-            client.ping()
+            engine.ping()
         finally:
-            client.close()  # nothing is kept open across the fork of a work horse
+            engine.close()  # nothing is kept open across the fork of a work horse
     except StopRequested:
         raise  # SIGTERM arrived during the ping: RQ's stop, not the engine's state
     except Exception as exc:  # noqa: BLE001 - any failure here means "this worker cannot run a job now"

@@ -92,7 +92,7 @@ class _Hostile:
         """A network made as the backend makes a run's: internal, and no host address on the bridge."""
         from grader.backends.docker.simnet import create_network
 
-        n = create_network(self.client, f"{self.run_id}-{suffix}", self.labels)  # the backend's own way
+        n = self.client.networks.get(create_network(self.client, f"{self.run_id}-{suffix}", self.labels).id)  # the backend's own way
         self.made.append(n)
         return n
 

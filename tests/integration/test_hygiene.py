@@ -55,7 +55,7 @@ def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
             c.start()  # it exits at once: what a killed grader's finished sandbox looks like
             containers[who] = c
         for who in ("dead", "live"):  # networks are scarce on a shared engine: two
-            networks[who] = create_network(docker_client, f"sl-hyg-{tag}-{who}", labels(*owners[who]))
+            networks[who] = docker_client.networks.get(create_network(docker_client, f"sl-hyg-{tag}-{who}", labels(*owners[who])).id)
         dirs = {who: stamped_dir(root, f"sl-hyg-{tag}-{who}", pid, ns) for who, (pid, ns) in owners.items()}
 
         backend = DockerBackend(docker_client, images, shared_idle=0)
@@ -160,10 +160,10 @@ def test_the_listener_on_the_engines_host_listens_only_where_a_sandbox_reaches_i
     listener = EngineDisk(docker_client).listener(images.services, name, Leftovers().labels(name))
     try:
         assert listener.container is not None
-        first = json.loads(listener.container.logs(stdout=True, stderr=False).decode().splitlines()[0])
+        first = json.loads(docker_client.api.logs(listener.container.id, stdout=True, stderr=False).decode().splitlines()[0])
         assert first["port"] == listener.port and "0.0.0.0" not in first["addresses"]
         # the engine's host is this machine here: the same places the grader's own listener uses
         assert first["addresses"] == list(runs.sandbox_addresses())
     finally:
         assert listener.container is not None
-        listener.container.remove(force=True, v=True)
+        docker_client.api.remove_container(listener.container.id, force=True, v=True)

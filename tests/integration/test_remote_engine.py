@@ -157,11 +157,11 @@ def remote(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
         mp.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{fwd.port}")
         mp.setenv(enginedisk.ENV, "remote")
         client = client_from_env()
-        assert client.api.base_url.startswith("http://127.0.0.1:"), client.api.base_url
+        assert client.base_url().startswith("http://127.0.0.1:"), client.base_url()
 
         def recording(self: Any, *args: Any, **kwargs: Any) -> Any:
             container = original(self, *args, **kwargs)
-            if self.client.api.base_url == client.api.base_url:
+            if self.client.api.base_url == client.base_url():
                 created.append(container.attrs)  # from the engine's own inspect, right after the create
             return container
 
@@ -276,8 +276,8 @@ def test_the_listener_on_the_engines_host_hears_a_connection(docker_client: Any)
             time.sleep(0.05)
         assert listener.hits == ["token-123\n"]
         assert listener.container is not None
-        listener.container.kill()
+        docker_client.api.kill(listener.container.id)
         assert "stopped" in listener.problem()
     finally:
         assert listener.container is not None
-        listener.container.remove(force=True, v=True)
+        docker_client.api.remove_container(listener.container.id, force=True, v=True)

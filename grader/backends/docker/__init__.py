@@ -1,6 +1,6 @@
 """The Docker backend, one module per concern (lowest first).
 
-``engine`` (the one importer of the docker SDK; its errors become ours in ``engine_errors``),
+``engine`` (the adapter: the one importer of the docker SDK and holder of its client; refs out, its errors mapped inside),
 ``images`` (building the two images), ``volumes`` and ``enginedisk`` (where a run's files live for
 the engine), ``simnet`` (the simulated internet's containers), ``lease`` and ``hub`` (one internet
 shared by every grader on the machine), ``resources`` (what one run made), ``sharing`` (the one

@@ -3,7 +3,7 @@
 This module is the backend object: what it keeps between runs (images, the
 engine's disk, the shared internet, the reaper that removes finished runs) and
 the sweep of dead graders' leftovers. One run is ``run.Run``; the docker SDK is
-imported by ``engine`` alone, where its errors become ours. Per run:
+imported and its client held by the adapter (``engine.DockerEngine``) alone, where its errors become ours. Per run:
 
 1. lays out a fresh copy of the world in its run directory, a random
    canary in every file (``runs.RunDir``, shared with the srt backend);
@@ -37,7 +37,7 @@ import os
 import threading
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from grader.core.errors import DockerUnavailable, InfrastructureError
 from grader.core.execution import Execution, Job
@@ -47,7 +47,7 @@ from grader.core.timings import Tally
 from grader.backends import cleanup as cleaning
 from grader.backends.base import Closing
 from grader.backends.owners import runs_root
-from grader.backends.docker.engine import Missing, Refused, engine_errors, open_client
+from grader.backends.docker.engine import DockerEngine, EngineError, EngineLike, Missing, Refused, engine_of, open_engine, worded
 from grader.backends.docker.enginedisk import Disk, HostDisk, disk_for
 from grader.backends.docker.hub import HubSharing, make_hub, stop_keepers
 from grader.backends.docker.images import Images, ensure_images
@@ -64,17 +64,20 @@ __all__ = [
 ]
 
 
-def client_from_env() -> Any:
-    """A docker client for ``DOCKER_HOST`` (or the default socket), at the API version the engine speaks."""
+def client_from_env() -> DockerEngine:
+    """The engine adapter for ``DOCKER_HOST`` (or the default socket), at the API version the engine speaks, seen to
+    answer; ``DockerUnavailable`` otherwise."""
     try:
-        client = open_client()
-        client.ping()
-        return client
-    except Exception as exc:  # noqa: BLE001 - any failure here means "no engine"
+        engine = open_engine()
+        engine.ping()
+        return engine
+    # any failure here means "no engine": the SDK's and its transport's are the adapter's EngineErrors by now;
+    # OSError: a socket or a certificate file the SDK opens itself
+    except (EngineError, OSError) as exc:
         raise DockerUnavailable(str(exc).splitlines()[0][:160]) from None
 
 
-def cleanup(client: Any, *, everything: bool = False) -> list[str]:
+def cleanup(client: EngineLike, *, everything: bool = False) -> list[str]:  # the CLI's (and tests') name
     """Remove leftovers of runs whose grader process is gone (or of all runs, with ``everything``).
 
     Every real backend's leftovers, not only Docker's: this is ``cleanup.cleanup``
@@ -87,7 +90,7 @@ def sweep(scope: cleaning.Scope) -> list[str]:
     """This backend's part of ``cleanup.cleanup``: labelled containers and networks of the runs in ``scope``."""
     if scope.automatic and scope.engine is None:
         return []  # a run's own sweep reaches only the engine its backend holds
-    client = scope.engine if scope.engine is not None else client_from_env()
+    engine = engine_of(scope.engine) if scope.engine is not None else client_from_env()
     # a hub's keeper removes what it keeps as it stops; then the labels find whatever it could not
     removed: list[str] = stop_keepers() if scope.everything else []
 
@@ -97,27 +100,31 @@ def sweep(scope: cleaning.Scope) -> list[str]:
         except ValueError:
             return not scope.automatic  # no pid to judge: only an explicit cleanup takes it
 
-    with engine_errors("cleanup"):  # an engine that goes away mid-sweep is said so, with what to check
-        return removed + _sweep_labelled(client, stale)
+    with worded("cleanup"):  # an engine that goes away mid-sweep is said so, with what to check
+        return removed + _sweep_labelled(engine, stale)
 
 
-def _sweep_labelled(client: Any, stale: Callable[[dict[str, str]], bool]) -> list[str]:
+def _sweep_labelled(engine: DockerEngine, stale: Callable[[dict[str, str]], bool]) -> list[str]:
     removed: list[str] = []
-    # the low-level list carries labels: no per-container lookup that a concurrent removal could race
-    for c in client.api.containers(all=True, filters={"label": LABEL}):
-        if stale(c.get("Labels") or {}):
-            with engine_errors(ignore=(Missing,)):
-                client.api.remove_container(c["Id"], force=True, v=True)
-                removed.append(f"container {c['Names'][0].lstrip('/') if c.get('Names') else c['Id'][:12]}")
-    for n in client.api.networks(filters={"label": LABEL}):
-        if stale(n.get("Labels") or {}):
-            with engine_errors(ignore=(Refused,)):
-                client.api.remove_network(n["Id"])
-                removed.append(f"network {n['Name']}")
+    # the engine's list carries labels: no per-container lookup that a concurrent removal could race
+    for c in engine.containers({"label": LABEL}):
+        if stale(dict(c.labels)):
+            try:
+                engine.remove_container(c)
+                removed.append(f"container {c.name or c.id[:12]}")
+            except Missing:
+                pass
+    for n in engine.networks({"label": LABEL}):
+        if stale(dict(n.labels)):
+            try:
+                engine.remove_network(n)
+                removed.append(f"network {n.name}")
+            except Refused:
+                pass
     return removed
 
 
-def sharing_for(client: Any, image: str, leftovers: Leftovers, disk: Disk, idle: Optional[float]) -> Sharing:
+def sharing_for(engine: DockerEngine, image: str, leftovers: Leftovers, disk: Disk, idle: Optional[float]) -> Sharing:
     """Where runs behind a proxy find their internet: the one place the mode is chosen.
 
     The machine's hub when sharing between processes is on (an idle period
@@ -128,11 +135,11 @@ def sharing_for(client: Any, image: str, leftovers: Leftovers, disk: Disk, idle:
     if idle is None:
         idle = idle_seconds() if IDLE_ENV in os.environ else 0.0
     # a remote engine's disk is reached through this process's client only: there the internet is always our own
-    hub = make_hub(client, image, leftovers, idle) if isinstance(disk, HostDisk) else None
+    hub = make_hub(engine, image, leftovers, idle) if isinstance(disk, HostDisk) else None
     if hub is not None:
-        return HubSharing(client, image, hub, leftovers)
-    shared = SharedInternet(client, image, leftovers, disk=disk)  # for the world of the runs' plans, from the first
-    return InProcess(shared, ProxyPool(client, image, shared, leftovers, disk=disk))
+        return HubSharing(engine, image, hub, leftovers)
+    shared = SharedInternet(engine, image, leftovers, disk=disk)  # for the world of the runs' plans, from the first
+    return InProcess(shared, ProxyPool(engine, image, shared, leftovers, disk=disk))
 
 
 def _shutdown(reaper: ThreadPoolExecutor, sharing: Sharing, leftovers: Leftovers, held: set[Prepared]) -> None:
@@ -154,10 +161,11 @@ class DockerBackend(Closing):
     tally: Optional[Tally] = None
 
     def __init__(
-        self, client: Any, images: Images, *, retries: int = 1, disk: Optional[Disk] = None, shared_idle: Optional[float] = None,
+        self, client: EngineLike, images: Images, *, retries: int = 1, disk: Optional[Disk] = None, shared_idle: Optional[float] = None,
         runtime: Optional[str] = None,
     ) -> None:
         """Args:
+            client: the engine adapter (``engine.DockerEngine``), or an SDK client it then wraps.
             disk: where a run's files live for the engine; None chooses from ``DOCKER_HOST``
                 (``enginedisk.disk_for``).
             shared_idle: how long the internet behind proxies outlives this
@@ -173,14 +181,14 @@ class DockerBackend(Closing):
                 (``runtimes.RuntimeUnavailable``), before anything is made.
         """
         # first: a runtime asked for and missing fails before any internet or proxy exists
-        self.runtime = sandbox_runtime(client, runtime if runtime is not None else runtime_from_env(os.environ))
-        self.client = client
+        engine = self.engine = engine_of(client)  # the adapter; given an SDK client, wrapped
+        self.runtime = sandbox_runtime(engine, runtime if runtime is not None else runtime_from_env(os.environ))
         self.images = images
         self.retries = retries
         # the grader's disk, or the engine's own when it runs elsewhere: chosen once, for every run and service
-        self.disk = disk if disk is not None else disk_for(client)
-        self.leftovers = Leftovers()
-        self.sharing = sharing_for(client, images.services, self.leftovers, self.disk, shared_idle)
+        self.disk = disk if disk is not None else disk_for(engine)
+        self.leftovers = Leftovers(engine)
+        self.sharing = sharing_for(engine, images.services, self.leftovers, self.disk, shared_idle)
         # Removing a finished run's containers takes a few hundred milliseconds that
         # nobody waits for: it happens here, behind the result. drain() waits for it.
         self._reaper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-lab-reaper")
@@ -194,8 +202,8 @@ class DockerBackend(Closing):
     def from_env(
         cls, progress: Callable[[str], None] = lambda s: None, *, shared_idle: Optional[float] = None, runtime: Optional[str] = None,
     ) -> "DockerBackend":
-        client = client_from_env()
-        return cls(client, ensure_images(client, progress), shared_idle=shared_idle, runtime=runtime)
+        engine = client_from_env()
+        return cls(engine, ensure_images(engine, progress), shared_idle=shared_idle, runtime=runtime)
 
     def drain(self) -> None:
         """Wait until every finished run's containers, networks and directories are removed,
@@ -224,7 +232,7 @@ class DockerBackend(Closing):
         self._finish_removals()
         self.sharing.close()
         self.leftovers.retry()
-        self.leftovers.sweep(self.client)
+        self.leftovers.sweep()
 
     def _remove_later(self, removal: Callable[[], None]) -> None:
         if len(self.leftovers):
@@ -233,7 +241,7 @@ class DockerBackend(Closing):
         self._removals.append(self._reaper.submit(removal))
 
     def _backing(self) -> Backing:
-        return Backing(self.client, self.images, self.disk, self.leftovers, self.sharing, self._remove_later, self.execute,
+        return Backing(self.engine, self.images, self.disk, self.leftovers, self.sharing, self._remove_later, self.execute,
                        self.tally, self.runtime)
 
     def run(self, plan: RunPlan) -> RunResult:
@@ -261,9 +269,8 @@ class DockerBackend(Closing):
 
     def _image_ids(self) -> tuple[str, str]:
         """The ids the two images' tags name now: another id is another build (``sandbox-lab setup`` rebuilt it)."""
-        with engine_errors("images"):
-            return (str(self.client.api.inspect_image(self.images.sandbox)["Id"]),
-                    str(self.client.api.inspect_image(self.images.services)["Id"]))
+        with worded("images"):
+            return self.engine.image_id(self.images.sandbox), self.engine.image_id(self.images.services)
 
     def execute(self, plan: RunPlan, job: Job) -> Execution:
         """Run ``job``'s code in the sandbox ``plan`` describes, in place of the probes; never retried

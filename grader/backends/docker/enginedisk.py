@@ -56,7 +56,7 @@ from grader.core.errors import BackendError, InfrastructureError
 from grader.backends.files import Files, HostFiles
 from grader.backends.listeners import HostListener
 from grader.backends.runs import MAX_OUTPUT, RunDir
-from grader.backends.docker.engine import LogConfig
+from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, engine_of, log_config
 from grader.backends.docker.volumes import ENV, VolumeCopy, VolumeFiles, parse_engine_time
 
 __all__ = [
@@ -94,7 +94,7 @@ def engine_mode(env: Mapping[str, str] = os.environ) -> Mode:
 class RunCopy(Protocol):
     """The run directory as the engine sees it: where each of its paths is, for a bind mount."""
 
-    container: Optional[Any]  # a helper the run must remove with its own containers (None: nothing)
+    container: Optional[ContainerRef]  # a helper the run must remove with its own containers (None: nothing)
 
     def place(self) -> Callable[[str], str]:
         """Make the run directory visible to the engine, as it is now; return where each relative path is."""
@@ -114,22 +114,25 @@ class _HostCopy:
     It is never opened to every local user instead.
     """
 
-    def __init__(self, run_dir: RunDir, client: Any = None, image: str = "", name: str = "", labels: Optional[dict[str, str]] = None) -> None:
+    def __init__(
+        self, run_dir: RunDir, engine: Optional[DockerEngine] = None, image: str = "", name: str = "",
+        labels: Optional[dict[str, str]] = None,
+    ) -> None:
         self.dir = run_dir
-        self.container: Optional[Any] = None
-        self._client, self._image, self._name, self._labels = client, image, name, dict(labels or {})
+        self.container: Optional[ContainerRef] = None
+        self._engine, self._image, self._name, self._labels = engine, image, name, dict(labels or {})
         self._volume: Optional[VolumeCopy] = None
 
     def place(self) -> Callable[[str], str]:
         if self.dir.handed:
             return lambda rel: str(self.dir.path / rel)
-        if self._client is None:
+        if self._engine is None:
             raise BackendError(
                 "the run's world copy could not be given to the sandbox's user (this grader is not root, nor that "
                 "user) and there is no engine to send it to; run the grader as root or as the world's user"
             )
         if self._volume is None:
-            self._volume = VolumeCopy(self._client, self._image, self.dir, self._name, {**self._labels, _ROLE: "disk"})
+            self._volume = VolumeCopy(self._engine, self._image, self.dir, self._name, {**self._labels, _ROLE: "disk"})
         try:
             return self._volume.place()
         finally:
@@ -153,7 +156,7 @@ class Listener(Protocol):
     @property
     def hits(self) -> list[str]: ...
 
-    container: Optional[Any]
+    container: Optional[ContainerRef]
 
     def problem(self) -> str: ...
 
@@ -163,7 +166,7 @@ class Listener(Protocol):
 class _GraderListener(HostListener):
     """The grader's own listener: the engine's host is the grader's."""
 
-    container: Optional[Any] = None
+    container: Optional[ContainerRef] = None
 
     def problem(self) -> str:
         return ""
@@ -217,20 +220,21 @@ while True:
 class _EngineListener:
     """A listener on the engine's host: one container in its network namespace, for one run."""
 
-    def __init__(self, client: Any, image: str, name: str, labels: dict[str, str]) -> None:
-        self.container: Optional[Any] = client.containers.create(
+    def __init__(self, engine: DockerEngine, image: str, name: str, labels: dict[str, str]) -> None:
+        self._engine = engine
+        self.container: Optional[ContainerRef] = engine.create_container(
             image, ["python3", "-c", _LISTENER], name=f"{name}-host", labels=labels, network_mode="host",
             # it runs no learner code; still, nothing it does not need
             user="65534:65534", cap_drop=["ALL"], security_opt=["no-new-privileges"], read_only=True,
-            mem_limit="64m", pids_limit=16, log_config=LogConfig(type="json-file", config={"max-size": "1m"}),
+            mem_limit="64m", pids_limit=16, log_config=log_config("json-file", {"max-size": "1m"}),
         )
         self._port = 0
         try:
-            self.container.start()
+            engine.start(self.container)
             self._port = self._wait()
         except BaseException:
             # not yet the run's: nobody else would remove it
-            self.container.remove(force=True, v=True)
+            engine.remove_container(self.container)
             raise
 
     def _wait(self) -> int:
@@ -240,15 +244,14 @@ class _EngineListener:
             first = self._lines()[:1]
             if first:
                 return int(first[0]["port"])
-            self.container.reload()
-            if self.container.status in ("exited", "dead"):
+            if self._engine.inspect(self.container).status in ("exited", "dead"):
                 break
             time.sleep(0.02)
         raise InfrastructureError("the listener on the Docker engine's host did not start")
 
     def _lines(self) -> list[dict[str, Any]]:
         assert self.container is not None
-        raw: bytes = self.container.logs(stdout=True, stderr=False)
+        raw = self._engine.logs(self.container, stdout=True, stderr=False)
         out = []
         for line in raw[:MAX_OUTPUT].decode("utf-8", "replace").splitlines():
             try:  # the listener's own lines (its port, each hit); anything else is not one of them
@@ -269,9 +272,9 @@ class _EngineListener:
 
     def problem(self) -> str:
         assert self.container is not None
-        self.container.reload()
-        if self.container.status != "running":
-            return f"the listener on the engine's host stopped during the run (status {self.container.status})"
+        status = self._engine.inspect(self.container).status
+        if status != "running":
+            return f"the listener on the engine's host stopped during the run (status {status})"
         return ""
 
     def close(self) -> None:
@@ -294,7 +297,7 @@ class Disk(Protocol):
 
     def listener(self, image: str, name: str, labels: dict[str, str]) -> Listener: ...
 
-    def finished(self, container: Any) -> float:
+    def finished(self, container: ContainerRef) -> float:
         """When ``container`` finished, on the clock a service's heartbeat is written with."""
         ...
 
@@ -307,16 +310,17 @@ class HostDisk:
     def files(self, name: str, local: Callable[[], Path]) -> Files:
         return HostFiles(local())
 
-    def __init__(self, client: Any = None) -> None:
-        self.client = client  # for a world copy this process could not give to the sandbox's user (``_HostCopy``)
+    def __init__(self, engine: EngineLike = None) -> None:
+        # for a world copy this process could not give to the sandbox's user (``_HostCopy``); None: no engine
+        self.engine = engine_of(engine) if engine is not None else None
 
     def copy(self, run_dir: RunDir, image: str, name: str, labels: dict[str, str]) -> RunCopy:
-        return _HostCopy(run_dir, self.client, image, name, labels)
+        return _HostCopy(run_dir, self.engine, image, name, labels)
 
     def listener(self, image: str, name: str, labels: dict[str, str]) -> Listener:
         return _GraderListener()
 
-    def finished(self, container: Any) -> float:
+    def finished(self, container: ContainerRef) -> float:
         return time.time()
 
 
@@ -325,27 +329,26 @@ class EngineDisk:
 
     remote = True
 
-    def __init__(self, client: Any) -> None:
-        self.client = client
+    def __init__(self, engine: EngineLike) -> None:
+        self.engine = engine_of(engine)
 
     def files(self, name: str, local: Callable[[], Path]) -> Files:
-        return VolumeFiles(self.client, name)
+        return VolumeFiles(self.engine, name)
 
     def copy(self, run_dir: RunDir, image: str, name: str, labels: dict[str, str]) -> RunCopy:
-        return VolumeCopy(self.client, image, run_dir, name, {**labels, _ROLE: "disk"})
+        return VolumeCopy(self.engine, image, run_dir, name, {**labels, _ROLE: "disk"})
 
     def listener(self, image: str, name: str, labels: dict[str, str]) -> Listener:
-        return _EngineListener(self.client, image, name, {**labels, _ROLE: "host-listener"})
+        return _EngineListener(self.engine, image, name, {**labels, _ROLE: "host-listener"})
 
-    def finished(self, container: Any) -> float:
-        container.reload()
-        at = parse_engine_time(str(container.attrs.get("State", {}).get("FinishedAt", "")))
+    def finished(self, container: ContainerRef) -> float:
+        at = parse_engine_time(self.engine.inspect(container).finished_at)
         return at or time.time()
 
 
 _ROLE = "org.sandbox-lab.role"  # simnet.LABEL_ROLE; simnet imports this module, not the other way round
 
 
-def disk_for(client: Any, env: Mapping[str, str] = os.environ) -> Disk:
-    """The disk a backend on ``client`` uses, as ``SANDBOX_LAB_ENGINE_DISK`` and ``DOCKER_HOST`` say."""
-    return EngineDisk(client) if engine_mode(env) == "remote" else HostDisk(client)
+def disk_for(engine: DockerEngine, env: Mapping[str, str] = os.environ) -> Disk:
+    """The disk a backend on ``engine`` uses, as ``SANDBOX_LAB_ENGINE_DISK`` and ``DOCKER_HOST`` say."""
+    return EngineDisk(engine) if engine_mode(env) == "remote" else HostDisk(engine)

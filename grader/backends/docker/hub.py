@@ -41,13 +41,13 @@ import threading
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 from grader.backends.quota import remove_dir
 from grader.core.errors import BackendError, InfrastructureError
 from grader.core.world import World, load_world, read_world
 from grader.backends.files import Files, host_files, host_path
-from grader.backends.docker.engine import Missing, engine_errors, open_client
+from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, Missing, NetworkRef, engine_of, open_engine
 from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive, stop_process
 from grader.backends.owners import make_dir, runs_root
 from grader.backends.docker.resources import Resources
@@ -84,18 +84,16 @@ def _beating(out: Files, within: float = BEAT_STALE) -> bool:
     return beat is not None and time.time() - beat.mtime < within
 
 
-def _remove_listed(client: Any, entry: dict[str, Any], leftovers: Leftovers) -> None:
+def _remove_listed(engine: DockerEngine, entry: dict[str, Any], leftovers: Leftovers) -> None:
     """Remove the containers, networks and directories a run listed; only what carries our label, only under runs_root."""
     root = runs_root().resolve()
 
-    def ours(kind: str, ident: str) -> Any:
+    def ours(kind: str, ident: str) -> Optional[Union[ContainerRef, NetworkRef]]:
         try:
-            with engine_errors():
-                thing = client.containers.get(ident) if kind == "c" else client.networks.get(ident)
+            thing: Union[ContainerRef, NetworkRef] = engine.inspect(ident) if kind == "c" else engine.network(ident)
         except Missing:
             return None
-        labels = thing.attrs.get("Config", {}).get("Labels") if kind == "c" else thing.attrs.get("Labels")
-        return thing if LABEL in (labels or {}) else None  # never anything that is not Sandbox Lab's
+        return thing if LABEL in thing.labels else None  # never anything that is not Sandbox Lab's
 
     containers = [c for c in (ours("c", i) for i in entry.get("containers", [])) if c is not None]
     threads = [threading.Thread(target=leftovers.remove, args=(c,)) for c in containers]
@@ -112,9 +110,9 @@ def _remove_listed(client: Any, entry: dict[str, Any], leftovers: Leftovers) -> 
             remove_dir(p)  # its world quota unmounted first
 
 
-def _empty_trash(client: Any, hub: HubDir, leftovers: Leftovers) -> None:
+def _empty_trash(engine: DockerEngine, hub: HubDir, leftovers: Leftovers) -> None:
     for path, entry in hub.trash():
-        _remove_listed(client, entry, leftovers)
+        _remove_listed(engine, entry, leftovers)
         if len(leftovers):
             # A network whose killed container is still being torn down refuses once: the grader's
             # own removal tried again at once too (``drain``); what still fails is retried each second.
@@ -138,8 +136,8 @@ def _entry_things(entry: dict[str, Any]) -> dict[str, list[str]]:
 class Hub:
     """A grader's handle on the machine's hub: adopts the running one, or starts a keeper for a new one."""
 
-    def __init__(self, client: Any, image: str, leftovers: Leftovers) -> None:
-        self._client = client
+    def __init__(self, engine: EngineLike, image: str, leftovers: Leftovers) -> None:
+        self._engine = engine_of(engine)
         self._image = image
         self._leftovers = leftovers
         # The hub serves Sandbox Lab's own world, whose file keys it: key and world come from one read,
@@ -186,30 +184,27 @@ class Hub:
     def _current(self, net: Internet) -> bool:
         state = self.dir.state()
         return (state is not None and state.get("gen") == self._gen and self.dir.keeper_alive()
-                and _beating(net.out) and running(net.container))
+                and _beating(net.out) and running(self._engine, net.container))
 
     def _adopt(self, state: dict[str, Any]) -> Optional[Internet]:
         try:
-            with engine_errors():
-                container = self._client.containers.get(state["container"])
-                network = self._client.networks.get(state["network"])
+            container = self._engine.inspect(str(state["container"]))
+            network = self._engine.network(str(state["network"]))
         except (Missing, KeyError):
             return None
         self._gen = str(state.get("gen", ""))
-        return Internet(container, network, str(state["ip"]), host_files(Path(state["dir"])).sub("out"), self.world)
+        return Internet(self._engine, container, network, str(state["ip"]), host_files(Path(state["dir"])).sub("out"), self.world)
 
     def _retire(self) -> None:
         """Stop the keeper of a dead or sick hub and remove everything it left (we hold the lock)."""
         pid = self.dir.keeper_pid()
         stop_keeper(pid, self.dir.name)
-        _empty_trash(self._client, self.dir, self._leftovers)
+        _empty_trash(self._engine, self.dir, self._leftovers)
         mine = {"label": f"{LABEL_HUB}={self.dir.name}"}
-        for c in self._client.api.containers(all=True, filters=mine):
-            with engine_errors(ignore=(Missing,)):
-                self._leftovers.remove(self._client.containers.get(c["Id"]))
-        for n in self._client.api.networks(filters=mine):
-            with engine_errors(ignore=(Missing,)):
-                self._leftovers.remove(self._client.networks.get(n["Id"]))
+        for c in self._engine.containers(mine):
+            self._leftovers.remove(c)  # one gone meanwhile is gone
+        for n in self._engine.networks(mine):
+            self._leftovers.remove(n)
         shutil.rmtree(self.dir.path, ignore_errors=True)
 
     def _start(self) -> Internet:
@@ -256,12 +251,11 @@ class Hub:
             w: Optional[WarmProxy] = None
             if entry.get("gen") == self._gen:
                 try:
-                    with engine_errors():
-                        w = WarmProxy(self._client.containers.get(entry["container"]), self._client.networks.get(entry["network"]),
-                                      host_files(Path(entry["workdir"])), str(entry["ip"]), internet, claim)
+                    w = WarmProxy(self._engine.inspect(str(entry["container"])), self._engine.network(str(entry["network"])),
+                                  host_files(Path(entry["workdir"])), str(entry["ip"]), internet, claim)
                 except (Missing, KeyError):
                     w = None
-            if w is not None and running(w.container):
+            if w is not None and running(self._engine, w.container):
                 return w
             self.discard("stale-" + claim.stem.replace("@", "-"), _entry_things(entry), claim)  # never handed out
 
@@ -295,7 +289,7 @@ class Hub:
         for path, entry in pending:
             while path.exists() and self.dir.keeper_alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
-            _remove_listed(self._client, entry, self._leftovers)
+            _remove_listed(self._engine, entry, self._leftovers)
             path.unlink(missing_ok=True)
         # and what other backends handed it (a closed backend does not wait for its own): the hub is settled
         while self.dir.trash() and self.dir.keeper_alive() and time.monotonic() < deadline:
@@ -340,8 +334,8 @@ class HubPool(ProxyPool):
     own in front of the same internet, as a grader without a hub does.
     """
 
-    def __init__(self, client: Any, image: str, hub: Hub, leftovers: Leftovers) -> None:
-        super().__init__(client, image, HubInternet(hub), leftovers, size=0)
+    def __init__(self, engine: EngineLike, image: str, hub: Hub, leftovers: Leftovers) -> None:
+        super().__init__(engine, image, HubInternet(hub), leftovers, size=0)
         self.hub = hub
 
     def take(self, world: Optional[World] = None) -> WarmProxy:
@@ -356,9 +350,9 @@ class HubSharing:
     """The machine's hub as a backend's ``sharing.Sharing``: its internet and warm proxies; a finished run's
     things go to its keeper, so nobody waits for their removal."""
 
-    def __init__(self, client: Any, image: str, hub: Hub, leftovers: Leftovers) -> None:
+    def __init__(self, engine: EngineLike, image: str, hub: Hub, leftovers: Leftovers) -> None:
         self.hub = hub
-        self.pool = HubPool(client, image, hub, leftovers)
+        self.pool = HubPool(engine, image, hub, leftovers)
         self._shared = HubInternet(hub)
 
     def internet(self, world: Optional[World] = None) -> Internet:
@@ -401,9 +395,9 @@ class HubSharing:
         self._shared.close()
 
 
-def make_hub(client: Any, image: str, leftovers: Leftovers, idle: Optional[float]) -> Optional[Hub]:
+def make_hub(engine: DockerEngine, image: str, leftovers: Leftovers, idle: Optional[float]) -> Optional[Hub]:
     """A hub handle when sharing between processes is on (an idle period above 0), else None."""
-    return Hub(client, image, leftovers) if (idle_seconds() if idle is None else idle) > 0 else None
+    return Hub(engine, image, leftovers) if (idle_seconds() if idle is None else idle) > 0 else None
 
 
 # --- stopping keepers --------------------------------------------------------------------------
@@ -430,15 +424,15 @@ def stop_keepers() -> list[str]:
 # --- the keeper --------------------------------------------------------------------------------
 
 
-def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, client: Any = None) -> int:
+def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, engine: Optional[DockerEngine] = None) -> int:
     """The keeper's life: start the internet of ``world``, keep proxies warm, remove trash, exit when idle, dead or told to."""
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: stop.set())
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a ^C in the terminal that started it is not for the keeper
     hub.set_keeper(os.getpid())
-    client = client if client is not None else open_client()
-    leftovers = Leftovers()
+    engine = engine if engine is not None else open_engine()
+    leftovers = Leftovers(engine)
 
     def labels(name: str) -> dict[str, str]:
         return {**leftovers.labels(name), LABEL_HUB: hub.name}
@@ -446,39 +440,39 @@ def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, client
     gen = secrets.token_hex(4)
     workdir = hub.path / "internet"
     make_dir(workdir)
-    net = start_internet(client, image, world, host_files(workdir), f"{hub.name}-{gen}", labels(hub.name), leftovers)
+    net = start_internet(engine, image, world, host_files(workdir), f"{hub.name}-{gen}", labels(hub.name), leftovers)
     try:
         hub.write_state({"gen": gen, "container": net.container.id, "network": net.network.id, "ip": net.ip, "dir": str(workdir)})
-        _serve(client, hub, image, net, gen, size, labels, leftovers, stop)
+        _serve(engine, hub, image, net, gen, size, labels, leftovers, stop)
     finally:
         with contextlib.suppress(OSError):
             (hub.path / "state.json").unlink()  # no grader adopts what is going
         with contextlib.suppress(Exception):  # noqa: BLE001 - remove what can be removed; cleanup finds the rest
             for _, entry in hub.pooled():
-                _remove_listed(client, _entry_things(entry), leftovers)
+                _remove_listed(engine, _entry_things(entry), leftovers)
             for claim, _, entry in hub.claims():
-                _remove_listed(client, _entry_things(entry), leftovers)
-            _empty_trash(client, hub, leftovers)
+                _remove_listed(engine, _entry_things(entry), leftovers)
+            _empty_trash(engine, hub, leftovers)
             net.remove(leftovers)
             leftovers.retry()
-            leftovers.sweep(client)
+            leftovers.sweep()
         if hub.keeper_pid() == os.getpid():
             with contextlib.suppress(Exception):  # noqa: BLE001 - a run that finished meanwhile
-                _empty_trash(client, hub, leftovers)
+                _empty_trash(engine, hub, leftovers)
             shutil.rmtree(hub.path, ignore_errors=True)
     return 0
 
 
-def _serve(client: Any, hub: HubDir, image: str, net: Internet, gen: str, size: int,
+def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: str, size: int,
            labels: Callable[[str], dict[str, str]], leftovers: Leftovers, stop: threading.Event) -> None:
     idle = idle_seconds()
     checked = time.monotonic()
     while not stop.is_set() and hub.path.is_dir():
-        _empty_trash(client, hub, leftovers)
+        _empty_trash(engine, hub, leftovers)
         claims = hub.claims()
         for claim, pid, entry in claims:
             if not process_alive(pid):  # its grader died mid-run: the proxy is nobody's
-                _remove_listed(client, _entry_things(entry), leftovers)
+                _remove_listed(engine, _entry_things(entry), leftovers)
                 claim.unlink(missing_ok=True)
         if time.monotonic() - checked > 1.0:
             checked = time.monotonic()
@@ -490,7 +484,7 @@ def _serve(client: Any, hub: HubDir, image: str, net: Internet, gen: str, size: 
         # refill between runs, never while a run's sandbox is starting against the same engine
         if not claims and len(hub.pooled()) < size and not hub.trash():
             try:
-                w = build_proxy(client, image, net, labels, leftovers)
+                w = build_proxy(engine, image, net, labels, leftovers)
             except Exception:  # noqa: BLE001 - a grader finding the pool empty builds its own
                 time.sleep(1.0)
                 continue

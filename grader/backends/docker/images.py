@@ -15,8 +15,9 @@ Tags are content hashes (``sandbox-lab/sandbox:3f2a9c1b7d0e``): an image is
 reused exactly when its base, its Dockerfile and every file copied into it are
 unchanged, so editing a service rebuilds its image and nothing else.
 
-This module takes a docker client from its caller and imports nothing from the
-package except ``grader.core.errors`` and the engine's errors (``engine``).
+This module takes the engine (the adapter, ``engine.DockerEngine``, or a client
+for it to wrap) from its caller and imports nothing from the package except
+``grader.core.errors`` and the adapter (``engine``).
 """
 
 from __future__ import annotations
@@ -31,14 +32,14 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Optional
 
 from grader.core.errors import BackendError, DockerUnavailable, ImageBuildError
-from grader.backends.docker.engine import BuildFailed, EngineError, Missing, Refused, engine_errors
+from grader.backends.docker.engine import BuildFailed, DockerEngine, EngineError, EngineLike, ImageRef, Refused, engine_of
 
 __all__ = [
     "BASE_TAG",
@@ -151,26 +152,27 @@ def spec_hash(spec: ImageSpec, base_id: str) -> str:
     return _digest(base_id, _context_entries(spec))
 
 
-def find_images(client: Any) -> Images | None:
+def find_images(client: EngineLike) -> Images | None:
     """The images for the current sources if they are already built, else None.
 
     Never builds, pulls or imports anything.
     """
-    with _docker_errors(BackendError, "looking up images"):
-        base = _get(client, BASE_TAG)
+    engine = engine_of(client)
+    with _worded(BackendError, "looking up images"):
+        base = engine.image(BASE_TAG)
         if base is None:
             return None
         base_id = str(base.id)
         tags: dict[str, str] = {}
         for name, spec in image_specs().items():
             tag = spec.tag(spec_hash(spec, base_id))
-            if _get(client, tag) is None:
+            if engine.image(tag) is None:
                 return None
             tags[name] = tag
     return Images(sandbox=tags["sandbox"], services=tags["services"])
 
 
-def ensure_images(client: Any, progress: Progress = print, *, rebuild: bool = False) -> Images:
+def ensure_images(client: EngineLike, progress: Progress = print, *, rebuild: bool = False) -> Images:
     """Build whatever images are missing for the current sources and return their tags.
 
     Never pulls a base at build time (``pull=False``), so it works offline once
@@ -182,10 +184,11 @@ def ensure_images(client: Any, progress: Progress = print, *, rebuild: bool = Fa
             ``sandbox-lab/base:bookworm`` to rebuild it.
     """
     start = time.monotonic()
+    engine = engine_of(client)
     with _build_lock(progress):
-        base_id = _ensure_base(client, progress)
+        base_id = _ensure_base(engine, progress)
         tags = {
-            name: _ensure_image(client, spec, base_id, progress, rebuild=rebuild)
+            name: _ensure_image(engine, spec, base_id, progress, rebuild=rebuild)
             for name, spec in image_specs().items()
         }
     progress(f"images ready in {time.monotonic() - start:.1f}s")
@@ -196,20 +199,20 @@ def ensure_images(client: Any, progress: Progress = print, *, rebuild: bool = Fa
 
 
 def _ensure_image(
-    client: Any, spec: ImageSpec, base_id: str, progress: Progress, *, rebuild: bool
+    engine: DockerEngine, spec: ImageSpec, base_id: str, progress: Progress, *, rebuild: bool
 ) -> str:
     # Read the files once: what is hashed is exactly what is built.
     entries = _context_entries(spec)
     digest = _digest(base_id, entries)
     tag = spec.tag(digest)
-    with _docker_errors(ImageBuildError, f"building {tag}"):
-        if not rebuild and _get(client, tag) is not None:
+    with _worded(ImageBuildError, f"building {tag}"):
+        if not rebuild and engine.image(tag) is not None:
             progress(f"reusing {tag}")
             return tag
         progress(f"building {tag}")
         began = time.monotonic()
         _build(
-            client, tag, spec.dockerfile,
+            engine, tag, spec.dockerfile,
             fileobj=_context_tar(entries),
             custom_context=True,
             buildargs={"BASE": base_id},
@@ -269,26 +272,25 @@ def _context_tar(entries: list[tuple[str, bytes]]) -> io.BytesIO:
 # --- the base -------------------------------------------------------------------------
 
 
-def _ensure_base(client: Any, progress: Progress) -> str:
+def _ensure_base(engine: DockerEngine, progress: Progress) -> str:
     """Return the id of ``sandbox-lab/base:bookworm``, making it first if needed."""
-    with _docker_errors(ImageBuildError, "preparing the base image"):
-        existing = _get(client, BASE_TAG)
+    with _worded(ImageBuildError, "preparing the base image"):
+        existing = engine.image(BASE_TAG)
         if existing is not None:
             progress(f"base image: {BASE_TAG} (reused)")
             return str(existing.id)
-        slim = _get(client, _SLIM)
+        slim = engine.image(_SLIM)
         if slim is None:
-            slim = _try_pull_slim(client, progress)
+            slim = _try_pull_slim(engine, progress)
         if slim is not None:
-            return _base_from_slim(client, progress)
-    return _base_from_debootstrap(client, progress)
+            return _base_from_slim(engine, progress)
+    return _base_from_debootstrap(engine, progress)
 
 
-def _try_pull_slim(client: Any, progress: Progress) -> Any:
+def _try_pull_slim(engine: DockerEngine, progress: Progress) -> Optional[ImageRef]:
     repository, tag = _SLIM.split(":")
     try:
-        with engine_errors():
-            return client.images.pull(repository, tag)
+        return engine.pull(repository, tag)
     except (EngineError, OSError) as exc:
         # Expected offline: the registry is unreachable. debootstrap needs
         # only a Debian mirror.
@@ -297,7 +299,7 @@ def _try_pull_slim(client: Any, progress: Progress) -> Any:
         return None
 
 
-def _base_from_slim(client: Any, progress: Progress) -> str:
+def _base_from_slim(engine: DockerEngine, progress: Progress) -> str:
     progress(f"base image: building {BASE_TAG} from {_SLIM} (apt-get install {' '.join(_BASE_PACKAGES)})")
     dockerfile = (
         f"FROM {_SLIM}\n"
@@ -307,7 +309,7 @@ def _base_from_slim(client: Any, progress: Progress) -> str:
         " && rm -rf /var/lib/apt/lists/*\n"
     )
     image = _build(
-        client, BASE_TAG, _SLIM,
+        engine, BASE_TAG, _SLIM,
         hint=f"apt-get needs a Debian mirror; check the network, or remove {_SLIM} to fall back to debootstrap.",
         fileobj=io.BytesIO(dockerfile.encode()),
         labels={LABEL_BASE: "1"},
@@ -315,7 +317,7 @@ def _base_from_slim(client: Any, progress: Progress) -> str:
     return str(image.id)
 
 
-def _base_from_debootstrap(client: Any, progress: Progress) -> str:
+def _base_from_debootstrap(engine: DockerEngine, progress: Progress) -> str:
     debootstrap = _find_debootstrap()
     if debootstrap is None:
         raise ImageBuildError(
@@ -343,8 +345,8 @@ def _base_from_debootstrap(client: Any, progress: Progress) -> str:
         archive = workdir / "rootfs.tar"
         _tar_rootfs(rootfs, archive)
         progress(f"base image: importing {BASE_TAG}")
-        with _docker_errors(ImageBuildError, f"importing {BASE_TAG}"):
-            client.api.import_image_from_file(
+        with _worded(ImageBuildError, f"importing {BASE_TAG}"):
+            engine.import_image(
                 str(archive),
                 repository=BASE_REPOSITORY,
                 tag=BASE_TAG.split(":")[1],
@@ -357,7 +359,7 @@ def _base_from_debootstrap(client: Any, progress: Progress) -> str:
                     'CMD ["/bin/bash"]',
                 ],
             )
-            image = _get(client, BASE_TAG)
+            image = engine.image(BASE_TAG)
     finally:
         _remove_workdir(workdir, progress)
     if image is None:
@@ -532,15 +534,14 @@ def _build_lock(progress: Progress) -> Iterator[None]:
 # --- docker plumbing ------------------------------------------------------------------
 
 
-def _build(client: Any, tag: str, source: object, *, hint: str = "", **options: Any) -> Any:
+def _build(engine: DockerEngine, tag: str, source: object, *, hint: str = "", **options: object) -> ImageRef:
     """Build ``tag`` the way every build here is made; a failed build says what from, and its log's tail.
 
     Never reaches for a registry (``pull=False``): every base is local by
     construction. Intermediate containers go even when a step fails.
     """
     try:
-        with engine_errors():
-            image, _ = client.images.build(tag=tag, rm=True, forcerm=True, pull=False, **options)
+        image = engine.build(tag, rm=True, forcerm=True, pull=False, **options)
     except BuildFailed as exc:
         raise ImageBuildError(
             f"Building {tag} from {source} failed: {exc.msg}\n{_build_log_tail(exc.build_log)}" + (f"\n{hint}" if hint else "")
@@ -548,31 +549,21 @@ def _build(client: Any, tag: str, source: object, *, hint: str = "", **options: 
     return image
 
 
-def _get(client: Any, ref: str) -> Any:
-    """The image named ``ref``, or None if there is none."""
-    try:
-        with engine_errors():
-            return client.images.get(ref)
-    except Missing:
-        return None
-
-
 @contextmanager
-def _docker_errors(failure: type[BackendError], doing: str) -> Iterator[None]:
-    """Turn the engine's errors into the image step's own. Wrap only docker calls in it."""
+def _worded(failure: type[BackendError], doing: str) -> Iterator[None]:
+    """The engine's errors (the adapter's, mapped already) as the image step's own. Wrap only engine calls in it."""
     try:
-        with engine_errors():
-            yield
+        yield
     except Refused as exc:
         detail = exc.explanation or str(exc)
         raise failure(f"Docker failed while {doing}: {detail}") from exc
     except (EngineError, OSError) as exc:
-        # requests' ConnectionError and Timeout are OSErrors: the engine went
-        # away or never answered.
+        # the engine went away or never answered (the adapter's Unanswered); an OSError of the SDK's own
+        # (reading the archive it sends) says the same
         raise DockerUnavailable(f"while {doing}: {_first_line(str(exc))}") from exc
 
 
-def _build_log_tail(log: Any, lines: int = 15) -> str:
+def _build_log_tail(log: Optional[Iterable[object]], lines: int = 15) -> str:
     text = []
     for chunk in log or ():
         if isinstance(chunk, dict):

@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
-
 from grader.core.errors import InfrastructureError
 from grader.protocol.common import POKE_SIGNAL
 from grader.backends.files import Files
-from grader.backends.docker.engine import EngineError, engine_errors
+from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineError
 
 __all__ = ["BEAT_WAIT", "READY_TIMEOUT", "beat_after", "poke", "wait_ready"]
 
 READY_TIMEOUT = 20.0  # how long a service may take to write its ready file
 
 
-def wait_ready(container: Any, out: Files) -> None:
+def wait_ready(engine: DockerEngine, container: ContainerRef, out: Files) -> None:
     """Wait for a service's ``out/ready`` file; a service that exits or stalls is an infrastructure error."""
     deadline = time.monotonic() + READY_TIMEOUT
     checked = time.monotonic()
@@ -33,17 +31,16 @@ def wait_ready(container: Any, out: Files) -> None:
         time.sleep(0.01)
         if time.monotonic() - checked > 0.25:
             checked = time.monotonic()
-            container.reload()
-            if container.status in ("exited", "dead"):
+            if engine.inspect(container).status in ("exited", "dead"):
                 break
-    tail = container.logs(tail=10).decode("utf-8", "replace")
+    tail = engine.logs(container, tail=10).decode("utf-8", "replace")
     raise InfrastructureError(f"{container.name} did not start: {tail.strip()[-400:]}")
 
 
 BEAT_WAIT = 3.0  # how long to wait for a service's first heartbeat after the sandbox finished
 
 
-def poke(container: Any) -> None:
+def poke(engine: DockerEngine, container: ContainerRef) -> None:
     """Ask a recorder for a self-check now (``common.heartbeat``) instead of at the end of its interval; returns at once.
 
     The engine takes 15-30 ms to answer a signal, so the request goes from a thread of its own while the caller
@@ -52,8 +49,10 @@ def poke(container: Any) -> None:
     """
 
     def send() -> None:
-        with engine_errors(ignore=(EngineError,)):
-            container.kill(signal=POKE_SIGNAL.name)
+        try:
+            engine.kill(container, signal=POKE_SIGNAL.name)
+        except EngineError:
+            pass
 
     threading.Thread(target=send, name="sandbox-lab-poke", daemon=True).start()
 

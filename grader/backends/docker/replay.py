@@ -55,7 +55,9 @@ from grader.core.next_session import KEY, SETTINGS, driver_script, parse_driver_
 from grader.core.plan import Hardening, RunPlan
 from grader.core.policy import Policy
 from grader.core.probes import probe
-from grader.backends.docker.engine import DockerError, EngineError, Mount, Refused, Unanswered, engine_errors
+from grader.backends.docker.engine import (
+    ContainerRef, DockerEngine, DockerError, EngineError, NetworkRef, Refused, Unanswered, mount,
+)
 from grader.backends.docker.enginedisk import Disk, RunCopy
 from grader.backends.docker.resources import Resources
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
@@ -75,7 +77,7 @@ REPLAY_HARDENING = Hardening()
 class Session:
     """What a run hands the replay: its engine and identity, its world copy and its plan."""
 
-    client: Any
+    engine: DockerEngine
     run_id: str
     token: str
     labels: dict[str, str]
@@ -208,8 +210,7 @@ def play(
     try:
         if forced or changed & played_by_shells:
             try:
-                with engine_errors():
-                    ns = _shells(run, made, images, leftovers, disk, harden, internet, ahead)
+                ns = _shells(run, made, images, leftovers, disk, harden, internet, ahead)
             except (EngineError, InfrastructureError) as exc:
                 # the replay's own machinery failed: nothing can be said of what the next session did
                 ns = NextSession(infra_problem=f"the next session could not be played: {str(exc).splitlines()[0][:200]}")
@@ -231,8 +232,9 @@ def _releasing(run: Session, made: Resources, leftovers: Leftovers) -> Callable[
     """Removes the run's sandbox, proxy (and their network) and its copy's holder, while the replay plays: their
     evidence is collected (the world copy is back in the run directory), and a busy engine has few bridge networks
     to give. What to remove is listed now, before the replay adds its own things to ``made``."""
-    done = [c for c in made.containers if c is run.copy.container or c.labels.get(LABEL_ROLE) in ("sandbox", "proxy")]
-    things = [*done, *made.networks]
+    done = [c for c in made.containers
+            if c.labels.get(LABEL_ROLE) in ("sandbox", "proxy") or run.copy.container is not None and c.id == run.copy.container.id]
+    things: list[Union[ContainerRef, NetworkRef]] = [*done, *made.networks]
 
     def release() -> bool:
         for thing in things:  # containers before their networks
@@ -249,13 +251,13 @@ def _shells(
     run: Session, made: Resources, images: tuple[str, str], leftovers: Leftovers, disk: Disk,
     harden: Callable[[Hardening], dict[str, Any]], internet: Optional[Internet], ahead: Optional[Ahead] = None,
 ) -> NextSession:
-    world, client = run.plan.world, run.client
+    world, engine = run.plan.world, run.engine
     if internet is None and ahead is not None:
         internet = ahead.take(made)  # started while the sandbox ran; the run removes it with its own
     own = internet is None
     if internet is None:
         workdir = disk.files(f"{run.run_id}-next-internet", lambda: run.dir.path / "next-internet")
-        internet = start_internet(client, images[1], world, workdir, f"{run.run_id}-next", run.labels, leftovers)
+        internet = start_internet(engine, images[1], world, workdir, f"{run.run_id}-next", run.labels, leftovers)
         made.container(internet.container)  # the run removes them with its own, whatever happens here
         made.network(internet.network)
     try:
@@ -267,7 +269,6 @@ def _shells(
 
 def _drive(run: Session, made: Resources, image: str, internet: Internet, disk: Disk,
            harden: Callable[[Hardening], dict[str, Any]]) -> NextSession:
-    world, client = run.plan.world, run.client
     key = f"{run.run_id}-next"
     open_run(internet.out, key, [ANY_CLIENT])  # the replay's internet is its own: it claims every client
     try:
@@ -278,7 +279,7 @@ def _drive(run: Session, made: Resources, image: str, internet: Internet, disk: 
 
 def _play(run: Session, made: Resources, image: str, internet: Internet, disk: Disk,
           harden: Callable[[Hardening], dict[str, Any]], key: str) -> NextSession:
-    world, client = run.plan.world, run.client
+    world, engine = run.plan.world, run.engine
     rdir = run.dir.path / "run"
     make_dir(rdir, exist_ok=True)
     write_file(rdir / "next.sh", driver_script(world))
@@ -296,10 +297,10 @@ def _play(run: Session, made: Resources, image: str, internet: Internet, disk: D
         if run.copy.container is not None:
             made.container(run.copy.container)
     mounts = [
-        Mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
-        Mount("/etc/resolv.conf", source("run/next-resolv.conf"), type="bind", read_only=True),
+        mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
+        mount("/etc/resolv.conf", source("run/next-resolv.conf"), type="bind", read_only=True),
         # the world copy as the user's machine sees it: every root at its path, writable; nothing else of the host
-        *(Mount(root, source("world/" + root.lstrip("/")), type="bind", read_only=False) for root in world.roots),
+        *(mount(root, source("world/" + root.lstrip("/")), type="bind", read_only=False) for root in world.roots),
     ]
     h = REPLAY_HARDENING
     opts = dict(
@@ -309,15 +310,17 @@ def _play(run: Session, made: Resources, image: str, internet: Internet, disk: D
                      "PYTHONDONTWRITEBYTECODE": "1", "SSL_CERT_FILE": "/opt/sandbox-lab/run/next-ca.pem"},
         working_dir=world.home, hostname="laptop", mounts=mounts, network=internet.network.name,
     )
-    container = made.container(client.containers.create(image, ["bash", "/opt/sandbox-lab/run/next.sh"], **opts))
+    container = made.container(engine.create_container(image, ["bash", "/opt/sandbox-lab/run/next.sh"], **opts))
     try:
-        container.start()
-        timed_out = _wait(container, h.timeout_s)
+        engine.start(container)
+        timed_out = _wait(engine, container, h.timeout_s)
         finished = disk.finished(container)
-        raw: bytes = container.logs(stdout=True, stderr=True)
+        raw = engine.logs(container, stdout=True, stderr=True)
     finally:
-        with engine_errors(ignore=(DockerError,)):  # it is the run's too: removed (or kept for a retry) with the run's own
-            container.remove(force=True, v=True)
+        try:
+            engine.remove_container(container)
+        except DockerError:  # it is the run's too: removed (or kept for a retry) with the run's own
+            pass
     output = raw[:MAX_OUTPUT].decode("utf-8", "replace")
     problem = internet.problem(answered_after=finished)
     http: tuple[HttpRecord, ...] = ()
@@ -337,18 +340,18 @@ def _play(run: Session, made: Resources, image: str, internet: Internet, disk: D
     )
 
 
-def _wait(container: Any, timeout_s: float) -> bool:
+def _wait(engine: DockerEngine, container: ContainerRef, timeout_s: float) -> bool:
     """Wait for the container under its wall clock; True when it had to be killed."""
     try:
-        with engine_errors():
-            container.wait(timeout=timeout_s)
+        engine.wait(container, timeout=timeout_s)
         return False
     except (Unanswered, Refused):  # the transport's errors, the engine's answers among them
-        container.reload()
-        if container.status != "running":
+        if engine.inspect(container).status != "running":
             return False
-        with engine_errors(ignore=(Refused,)):  # it finished between the check and the kill
-            container.kill()
+        try:
+            engine.kill(container)
+        except Refused:  # it finished between the check and the kill
+            pass
         return True
 
 

@@ -13,33 +13,34 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from grader.backends.files import Files, host_path
-from grader.backends.docker.engine import Missing, engine_errors
+from grader.backends.docker.engine import ContainerRef, Missing, NetworkRef
 from grader.backends.docker.simnet import Internet, Leftovers
 
 __all__ = ["Resources", "gone"]
 
-T = TypeVar("T")
+C = TypeVar("C", bound=ContainerRef)
+N = TypeVar("N", bound=NetworkRef)
 
 
 @dataclass
 class Resources:
     """The containers, networks, service directories and internets one run made, in the order it made them."""
 
-    containers: list[Any] = field(default_factory=list)
-    networks: list[Any] = field(default_factory=list)
+    containers: list[ContainerRef] = field(default_factory=list)
+    networks: list[NetworkRef] = field(default_factory=list)
     dirs: list[Files] = field(default_factory=list)
     internets: list[Internet] = field(default_factory=list)  # whole internets of the run's own (container and network)
 
-    def container(self, c: T) -> T:
+    def container(self, c: C) -> C:
         """Add ``c`` (once: a run copy placed twice holds one container); return it."""
-        if not any(c is x for x in self.containers):
+        if not any(c.id == x.id for x in self.containers):
             self.containers.append(c)
         return c
 
-    def network(self, n: T) -> T:
+    def network(self, n: N) -> N:
         self.networks.append(n)
         return n
 
@@ -79,14 +80,15 @@ class Resources:
             d.remove()
 
 
-def gone(leftovers: Leftovers, container: Any) -> bool:
+def gone(leftovers: Leftovers, container: ContainerRef) -> bool:
     """Remove ``container``; True once it is gone. A failed removal is kept in ``leftovers`` to try again."""
     try:
-        with engine_errors():
-            container.remove(force=True, v=True)
+        leftovers.engine.remove_container(container)
         return True
     except Missing:
         return True
+    # Any failure, not only the engine's (EngineError): this runs in one of ``remove_containers``' threads, and an
+    # error escaping it would leave no answer there, so that ``all(done)`` would call a container gone that is not.
     except Exception:  # noqa: BLE001 - the engine may be away: kept and retried, and not gone
         leftovers.remove(container)
         return False

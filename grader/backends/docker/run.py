@@ -36,7 +36,9 @@ from grader.backends.owners import make_dir, write_file
 from grader.backends.quota import SCRATCH_FILES, DiskQuotaExceeded, bound_scratch, filled
 from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, resolv_conf, runner_config
 from grader.backends.docker import replay
-from grader.backends.docker.engine import LogConfig, Mount, Refused, Ulimit, Unanswered, engine_errors, send_stdin
+from grader.backends.docker.engine import (
+    ContainerRef, DockerEngine, NetworkRef, Refused, Spec, Unanswered, log_config, mount, ulimit, worded,
+)
 from grader.backends.docker.enginedisk import Disk, HostDisk, Listener
 from grader.backends.docker.images import Images
 from grader.backends.docker.resources import Resources
@@ -85,12 +87,12 @@ def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, A
         # explicit, not the daemon's default: a connection flood stops at the plan's number; no core file, whose
         # size only the memory bounds, written where the engine host's core_pattern says (a pipe to a handler on
         # the host's disk, on many distributions)
-        ulimits=[Ulimit(name="nofile", soft=h.nofile, hard=h.nofile), Ulimit(name="core", soft=0, hard=0)]
-        + ([Ulimit(name="nproc", soft=procs.nproc, hard=procs.nproc)] if procs.nproc is not None else []),
+        ulimits=[ulimit("nofile", h.nofile, h.nofile), ulimit("core", 0, 0)]
+        + ([ulimit("nproc", procs.nproc, procs.nproc)] if procs.nproc is not None else []),
         # swap equal to memory: a run cannot page the machine to a halt
         pids_limit=procs.cgroup_pids, mem_limit=procs.cgroup_mem, memswap_limit=procs.cgroup_mem, nano_cpus=h.nano_cpus,
         # bounded logs: a chatty or hostile run cannot fill the engine's disk
-        log_config=LogConfig(type="json-file", config={"max-size": "8m"}),
+        log_config=log_config("json-file", {"max-size": "8m"}),
     )
     if h.cap_drop_all:
         opts["cap_drop"] = ["ALL"]
@@ -105,7 +107,7 @@ def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, A
 class Backing:
     """What a run uses of its backend: the engine, the images, the disk, the shared internet, and where removals go."""
 
-    client: Any
+    engine: DockerEngine
     images: Images
     disk: Disk
     leftovers: Leftovers
@@ -136,7 +138,7 @@ class _Net:
 
     internet: Internet
     key: str  # the run's key at the internet (``runlogs``): its clients' records go to the run's own logs
-    sandbox_network: Any
+    sandbox_network: NetworkRef
     taken: Optional[Taken] = None  # behind a proxy: the proxy it took
     since: int = 0  # where the proxy's log ended when this run took it
 
@@ -165,12 +167,12 @@ class Run:
         self.before: dict[str, str] = {}
         self.listener: Optional[Listener] = None
         self.signer: Optional[SigningAgent] = None
-        self.sandbox: Optional[Any] = None
+        self.sandbox: Optional[ContainerRef] = None
         self.scratch: dict[str, str] = {}
         self.prepare_s = 0.0
         self.released = False
         with self.watch.phase("world"):
-            self.dir = RunDir.create(self.run_id, engine=b.client)  # and sweeps dead graders' leftovers
+            self.dir = RunDir.create(self.run_id, engine=b.engine)  # and sweeps dead graders' leftovers
             self.made.directory(host_files(self.dir.path))  # the run directory is on the grader's disk, always
             self.copy = b.disk.copy(self.dir, b.images.services, self.run_id, self.labels)
 
@@ -211,7 +213,7 @@ class Run:
         started = time.monotonic()
         watch = self.watch
         try:
-            with engine_errors(f"run {self.run_id}"):
+            with worded(f"run {self.run_id}"):
                 with watch.phase("world"):
                     self.before = self.dir.lay_out(self.plan)
                     if self.job is not None:
@@ -251,17 +253,17 @@ class Run:
         """Is the prepared sandbox still running (waiting for its go)?"""
         if self.sandbox is None:
             return False
-        with engine_errors(ignore=(Refused,)):
-            self.sandbox.reload()
-            return bool(self.sandbox.status == "running")
-        return False
+        try:
+            return self.b.engine.inspect(self.sandbox).status == "running"
+        except Refused:
+            return False
 
     def fire(self, *, final: bool) -> Collected:
         """Send the prepared run its go, wait for the sandbox, collect the evidence; remove everything after."""
         assert self.sandbox is not None and self.listener is not None and not self.released, "fire() after prepare()"
         sandbox, listener, net, watch = self.sandbox, self.listener, self.net, self.watch
         try:
-            with engine_errors(f"run {self.run_id}"):
+            with worded(f"run {self.run_id}"):
                 timed_out, exit_code = self._go_and_wait(sandbox)  # times "probes"
                 evidence_started = time.perf_counter()
                 finished = self.b.disk.finished(sandbox)
@@ -309,7 +311,7 @@ class Run:
         def next_sandbox(policy: Policy, job: Job) -> Execution:
             return self.b.execute(build_plan(policy, world), job)  # the same world: the same machine
 
-        session = replay.Session(self.b.client, self.run_id, self.token, self.labels, self.dir, self.copy, self.plan, self.job)
+        session = replay.Session(self.b.engine, self.run_id, self.token, self.labels, self.dir, self.copy, self.plan, self.job)
         own = net.internet if net is not None and net.taken is None else None  # the plain container's own internet
         return replay.play(
             session, ev, self.made, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
@@ -324,7 +326,7 @@ class Run:
         b, run_id = self.b, self.run_id
         workdir = b.disk.files(f"{run_id}-next-internet", lambda: self.dir.path / "next-internet")
         return replay.Ahead(lambda: start_internet(
-            b.client, b.images.services, self.plan.world, workdir, f"{run_id}-next", self.labels, b.leftovers))
+            b.engine, b.images.services, self.plan.world, workdir, f"{run_id}-next", self.labels, b.leftovers))
 
     def _plant(self, job: Job) -> None:
         """Append each planted text to its world file in the run's copy (``Job.check`` allowed only world files)."""
@@ -360,7 +362,7 @@ class Run:
             # the plain container sits on the internet's own network: it gets one to itself
             workdir = self.b.disk.files(f"{self.run_id}-internet", lambda: self.dir.path / "internet")
             internet = self.made.internet(start_internet(
-                self.b.client, self.b.images.services, self.plan.world, workdir,
+                self.b.engine, self.b.images.services, self.plan.world, workdir,
                 self.run_id, self.labels, self.b.leftovers, host_stand_in_port=host_port,
             ))
             # its own internet: the run claims every client (the plain container's address is not known yet)
@@ -374,7 +376,7 @@ class Run:
         # the shared internet writes what this run's proxy sends to this run's own logs: nobody else's traffic
         # can push it out of a window, hide or forge it
         assert taken.proxy.container is not None
-        self._claim(taken.proxy.internet, [container_ip(taken.proxy.container, taken.proxy.internet.network)])
+        self._claim(taken.proxy.internet, [container_ip(self.b.engine, taken.proxy.container, taken.proxy.internet.network)])
         return net
 
     def _claim(self, internet: Internet, clients: list[str]) -> None:
@@ -418,39 +420,38 @@ class Run:
         if net is None:
             return ""
         if net.taken is not None and net.taken.proxy.container is not None:
-            poke(net.taken.proxy.container)  # before the internet's wait, so both self-checks run meanwhile
+            poke(self.b.engine, net.taken.proxy.container)  # before the internet's wait, so both self-checks run meanwhile
         problem = net.internet.problem(answered_after=finished)
         if problem:
             return problem
         if net.taken is not None and not beat_after(net.taken.out, finished):
             return "the proxy stopped answering (no heartbeat after the sandbox finished)"
-        borrowed = [net.taken.proxy.container] if net.taken is not None and net.taken.borrowed else []
-        for c in [*self.made.containers, *borrowed]:
+        proxy = net.taken.proxy.container if net.taken is not None and net.taken.borrowed else None
+        for c in [*self.made.containers, *([proxy] if proxy is not None else [])]:
             if c.labels.get(LABEL_ROLE) == "proxy":
-                c.reload()
-                if c.status != "running":
-                    code = c.attrs.get("State", {}).get("ExitCode")
-                    return f"the proxy stopped during the run (status {c.status}, exit code {code})"
+                now = self.b.engine.inspect(c)
+                if now.status != "running":
+                    return f"the proxy stopped during the run (status {now.status}, exit code {now.exit_code})"
         return ""
 
     # --- the sandbox --------------------------------------------------------------------
 
-    def _mounts(self, source: Callable[[str], str]) -> list[Any]:
+    def _mounts(self, source: Callable[[str], str]) -> list[Spec]:
         """The plan's mounts of the run directory; ``source`` says where a path of it is for the engine."""
         mounts = [
-            Mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
-            Mount("/etc/resolv.conf", source("resolv.conf"), type="bind", read_only=True),
+            mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
+            mount("/etc/resolv.conf", source("resolv.conf"), type="bind", read_only=True),
         ]
         for m in self.plan.mounts:
             if m.kind == "bind":
                 # the same path as RunDir.host_path(m.source), relative to the run directory
                 world_path = "world/" + m.source.lstrip("/")
-                mounts.append(Mount(m.target, source(world_path), type="bind", read_only=m.mode != "rw"))
+                mounts.append(mount(m.target, source(world_path), type="bind", read_only=m.mode != "rw"))
             elif m.kind == "tmpfs":
                 # private and tiny: writes here never reach the world copy
-                mounts.append(Mount(m.target, None, type="tmpfs", tmpfs_size=64 * 1024, tmpfs_mode=0o755))
+                mounts.append(mount(m.target, None, type="tmpfs", tmpfs_size=64 * 1024, tmpfs_mode=0o755))
             else:
-                mounts.append(Mount(m.target, source("mask/empty"), type="bind", read_only=True))
+                mounts.append(mount(m.target, source("mask/empty"), type="bind", read_only=True))
         return mounts
 
     def _signer(self, job: Job) -> SigningAgent:
@@ -466,7 +467,7 @@ class Run:
         make_dir(rdir, exist_ok=True)
         return SigningAgent(rdir / SIGNER_SOCKET, job.signer)
 
-    def _start_sandbox(self, net: Optional[_Net], host_port: int) -> Any:
+    def _start_sandbox(self, net: Optional[_Net], host_port: int) -> ContainerRef:
         """Create and start the sandbox; a probe runner waits for its go on stdin (``--await-go``)."""
         started = time.perf_counter()
         plan, h = self.plan, self.plan.hardening
@@ -515,7 +516,7 @@ class Run:
         mounts = self._mounts(source)
         if scratch:  # the run's own bounded scratch stands in for Docker's tmpfs over each of those directories
             options["tmpfs"] = {d: o for d, o in options["tmpfs"].items() if d not in scratch}
-            mounts += [Mount(d, source(rel), type="bind", read_only=False) for d, rel in scratch.items()]
+            mounts += [mount(d, source(rel), type="bind", read_only=False) for d, rel in scratch.items()]
         kwargs: dict[str, Any] = dict(
             options,
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
@@ -530,15 +531,15 @@ class Run:
             # networks) fails after one 100 ms ARP try instead of three 1 s tries:
             # the kernel says "no route to host" sooner; nothing becomes reachable.
             kwargs["sysctls"] = {"net.ipv4.neigh.eth0.retrans_time_ms": "100", "net.ipv4.neigh.eth0.mcast_solicit": "1"}
-        sandbox = self.made.container(self.b.client.containers.create(self.b.images.sandbox, command, **kwargs))
-        sandbox.start()
+        sandbox = self.made.container(self.b.engine.create_container(self.b.images.sandbox, command, **kwargs))
+        self.b.engine.start(sandbox)
         self.watch.add("start", time.perf_counter() - started)
         # the replay's internet starts once the sandbox has: it does not slow the sandbox's own start, and it is
         # up long before the probes are done
         self.ahead = self._ahead(net)
         return sandbox
 
-    def _go_and_wait(self, sandbox: Any) -> tuple[bool, Optional[int]]:
+    def _go_and_wait(self, sandbox: ContainerRef) -> tuple[bool, Optional[int]]:
         """Release the probe runner (a job's code runs already) and wait for the sandbox under its wall clock,
         which starts now; a run past its quota is never judged."""
         h = self.plan.hardening
@@ -546,7 +547,7 @@ class Run:
         with self.watch.phase("probes"):
             if self.job is None:
                 try:
-                    send_stdin(self.b.client, sandbox.id, (GO + "\n").encode())
+                    self.b.engine.send_stdin(sandbox, (GO + "\n").encode())
                 except (Refused, Unanswered) as exc:  # stopped while it waited: never judged, tried again
                     raise InfrastructureError(f"the prepared sandbox could not be sent its go: {exc}") from None
             timed_out, exit_code = self._wait(sandbox, timeout_s)
@@ -569,24 +570,23 @@ class Run:
         made = bound_scratch(self.dir.path / "scratch", h.scratch_dirs, h.scratch_bytes)
         return {d: f"scratch/{p.name}" for d, p in made.items()}
 
-    def _wait(self, sandbox: Any, timeout_s: float) -> tuple[bool, Optional[int]]:
+    def _wait(self, sandbox: ContainerRef, timeout_s: float) -> tuple[bool, Optional[int]]:
         """Wait for the sandbox under its wall clock: (whether it was killed, its exit code if it exited)."""
         try:
-            with engine_errors():
-                status = sandbox.wait(timeout=timeout_s)
-            return False, int(status.get("StatusCode", -1)) if isinstance(status, dict) else None
+            return False, self.b.engine.wait(sandbox, timeout=timeout_s)
         except (Unanswered, Refused):  # the transport's errors, the engine's answers among them
             # The SDK reports its read timeout in more than one way; ask the engine
             # instead: still running means the wall clock ran out (an engine that
             # does not answer raises here, and the run is a backend error).
-            sandbox.reload()
-            if sandbox.status != "running":
+            if self.b.engine.inspect(sandbox).status != "running":
                 return False, None
-            with engine_errors(ignore=(Refused,)):
-                sandbox.kill()  # it finished between the check and the kill (409): nothing to kill
+            try:
+                self.b.engine.kill(sandbox)
+            except Refused:  # it finished between the check and the kill (409): nothing to kill
+                pass
             return True, None
 
-    def _output(self, sandbox: Any) -> str:
+    def _output(self, sandbox: ContainerRef) -> str:
         # a job's errors are part of what it did; the probe runner's stderr is not evidence
-        raw: bytes = sandbox.logs(stdout=True, stderr=self.job is not None)
+        raw = self.b.engine.logs(sandbox, stdout=True, stderr=self.job is not None)
         return raw[:MAX_OUTPUT].decode("utf-8", "replace")

@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 from grader.core.errors import BackendError
-from grader.backends.docker.engine import engine_errors
+from grader.backends.docker.engine import EngineLike, engine_of, worded
 
 __all__ = [
     "GVISOR", "GVISOR_BYTES_PER_TASK", "GVISOR_THREADS_PER_TASK", "RUNTIME_ENV", "ProcessLimits", "RuntimeUnavailable", "check_runtime",
@@ -97,13 +97,13 @@ def check_runtime(name: Optional[str], registered: Iterable[str]) -> Optional[st
     return name
 
 
-def sandbox_runtime(client: Any, name: Optional[str]) -> Optional[str]:
-    """``name`` once the engine behind ``client`` is seen to have it registered (None: nothing to check)."""
+def sandbox_runtime(engine: EngineLike, name: Optional[str]) -> Optional[str]:
+    """``name`` once ``engine`` is seen to have it registered (None: nothing to check)."""
     if name is None:
         return None
-    with engine_errors("reading the engine's runtimes"):
-        info = client.info()
-    return check_runtime(name, (info.get("Runtimes") or {}).keys())
+    with worded("reading the engine's runtimes"):
+        registered = engine_of(engine).runtimes()
+    return check_runtime(name, registered)
 
 
 @dataclass(frozen=True)

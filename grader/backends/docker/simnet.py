@@ -22,7 +22,8 @@ A service's working directory (its config, ready file, heartbeat and logs) is
 a ``files.Files``: a bound directory of the grader's disk, or, for an
 engine on another machine, a volume reached through the engine's API.
 
-Talks to Docker through ``engine`` (its errors mapped there); the backend, the hub and the replay use it.
+Talks to Docker through the engine adapter (``engine.DockerEngine``: refs in, refs out, its errors mapped
+there); the backend, the hub and the replay use it.
 """
 
 from __future__ import annotations
@@ -35,14 +36,17 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional, Union
 
 
 from grader.core.errors import BackendError, InfrastructureError
 from grader.protocol.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT
 from grader.core.world import World
 from grader.backends.files import Files
-from grader.backends.docker.engine import Container, LogConfig, Missing, Network, NetworksExhausted, PoolsFull, Refused, engine_errors
+from grader.backends.docker.engine import (
+    ContainerRef, DockerEngine, EngineError, EngineLike, Missing, NetworkRef, NetworksExhausted, PoolsFull, Refused,
+    engine_of, log_config,
+)
 from grader.backends.docker.enginedisk import Disk, HostDisk
 from grader.backends.docker.liveness import beat_after, poke, wait_ready
 from grader.backends.docker.volumes import attach, service_mount
@@ -89,6 +93,9 @@ LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
 POOL_WAIT, POOL_PAUSE, POOL_PAUSE_MAX = 60.0, 0.25, 4.0
 
 
+Thing = Union[ContainerRef, NetworkRef]
+
+
 class Leftovers:
     """Containers and networks whose removal failed (the engine was away), kept to try again.
 
@@ -97,9 +104,10 @@ class Leftovers:
     when it drains, before each run's removal and when it closes.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, engine: EngineLike = None) -> None:
+        self.engine = engine_of(engine)  # where its things are removed (None: labels only, nothing to remove)
         self._lock = threading.Lock()
-        self._items: list[Any] = []
+        self._items: list[Thing] = []
         self._handed: set[str] = set()  # ids a hub's keeper removes for us (``hand_off``)
         self.owner = secrets.token_hex(6)  # the backend's id, on every label it sets
 
@@ -111,7 +119,7 @@ class Leftovers:
         with self._lock:
             self._handed.update(ids)
 
-    def sweep(self, client: Any) -> None:
+    def sweep(self) -> None:
         """Remove everything labelled with this owner, even what a lost response never named.
 
         A container whose creation was under way when the engine went away
@@ -122,29 +130,28 @@ class Leftovers:
         with self._lock:
             handed = set(self._handed)
         try:
-            for c in client.api.containers(all=True, filters=mine):
-                if c["Id"] not in handed:
-                    self.remove(client.containers.get(c["Id"]))
-            for n in client.api.networks(filters=mine):
-                if n["Id"] not in handed:
-                    self.remove(client.networks.get(n["Id"]))
-        except Exception:  # noqa: BLE001 - gone meanwhile, or engine away: `sandbox-lab cleanup` finds them by pid later
+            for c in self.engine.containers(mine):
+                if c.id not in handed:
+                    self.remove(c)
+            for n in self.engine.networks(mine):
+                if n.id not in handed:
+                    self.remove(n)
+        except EngineError:  # engine away: `sandbox-lab cleanup` finds them by pid later
             pass
 
-    def remove(self, thing: Any) -> None:
+    def remove(self, thing: Thing) -> None:
         try:
-            with engine_errors():
-                _remove_one(thing)
+            _remove_one(self.engine, thing)
         except Missing:
             pass
-        except Exception:  # noqa: BLE001 - the engine may be away: keep it for the next try
+        except EngineError:  # the engine may be away: keep it for the next try
             with self._lock:
                 self._items.append(thing)
 
     def retry(self) -> None:
         with self._lock:
             items, self._items = self._items, []
-        for thing in sorted(items, key=lambda t: isinstance(t, Network)):  # containers before their networks
+        for thing in sorted(items, key=lambda t: isinstance(t, NetworkRef)):  # containers before their networks
             self.remove(thing)
 
     def __len__(self) -> int:
@@ -152,37 +159,35 @@ class Leftovers:
             return len(self._items)
 
 
-def _remove_one(thing: Any) -> None:
-    if isinstance(thing, Network):
-        thing.reload()
+def _remove_one(engine: DockerEngine, thing: Thing) -> None:
+    if isinstance(thing, NetworkRef):
         # a network still holding containers (warm proxies of a dead internet) cannot go: detach them first
-        for c in thing.attrs.get("Containers") or {}:
-            with engine_errors(ignore=(Refused,)):
-                thing.disconnect(c, force=True)
-        thing.remove()
-    elif isinstance(thing, Container):
-        thing.remove(force=True, v=True)
+        for c in engine.network(thing).containers:
+            try:
+                engine.disconnect(thing, c)
+            except Refused:
+                pass
+        engine.remove_network(thing)
     else:
-        thing.remove()
+        engine.remove_container(thing)
 
 
 def create_network(
-    client: Any, name: str, labels: dict[str, str], *,
+    engine: EngineLike, name: str, labels: dict[str, str], *,
     patience: float = POOL_WAIT, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-) -> Any:
+) -> NetworkRef:
     """An internal bridge with no host address: no route off the machine, nothing of the host reachable.
 
     Full address pools (``PoolsFull``) are a queue, not a failure: other runs give their networks back within
     seconds, so this asks again, pausing longer each time, for up to ``patience`` s; then ``NetworksExhausted``.
     """
-    deadline, pause, conflicts = clock() + patience, POOL_PAUSE, 0
+    deadline, pause, conflicts, adapter = clock() + patience, POOL_PAUSE, 0, engine_of(engine)
     while True:
         try:
-            with engine_errors():
-                return client.networks.create(
-                    name, driver="bridge", internal=True, labels=labels,
-                    options={"com.docker.network.bridge.inhibit_ipv4": "true"},
-                )
+            return adapter.create_network(
+                name, driver="bridge", internal=True, labels=labels,
+                options={"com.docker.network.bridge.inhibit_ipv4": "true"},
+            )
         except PoolsFull:
             left = deadline - clock()
             if left <= 0:
@@ -199,35 +204,37 @@ def create_network(
             sleep(0.1 * conflicts)
 
 
-def service_container(client: Any, image: str, role: str, name: str, labels: dict[str, str], network: Any, workdir: Files, script: str) -> Any:
+def service_container(
+    engine: DockerEngine, image: str, role: str, name: str, labels: dict[str, str], network: NetworkRef, workdir: Files,
+    script: str,
+) -> ContainerRef:
     """A created (not started) service container running ``script`` with ``workdir`` as /run/sandbox-lab."""
-    container = client.containers.create(
+    container = engine.create_container(
         image, ["python3", f"/opt/sandbox-lab/{script}", f"/run/sandbox-lab/{script.replace('.py', '.json')}"],
         name=name, labels={**labels, LABEL_ROLE: role},
         network=network.name, mounts=[service_mount(workdir)],
         mem_limit="128m", pids_limit=256, nano_cpus=500_000_000,
-        log_config=LogConfig(type="json-file", config={"max-size": "1m"}),
+        log_config=log_config("json-file", {"max-size": "1m"}),
     )
     try:
         attach(workdir, container)  # its config, when the directory is on the engine's disk
     except BaseException:
-        container.remove(force=True, v=True)  # not yet anyone's: the caller never saw it
+        engine.remove_container(container)  # not yet anyone's: the caller never saw it
         raise
     return container
 
 
-def container_ip(container: Any, network: Any) -> str:
-    container.reload()
-    ip: str = container.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
-    return ip
+def container_ip(engine: DockerEngine, container: ContainerRef, network: NetworkRef) -> str:
+    return engine.inspect(container).addresses[network.name]
 
 
 @dataclass
 class Internet:
-    """One running internet: its container, its network, its address and where it writes its logs."""
+    """One running internet: its engine, its container, its network, its address and where it writes its logs."""
 
-    container: Any
-    network: Any
+    engine: DockerEngine
+    container: ContainerRef
+    network: NetworkRef
     ip: str
     out: Files
     # the world it answers for: a proxy in front of it refuses the ports this world's hosts do not serve
@@ -236,14 +243,13 @@ class Internet:
     def problem(self, answered_after: Optional[float] = None) -> str:
         """Empty while the service runs (and answered after ``answered_after``, if given); else what is wrong."""
         if answered_after is not None:
-            poke(self.container)  # first: its self-check runs while the status is read
+            poke(self.engine, self.container)  # first: its self-check runs while the status is read
         try:
-            self.container.reload()
-        except Exception as exc:  # noqa: BLE001 - gone is a problem too
+            now = self.engine.inspect(self.container)
+        except EngineError as exc:  # gone is a problem too, and so is an engine that does not answer
             return f"the internet service vanished ({type(exc).__name__})"
-        if self.container.status != "running":
-            code = self.container.attrs.get("State", {}).get("ExitCode")
-            return f"the internet service stopped during the run (status {self.container.status}, exit code {code})"
+        if now.status != "running":
+            return f"the internet service stopped during the run (status {now.status}, exit code {now.exit_code})"
         if answered_after is not None and not beat_after(self.out, answered_after):
             return "the internet service stopped answering (no heartbeat after the sandbox finished)"
         return ""
@@ -254,7 +260,7 @@ class Internet:
 
 
 def start_internet(
-    client: Any, image: str, world: World, workdir: Files, name: str, labels: dict[str, str], leftovers: Leftovers, *,
+    engine: DockerEngine, image: str, world: World, workdir: Files, name: str, labels: dict[str, str], leftovers: Leftovers, *,
     host_stand_in_port: Optional[int] = None,
 ) -> Internet:
     """Create the network and the internet container, and wait until every listener is up."""
@@ -281,17 +287,17 @@ def start_internet(
                    **({"host.docker.internal": [host_stand_in_port]} if host_stand_in_port else {})},
         "out_dir": "/run/sandbox-lab/out", "nonce": secrets.token_hex(8),
     }).encode())
-    network = create_network(client, f"{name}-inet", labels)
+    network = create_network(engine, f"{name}-inet", labels)
     try:
-        container = service_container(client, image, "internet", f"{name}-internet", labels, network, workdir, "internet.py")
+        container = service_container(engine, image, "internet", f"{name}-internet", labels, network, workdir, "internet.py")
     except BaseException:
         leftovers.remove(network)
         raise
-    net = Internet(container, network, "", out, world)
+    net = Internet(engine, container, network, "", out, world)
     try:
-        container.start()
-        net.ip = container_ip(container, network)
-        wait_ready(container, out)
+        engine.start(container)
+        net.ip = container_ip(engine, container, network)
+        wait_ready(engine, container, out)
     except BaseException:
         net.remove(leftovers)
         raise
@@ -305,8 +311,8 @@ class SharedInternet:
     one (a run's plan carries its world): one shared internet, one world.
     """
 
-    def __init__(self, client: Any, image: str, leftovers: Leftovers, *, disk: Optional[Disk] = None) -> None:
-        self._client = client
+    def __init__(self, engine: EngineLike, image: str, leftovers: Leftovers, *, disk: Optional[Disk] = None) -> None:
+        self._engine = engine_of(engine)
         self._disk: Disk = disk if disk is not None else HostDisk()
         self._leftovers = leftovers
         self._image = image
@@ -330,7 +336,7 @@ class SharedInternet:
             labels = self._leftovers.labels(name)
             self._dir = self._disk.files(name, lambda: make_run_dir(name))
             try:
-                self._net = start_internet(self._client, self._image, world, self._dir, name, labels, self._leftovers)
+                self._net = start_internet(self._engine, self._image, world, self._dir, name, labels, self._leftovers)
             except BaseException:
                 self._close_locked()
                 raise
@@ -376,8 +382,8 @@ class WarmProxy:
     It refuses everything until ``hand_over`` writes its run's lists.
     """
 
-    container: Optional[Any]
-    network: Any
+    container: Optional[ContainerRef]
+    network: NetworkRef
     workdir: Files
     ip: str
     internet: Internet
@@ -406,9 +412,10 @@ class ProxyPool:
     """
 
     def __init__(
-        self, client: Any, image: str, shared: SharedInternet, leftovers: Leftovers, size: int = 2, *, disk: Optional[Disk] = None,
+        self, engine: EngineLike, image: str, shared: SharedInternet, leftovers: Leftovers, size: int = 2, *,
+        disk: Optional[Disk] = None,
     ) -> None:
-        self._client = client
+        self._engine = engine_of(engine)
         self._disk: Disk = disk if disk is not None else HostDisk()
         self._leftovers = leftovers
         self._image = image
@@ -427,7 +434,7 @@ class ProxyPool:
         with self._lock:
             while self._warm and got is None:
                 w = self._warm.pop(0)
-                if w.internet is internet and running(w.container):
+                if w.internet is internet and running(self._engine, w.container):
                     got = w
                 else:
                     stale.append(w)
@@ -481,7 +488,9 @@ class ProxyPool:
                         return
                 try:
                     w = self._build(self._shared.get())
-                except Exception:  # noqa: BLE001 - a run that needs a proxy builds its own and reports
+                # the engine's errors are BackendErrors, and so are a service that did not start
+                # (InfrastructureError) and full address pools; OSError: the proxy's files on the grader's disk
+                except (BackendError, OSError):  # a run that needs a proxy builds its own and reports
                     return
                 with self._lock:
                     if self._closed:
@@ -507,10 +516,10 @@ class ProxyPool:
         the internet behind it was replaced meanwhile. True if kept.
         """
         w.runs += 1
-        keep = w.runs < PROXY_RUNS and running(w.container)
-        if keep:
+        keep = w.runs < PROXY_RUNS and running(self._engine, w.container)
+        if keep and w.container is not None:
             asked = time.time()
-            poke(w.container)  # a self-check now, not at the end of its interval
+            poke(self._engine, w.container)  # a self-check now, not at the end of its interval
             keep = beat_after(w.workdir.sub("out"), asked - 1.0, timeout=0.5)
         if keep:
             w.hand_over([], [])
@@ -523,11 +532,11 @@ class ProxyPool:
         return keep
 
     def _build(self, internet: Internet) -> WarmProxy:
-        return build_proxy(self._client, self._image, internet, self._leftovers.labels, self._leftovers, self._disk)
+        return build_proxy(self._engine, self._image, internet, self._leftovers.labels, self._leftovers, self._disk)
 
 
 def build_proxy(
-    client: Any, image: str, internet: Internet, labels_for: Callable[[str], dict[str, str]], leftovers: Leftovers,
+    engine: DockerEngine, image: str, internet: Internet, labels_for: Callable[[str], dict[str, str]], leftovers: Leftovers,
     disk: Optional[Disk] = None,
 ) -> WarmProxy:
     """A proxy in front of ``internet``, running and refusing everything, on a new empty sandbox network.
@@ -543,26 +552,29 @@ def build_proxy(
         "world": world_ports(internet.world),
     }).encode())
     try:
-        network = create_network(client, f"{name}-sbx", labels)
+        network = create_network(engine, f"{name}-sbx", labels)
     except BaseException:
         workdir.remove()  # nothing else was made yet
         raise
     w = WarmProxy(None, network, workdir, "", internet)
     try:
-        w.container = service_container(client, image, "proxy", f"{name}-proxy", labels, internet.network, workdir, "proxy.py")
-        network.connect(w.container)
-        w.container.start()
-        w.ip = container_ip(w.container, network)
-        wait_ready(w.container, workdir.sub("out"))
+        w.container = container = service_container(engine, image, "proxy", f"{name}-proxy", labels, internet.network, workdir,
+                                                    "proxy.py")
+        engine.connect(network, container)
+        engine.start(container)
+        w.ip = container_ip(engine, container, network)
+        wait_ready(engine, container, workdir.sub("out"))
     except BaseException:
         w.remove(leftovers)
         raise
     return w
 
 
-def running(container: Any) -> bool:
+def running(engine: DockerEngine, container: Optional[ContainerRef]) -> bool:
+    """Whether ``container`` runs now; gone, or an engine that does not answer, is not running."""
+    if container is None:
+        return False
     try:
-        container.reload()
-        return bool(container.status == "running")
-    except Exception:  # noqa: BLE001
+        return engine.inspect(container).status == "running"
+    except EngineError:
         return False

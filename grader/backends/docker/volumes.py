@@ -16,9 +16,7 @@ Every volume is anonymous: it goes with its container (``remove(v=True)``).
 
 from __future__ import annotations
 
-import base64
 import io
-import json
 import os
 import posixpath
 import re
@@ -28,13 +26,16 @@ import tarfile
 import time
 from datetime import datetime
 from pathlib import Path, PurePosixPath
-from typing import IO, Any, Callable, Iterator, Optional
+from typing import IO, TYPE_CHECKING, Callable, Iterator, Optional
 
 from grader.core.errors import BackendError, InfrastructureError
 from grader.backends.files import Files, HostFiles, Stat
 from grader.backends.runs import MAX_OUTPUT, RunDir
 from grader.backends.owners import make_dir, write_file
-from grader.backends.docker.engine import Missing, Mount, Refused, engine_errors, refused
+from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, Missing, Refused, Spec, engine_of, mount
+
+if TYPE_CHECKING:
+    from _typeshed import WriteableBuffer
 
 __all__ = [
     "COPY_ROOT", "ENV", "FETCH_FILE_LIMIT", "FETCH_TOTAL_LIMIT", "SERVICE_ROOT", "VolumeCopy", "VolumeFiles",
@@ -50,16 +51,16 @@ FETCH_FILE_LIMIT = 1024 * 1024
 FETCH_TOTAL_LIMIT = 256 * 1024 * 1024
 
 
-def service_mount(files: Files) -> Mount:
+def service_mount(files: Files) -> Spec:
     """How a service container mounts its working directory at ``/run/sandbox-lab``."""
     if isinstance(files, HostFiles):
-        return Mount(SERVICE_ROOT, str(files.root), type="bind")  # what the backend always did
+        return mount(SERVICE_ROOT, str(files.root), type="bind")  # what the backend always did
     if isinstance(files, VolumeFiles):
         return files.mount()
     raise TypeError(f"no way to mount {type(files).__name__} in a container")
 
 
-def attach(files: Files, container: Any) -> None:
+def attach(files: Files, container: ContainerRef) -> None:
     """The service container now exists (created, not started): what was written before it goes in."""
     if isinstance(files, VolumeFiles):
         files.attach(container)
@@ -76,12 +77,12 @@ class VolumeFiles:
     volume is removed with its container.
     """
 
-    def __init__(self, client: Any, name: str, prefix: str = "", shared: Optional["VolumeFiles"] = None) -> None:
-        self.client = client
+    def __init__(self, engine: EngineLike, name: str, prefix: str = "", shared: Optional["VolumeFiles"] = None) -> None:
+        self.engine = engine_of(engine)
         self._name = name
         self.prefix = prefix
         self._root = shared if shared is not None else self  # the view that holds the container
-        self.container: Optional[Any] = None
+        self.container: Optional[ContainerRef] = None
         self._pending: list[tuple[str, Optional[bytes]]] = []  # (path, data); None data: a directory
 
     @property
@@ -91,19 +92,19 @@ class VolumeFiles:
     def _abs(self, rel: str) -> str:
         return posixpath.join(SERVICE_ROOT, self.prefix, rel)
 
-    def mount(self) -> Mount:
+    def mount(self) -> Spec:
         # no source: an anonymous volume, created with the container and removed with it (v=True)
-        return Mount(SERVICE_ROOT, None, type="volume")
+        return mount(SERVICE_ROOT, None, type="volume")
 
-    def attach(self, container: Any) -> None:
+    def attach(self, container: ContainerRef) -> None:
         root = self._root
         root.container = container
         pending, root._pending = root._pending, []
         if pending:
-            container.put_archive(SERVICE_ROOT, _tar(pending))
+            self.engine.put_archive(container, SERVICE_ROOT, _tar(pending))
 
     def sub(self, rel: str) -> Files:
-        return VolumeFiles(self.client, self._name, posixpath.join(self.prefix, rel), self._root)
+        return VolumeFiles(self.engine, self._name, posixpath.join(self.prefix, rel), self._root)
 
     def _put(self, rel: str, data: Optional[bytes]) -> None:
         path = posixpath.relpath(self._abs(rel), SERVICE_ROOT)
@@ -113,7 +114,7 @@ class VolumeFiles:
         else:
             # the archive API replaces a file by removing it and writing the new one: a reader
             # may find it missing for a moment, and the proxy fails closed when it does
-            root.container.put_archive(SERVICE_ROOT, _tar([(path, data)]))
+            self.engine.put_archive(root.container, SERVICE_ROOT, _tar([(path, data)]))
 
     def mkdir(self, rel: str) -> None:
         self._put(rel, None)
@@ -125,7 +126,7 @@ class VolumeFiles:
         c = self._root.container
         if c is None:
             return None
-        return _archive_stat(self.client, c.id, self._abs(rel))
+        return _archive_stat(self.engine, c, self._abs(rel))
 
     def read(self, rel: str, offset: int = 0, limit: int = MAX_OUTPUT) -> bytes:
         c = self._root.container
@@ -133,24 +134,23 @@ class VolumeFiles:
             return b""
         path = self._abs(rel)
         try:
-            with engine_errors():
-                code, out = c.exec_run(["tail", "-c", f"+{offset + 1}", path], stdout=True, stderr=False, demux=True)
-                got = bytes((out or (b"", b""))[0] or b"")[:limit]
-                now = _archive_stat(self.client, c.id, path)
-                if code == 0 and (now is None or len(got) >= min(limit, now.size - offset)):
-                    return got
-                # Over TCP, docker-py can lose an exec's output frames without a word: a closed log of 2,731 bytes
-                # came back empty. The file is append-only or replaced whole, so output shorter than what it
-                # holds now is output lost (or a log that grew meanwhile): the archive API reads it whole.
-                if code != 0 and now is None:
-                    return b""
+            code, out = self.engine.exec_run(c, ["tail", "-c", f"+{offset + 1}", path])
+            got = out[:limit]
+            now = _archive_stat(self.engine, c, path)
+            if code == 0 and (now is None or len(got) >= min(limit, now.size - offset)):
+                return got
+            # Over TCP, docker-py can lose an exec's output frames without a word: a closed log of 2,731 bytes
+            # came back empty. The file is append-only or replaced whole, so output shorter than what it
+            # holds now is output lost (or a log that grew meanwhile): the archive API reads it whole.
+            if code != 0 and now is None:
+                return b""
         except Refused:
             pass  # the service is not running (it died): the archive API still reads a stopped container
         except ValueError:
             # docker-py lost the frames of the exec's multiplexed stream (seen over TCP with large
             # outputs: "N is not a valid stream"); the archive API has no frames to lose
             pass
-        data = _archive_file(c, path, offset + limit)
+        data = _archive_file(self.engine, c, path, offset + limit)
         return data[offset:offset + limit]
 
     def remove(self) -> None:
@@ -173,21 +173,15 @@ def _tar(items: list[tuple[str, Optional[bytes]]]) -> bytes:
     return buf.getvalue()
 
 
-def _archive_stat(client: Any, container_id: str, path: str) -> Optional[Stat]:
-    """The archive API's HEAD: a file's stat without its content (the SDK has no call for it)."""
-    res = client.api.head(client.api._url("/containers/{0}/archive", container_id), params={"path": path})
-    if res.status_code == 404:
-        return None
-    if res.status_code != 200:
-        raise refused(f"stat {path}: HTTP {res.status_code}", res)
-    raw = json.loads(base64.b64decode(res.headers["X-Docker-Container-Path-Stat"]))
-    return Stat(int(raw.get("size", 0)), parse_engine_time(str(raw.get("mtime", ""))))
+def _archive_stat(engine: DockerEngine, container: ContainerRef, path: str) -> Optional[Stat]:
+    """A file's stat without its content (the archive API's HEAD); None if there is none."""
+    got = engine.stat(container, path)
+    return None if got is None else Stat(got[0], parse_engine_time(got[1]))
 
 
-def _archive_file(container: Any, path: str, limit: int) -> bytes:
+def _archive_file(engine: DockerEngine, container: ContainerRef, path: str, limit: int) -> bytes:
     try:
-        with engine_errors():
-            stream, _ = container.get_archive(path)
+        stream = engine.get_archive(container, path)
     except Missing:
         return b""
     with tarfile.open(fileobj=io.BufferedReader(_ChunkReader(stream)), mode="r|") as tf:
@@ -221,14 +215,15 @@ class _ChunkReader(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def readinto(self, b: Any) -> int:
+    def readinto(self, b: "WriteableBuffer") -> int:
+        view = memoryview(b).cast("B")
         while not self._buf:
             try:
                 self._buf = next(self._chunks)
             except StopIteration:
                 return 0
-        n = min(len(b), len(self._buf))
-        b[:n] = self._buf[:n]
+        n = min(len(view), len(self._buf))
+        view[:n] = self._buf[:n]
         self._buf = self._buf[n:]
         return n
 
@@ -241,13 +236,13 @@ SENT = ("world", "mask", "run", "resolv.conf")  # what the sandbox mounts; never
 class VolumeCopy:
     """The run directory sent into a helper's anonymous volume, bound path by path into the sandbox."""
 
-    def __init__(self, client: Any, image: str, run_dir: RunDir, name: str, labels: dict[str, str]) -> None:
-        self.client = client
+    def __init__(self, engine: EngineLike, image: str, run_dir: RunDir, name: str, labels: dict[str, str]) -> None:
+        self.engine = engine_of(engine)
         self.image = image
         self.dir = run_dir
         self.name = name
         self.labels = labels
-        self.container: Optional[Any] = None
+        self.container: Optional[ContainerRef] = None
 
     def place(self) -> Callable[[str], str]:
         for top in SENT:
@@ -260,12 +255,11 @@ class VolumeCopy:
                     )
         if self.container is None:  # placed again (the next session): the same volume, brought up to date
             # Never started: it only holds the volume. No network, no command that could run.
-            self.container = self.client.containers.create(
+            self.container = self.engine.create_container(
                 self.image, ["true"], name=f"{self.name}-disk", labels=self.labels, network_mode="none",
-                mounts=[Mount(COPY_ROOT, None, type="volume")],
+                mounts=[mount(COPY_ROOT, None, type="volume")],
             )
-        self.container.reload()
-        source = next((m.get("Source", "") for m in self.container.attrs.get("Mounts") or [] if m.get("Destination") == COPY_ROOT), "")
+        source = self.engine.inspect(self.container).mounts.get(COPY_ROOT, "")
         if not source:
             raise BackendError(
                 "the Docker engine gave the run's volume no mount point on its host (a volume driver other than "
@@ -280,12 +274,12 @@ class VolumeCopy:
                     # (a grader that is not root kept them its own): the engine keeps both
                     owner = self.dir.uid if top == "world" and not self.dir.handed else None
                     tf.add(str(p), arcname=top, filter=lambda info: _numeric(info, owner))
-        self.container.put_archive(COPY_ROOT, buf.getvalue())
+        self.engine.put_archive(self.container, COPY_ROOT, buf.getvalue())
         return lambda rel: posixpath.normpath(posixpath.join(source, rel))
 
     def fetch(self) -> None:
         assert self.container is not None
-        stream, _ = self.container.get_archive(posixpath.join(COPY_ROOT, "world"))
+        stream = self.engine.get_archive(self.container, posixpath.join(COPY_ROOT, "world"))
         world = self.dir.world
         shutil.rmtree(world, ignore_errors=True)
         _unpack_world(io.BufferedReader(_ChunkReader(stream)), world)

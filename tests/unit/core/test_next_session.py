@@ -171,7 +171,7 @@ class _NoEngine:
 def test_nothing_changed_nothing_played_and_the_engine_is_never_asked(tmp_path: Path) -> None:
     plan = build_plan(load_policy({}))
 
-    session = replay.Session(client=_NoEngine(), run_id="sl-test", token="tok", labels={}, dir=RunDir(tmp_path),
+    session = replay.Session(engine=_NoEngine(), run_id="sl-test", token="tok", labels={}, dir=RunDir(tmp_path),
                              copy=_NoEngine(), plan=plan, job=None)
     made = Resources()
     same = {f.path: f.content.encode() for f in plan.world.files}
@@ -261,7 +261,7 @@ def test_the_next_sandboxed_session_runs_while_the_shells_play(tmp_path: Path, m
     after[SETTINGS] = widened_settings(original[SETTINGS].decode(), world.attacker.name, "m").encode()
     ev = Evidence(token="tok", canaries={KEY: "k"}, records=(), before={p: sha256(b) for p, b in original.items()},
                   after=after, network="proxy")
-    session = replay.Session(client=_NoEngine(), run_id="sl-test", token="tok", labels={}, dir=RunDir(tmp_path),
+    session = replay.Session(engine=_NoEngine(), run_id="sl-test", token="tok", labels={}, dir=RunDir(tmp_path),
                              copy=_NoEngine(), plan=plan, job=None)
     ns = replay.play(session, ev, Resources(), images=("s", "v"), leftovers=_NoEngine(), disk=_NoEngine(),
                      harden=lambda h: {}, next_sandbox=next_sandbox)

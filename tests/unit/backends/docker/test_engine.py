@@ -128,3 +128,83 @@ def test_an_engine_that_goes_away_mid_cleanup_is_said_so_with_what_to_check() ->
     with pytest.raises(BackendError) as caught:
         sweep(Scope(everything=False, engine=Client()))
     assert "the Docker engine failed during cleanup" in str(caught.value) and "docker info" in str(caught.value)
+
+
+# --- the adapter: its methods map the SDK's errors themselves -------------------------------------------------
+
+
+def test_the_adapters_calls_map_the_sdks_errors_inside(monkeypatch: pytest.MonkeyPatch) -> None:
+    from docker.api.client import APIClient
+
+    client = docker.DockerClient(base_url="unix:///nonexistent/docker.sock", version="1.41")
+    eng = engine.DockerEngine(client)
+
+    def not_found(self: object, *a: object, **k: object) -> None:
+        raise docker.errors.NotFound("No such container: x", response=_response(404))
+
+    def conflict(self: object, *a: object, **k: object) -> None:
+        raise docker.errors.APIError("Conflict", response=_response(409), explanation="is not running")
+
+    monkeypatch.setattr(APIClient, "inspect_container", not_found)
+    with pytest.raises(Missing) as gone:
+        eng.inspect("x")
+    assert isinstance(gone.value.__cause__, docker.errors.NotFound)
+    monkeypatch.setattr(APIClient, "kill", conflict)
+    with pytest.raises(Refused) as late:
+        eng.kill(engine.ContainerRef("x", "sl-x"))
+    assert late.value.explanation == "is not running" and not isinstance(late.value, Missing)
+    # no engine at the end of the socket: the transport's ConnectionError, as the adapter's Unanswered
+    with pytest.raises(Unanswered):
+        eng.ping()
+    with pytest.raises(Unanswered):
+        eng.containers({"label": "x"})
+
+
+def test_a_fake_transport_error_from_any_call_comes_out_as_ours() -> None:
+    class Api:
+        def containers(self, **_: object) -> object:
+            raise requests.exceptions.ReadTimeout("Read timed out.")
+
+        def remove_network(self, *_: object) -> object:
+            raise docker.errors.NotFound("network sl-x not found", response=_response(404))
+
+    class Client:
+        api = Api()
+
+    eng = engine.engine_of(Client())
+    assert engine.engine_of(eng) is eng
+    with pytest.raises(Unanswered):
+        eng.containers({})
+    with pytest.raises(Missing):
+        eng.remove_network("sl-x")
+
+
+def test_a_container_ref_is_read_from_the_engines_inspect() -> None:
+    class Container:
+        id, name = "abc", "sl-1-proxy"
+        attrs = {"Name": "/sl-1-proxy", "Config": {"Labels": {"role": "proxy"}}, "State": {"Status": "exited", "ExitCode": 3, "FinishedAt": "t"},
+                 "Mounts": [{"Destination": "/d", "Source": "/s"}],
+                 "NetworkSettings": {"Networks": {"sl-1-inet": {"IPAddress": "10.0.0.2"}}}}
+
+    class Containers:
+        def get(self, ident: str) -> Container:
+            assert ident == "abc"
+            return Container()
+
+    class Client:
+        containers = Containers()
+
+    got = engine.DockerEngine(Client()).inspect(engine.ContainerRef("abc", "sl-1-proxy"))
+    assert got == engine.ContainerRef("abc", "sl-1-proxy", status="exited", exit_code=3, finished_at="t")
+    assert got.labels == {"role": "proxy"} and got.mounts == {"/d": "/s"} and got.addresses == {"sl-1-inet": "10.0.0.2"}
+
+
+def test_worded_names_what_failed_and_lets_other_errors_pass() -> None:
+    with pytest.raises(BackendError) as info:
+        with engine.worded("run sl-9"):
+            raise Unanswered("('Connection aborted.', ...)\nmore")
+    assert type(info.value) is BackendError
+    assert str(info.value).startswith("the Docker engine failed during run sl-9: ('Connection aborted.', ...).")
+    with pytest.raises(InfrastructureError):
+        with engine.worded("run sl-9"):
+            raise InfrastructureError("not the engine's")

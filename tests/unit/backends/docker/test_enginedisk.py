@@ -18,6 +18,7 @@ import pytest
 
 from grader.backends.docker import enginedisk as ed
 from grader.backends.docker import volumes as vol
+from grader.backends.docker.engine import ContainerRef
 from grader.backends.runs import RunDir
 from grader.core.errors import BackendError
 
@@ -94,15 +95,52 @@ class _FakeContainer:
         return iter([self.archive[i:i + 1000] for i in range(0, len(self.archive), 1000)]), {}
 
 
+class _FakeApi:
+    """The SDK's low-level client as the engine adapter reaches the one container: by id, to the container."""
+
+    def __init__(self, client: "_FakeClient") -> None:
+        self.client = client
+
+    def put_archive(self, ident: str, path: str, data: bytes) -> bool:
+        return self.client.container.put_archive(path, data)
+
+    def get_archive(self, ident: str, path: str) -> tuple[Any, dict[str, Any]]:
+        return self.client.container.get_archive(path)
+
+    def exec_create(self, ident: str, cmd: list[str], **kwargs: Any) -> dict[str, str]:
+        self.client.execs.append(self.client.container.exec_run(cmd, **kwargs))  # type: ignore[attr-defined]
+        return {"Id": str(len(self.client.execs) - 1)}
+
+    def exec_start(self, exec_id: str, **kwargs: Any) -> Any:
+        return self.client.execs[int(exec_id)][1]
+
+    def exec_inspect(self, exec_id: str) -> dict[str, Any]:
+        return {"ExitCode": self.client.execs[int(exec_id)][0]}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.client.extra, name)  # the archive API's HEAD, where a test gives it
+
+
 class _FakeClient:
     def __init__(self, container: _FakeContainer) -> None:
         self.container = container
         self.created: list[dict[str, Any]] = []
         self.containers = self
+        self.execs: list[Any] = []
+        self.extra: Any = None  # more of the low-level client, where a test gives it
+        self.api = _FakeApi(self)
 
     def create(self, image: str, command: list[str], **kwargs: Any) -> _FakeContainer:
         self.created.append({"image": image, "command": command, **kwargs})
         return self.container
+
+    def get(self, ident: str) -> _FakeContainer:
+        self.container.reload()
+        return self.container
+
+
+def _ref(c: _FakeContainer) -> ContainerRef:
+    return ContainerRef(c.id, "")
 
 
 def test_volume_files_go_in_when_the_service_exists_and_at_once_after() -> None:
@@ -114,7 +152,7 @@ def test_volume_files_go_in_when_the_service_exists_and_at_once_after() -> None:
     files.write("proxy.json", b"{}")
     assert files.stat("out/ready") is None and files.read("out/log") == b""  # no container yet: nothing written
     assert c.puts == []
-    vol.attach(files, c)
+    vol.attach(files, _ref(c))
     assert c.puts == [(vol.SERVICE_ROOT, {"out": None, "proxy.json": b"{}"})]
     files.sub("out").write("x.json", b"1")  # a view writes under its own path, straight away
     assert c.puts[-1] == (vol.SERVICE_ROOT, {"out/x.json": b"1"})
@@ -190,7 +228,7 @@ def test_the_run_copy_sends_what_the_sandbox_mounts_and_brings_the_world_back(tm
     client = _FakeClient(c)
     copy = ed.EngineDisk(client).copy(run, "services:1", "sl-0000000001", {"org.sandbox-lab.run": "sl-0000000001"})
     where = copy.place()
-    assert copy.container is c
+    assert copy.container is not None and copy.container.id == c.id
     made = client.created[0]
     assert made["network_mode"] == "none" and made["labels"]["org.sandbox-lab.role"] == "disk"
     assert [m["Target"] for m in made["mounts"]] == [vol.COPY_ROOT] and made["mounts"][0]["Type"] == "volume"
@@ -254,7 +292,8 @@ def test_a_world_the_grader_could_not_hand_over_goes_in_a_volume_owned_by_the_sa
     client = _FakeClient(c)
     copy = ed.HostDisk(client).copy(run, "services:1", "sl-0000000003", {"org.sandbox-lab.run": "sl-0000000003"})
     where = copy.place()
-    assert copy.container is c and client.created[0]["labels"]["org.sandbox-lab.role"] == "disk"
+    assert copy.container is not None and copy.container.id == c.id
+    assert client.created[0]["labels"]["org.sandbox-lab.role"] == "disk"
     assert where("world/project") == f"{source}/world/project"
     owners = c.owners[0]
     world = {n: o for n, o in owners.items() if n.split("/")[0] == "world"}
@@ -352,8 +391,8 @@ def test_a_log_read_through_the_engine_is_whole_even_when_the_exec_loses_its_out
 ) -> None:
     c = _Service(exec_out, LOG)
     client = _FakeClient(c)
-    client.api = _Api({posixpath.join(vol.SERVICE_ROOT, "out/runs/tcp.jsonl"): len(LOG)})  # type: ignore[attr-defined]
+    client.extra = _Api({posixpath.join(vol.SERVICE_ROOT, "out/runs/tcp.jsonl"): len(LOG)})
     files = ed.EngineDisk(client).files("sl-internet-1", lambda: pytest.fail("no directory on the grader's disk"))
-    vol.attach(files, c)
+    vol.attach(files, _ref(c))
     assert files.sub("out").read("runs/tcp.jsonl", offset) == LOG[offset:]
     assert c.archived == archived

@@ -10,6 +10,7 @@ from typing import Any
 import docker.errors
 import pytest
 
+from grader.backends.docker.engine import ContainerRef, DockerEngine
 from grader.backends.docker.liveness import beat_after, poke, wait_ready
 from grader.backends.files import HostFiles
 from grader.core.errors import InfrastructureError
@@ -39,6 +40,35 @@ class _Container:
     def logs(self, tail: int) -> bytes:
         return b"Traceback: the service could not bind its port"
 
+    id = "c1"
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        return {"Name": "/" + self.name, "State": {"Status": self.status}}
+
+
+class _Client:
+    """The SDK's client as the engine adapter reaches this one container: its kill, its inspect and its logs."""
+
+    def __init__(self, c: _Container) -> None:
+        self.c = c
+        self.api = self.containers = self
+
+    def kill(self, ident: str, signal: str | None = None) -> None:
+        self.c.kill(signal=str(signal))
+
+    def get(self, ident: str) -> _Container:
+        self.c.reload()
+        return self.c
+
+    def logs(self, ident: str, **kwargs: Any) -> bytes:
+        return self.c.logs(tail=kwargs["tail"])
+
+
+def _held(c: _Container) -> tuple[DockerEngine, ContainerRef]:
+    """The adapter over the fake SDK client (it maps the SDK's errors), and the container's ref."""
+    return DockerEngine(_Client(c)), ContainerRef(c.id, c.name)
+
 
 def _beat(out: Path, when: float) -> None:
     (out / "heartbeat").write_text(repr(when))
@@ -60,7 +90,7 @@ def test_a_beat_counts_only_after_the_moment(tmp_path: Path) -> None:
 def test_a_poke_asks_for_sigusr1_and_returns_before_the_engine_answers() -> None:
     slow = _Container(delay=0.5)
     started = time.monotonic()
-    poke(slow)
+    poke(*_held(slow))
     assert time.monotonic() - started < 0.4, "the caller waited for the engine's answer"
     assert slow.sent.wait(5)
     assert slow.signals == ["SIGUSR1"]
@@ -70,7 +100,7 @@ def test_a_poke_asks_for_sigusr1_and_returns_before_the_engine_answers() -> None
 def test_a_poke_that_cannot_arrive_is_no_error_and_no_beat(tmp_path: Path, error: Exception) -> None:
     """A stopped or vanished recorder is judged by its missing beat, as it always was: the poke adds nothing."""
     gone = _Container(fail=error)
-    poke(gone)
+    poke(*_held(gone))
     assert gone.sent.wait(5)
     assert gone.signals == []
     assert not beat_after(HostFiles(tmp_path), time.time(), timeout=0.05)
@@ -79,9 +109,9 @@ def test_a_poke_that_cannot_arrive_is_no_error_and_no_beat(tmp_path: Path, error
 def test_a_service_that_exits_before_it_is_ready_is_an_infrastructure_error(tmp_path: Path) -> None:
     exited: Any = _Container(status="exited")
     with pytest.raises(InfrastructureError, match="sl-test-internet did not start: .*could not bind"):
-        wait_ready(exited, HostFiles(tmp_path))
+        wait_ready(*_held(exited), HostFiles(tmp_path))
 
 
 def test_a_ready_file_ends_the_wait(tmp_path: Path) -> None:
     (tmp_path / "ready").write_text("{}")
-    wait_ready(_Container(), HostFiles(tmp_path))
+    wait_ready(*_held(_Container()), HostFiles(tmp_path))

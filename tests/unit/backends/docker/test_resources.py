@@ -7,25 +7,41 @@ from typing import Any
 
 import docker
 
+from grader.backends.docker.engine import ContainerRef, DockerEngine, NetworkRef
 from grader.backends.docker.resources import Resources, gone
 from grader.backends.files import host_files
 
 
-class _Thing:
-    def __init__(self, ident: str, log: list[str], fails: Exception | None = None) -> None:
-        self.id = ident
-        self.log = log
-        self.fails = fails
+def _Thing(ident: str, log: list[str], fails: Exception | None = None) -> Any:
+    """A container's or network's ref; how its removal goes is the fake engine's (``_Api``)."""
+    _FAILS[ident] = fails
+    return NetworkRef(ident, ident) if ident.startswith("n") else ContainerRef(ident, ident)
 
-    def remove(self, **_: Any) -> None:
-        if self.fails is not None:
-            raise self.fails
-        self.log.append(self.id)
+
+_FAILS: dict[str, Exception | None] = {}
+
+
+class _Api:
+    """The SDK's low-level client as the adapter reaches it to remove a container: fails as told, else logs it."""
+
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+
+    def remove_container(self, ident: str, **_: Any) -> None:
+        if _FAILS.get(ident) is not None:
+            raise _FAILS[ident]  # type: ignore[misc]
+        self.log.append(ident)
+
+
+class _Client:
+    def __init__(self, log: list[str]) -> None:
+        self.api = _Api(log)
 
 
 class _Leftovers:
     def __init__(self, log: list[str]) -> None:
         self.log = log
+        self.engine = DockerEngine(_Client(log))  # the adapter, mapping the SDK's errors
 
     def remove(self, thing: Any) -> None:
         self.log.append(thing.id)

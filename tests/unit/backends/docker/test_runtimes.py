@@ -97,7 +97,7 @@ def test_the_runtime_reaches_every_sandbox_container_and_only_when_asked() -> No
         k: v for k, v in plain.items() if k not in moved}
     for other in (None, "kata"):  # any runtime but gVisor: exactly the plain container's limits
         assert {k: v for k, v in hardened_options(Hardening(), other).items() if k != "runtime"} == plain
-    backing = Backing(client=None, images=None, disk=None, leftovers=None, sharing=None,  # type: ignore[arg-type]
+    backing = Backing(engine=None, images=None, disk=None, leftovers=None, sharing=None,  # type: ignore[arg-type]
                       remove_later=lambda f: None, execute=lambda p, j: None, runtime="runsc")  # type: ignore[arg-type,return-value]
     assert backing.harden(Hardening())["runtime"] == "runsc"
     assert "runtime" not in Backing(None, None, None, None, None, lambda f: None, lambda p, j: None).harden(Hardening())  # type: ignore[arg-type,return-value]

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from grader.backends.docker import simnet
+from grader.backends.docker.engine import ContainerRef, NetworkRef
 from grader.backends.docker.hub import Hub
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import InProcess
@@ -25,17 +26,17 @@ from grader.core.world import World, load_world
 
 
 class _Running:
-    def reload(self) -> None:
-        pass
+    """The engine adapter as the shared internet asks it: every service runs."""
 
-    status = "running"
-    name = "sl-shared-test"
+    def inspect(self, c: ContainerRef) -> ContainerRef:
+        return dataclasses.replace(c, status="running")
 
 
 def _fake_start(started: list[World]) -> Any:
     def start(client: Any, image: str, world: World, workdir: Any, *a: Any, **k: Any) -> Internet:
         started.append(world)
-        return Internet(_Running(), _Running(), "10.0.0.2", workdir.sub("out"), world)
+        return Internet(_Running(), ContainerRef("c1", "sl-shared-test"), NetworkRef("n1", "sl-shared-test"),  # type: ignore[arg-type]
+                        "10.0.0.2", workdir.sub("out"), world)
 
     return start
 
@@ -71,7 +72,8 @@ def test_a_run_takes_its_proxy_for_its_plans_world(tmp_path: Path, monkeypatch: 
 
     def build(self: ProxyPool, internet: Internet) -> simnet.WarmProxy:
         built.append(internet)
-        return simnet.WarmProxy(_Running(), _Running(), host_files(tmp_path / "proxy"), "10.0.1.2", internet)
+        return simnet.WarmProxy(ContainerRef("c2", "sl-proxy-test"), NetworkRef("n2", "sl-proxy-test"), host_files(tmp_path / "proxy"),
+                                "10.0.1.2", internet)
 
     monkeypatch.setattr(ProxyPool, "_build", build)
     shared = SharedInternet(None, "sandbox-lab/services:test", Leftovers())

@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from grader.backends.docker import simnet
-from grader.backends.docker.engine import NetworksExhausted, PoolsFull, Refused, engine_errors
+from grader.backends.docker.engine import ContainerRef, NetworkRef, NetworksExhausted, PoolsFull, Refused, engine_errors
 from grader.backends.docker.simnet import POOL_WAIT, create_network
 from grader.backends.files import HostFiles
 from grader.core.errors import BackendError
@@ -43,12 +43,21 @@ class _Networks:
     def __init__(self, errors: list[BaseException]) -> None:
         self.errors = list(errors)
         self.asked = 0
+        self.made: list[dict[str, Any]] = []  # what each network was made with
 
-    def create(self, name: str, **kwargs: Any) -> dict[str, Any]:
+    def create(self, name: str, **kwargs: Any) -> Any:
         self.asked += 1
         if self.errors:
             raise self.errors.pop(0)
-        return {"name": name, **kwargs}
+        self.made.append({"name": name, **kwargs})
+        return _Network(name)
+
+
+class _Network:
+    """The SDK's Network as the engine adapter reads it into a NetworkRef."""
+
+    def __init__(self, name: str) -> None:
+        self.id, self.name, self.attrs = "n-" + name, name, {"Name": name}
 
 
 class _Client:
@@ -94,7 +103,7 @@ def test_full_pools_are_waited_for_and_the_network_is_made_when_one_comes_free()
     clock = _Clock()
     client = _Client([_api_error(FULL_2010)] * 5)
     got = create_network(client, "sl-x-inet", {"k": "v"}, sleep=clock.sleep, clock=clock)
-    assert got["name"] == "sl-x-inet" and got["internal"] is True
+    assert got.name == "sl-x-inet" and client.networks.made[-1]["internal"] is True
     assert client.networks.asked == 6
     # backing off: each pause longer than the one before (jitter is at most a quarter either way)
     assert all(b > a for a, b in zip(clock.pauses, clock.pauses[1:])), clock.pauses
@@ -132,7 +141,7 @@ def test_no_patience_fails_at_the_first_full_answer() -> None:
 def test_a_subnet_conflict_is_asked_again_a_few_times_then_raised() -> None:
     clock = _Clock()
     conflict = _api_error("Pool overlaps with other one on this address space")
-    assert isinstance(create_network(_Client([conflict] * 3), "n", {}, sleep=clock.sleep, clock=clock), dict)
+    assert isinstance(create_network(_Client([conflict] * 3), "n", {}, sleep=clock.sleep, clock=clock), NetworkRef)
     with pytest.raises(Refused):
         create_network(_Client([conflict] * 4), "n", {}, sleep=clock.sleep, clock=clock)
 
@@ -164,6 +173,23 @@ class _Proxy:
         pass
 
 
+class _ProxyClient:
+    """The SDK's client as the engine adapter reaches the proxy's container: its inspect (running) and its kill."""
+
+    def __init__(self, proxy: _Proxy) -> None:
+        self.proxy = proxy
+        self.api = self.containers = self
+
+    def get(self, ident: str) -> Any:
+        class Running:
+            id, name, attrs = ident, "sl-proxy-1-proxy", {"State": {"Status": self.proxy.status}}
+
+        return Running()
+
+    def kill(self, ident: str, signal: str | None = None) -> None:
+        self.proxy.kill(signal=str(signal))
+
+
 class _Gone:
     def __init__(self) -> None:
         self.removed: list[Any] = []
@@ -183,8 +209,9 @@ def test_a_proxy_given_back_is_asked_for_a_self_check_and_kept_only_if_it_answer
     os.utime(tmp_path / "out" / "heartbeat", (time.time() - 30, time.time() - 30))  # its last beat, long ago
     container = _Proxy(out, answers)
     gone = _Gone()
-    pool = simnet.ProxyPool(None, "services", None, gone)  # type: ignore[arg-type]
-    w = simnet.WarmProxy(container=container, network="net", workdir=workdir, ip="10.0.0.2", internet=None)  # type: ignore[arg-type]
+    pool = simnet.ProxyPool(_ProxyClient(container), "services", None, gone)  # type: ignore[arg-type]
+    w = simnet.WarmProxy(container=ContainerRef("c1", "sl-proxy-1-proxy"), network=NetworkRef("n1", "net"), workdir=workdir,
+                         ip="10.0.0.2", internet=None)  # type: ignore[arg-type]
     assert pool.give_back(w) is answers
     assert container.signals == [POKE_SIGNAL.name]
     assert (gone.removed == []) is answers, "a proxy that did not answer is removed with its network"
