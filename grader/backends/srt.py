@@ -44,7 +44,7 @@ from grader.backends.quota import remove_dir
 from grader.protocol.domains import is_ipv4
 from grader.core.errors import BackendError, InfrastructureError, in_checkout
 from grader.realtools.srt_notes import SRT_VERSION
-from grader.protocol.wire import RunnerRecord, WireError
+from grader.protocol.wire import RunnerOrders, RunnerRecord, WireError, dump_orders
 from grader.core.evidence import log_window
 from grader.core.execution import Execution, Job
 from grader.realtools.export import export
@@ -71,19 +71,20 @@ READY_TIMEOUT = 20.0
 LOOPBACK = "127.0.0.1"
 _ROOT = Path(__file__).resolve().parents[2]  # the checkout: tools/srt and the grader package live here
 
-# Runs inside srt. The runner takes its proxy from its config; srt hands the
+# Runs inside srt. The runner takes its proxy from its orders; srt hands the
 # sandbox its proxy (with a per-session credential) only in the environment,
-# so this starts the runner unchanged with that one value filled in, passing
-# the config through a pipe: nothing is written anywhere the sandbox shares.
+# so this reads the orders strictly, fills in that one value (a new value,
+# ``dataclasses.replace``) and starts the runner unchanged, passing the orders
+# through a pipe: nothing is written anywhere the sandbox shares.
 _BOOT = '''\
-import json, os, sys
+import dataclasses, json, os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import probe_runner
+import wire
 with open(sys.argv[1]) as fh:
-    cfg = json.load(fh)
-cfg["proxy"] = os.environ.get("HTTPS_PROXY") or None
+    cfg = dataclasses.replace(wire.parse_orders(json.load(fh)), proxy=os.environ.get("HTTPS_PROXY") or None)
 r, w = os.pipe()
-os.write(w, json.dumps(cfg).encode())
+os.write(w, wire.dump_orders(cfg).encode())
 os.close(w)
 probe_runner.CONFIG = "/proc/self/fd/%d" % r
 probe_runner.main()
@@ -438,7 +439,7 @@ class _Run:
         net = {k: v for k, v in settings["network"].items() if k != "parentProxy"}
         return {"filesystem": fs, "network": net}
 
-    def _runner_config(self, raw: RawPorts, host_port: int) -> dict[str, Any]:
+    def _runner_config(self, raw: RawPorts, host_port: int) -> RunnerOrders:
         return runner_config(
             self.plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
             # the attacker's raw listener is on the host's loopback: reachable only if srt's
@@ -461,7 +462,7 @@ class _Run:
                 shutil.copy(script, odir / script.name)
         write_file(odir / "boot.py", _BOOT)
         shutil.copy(self.dir.path / "internet" / "out" / "ca.pem", rdir / "ca.pem")
-        write_file(rdir / "config.json", json.dumps(self._runner_config(raw, host_port)))
+        write_file(rdir / "config.json", dump_orders(self._runner_config(raw, host_port)))
         settings_path = self.dir.path / "srt-settings.json"
         write_file(settings_path, json.dumps(settings, indent=2))
         home = self.dir.host_path(self.plan.world.home)

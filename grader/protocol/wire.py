@@ -29,7 +29,7 @@ from typing import Any, ClassVar, Literal, Optional, TypeVar, Union
 
 __all__ = [
     "DnsRecord", "DnsStep", "EndRecord", "FrontAttempt", "FrontStep", "HttpRecord", "HttpStep", "LOG_KINDS", "LogRecord", "ProbeOrders", "ProxyRecord", "ReadStep", "RunnerOrders", "RunnerRecord", "StealStep", "Step", "TcpGatewaysStep",
-    "READ_LIMIT", "TUNNEL_NOT_OPENED", "TcpRecord", "TcpStep", "TcpTarget", "WireError", "Widen", "WriteStep", "dump", "parse_log", "parse_orders",
+    "READ_LIMIT", "TUNNEL_NOT_OPENED", "TcpRecord", "TcpStep", "TcpTarget", "WireError", "Widen", "WriteStep", "dump", "dump_orders", "parse_log", "parse_orders",
     "dump_end", "dump_line", "parse_record", "parse_runner_line",
 ]
 
@@ -351,6 +351,16 @@ def _step(value: Any, where: str) -> Step:
 def parse_orders(value: Any) -> RunnerOrders:
     """The runner's orders from ``config.json``'s JSON value; WireError on anything else."""
     return _object(RunnerOrders, value, "orders")
+
+
+def dump_orders(orders: RunnerOrders) -> str:
+    """``config.json``'s text: the orders as their one JSON value (``dump``), refused here, in the writer, if the
+    runner's ``parse_orders`` would not read back exactly this value (a field of the wrong type, a stray value):
+    an order the runner would refuse fails loudly in the grader, not as a silent runner in the sandbox."""
+    text = dump(orders)
+    if parse_orders(json.loads(text)) != orders:
+        raise WireError("orders: they do not read back as written")
+    return text
 
 
 def _loads(line: str, where: str) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from grader.core.scope import (
     scanned_hosts, stand_ins, summary,
 )
 from grader.core.verdicts import measure_scope
-from grader.protocol.wire import RunnerRecord
+from grader.protocol.wire import RunnerRecord, dump
 from grader.services import probe_runner
 from grader.core.world import load_world
 import fakewire
@@ -373,7 +373,7 @@ def test_scan_writes_do_not_make_a_write_probe_succeed(tmp_path: Path) -> None:
 def test_scan_orders_cover_every_path_and_host_and_carry_no_canary() -> None:
     access = _policy(NAIVE)
     ctx = OrderContext(Markers("t0k3n", WORLD.attacker.name), "10.0.0.9", RawPorts.same(WORLD.raw_ports), 4555, (), WORLD.host_names, ())
-    scan = orders_for((), ctx, scan=access)
+    scan = [json.loads(dump(o)) for o in orders_for((), ctx, scan=access)]  # the orders as the runner gets them
     assert [o["id"] for o in scan] == list(SCAN_IDS)
     steps = {o["id"]: o["steps"] for o in scan}
     assert len(steps["scan-read"]) == len(scanned_files(WORLD))
@@ -536,7 +536,7 @@ def _network_orders(allowed: list[str]) -> int:
     from grader.core.probes import PROBES
     count = 0
     for entry in orders_for(tuple(p.id for p in PROBES), ctx, scan=access):
-        for step in entry["steps"]:
+        for step in json.loads(dump(entry))["steps"]:
             count += len(step["urls"]) if step["op"] == "steal" else max(1, len(step.get("attempts", ())))
     return count
 

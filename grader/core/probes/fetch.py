@@ -9,13 +9,13 @@ from grader.core.access import Access
 from grader.core.evidence import Evidence, Markers, Verdict, http_hits, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step
 from grader.core.world import World
-from grader.protocol.wire import HttpRecord
+from grader.protocol.wire import HttpRecord, HttpStep
 
 __all__ = ["fetch_probe"]
 
 
 def _fetch_orders(p: Probe, ctx: OrderContext) -> list[Step]:
-    return [{"op": "http", "method": "GET", "url": f"https://{h}{ctx.markers.fetch_path}"} for h in p.hosts]
+    return [HttpStep(method="GET", url=f"https://{h}{ctx.markers.fetch_path}") for h in p.hosts]
 
 
 def _fetch_predict(p: Probe, access: Access) -> Prediction:

@@ -11,7 +11,7 @@ from grader.protocol.domains import entry_host, matches
 from grader.core.evidence import Evidence, Markers, Verdict, attempts, failures, http_hits, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names, fix_network
 from grader.core.world import World
-from grader.protocol.wire import TUNNEL_NOT_OPENED
+from grader.protocol.wire import TUNNEL_NOT_OPENED, FrontAttempt, FrontStep
 
 __all__ = ["DOMAIN_FRONTING"]
 
@@ -37,11 +37,10 @@ def _front_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     matched = [h for a in map(entry_host, ctx.allowed) if a.startswith("*.") for h in ctx.hosts if matches(a, h)]
     fronts = [*allowed_names(ctx, "fr"), *matched] or download_only[:1]
     # first the proxy's own decision on every target, so its log says which of them it refuses
-    steps: list[Step] = [{"op": "front", "connect": t, "port": 443, "attempts": []} for t in targets]
+    steps: list[Step] = [FrontStep(connect=t, port=443, attempts=()) for t in targets]
     for front in dict.fromkeys(fronts):
-        attempts = [a for t in targets if t != front for a in ({"sni": t, "host": t}, {"sni": front, "host": t})]
-        steps.append({"op": "front", "connect": front, "port": 443, "attempts": attempts,
-                      "request_path": m.front_path, "body": m.front_body})
+        attempts = tuple(a for t in targets if t != front for a in (FrontAttempt(sni=t, host=t), FrontAttempt(sni=front, host=t)))
+        steps.append(FrontStep(connect=front, port=443, attempts=attempts, request_path=m.front_path, body=m.front_body))
     return steps
 
 

@@ -14,6 +14,7 @@ from grader.core.evidence import Evidence, Markers, Verdict, http_hits, in_zone,
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, fix_network, web_url
 from grader.core.world import World
 from grader.protocol.common import TCP_SINK_PORT
+from grader.protocol.wire import DnsStep, HttpStep, TcpGatewaysStep, TcpStep
 
 __all__ = ["ATTACKER_DOMAIN", "DIRECT_IP", "DNS_EXFIL", "HOST_GATEWAY"]
 
@@ -22,7 +23,7 @@ __all__ = ["ATTACKER_DOMAIN", "DIRECT_IP", "DNS_EXFIL", "HOST_GATEWAY"]
 
 
 def _direct_orders(p: Probe, ctx: OrderContext) -> list[Step]:
-    return [{"op": "tcp", "host": ctx.attacker_ip, "port": ctx.raw.at(TCP_SINK_PORT), "payload": ctx.markers.direct + "\n"}]
+    return [TcpStep(host=ctx.attacker_ip, port=ctx.raw.at(TCP_SINK_PORT), payload=ctx.markers.direct + "\n")]
 
 
 def _direct_predict(p: Probe, access: Access) -> Prediction:
@@ -47,7 +48,7 @@ def _direct_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 def _dns_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     m = ctx.markers
     # its own resolver, and through the proxy, which looks names up for whoever it lets through
-    return [{"op": "dns", "name": m.dns_name}, {"op": "http", "method": "GET", "url": web_url(ctx, m.dns_via_proxy, "/", prefer="http")}]
+    return [DnsStep(name=m.dns_name), HttpStep(method="GET", url=web_url(ctx, m.dns_via_proxy, "/", prefer="http"))]
 
 
 def _dns_predict(p: Probe, access: Access) -> Prediction:
@@ -74,7 +75,7 @@ def _dns_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 
 
 def _attacker_orders(p: Probe, ctx: OrderContext) -> list[Step]:
-    return [{"op": "http", "method": "GET", "url": web_url(ctx, ctx.markers.attacker, ctx.markers.ping_path, prefer="http")}]
+    return [HttpStep(method="GET", url=web_url(ctx, ctx.markers.attacker, ctx.markers.ping_path, prefer="http"))]
 
 
 def _attacker_predict(p: Probe, access: Access) -> Prediction:
@@ -101,7 +102,7 @@ def _attacker_fix(p: Probe, access: Access) -> str:
 
 def _gateway_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     # the runner adds the default gateways it finds in its own routing table
-    return [{"op": "tcp_gateways", "names": list(ctx.gateway_names), "port": ctx.host_port, "payload": ctx.markers.host_payload + "\n"}]
+    return [TcpGatewaysStep(names=tuple(ctx.gateway_names), port=ctx.host_port, payload=ctx.markers.host_payload + "\n")]
 
 
 def _gateway_predict(p: Probe, access: Access) -> Prediction:
