@@ -38,6 +38,7 @@ from typing import Any, Callable, Optional
 from grader.core.access import Network
 from grader.core.errors import InfrastructureError
 from grader.core.evidence import MAX_LOG_LINES, Evidence, Markers, parse_lines, parse_runner_output, sha256
+from grader.protocol.configs import WorldPorts
 from grader.protocol.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerOrders, RunnerRecord, TcpRecord, WireError, parse_log
 from grader.core.outcomes import RunResult
 from grader.core.next_session import SETTINGS
@@ -200,12 +201,12 @@ def _watched(plan: RunPlan) -> list[str]:
 # --- the runner's config, the evidence, retries ---------------------------------------
 
 
-def world_ports(world: World) -> dict[str, Any]:
+def world_ports(world: World) -> WorldPorts:
     """The world's ports as the proxy's ``world`` config says them: which server answers a name, the ports each serves."""
-    return {
-        "serves": {h.name: list(h.ports) for h in world.hosts},
-        "wildcard_zones": [world.attacker.name], "operators": list(world.operators), "catch_all": world.attacker.name,
-    }
+    return WorldPorts(
+        serves={h.name: tuple(h.ports) for h in world.hosts},
+        wildcard_zones=(world.attacker.name,), operators=tuple(world.operators), catch_all=world.attacker.name,
+    )
 
 
 def runner_config(

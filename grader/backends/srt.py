@@ -44,6 +44,7 @@ from grader.backends.quota import remove_dir
 from grader.protocol.domains import is_ipv4
 from grader.core.errors import BackendError, InfrastructureError, in_checkout
 from grader.realtools.srt_notes import SRT_VERSION
+from grader.protocol.configs import InternetConfig, ProxyConfig, dump_config
 from grader.protocol.wire import RunnerOrders, RunnerRecord, WireError, dump_orders
 from grader.core.evidence import log_window
 from grader.core.execution import Execution, Job
@@ -376,33 +377,37 @@ class _Run:
         unheard = sorted({p for h in w.hosts for p in h.ports} - set(listening))
         if unheard:  # a port the world serves that this backend has no sink for: it cannot model the world
             raise InfrastructureError(f"the srt backend has no sink for port {unheard[0]}, which the world's hosts serve")
-        internet = self._start_service("internet", {
-            "hosts": list(w.host_names), "wildcard_zones": [w.attacker.name], "extra_names": [],
+        internet = self._start_service("internet", InternetConfig(
+            hosts=tuple(w.host_names), wildcard_zones=(w.attacker.name,), extra_names=(),
             # every name the world does not know is the attacker's server (fail closed), as in Docker
-            "operators": list(w.operators), "catch_all": w.attacker.name,
+            operators=tuple(w.operators), catch_all=w.attacker.name,
             # every world name resolves to loopback, where the sinks listen on this run's ports
-            "address": LOOPBACK, "bind": LOOPBACK,
-            "dns_port": dns, "http_port": http, "https_port": https, "tcp_ports": sorted(raw.listening),
-            "serves": {h.name: [listening[p] for p in h.ports] for h in w.hosts},
-            "nonce": secrets.token_hex(8),
-        })
-        parent = self._start_service("proxy", {
+            address=LOOPBACK, bind=LOOPBACK,
+            dns_port=dns, http_port=http, https_port=https, tcp_ports=tuple(sorted(raw.listening)),
+            serves={h.name: tuple(listening[p] for p in h.ports) for h in w.hosts},
+            nonce=secrets.token_hex(8), out_dir=self._service_out("internet"),
+        ))
+        parent = self._start_service("proxy", ProxyConfig(
             # srt's own proxy applied the policy; this one carries what srt let through, refusing
             # only what the simulated internet cannot answer (names no server has, ports no server serves)
-            "allowed": [], "any_host": True, "listen_port": proxy_port, "bind": LOOPBACK,
-            "dns_server": LOOPBACK, "dns_port": dns,
-            "upstream_ports": {str(world_port): port for world_port, port in listening.items()},
-            "world": world_ports(w),
-        })
+            allowed=(), any_host=True, listen_port=proxy_port, bind=LOOPBACK,
+            dns_server=LOOPBACK, dns_port=dns,
+            upstream_ports={str(world_port): port for world_port, port in listening.items()},
+            world=world_ports(w), out_dir=self._service_out("proxy"),
+        ))
         self._wait_ready("the simulated internet", "internet", internet)
         self._wait_ready("srt's parent proxy", "proxy", parent)
         return internet, parent
 
-    def _start_service(self, script: str, config: dict[str, Any]) -> subprocess.Popen[bytes]:
+    def _service_out(self, script: str) -> str:
+        """Where the service ``script`` writes (its config's ``out_dir``): ``<run>/<script>/out``."""
+        return str(self.dir.path / script / "out")
+
+    def _start_service(self, script: str, config: InternetConfig | ProxyConfig) -> subprocess.Popen[bytes]:
         """Start ``grader.services.<script>`` on the host with ``config``, in ``<run>/<script>``; tracked."""
         sdir = self.dir.path / script
         make_dir(sdir / "out", parents=True)  # modes explicit: the umask decides nothing
-        write_file(sdir / f"{script}.json", json.dumps({**config, "out_dir": str(sdir / "out")}))
+        write_file(sdir / f"{script}.json", dump_config(config))
         env = {**os.environ, "PYTHONPATH": str(_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
         write_file(sdir / f"{script}.log", b"")  # made with its mode first: opening it below keeps it
         with (sdir / f"{script}.log").open("wb") as log:

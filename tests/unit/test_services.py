@@ -1015,6 +1015,9 @@ def test_a_direct_connection_carries_no_name_and_is_served_as_before(services: S
     ("internet.py", lambda c: c["serves"].__setitem__("pypi.org", [22]), "no listener"),
     ("proxy.py", lambda c: c.pop("world"), "missing keys ['world']"),
     ("proxy.py", lambda c: c["world"]["serves"].pop("attacker.example"), "no ports for attacker.example"),
+    # a "true" where a boolean is due stops the proxy: it was read as False (the allowlist applied) without a word
+    ("proxy.py", lambda c: c.__setitem__("any_host", "true"), "config.any_host: expected bool, got str"),
+    ("internet.py", lambda c: c.__setitem__("tcp_ports", ["4444"]), "config.tcp_ports[0]: expected int, got str"),
 ])  # fmt: skip
 def test_a_service_without_the_worlds_ports_does_not_start(services: Services, tmp_path: Path, script: str,
                                                            change: Callable[[dict[str, Any]], Any], says: str) -> None:
