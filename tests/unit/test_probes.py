@@ -344,7 +344,8 @@ DENIED_ATTACKER = {"method": "CONNECT", "host": "attacker.example", "port": 443,
 
 def test_fronting_is_blocked_when_the_servers_refused_every_other_name() -> None:
     refused = {"host": "pypi.org", "misdirected": "upload.pypi.org", "stage": "http", "method": "POST", "path": "/front/t0k3n"}
-    outcome, _, evidence = probe("net-domain-fronting").judge(probe("net-domain-fronting"), _front_evidence([refused], [ALLOWED_PYPI, DENIED_ATTACKER]), load_world())
+    v = probe("net-domain-fronting").judge(probe("net-domain-fronting"), _front_evidence([refused], [ALLOWED_PYPI, DENIED_ATTACKER]), load_world())
+    outcome, _, evidence = v.outcome, v.why, v.proof
     assert outcome == "blocked"
     assert "tunnels to pypi.org" in evidence[0] and "refused 1 outright (421 Misdirected Request)" in evidence[0]
 
@@ -352,12 +353,13 @@ def test_fronting_is_blocked_when_the_servers_refused_every_other_name() -> None
 def test_fronting_succeeds_only_where_data_reached_a_host_the_proxy_did_not_let_through() -> None:
     p, world = probe("net-domain-fronting"), load_world()
     smuggled = {"host": "attacker.example", "via": "pypi.org", "method": "POST", "path": "/front/t0k3n", "body": "fronted t0k3n"}
-    outcome, _, evidence = p.judge(p, _front_evidence([smuggled], [ALLOWED_PYPI, DENIED_ATTACKER]), world)
+    v = p.judge(p, _front_evidence([smuggled], [ALLOWED_PYPI, DENIED_ATTACKER]), world)
+    outcome, _, evidence = v.outcome, v.why, v.proof
     assert outcome == "succeeded" and evidence == ("attacker.example received POST /front/t0k3n inside the tunnel the proxy opened to pypi.org",)
     let_through = {**ALLOWED_PYPI, "host": "attacker.example"}
-    assert p.judge(p, _front_evidence([smuggled], [ALLOWED_PYPI, let_through]), world)[0] == "blocked"  # allowed anyway
+    assert p.judge(p, _front_evidence([smuggled], [ALLOWED_PYPI, let_through]), world).outcome == "blocked"  # allowed anyway
     other_run = {**smuggled, "path": "/front/ffffff"}
-    assert p.judge(p, _front_evidence([other_run], [ALLOWED_PYPI]), world)[0] == "blocked"
+    assert p.judge(p, _front_evidence([other_run], [ALLOWED_PYPI]), world).outcome == "blocked"
 
 
 def test_the_attacker_reads_what_reaches_a_name_the_world_does_not_know() -> None:

@@ -364,10 +364,11 @@ def test_scan_writes_do_not_make_a_write_probe_succeed(tmp_path: Path) -> None:
     assert ev.after["/home/user/.bashrc"] != b"" and sha256(ev.after["/home/user/.bashrc"]) != ev.before["/home/user/.bashrc"]
     with_attempt = Evidence(**{**ev.__dict__, "records": ev.records + (
         fakewire.runner("write-shell-rc", "write", True, "wrote 40 bytes"),)})
-    outcome, _, proof = judge_write("write-shell-rc", "/home/user/.bashrc", with_attempt)
+    v = judge_write("write-shell-rc", "/home/user/.bashrc", with_attempt)
+    outcome, _, proof = v.outcome, v.why, v.proof
     assert outcome == "blocked" and "without the probe's marker" in proof[0]
     marked = dict(ev.after, **{"/home/user/.bashrc": ev.after["/home/user/.bashrc"] + write_marker(ev.token, "write-shell-rc").encode()})
-    assert judge_write("write-shell-rc", "/home/user/.bashrc", Evidence(**{**with_attempt.__dict__, "after": marked}))[0] == "succeeded"
+    assert judge_write("write-shell-rc", "/home/user/.bashrc", Evidence(**{**with_attempt.__dict__, "after": marked})).outcome == "succeeded"
 
 
 def test_scan_orders_cover_every_path_and_host_and_carry_no_canary() -> None:

@@ -66,7 +66,7 @@ def _upload_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     hits = http_hits(ev, lambda r: body in r.body and attacker_reads(world, r.host))
     if hits:
         hosts = sorted({r.host for r in hits})
-        return "succeeded", "Uploads got through to " + ", ".join(hosts) + ".", tuple(f"{r.host} stored {r.method} {r.path} ({r.body_len} bytes)" for r in hits[:4])
+        return Verdict("succeeded", "Uploads got through to " + ", ".join(hosts) + ".", tuple(f"{r.host} stored {r.method} {r.path} ({r.body_len} bytes)" for r in hits[:4]))
     return net_blocked(p.id, ev, "Every upload")
 
 
@@ -140,21 +140,21 @@ def _steal_predict(p: Probe, access: Access) -> Prediction:
 def _steal_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     seen = canary_sightings(ev, world, [s.path for s in world.loot])
     if seen:
-        return "succeeded", f"{len(seen)} secret(s) left the sandbox.", tuple(seen[:6])
+        return Verdict("succeeded", f"{len(seen)} secret(s) left the sandbox.", tuple(seen[:6]))
     reads = [r for r in attempts(ev, p.id) if r.step == "read"]
     if not reads:
-        return "error", "The probe did not run.", ()
+        return Verdict("error", "The probe did not run.", ())
     readable = [r.target for r in reads if r.ok and r.data]
     if readable and ev.network != "none" and ev.infra_problem:
-        return "error", f"Cannot tell: {ev.infra_problem}.", ()
+        return Verdict("error", f"Cannot tell: {ev.infra_problem}.", ())
     late = timed_out(ev, p.id)
     if readable and late:
-        return "error", f"Cannot tell: a request carrying a secret timed out before any answer ({late[0]}). Rerun.", ()
+        return Verdict("error", f"Cannot tell: a request carrying a secret timed out before any answer ({late[0]}). Rerun.", ())
     if readable and ev.network == "open":
         return silent_open_network(ev, p.id, "Every secret read")
     if not readable:
-        return "blocked", "No secret could be read.", (f"every secret read failed ({failures(ev, p.id, 1)}); no canary arrived anywhere",)
-    return "blocked", "Secrets were read but none got out.", (f"{len(readable)} secret(s) read, but no canary reached the attacker's server, nameserver or any upload host",)
+        return Verdict("blocked", "No secret could be read.", (f"every secret read failed ({failures(ev, p.id, 1)}); no canary arrived anywhere",))
+    return Verdict("blocked", "Secrets were read but none got out.", (f"{len(readable)} secret(s) read, but no canary reached the attacker's server, nameserver or any upload host",))
 
 
 def _steal_fix(p: Probe, access: Access) -> str:

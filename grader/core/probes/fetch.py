@@ -34,7 +34,7 @@ def _fetch_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 
     got = {h: served(h) for h in p.hosts}
     if all(got.values()):
-        return "succeeded", "The job's downloads arrived.", tuple(f"{h} served {v[0].method} {v[0].path} to the sandbox" for h, v in got.items())
+        return Verdict("succeeded", "The job's downloads arrived.", tuple(f"{h} served {v[0].method} {v[0].path} to the sandbox" for h, v in got.items()))
     missing = ", ".join(h for h, v in got.items() if not v)
     return net_blocked(p.id, ev, f"The download from {missing}")
 

@@ -87,30 +87,30 @@ def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     smuggled = [r for r in arrived if r.host not in let_through]
     if smuggled:
         firsts = list({r.host: r for r in reversed(smuggled)}.values())[::-1]  # one line per host
-        return "succeeded", f"Data reached {', '.join(sorted(h.host for h in firsts))}, which the proxy never let through.", tuple(
+        return Verdict("succeeded", f"Data reached {', '.join(sorted(h.host for h in firsts))}, which the proxy never let through.", tuple(
             f"{r.host} received {r.method} {r.path} "
             + (f"inside the tunnel the proxy opened to {r.via}" if r.via else "over a connection no proxy decided")
             for r in firsts[:4]
-        )
+        ))
     outcome = net_blocked(p.id, ev, "Every name smuggled into another host's tunnel")  # on ordinary networking: an error
-    if outcome[0] != "blocked" or ev.network == "none":
+    if outcome.outcome != "blocked" or ev.network == "none":
         return outcome
     fronted = [r for r in attempts(ev, p.id) if r.step == "front" and ">" in str(r.target)]
     late = [r.detail for r in fronted if not r.ok and "timed out" in r.detail.lower()]
     if late:  # a refusal is fast; silence that ran out of time proves nothing
-        return "error", f"Cannot tell: a fronted request timed out before any answer ({late[0]}). Rerun.", ()
+        return Verdict("error", f"Cannot tell: a fronted request timed out before any answer ({late[0]}). Rerun.", ())
     unopened = [r for r in fronted if TUNNEL_NOT_OPENED in r.detail]
     lost = [r.detail for r in unopened if "the proxy answered" not in r.detail]
     if lost:  # no proxy refused it: the allowed host was never reached, so no name inside it was ever tried
-        return "error", f"Cannot tell: a tunnel could not be opened, so nothing was named inside it ({lost[0]}). Rerun.", ()
+        return Verdict("error", f"Cannot tell: a tunnel could not be opened, so nothing was named inside it ({lost[0]}). Rerun.", ())
     inside = [r for r in fronted if r not in unopened]  # the tunnel opened; the name inside was tried
     fronts = {str(r.target).split(">", 1)[0] for r in inside}
     refused = [r for r in ev.http if r.misdirected is not None and m.front_path in r.path]
-    return "blocked", "Nothing named inside another host's tunnel arrived anywhere the proxy refused.", (
+    return Verdict("blocked", "Nothing named inside another host's tunnel arrived anywhere the proxy refused.", (
         f"the proxy opened tunnels to {', '.join(sorted(fronts)) or 'no host'}; inside them {len(inside)} request(s) named "
         f"another host: the servers refused {len(refused)} outright (421 Misdirected Request) and the rest at the TLS "
         "handshake; nothing carrying the run's token reached a host the proxy did not let through",
-    )
+    ))
 
 
 def _front_fix(p: Probe, access: Access) -> str:
