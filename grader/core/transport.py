@@ -9,10 +9,10 @@ missing field, a wrong type, an unknown probe id or outcome raises
 outcome. A lenient reader turns a dropped field into "no evidence", and "no
 evidence" into *blocked*.
 
-Why not ``RunResult.to_json``: that is the report ``probe --json`` prints,
-shaped for people (fields left out when empty, no evidence for a prediction,
-seconds rounded). The wire form writes every field of every record, always,
-so a reader can tell a dropped field from an empty one. The records are
+A result's form is ``RunResult.to_json``, the one JSON form of a run: every
+field of every record, always, so a reader can tell a dropped field from an
+empty one (the report ``probe --json`` prints, ``report.result_json``, is a
+view of it for people). The records are
 written from their dataclasses' own fields and read back against their type
 hints by the one strict codec (``protocol/codec.py``, with its ``EVERY_FIELD``
 rules; its errors said here as ``TransportError``): a field added to a record
@@ -160,19 +160,11 @@ _RESULT_KEYS = ("backend", "sandbox", "policy", "probes", "notes", "seconds", "r
 
 
 def result_to_json(result: RunResult) -> dict[str, Any]:
-    """A ``RunResult`` as the run service sends it: every field, every probe's evidence (the timings and the
-    findings stay behind: the first is for benchmarks, the second is derived from the policy and the world)."""
-    return {
-        "backend": result.backend,
-        "sandbox": result.sandbox,
-        "policy": result.policy.normalize() if result.policy is not None else None,
-        "probes": [_dump(p) for p in result.probes],
-        "notes": list(result.notes),
-        "seconds": result.seconds,
-        "run_id": result.run_id,
-        "extra": _load(dict[str, Any], dict(result.extra), "$.extra"),  # checked to be JSON: no NaN, string keys
-        "scope": _dump(result.scope) if result.scope is not None else None,
-    }
+    """A ``RunResult`` as the run service sends it: its one JSON form, ``RunResult.to_json`` (every field, every
+    probe's evidence; the timings and the findings stay behind)."""
+    out = result.to_json()  # the one JSON form of a run
+    _load(dict[str, Any], out["extra"], "$.extra")  # checked to be JSON before it leaves: no NaN, string keys
+    return out
 
 
 def result_from_json(data: Any, world: World) -> RunResult:
