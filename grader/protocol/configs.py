@@ -34,7 +34,7 @@ else:
     except ImportError:  # on the host: imported from the package
         from grader.protocol import codec, common
 
-__all__ = ["ConfigError", "InternetConfig", "ProxyConfig", "WorldPorts", "dump_config", "parse_config", "read_command_line", "read_config"]
+__all__ = ["AllowLists", "ConfigError", "InternetConfig", "ProxyConfig", "WorldPorts", "dump_config", "parse_config", "read_command_line", "read_config"]
 
 
 class ConfigError(ValueError):
@@ -61,7 +61,7 @@ class ProxyConfig:
     # the world's ports as clients ask for them; required (None only in front of a real DNS server)
     world: Optional[WorldPorts]
     denied: tuple[str, ...] = ()
-    # a file of {"allowed": [...], "denied": [...]} re-read when it changes
+    # a file of ``AllowLists`` ({"allowed": [...], "denied": [...]}) re-read when it changes
     policy_file: Optional[str] = None
     listen_port: int = common.PROXY_PORT
     dns_port: int = common.DNS_PORT
@@ -101,10 +101,18 @@ class InternetConfig:
     bind: str = "0.0.0.0"
 
 
+@dataclass(frozen=True)
+class AllowLists:
+    """A run's lists, handed to a proxy started ahead of need through its ``policy_file`` (``WarmProxy.hand_over``)."""
+
+    allowed: tuple[str, ...]
+    denied: tuple[str, ...]
+
+
 C = TypeVar("C", ProxyConfig, InternetConfig)
 
 
-def dump_config(config: ProxyConfig | InternetConfig) -> str:
+def dump_config(config: ProxyConfig | InternetConfig | AllowLists) -> str:
     """A config as the JSON text its service reads: every field, always (the one writer)."""
     return json.dumps(codec.encode(config))
 

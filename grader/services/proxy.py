@@ -370,10 +370,11 @@ class _Allowlist:
                 key = (st.st_ino, st.st_mtime_ns, st.st_size)
                 if key != self._seen:
                     with open(self._file, encoding="utf-8") as fh:
-                        raw = json.load(fh)
+                        # read strictly: a list that is not exactly one (a string, a renamed key) refuses everything
+                        lists = codec.decode(configs.AllowLists, json.load(fh), "policy_file")
                     self._lists = (
-                        [domains.normalize_pattern(p) for p in raw["allowed"]],
-                        [domains.normalize_pattern(p, denied=True) for p in raw["denied"]],
+                        [domains.normalize_pattern(p) for p in lists.allowed],
+                        [domains.normalize_pattern(p, denied=True) for p in lists.denied],
                     )
                     self._seen = key
             except (OSError, ValueError, KeyError, TypeError):

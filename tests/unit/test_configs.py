@@ -63,3 +63,12 @@ def test_defaults_may_be_left_out_and_the_command_line_reads_the_file(tmp_path: 
     with pytest.raises(SystemExit, match="not JSON"):
         configs.read_command_line([str(path)], "internet.py", InternetConfig)
     assert configs.read_command_line([], "internet.py", InternetConfig) is None
+
+
+def test_a_runs_lists_for_a_warm_proxy_are_one_typed_record_too() -> None:
+    from grader.protocol import codec
+
+    lists = configs.AllowLists(allowed=("pypi.org",), denied=("upload.pypi.org",))
+    assert codec.decode(configs.AllowLists, json.loads(configs.dump_config(lists)), "policy_file") == lists
+    with pytest.raises(codec.CodecError, match=r"policy_file: unknown field\(s\) \['widen'\]"):
+        codec.decode(configs.AllowLists, {"allowed": [], "denied": [], "widen": True}, "policy_file")

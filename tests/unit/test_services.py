@@ -553,6 +553,9 @@ def test_a_warm_proxy_fails_closed_until_its_policy_file_arrives(services: Servi
         assert _exchange(port, request).startswith(b"HTTP/1.1 200")  # the run's list, read at once
         policy.write_text("{not json")
         assert _exchange(port, request).startswith(b"HTTP/1.1 403")  # unreadable: closed again
+        for wrong in ({"allowed": ["registry.npmjs.org"], "denied": [], "widen": True}, {"allowed": "registry.npmjs.org", "denied": []}):
+            policy.write_text(json.dumps(wrong))
+            assert _exchange(port, request).startswith(b"HTTP/1.1 403"), wrong  # not exactly the lists: closed
     finally:
         _stop(proc)
 

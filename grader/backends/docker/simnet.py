@@ -27,7 +27,6 @@ Talks to Docker through ``engine`` (its errors mapped there); the backend, the h
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import secrets
@@ -40,7 +39,7 @@ from typing import Any, Callable, Optional
 
 from grader.core.errors import BackendError, InfrastructureError
 from grader.protocol.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT
-from grader.protocol.configs import InternetConfig, ProxyConfig, dump_config
+from grader.protocol.configs import AllowLists, InternetConfig, ProxyConfig, dump_config
 from grader.core.world import World
 from grader.backends.files import Files
 from grader.backends.docker.engine import Container, LogConfig, Missing, Network, NetworksExhausted, PoolsFull, Refused, engine_errors
@@ -387,7 +386,7 @@ class WarmProxy:
 
     def hand_over(self, allowed: list[str], denied: list[str]) -> None:
         """Give the proxy its run's lists, atomically: it reads them on the next connection."""
-        self.workdir.write("policy.json", json.dumps({"allowed": allowed, "denied": denied}).encode())
+        self.workdir.write("policy.json", dump_config(AllowLists(tuple(allowed), tuple(denied))).encode())
 
     def remove(self, leftovers: Leftovers) -> None:
         if self.container is not None:
