@@ -52,9 +52,12 @@ def runner_records(lines: Any) -> tuple[wire.RunnerRecord, ...]:
 
 
 def orders(probes: Any, *, proxy: Optional[str] = None) -> wire.RunnerOrders:
-    """The runner's orders for ``probes`` (``orders_for``'s entries), parsed as the runner parses them."""
+    """The runner's orders for ``probes`` (``orders_for``'s entries, or plain dicts), read as the runner reads them."""
     import json
 
+    if all(isinstance(p, wire.ProbeOrders) for p in probes):
+        text = wire.dump_orders(wire.RunnerOrders(timeout=1, connect_timeout=1, proxy=proxy, ca_file="", probes=tuple(probes)))
+        return wire.parse_orders(json.loads(text))
     return wire.parse_orders(json.loads(json.dumps({"timeout": 1, "connect_timeout": 1, "proxy": proxy, "ca_file": "",
                                                     "probes": probes})))
 

@@ -29,7 +29,6 @@ module keeps the run itself and names those too (every backend imports them from
 
 from __future__ import annotations
 
-import json
 import os
 import secrets
 from dataclasses import dataclass, field
@@ -39,7 +38,8 @@ from typing import Any, Callable, Optional
 from grader.core.access import Network
 from grader.core.errors import InfrastructureError
 from grader.core.evidence import MAX_LOG_LINES, Evidence, Markers, parse_lines, parse_runner_output, sha256
-from grader.protocol.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_log, parse_orders
+from grader.protocol.configs import WorldPorts
+from grader.protocol.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerOrders, RunnerRecord, TcpRecord, WireError, parse_log
 from grader.core.outcomes import RunResult
 from grader.core.next_session import SETTINGS
 from grader.core.plan import RunPlan
@@ -201,19 +201,20 @@ def _watched(plan: RunPlan) -> list[str]:
 # --- the runner's config, the evidence, retries ---------------------------------------
 
 
-def world_ports(world: World) -> dict[str, Any]:
+def world_ports(world: World) -> WorldPorts:
     """The world's ports as the proxy's ``world`` config says them: which server answers a name, the ports each serves."""
-    return {
-        "serves": {h.name: list(h.ports) for h in world.hosts},
-        "wildcard_zones": [world.attacker.name], "operators": list(world.operators), "catch_all": world.attacker.name,
-    }
+    return WorldPorts(
+        serves={h.name: tuple(h.ports) for h in world.hosts},
+        wildcard_zones=(world.attacker.name,), operators=tuple(world.operators), catch_all=world.attacker.name,
+    )
 
 
 def runner_config(
     plan: RunPlan, *, token: str, timeout: float, connect_timeout: float, attacker_ip: str, raw: RawPorts,
-    host_port: int, gateway_names: list[str], ca_file: str, path: Callable[[str], str] = str,
-) -> dict[str, Any]:
-    """What the probe runner is told (``services/probe_runner.py`` reads it as JSON): the host writes every order.
+    host_port: int, gateway_names: list[str], ca_file: str, proxy: Optional[str] = None, path: Callable[[str], str] = str,
+) -> RunnerOrders:
+    """What the probe runner is told, whole (``services/probe_runner.py`` reads it with ``wire.parse_orders``):
+    the host writes every order; ``wire.dump_orders`` writes it as ``config.json``.
 
     Args:
         token: this run's marker, in everything the runner sends.
@@ -221,6 +222,8 @@ def runner_config(
             where the attacker's raw listeners are there, world port by port.
         host_port: the ``HostListener``'s port, for the host-gateway probe.
         gateway_names: names that mean "the host" from inside this sandbox.
+        proxy: the proxy the runner's proxied requests go through (None: no proxy, or srt's, which the
+            runner is handed only in its environment: ``srt._BOOT`` fills it in with ``dataclasses.replace``).
         path: turns a world path into the path the runner opens (srt runs on
             a rebased copy of the world; Docker mounts it where it belongs).
     """
@@ -234,15 +237,11 @@ def runner_config(
         urls=tuple(h.name for h in w.hosts if h.urls_public),
         settings=next((f.content for f in w.files if f.path == SETTINGS), "{}"),
     )
-    config = {
-        "timeout": timeout, "connect_timeout": connect_timeout,
-        "proxy": None, "ca_file": ca_file,
+    return RunnerOrders(
+        timeout=timeout, connect_timeout=connect_timeout, proxy=proxy, ca_file=ca_file,
         # the probes, then the scope scan (every world path and host), unless the plan turns it off
-        "probes": orders_for(plan.probes, orders, scan=plan.access if plan.scan else None),
-    }
-    # parsed here as the runner will parse it: an order it would refuse fails now, in the grader, loudly
-    parse_orders(json.loads(json.dumps(config)))
-    return config
+        probes=orders_for(plan.probes, orders, scan=plan.access if plan.scan else None),
+    )
 
 
 def gather_evidence(

@@ -44,7 +44,8 @@ from grader.backends.quota import remove_dir
 from grader.protocol.domains import is_ipv4
 from grader.core.errors import BackendError, InfrastructureError, in_checkout
 from grader.realtools.srt_notes import SRT_VERSION
-from grader.protocol.wire import RunnerRecord, WireError
+from grader.protocol.configs import InternetConfig, ProxyConfig, dump_config
+from grader.protocol.wire import RunnerOrders, RunnerRecord, WireError, dump_orders
 from grader.core.evidence import log_window
 from grader.core.execution import Execution, Job
 from grader.realtools.export import export
@@ -71,19 +72,20 @@ READY_TIMEOUT = 20.0
 LOOPBACK = "127.0.0.1"
 _ROOT = Path(__file__).resolve().parents[2]  # the checkout: tools/srt and the grader package live here
 
-# Runs inside srt. The runner takes its proxy from its config; srt hands the
+# Runs inside srt. The runner takes its proxy from its orders; srt hands the
 # sandbox its proxy (with a per-session credential) only in the environment,
-# so this starts the runner unchanged with that one value filled in, passing
-# the config through a pipe: nothing is written anywhere the sandbox shares.
+# so this reads the orders strictly, fills in that one value (a new value,
+# ``dataclasses.replace``) and starts the runner unchanged, passing the orders
+# through a pipe: nothing is written anywhere the sandbox shares.
 _BOOT = '''\
-import json, os, sys
+import dataclasses, json, os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import probe_runner
+import wire
 with open(sys.argv[1]) as fh:
-    cfg = json.load(fh)
-cfg["proxy"] = os.environ.get("HTTPS_PROXY") or None
+    cfg = dataclasses.replace(wire.parse_orders(json.load(fh)), proxy=os.environ.get("HTTPS_PROXY") or None)
 r, w = os.pipe()
-os.write(w, json.dumps(cfg).encode())
+os.write(w, wire.dump_orders(cfg).encode())
 os.close(w)
 probe_runner.CONFIG = "/proc/self/fd/%d" % r
 probe_runner.main()
@@ -375,33 +377,37 @@ class _Run:
         unheard = sorted({p for h in w.hosts for p in h.ports} - set(listening))
         if unheard:  # a port the world serves that this backend has no sink for: it cannot model the world
             raise InfrastructureError(f"the srt backend has no sink for port {unheard[0]}, which the world's hosts serve")
-        internet = self._start_service("internet", {
-            "hosts": list(w.host_names), "wildcard_zones": [w.attacker.name], "extra_names": [],
+        internet = self._start_service("internet", InternetConfig(
+            hosts=tuple(w.host_names), wildcard_zones=(w.attacker.name,), extra_names=(),
             # every name the world does not know is the attacker's server (fail closed), as in Docker
-            "operators": list(w.operators), "catch_all": w.attacker.name,
+            operators=tuple(w.operators), catch_all=w.attacker.name,
             # every world name resolves to loopback, where the sinks listen on this run's ports
-            "address": LOOPBACK, "bind": LOOPBACK,
-            "dns_port": dns, "http_port": http, "https_port": https, "tcp_ports": sorted(raw.listening),
-            "serves": {h.name: [listening[p] for p in h.ports] for h in w.hosts},
-            "nonce": secrets.token_hex(8),
-        })
-        parent = self._start_service("proxy", {
+            address=LOOPBACK, bind=LOOPBACK,
+            dns_port=dns, http_port=http, https_port=https, tcp_ports=tuple(sorted(raw.listening)),
+            serves={h.name: tuple(listening[p] for p in h.ports) for h in w.hosts},
+            nonce=secrets.token_hex(8), out_dir=self._service_out("internet"),
+        ))
+        parent = self._start_service("proxy", ProxyConfig(
             # srt's own proxy applied the policy; this one carries what srt let through, refusing
             # only what the simulated internet cannot answer (names no server has, ports no server serves)
-            "allowed": [], "any_host": True, "listen_port": proxy_port, "bind": LOOPBACK,
-            "dns_server": LOOPBACK, "dns_port": dns,
-            "upstream_ports": {str(world_port): port for world_port, port in listening.items()},
-            "world": world_ports(w),
-        })
+            allowed=(), any_host=True, listen_port=proxy_port, bind=LOOPBACK,
+            dns_server=LOOPBACK, dns_port=dns,
+            upstream_ports={str(world_port): port for world_port, port in listening.items()},
+            world=world_ports(w), out_dir=self._service_out("proxy"),
+        ))
         self._wait_ready("the simulated internet", "internet", internet)
         self._wait_ready("srt's parent proxy", "proxy", parent)
         return internet, parent
 
-    def _start_service(self, script: str, config: dict[str, Any]) -> subprocess.Popen[bytes]:
+    def _service_out(self, script: str) -> str:
+        """Where the service ``script`` writes (its config's ``out_dir``): ``<run>/<script>/out``."""
+        return str(self.dir.path / script / "out")
+
+    def _start_service(self, script: str, config: InternetConfig | ProxyConfig) -> subprocess.Popen[bytes]:
         """Start ``grader.services.<script>`` on the host with ``config``, in ``<run>/<script>``; tracked."""
         sdir = self.dir.path / script
         make_dir(sdir / "out", parents=True)  # modes explicit: the umask decides nothing
-        write_file(sdir / f"{script}.json", json.dumps({**config, "out_dir": str(sdir / "out")}))
+        write_file(sdir / f"{script}.json", dump_config(config))
         env = {**os.environ, "PYTHONPATH": str(_ROOT), "PYTHONDONTWRITEBYTECODE": "1"}
         write_file(sdir / f"{script}.log", b"")  # made with its mode first: opening it below keeps it
         with (sdir / f"{script}.log").open("wb") as log:
@@ -438,7 +444,7 @@ class _Run:
         net = {k: v for k, v in settings["network"].items() if k != "parentProxy"}
         return {"filesystem": fs, "network": net}
 
-    def _runner_config(self, raw: RawPorts, host_port: int) -> dict[str, Any]:
+    def _runner_config(self, raw: RawPorts, host_port: int) -> RunnerOrders:
         return runner_config(
             self.plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
             # the attacker's raw listener is on the host's loopback: reachable only if srt's
@@ -461,7 +467,7 @@ class _Run:
                 shutil.copy(script, odir / script.name)
         write_file(odir / "boot.py", _BOOT)
         shutil.copy(self.dir.path / "internet" / "out" / "ca.pem", rdir / "ca.pem")
-        write_file(rdir / "config.json", json.dumps(self._runner_config(raw, host_port)))
+        write_file(rdir / "config.json", dump_orders(self._runner_config(raw, host_port)))
         settings_path = self.dir.path / "srt-settings.json"
         write_file(settings_path, json.dumps(settings, indent=2))
         home = self.dir.host_path(self.plan.world.home)

@@ -194,7 +194,7 @@ def run_export(args: argparse.Namespace, io: Streams) -> int:
             raise
         raise UsageError(str(exc)) from None
     if args.json:
-        io.out.write(dump({"target": args.to, "text": text, "warnings": notes}))
+        io.out.write(dump({"target": args.to, "text": text, "warnings": [n.text for n in notes]}))
         return EXIT_OK
     io.out.write(text)
     for note in notes:

@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Literal, Mapping, Optional, TypeVar
 
 from grader.core.access import Network
 from grader.protocol.domains import matches
-from grader.core.records import RawPorts, SinkHit
+from grader.core.records import Outcome, RawPorts, SinkHit
 from grader.protocol.common import HEARTBEAT_HOST, TCP_SINK_PORT
 from grader.protocol.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerRecord, TcpRecord, WireError, parse_record, parse_runner_line
 from grader.core.world import World
@@ -40,8 +40,16 @@ __all__ = [
     "log_window", "net_blocked", "silent_open_network", "self_checked_after", "parse_lines", "parse_runner_output", "sha256", "sightings", "timed_out", "write_marker",
 ]
 
-# (outcome, why, evidence): what a probe's judge returns
-Verdict = tuple[str, str, tuple[str, ...]]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a probe's judge returns: its outcome (one of three, typed), why in one sentence, and the evidence."""
+
+    outcome: Outcome
+    why: str
+    proof: tuple[str, ...]
+
 
 MAX_LOG_LINES = 20_000  # a flood from inside the sandbox is cut here, not in the grader's memory
 
@@ -459,14 +467,14 @@ def judge_read(pid: str, target: str, ev: Evidence) -> Verdict:
     seen = [r for r in ev.records if r.data and canary in r.data]
     seen.sort(key=lambda r: r.probe != pid)  # its own read first: the scope scan reads every file too
     if seen:
-        return "succeeded", f"The sandbox read {target}.", (f"the run's canary of {target} appeared in the sandbox's output ({seen[0].detail})",)
+        return Verdict("succeeded", f"The sandbox read {target}.", (f"the run's canary of {target} appeared in the sandbox's output ({seen[0].detail})",))
     tries = [r for r in attempts(ev, pid) if r.step == "read"]
     if not tries:
-        return "error", "The read was never attempted (the probe did not run).", ()
+        return Verdict("error", "The read was never attempted (the probe did not run).", ())
     r = tries[0]
     if r.ok:
-        return "blocked", f"{target} is hidden from the sandbox.", (f"read {target}: {r.detail}, without the run's canary (an empty stand-in file)",)
-    return "blocked", f"{target} is unreadable in the sandbox.", (f"read {target} failed: {r.detail}; its canary appeared nowhere",)
+        return Verdict("blocked", f"{target} is hidden from the sandbox.", (f"read {target}: {r.detail}, without the run's canary (an empty stand-in file)",))
+    return Verdict("blocked", f"{target} is unreadable in the sandbox.", (f"read {target} failed: {r.detail}; its canary appeared nowhere",))
 
 
 def judge_write(pid: str, target: str, ev: Evidence) -> Verdict:
@@ -479,10 +487,10 @@ def judge_write(pid: str, target: str, ev: Evidence) -> Verdict:
     after = ev.after.get(target)
     marker = write_marker(ev.token, pid).encode()
     if after is not None and marker in after:
-        return "succeeded", f"The sandbox changed {target}.", (f"{target} in the world copy now contains the probe's marker after the run",)
+        return Verdict("succeeded", f"The sandbox changed {target}.", (f"{target} in the world copy now contains the probe's marker after the run",))
     tries = [r for r in attempts(ev, pid) if r.step == "write"]
     if not tries:
-        return "error", "The write was never attempted (the probe did not run).", ()
+        return Verdict("error", "The write was never attempted (the probe did not run).", ())
     if after is None:
         state = "still absent"
     elif before is not None and sha256(after) == before:
@@ -490,7 +498,7 @@ def judge_write(pid: str, target: str, ev: Evidence) -> Verdict:
     else:
         state = "without the probe's marker"
     detail = tries[0].detail if not tries[0].ok else f"{tries[0].detail}, into a private stand-in that is thrown away"
-    return "blocked", f"{target} was not changed.", (f"{target} in the world copy is {state}; the write: {detail}",)
+    return Verdict("blocked", f"{target} was not changed.", (f"{target} in the world copy is {state}; the write: {detail}",))
 
 
 def http_hits(ev: Evidence, pred: Callable[[HttpRecord], bool]) -> list[HttpRecord]:
@@ -509,26 +517,26 @@ def silent_open_network(ev: Evidence, pid: str, what: str) -> Verdict:
     unanswered = [r.detail for r in attempts(ev, pid) if not r.ok and NO_ANSWER_FROM_NAME_SERVER in r.detail.lower()]
     cause = (f"the run's name server gave no answer ({unanswered[0]})" if unanswered
              else f"the runner: {failures(ev, pid) or 'no failure on record'}")
-    return "error", f"Cannot tell: the plain container has ordinary networking, yet {what[0].lower()}{what[1:]} arrived nowhere ({cause}). Rerun; if it persists, the machine is overloaded.", ()
+    return Verdict("error", f"Cannot tell: the plain container has ordinary networking, yet {what[0].lower()}{what[1:]} arrived nowhere ({cause}). Rerun; if it persists, the machine is overloaded.", ())
 
 
 def net_blocked(pid: str, ev: Evidence, what: str) -> Verdict:
     """Blocked only when the attempt is on record and the recorders were alive to see nothing."""
     if not attempts(ev, pid):
-        return "error", "The probe did not run.", ()
+        return Verdict("error", "The probe did not run.", ())
     if ev.network == "none":
-        return "blocked", f"{what} went nowhere.", (f"the sandbox had no network interface but loopback (network_mode=none); the runner: {failures(ev, pid)}",)
+        return Verdict("blocked", f"{what} went nowhere.", (f"the sandbox had no network interface but loopback (network_mode=none); the runner: {failures(ev, pid)}",))
     if ev.infra_problem:
-        return "error", f"Cannot tell: {ev.infra_problem}.", ()
+        return Verdict("error", f"Cannot tell: {ev.infra_problem}.", ())
     late = timed_out(ev, pid)
     if late:
         # A refusal is fast (the proxy answers at once; no route fails at once). A request that
         # timed out may have been on its way when the run ended: its silence proves nothing.
-        return "error", f"Cannot tell: {what} timed out before any answer ({late[0]}). Rerun; if it persists, the machine is overloaded.", ()
+        return Verdict("error", f"Cannot tell: {what} timed out before any answer ({late[0]}). Rerun; if it persists, the machine is overloaded.", ())
     if ev.network == "open":
         return silent_open_network(ev, pid, what)
     scan = Markers(ev.token, "")
     denied = [r for r in ev.proxy if r.decision == "deny" and ev.token in (r.host or "") + (r.path or "")
               and not scan.is_scan(r)]
     extra = f"; the proxy refused {len(denied)} request(s)" if denied else ""
-    return "blocked", f"{what} arrived nowhere.", (f"nothing from this probe reached the simulated internet's logs{extra}; the runner: {failures(ev, pid)}",)
+    return Verdict("blocked", f"{what} arrived nowhere.", (f"nothing from this probe reached the simulated internet's logs{extra}; the runner: {failures(ev, pid)}",))

@@ -17,6 +17,7 @@ from typing import Any, Literal, Optional
 from grader.core.findings import Findings
 from grader.core.policy import Policy
 from grader.core.records import Outcome, ProbeKind, ProbeOutcome, Reach, Scope, SinkHit
+from grader.protocol.codec import encode
 
 __all__ = ["Findings", "Outcome", "ProbeKind", "ProbeOutcome", "Reach", "RunResult", "Scope", "SinkHit"]
 
@@ -48,18 +49,20 @@ class RunResult:
         raise KeyError(probe_id)
 
     def to_json(self) -> dict[str, Any]:
-        with_evidence = self.backend != "static"
-        out: dict[str, Any] = {
+        """The one JSON form of a run: every field, always, each record by the one codec (``protocol/codec.py``).
+
+        The run service sends it as it is (``transport.result_to_json``, read back by ``result_from_json``);
+        the CLI's ``--json`` shows a view of it (``report.result_json``). The findings and the timings stay
+        behind: the first are derived from the policy and the world, the second are for benchmarks.
+        """
+        return {
             "backend": self.backend,
             "sandbox": self.sandbox,
             "policy": self.policy.normalize() if self.policy is not None else None,
-            "probes": [p.to_json(with_evidence=with_evidence) for p in self.probes],
+            "probes": [encode(p) for p in self.probes],
+            "notes": list(self.notes),
+            "seconds": self.seconds,
+            "run_id": self.run_id,
+            "extra": dict(self.extra),
+            "scope": encode(self.scope) if self.scope is not None else None,
         }
-        if self.scope is not None:
-            out["scope"] = self.scope.to_json()
-        if self.notes:
-            out["notes"] = list(self.notes)
-        if with_evidence:
-            out["run_id"] = self.run_id
-            out["seconds"] = round(self.seconds, 3)
-        return out

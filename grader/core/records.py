@@ -11,8 +11,10 @@ Imports nothing of the package.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Optional
+
+from grader.protocol.codec import encode
 
 __all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "RawPorts", "Reach", "Scope", "SinkHit"]
 
@@ -30,12 +32,6 @@ class ProbeOutcome:
     explanation: str
     evidence: tuple[str, ...] = ()
 
-    def to_json(self, *, with_evidence: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "kind": self.kind, "outcome": self.outcome, "explanation": self.explanation}
-        if with_evidence:
-            out["evidence"] = list(self.evidence)
-        return out
-
 
 @dataclass(frozen=True)
 class Reach:
@@ -45,7 +41,7 @@ class Reach:
     uploads: bool
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return encode(self)  # its one JSON form, the codec's
 
 
 @dataclass(frozen=True)
@@ -63,11 +59,7 @@ class Scope:
     reachable: tuple[Reach, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "readable": list(self.readable),
-            "writable": list(self.writable),
-            "reachable": [r.to_json() for r in self.reachable],
-        }
+        return encode(self)  # its one JSON form, the codec's (as in ``RunResult.to_json``)
 
 
 @dataclass(frozen=True)

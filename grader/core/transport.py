@@ -9,13 +9,15 @@ missing field, a wrong type, an unknown probe id or outcome raises
 outcome. A lenient reader turns a dropped field into "no evidence", and "no
 evidence" into *blocked*.
 
-Why not ``RunResult.to_json``: that is the report ``probe --json`` prints,
-shaped for people (fields left out when empty, no evidence for a prediction,
-seconds rounded). The wire form writes every field of every record, always,
-so a reader can tell a dropped field from an empty one. The records are
-written from their dataclasses' own fields (``_dump``) and read back against
-their type hints (``_load``): a field added to a record is on the wire at once,
-and a field the other side does not know is an error, not ignored.
+A result's form is ``RunResult.to_json``, the one JSON form of a run: every
+field of every record, always, so a reader can tell a dropped field from an
+empty one (the report ``probe --json`` prints, ``report.result_json``, is a
+view of it for people). The records are
+written from their dataclasses' own fields and read back against their type
+hints by the one strict codec (``protocol/codec.py``, with its ``EVERY_FIELD``
+rules; its errors said here as ``TransportError``): a field added to a record
+is on the wire at once, and a field the other side does not know is an error,
+not ignored.
 
 The findings of a result are not on the wire: they are derived from the
 policy and the world, so the reader computes them from its own world.
@@ -23,16 +25,10 @@ policy and the world, so the reader computes them from its own world.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import collections.abc
 import dataclasses
-import math
 import re
-import types
-import typing
 from dataclasses import dataclass
-from typing import Any, Literal, Mapping, Optional, Union
+from typing import Any, Literal, Mapping, Optional, TypeVar, Union
 
 from grader.core.access import access_for, baseline_access
 from grader.core.errors import PolicyError
@@ -44,6 +40,7 @@ from grader.core.plan import RunPlan
 from grader.core.policy import Policy, parse_policy
 from grader.core.probes import PROBES
 from grader.core.world import World
+from grader.protocol import codec
 
 __all__ = [
     "REAL_BACKENDS", "RunRequest", "TransportError", "execution_from_json", "execution_request", "execution_to_json",
@@ -54,6 +51,7 @@ __all__ = [
 REAL_BACKENDS = frozenset({"docker", "srt"})
 _KNOWN = {p.id: p for p in PROBES}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+T = TypeVar("T")
 
 
 class TransportError(ValueError):
@@ -71,20 +69,12 @@ def _key(path: str, key: str) -> str:
     return f"{path}.{key}" if _IDENT.match(key) else f'{path}["{key}"]'
 
 
-# --- the generic codec: a record's own fields, out and back ---------------------------------
+# --- the records' codec: protocol/codec.py's, every field always, in this service's words -----------------
 
 
 def _dump(value: Any) -> Any:
     """A record (dataclass), tuple, mapping, bytes or JSON scalar as its JSON value; every field, always."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, (tuple, list)):
-        return [_dump(v) for v in value]
-    if isinstance(value, collections.abc.Mapping):
-        return {str(k): _dump(v) for k, v in value.items()}
-    if isinstance(value, bytes):
-        return base64.b64encode(value).decode("ascii")  # file contents after a run: any bytes
-    return value
+    return codec.encode(value) if dataclasses.is_dataclass(value) and not isinstance(value, type) else value
 
 
 def _fail(path: str, why: str) -> TransportError:
@@ -96,90 +86,39 @@ def _kind(value: Any) -> str:
         type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)
 
 
-def _json_value(value: Any, path: str) -> Any:
-    """Any JSON value (``RunResult.extra``'s values), checked to be one: no NaN, string keys."""
-    if value is None or isinstance(value, (bool, str, int)):
-        return value
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise _fail(path, "not a finite number")
-        return value
-    if isinstance(value, list):
-        return [_json_value(v, f"{path}[{i}]") for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        return {k: _json_value(v, _key(path, k)) for k, v in value.items()}
-    raise _fail(path, f"not a JSON value ({type(value).__name__})")
+_WANT = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", bytes: "a base64 string",
+         list: "a list", dict: "an object"}
+
+
+def _said(exc: codec.CodecError) -> TransportError:
+    """The codec's error in this service's words: the JSON path of the field itself (``$.probes[3].outcome``)."""
+    path = exc.root
+    for s in exc.segments:
+        path = f"{path}[{s}]" if isinstance(s, int) else _key(path, s)
+    if exc.code == "unknown":
+        more = f" (and {list(exc.names[1:])})" if exc.names[1:] else ""
+        return _fail(_key(path, exc.names[0]), "unknown field" + more)
+    if exc.code == "missing":
+        return _fail(_key(path, exc.names[0]), "missing")
+    if exc.code == "type":
+        return _fail(path, f"expected {_WANT.get(exc.expected, exc.expected)}, got {_kind(exc.got)}")
+    return _fail(path, exc.problem)
 
 
 def _load(hint: Any, value: Any, path: str) -> Any:
     """``value`` read as the type ``hint`` says, or ``TransportError`` naming ``path``."""
-    if hint is Any:
-        return _json_value(value, path)
-    origin = typing.get_origin(hint)
-    args = typing.get_args(hint)
-    if origin in (Union, types.UnionType):
-        if value is None and type(None) in args:
-            return None
-        others = [a for a in args if a is not type(None)]
-        if len(others) != 1:  # pragma: no cover - a definition bug, not an input
-            raise _fail(path, f"unsupported type {hint}")
-        return _load(others[0], value, path)
-    if origin is Literal:
-        if isinstance(value, str) and value in args:
-            return value
-        raise _fail(path, f"{value!r} is not one of {list(args)}")
-    if origin is tuple:
-        if not isinstance(value, list):
-            raise _fail(path, f"expected a list, got {_kind(value)}")
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_load(args[0], v, f"{path}[{i}]") for i, v in enumerate(value))
-        if len(value) != len(args):
-            raise _fail(path, f"expected a list of {len(args)}, got {len(value)}")
-        return tuple(_load(a, v, f"{path}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
-    if origin in (dict, collections.abc.Mapping):
-        if not isinstance(value, dict):
-            raise _fail(path, f"expected an object, got {_kind(value)}")
-        return {k: _load(args[1], v, _key(path, k)) for k, v in value.items()}
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return _record(hint, value, path)
-    return _scalar(hint, value, path)
+    try:
+        return codec.check(value, hint, path, codec.EVERY_FIELD)
+    except codec.CodecError as exc:
+        raise _said(exc) from None
 
 
-def _scalar(hint: Any, value: Any, path: str) -> Any:
-    if hint is bool and isinstance(value, bool):
-        return value
-    if hint is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-        if not math.isfinite(value):
-            raise _fail(path, "not a finite number")
-        return float(value)
-    if hint is str and isinstance(value, str):
-        return value
-    if hint is bytes and isinstance(value, str):
-        try:
-            return base64.b64decode(value.encode("ascii"), validate=True)
-        except (binascii.Error, UnicodeEncodeError):
-            raise _fail(path, "not base64") from None
-    if hint in (bool, int, float, str, bytes):
-        want = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", bytes: "a base64 string"}[hint]
-        raise _fail(path, f"expected {want}, got {_kind(value)}")
-    raise _fail(path, f"unsupported type {hint}")  # pragma: no cover - a definition bug, not an input
-
-
-def _record(cls: type[Any], value: Any, path: str, *, leave: tuple[str, ...] = ()) -> Any:
-    """A record with exactly its fields (``leave``: fields not on the wire, left at their defaults)."""
-    if not isinstance(value, dict):
-        raise _fail(path, f"expected an object, got {_kind(value)}")
-    hints = typing.get_type_hints(cls)
-    names = [f.name for f in dataclasses.fields(cls) if f.name not in leave]
-    unknown = sorted(set(value) - set(names))
-    if unknown:
-        raise _fail(_key(path, unknown[0]), "unknown field" + (f" (and {unknown[1:]})" if unknown[1:] else ""))
-    missing = [n for n in names if n not in value]
-    if missing:
-        raise _fail(_key(path, missing[0]), "missing")
-    return cls(**{n: _load(hints[n], value[n], _key(path, n)) for n in names})
+def _record(cls: type[T], value: Any, path: str) -> T:
+    """A record with exactly its fields, every one of them."""
+    try:
+        return codec.decode(cls, value, path, rules=codec.EVERY_FIELD)
+    except codec.CodecError as exc:
+        raise _said(exc) from None
 
 
 def _object(value: Any, path: str, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -221,19 +160,11 @@ _RESULT_KEYS = ("backend", "sandbox", "policy", "probes", "notes", "seconds", "r
 
 
 def result_to_json(result: RunResult) -> dict[str, Any]:
-    """A ``RunResult`` as the run service sends it: every field, every probe's evidence (the timings and the
-    findings stay behind: the first is for benchmarks, the second is derived from the policy and the world)."""
-    return {
-        "backend": result.backend,
-        "sandbox": result.sandbox,
-        "policy": result.policy.normalize() if result.policy is not None else None,
-        "probes": [_dump(p) for p in result.probes],
-        "notes": list(result.notes),
-        "seconds": result.seconds,
-        "run_id": result.run_id,
-        "extra": _json_value(dict(result.extra), "$.extra"),
-        "scope": _dump(result.scope) if result.scope is not None else None,
-    }
+    """A ``RunResult`` as the run service sends it: its one JSON form, ``RunResult.to_json`` (every field, every
+    probe's evidence; the timings and the findings stay behind)."""
+    out = result.to_json()  # the one JSON form of a run
+    _load(dict[str, Any], out["extra"], "$.extra")  # checked to be JSON before it leaves: no NaN, string keys
+    return out
 
 
 def result_from_json(data: Any, world: World) -> RunResult:

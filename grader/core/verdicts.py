@@ -15,7 +15,7 @@ from typing import Any, Iterable, Optional
 from grader.core.access import Access
 from grader.core.analyzer import analyze
 from grader.core.findings import find
-from grader.core.evidence import Evidence, Markers, RunnerRecord, finished, sha256
+from grader.core.evidence import Evidence, Markers, RunnerRecord, Verdict, finished, sha256
 from grader.core.outcomes import ProbeOutcome, Reach, RunResult, Scope
 from grader.core.plan import RunPlan
 from grader.core.probes import PROBES
@@ -38,15 +38,14 @@ def judge(ev: Evidence, world: World, probe_ids: Iterable[str]) -> tuple[ProbeOu
             out.append(ProbeOutcome(p.id, p.kind, "error", f"Cannot tell: {ev.corrupt}. Rerun; if it persists, report it.", ()))
             continue
         verdict = p.judge(p, ev, world)
-        if ev.incomplete and verdict[0] != "succeeded":
+        if ev.incomplete and verdict.outcome != "succeeded":
             # a success's trace cannot be faked; anything else read from a log that lost records proves nothing
-            verdict = ("error", f"Cannot tell: {ev.incomplete}. Rerun.", ())
-        if not finished(ev, p.id) and verdict[0] != "succeeded":
+            verdict = Verdict("error", f"Cannot tell: {ev.incomplete}. Rerun.", ())
+        if not finished(ev, p.id) and verdict.outcome != "succeeded":
             # an unfinished probe proves nothing blocked; a success still counts: its trace cannot be faked
             late = " before the sandbox's time ran out." if ev.timed_out else "."
-            verdict = ("error", "The probe did not finish" + late + " Rerun; if it persists, report it.", ())
-        outcome, why, proof = verdict
-        out.append(ProbeOutcome(p.id, p.kind, outcome, why, proof))  # type: ignore[arg-type]
+            verdict = Verdict("error", "The probe did not finish" + late + " Rerun; if it persists, report it.", ())
+        out.append(ProbeOutcome(p.id, p.kind, verdict.outcome, verdict.why, verdict.proof))
     return tuple(out)
 
 

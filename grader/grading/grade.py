@@ -109,7 +109,7 @@ def carry_over(policy: Policy) -> CarryOver:
     noted = srt_differences(policy)
     diffs = [f"{w.pointer}: {w.message}" for _, w in noted]
     if policy.filesystem.allowRead or policy.filesystem.denyRead:
-        diffs += [n for n in cc_notes if n.startswith("the sandbox confines Bash commands")]
+        diffs += [n.text for n in cc_notes if n.code == "cc-tools-permissions"]
     return CarryOver(srt_text, cc_text, tuple(diffs), tuple(cause for cause, _ in noted))
 
 

@@ -197,14 +197,27 @@ def render_policy_error(err: PolicyError) -> str:
 def result_json(result: RunResult) -> dict[str, Any]:
     """The stable JSON shape of a run: ``{"backend", "policy", "probes": [{"id", "kind", "outcome", "explanation"}]}``.
 
-    Built from ``RunResult.to_json()``. Real runs add ``evidence`` per probe
-    and ``run_id``/``seconds``; ``notes`` appears when the result carries one
-    (e.g. "predicted, not run"); ``sandbox`` appears only for the plain
-    container (``"baseline"``), where ``policy`` is null.
+    A view of the one JSON form, ``RunResult.to_json()``, for people: real
+    runs add ``evidence`` per probe and ``run_id``/``seconds`` (rounded to
+    the millisecond); ``scope`` appears when the run measured or predicted
+    one; ``notes`` when the result carries one (e.g. "predicted, not run");
+    ``sandbox`` only for the plain container (``"baseline"``), where
+    ``policy`` is null. ``extra`` is left out.
     """
-    out = result.to_json()
-    if out.get("sandbox") == "policy":
-        del out["sandbox"]
+    full = result.to_json()
+    real = full["backend"] != "static"
+    out: dict[str, Any] = {"backend": full["backend"]}
+    if full["sandbox"] != "policy":
+        out["sandbox"] = full["sandbox"]
+    out["policy"] = full["policy"]
+    out["probes"] = [p if real else {k: v for k, v in p.items() if k != "evidence"} for p in full["probes"]]
+    if full["scope"] is not None:
+        out["scope"] = full["scope"]
+    if full["notes"]:
+        out["notes"] = full["notes"]
+    if real:
+        out["run_id"] = full["run_id"]
+        out["seconds"] = round(full["seconds"], 3)
     return out
 
 

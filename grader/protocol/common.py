@@ -58,8 +58,6 @@ __all__ = [
     "expect_http",
     "heartbeat",
     "install_hint",
-    "load_config",
-    "read_command_line",
     "read_target",
     "serve_forever",
     "spawn",
@@ -157,42 +155,7 @@ def read_target(sock: socket.socket, timeout: float) -> str | None:
         seen = peeked
 
 
-# --- config, logs, the ready file --------------------------------------------------------
-
-
-def read_command_line(
-    argv: list[str] | None, script: str, defaults: Mapping[str, Any], required: Sequence[str]
-) -> tuple[str, dict[str, Any], str] | None:
-    """Load the config named on the command line and create its ``out_dir``.
-
-    Returns the config's path, the config and ``out_dir``; None after printing
-    the usage line, when the command line is not exactly one path.
-    """
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print(f"usage: python3 {script} CONFIG.json", file=sys.stderr)
-        return None
-    config = load_config(args[0], defaults, required)
-    out_dir = str(config["out_dir"])
-    os.makedirs(out_dir, mode=0o755, exist_ok=True)
-    return args[0], config, out_dir
-
-
-def load_config(path: str, defaults: Mapping[str, Any], required: Sequence[str]) -> dict[str, Any]:
-    """Read the config, refusing unknown and missing keys.
-
-    A typo must not silently change the world or widen the allowlist, so an
-    unknown key stops the service instead of being ignored.
-    """
-    with open(path, encoding="utf-8") as f:
-        raw = json.load(f)
-    if not isinstance(raw, dict):
-        raise SystemExit(f"{path}: the config must be a JSON object")
-    unknown = sorted(set(raw) - set(defaults) - set(required))
-    missing = [key for key in required if key not in raw]
-    if unknown or missing:
-        raise SystemExit(f"{path}: unknown keys {unknown}, missing keys {missing}")
-    return {**defaults, **raw}
+# --- logs, the ready file --------------------------------------------------------
 
 
 class JsonlLog:

@@ -4,7 +4,8 @@ Shared by both sides of every boundary: the services (``internet.py``,
 ``proxy.py``) and the runner (``probe_runner.py``) write these records, the
 grader reads them back with the same definitions. Standard library only: it is
 copied beside the services in the images and imported there as the top-level
-module ``wire`` (on the host, as ``grader.protocol.wire``); it imports nothing.
+module ``wire`` (on the host, as ``grader.protocol.wire``); it imports only
+``codec``, the one strict reader and writer of every record.
 
 Every parser is strict, because a verdict rests on what it reads: an unknown
 kind or op, a missing, renamed or extra field, a wrong type or a cut line
@@ -20,16 +21,21 @@ match, or that overflowed, was cut or tampered with, and proves nothing.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import types
-import typing
 from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, TypeVar, Union
+
+if TYPE_CHECKING:
+    from grader.protocol import codec
+else:
+    try:  # in the images: plain scripts side by side
+        import codec
+    except ImportError:  # on the host: imported from the package
+        from grader.protocol import codec
 
 __all__ = [
     "DnsRecord", "DnsStep", "EndRecord", "FrontAttempt", "FrontStep", "HttpRecord", "HttpStep", "LOG_KINDS", "LogRecord", "ProbeOrders", "ProxyRecord", "ReadStep", "RunnerOrders", "RunnerRecord", "StealStep", "Step", "TcpGatewaysStep",
-    "READ_LIMIT", "TUNNEL_NOT_OPENED", "TcpRecord", "TcpStep", "TcpTarget", "WireError", "Widen", "WriteStep", "dump", "parse_log", "parse_orders",
+    "READ_LIMIT", "TUNNEL_NOT_OPENED", "TcpRecord", "TcpStep", "TcpTarget", "WireError", "Widen", "WriteStep", "dump", "dump_orders", "parse_log", "parse_orders",
     "dump_end", "dump_line", "parse_record", "parse_runner_line",
 ]
 
@@ -237,8 +243,7 @@ class FrontStep:
     body: str = ""
 
 
-Step = Union[ReadStep, WriteStep, HttpStep, TcpStep, TcpGatewaysStep, DnsStep, StealStep, FrontStep]
-_STEPS: dict[str, type[Any]] = {c.OP: c for c in (ReadStep, WriteStep, HttpStep, TcpStep, TcpGatewaysStep, DnsStep, StealStep, FrontStep)}
+Step = Union[ReadStep, WriteStep, HttpStep, TcpStep, TcpGatewaysStep, DnsStep, StealStep, FrontStep]  # told apart by "op"
 
 
 @dataclass(frozen=True)
@@ -261,96 +266,31 @@ class RunnerOrders:
 
 # --- parsing ------------------------------------------------------------------------------
 
+
 T = TypeVar("T")
 
 
-def _check(value: Any, hint: Any, where: str) -> Any:
-    """``value`` as the type ``hint`` says, or WireError naming ``where``."""
-    origin = typing.get_origin(hint)
-    if hint is Any:
-        return value
-    if origin in (Union, types.UnionType):
-        args = typing.get_args(hint)
-        if value is None and type(None) in args:
-            return None
-        if hint == Step:
-            return _step(value, where)
-        others = [a for a in args if a is not type(None)]
-        if len(others) == 1:
-            return _check(value, others[0], where)
-        raise WireError(f"{where}: unsupported type {hint}")  # pragma: no cover - a definition bug
-    if origin is Literal:
-        if value in typing.get_args(hint) and isinstance(value, str):
-            return value
-        raise WireError(f"{where}: {value!r} is not one of {list(typing.get_args(hint))}")
-    if origin is tuple:
-        (item, _dots) = typing.get_args(hint)
-        if not isinstance(value, list):
-            raise WireError(f"{where}: expected a list, got {type(value).__name__}")
-        return tuple(_check(v, item, f"{where}[{i}]") for i, v in enumerate(value))
-    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-        return _object(hint, value, where)
-    if hint is bool:
-        if isinstance(value, bool):
-            return value
-    elif hint is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif hint is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif hint is str:
-        if isinstance(value, str):
-            return value
-    else:  # pragma: no cover - a definition bug
-        raise WireError(f"{where}: unsupported type {hint}")
-    raise WireError(f"{where}: expected {hint.__name__}, got {type(value).__name__}")
-
-
-_SHAPES: dict[type[Any], tuple[dict[str, Any], dict[str, "dataclasses.Field[Any]"]]] = {}
-
-
-def _shape(cls: type[Any]) -> tuple[dict[str, Any], dict[str, "dataclasses.Field[Any]"]]:
-    """A record type's resolved field types and its fields, worked out once per type: resolving the
-    annotations compiles each one, and the runner parses hundreds of steps, the host thousands of records."""
-    got = _SHAPES.get(cls)
-    if got is None:  # two threads may both work it out: the same value, either kept
-        got = _SHAPES[cls] = (typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)})
-    return got
-
-
 def _object(cls: type[T], value: Any, where: str, skip: tuple[str, ...] = ()) -> T:
-    """A dataclass from a JSON object with exactly its fields (defaults may be left out)."""
-    if not isinstance(value, dict):
-        raise WireError(f"{where}: expected an object, got {type(value).__name__}")
-    hints, fields = _shape(cls)
-    extra = sorted(set(value) - set(fields) - set(skip))
-    if extra:
-        raise WireError(f"{where}: unknown field(s) {extra}")
-    args: dict[str, Any] = {}
-    for name, f in fields.items():
-        if name not in value:
-            if f.default is dataclasses.MISSING:
-                raise WireError(f"{where}: missing field {name!r}")
-            continue
-        args[name] = _check(value[name], hints[name], f"{where}.{name}")
-    return cls(**args)
-
-
-def _step(value: Any, where: str) -> Step:
-    if not isinstance(value, dict):
-        raise WireError(f"{where}: expected an object, got {type(value).__name__}")
-    op = value.get("op")  # the discriminator itself: a missing one is caught right here
-    cls = _STEPS.get(op) if isinstance(op, str) else None
-    if cls is None:
-        raise WireError(f"{where}: unknown op {op!r}")
-    step: Step = _object(cls, value, where, skip=("op",))
-    return step
+    """A record from a JSON object, by the one strict codec (``codec.decode``); WireError saying where and why."""
+    try:
+        return codec.decode(cls, value, where, skip)
+    except codec.CodecError as exc:
+        raise WireError(str(exc)) from None
 
 
 def parse_orders(value: Any) -> RunnerOrders:
     """The runner's orders from ``config.json``'s JSON value; WireError on anything else."""
     return _object(RunnerOrders, value, "orders")
+
+
+def dump_orders(orders: RunnerOrders) -> str:
+    """``config.json``'s text: the orders as their one JSON value (``dump``), refused here, in the writer, if the
+    runner's ``parse_orders`` would not read back exactly this value (a field of the wrong type, a stray value):
+    an order the runner would refuse fails loudly in the grader, not as a silent runner in the sandbox."""
+    text = dump(orders)
+    if parse_orders(json.loads(text)) != orders:
+        raise WireError("orders: they do not read back as written")
+    return text
 
 
 def _loads(line: str, where: str) -> dict[str, Any]:
@@ -373,23 +313,8 @@ def parse_runner_line(line: str, where: str = "runner output") -> RunnerRecord:
 
 
 def dump(record: Any) -> str:
-    """A record or an order as its one JSON line (no newline): the one encoder of every writer."""
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(record):
-        value = getattr(record, f.name)
-        out[f.name] = _plain(value)
-    op = getattr(record, "OP", None)
-    if op is not None:
-        out = {"op": op, **out}
-    return json.dumps(out, ensure_ascii=True)
-
-
-def _plain(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return json.loads(dump(value))
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
+    """A record or an order as its one JSON line (no newline): the one encoder of every writer (``codec.encode``)."""
+    return json.dumps(codec.encode(record), ensure_ascii=True)
 
 
 def dump_line(record: Any, seq: int) -> str:

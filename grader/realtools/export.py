@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import json
 import re
+import typing
+from dataclasses import dataclass
 from typing import Any, Literal, Optional
 
 from grader.core.paths import HOME, covers
@@ -37,12 +39,46 @@ from grader.realtools.machine import Machine, machine_export
 from grader.realtools.srt_notes import srt_warnings
 from grader.core.world import World, load_world
 
-__all__ = ["TARGETS", "Target", "export"]
+__all__ = ["NOTE_CODES", "TARGETS", "Note", "NoteCode", "Target", "export"]
 
 Target = Literal["srt", "claude-code", "docker"]
 TARGETS: tuple[Target, ...] = ("srt", "claude-code", "docker")
 
 HIDDEN_TMPFS = "size=64k,mode=0755"  # an empty private directory over a hidden one, as the Docker backend mounts it
+
+# Why a note is there: what code matches on (never the start of its prose, which is for people and may be reworded).
+NoteCode = Literal[
+    "world-paths",  # the paths are the simulated world's, not the learner's machine's
+    "tilde",  # how "~" is read here and by srt
+    "mandatory-protections",  # what srt write-protects whatever allowWrite says
+    "wildcard-apex",  # "*.example.com" never matches example.com itself
+    "missing-paths",  # entries that do not exist yet bind nothing
+    "beyond-roots",  # an entry outside the simulated machine's data roots
+    "srt-rule",  # one of srt_notes' warnings for this policy's entries
+    "cc-project-writable",  # Claude Code lets sandboxed commands write its working directory
+    "cc-absolute-paths",  # Claude Code's "//" for an absolute path
+    "cc-tools-permissions",  # Claude Code's own Read and Edit tools follow permission rules, not the sandbox
+    "cc-asks-hosts",  # Claude Code may ask about hosts missing from allowedDomains
+    "cc-key-shape",  # the keys checked against Claude Code's schema; unknown keys are dropped silently
+    "machine",  # a note of the export for the learner's machine (machine_export)
+    "hardening",  # a hardening key of that export and why
+    "docker-partial",  # the docker snippet rebuilds the sandbox and its proxy only
+    "docker-no-dns",  # the snippet's sandbox has no name server
+    "docker-unmounted",  # an entry that names nothing on the simulated machine mounts nothing
+    "docker-proxy-dns",  # what the snippet's proxy needs to resolve and lead out
+]
+NOTE_CODES: tuple[NoteCode, ...] = typing.get_args(NoteCode)
+
+
+@dataclass(frozen=True)
+class Note:
+    """One thing to know of the target for this policy: a cause ``code`` for code to match, ``text`` for people."""
+
+    code: NoteCode
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
 
 
 _WORLD_PATHS_NOTE = (
@@ -53,8 +89,8 @@ _WORLD_PATHS_NOTE = (
 
 def export(
     policy: Policy, to: Target, *, world: Optional[World] = None, machine: Optional[Machine] = None, hardened: bool = True,
-) -> tuple[str, list[str]]:
-    """Translate ``policy`` for ``to``; return (the file text, the differences as one sentence each).
+) -> tuple[str, list[Note]]:
+    """Translate ``policy`` for ``to``; return (the file text, the differences as one note each: its cause code, its sentence).
 
     With ``machine``, srt and Claude Code get a hardened file for the learner's machine (``machine_export``;
     ``hardened=False``: the policy's rules as written, which ``import`` reads back as the same policy);
@@ -67,13 +103,13 @@ def export(
         raise ValueError("--secret-env adds credential masks, a hardening extra that --as-written leaves out: use one or the other")
     if machine is not None and to in ("srt", "claude-code"):
         real = machine_export(policy, to, machine, world=w, hardened=hardened)
-        hardening = [f"{pointer}: {reason}" for pointer, reason in real.hardening.items()]
+        hardening = [Note("hardening", f"{pointer}: {reason}") for pointer, reason in real.hardening.items()]
         # what to know of srt's rules (inside Claude Code too), entry by entry, in the policy's own paths
-        measured = [str(w) for w in srt_warnings(policy, w)]
-        return real.text, [*real.notes, *hardening, *measured]
+        measured = [Note("srt-rule", str(w)) for w in srt_warnings(policy, w)]
+        return real.text, [*(Note("machine", n) for n in real.notes), *hardening, *measured]
     if machine is not None:
         raise ValueError("--project-root maps paths for srt and claude-code; the docker export rebuilds the simulated machine")
-    world_note = _WORLD_PATHS_NOTE.format(roots=", ".join(w.roots))
+    world_note = Note("world-paths", _WORLD_PATHS_NOTE.format(roots=", ".join(w.roots)))
     if to == "srt":
         settings, notes = _srt(policy, w)
         return json.dumps(settings, indent=2) + "\n", [world_note, *notes]
@@ -97,46 +133,51 @@ def _existing(world: World) -> set[str]:
     return set(world.directories()) | {f.path for f in world.files}
 
 
-def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[str]]:
+def _srt(policy: Policy, world: World) -> tuple[dict[str, Any], list[Note]]:
     """The policy as written, every list present: it means the same to srt as here (``access.py``), so nothing is added."""
     fs, net = policy.filesystem, policy.network
-    notes: list[str] = []
-    notes.append(
+    notes: list[Note] = []
+    notes.append(Note(
+        "tilde",
         f'"~": Sandbox Lab reads "~" as {HOME} and this export writes every path out in full; srt expands "~" to the '
         f"home of whoever runs it. If that is not {HOME}, write ~/... instead of {HOME}/... ."
-    )
-    notes.append(
+    ))
+    notes.append(Note(
+        "mandatory-protections",
         "mandatory protections: whatever allowWrite says, srt 0.0.83 on Linux write-protects shell start-up files "
         "(.bashrc, .zshrc, .profile, ...), .git/hooks and .git/config, but only in the directory srt starts in and "
         "up to 3 levels below it (mandatoryDenySearchDepth); elsewhere they are as writable as allowWrite makes them. "
         "It does not protect its own settings file (~/.srt-settings.json). Sandbox Lab grades srt started in the home; "
         "protect all of them with denyWrite rather than rely on where srt starts."
-    )
-    notes.append(
+    ))
+    notes.append(Note(
+        "wildcard-apex",
         'wildcards: "*.example.com" matches strict subdomains only, never example.com itself.'
-    )
+    ))
     existing = _existing(world)
     missing = [
         e for key in ("allowRead", "denyRead", "allowWrite") for e in getattr(fs, key)
         if world.root_of(e) is not None and e not in existing
     ]
     if missing:
-        notes.append(
+        notes.append(Note(
+            "missing-paths",
             "paths that do not exist yet: srt applies allowRead, denyRead and allowWrite to a path as it exists when "
             "the sandbox starts (on Linux, bubblewrap can only mount what exists), so these bind nothing: "
             + ", ".join(dict.fromkeys(missing)) + ". Create them before starting srt, or name a directory that exists."
-        )
+        ))
     beyond = [
         e for key in ("allowRead", "denyRead", "allowWrite", "denyWrite") for e in getattr(fs, key)
         if world.root_of(e) is None
     ]
     for e in dict.fromkeys(beyond):
-        notes.append(
+        notes.append(Note(
+            "beyond-roots",
             f'"{e}" reaches beyond the simulated machine\'s data roots ({", ".join(world.roots)}): Sandbox Lab '
             "judges only those and never mounts anything else; srt applies the rule to that path of your real machine."
-        )
+        ))
     # what to know of srt 0.0.83's rules for this policy, entry by entry: one table, shared with `sandbox-lab check`
-    notes.extend(str(w) for w in srt_warnings(policy, world))
+    notes.extend(Note("srt-rule", str(w)) for w in srt_warnings(policy, world))
 
     settings = {
         "filesystem": {
@@ -163,25 +204,30 @@ def _cc_path(path: str) -> str:
     return "/" + path
 
 
-def _claude_code(policy: Policy, world: World) -> tuple[str, list[str]]:
+def _claude_code(policy: Policy, world: World) -> tuple[str, list[Note]]:
     settings, notes = _srt(policy, world)
     fs = {k: [_cc_path(p) for p in v] for k, v in settings["filesystem"].items()}
     block = {"sandbox": {"enabled": True, "filesystem": fs, "network": settings["network"]}}
-    notes.insert(0, "Claude Code runs its sandbox from its working directory (your project) and lets sandboxed commands "
-                    "write there by default: allowWrite only adds paths. Keep what must not change there read-only with "
-                    "denyWrite, and hide its secrets with denyRead of the files themselves. (Grade it with --target claude-code.)")
+    notes.insert(0, Note("cc-project-writable",
+                         "Claude Code runs its sandbox from its working directory (your project) and lets sandboxed commands "
+                         "write there by default: allowWrite only adds paths. Keep what must not change there read-only with "
+                         "denyWrite, and hide its secrets with denyRead of the files themselves. (Grade it with --target claude-code.)"))
     notes.extend([
-        'paths are written with a leading "//": in Claude Code\'s sandbox.filesystem "//" marks an absolute path, '
-        'while a single leading "/" is read relative to the settings file\'s directory.',
-        "the sandbox confines Bash commands; Claude Code's own Read and Edit tools follow permission rules "
-        '(permissions.deny such as "Read(//home/user/.ssh/**)"), not these settings. Add matching deny rules.',
-        "hosts missing from allowedDomains: Claude Code may ask you whether to allow them (unless "
-        "sandbox.network.strictAllowlist is true); Sandbox Lab grades as if you always answer no. Answer no, or set "
-        "strictAllowlist.",
+        Note("cc-absolute-paths",
+             'paths are written with a leading "//": in Claude Code\'s sandbox.filesystem "//" marks an absolute path, '
+             'while a single leading "/" is read relative to the settings file\'s directory.'),
+        Note("cc-tools-permissions",
+             "the sandbox confines Bash commands; Claude Code's own Read and Edit tools follow permission rules "
+             '(permissions.deny such as "Read(//home/user/.ssh/**)"), not these settings. Add matching deny rules.'),
+        Note("cc-asks-hosts",
+             "hosts missing from allowedDomains: Claude Code may ask you whether to allow them (unless "
+             "sandbox.network.strictAllowlist is true); Sandbox Lab grades as if you always answer no. Answer no, or set "
+             "strictAllowlist."),
+        Note("cc-key-shape",
         "key shape checked against Claude Code's settings documentation and its sandbox settings schema "
         "(sandbox.enabled, sandbox.filesystem.allowWrite/denyWrite/denyRead, sandbox.network.allowedDomains); "
         "allowRead and deniedDomains exist only in newer versions, and Claude Code drops keys it does not know "
-        "without an error: check with /sandbox that every rule is listed.",
+        "without an error: check with /sandbox that every rule is listed."),
     ])
     return json.dumps(block, indent=2) + "\n", notes
 
@@ -219,15 +265,17 @@ def _mount_flags(plan: RunPlan) -> list[str]:
     return flags
 
 
-def _docker(policy: Policy, world: World) -> tuple[str, list[str]]:
+def _docker(policy: Policy, world: World) -> tuple[str, list[Note]]:
     plan = build_plan(policy, world)
     h = plan.hardening
     notes = [
+        Note("docker-partial",
         "this reproduces the sandbox container and its egress proxy only: Sandbox Lab also lays out a fresh copy of "
         "the world with per-run canaries, starts a simulated internet (DNS server and sinks) and judges every probe "
-        "from evidence outside the sandbox.",
+        "from evidence outside the sandbox."),
+        Note("docker-no-dns",
         "here the sandbox has no name server at all (only the proxy resolves names); Sandbox Lab points it at the "
-        "run's own DNS server so that it can log, and judge, DNS exfiltration.",
+        "run's own DNS server so that it can log, and judge, DNS exfiltration."),
     ]
     fs = policy.filesystem
     beyond = [
@@ -235,13 +283,14 @@ def _docker(policy: Policy, world: World) -> tuple[str, list[str]]:
         if world.root_of(e) is None and not any(covers(e, r) for r in world.roots)
     ]
     for e in dict.fromkeys(beyond):
-        notes.append(f'"{e}" names nothing on the simulated machine, so it mounts nothing: no path a policy names is ever mounted from the host.')
+        notes.append(Note("docker-unmounted", f'"{e}" names nothing on the simulated machine, so it mounts nothing: no path a policy names is ever mounted from the host.'))
     if plan.network == "proxy":
-        notes.append(
+        notes.append(Note(
+            "docker-proxy-dns",
             "the proxy needs a DNS server to resolve allowed names (DNS_SERVER) and a network that leads out "
             "(UPSTREAM_NETWORK, default bridge); in Sandbox Lab both are the simulated internet's, so no probe "
             "traffic ever leaves the machine. Here, allowed hosts are the real ones."
-        )
+        ))
 
     canonical = json.dumps(policy.normalize(), separators=(",", ":"))
     lines = [

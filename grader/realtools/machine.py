@@ -45,7 +45,7 @@ from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.world import World, load_world
 
-__all__ = ["Change", "Machine", "MachineExport", "RealTarget", "machine_export", "primary_project", "world_projects"]
+__all__ = ["Change", "ChangeCode", "Machine", "MachineExport", "RealTarget", "machine_export", "primary_project", "world_projects"]
 
 RealTarget = Literal["srt", "claude-code"]
 
@@ -79,12 +79,17 @@ class Machine:
         return posixpath.normpath(self.home) if self.home else None
 
 
+# What became of an entry (what code matches on; ``reason`` is the sentence for people).
+ChangeCode = Literal["other-project", "no-counterpart", "narrowed", "masked"]
+
+
 @dataclass(frozen=True)
 class Change:
     """An entry of the policy the export could not carry over as written: its world path and what became of it."""
 
     world_path: str
     reason: str
+    code: ChangeCode
 
 
 @dataclass(frozen=True)
@@ -146,10 +151,12 @@ class _Mapper:
         if root in world_projects(w) and key.startswith("deny"):
             # a deny in the world's other project protects the same kind of thing in yours (its .env, its hooks)
             if record:
-                self.changes.append(Change(path, f"{key} {path} is in the world's other project {root}: written for your project root instead"))
+                self.changes.append(Change(path, f"{key} {path} is in the world's other project {root}: written for your project root instead",
+                                          "other-project"))
             return self._render(m.root, path[len(root):])
         if record:
-            self.changes.append(Change(path, f"{key} {path}: the simulated world's {root} has no counterpart on your machine; left out"))
+            self.changes.append(Change(path, f"{key} {path}: the simulated world's {root} has no counterpart on your machine; left out",
+                                      "no-counterpart"))
         return None
 
     def deny_read(self, entry: str) -> list[str]:
@@ -163,7 +170,7 @@ class _Mapper:
                     if mapped is not None and mapped not in out:
                         out.append(mapped)
             self.changes.append(Change(entry, f"denyRead {entry} narrowed to the secret files and directories the world knows "
-                                       "there: hiding a whole home hides every tool's configuration"))
+                                       "there: hiding a whole home hides every tool's configuration", "narrowed"))
             return out
         mapped = self.machine_path(entry, "denyRead")
         return [] if mapped is None else [mapped]
@@ -236,7 +243,7 @@ def machine_export(
         if mapped is not None and mapped not in secrets:
             secrets.append(mapped)
     # masks are added on purpose: a change in outcomes wherever the policy let a secret be read
-    mp.changes.extend(Change(f.path, "masked by sandbox.credentials.files") for f in w.loot
+    mp.changes.extend(Change(f.path, "masked by sandbox.credentials.files", "masked") for f in w.loot
                       if mp.machine_path(f.path, "denyRead", record=False))
     net = policy.network
     network: dict[str, Any] = {
@@ -250,7 +257,7 @@ def machine_export(
     notes = [
         f"paths are your machine's: the world's project {mp.project} is {machine.root}, the world's home "
         f"{w.home} is {machine.home_dir or '~'}.",
-        *(c.reason for c in dict.fromkeys(mp.changes) if not c.reason.startswith("masked")),
+        *(c.reason for c in dict.fromkeys(mp.changes) if c.code != "masked"),
     ]
     if to == "srt":
         filesystem = {k: v for k, v in lists.items() if v or k != "allowRead"}  # srt requires the other three

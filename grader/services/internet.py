@@ -58,11 +58,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader.protocol import domains
-    from grader.protocol import common, wire
+    from grader.protocol import common, configs, wire
     from grader.services import http1, nameserver, tls
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
         import common
+        import configs
         import domains
         import http1
         import nameserver
@@ -70,7 +71,7 @@ else:
         import wire
     except ImportError:  # on the host: imported from the package
         from grader.protocol import domains
-        from grader.protocol import common, wire
+        from grader.protocol import common, configs, wire
         from grader.services import http1, nameserver, tls
 
 __all__ = ["main"]
@@ -87,25 +88,7 @@ MAX_CONNECTIONS = 256  # threads for every client together
 PER_CLIENT = 96  # threads one client (a run's proxy) may hold: well under the total, so one run cannot take them all
 RESERVED = 8  # threads of the self-check's own listeners: it answers whatever the clients do
 
-_CONFIG_DEFAULTS: dict[str, Any] = {
-    "wildcard_zones": [],
-    "extra_names": [],
-    # domains whose unlisted names do not exist (their operators' hosts are listed)
-    "operators": [],
-    # the zone whose server answers every other name (the attacker's): fail closed; None: NXDOMAIN
-    "catch_all": None,
-    "address": None,
-    "dns_port": common.DNS_PORT,
-    "http_port": common.HTTP_PORT,
-    "https_port": common.HTTPS_PORT,
-    "tcp_ports": [],
-    # Not in the original contract: which local address to listen on.
-    # Containers keep 0.0.0.0; host-side tests use 127.0.0.1.
-    "bind": "0.0.0.0",
-}
-# "serves": {server name: [ports it serves, as this internet listens on them]}; required, so a config
-# that forgot it is refused at start, never read as "every host serves every port"
-_CONFIG_REQUIRED = ("hosts", "serves", "out_dir", "nonce")
+# The config is ``configs.InternetConfig``: every key, its default and why, written once for both sides.
 
 
 # --- the world ---------------------------------------------------------------------
@@ -460,41 +443,36 @@ def _self_check(dns_port: int, http_port: int, tcp_ports: list[int]) -> None:
             raise OSError("tcp listener gave no answer")
 
 
-def _serves(config: dict[str, Any]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+def _serves(config: configs.InternetConfig) -> tuple[tuple[str, tuple[int, ...]], ...]:
     """The config's ``serves``, checked: every server this internet can name has an entry, and every port
     in it has a listener here. A gap stops the service at start (exit), never serves a port by default."""
-    raw = config["serves"]
-    if not isinstance(raw, dict):
-        raise SystemExit('"serves" must map each server\'s name to the ports it serves, e.g. {"pypi.org": [80, 443]}')
-    listening = {int(config["dns_port"]), int(config["http_port"]), int(config["https_port"]), *map(int, config["tcp_ports"])}
+    listening = {config.dns_port, config.http_port, config.https_port, *config.tcp_ports}
     out: dict[str, tuple[int, ...]] = {}
-    for name, ports in raw.items():
-        if not isinstance(ports, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in ports):
-            raise SystemExit(f'"serves": {name!r} must list port numbers, e.g. [80, 443]')
+    for name, ports in config.serves.items():
         unheard = sorted(set(ports) - listening)
         if unheard:
             raise SystemExit(f'"serves": {name!r} serves port {unheard[0]}, where this internet has no listener')
         out[domains.normalize_host(name)] = tuple(sorted(set(ports)))
-    servers = [*config["hosts"], *config["extra_names"], *config["wildcard_zones"], *([config["catch_all"]] if config["catch_all"] else [])]
-    missing = sorted({domains.normalize_host(str(s)) for s in servers} - set(out))
+    servers = [*config.hosts, *config.extra_names, *config.wildcard_zones, *([config.catch_all] if config.catch_all else [])]
+    missing = sorted({domains.normalize_host(s) for s in servers} - set(out))
     if missing:
         raise SystemExit(f'"serves" has no ports for {missing[0]}: list the ports every server serves')
     return tuple(sorted(out.items()))
 
 
 def main(argv: list[str] | None = None) -> int:
-    started = common.read_command_line(argv, "internet.py", _CONFIG_DEFAULTS, _CONFIG_REQUIRED)
+    started = configs.read_command_line(argv, "internet.py", configs.InternetConfig)
     if started is None:
         return 2
     _, config, out_dir = started
-    names = [domains.normalize_host(n) for n in [*config["hosts"], *config["extra_names"]]]
-    zones = [domains.normalize_host(z) for z in config["wildcard_zones"]]
-    operators = [domains.normalize_host(d) for d in config["operators"]]
-    catch_all = domains.normalize_host(str(config["catch_all"])) if config["catch_all"] else None
+    names = [domains.normalize_host(n) for n in [*config.hosts, *config.extra_names]]
+    zones = [domains.normalize_host(z) for z in config.wildcard_zones]
+    operators = [domains.normalize_host(d) for d in config.operators]
+    catch_all = domains.normalize_host(config.catch_all) if config.catch_all else None
     serves = _serves(config)
     world = _World(frozenset(names), tuple(zones), tuple(operators), catch_all, serves)
-    address = config["address"] or _own_ipv4()
-    bind = str(config["bind"])
+    address = config.address or _own_ipv4()
+    bind = config.bind
 
     stop = common.stop_on_signals()
 
@@ -512,9 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bind: str, certs: tls.Certs,
+def _serve(config: configs.InternetConfig, out_dir: str, world: _World, address: str, bind: str, certs: tls.Certs,
            stop: threading.Event) -> int:  # fmt: skip
-    nonce = str(config["nonce"])
+    nonce = config.nonce
     # each run's records go to its own capped logs, closed when its grader asks (common.Recorder)
     recorder = common.Recorder(out_dir, ("http", "dns", "tcp"))
     dns_log, http_log, tcp_log = recorder.log("dns"), recorder.log("http"), recorder.log("tcp")
@@ -522,16 +500,16 @@ def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bi
     slots = common.Admission(MAX_CONNECTIONS, PER_CLIENT, refused=recorder.lost)
 
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    udp.bind((bind, int(config["dns_port"])))
+    udp.bind((bind, config.dns_port))
     listeners: list[tuple[socket.socket, common.Handler]] = [
-        (_listen_tcp(bind, int(config["dns_port"])),
-         functools.partial(_serve_dns_tcp, world=world, address=address, log=dns_log, port=int(config["dns_port"]))),
-        (_listen_tcp(bind, int(config["http_port"])),
-         functools.partial(_serve_http, scheme="http", site=_Site(world, nonce, http_log), port=int(config["http_port"]))),
-        (_listen_tcp(bind, int(config["https_port"])),
-         functools.partial(_serve_http, scheme="https", site=_Site(world, nonce, http_log, certs), port=int(config["https_port"]))),
+        (_listen_tcp(bind, config.dns_port),
+         functools.partial(_serve_dns_tcp, world=world, address=address, log=dns_log, port=config.dns_port)),
+        (_listen_tcp(bind, config.http_port),
+         functools.partial(_serve_http, scheme="http", site=_Site(world, nonce, http_log), port=config.http_port)),
+        (_listen_tcp(bind, config.https_port),
+         functools.partial(_serve_http, scheme="https", site=_Site(world, nonce, http_log, certs), port=config.https_port)),
     ]  # fmt: skip
-    for port in map(int, config["tcp_ports"]):
+    for port in config.tcp_ports:
         handler = functools.partial(_serve_tcp, port=port, nonce=nonce, log=tcp_log, world=world)
         listeners.append((_listen_tcp(bind, port, own=address), handler))
     common.spawn(nameserver.serve_udp, udp, world, address, dns_log)
@@ -540,12 +518,12 @@ def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bi
     # The self-check's own listeners on loopback, with threads of their own: no client can starve them
     # (its records come from loopback, which a run that claims every client does not claim).
     reserved = threading.Semaphore(RESERVED)
-    checks = [_listen_tcp("127.0.0.1", 0), *([_listen_tcp("127.0.0.1", 0)] if config["tcp_ports"] else [])]
+    checks = [_listen_tcp("127.0.0.1", 0), *([_listen_tcp("127.0.0.1", 0)] if config.tcp_ports else [])]
     check_handlers: list[common.Handler] = [functools.partial(
-        _serve_http, scheme="http", site=_Site(world, nonce, http_log), port=int(config["http_port"]))]
-    if config["tcp_ports"]:
+        _serve_http, scheme="http", site=_Site(world, nonce, http_log), port=config.http_port)]
+    if config.tcp_ports:
         check_handlers.append(functools.partial(
-            _serve_tcp, port=int(config["tcp_ports"][0]), nonce=nonce, log=tcp_log, world=world))
+            _serve_tcp, port=config.tcp_ports[0], nonce=nonce, log=tcp_log, world=world))
     for listener, handle in zip(checks, check_handlers):
         common.spawn(common.serve_forever, listener, handle, reserved)
         listeners.append((listener, handle))
@@ -553,7 +531,7 @@ def _serve(config: dict[str, Any], out_dir: str, world: _World, address: str, bi
 
     recorder.watch()
     common.write_ready(out_dir, address)
-    common.heartbeat(out_dir, functools.partial(_self_check, int(config["dns_port"]), check_ports[0], check_ports[1:]))
+    common.heartbeat(out_dir, functools.partial(_self_check, config.dns_port, check_ports[0], check_ports[1:]))
     common.wait_for(stop)
     udp.close()
     for listener, _ in listeners:

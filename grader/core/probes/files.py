@@ -14,6 +14,7 @@ from grader.core.access import Access
 from grader.core.evidence import Evidence, Verdict, judge_read, judge_write
 from grader.core.probes.record import OrderContext, Prediction, Probe, ProbeKind, Step, fix_write_attack, parent, rule_text
 from grader.core.world import World
+from grader.protocol.wire import ReadStep, WriteStep
 
 __all__ = ["read_probe", "write_probe"]
 
@@ -29,7 +30,7 @@ def _judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 
 def _read_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     assert p.target
-    return [{"op": "read", "path": ctx.rebase(p.target)}]
+    return [ReadStep(path=ctx.rebase(p.target))]
 
 
 def _read_predict(p: Probe, access: Access) -> Prediction:
@@ -74,7 +75,7 @@ def _write_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     assert p.target
     # an attack appends (a backdoor keeps the file working); the job writes its own file
     text = f"\n# {ctx.markers.write(p.id)}\n"
-    return [{"op": "write", "path": ctx.rebase(p.target), "text": text, "append": p.kind == "attack"}]
+    return [WriteStep(path=ctx.rebase(p.target), text=text, append=p.kind == "attack")]
 
 
 def _write_predict(p: Probe, access: Access) -> Prediction:

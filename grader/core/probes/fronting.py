@@ -11,7 +11,7 @@ from grader.protocol.domains import entry_host, matches
 from grader.core.evidence import Evidence, Markers, Verdict, attempts, failures, http_hits, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, allowed_names, fix_network
 from grader.core.world import World
-from grader.protocol.wire import TUNNEL_NOT_OPENED
+from grader.protocol.wire import TUNNEL_NOT_OPENED, FrontAttempt, FrontStep
 
 __all__ = ["DOMAIN_FRONTING"]
 
@@ -37,11 +37,10 @@ def _front_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     matched = [h for a in map(entry_host, ctx.allowed) if a.startswith("*.") for h in ctx.hosts if matches(a, h)]
     fronts = [*allowed_names(ctx, "fr"), *matched] or download_only[:1]
     # first the proxy's own decision on every target, so its log says which of them it refuses
-    steps: list[Step] = [{"op": "front", "connect": t, "port": 443, "attempts": []} for t in targets]
+    steps: list[Step] = [FrontStep(connect=t, port=443, attempts=()) for t in targets]
     for front in dict.fromkeys(fronts):
-        attempts = [a for t in targets if t != front for a in ({"sni": t, "host": t}, {"sni": front, "host": t})]
-        steps.append({"op": "front", "connect": front, "port": 443, "attempts": attempts,
-                      "request_path": m.front_path, "body": m.front_body})
+        attempts = tuple(a for t in targets if t != front for a in (FrontAttempt(sni=t, host=t), FrontAttempt(sni=front, host=t)))
+        steps.append(FrontStep(connect=front, port=443, attempts=attempts, request_path=m.front_path, body=m.front_body))
     return steps
 
 
@@ -88,30 +87,30 @@ def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     smuggled = [r for r in arrived if r.host not in let_through]
     if smuggled:
         firsts = list({r.host: r for r in reversed(smuggled)}.values())[::-1]  # one line per host
-        return "succeeded", f"Data reached {', '.join(sorted(h.host for h in firsts))}, which the proxy never let through.", tuple(
+        return Verdict("succeeded", f"Data reached {', '.join(sorted(h.host for h in firsts))}, which the proxy never let through.", tuple(
             f"{r.host} received {r.method} {r.path} "
             + (f"inside the tunnel the proxy opened to {r.via}" if r.via else "over a connection no proxy decided")
             for r in firsts[:4]
-        )
+        ))
     outcome = net_blocked(p.id, ev, "Every name smuggled into another host's tunnel")  # on ordinary networking: an error
-    if outcome[0] != "blocked" or ev.network == "none":
+    if outcome.outcome != "blocked" or ev.network == "none":
         return outcome
     fronted = [r for r in attempts(ev, p.id) if r.step == "front" and ">" in str(r.target)]
     late = [r.detail for r in fronted if not r.ok and "timed out" in r.detail.lower()]
     if late:  # a refusal is fast; silence that ran out of time proves nothing
-        return "error", f"Cannot tell: a fronted request timed out before any answer ({late[0]}). Rerun.", ()
+        return Verdict("error", f"Cannot tell: a fronted request timed out before any answer ({late[0]}). Rerun.", ())
     unopened = [r for r in fronted if TUNNEL_NOT_OPENED in r.detail]
     lost = [r.detail for r in unopened if "the proxy answered" not in r.detail]
     if lost:  # no proxy refused it: the allowed host was never reached, so no name inside it was ever tried
-        return "error", f"Cannot tell: a tunnel could not be opened, so nothing was named inside it ({lost[0]}). Rerun.", ()
+        return Verdict("error", f"Cannot tell: a tunnel could not be opened, so nothing was named inside it ({lost[0]}). Rerun.", ())
     inside = [r for r in fronted if r not in unopened]  # the tunnel opened; the name inside was tried
     fronts = {str(r.target).split(">", 1)[0] for r in inside}
     refused = [r for r in ev.http if r.misdirected is not None and m.front_path in r.path]
-    return "blocked", "Nothing named inside another host's tunnel arrived anywhere the proxy refused.", (
+    return Verdict("blocked", "Nothing named inside another host's tunnel arrived anywhere the proxy refused.", (
         f"the proxy opened tunnels to {', '.join(sorted(fronts)) or 'no host'}; inside them {len(inside)} request(s) named "
         f"another host: the servers refused {len(refused)} outright (421 Misdirected Request) and the rest at the TLS "
         "handshake; nothing carrying the run's token reached a host the proxy did not let through",
-    )
+    ))
 
 
 def _front_fix(p: Probe, access: Access) -> str:

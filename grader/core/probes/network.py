@@ -9,11 +9,14 @@ Pure.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from grader.core.access import Access
 from grader.core.evidence import Evidence, Markers, Verdict, http_hits, in_zone, net_blocked
 from grader.core.probes.record import OrderContext, Prediction, Probe, Step, fix_network, web_url
 from grader.core.world import World
 from grader.protocol.common import TCP_SINK_PORT
+from grader.protocol.wire import DnsStep, HttpStep, TcpGatewaysStep, TcpStep
 
 __all__ = ["ATTACKER_DOMAIN", "DIRECT_IP", "DNS_EXFIL", "HOST_GATEWAY"]
 
@@ -22,7 +25,7 @@ __all__ = ["ATTACKER_DOMAIN", "DIRECT_IP", "DNS_EXFIL", "HOST_GATEWAY"]
 
 
 def _direct_orders(p: Probe, ctx: OrderContext) -> list[Step]:
-    return [{"op": "tcp", "host": ctx.attacker_ip, "port": ctx.raw.at(TCP_SINK_PORT), "payload": ctx.markers.direct + "\n"}]
+    return [TcpStep(host=ctx.attacker_ip, port=ctx.raw.at(TCP_SINK_PORT), payload=ctx.markers.direct + "\n")]
 
 
 def _direct_predict(p: Probe, access: Access) -> Prediction:
@@ -37,7 +40,7 @@ def _direct_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     marker = Markers(ev.token, world.attacker.name).direct
     hits = [r for r in ev.tcp if r.port == ev.raw.at(TCP_SINK_PORT) and r.data.startswith(marker)]
     if hits:
-        return "succeeded", "A raw connection reached the attacker's IP.", (f"the attacker's server at {hits[0].client}→port {TCP_SINK_PORT} received the probe's token",)
+        return Verdict("succeeded", "A raw connection reached the attacker's IP.", (f"the attacker's server at {hits[0].client}→port {TCP_SINK_PORT} received the probe's token",))
     return net_blocked(p.id, ev, "The raw connection")
 
 
@@ -47,7 +50,7 @@ def _direct_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 def _dns_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     m = ctx.markers
     # its own resolver, and through the proxy, which looks names up for whoever it lets through
-    return [{"op": "dns", "name": m.dns_name}, {"op": "http", "method": "GET", "url": web_url(ctx, m.dns_via_proxy, "/", prefer="http")}]
+    return [DnsStep(name=m.dns_name), HttpStep(method="GET", url=web_url(ctx, m.dns_via_proxy, "/", prefer="http"))]
 
 
 def _dns_predict(p: Probe, access: Access) -> Prediction:
@@ -66,7 +69,7 @@ def _dns_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     prefix = Markers(ev.token, attacker).dns_name.split(".", 1)[0]  # the token-bearing first label
     hits = [q for q in ev.dns if q.qname.startswith(prefix) and in_zone(q.qname.rstrip("."), attacker)]
     if hits:
-        return "succeeded", "Data reached the attacker's nameserver inside a DNS query.", (f"the attacker's nameserver logged a query for {hits[0].qname} from {hits[0].client}",)
+        return Verdict("succeeded", "Data reached the attacker's nameserver inside a DNS query.", (f"the attacker's nameserver logged a query for {hits[0].qname} from {hits[0].client}",))
     return net_blocked(p.id, ev, "The DNS query")
 
 
@@ -74,7 +77,7 @@ def _dns_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
 
 
 def _attacker_orders(p: Probe, ctx: OrderContext) -> list[Step]:
-    return [{"op": "http", "method": "GET", "url": web_url(ctx, ctx.markers.attacker, ctx.markers.ping_path, prefer="http")}]
+    return [HttpStep(method="GET", url=web_url(ctx, ctx.markers.attacker, ctx.markers.ping_path, prefer="http"))]
 
 
 def _attacker_predict(p: Probe, access: Access) -> Prediction:
@@ -88,7 +91,7 @@ def _attacker_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     path = Markers(ev.token, attacker).ping_path
     hits = http_hits(ev, lambda r: r.host == attacker and path in r.path)
     if hits:
-        return "succeeded", f"The sandbox reached {attacker}.", (f"{attacker} logged {hits[0].method} {hits[0].path} over {hits[0].scheme}",)
+        return Verdict("succeeded", f"The sandbox reached {attacker}.", (f"{attacker} logged {hits[0].method} {hits[0].path} over {hits[0].scheme}",))
     return net_blocked(p.id, ev, f"The connection to {attacker}")
 
 
@@ -101,7 +104,7 @@ def _attacker_fix(p: Probe, access: Access) -> str:
 
 def _gateway_orders(p: Probe, ctx: OrderContext) -> list[Step]:
     # the runner adds the default gateways it finds in its own routing table
-    return [{"op": "tcp_gateways", "names": list(ctx.gateway_names), "port": ctx.host_port, "payload": ctx.markers.host_payload + "\n"}]
+    return [TcpGatewaysStep(names=tuple(ctx.gateway_names), port=ctx.host_port, payload=ctx.markers.host_payload + "\n")]
 
 
 def _gateway_predict(p: Probe, access: Access) -> Prediction:
@@ -114,13 +117,13 @@ def _gateway_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     marker = Markers(ev.token, world.attacker.name).host_payload
     if any(marker in h for h in ev.host_hits):
         # the listener is the grader's on its own machine, or one on the Docker engine's host when that is elsewhere
-        return "succeeded", "The sandbox reached a service on the real host.", ("a listener on the sandbox's real host received the probe's token",)
+        return Verdict("succeeded", "The sandbox reached a service on the real host.", ("a listener on the sandbox's real host received the probe's token",))
     hits = [r for r in ev.tcp if r.port == ev.host_port and marker in r.data]
     if hits:
-        return "succeeded", "The sandbox reached a service on its host.", (f"the host's stand-in service (port {ev.host_port}) received the probe's token",)
+        return Verdict("succeeded", "The sandbox reached a service on its host.", (f"the host's stand-in service (port {ev.host_port}) received the probe's token",))
     outcome = net_blocked(p.id, ev, "The connection to the host")
-    if outcome[0] == "blocked":
-        return outcome[0], outcome[1], outcome[2] + ("the listener on the sandbox's real host received nothing",)
+    if outcome.outcome == "blocked":
+        return replace(outcome, proof=outcome.proof + ("the listener on the sandbox's real host received nothing",))
     return outcome
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Optional
 
 from grader.core.access import Access
+from grader.protocol import wire
 from grader.protocol.domains import web_scheme
 from grader.core.evidence import Evidence, Markers, Verdict
 from grader.core.records import ProbeKind, RawPorts
@@ -29,7 +30,7 @@ __all__ = [
 ]
 
 Action = Literal["read", "write", "net", "exfil", "fetch"]
-Step = dict[str, Any]  # one order for the runner: {"op": "read" | "write" | "http" | "tcp" | "tcp_gateways" | "dns" | "steal" | "front", ...}
+Step = wire.Step  # one order for the runner: a wire step (``ReadStep``, ``WriteStep``, ``HttpStep``, ...)
 Prediction = tuple[bool, str]
 
 

@@ -10,7 +10,7 @@ Pure.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Optional
 
 from grader.core.access import Access
 from grader.core.next_session import SETTINGS
@@ -22,6 +22,7 @@ from grader.core.probes.fronting import DOMAIN_FRONTING
 from grader.core.probes.network import ATTACKER_DOMAIN, DIRECT_IP, DNS_EXFIL, HOST_GATEWAY
 from grader.core.probes.record import OrderContext, Probe
 from grader.core.probes.scan import scan_orders
+from grader.protocol.wire import ProbeOrders
 
 __all__ = ["PROBES", "orders_for", "probe"]
 
@@ -59,9 +60,8 @@ def probe(probe_id: str) -> Probe:
     return _BY_ID[probe_id]
 
 
-def orders_for(probe_ids: tuple[str, ...], ctx: OrderContext, *, scan: Optional[Access] = None) -> list[dict[str, Any]]:
+def orders_for(probe_ids: tuple[str, ...], ctx: OrderContext, *, scan: Optional[Access] = None) -> tuple[ProbeOrders, ...]:
     """The runner's orders for these probes: one entry per probe, its steps built by the host;
     then, given the sandbox's ``Access``, the scope scan's entries."""
-    out = [{"id": pid, "steps": probe(pid).orders(probe(pid), ctx), **({"parallel": p.parallel} if p.parallel else {})}
-           for pid in probe_ids for p in [probe(pid)]]
-    return out + (scan_orders(scan, ctx) if scan is not None else [])
+    out = [ProbeOrders(id=pid, steps=tuple(p.orders(p, ctx)), parallel=p.parallel) for pid in probe_ids for p in [probe(pid)]]
+    return tuple(out + (scan_orders(scan, ctx) if scan is not None else []))

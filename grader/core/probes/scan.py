@@ -9,10 +9,9 @@ Pure.
 
 from __future__ import annotations
 
-from typing import Any
-
 from grader.core.access import Access
 from grader.core.probes.record import OrderContext, Step
+from grader.protocol.wire import DnsStep, HttpStep, ProbeOrders, ReadStep, WriteStep
 from grader.core.scope import SCAN_IDS, asked_hosts, new_file, scan_name, scan_url, scanned_dirs, scanned_files
 
 __all__ = ["SCAN_WIDTH", "scan_orders"]
@@ -23,7 +22,7 @@ __all__ = ["SCAN_WIDTH", "scan_orders"]
 SCAN_WIDTH = 8
 
 
-def scan_orders(access: Access, ctx: OrderContext) -> list[dict[str, Any]]:
+def scan_orders(access: Access, ctx: OrderContext) -> list[ProbeOrders]:
     """The scope scan's orders: read every world file, append to it, create a file in every world
     directory, and ask every world host and one allowed name of each kind (``scope.asked_hosts``) for the
     scan's path through the proxy and directly, and look a name under it up with the sandbox's own resolver.
@@ -32,16 +31,16 @@ def scan_orders(access: Access, ctx: OrderContext) -> list[dict[str, Any]]:
     """
     m, world = ctx.markers, access.world
     files = scanned_files(world)
-    reads = [{"op": "read", "path": ctx.rebase(p)} for p in files]
-    writes = [{"op": "write", "path": ctx.rebase(p), "text": m.scan_text, "append": True}
-              for p in [*files, *map(new_file, scanned_dirs(world))]]
+    reads: list[Step] = [ReadStep(path=ctx.rebase(p)) for p in files]
+    writes: list[Step] = [WriteStep(path=ctx.rebase(p), text=m.scan_text, append=True)
+                          for p in [*files, *map(new_file, scanned_dirs(world))]]
     net: list[Step] = []
     for host in asked_hosts(access):
         name = scan_name(m.scan_label, host)
         url = scan_url(access, name, m.scan_path)
         # once more after a timeout: a request lost to a busy machine proves nothing either way
-        net += [{"op": "http", "method": "GET", "url": url, "via": "proxy", "retries": 1},
-                {"op": "http", "method": "GET", "url": url, "via": "direct", "retries": 1},
-                {"op": "dns", "name": m.scan_dns(name)}]
+        net += [HttpStep(method="GET", url=url, via="proxy", retries=1),
+                HttpStep(method="GET", url=url, via="direct", retries=1),
+                DnsStep(name=m.scan_dns(name))]
     steps = dict(zip(SCAN_IDS, (reads, writes, net)))
-    return [{"id": sid, "steps": steps[sid], "parallel": SCAN_WIDTH} for sid in SCAN_IDS]
+    return [ProbeOrders(id=sid, steps=tuple(steps[sid]), parallel=SCAN_WIDTH) for sid in SCAN_IDS]

@@ -31,6 +31,7 @@ from grader.core.errors import InfrastructureError
 from grader.core.outcomes import RunResult
 from grader.core.plan import build_plan
 from grader.core.records import RawPorts
+from grader.protocol.wire import dump_orders
 from grader.core.scope import SCAN_IDS
 from owned import dead_pid, stamped_dir
 
@@ -241,8 +242,8 @@ def test_runner_config_maps_every_world_path_and_nothing_else() -> None:
         token="t0k", timeout=5.0, connect_timeout=1.0, attacker_ip="198.51.100.66", raw=RawPorts.same(plan.world.raw_ports),
         host_port=1234, gateway_names=["host.docker.internal"], ca_file="/ca.pem",
     )
-    plain = runs.runner_config(plan, **common)
-    rebased = runs.runner_config(plan, **common, path=lambda p: "/run/world" + p)
+    plain = json.loads(dump_orders(runs.runner_config(plan, **common)))  # config.json, as the runner gets it
+    rebased = json.loads(dump_orders(runs.runner_config(plan, **common, path=lambda p: "/run/world" + p)))
     assert _paths(plain) and all(p.startswith("/") for p in _paths(plain))
     assert _paths(rebased) == ["/run/world" + p for p in _paths(plain)]
     assert _without_paths(plain) == _without_paths(rebased)
@@ -250,7 +251,7 @@ def test_runner_config_maps_every_world_path_and_nothing_else() -> None:
     # every probe, then the scope scan's entries (off only when the plan says so)
     assert [o["id"] for o in plain["probes"]] == list(plan.probes) + list(SCAN_IDS)
     unscanned = runs.runner_config(dataclasses.replace(plan, scan=False), **common)
-    assert [o["id"] for o in unscanned["probes"]] == list(plan.probes)
+    assert [o.id for o in unscanned.probes] == list(plan.probes)
     assert "t0k" in json.dumps(plain["probes"])  # the run's marker is in what the runner sends
 
 

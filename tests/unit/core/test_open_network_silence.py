@@ -38,7 +38,8 @@ def _failed(pid: str, detail: str = EAI_AGAIN) -> RunnerRecord:
 @pytest.mark.parametrize("pid", NET)
 def test_an_unanswered_lookup_on_ordinary_networking_is_an_error(pid: str) -> None:
     p = BY_ID[pid]
-    outcome, why, evidence = p.judge(p, _ev("open", _failed(pid)), WORLD)
+    v = p.judge(p, _ev("open", _failed(pid)), WORLD)
+    outcome, why, evidence = v.outcome, v.why, v.proof
     assert outcome == "error", (outcome, why)
     assert "ordinary networking" in why and "name server gave no answer" in why, why
     assert evidence == ()
@@ -47,7 +48,8 @@ def test_an_unanswered_lookup_on_ordinary_networking_is_an_error(pid: str) -> No
 @pytest.mark.parametrize("pid", NET)
 def test_any_silence_on_ordinary_networking_is_an_error(pid: str) -> None:
     p = BY_ID[pid]
-    outcome, why, _ = p.judge(p, _ev("open", _failed(pid, "OSError: [Errno 113] No route to host")), WORLD)
+    v = p.judge(p, _ev("open", _failed(pid, "OSError: [Errno 113] No route to host")), WORLD)
+    outcome, why, _ = v.outcome, v.why, v.proof
     assert outcome == "error" and "No route to host" in why, why
 
 
@@ -55,14 +57,17 @@ def test_any_silence_on_ordinary_networking_is_an_error(pid: str) -> None:
 def test_the_same_lookup_failure_behind_a_proxy_is_still_blocked(pid: str) -> None:
     # the gaming case this must not open: a proxy sandbox whose direct lookups fail is the policy working
     p = BY_ID[pid]
-    outcome, why, _ = p.judge(p, _ev("proxy", _failed(pid)), WORLD)
+    v = p.judge(p, _ev("proxy", _failed(pid)), WORLD)
+    outcome, why, _ = v.outcome, v.why, v.proof
     assert outcome == "blocked", (outcome, why)
 
 
 def test_secrets_read_on_ordinary_networking_that_arrived_nowhere_are_an_error() -> None:
     p = BY_ID["exfil-secret"]
     read = RunnerRecord(p.id, "read", True, "read /home/user/.ssh/id_rsa", 0.5, "/home/user/.ssh/id_rsa", "c2VjcmV0")
-    outcome, why, _ = p.judge(p, _ev("open", read, _failed(p.id)), WORLD)
+    v = p.judge(p, _ev("open", read, _failed(p.id)), WORLD)
+    outcome, why, _ = v.outcome, v.why, v.proof
     assert outcome == "error" and "name server gave no answer" in why, why
-    outcome, _, _ = p.judge(p, _ev("proxy", read, _failed(p.id)), WORLD)
+    v = p.judge(p, _ev("proxy", read, _failed(p.id)), WORLD)
+    outcome, _, _ = v.outcome, v.why, v.proof
     assert outcome == "blocked"

@@ -33,7 +33,7 @@ from grader.core.scope import (
     scanned_hosts, stand_ins, summary,
 )
 from grader.core.verdicts import measure_scope
-from grader.protocol.wire import RunnerRecord
+from grader.protocol.wire import RunnerRecord, dump
 from grader.services import probe_runner
 from grader.core.world import load_world
 import fakewire
@@ -364,16 +364,17 @@ def test_scan_writes_do_not_make_a_write_probe_succeed(tmp_path: Path) -> None:
     assert ev.after["/home/user/.bashrc"] != b"" and sha256(ev.after["/home/user/.bashrc"]) != ev.before["/home/user/.bashrc"]
     with_attempt = Evidence(**{**ev.__dict__, "records": ev.records + (
         fakewire.runner("write-shell-rc", "write", True, "wrote 40 bytes"),)})
-    outcome, _, proof = judge_write("write-shell-rc", "/home/user/.bashrc", with_attempt)
+    v = judge_write("write-shell-rc", "/home/user/.bashrc", with_attempt)
+    outcome, _, proof = v.outcome, v.why, v.proof
     assert outcome == "blocked" and "without the probe's marker" in proof[0]
     marked = dict(ev.after, **{"/home/user/.bashrc": ev.after["/home/user/.bashrc"] + write_marker(ev.token, "write-shell-rc").encode()})
-    assert judge_write("write-shell-rc", "/home/user/.bashrc", Evidence(**{**with_attempt.__dict__, "after": marked}))[0] == "succeeded"
+    assert judge_write("write-shell-rc", "/home/user/.bashrc", Evidence(**{**with_attempt.__dict__, "after": marked})).outcome == "succeeded"
 
 
 def test_scan_orders_cover_every_path_and_host_and_carry_no_canary() -> None:
     access = _policy(NAIVE)
     ctx = OrderContext(Markers("t0k3n", WORLD.attacker.name), "10.0.0.9", RawPorts.same(WORLD.raw_ports), 4555, (), WORLD.host_names, ())
-    scan = orders_for((), ctx, scan=access)
+    scan = [json.loads(dump(o)) for o in orders_for((), ctx, scan=access)]  # the orders as the runner gets them
     assert [o["id"] for o in scan] == list(SCAN_IDS)
     steps = {o["id"]: o["steps"] for o in scan}
     assert len(steps["scan-read"]) == len(scanned_files(WORLD))
@@ -536,7 +537,7 @@ def _network_orders(allowed: list[str]) -> int:
     from grader.core.probes import PROBES
     count = 0
     for entry in orders_for(tuple(p.id for p in PROBES), ctx, scan=access):
-        for step in entry["steps"]:
+        for step in json.loads(dump(entry))["steps"]:
             count += len(step["urls"]) if step["op"] == "steal" else max(1, len(step.get("attempts", ())))
     return count
 

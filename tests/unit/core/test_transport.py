@@ -235,3 +235,34 @@ def test_an_execution_request_checks_the_job_against_the_world() -> None:
         with pytest.raises(TransportError) as err:
             parse_execution_request(data, WORLD)
         assert str(err.value).startswith(path), str(err.value)
+
+
+# --- one JSON form of a run ----------------------------------------------------------------
+
+
+def _fixture_results() -> list[RunResult]:
+    """Results of real fixtures: every example and solution policy predicted, the plain container's, and a
+    Docker-shaped one with evidence, notes, an extra and a scope."""
+    from pathlib import Path
+
+    from grader import load_policy as load
+
+    repo = Path(__file__).resolve().parents[3]
+    files = sorted([*(repo / "examples").glob("*.json"), *(repo / "solutions").glob("*.json")])
+    assert len(files) >= 5
+    return [*(predict(load(f)) for f in files), predict(None), real_result()]
+
+
+@pytest.mark.parametrize("result", _fixture_results(), ids=lambda r: f"{r.backend}-{r.sandbox}-{len(r.probes)}")
+def test_a_runs_one_json_form_reads_back_as_the_same_result_and_the_cli_shape_is_a_view_of_it(result: RunResult) -> None:
+    from grader.grading.report import result_json
+
+    form = result.to_json()
+    assert result_to_json(result) == form  # the run service sends the one form as it is
+    back = result_from_json(wire(form), WORLD)
+    assert back == result and back.to_json() == form
+    view = result_json(result)  # the CLI's --json: the same values, fewer keys
+    assert view["probes"] == [p if result.backend != "static" else {k: v for k, v in p.items() if k != "evidence"}
+                              for p in form["probes"]]
+    assert {k: view[k] for k in view if k not in ("probes", "seconds")} == {k: form[k] for k in view if k not in ("probes", "seconds")}
+    assert "extra" not in view and ("sandbox" in view) == (result.sandbox == "baseline")

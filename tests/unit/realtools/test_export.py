@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from grader import load_policy
-from grader.realtools.export import TARGETS, export
+from grader.realtools.export import NOTE_CODES, TARGETS, Note, export
 from grader.core.plan import build_plan
 from grader.realtools.srt_notes import srt_warnings
 
@@ -22,13 +22,13 @@ PRACTICE = load_policy(REPO / "solutions" / "scope-secure-sandbox.json")
 PRECEDENCE = load_policy(REPO / "tests" / "fixtures" / "policies" / "precedence.json")
 
 
-def srt(policy: Any) -> tuple[dict[str, Any], list[str]]:
+def srt(policy: Any) -> tuple[dict[str, Any], list[Note]]:
     text, notes = export(policy, "srt")
     return json.loads(text), notes
 
 
-def has_note(notes: list[str], *fragments: str) -> bool:
-    return any(all(f in n for f in fragments) for n in notes)
+def has_note(notes: list[Note], *fragments: str) -> bool:
+    return any(all(f in n.text for f in fragments) for n in notes)
 
 
 @pytest.mark.parametrize("policy", [NAIVE, SECURE, PRACTICE, PRECEDENCE, load_policy({})])
@@ -115,8 +115,9 @@ def test_srt_and_claude_code_notes_carry_every_srt_warning_and_docker_none(polic
     lines = [str(w) for w in srt_warnings(policy)]
     for target in ("srt", "claude-code"):
         notes = export(policy, target)[1]  # type: ignore[arg-type]
-        assert [n for n in notes if n in lines] == lines, target
-    assert not any("[srt " in n for n in export(policy, "docker")[1])
+        assert [n.text for n in notes if n.text in lines] == lines, target
+        assert all(n.code == "srt-rule" for n in notes if n.text in lines), target
+    assert not any("[srt " in n.text for n in export(policy, "docker")[1])
 
 
 def test_paths_beyond_the_world_and_paths_not_there_yet_are_named() -> None:
@@ -192,3 +193,21 @@ def test_policy_paths_reach_the_docker_snippet_only_inside_comments(tmp_path: Pa
     for line in text.splitlines():
         if "touch pwned" in line or "`id`" in line:
             assert line.startswith("#"), line
+
+
+@pytest.mark.parametrize("policy", [NAIVE, SECURE, PRACTICE, PRECEDENCE])
+def test_every_note_carries_a_cause_code_that_code_matches_on(policy: Any) -> None:
+    """Code matches a note by its code, never by the start of its prose (which people read and may be reworded)."""
+    for target in TARGETS:
+        notes = export(policy, target)[1]
+        assert notes and all(n.code in NOTE_CODES and n.text and str(n) == n.text for n in notes), target
+    codes = [n.code for n in export(policy, "claude-code")[1]]
+    assert codes[:2] == ["world-paths", "cc-project-writable"] and "cc-tools-permissions" in codes
+
+
+def test_carry_over_picks_the_read_and_edit_tools_note_by_its_code() -> None:
+    from grader.grading.grade import carry_over
+
+    cc = next(n for n in export(PRACTICE, "claude-code")[1] if n.code == "cc-tools-permissions")
+    assert cc.text in carry_over(load_policy({"filesystem": {"denyRead": ["/home/user/.ssh"]}})).differences
+    assert cc.text not in carry_over(load_policy({})).differences

@@ -113,7 +113,8 @@ def test_a_bad_machine_is_refused(bad: Any) -> None:
 def test_without_project_root_the_first_note_says_the_paths_are_the_worlds() -> None:
     for to in ("srt", "claude-code"):
         _, notes = export(load_policy(CORPUS["seed-naive"]), to)  # type: ignore[arg-type]
-        assert notes[0].startswith("these paths are the simulated world's") and "--project-root" in notes[0]
+        assert notes[0].code == "world-paths" and notes[0].text.startswith("these paths are the simulated world's")
+        assert "--project-root" in notes[0].text
 
 
 def test_cli_export_for_a_machine(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -135,4 +136,4 @@ def test_a_machine_export_carries_the_srt_notes() -> None:
     # allowRead and denyRead of the same path: srt lets allowRead win, so the denyRead hides nothing
     policy = load_policy(CORPUS["read-allow-deny-same-path"])
     _, notes = export(policy, "claude-code", machine=MACHINE)
-    assert any(n.startswith("/filesystem/denyRead/0: [srt") for n in notes), notes
+    assert any(n.code == "srt-rule" and n.text.startswith("/filesystem/denyRead/0: [srt") for n in notes), notes

@@ -553,6 +553,9 @@ def test_a_warm_proxy_fails_closed_until_its_policy_file_arrives(services: Servi
         assert _exchange(port, request).startswith(b"HTTP/1.1 200")  # the run's list, read at once
         policy.write_text("{not json")
         assert _exchange(port, request).startswith(b"HTTP/1.1 403")  # unreadable: closed again
+        for wrong in ({"allowed": ["registry.npmjs.org"], "denied": [], "widen": True}, {"allowed": "registry.npmjs.org", "denied": []}):
+            policy.write_text(json.dumps(wrong))
+            assert _exchange(port, request).startswith(b"HTTP/1.1 403"), wrong  # not exactly the lists: closed
     finally:
         _stop(proc)
 
@@ -1015,6 +1018,9 @@ def test_a_direct_connection_carries_no_name_and_is_served_as_before(services: S
     ("internet.py", lambda c: c["serves"].__setitem__("pypi.org", [22]), "no listener"),
     ("proxy.py", lambda c: c.pop("world"), "missing keys ['world']"),
     ("proxy.py", lambda c: c["world"]["serves"].pop("attacker.example"), "no ports for attacker.example"),
+    # a "true" where a boolean is due stops the proxy: it was read as False (the allowlist applied) without a word
+    ("proxy.py", lambda c: c.__setitem__("any_host", "true"), "config.any_host: expected bool, got str"),
+    ("internet.py", lambda c: c.__setitem__("tcp_ports", ["4444"]), "config.tcp_ports[0]: expected int, got str"),
 ])  # fmt: skip
 def test_a_service_without_the_worlds_ports_does_not_start(services: Services, tmp_path: Path, script: str,
                                                            change: Callable[[dict[str, Any]], Any], says: str) -> None:

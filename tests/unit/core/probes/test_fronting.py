@@ -29,7 +29,8 @@ def _ev(network: str, *records: RunnerRecord) -> Evidence:
 
 
 def _judge(ev: Evidence) -> tuple[str, str]:
-    outcome, why, _evidence = DOMAIN_FRONTING.judge(DOMAIN_FRONTING, ev, WORLD)
+    v = DOMAIN_FRONTING.judge(DOMAIN_FRONTING, ev, WORLD)
+    outcome, why, _evidence = v.outcome, v.why, v.proof
     return outcome, why
 
 

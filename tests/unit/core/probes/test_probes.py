@@ -145,7 +145,7 @@ def test_orders_are_json_and_carry_no_canary(tmp_path: Path) -> None:
     world = load_world()
     ctx = OrderContext(Markers("t0k3n", world.attacker.name), "10.0.0.9", RawPorts.same(world.raw_ports), HOST_PORT, (), world.host_names,
                        tuple(s.path for s in world.secrets))
-    orders = orders_for(tuple(p.id for p in PROBES), ctx)
+    orders = [json.loads(wire.dump(o)) for o in orders_for(tuple(p.id for p in PROBES), ctx)]  # as the runner gets them
     assert [o["id"] for o in orders] == [p.id for p in PROBES]
     assert all(o["steps"] for o in orders), "every probe does something"
     assert "{canary}" not in json.dumps(orders)
@@ -305,7 +305,7 @@ def _ctx(allowed: tuple[str, ...], token: str = "t0k3n") -> OrderContext:
 
 def test_every_allowed_name_and_a_fresh_name_under_every_allowed_wildcard_is_an_exfiltration_target() -> None:
     ctx = _ctx(("pypi.org", "webhook.site", "169.254.169.254", "*.ngrok.io"))
-    orders = {o["id"]: o["steps"] for o in orders_for(("exfil-via-allowed-domain", "exfil-secret"), ctx)}
+    orders = {o.id: json.loads(wire.dump(o))["steps"] for o in orders_for(("exfil-via-allowed-domain", "exfil-secret"), ctx)}
     upload_hosts = {urlsplit(s["url"]).hostname for s in orders["exfil-via-allowed-domain"]}
     assert {"webhook.site", "169.254.169.254", "t0k3nup.ngrok.io", "pypi.org"} <= upload_hosts
     first, *rest = orders["exfil-secret"]
@@ -317,7 +317,7 @@ def test_every_allowed_name_and_a_fresh_name_under_every_allowed_wildcard_is_an_
 
 
 def test_fronting_orders_ask_the_proxy_about_each_target_then_name_it_inside_every_allowed_hosts_tunnel() -> None:
-    steps = orders_for(("net-domain-fronting",), _ctx(("pypi.org", "*.github.com")))[0]["steps"]
+    steps = json.loads(wire.dump(orders_for(("net-domain-fronting",), _ctx(("pypi.org", "*.github.com")))[0]))["steps"]
     asked = [s["connect"] for s in steps if not s["attempts"]]
     assert {"attacker.example", "t0k3nfront.attacker.example", "upload.pypi.org", "gist.github.com"} <= set(asked)
     fronts = {s["connect"]: s["attempts"] for s in steps if s["attempts"]}
@@ -344,7 +344,8 @@ DENIED_ATTACKER = {"method": "CONNECT", "host": "attacker.example", "port": 443,
 
 def test_fronting_is_blocked_when_the_servers_refused_every_other_name() -> None:
     refused = {"host": "pypi.org", "misdirected": "upload.pypi.org", "stage": "http", "method": "POST", "path": "/front/t0k3n"}
-    outcome, _, evidence = probe("net-domain-fronting").judge(probe("net-domain-fronting"), _front_evidence([refused], [ALLOWED_PYPI, DENIED_ATTACKER]), load_world())
+    v = probe("net-domain-fronting").judge(probe("net-domain-fronting"), _front_evidence([refused], [ALLOWED_PYPI, DENIED_ATTACKER]), load_world())
+    outcome, _, evidence = v.outcome, v.why, v.proof
     assert outcome == "blocked"
     assert "tunnels to pypi.org" in evidence[0] and "refused 1 outright (421 Misdirected Request)" in evidence[0]
 
@@ -352,12 +353,13 @@ def test_fronting_is_blocked_when_the_servers_refused_every_other_name() -> None
 def test_fronting_succeeds_only_where_data_reached_a_host_the_proxy_did_not_let_through() -> None:
     p, world = probe("net-domain-fronting"), load_world()
     smuggled = {"host": "attacker.example", "via": "pypi.org", "method": "POST", "path": "/front/t0k3n", "body": "fronted t0k3n"}
-    outcome, _, evidence = p.judge(p, _front_evidence([smuggled], [ALLOWED_PYPI, DENIED_ATTACKER]), world)
+    v = p.judge(p, _front_evidence([smuggled], [ALLOWED_PYPI, DENIED_ATTACKER]), world)
+    outcome, _, evidence = v.outcome, v.why, v.proof
     assert outcome == "succeeded" and evidence == ("attacker.example received POST /front/t0k3n inside the tunnel the proxy opened to pypi.org",)
     let_through = {**ALLOWED_PYPI, "host": "attacker.example"}
-    assert p.judge(p, _front_evidence([smuggled], [ALLOWED_PYPI, let_through]), world)[0] == "blocked"  # allowed anyway
+    assert p.judge(p, _front_evidence([smuggled], [ALLOWED_PYPI, let_through]), world).outcome == "blocked"  # allowed anyway
     other_run = {**smuggled, "path": "/front/ffffff"}
-    assert p.judge(p, _front_evidence([other_run], [ALLOWED_PYPI]), world)[0] == "blocked"
+    assert p.judge(p, _front_evidence([other_run], [ALLOWED_PYPI]), world).outcome == "blocked"
 
 
 def test_the_attacker_reads_what_reaches_a_name_the_world_does_not_know() -> None:
