@@ -51,7 +51,11 @@ pytestmark = [pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
 # the README and the pages its commands moved to (docs/instructors.md's commands: tests/notebooks/test_readme_instructor.py)
-PAGES = [README, *(REPO / "docs" / name for name in ("tutorial.md", "install.md", "cli.md", "ctf.md"))]
+PAGES = [README, *(REPO / "docs" / name for name in ("tutorial.md", "install.md", "cli.md", "ctf.md", "index.md",
+                                                      "contributing.md", "how-a-run-works.md", "scaling.md"))]
+# the pages whose ```sh blocks another test runs, line by line (tests/unit/project/test_docs.py holds that every
+# page with a ```sh block is in PAGES or here)
+RUN_ELSEWHERE = {"instructors.md": "tests/notebooks/test_readme_instructor.py"}
 CLI = REPO / ".venv" / "bin" / "sandbox-lab"
 TASK = "scope-secure-sandbox"
 # what `make test` and `make lab` do beyond a dry run, and which part of the suite does it
@@ -129,6 +133,7 @@ def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (home / ".venv").symlink_to(REPO / ".venv")  # the README's `.venv/bin/...` commands run from a checkout's root
     shutil.copy(REPO / "solutions" / f"{TASK}.json", home / "POLICY.json")
     shutil.copy(REPO / "solutions" / f"{TASK}.json", home / "my_policy.json")
+    shutil.copy(REPO / "solutions" / f"{TASK}.json", home / "policy.json")  # how-a-run-works.md's
     (home / "attack.py").write_text("print(open('/home/user/.ssh/id_rsa').read())\n")
     app = home / "code" / "app"
     (app / ".claude").mkdir(parents=True)
@@ -152,12 +157,25 @@ def _cli_commands() -> list[str]:
     return [c for c in readme_commands(_text()) if _code(c).split()[0] in ("sandbox-lab", ".venv/bin/sandbox-lab")]
 
 
+def _on_an_engine(command: str) -> bool:
+    """A command that names an engine's backend itself (``--backend docker``): run in the Docker test."""
+    words = _code(command).split()
+    return any(a == "--backend" and b in ENGINE_BACKENDS for a, b in zip(words, words[1:]))
+
+
+def _bench_commands() -> list[str]:
+    """The measurements the pages show (``.venv/bin/python bench/X.py ...``): minutes each, so their options are
+    checked against each script's parser here, and the scripts are run by the benches, not the suite."""
+    return [c for c in readme_commands(_text()) if re.match(r"(\.venv/bin/)?python3? bench/\w+\.py", _code(c))]
+
+
 def test_every_readme_command_is_covered() -> None:
     text = _text()
     commands = readme_commands(text)
     assert {"make lab", "make test"} <= {_code(c) for c in readme_commands(README.read_text())}, \
         "the README starts with `make lab` and `make test`"
-    uncovered = [c for c in commands if not (_code(c).startswith(("make ", "pip install ")) or c in _cli_commands())]
+    uncovered = [c for c in commands
+                 if not (_code(c).startswith(("make ", "pip install ")) or c in _cli_commands() or c in _bench_commands())]
     assert uncovered == [], f"README commands no test runs: cover them in {Path(__file__).name}: {uncovered}"
     assert set(RUN_BY_THE_SUITE) <= {_code(c) for c in commands}
     assert pip_commands(text), "the README names its installs"
@@ -188,6 +206,10 @@ def test_pip_installs_the_readme_names_work_from_a_checkout(command: str) -> Non
 def test_cli_commands_run_as_written(command: str, scratch: Path) -> None:
     words = _code(command).split()
     sub = words[1]
+    if _on_an_engine(command):  # test_engine_commands_run_as_written runs it, on Docker
+        helped = _bash(f"sandbox-lab {sub} --help", scratch, _env(scratch))
+        assert helped.returncode == 0 and "--backend" in helped.stdout, helped.stderr
+        return
     if sub in NEEDS_AN_ENGINE:
         helped = _bash(f"sandbox-lab {sub} --help", scratch, _env(scratch))
         assert helped.returncode == 0, helped.stderr
@@ -210,3 +232,28 @@ def test_setup_and_cleanup_run_as_written(scratch: Path) -> None:
     for command in shown:
         done = _bash(_code(command), scratch, env, timeout=1800)
         assert done.returncode == 0, f"`{_code(command)}`: {(done.stdout + done.stderr)[-3000:]}"
+
+
+@pytest.mark.docker
+def test_engine_commands_run_as_written(scratch: Path) -> None:
+    """A command that names ``--backend docker`` (how-a-run-works.md's) runs as shown, on the engine."""
+    shown = [c for c in _cli_commands() if _on_an_engine(c)]
+    assert shown, "no page shows a command on an engine: drop this test"
+    for command in shown:
+        for runnable in _expand(command):
+            done = _bash(runnable, scratch, _env(scratch), timeout=1800)
+            output = done.stdout + done.stderr
+            assert done.returncode in _expected(command), f"`{runnable}` ended with exit {done.returncode}: {output[-3000:]}"
+            assert "Traceback" not in output, output[-3000:]
+
+
+@pytest.mark.parametrize("command", _bench_commands())
+def test_bench_commands_name_options_their_scripts_have(command: str) -> None:
+    """Each bench command a page shows names a script that exists and only options its parser offers."""
+    words = _code(command).split()
+    script = REPO / words[1]
+    assert script.is_file(), f"`{_code(command)}`: {words[1]} is not in the checkout"
+    helped = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert helped.returncode == 0, helped.stderr[-2000:]
+    for option in (w.split("=")[0] for w in words[2:] if w.startswith("--")):
+        assert option in helped.stdout, f"`{_code(command)}`: {words[1]} has no {option} ({helped.stdout[-1500:]})"

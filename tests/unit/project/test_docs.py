@@ -138,3 +138,16 @@ def test_the_site_builds_with_no_warning(tmp_path: Path) -> None:
     for page in ("index.html", "tutorial/index.html", "how-a-run-works/index.html", "reference/cli/index.html",
                  "reference/policy-schema/index.html", "reference/http-api/index.html"):
         assert (tmp_path / "site" / page).is_file(), page
+
+
+def test_every_page_with_commands_is_run_by_a_test() -> None:
+    """Every page of the site that shows ```sh commands has them run: by test_readme_commands (its PAGES) or by the
+    test RUN_ELSEWHERE names, which reads that page. A record of commands that is not instructions is ```text."""
+    source = (ROOT / "tests" / "integration" / "test_readme_commands.py").read_text(encoding="utf-8")
+    pages = set(re.findall(r'"([\w-]+\.md)"', source.split("PAGES = [", 1)[1].split("]", 1)[0]))
+    elsewhere = dict(re.findall(r'"([\w-]+\.md)": "([\w/.]+\.py)"', source))
+    shown = {p.name for p in DOCS.rglob("*.md") if re.search(r"^```sh\b", p.read_text(encoding="utf-8"), re.M)}
+    missing = sorted(shown - pages - set(elsewhere))
+    assert not missing, f"pages whose commands no test runs: {missing} (add them to PAGES in test_readme_commands.py)"
+    for page, test in elsewhere.items():
+        assert page in (ROOT / test).read_text(encoding="utf-8"), f"{test} does not read {page}"
