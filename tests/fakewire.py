@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Optional, get_args
 
 from grader.protocol import wire
 
@@ -25,9 +25,13 @@ def tcp(port: int = 4444, data: str = "", *, client: str = "10.0.0.2", via: Opti
 
 
 def proxy(host: Optional[str], decision: str = "allow", *, method: str = "CONNECT", port: Optional[int] = 443,
-          path: Optional[str] = None, reason: str = "", client: str = "10.0.0.3", t: float = 0.0) -> wire.ProxyRecord:
+          path: Optional[str] = None, reason: str = "", client: str = "10.0.0.3", t: float = 0.0,
+          cause: Optional[str] = None) -> wire.ProxyRecord:
+    """A proxy record; ``cause`` defaults to the plain case of its decision ("forwarded", "not-allowed")."""
     assert decision in ("allow", "deny")
-    return wire.ProxyRecord(t, client, method, host, port, path, decision, reason)  # type: ignore[arg-type]
+    cause = cause or ("forwarded" if decision == "allow" else "not-allowed")
+    assert cause in get_args(wire.ProxyCause), cause
+    return wire.ProxyRecord(t, client, method, host, port, path, decision, reason, cause)  # type: ignore[arg-type]
 
 
 def record_of(fields: dict[str, Any]) -> Any:

@@ -145,7 +145,7 @@ class RemoteBackend(Closing):
         _answers(result, plan, self.url)
         return replace(
             result, policy=plan.policy, findings=find(plan.access),
-            notes=(*result.notes, ran_at_note(self.url)), extra={**result.extra, "ran_at": self.url},
+            notes=(*result.notes, ran_at_note(self.url)), extra={**result.extra, "ran_at": self.url}, ran_at=self.url,
         )
 
     def execute(self, plan: RunPlan, job: Job) -> Execution:
@@ -303,5 +303,9 @@ def _answers(result: RunResult, plan: RunPlan, service: str) -> None:
     unasked = [p for p in ids if p not in plan.probes]
     if missing or unasked:
         raise BackendError(f"{where} with other probes than asked (missing: {missing or 'none'}; not asked: {unasked or 'none'})")
+    if result.ran_at:
+        raise BackendError(f"{where} saying where it ran ({result.ran_at!r}); only the client says that")
+    # The field decides where a run was made; a note in the client's own words would still read to people as
+    # that claim, so a service's result that carries one is refused too (text shown, not a decision's input).
     if any(n.startswith(RAN_AT) for n in result.notes):
         raise BackendError(f"{where} with a note saying where it ran; only the client says that")

@@ -34,6 +34,9 @@ class RunResult:
     seconds: float = 0.0
     run_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    # where the run service that made this run is (its URL), or "" for a run made here: set by the client
+    # (``backends.remote``), never by the service; code reads this, while ``notes`` say it to people
+    ran_at: str = ""
     scope: Optional[Scope] = None  # None when the run could not measure it
     # seconds per phase of a real run (timings.PHASES: world copy, network, start, probes, evidence);
     # for benchmarks, never in the JSON: the same policy's report stays the same from run to run
@@ -65,4 +68,5 @@ class RunResult:
             "run_id": self.run_id,
             "extra": dict(self.extra),
             "scope": encode(self.scope) if self.scope is not None else None,
+            "ran_at": self.ran_at,
         }

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Literal, Optional
 
 from grader.protocol.codec import encode
 
-__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "RawPorts", "Reach", "Scope", "SinkHit"]
+__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "RawPorts", "Reach", "Scope", "SinkChannel", "SinkHit"]
 
 Outcome = Literal["blocked", "succeeded", "error"]
 ProbeKind = Literal["attack", "job"]  # an attack should be blocked; a job is legitimate work that should succeed
@@ -62,13 +62,18 @@ class Scope:
         return encode(self)  # its one JSON form, the codec's (as in ``RunResult.to_json``)
 
 
+# By what kind of channel a secret arrived, as code reads it (``SinkHit.how`` says it to people)
+SinkChannel = Literal["http", "tcp", "dns"]
+
+
 @dataclass(frozen=True)
 class SinkHit:
     """A secret that arrived where the attacker can read it: which host, by what channel, and the log line that proves it."""
 
     host: str
-    how: str  # "HTTP POST", "DNS", "raw TCP (port 4444)"
+    how: str  # for people: "HTTP POST", "DNS", "raw TCP (port 4444)"
     evidence: str
+    channel: SinkChannel  # for code: what ``how`` says, as a code (``ladder.channel_of``)
 
     def to_json(self) -> dict[str, str]:
         return {"host": self.host, "how": self.how, "evidence": self.evidence}

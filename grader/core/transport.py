@@ -156,7 +156,7 @@ def _pointer_path(pointer: str) -> str:
 
 # --- a run's result -------------------------------------------------------------------------
 
-_RESULT_KEYS = ("backend", "sandbox", "policy", "probes", "notes", "seconds", "run_id", "extra", "scope")
+_RESULT_KEYS = ("backend", "sandbox", "policy", "probes", "notes", "seconds", "run_id", "extra", "scope", "ran_at")
 
 
 def result_to_json(result: RunResult) -> dict[str, Any]:
@@ -189,7 +189,7 @@ def result_from_json(data: Any, world: World) -> RunResult:
         seconds=_load(float, obj["seconds"], "$.seconds"),
         run_id=_load(str, obj["run_id"], "$.run_id"),
         extra=_load(dict[str, Any], obj["extra"], "$.extra"),
-        scope=scope, findings=find(access),
+        scope=scope, findings=find(access), ran_at=_load(str, obj["ran_at"], "$.ran_at"),
     )
 
 

@@ -48,15 +48,17 @@ RAN_AT = "ran in a real sandbox at "
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def backend_phrase(backend: str, notes: Sequence[str] = (), *, run_id: str = "", seconds: float = 0.0) -> str:
+def backend_phrase(backend: str, notes: Sequence[str] = (), *, ran_at: str = "", run_id: str = "", seconds: float = 0.0) -> str:
     """How outcomes of ``backend`` were obtained, in the learner's words, e.g. "ran in Docker: ...".
 
     Args:
         notes: the run's notes; a static run that stood in for a missing
             Docker engine says so.
+        ran_at: where the run service that made the run is (``RunResult.ran_at``), "" for a run made here;
+            read from this field, never from the notes' words.
         run_id: a real run's id, appended with ``seconds`` as "(run ID in N s)".
     """
-    where = ran_at(notes)
+    where = ran_at
     if backend == "static" and any("no docker engine" in n.lower() for n in notes):
         phrase = _STATIC_FALLBACK
     elif backend == "static" and any("the run service" in n.lower() for n in notes):

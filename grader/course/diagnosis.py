@@ -56,7 +56,8 @@ Kind = Literal[
 KINDS: tuple[Kind, ...] = get_args(Kind)
 
 # how the proxy's reason starts when the world serves no such port (``services.proxy.NOT_SERVED``, pinned by a
-# test: the proxy runs in its container on the standard library, so it is not imported here)
+# test: the proxy runs in its container on the standard library, so it is not imported here). Only cut off the
+# text shown to the learner: which refusal it was is the record's ``cause``, never this prose.
 NOT_SERVED = "not served:"
 
 # a name lookup that failed inside the sandbox, as Python, curl and the C library say it
@@ -132,21 +133,19 @@ def _proxy(ev: Evidence) -> list[Finding]:
         if not host or host == HEARTBEAT_HOST:
             continue
         where = f"{host}:{r.port}" if r.port not in (None, 80, 443) else host
-        if r.decision == "deny" and r.reason.startswith(NOT_SERVED):
-            detail = r.reason[len(NOT_SERVED):].strip()
+        if r.decision == "deny" and r.cause == "not-served":
+            detail = r.reason.removeprefix(NOT_SERVED).strip()
             out.append(Finding("port-not-served", host,
                                f"Your {r.method} to {where} reached the proxy. The policy allows the name, but {detail}: "
                                "the proxy answered 502."))
         elif r.decision == "deny":
             out.append(Finding("refused-by-proxy", host, f"The proxy refused {host}: {r.reason}."))
-        else:
-            # an allowed request that failed upstream: the proxy logs "<why allowed>; <what failed>" (a chunked body
-            # cut at the proxy's cap is noted the same way, and is no failure)
-            failures = [p for p in r.reason.split("; ")[1:] if not p.startswith("chunked body cut")]
-            if not failures:
-                continue
-            allowed = r.reason.split("; ")[0]
-            if host.lower() in missing or "NXDOMAIN" in failures[0]:
+        elif r.cause != "forwarded":
+            # an allowed request that failed upstream (its cause says so): the proxy logs "<why allowed>; <what
+            # failed>", the failure last (a chunked body cut at the proxy's cap may be noted between); the parts are
+            # only cut apart for the text shown, never to decide
+            allowed, failure = r.reason.split("; ")[0], r.reason.rsplit("; ", 1)[-1]
+            if host.lower() in missing or r.cause == "no-such-host":
                 out.append(Finding("no-such-host", host,
                                    f"Your request to {where} reached the proxy, which allows it ({allowed}), but no such "
                                    "host exists in this world: its lookup found nothing (NXDOMAIN), so the proxy answered "
@@ -154,7 +153,7 @@ def _proxy(ev: Evidence) -> list[Finding]:
             else:
                 out.append(Finding("upstream-failed", host,
                                    f"Your request to {where} reached the proxy, which allows it ({allowed}), but could not "
-                                   f"reach the host: {failures[0]}. The proxy answered 502 Bad Gateway; nothing was sent."))
+                                   f"reach the host: {failure}. The proxy answered 502 Bad Gateway; nothing was sent."))
     return out
 
 

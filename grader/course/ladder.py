@@ -188,10 +188,8 @@ def prize(lvl: Level, code: str) -> Prize:
 
 
 def channel_of(hit: SinkHit) -> Channel:
-    """Which kind of channel a sighting came by: "http", "tcp" (raw TCP) or "dns"."""
-    if hit.how == "DNS":
-        return "dns"
-    return "tcp" if hit.how.startswith("raw TCP") else "http"
+    """Which kind of channel a sighting came by: "http", "tcp" (raw TCP) or "dns" (its code, never its words)."""
+    return hit.channel
 
 
 def judge(lvl: Level, ex: Execution, flag: str, attempts_before: int = 0, *, world: World) -> AttackResult:

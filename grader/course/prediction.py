@@ -53,6 +53,7 @@ class PredictionScore:
     backend: str
     notes: tuple[str, ...]
     calls: tuple[ProbeCall, ...]
+    ran_at: str = ""  # the run's ``RunResult.ran_at``
 
     @property
     def observed(self) -> bool:
@@ -106,4 +107,4 @@ def score_prediction(q: Question, predicted: Iterable[str], result: RunResult) -
             calls.append(ProbeCall(pid, probe(pid).story, pid in chosen, "error", "the run reported nothing for this probe"))
             continue
         calls.append(ProbeCall(pid, probe(pid).story, pid in chosen, p.outcome, p.explanation, p.evidence))
-    return PredictionScore(q.id, result.backend, result.notes, tuple(calls))
+    return PredictionScore(q.id, result.backend, result.notes, tuple(calls), result.ran_at)

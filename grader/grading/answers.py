@@ -22,7 +22,7 @@ from nbformat import NotebookNode
 
 from grader.core.errors import SandboxLabError
 from grader.core.text import printable
-from grader.grading.submission import read_policy_file
+from grader.grading.submission import read_submitted
 from grader.course.first_answer import (
     CLASS_SECRET_ENV,
     LEDGER,
@@ -129,11 +129,11 @@ def first_answers(nb: NotebookNode, *, folder: Optional[Path] = None, student: s
     records: list[Any] = []
     problem = ""
     if secret is not None:
-        text, why = read_policy_file(folder, LEDGER) if folder is not None else (None, f"no {LEDGER} was submitted")
-        if text is not None:
-            records, problem = parse_ledger(text)
-        elif not why.startswith("no "):
-            problem = why  # a link, a directory, too large: never followed, never trusted
+        got = read_submitted(folder, LEDGER) if folder is not None else None  # no folder: no ledger, no answer
+        if got is not None and got.text is not None:
+            records, problem = parse_ledger(got.text)
+        elif got is not None and got.cause != "absent":
+            problem = got.why  # a link, a directory, too large: never followed, never trusted
     for cell, asked in graded_calls(nb, asked_call):
         gid = grade_id(cell)
         if secret is not None:

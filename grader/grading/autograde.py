@@ -92,7 +92,7 @@ from grader.grading.answers import literal_strings, stream_output as _stream
 from grader.grading.batch import Row, Submission, grade_batch
 from grader.core.errors import SandboxLabError
 from grader.core.text import printable
-from grader.grading.submission import Deviation, Reference, check_structure, read_policy_file, reference_of, zeroed
+from grader.grading.submission import Deviation, Reference, check_structure, read_submitted, reference_of, zeroed
 from grader.grading.tasks import Task, all_tasks
 from grader.course.first_answer import FirstAnswer
 
@@ -194,11 +194,11 @@ def policy_source(nb: NotebookNode, task: Task, submitted_dir: Optional[Path]) -
         if text is not None:
             return PolicySource(text, "the policy cell")
     if submitted_dir is not None:
-        data, why = read_policy_file(submitted_dir, POLICY_FILE)
-        if data is not None:
-            return PolicySource(data, f"{POLICY_FILE} (submitted)")
-        if not why.startswith("no "):
-            return PolicySource(None, f"{why}. The policy cell does not set policy_json to a string literal either.")
+        got = read_submitted(submitted_dir, POLICY_FILE)
+        if got.text is not None:
+            return PolicySource(got.text, f"{POLICY_FILE} (submitted)")
+        if got.cause != "absent":  # there but not read: say why; a file never submitted is just no answer
+            return PolicySource(None, f"{got.why}. The policy cell does not set policy_json to a string literal either.")
     return PolicySource(None, NOT_A_LITERAL)
 
 
@@ -449,7 +449,7 @@ class GradePolicies(Preprocessor):
         with _lock:
             reading = _readings.pop((assignment, student, notebook), None)  # used once: never a stale reading
         if reading is None:
-            reading = Reading(None, (Deviation("*", NOT_CHECKED, frozenset(_grade_id(c) for c in rubric)),), None)
+            reading = Reading(None, (Deviation("*", NOT_CHECKED, frozenset(_grade_id(c) for c in rubric), "not-checked"),), None)
         judged = set(grade_answers(nb, dict(reading.first))) | set(grade_attacks(nb))
         zero = reading.zeroed()
         summary = ""

@@ -50,7 +50,7 @@ from grader.core.probes import probe
 from grader.core.scope import FRESH_LABEL, NEW_FILE
 from grader.realtools.srt_notes import srt_differences
 from grader.grading.tasks import Check, Task, load_task
-from grader.core.wording import RAN_AT, backend_phrase
+from grader.core.wording import backend_phrase, ran_at_note
 
 __all__ = ["CarryOver", "CheckResult", "Grade", "carry_over", "grade", "grade_file", "overgrants_of"]
 
@@ -126,6 +126,7 @@ class Grade:
     overgrants: tuple[Overgrant, ...] = ()  # every path and host granted beyond the job's needs (the board lists them)
     carry_over: Optional[CarryOver] = None  # the policy in the real tools; None for an invalid policy
     target: str = "srt"  # who starts the sandbox, whose rules graded: "srt" or "claude-code" (access.TARGETS)
+    ran_at: str = ""  # the run's ``RunResult.ran_at``: where the run service that ran it is; "" for a run made here
 
     def old_reading(self) -> tuple[str, ...]:
         """Where this policy relies on the allow-list reading of allowRead, which no real tool has: said first, with the fix.
@@ -190,9 +191,9 @@ class Grade:
         """Plain-text feedback: the score, which backend judged, and every lost point explained."""
         under = f"; target {TARGET_NAMES[self.target]}" if self.target != "srt" else ""  # type: ignore[index]
         # a run the run service made says where it ran, as probe boards do; the note is then said once, there
-        where = tuple(n for n in self.notes if n.startswith(RAN_AT)) if self.backend != "static" else ()
-        lines = [f"{self.task}: {self.score}/{self.max_score} ({backend_phrase(self.backend, where)}{under})"]
-        lines += [f"  note: {n}" for n in self.notes if n not in where]
+        where = self.ran_at if self.backend != "static" else ""
+        lines = [f"{self.task}: {self.score}/{self.max_score} ({backend_phrase(self.backend, ran_at=where)}{under})"]
+        lines += [f"  note: {n}" for n in self.notes if not where or n != ran_at_note(where)]
         lines += [f"  NOTE: {d}" for d in self.old_reading()]
         if self.could_not_grade:
             ids = ", ".join(c.id for c in self.could_not_grade)
@@ -447,7 +448,7 @@ def grade(
     return Grade(
         task.id, run.backend if run else backend.name, tuple(results),
         notes=run.notes if run else (), overgrants=found or (), carry_over=carry_over(policy), source=source,
-        target=target,
+        target=target, ran_at=run.ran_at if run else "",
     )
 
 

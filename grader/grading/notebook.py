@@ -20,7 +20,7 @@ from grader.course.ladder import attack, level
 from grader.core.errors import BackendError, PolicyError, TaskError
 from grader.grading.grade import Grade, grade_file
 from grader.core.policy import load_policy
-from grader.core.wording import RAN_AT, ran_at
+from grader.core.wording import RAN_AT
 from grader.grading.tasks import Task, load_task
 from grader.course.progress import ProgressError, load_progress, mark_done, record_level
 
@@ -61,7 +61,7 @@ def assert_passed(result: Grade, check_id: str) -> None:
         if result.errors:
             head += "The policy is not valid: " + "; ".join(f"{p.pointer}: {p.message}" for p in result.errors) + " "
         raise AssertionError(head + c.message)
-    where = ran_at(result.notes)  # a run the run service made says where it ran, as the boards do
+    where = result.ran_at  # a run the run service made says where it ran (``Grade.ran_at``), as the boards do
     how = f"{RAN_AT}{where}, {result.backend}" if where else result.backend
     print(f"{result.task}/{check_id}: {c.points}/{c.max_points} ({how}). {c.message}")
     if result.full_marks:

@@ -46,7 +46,7 @@ import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Literal, Mapping, Optional
 
 import nbformat
 from nbformat import NotebookNode
@@ -56,11 +56,14 @@ from grader.grading.batch import MAX_SUBMISSION_BYTES
 
 __all__ = [
     "Deviation",
+    "DeviationCode",
     "Expected",
     "Reference",
     "Structure",
+    "SubmittedFile",
     "check_structure",
     "read_policy_file",
+    "read_submitted",
     "reference_of",
     "zeroed",
 ]
@@ -100,13 +103,20 @@ class Reference:
         return {e.grade_id: e for e in self.cells}
 
 
+# What a deviation is, as code reads it (its ``problem`` says it to people): a cell not in the released
+# assignment, one that appears twice, has another cell type, other nbgrader metadata, was edited while locked,
+# is missing, or was moved; "not-checked" when the structure check never ran on the notebook.
+DeviationCode = Literal["not-released", "duplicated", "cell-type", "metadata", "edited", "missing", "moved", "not-checked"]
+
+
 @dataclass(frozen=True)
 class Deviation:
     """One way a submission differs from the released assignment, and the rubric cells it scores 0."""
 
     grade_id: str
-    problem: str
+    problem: str  # for people; code reads ``code``
     affects: frozenset[str]
+    code: DeviationCode
 
     def to_json(self) -> dict[str, Any]:
         return {"grade_id": self.grade_id, "problem": self.problem, "affects": sorted(self.affects)}
@@ -265,7 +275,7 @@ def check_structure(nb: NotebookNode, ref: Reference) -> Structure:
             if not isinstance(md, Mapping) or any(md.get(f) for f in FLAGS):
                 deviations.append(Deviation(str(gid) if gid is not None else "?",
                                             "is not in the released assignment (its nbgrader metadata was removed; it scores nothing)",
-                                            frozenset()))
+                                            frozenset(), "not-released"))
             cells.append(cell)
             continue
         e = expected[gid]
@@ -274,27 +284,27 @@ def check_structure(nb: NotebookNode, ref: Reference) -> Structure:
             cells.append(cell)
             continue
         kept.add(gid)
-        problems = []
+        problems: list[tuple[DeviationCode, str]] = []
         if counts[gid] > 1:
-            problems.append(f"appears {counts[gid]} times (released once)")
+            problems.append(("duplicated", f"appears {counts[gid]} times (released once)"))
         if cell.cell_type != e.cell_type:
-            problems.append(f"is a {cell.cell_type} cell (released: {e.cell_type})")
-        problems += _flags(md, e)
+            problems.append(("cell-type", f"is a {cell.cell_type} cell (released: {e.cell_type})"))
+        problems += [("metadata", p) for p in _flags(md, e)]
         cell.metadata["nbgrader"] = {**copy.deepcopy(dict(e.metadata)), "checksum": ref.released[gid][1]}
         if e.locked and cell.cell_type == e.cell_type and not problems:
             from nbgrader.utils import compute_checksum
 
             if compute_checksum(cell) != ref.released[gid][1]:
-                problems.append("was edited (a locked cell: it must stay as released)")
-        for p in problems:
-            deviations.append(Deviation(gid, p, ref.affects[gid]))
+                problems.append(("edited", "was edited (a locked cell: it must stay as released)"))
+        for code, p in problems:
+            deviations.append(Deviation(gid, p, ref.affects[gid], code))
         cells.append(cell)
 
     order = [e.grade_id for e in ref.cells]
     for i, e in enumerate(ref.cells):
         if e.grade_id in kept:
             continue
-        deviations.append(Deviation(e.grade_id, "is missing (put back as released)", ref.affects[e.grade_id]))
+        deviations.append(Deviation(e.grade_id, "is missing (put back as released)", ref.affects[e.grade_id], "missing"))
         before = set(order[:i])
         at = 0
         for k, c in enumerate(cells):
@@ -306,42 +316,59 @@ def check_structure(nb: NotebookNode, ref: Reference) -> Structure:
 
     seen = [str(_nbgrader(c)["grade_id"]) for c in cells if isinstance(_nbgrader(c), Mapping)]
     inplace = _lcs_keep(order, seen)
-    missing = {d.grade_id for d in deviations if d.problem.startswith("is missing")}
+    missing = {d.grade_id for d in deviations if d.code == "missing"}
     for k, gid in enumerate(seen):
         if k not in inplace and gid not in missing:
-            deviations.append(Deviation(gid, "was moved (the released order of graded cells must stay)", ref.affects[gid]))
+            deviations.append(Deviation(gid, "was moved (the released order of graded cells must stay)", ref.affects[gid], "moved"))
 
     out = copy.deepcopy(nb)
     out.cells = cells
     return Structure(out, tuple(deviations))
 
 
-def read_policy_file(folder: Path, name: str = POLICY_FILE) -> tuple[Optional[str], str]:
-    """The text of ``folder/name`` if it is a regular file directly in ``folder`` (no link anywhere), else why not.
+@dataclass(frozen=True)
+class SubmittedFile:
+    """One file read from a submission folder (``read_submitted``): its text, or why not, with a cause code."""
 
-    Returns ``(text, "")`` or ``(None, reason)``. ``folder`` itself must not be a
-    link either: a submission is its own directory, never a path into another's.
+    text: Optional[str]
+    # "read": ``text`` holds it; "absent": no such file was submitted (no answer, nothing to say);
+    # "refused": it is there but was not read (a link, not a regular file, too large, unreadable, not UTF-8)
+    cause: Literal["read", "absent", "refused"]
+    why: str  # for people; "" when read
+
+
+def read_submitted(folder: Path, name: str = POLICY_FILE) -> SubmittedFile:
+    """``folder/name`` if it is a regular file directly in ``folder`` (no link anywhere), else why not.
+
+    ``folder`` itself must not be a link either: a submission is its own
+    directory, never a path into another's.
     """
     label = name
     try:
         dir_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:
-        return None, f"the submission folder {folder} cannot be opened as a plain directory ({exc.strerror})"
+        return SubmittedFile(None, "refused", f"the submission folder {folder} cannot be opened as a plain directory ({exc.strerror})")
     try:
         data = read_regular(name, MAX_SUBMISSION_BYTES, dir_fd=dir_fd)
     except FileNotFoundError:
-        return None, f"no {label} was submitted"
+        return SubmittedFile(None, "absent", f"no {label} was submitted")
     except NotRegular as exc:
         if exc.what == "a symbolic link" or exc.what.startswith("a hard link"):
-            return None, f"{label} is {exc.what}; submit the file itself (links are never followed)"
-        return None, f"{label} is not a regular file ({exc.what}); submit the JSON file itself"
+            return SubmittedFile(None, "refused", f"{label} is {exc.what}; submit the file itself (links are never followed)")
+        return SubmittedFile(None, "refused", f"{label} is not a regular file ({exc.what}); submit the JSON file itself")
     except TooLarge:
-        return None, f"{label} is over the {MAX_SUBMISSION_BYTES}-byte limit"
+        return SubmittedFile(None, "refused", f"{label} is over the {MAX_SUBMISSION_BYTES}-byte limit")
     except OSError as exc:
-        return None, f"{label} could not be opened ({exc.strerror})"
+        return SubmittedFile(None, "refused", f"{label} could not be opened ({exc.strerror})")
     finally:
         os.close(dir_fd)
     try:
-        return data.decode("utf-8"), ""
+        return SubmittedFile(data.decode("utf-8"), "read", "")
     except UnicodeDecodeError as exc:
-        return None, f"{label} is not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON"
+        return SubmittedFile(None, "refused", f"{label} is not UTF-8 text (byte {exc.start}); save it as UTF-8 JSON")
+
+
+def read_policy_file(folder: Path, name: str = POLICY_FILE) -> tuple[Optional[str], str]:
+    """``read_submitted`` as ``(text, "")`` or ``(None, reason)``, for people: decide on ``read_submitted``'s cause."""
+    got = read_submitted(folder, name)
+    return got.text, got.why

@@ -34,7 +34,7 @@ else:
         from grader.protocol import codec
 
 __all__ = [
-    "DnsRecord", "DnsStep", "EndRecord", "FrontAttempt", "FrontStep", "HttpRecord", "HttpStep", "LOG_KINDS", "LogRecord", "ProbeOrders", "ProxyRecord", "ReadStep", "RunnerOrders", "RunnerRecord", "StealStep", "Step", "TcpGatewaysStep",
+    "DnsRecord", "DnsStep", "EndRecord", "FrontAttempt", "FrontStep", "HttpRecord", "HttpStep", "LOG_KINDS", "LogRecord", "ProbeOrders", "ProxyCause", "ProxyRecord", "ReadStep", "RunnerOrders", "RunnerRecord", "StealStep", "Step", "TcpGatewaysStep",
     "READ_LIMIT", "TUNNEL_NOT_OPENED", "TcpRecord", "TcpStep", "TcpTarget", "WireError", "Widen", "WriteStep", "dump", "dump_orders", "parse_log", "parse_orders",
     "dump_end", "dump_line", "parse_record", "parse_runner_line",
 ]
@@ -106,6 +106,16 @@ class TcpRecord:
     refused: Optional[str]
 
 
+# Why the egress proxy decided as it did, as code reads it (the record's ``reason`` is the same told to people).
+# A refusal: "bad-request" (no request it can judge), "invalid-host" (no host name), "denied" (a deniedDomains
+# entry matches), "not-allowed" (no allowed entry matches), "port-not-allowed" (an allowed entry names the host
+# but pins another port), "not-served" (the policy allows it, but the world serves no such port on that host).
+# An allowed request: "forwarded" (the upstream was reached), "no-such-host" (its lookup found nothing,
+# NXDOMAIN), "upstream-failed" (any other failure to reach it).
+ProxyCause = Literal["bad-request", "invalid-host", "denied", "not-allowed", "port-not-allowed", "not-served",
+                     "forwarded", "no-such-host", "upstream-failed"]
+
+
 @dataclass(frozen=True)
 class ProxyRecord:
     """One decision of the egress proxy."""
@@ -118,7 +128,8 @@ class ProxyRecord:
     port: Optional[int]
     path: Optional[str]  # absolute-form requests only; None for CONNECT
     decision: Literal["allow", "deny"]
-    reason: str
+    reason: str  # for people; code reads ``cause``
+    cause: ProxyCause
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ the ports each server serves, as in ``world.json``) and refuses, before any
 lookup, a request to a port the name's server does not serve: an allowed
 download host is no way to the attacker's raw listener (4444) or nameserver
 (53), though every simulated host shares one address. The refusal is logged
-with ``"decision": "deny"`` and a reason that starts with ``NOT_SERVED``, and
+with ``"decision": "deny"``, ``"cause": "not-served"`` and a reason that starts with ``NOT_SERVED``, and
 answered 502 (as a real proxy answers a port where nothing listens), without
 the allowlist's 403 marker: the policy allowed the name, the world has no such
 service. ``world`` is required; ``null`` (only for a proxy in front of a real
@@ -112,7 +112,8 @@ class Decision:
     host: str  # normalized, or the raw text (cut to 255 characters) when it is no host name
     allow: bool
     status: int  # the HTTP status a refusal gets
-    reason: str
+    reason: str  # for people: the log and the refusal's body say it
+    cause: wire.ProxyCause  # for code: what the log records and the grader matches
 
 
 def decide(raw_host: str, port: int, allowed: list[str], denied: list[str], *, any_host: bool = False) -> Decision:
@@ -129,17 +130,17 @@ def decide(raw_host: str, port: int, allowed: list[str], denied: list[str], *, a
         # srt's filter: a malformed host (isValidHost) is refused; the rest is matched as the URL parser spells it
         host = domains.request_host(raw_host)
     except ValueError:
-        return Decision(raw_host[:255], False, 400, "invalid host")
+        return Decision(raw_host[:255], False, 400, "invalid host", "invalid-host")
     if any_host:
-        return Decision(host, True, 200, "any host: the proxy in front applied the policy")
+        return Decision(host, True, 200, "any host: the proxy in front applied the policy", "forwarded")
     if not domains.host_allowed(host, allowed, denied, port):
         hit = next((p for p in denied if domains.matches(p, host, port)), None)
         pinned = next((p for p in allowed if domains.matches(p, host)), None)
         reason = (f'matches denied entry "{hit}"' if hit else
                   f'allowed entry "{pinned}" opens no port {port}' if pinned else "not in the allowed list")
-        return Decision(host, False, 403, reason)
+        return Decision(host, False, 403, reason, "denied" if hit else "port-not-allowed" if pinned else "not-allowed")
     entry = next(p for p in allowed if domains.matches(p, host, port))
-    return Decision(host, True, 200, f'matches allowed entry "{entry}"')
+    return Decision(host, True, 200, f'matches allowed entry "{entry}"', "forwarded")
 
 
 @dataclass(frozen=True)
@@ -421,7 +422,8 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         # head come the tunnel's bytes, which are no body
         body = http1.Body(raw, head, reader, keep=0)
     except (_BadRequest, http1.BadHead, http1.TooLarge) as exc:
-        settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], None, port, None, "deny", f"malformed request: {exc}"))
+        settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], None, port, None, "deny", f"malformed request: {exc}",
+                                            "bad-request"))
         _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
         return
 
@@ -432,15 +434,16 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         # Then the world: a port the name's server does not serve reaches nothing (and is never looked up).
         unserved = settings.ports.refusal(decision.host, port)
         if unserved is not None:
-            decision = Decision(decision.host, False, 502, f"{unserved} (the policy allows the name: {decision.reason})")
+            decision = Decision(decision.host, False, 502, f"{unserved} (the policy allows the name: {decision.reason})",
+                                "not-served")
     # "path" (absolute-form only; None for CONNECT) goes beyond the original
     # contract: a refused request's URL is evidence of what it tried to send.
-    def record(reason: str) -> wire.ProxyRecord:
+    def record(reason: str, cause: wire.ProxyCause) -> wire.ProxyRecord:
         return wire.ProxyRecord(time.time(), client, method[:32], decision.host, port, path or None,
-                                "allow" if decision.allow else "deny", reason)
+                                "allow" if decision.allow else "deny", reason, cause)
 
     if not decision.allow:
-        settings.log.write(record(decision.reason))
+        settings.log.write(record(decision.reason, decision.cause))
         if decision.status == 400:
             _send_status(conn, 400, "Bad Request", f"invalid host: {decision.host}\n")
         elif decision.status == 502:
@@ -462,12 +465,12 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
         except (http1.BadHead, OSError) as exc:
             # a body the origin could read otherwise than we do: refused before anything is dialled
             settings.log.write(wire.ProxyRecord(time.time(), client, method[:32], decision.host, port, path or None,
-                                                "deny", f"malformed request: {exc}"))
+                                                "deny", f"malformed request: {exc}", "bad-request"))
             _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
             return
 
-    upstream, failure = _open_upstream(decision.host, port, settings)
-    settings.log.write(record(decision.reason + cut_note + (f"; {failure}" if failure else "")))
+    upstream, cause, failure = _open_upstream(decision.host, port, settings)
+    settings.log.write(record(decision.reason + cut_note + (f"; {failure}" if failure else ""), cause))
     if upstream is None:
         _send_status(conn, 502, "Bad Gateway", f"{decision.host}: {failure}\n")
         return
@@ -484,32 +487,32 @@ def _handle(conn: socket.socket, client: str, settings: _Settings) -> None:
                 _send_status(conn, 400, "Bad Request", f"bad proxy request: {exc}\n")
 
 
-def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.socket | None, str]:
-    """Resolve through the run's DNS server only, then connect; on failure say why."""
+def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.socket | None, wire.ProxyCause, str]:
+    """Resolve through the run's DNS server only, then connect; on failure say why (a cause code and its prose)."""
     try:
         addresses = nameserver.query_a(settings.dns_server, host, settings.dns_port, DNS_TIMEOUT)
     except (OSError, ValueError) as exc:
-        return None, f"DNS lookup failed: {exc}"
+        return None, "upstream-failed", f"DNS lookup failed: {exc}"
     if not addresses:
-        return None, "no such host (NXDOMAIN)"
+        return None, "no-such-host", "no such host (NXDOMAIN)"
     if addresses[0] != settings.dns_server:
         # The run's DNS server is the simulated internet, and answers every name with its own address.
-        return None, NOT_THE_INTERNET.format(address=addresses[0], internet=settings.dns_server)
+        return None, "upstream-failed", NOT_THE_INTERNET.format(address=addresses[0], internet=settings.dns_server)
     dial = port
     if settings.upstream_ports is not None:
         if port not in settings.upstream_ports:
-            return None, f"no sink listens on port {port}"
+            return None, "upstream-failed", f"no sink listens on port {port}"
         dial = settings.upstream_ports[port]
     try:
         upstream = socket.create_connection((settings.dns_server, dial), timeout=CONNECT_TIMEOUT)
     except OSError as exc:
-        return None, f"cannot connect to {addresses[0]}:{port}: {exc}"
+        return None, "upstream-failed", f"cannot connect to {addresses[0]}:{port}: {exc}"
     try:
         upstream.sendall(common.target_line(host))  # which host this connection is for: its server answers for no other
     except OSError as exc:
         upstream.close()
-        return None, f"{addresses[0]}:{port} closed at once: {exc}"
-    return upstream, ""
+        return None, "upstream-failed", f"{addresses[0]}:{port} closed at once: {exc}"
+    return upstream, "forwarded", ""
 
 
 def _self_check(port: int) -> None:

@@ -122,7 +122,8 @@ def test_the_corpus_through_the_service_matches_local_docker(name: str, docker_b
     local = _run(docker_backend, raw)
     there = _run(remote, raw)
     assert there.backend == "docker" and there.extra["ran_at"] == remote.url, there.notes
-    assert backend_phrase(there.backend, there.notes).startswith(f"ran in a real sandbox at {remote.url}")
+    assert there.ran_at == remote.url  # where it ran is the field code reads; the note says it to people
+    assert backend_phrase(there.backend, there.notes, ran_at=there.ran_at).startswith(f"ran in a real sandbox at {remote.url}")
     diff = [f"{a.id}: local={a.outcome} remote={b.outcome} ({b.explanation})"
             for a, b in zip(local.probes, there.probes, strict=True) if (a.id, a.outcome) != (b.id, b.outcome)]
     assert diff == [], "\n".join(diff)

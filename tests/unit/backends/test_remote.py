@@ -19,7 +19,7 @@ from grader.core.execution import Job
 from grader.core.outcomes import ProbeOutcome
 from grader.core.plan import Hardening, build_plan
 from grader.core.transport import execution_to_json, parse_execution_request, parse_run_request, result_to_json
-from grader.core.wording import backend_phrase, ran_at_note
+from grader.core.wording import backend_phrase, ran_at, ran_at_note
 from grader.core.world import load_world
 from stubservice import StubService
 from test_transport import execution
@@ -52,7 +52,8 @@ def test_a_run_goes_through_the_job_protocol_and_says_where_it_ran() -> None:
     assert [p.outcome for p in result.probes] == [p.outcome for p in predict(POLICY).probes]
     assert result.policy is POLICY and result.findings is not None
     assert result.extra["ran_at"] == service.url and result.notes[-1] == f"ran in a real sandbox at {service.url}"
-    phrase = backend_phrase(result.backend, result.notes)
+    assert result.ran_at == service.url  # the field code reads; the note says it to people
+    phrase = backend_phrase(result.backend, result.notes, ran_at=result.ran_at)
     assert phrase.startswith(f"ran in a real sandbox at {service.url} (docker): ") and "predicted" not in phrase
     methods = [(m, p) for m, p, _ in service.requests]
     assert methods[0] == ("POST", "/v1/runs") and methods[1:] == [("GET", "/v1/jobs/job-1")] * (len(methods) - 1)
@@ -73,7 +74,7 @@ def test_an_execution_comes_back_with_its_evidence() -> None:
     with StubService(as_if_run) as service:
         ex = client(service).execute(build_plan(POLICY), Job("print(1)", signer="k" * 32))
     assert ex == replace(execution(), notes=(ran_at_note(service.url),))  # says where it ran, as a run's result does
-    assert backend_phrase(ex.backend, ex.notes).startswith(f"ran in a real sandbox at {service.url} (docker)")
+    assert backend_phrase(ex.backend, ex.notes, ran_at=ran_at(ex.notes)).startswith(f"ran in a real sandbox at {service.url} (docker)")
     job = service.requests[0][2]["job"]
     assert job["signer"] == "k" * 32 and job["code"] == "print(1)"
 
@@ -165,6 +166,7 @@ def mangled(change: Any) -> Any:
     (lambda r: r["policy"]["network"].update(allowedDomains=["*.attacker.example"]), "another policy"),
     (lambda r: r.update(sandbox="baseline", policy=None), "baseline"),
     (lambda r: r["notes"].append("ran in a real sandbox at https://elsewhere"), "only the client says"),
+    (lambda r: r.update(ran_at="https://elsewhere"), "only the client says"),
     (lambda r: r["probes"][0].update(outcome="passed"), "does not parse: \\$.probes\\[0\\].outcome"),
 ])
 def test_an_answer_that_does_not_answer_the_plan_is_an_error(change: Any, words: str) -> None:
@@ -321,3 +323,17 @@ def test_only_a_real_run_with_the_clients_note_says_it_ran_remotely() -> None:
     # a note that only mentions the words somewhere inside is not where the run was made
     odd = Grade("t", "docker", (), notes=("it never ran in a real sandbox at https://svc",))
     assert "(ran in Docker: " in odd.feedback() and "note: it never ran" in odd.feedback()
+
+
+def test_where_a_run_was_made_is_read_from_its_field_never_from_the_words_of_its_notes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reworded notes change nothing: the field says where a run was made, and a note that only says so is a note."""
+    from grader.core import wording
+    from grader.grading.grade import Grade
+
+    monkeypatch.setattr(wording, "RAN_AT", "made over at ")  # the words change; the decision must not
+    there = Grade("t", "docker", (), notes=("it ran somewhere else, we hear",), ran_at="https://svc")
+    assert "https://svc (docker): " in there.feedback().splitlines()[0]
+    assert "note: it ran somewhere else" in there.feedback()
+    said = Grade("t", "docker", (), notes=("ran in a real sandbox at https://svc",))
+    assert "(ran in Docker: " in said.feedback().splitlines()[0]
+    assert backend_phrase("docker", ("made over at https://svc",)).startswith("ran in Docker: ")

@@ -128,7 +128,7 @@ def test_the_probes_the_jobs_and_the_next_session_all_ask_the_one_judge(monkeypa
 
     def judge(ev: Evidence, world: object, secrets: dict[str, str], when: str = "") -> tuple[SinkHit, ...]:
         asked.append(when or "now")
-        return (SinkHit("h", "DNS", "stub"),)
+        return (SinkHit("h", "DNS", "stub", "dns"),)
 
     monkeypatch.setattr(evidence, "sightings", judge)
     monkeypatch.setattr(execution, "judge_sightings", judge)

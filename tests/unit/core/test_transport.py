@@ -63,6 +63,8 @@ def test_a_real_result_round_trips_whole() -> None:
     back = result_from_json(wire(result_to_json(r)), WORLD)
     assert back == r  # backend, sandbox, policy, probes with evidence, notes, exact seconds, run id, extra, scope
     assert back.findings is not None and back.findings.readable == r.findings.readable  # type: ignore[union-attr]
+    there = replace(r, ran_at="https://svc")  # where a run service ran it (the client sets it), kept too
+    assert result_from_json(wire(result_to_json(there)), WORLD) == there and there != r
 
 
 def test_a_prediction_and_the_baseline_round_trip() -> None:

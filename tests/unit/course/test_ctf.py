@@ -465,3 +465,12 @@ def test_what_the_next_session_sent_without_the_flag_is_said_as_such() -> None:
 def test_a_get_with_no_body_to_an_upload_host_is_said_to_have_sent_nothing() -> None:
     got = judge(level(1), _ex(http=(fakewire.http(host="attacker.example", method="GET", path="/"),)), FLAG, world=WORLD)
     assert got.hint == "Your GET / reached attacker.example, which keeps what it is sent, but it sent no body: nothing left."
+
+
+def test_the_channel_of_a_sighting_is_its_code_never_the_words_of_how_it_came() -> None:
+    from grader.core.outcomes import SinkHit
+    from grader.course.ladder import channel_of
+
+    assert channel_of(SinkHit("attacker.example", "a socket on port 4444", "e", "tcp")) == "tcp"
+    assert channel_of(SinkHit("attacker.example", "raw TCP (port 4444)", "e", "http")) == "http"
+    assert channel_of(SinkHit("attacker.example", "lookups", "e", "dns")) == "dns"

@@ -41,11 +41,12 @@ def _ex(output: str = "", *, exit_code: Optional[int] = 0, timed_out: bool = Fal
                      evidence=Evidence(**fields))  # type: ignore[arg-type]
 
 
-def _allowed(host: str, pattern: str, failure: str = "") -> object:
-    """The proxy's record of an allowed request, as ``_handle`` writes it: the decision's reason, then what failed."""
+def _allowed(host: str, pattern: str, failure: str = "", cause: str = "forwarded") -> object:
+    """The proxy's record of an allowed request, as ``_handle`` writes it: the decision's reason, then what failed,
+    and the cause code ``_open_upstream`` gave."""
     d = proxy.decide(host, 443, [pattern], [])
     assert d.allow, d
-    return fakewire.proxy(host=host, decision="allow", reason=d.reason + (f"; {failure}" if failure else ""))
+    return fakewire.proxy(host=host, decision="allow", reason=d.reason + (f"; {failure}" if failure else ""), cause=cause)
 
 
 def _driver(*steps_run: tuple[str, int, str]) -> str:
@@ -75,17 +76,19 @@ CASES: dict[str, tuple[Callable[[], Execution], tuple[str, ...]]] = {
     "refused-by-host": (lambda: _ex(http=(fakewire.http(host="github.com", refused="github.com serves no port 4444"),)),
                         ("github.com refused your GET /", "serves no port 4444")),
     "refused-by-proxy": (lambda: _ex(proxy=(fakewire.proxy(host="gist.github.com", decision="deny",
-                                                           reason=proxy.decide("gist.github.com", 443, ["registry.npmjs.org"], []).reason),)),
+                                                           reason=proxy.decide("gist.github.com", 443, ["registry.npmjs.org"], []).reason,
+                                                           cause=proxy.decide("gist.github.com", 443, ["registry.npmjs.org"], []).cause),)),
                          ("The proxy refused gist.github.com", "not in the allowed list")),
     "port-not-served": (lambda: _ex(proxy=(fakewire.proxy(host="github.com", port=4444, decision="deny",
-                                                          reason=f"{PORTS.refusal('github.com', 4444)} (the policy allows the name)"),)),
+                                                          reason=f"{PORTS.refusal('github.com', 4444)} (the policy allows the name)",
+                                                          cause="not-served"),)),
                         ("Your CONNECT to github.com:4444 reached the proxy", "serves no port 4444", "502")),
-    "no-such-host": (lambda: _ex(proxy=(_allowed("www.github.com", "*.github.com", "no such host (NXDOMAIN)"),),
+    "no-such-host": (lambda: _ex(proxy=(_allowed("www.github.com", "*.github.com", "no such host (NXDOMAIN)", "no-such-host"),),
                                  dns=(fakewire.dns("www.github.com", client="10.0.0.3", answered=False),)),
                      ("Your request to www.github.com reached the proxy, which allows it", 'matches allowed entry "*.github.com"',
                       "no such host exists in this world", "502")),
     "upstream-failed": (lambda: _ex(proxy=(_allowed("registry.npmjs.org", "registry.npmjs.org",
-                                                    "cannot connect to 10.9.0.2:443: timed out"),)),
+                                                    "cannot connect to 10.9.0.2:443: timed out", "upstream-failed"),)),
                         ("Your request to registry.npmjs.org reached the proxy", "cannot connect to 10.9.0.2:443", "502")),
     "dns-without-flag": (lambda: _ex(network="open", dns=(fakewire.dns("hello.attacker.example"),)),
                          ("1 DNS query reached the attacker's nameserver (hello.attacker.example)", "none spelled the flag")),
@@ -164,6 +167,27 @@ def test_a_refused_lookup_by_the_proxy_is_said_once_with_its_request() -> None:
     """The proxy's own lookup of a name it allows is part of the request's finding, not a second one."""
     ex = CASES["no-such-host"][0]()
     assert [f.kind for f in diagnose(ex, WORLD, set())] == ["no-such-host"]
+
+
+def test_the_proxys_findings_follow_its_cause_codes_not_the_words_of_its_reasons() -> None:
+    """Reworded reasons (no "not served:" prefix, no "NXDOMAIN", a "; " inside the text) change no finding's kind:
+    the kind is read from the record's cause."""
+    served = fakewire.proxy(host="github.com", port=4444, decision="deny", reason="nothing there", cause="not-served")
+    nx = _allowed("www.github.com", "*.github.com", "the name is unknown; said the nameserver", "no-such-host")
+    fine = _allowed("registry.npmjs.org", "registry.npmjs.org", "no such host (NXDOMAIN)", "forwarded")
+    kinds = [f.kind for f in diagnose(_ex(proxy=(served, nx, fine)), WORLD, set())]
+    assert kinds == ["port-not-served", "no-such-host"]
+    said_served = fakewire.proxy(host="github.com", decision="deny", reason=f"{NOT_SERVED} looks like it", cause="not-allowed")
+    assert [f.kind for f in diagnose(_ex(proxy=(said_served,)), WORLD, set())] == ["refused-by-proxy"]
+
+
+def test_each_refusal_of_the_proxy_has_its_cause_code() -> None:
+    """``decide`` gives each refusal its code; a refused port of the world is "not-served" (``_handle``)."""
+    assert proxy.decide("a b", 443, [], []).cause == "invalid-host"
+    assert proxy.decide("x.example", 443, ["*.example"], ["x.example"]).cause == "denied"
+    assert proxy.decide("x.example", 443, ["y.example"], []).cause == "not-allowed"
+    assert proxy.decide("x.example", 443, ["x.example:80"], []).cause == "port-not-allowed"
+    assert proxy.decide("x.example", 443, ["x.example"], []).cause == "forwarded"
 
 
 def test_an_allowed_request_that_was_answered_is_no_finding_of_the_proxy() -> None:

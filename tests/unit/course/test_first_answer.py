@@ -262,3 +262,18 @@ def test_a_second_cell_checking_the_same_answer_cannot_outvote_an_untrusted_one(
     nb.cells.append(nbformat.from_dict(dup))
     first = first_answers(nb, folder=alice.folder, student="alice", secret=SECRET)
     assert first["l05-check"].solved is None
+
+
+def test_the_ledger_is_judged_by_its_cause_never_by_the_words_of_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A ledger that is there but refused is a problem even if its reason starts with "no "; an absent one is none."""
+    from grader.grading import answers
+    from grader.grading.submission import SubmittedFile
+
+    seen: list[str] = []
+    monkeypatch.setattr(answers, "judge_class_answer", lambda asked, outputs, records, problem, key: seen.append(problem) or FirstAnswer(True))
+    nb = _notebook("c", [])
+    monkeypatch.setattr(answers, "read_submitted", lambda folder, name: SubmittedFile(None, "refused", "no link is followed"))
+    answers.first_answers(nb, folder=tmp_path, student="s", secret=SECRET)
+    monkeypatch.setattr(answers, "read_submitted", lambda folder, name: SubmittedFile(None, "absent", "Nothing was handed in"))
+    answers.first_answers(nb, folder=tmp_path, student="s", secret=SECRET)
+    assert seen == ["no link is followed", ""]

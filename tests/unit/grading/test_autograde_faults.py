@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -53,3 +54,15 @@ def test_a_submission_the_grader_failed_on_scores_zero_everywhere_with_the_reaso
         out["evalue"].encode("utf-8")  # the notebook can be written
     assert nb.metadata["sandbox_lab"]["structure"]["checked"] is False
     nbformat.writes(nb).encode("utf-8")
+
+
+def test_the_submitted_file_is_judged_by_its_cause_never_by_the_words_of_why(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """An absent file is no answer whatever its text says; a refused one is said, even if its text starts with "no "."""
+    from grader.grading.submission import SubmittedFile
+
+    nb = nbformat.v4.new_notebook(cells=[])
+    monkeypatch.setattr(autograde, "read_submitted", lambda folder, name: SubmittedFile(None, "absent", "Nothing was handed in"))
+    assert autograde.policy_source(nb, TASK, tmp_path) == PolicySource(None, autograde.NOT_A_LITERAL)
+    monkeypatch.setattr(autograde, "read_submitted", lambda folder, name: SubmittedFile(None, "refused", "no link is followed"))
+    got = autograde.policy_source(nb, TASK, tmp_path)
+    assert got.text is None and got.origin.startswith("no link is followed. "), got

@@ -19,7 +19,8 @@ from nbgrader.utils import compute_checksum
 
 from grader.grading.autograde import _reads
 from grader.grading.batch import MAX_SUBMISSION_BYTES
-from grader.grading.submission import Reference, check_structure, read_policy_file, reference_of, zeroed
+from grader.grading import submission
+from grader.grading.submission import Reference, SubmittedFile, check_structure, read_policy_file, read_submitted, reference_of, zeroed
 from grader.grading.tasks import load_task
 
 REPO = Path(__file__).resolve().parents[3]
@@ -248,3 +249,47 @@ def test_a_submission_folder_that_is_a_link_is_refused(tmp_path: Path) -> None:
 
 def test_no_file_is_no_policy_not_an_error(tmp_path: Path) -> None:
     assert read_policy_file(tmp_path) == (None, "no my_policy.json was submitted")
+
+
+@pytest.mark.parametrize(("tamper", "code"), [
+    (_deleted, "missing"), (_duplicated, "duplicated"), (_points, "metadata"), (_markdown, "cell-type"), (_moved, "moved"),
+    (_renamed, "missing"), (_edited, "edited"), (_unlocked, "metadata"), (_invented, "not-released"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_each_tampering_carries_its_code_and_the_decisions_ignore_its_words(
+        task10: tuple[Nb, Reference], tamper: Callable[[Nb], None], code: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every deviation has a code; reworded problems ("is missing" no longer said) give the same deviations."""
+    source, ref = task10
+    nb = _copy(source)
+    tamper(nb)
+    plain = check_structure(nb, ref).deviations
+    assert code in {d.code for d in plain}, plain
+    real = submission.Deviation
+    monkeypatch.setattr(submission, "Deviation", lambda gid, problem, affects, c: real(gid, "reworded: " + problem, affects, c))
+    reworded = check_structure(nb, ref).deviations
+    assert [(d.grade_id, d.code, d.affects) for d in reworded] == [(d.grade_id, d.code, d.affects) for d in plain]
+
+
+def test_a_file_that_is_not_there_is_absent_and_anything_else_refused(tmp_path: Path) -> None:
+    assert read_submitted(tmp_path).cause == "absent"
+    (tmp_path / "my_policy.json").mkdir()
+    got = read_submitted(tmp_path)
+    assert (got.text, got.cause) == (None, "refused") and "not a regular file" in got.why
+    (tmp_path / "p.json").write_text("{}")
+    assert read_submitted(tmp_path, "p.json") == SubmittedFile("{}", "read", "")
+
+
+def test_a_missing_cell_put_back_is_not_also_called_moved_whatever_its_problem_says(
+        task10: tuple[Nb, Reference], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The put-back cell is known by its "missing" code: reworded, it still draws no second, "moved" deviation."""
+    source, ref = task10
+    graded = [c for c in source.cells if "nbgrader" in c.metadata]
+    gone, moved = _gid(graded[1]), _gid(graded[0])
+    nb = _copy(source)
+    cell = nb.cells.pop(_at(nb, moved))
+    del nb.cells[_at(nb, gone)]
+    nb.cells.append(cell)
+    real = submission.Deviation
+    monkeypatch.setattr(submission, "Deviation", lambda gid, problem, affects, c: real(gid, "reworded: " + problem, affects, c))
+    devs = check_structure(nb, ref).deviations
+    assert [d.code for d in devs if d.grade_id == gone] == ["missing"], devs
+    assert "moved" in {d.code for d in devs if d.grade_id != gone}

@@ -21,8 +21,8 @@ RECORDS: dict[str, Any] = {
     "http-misdirected": fakewire.http("pypi.org", "POST", "/front/x", misdirected="attacker.example", stage="http"),
     "dns": fakewire.dns("abc.0.s0.t0k3n.attacker.example."),
     "tcp": fakewire.tcp(4444, "t0k3n.direct\n"),
-    "proxy": fakewire.proxy("pypi.org", "deny", method="GET", port=80, path="/x", reason="not allowed"),
-    "proxy-malformed": fakewire.proxy(None, "deny", method="", port=None, reason="malformed request"),
+    "proxy": fakewire.proxy("pypi.org", "deny", method="GET", port=80, path="/x", reason="not allowed", cause="not-allowed"),
+    "proxy-malformed": fakewire.proxy(None, "deny", method="", port=None, reason="malformed request", cause="bad-request"),
 }
 
 

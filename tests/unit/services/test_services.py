@@ -504,7 +504,7 @@ def test_denied_entry_wins_over_a_matching_wildcard(services: Services) -> None:
     response = _exchange(services.proxy, f"GET http://API.github.com:{services.http}/ HTTP/1.1\r\n\r\n".encode())
     assert response.startswith(b"HTTP/1.1 403")
     record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["host"] == "api.github.com")
-    assert (record["decision"], record["reason"]) == ("deny", 'matches denied entry "api.github.com"')
+    assert (record["decision"], record["reason"], record["cause"]) == ("deny", 'matches denied entry "api.github.com"', "denied")
 
 
 def test_a_listed_ip_literal_is_looked_up_like_a_name_never_dialled(services: Services) -> None:
@@ -513,7 +513,7 @@ def test_a_listed_ip_literal_is_looked_up_like_a_name_never_dialled(services: Se
     sock.close()
     assert head.startswith(b"HTTP/1.1 502")
     record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["host"] == LOCALHOST)
-    assert (record["decision"], record["port"]) == ("allow", services.http) and "NXDOMAIN" in record["reason"]
+    assert (record["decision"], record["port"], record["cause"]) == ("allow", services.http, "no-such-host") and "NXDOMAIN" in record["reason"]
     _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("qname") == LOCALHOST and r["answered"] is False)
 
 
@@ -522,14 +522,14 @@ def test_invalid_and_non_proxy_requests_get_400(services: Services) -> None:
     origin_form = _exchange(services.proxy, b"GET /index.html HTTP/1.1\r\nHost: github.com\r\n\r\n")
     assert bad_host.startswith(b"HTTP/1.1 400") and origin_form.startswith(b"HTTP/1.1 400")
     record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["host"] == "bad_host!")
-    assert (record["decision"], record["reason"]) == ("deny", "invalid host")
+    assert (record["decision"], record["reason"], record["cause"]) == ("deny", "invalid host", "invalid-host")
 
 
 def test_allowed_host_missing_from_the_world_gets_502(services: Services) -> None:
     response = _exchange(services.proxy, f"GET http://nope.github.com:{services.http}/ HTTP/1.1\r\n\r\n".encode())
     assert response.startswith(b"HTTP/1.1 502")
     record = _wait_for(services.proxy_out / "proxy.jsonl", lambda r: r["host"] == "nope.github.com")
-    assert record["decision"] == "allow" and "NXDOMAIN" in record["reason"]
+    assert record["decision"] == "allow" and record["cause"] == "no-such-host" and "NXDOMAIN" in record["reason"]
     # The lookup went to the run's DNS server, not the host's resolver.
     _wait_for(services.internet_out / "dns.jsonl", lambda r: r.get("qname") == "nope.github.com")
 
@@ -610,7 +610,7 @@ def test_the_parent_proxy_dials_no_port_but_the_sinks(services: Services, parent
             host_service.accept()
     record = _wait_for(log, lambda r: r["port"] == other)
     # no host of the world serves that port: refused before any lookup (with no world, "no sink listens")
-    assert record["decision"] == "deny" and record["reason"].startswith(proxy.NOT_SERVED), record
+    assert record["decision"] == "deny" and record["cause"] == "not-served" and record["reason"].startswith(proxy.NOT_SERVED), record
 
 
 def test_the_parent_proxy_still_refuses_names_no_server_answers(parent_proxy: tuple[int, Path]) -> None:
