@@ -83,7 +83,7 @@ def cleanup(client: EngineLike, *, everything: bool = False) -> list[str]:  # th
     Every real backend's leftovers, not only Docker's: this is ``cleanup.cleanup``
     with ``client`` as the engine to sweep.
     """
-    return cleaning.cleanup(everything=everything, engine=client)
+    return cleaning.cleanup(everything=everything, engine=engine_of(client))
 
 
 def sweep(scope: cleaning.Scope) -> list[str]:
