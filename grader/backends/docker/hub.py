@@ -47,7 +47,7 @@ from grader.backends.quota import remove_dir
 from grader.core.errors import BackendError, InfrastructureError
 from grader.core.world import World, load_world, read_world
 from grader.backends.files import Files, host_files, host_path
-from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, Missing, NetworkRef, engine_of, open_engine
+from grader.backends.docker.engine import ContainerRef, DockerEngine, Missing, NetworkRef, open_engine
 from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive, stop_process
 from grader.backends.owners import make_dir, runs_root
 from grader.backends.docker.resources import Resources
@@ -136,8 +136,8 @@ def _entry_things(entry: dict[str, Any]) -> dict[str, list[str]]:
 class Hub:
     """A grader's handle on the machine's hub: adopts the running one, or starts a keeper for a new one."""
 
-    def __init__(self, engine: EngineLike, image: str, leftovers: Leftovers) -> None:
-        self._engine = engine_of(engine)
+    def __init__(self, engine: DockerEngine, image: str, leftovers: Leftovers) -> None:
+        self._engine = engine
         self._image = image
         self._leftovers = leftovers
         # The hub serves Sandbox Lab's own world, whose file keys it: key and world come from one read,
@@ -334,7 +334,7 @@ class HubPool(ProxyPool):
     own in front of the same internet, as a grader without a hub does.
     """
 
-    def __init__(self, engine: EngineLike, image: str, hub: Hub, leftovers: Leftovers) -> None:
+    def __init__(self, engine: DockerEngine, image: str, hub: Hub, leftovers: Leftovers) -> None:
         super().__init__(engine, image, HubInternet(hub), leftovers, size=0)
         self.hub = hub
 
@@ -350,7 +350,7 @@ class HubSharing:
     """The machine's hub as a backend's ``sharing.Sharing``: its internet and warm proxies; a finished run's
     things go to its keeper, so nobody waits for their removal."""
 
-    def __init__(self, engine: EngineLike, image: str, hub: Hub, leftovers: Leftovers) -> None:
+    def __init__(self, engine: DockerEngine, image: str, hub: Hub, leftovers: Leftovers) -> None:
         self.hub = hub
         self.pool = HubPool(engine, image, hub, leftovers)
         self._shared = HubInternet(hub)
