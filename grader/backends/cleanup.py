@@ -19,12 +19,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Mapping, Optional, Protocol, Sequence
 
 from grader.backends.quota import remove_dir
 from grader.backends.owners import namespace, pid_alive, private_root, read_owner, runs_root, staging_pid
 
-__all__ = ["CLEANERS", "SWEEP_ENV", "SWEEP_EVERY", "SWEEP_STAMP", "Scope", "cleanup", "sweep_soon", "swept"]
+__all__ = [
+    "CLEANERS", "SWEEP_ENV", "SWEEP_EVERY", "SWEEP_STAMP", "Engine", "Labelled", "Scope", "cleanup", "sweep_soon", "swept",
+]
 
 # Every real backend's part of ``cleanup``, in the order it runs: each module
 # named here has ``sweep(scope) -> list[str]``. A table rather than a
@@ -48,18 +50,48 @@ def _abandoned(d: Path) -> bool:
         return False
 
 
+class Labelled(Protocol):
+    """A container or a network as a sweep sees it: who it is, and the labels that say whose it is."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def labels(self) -> Mapping[str, str]: ...
+
+
+class Engine(Protocol):
+    """What a sweep asks of a container engine: its labelled containers and networks, and their removal.
+
+    The Docker backend's adapter (``docker.engine.DockerEngine``) is one, by its shape: this module is below
+    the ``docker`` package, which imports it, so it names the operations the sweep calls instead of the class.
+    A removal of what is gone raises the adapter's ``Missing`` (or ``Refused``), which its sweep expects.
+    """
+
+    def containers(self, filters: Mapping[str, object]) -> Sequence[Labelled]: ...
+
+    def remove_container(self, c: str) -> None: ...
+
+    def networks(self, filters: Mapping[str, object]) -> Sequence[Labelled]: ...
+
+    def remove_network(self, n: str) -> None: ...
+
+
 @dataclass(frozen=True)
 class Scope:
     """Which runs a cleanup removes: those whose grader process is gone, or, with ``everything``, all.
 
-    ``engine`` is a Docker client for the Docker backend's sweep; None lets it
+    ``engine`` is the Docker backend's engine adapter for its sweep; None lets it
     connect from the environment, except in an ``automatic`` sweep (a run's
     start: ``sweep_soon``), which reaches only the engine it is given and
     judges only what carries this machine's and pid namespace's stamp.
     """
 
     everything: bool = False
-    engine: object = None
+    engine: Optional[Engine] = None
     automatic: bool = False
 
     def gone(self, pid: int, ns: Optional[str] = None) -> bool:
@@ -96,7 +128,7 @@ class Scope:
         return out
 
 
-def cleanup(*, everything: bool = False, engine: object = None, automatic: bool = False) -> list[str]:
+def cleanup(*, everything: bool = False, engine: Optional[Engine] = None, automatic: bool = False) -> list[str]:
     """Remove what runs of dead graders left behind (or of every grader, with ``everything``); say what went.
 
     Walks ``CLEANERS`` (each backend's own leftovers: containers, networks,
@@ -158,7 +190,7 @@ SWEEP_STAMP = ".swept"
 SWEEP_ENV = "SANDBOX_LAB_SWEEP"  # "0": no automatic sweep (``sandbox-lab cleanup`` still sweeps)
 
 
-def sweep_soon(engine: object = None, *, every: float = SWEEP_EVERY) -> Optional[threading.Thread]:
+def sweep_soon(engine: Optional[Engine] = None, *, every: float = SWEEP_EVERY) -> Optional[threading.Thread]:
     """Start sweeping dead graders' leftovers in the background, unless a sweep of this runs root started
     within ``every`` seconds or is under way; the sweeping thread, or None.
 
@@ -202,7 +234,7 @@ def sweep_soon(engine: object = None, *, every: float = SWEEP_EVERY) -> Optional
     return thread
 
 
-def _sweep(fd: int, engine: object) -> None:
+def _sweep(fd: int, engine: Optional[Engine]) -> None:
     started = time.time()
     record: dict[str, Any] = {"started": started}
     try:

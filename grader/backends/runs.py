@@ -51,7 +51,7 @@ from grader.core.world import World
 from grader.backends.owners import Owner, make_dir, make_run_dir, namespace, pid_alive, private_root, read_owner, runs_root, write_file, write_owner
 from grader.backends.quota import bound_world
 from grader.backends.listeners import HostListener, Listening, SigningAgent, sandbox_addresses
-from grader.backends.cleanup import CLEANERS, SWEEP_ENV, SWEEP_EVERY, SWEEP_STAMP, Scope, cleanup, sweep_soon, swept
+from grader.backends.cleanup import CLEANERS, SWEEP_ENV, SWEEP_EVERY, SWEEP_STAMP, Engine, Scope, cleanup, sweep_soon, swept
 
 __all__ = [
     "resolv_conf",
@@ -110,7 +110,7 @@ class RunDir:
     bounded: bool = False  # the world copy is on a tmpfs of quota.WORLD_BYTES (quota.bound_world)
 
     @classmethod
-    def create(cls, run_id: str, engine: object = None) -> "RunDir":
+    def create(cls, run_id: str, engine: Optional[Engine] = None) -> "RunDir":
         """A new run's directory. Every run start also sweeps what dead graders left (``sweep_soon``),
         with ``engine`` (the Docker backend's engine adapter) for their containers and networks."""
         sweep_soon(engine)

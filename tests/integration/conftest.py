@@ -64,8 +64,9 @@ def run_srt(srt_cli_path: Path) -> RunSrt:
 def docker_backend(docker_client: Any) -> Any:
     from grader.backends.docker.backend import DockerBackend
     from grader.backends.docker.images import ensure_images
+    from grader.backends.docker.engine import DockerEngine
 
-    backend = DockerBackend(docker_client, ensure_images(docker_client, lambda s: None))
+    backend = DockerBackend(DockerEngine(docker_client), ensure_images(DockerEngine(docker_client), lambda s: None))
     yield backend
     backend.close()
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from grader.backends.docker.backend import DockerBackend
+from grader.backends.docker.engine import DockerEngine
 from grader.backends.static import StaticBackend
 from grader.grading.batch import grade_batch
 from grader.grading.tasks import load_task
@@ -85,7 +86,7 @@ def test_a_class_of_1000_leaves_nothing_behind_and_keeps_memory_flat(
     task = load_task("fix-the-naive-setup")
     folder = tmp_path / "class"
     n_broken, which = _write_class(folder, STUDENTS)
-    backend = DockerBackend(docker_client, docker_backend.images)  # its own: whatever it keeps between runs goes with it
+    backend = DockerBackend(DockerEngine(docker_client), docker_backend.images)  # its own: whatever it keeps between runs goes with it
     try:
         warm_folder = tmp_path / "warm"
         _write_class(warm_folder, 40, seed=1)

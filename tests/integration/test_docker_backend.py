@@ -150,6 +150,7 @@ def test_unknown_host_name_is_never_resolved_outside(docker_backend: Any) -> Non
 
 def test_cleanup_removes_what_a_killed_grader_left(docker_client: Any, tmp_path: Path) -> None:
     from grader.backends.docker.backend import LABEL, cleanup, runs_root
+    from grader.backends.docker.engine import DockerEngine
 
     script = (
         "import time, threading\n"
@@ -174,7 +175,7 @@ def test_cleanup_removes_what_a_killed_grader_left(docker_client: Any, tmp_path:
     proc.stdout.close()
     left = docker_client.api.containers(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})
     assert left, "the killed run should have left containers behind (otherwise this test proves nothing)"
-    removed = cleanup(docker_client)
+    removed = cleanup(DockerEngine(docker_client))
     assert any("container" in r for r in removed)
     assert not docker_client.api.containers(all=True, filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})
     assert not docker_client.api.networks(filters={"label": f"{LABEL_PID_KEY}={proc.pid}"})
@@ -205,11 +206,12 @@ def test_cli_probe_json_with_docker(tmp_path: Path) -> None:
 def test_close_removes_the_shared_internet_and_warm_proxies(docker_client: Any) -> None:
     from grader.backends.docker.backend import DockerBackend
     from grader.backends.docker.images import find_images
+    from grader.backends.docker.engine import DockerEngine
 
-    images = find_images(docker_client)
+    images = find_images(DockerEngine(docker_client))
     assert images is not None
     # an internet of the backend's own: one shared between processes outlives it (test_shared_internet)
-    backend = DockerBackend(docker_client, images, shared_idle=0)
+    backend = DockerBackend(DockerEngine(docker_client), images, shared_idle=0)
     r = backend.run(build_plan(load_policy({"network": {"allowedDomains": ["registry.npmjs.org"]}})))
     assert r.outcome("job-fetch-npm").outcome == "succeeded"
     backend.drain()

@@ -22,6 +22,7 @@ import pytest
 
 from grader.backends.docker.backend import DockerBackend
 from grader.backends.docker.images import BASE_TAG, ensure_images
+from grader.backends.docker.engine import DockerEngine
 from grader.backends.static import StaticBackend
 from grader.grading.batch import grade_batch
 from grader.grading.tasks import load_task
@@ -72,7 +73,7 @@ def private_engine(docker_client: Any, docker_backend: Any, monkeypatch: pytest.
 def test_dockerd_restarted_mid_batch_loses_no_grade(private_engine: PrivateEngine, tmp_path: Path) -> None:
     engine = private_engine
     client = engine.client()
-    images = ensure_images(client, lambda s: None)  # loaded, not built: reused as they are
+    images = ensure_images(DockerEngine(client), lambda s: None)  # loaded, not built: reused as they are
     task = load_task("stop-persistence")
     subs, journal = tmp_path / "class", tmp_path / "journal.jsonl"
     subs.mkdir()
@@ -97,7 +98,7 @@ def test_dockerd_restarted_mid_batch_loses_no_grade(private_engine: PrivateEngin
             raise
         restarted.set()
 
-    backend = DockerBackend(client, images, retries=0)
+    backend = DockerBackend(DockerEngine(client), images, retries=0)
     restarter = threading.Thread(target=restart_when_under_way, daemon=True)
     restarter.start()
     try:

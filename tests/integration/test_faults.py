@@ -26,6 +26,7 @@ import pytest
 
 from grader import load_policy, predict
 from grader.backends.docker.backend import LABEL, LABEL_PID, LABEL_ROLE, DockerBackend, cleanup
+from grader.backends.docker.engine import DockerEngine
 from grader.backends.static import StaticBackend
 from grader.grading.batch import grade_batch
 from grader.core.errors import InfrastructureError
@@ -122,7 +123,7 @@ def _close(backend: Any) -> None:
 ])
 def test_a_dead_service_never_yields_blocked_without_evidence(docker_client: Any, docker_backend: Any, no_leftovers: None,
                                                               policy: Any, roles: tuple[str, ...], sig: str) -> None:
-    backend = DockerBackend(docker_client, docker_backend.images, retries=0)
+    backend = DockerBackend(DockerEngine(docker_client), docker_backend.images, retries=0)
     plan = build_plan(load_policy(policy) if policy is not None else None)
     try:
         with _ServiceKiller(docker_client, roles, first_only=False, signal=sig) as killer:
@@ -145,7 +146,7 @@ def test_a_dead_service_never_yields_blocked_without_evidence(docker_client: Any
 
 
 def test_a_service_that_dies_once_is_retried_and_the_retry_is_right(docker_client: Any, docker_backend: Any, no_leftovers: None) -> None:
-    backend = DockerBackend(docker_client, docker_backend.images, retries=1)
+    backend = DockerBackend(DockerEngine(docker_client), docker_backend.images, retries=1)
     try:
         with _ServiceKiller(docker_client, ("internet",), first_only=True) as killer:
             r = backend.run(build_plan(load_policy(PROXIED)))
@@ -284,7 +285,7 @@ def test_grader_killed_mid_batch_resumes_without_loss_or_regrading(docker_client
     left = docker_client.api.containers(all=True, filters={"label": child})
     assert left or any(runs.iterdir()), "the kill left nothing behind: this test proves nothing about cleanup"
 
-    cleanup(docker_client)
+    cleanup(DockerEngine(docker_client))
     assert not docker_client.api.containers(all=True, filters={"label": child})
     assert not docker_client.api.networks(filters={"label": child})
     assert not any(runs.iterdir()), list(runs.iterdir())
@@ -436,7 +437,7 @@ def test_engine_gone_mid_batch_gives_error_rows_that_a_rerun_grades(docker_clien
     _ThreadErrors(monkeypatch)  # removal threads die in the outage: that bug is the next test's, keep it off pytest's books
     before = _mine_now(docker_client)
     client = docker.DockerClient(base_url=f"unix://{line.path}", version=docker_client.api.api_version, timeout=60)
-    backend = DockerBackend(client, docker_backend.images, retries=0)
+    backend = DockerBackend(DockerEngine(client), docker_backend.images, retries=0)
     task = load_task("stop-persistence")
     subs, journal = tmp_path / "class", tmp_path / "journal.jsonl"
     total = _write_class(subs, 24)
@@ -494,7 +495,7 @@ def test_engine_gone_mid_run_is_a_backend_error_and_leaves_nothing_once_it_is_ba
     threads = _ThreadErrors(monkeypatch)
     before = _mine_now(docker_client)
     client = docker.DockerClient(base_url=f"unix://{line.path}", version=docker_client.api.api_version, timeout=60)
-    backend = DockerBackend(client, docker_backend.images, retries=0)
+    backend = DockerBackend(DockerEngine(client), docker_backend.images, retries=0)
     outcome: list[BaseException] = []
 
     def run() -> None:
@@ -536,7 +537,7 @@ def test_engine_gone_mid_run_is_a_backend_error_and_leaves_nothing_once_it_is_ba
 def test_a_real_runs_corrupted_log_gives_errors_never_a_verdict(docker_client: Any, docker_backend: Any, no_leftovers: None,
                                                                 monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
     """The run's own log at the internet, cut, renamed, repeated or unclosed: every outcome is error, with the reason."""
-    backend = DockerBackend(docker_client, docker_backend.images, retries=0)
+    backend = DockerBackend(DockerEngine(docker_client), docker_backend.images, retries=0)
     try:
         with corrupted_logs(monkeypatch, fault) as hit:
             r = backend.run(build_plan(load_policy(PROXIED)))
@@ -553,7 +554,7 @@ def test_a_real_runs_cut_or_gapped_proxy_log_gives_errors_never_a_verdict(docker
                                                                          monkeypatch: pytest.MonkeyPatch, fault: str) -> None:
     """The run's window of its proxy's log, a line lost at its start or inside, repeated, or cut: every outcome the
     network decides is error, with the reason (the proxy numbers its records; ``evidence.log_window``)."""
-    backend = DockerBackend(docker_client, docker_backend.images, retries=0)
+    backend = DockerBackend(DockerEngine(docker_client), docker_backend.images, retries=0)
     try:
         with corrupted_proxy_log(monkeypatch, fault) as hit:
             r = backend.run(build_plan(load_policy(PROXIED)))
@@ -576,7 +577,7 @@ def test_grading_a_real_run_whose_log_was_cut_could_not_grade_never_full_marks(d
 
     task = load_task("fix-the-naive-setup")  # its reference goes through the proxy
     policy = load_policy(solution_path(task.id))
-    backend = DockerBackend(docker_client, docker_backend.images, retries=0)
+    backend = DockerBackend(DockerEngine(docker_client), docker_backend.images, retries=0)
     try:
         with corrupted_proxy_log(monkeypatch, "lost-middle-line") as hit:
             g = grade(task, policy, backend)

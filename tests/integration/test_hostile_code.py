@@ -34,6 +34,7 @@ from grader import load_policy, predict
 from grader.backends.docker.backend import LABEL, LABEL_PID, LABEL_ROLE, hardened_options
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.runtimes import process_limits, runtime_from_env, sandbox_runtime
+from grader.backends.docker.engine import DockerEngine
 from grader.core.plan import Hardening, build_plan
 from grader.core.world import load_world
 
@@ -92,7 +93,7 @@ class _Hostile:
         """A network made as the backend makes a run's: internal, and no host address on the bridge."""
         from grader.backends.docker.simnet import create_network
 
-        n = self.client.networks.get(create_network(self.client, f"{self.run_id}-{suffix}", self.labels).id)  # the backend's own way
+        n = self.client.networks.get(create_network(DockerEngine(self.client), f"{self.run_id}-{suffix}", self.labels).id)  # the backend's own way
         self.made.append(n)
         return n
 
@@ -109,7 +110,7 @@ class _Hostile:
         h = hardening
         kwargs: dict[str, Any] = dict(
             # the backend's own settings, under the runtime SANDBOX_LAB_RUNTIME names (as the backend's): the two cannot drift apart
-            hardened_options(h, sandbox_runtime(self.client, runtime_from_env(os.environ))),
+            hardened_options(h, sandbox_runtime(DockerEngine(self.client), runtime_from_env(os.environ))),
             name=f"{self.run_id}-{name}", labels={**self.labels, LABEL_ROLE: "sandbox"},
             working_dir="/home/user", environment={"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"},
         )

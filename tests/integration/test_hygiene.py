@@ -36,11 +36,12 @@ def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
     from grader.backends.docker.backend import DockerBackend
     from grader.backends.docker.images import ensure_images
     from grader.backends.docker.simnet import LABEL, LABEL_NS, LABEL_PID, create_network
+    from grader.backends.docker.engine import DockerEngine
 
     root = tmp_path / "runs"
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(root))
     monkeypatch.delenv(runs.SWEEP_ENV, raising=False)
-    images = ensure_images(docker_client, lambda s: None)
+    images = ensure_images(DockerEngine(docker_client), lambda s: None)
     here, dead, tag = runs.namespace(), dead_pid(), secrets.token_hex(3)
 
     def labels(pid: int, ns: Optional[str]) -> dict[str, str]:
@@ -55,10 +56,10 @@ def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
             c.start()  # it exits at once: what a killed grader's finished sandbox looks like
             containers[who] = c
         for who in ("dead", "live"):  # networks are scarce on a shared engine: two
-            networks[who] = docker_client.networks.get(create_network(docker_client, f"sl-hyg-{tag}-{who}", labels(*owners[who])).id)
+            networks[who] = docker_client.networks.get(create_network(DockerEngine(docker_client), f"sl-hyg-{tag}-{who}", labels(*owners[who])).id)
         dirs = {who: stamped_dir(root, f"sl-hyg-{tag}-{who}", pid, ns) for who, (pid, ns) in owners.items()}
 
-        backend = DockerBackend(docker_client, images, shared_idle=0)
+        backend = DockerBackend(DockerEngine(docker_client), images, shared_idle=0)
         try:
             result = backend.run(build_plan(load_policy({})))  # a run starts: nothing else is asked of it
         finally:
@@ -154,10 +155,11 @@ def test_the_listener_on_the_engines_host_listens_only_where_a_sandbox_reaches_i
     from grader.backends.docker.enginedisk import EngineDisk
     from grader.backends.docker.images import ensure_images
     from grader.backends.docker.simnet import Leftovers
+    from grader.backends.docker.engine import DockerEngine
 
-    images = ensure_images(docker_client, lambda s: None)
+    images = ensure_images(DockerEngine(docker_client), lambda s: None)
     name = "sl-" + secrets.token_hex(5)
-    listener = EngineDisk(docker_client).listener(images.services, name, Leftovers().labels(name))
+    listener = EngineDisk(DockerEngine(docker_client)).listener(images.services, name, Leftovers().labels(name))
     try:
         assert listener.container is not None
         first = json.loads(docker_client.api.logs(listener.container.id, stdout=True, stderr=False).decode().splitlines()[0])

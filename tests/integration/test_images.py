@@ -13,6 +13,7 @@ import pytest
 
 from grader.backends.docker import images
 from grader.backends.docker.images import Images, ensure_images, find_images, image_specs, spec_hash
+from grader.backends.docker.engine import DockerEngine
 
 TAG = re.compile(r"^sandbox-lab/(sandbox|services):[0-9a-f]{12}$")
 SKELETON = ["/home/user", "/project", "/app/workspace", "/etc/secrets", "/opt/sandbox-lab/run"]
@@ -22,7 +23,7 @@ SKELETON = ["/home/user", "/project", "/app/workspace", "/etc/secrets", "/opt/sa
 def built(docker_client: Any) -> tuple[Images, list[str]]:
     """Build (or reuse) the images once for this module; the first build takes about a minute."""
     messages: list[str] = []
-    return ensure_images(docker_client, progress=messages.append), messages
+    return ensure_images(DockerEngine(docker_client), progress=messages.append), messages
 
 
 def _run(client: Any, image: str, command: list[str], **kwargs: Any) -> str:
@@ -53,7 +54,7 @@ def test_second_call_reuses_without_building(docker_client: Any, built: tuple[Im
     ids = {t: docker_client.images.get(t).id for t in (first.sandbox, first.services)}
     messages: list[str] = []
     began = time.monotonic()
-    again = ensure_images(docker_client, progress=messages.append)
+    again = ensure_images(DockerEngine(docker_client), progress=messages.append)
     elapsed = time.monotonic() - began
     assert again == first
     assert not [m for m in messages if m.startswith("building")], messages
@@ -63,7 +64,7 @@ def test_second_call_reuses_without_building(docker_client: Any, built: tuple[Im
 
 @pytest.mark.docker
 def test_find_images_returns_built_images(docker_client: Any, built: tuple[Images, list[str]]) -> None:
-    assert find_images(docker_client) == built[0]
+    assert find_images(DockerEngine(docker_client)) == built[0]
 
 
 @pytest.mark.docker
@@ -76,7 +77,7 @@ def test_find_images_is_none_when_a_dockerfile_changed(
     (changed / "Dockerfile").write_bytes(specs["sandbox"].dockerfile.read_bytes() + b"# edited\n")
     specs["sandbox"] = dataclasses.replace(specs["sandbox"], dockerfile_dir=changed)
     monkeypatch.setattr(images, "image_specs", lambda: specs)
-    assert find_images(docker_client) is None
+    assert find_images(DockerEngine(docker_client)) is None
 
 
 # --- what is inside ---------------------------------------------------------------------

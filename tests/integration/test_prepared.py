@@ -124,8 +124,9 @@ def test_a_stopped_prepared_sandbox_is_never_judged(docker_backend: Any, docker_
 def test_backend_close_retires_what_it_holds(docker_client: Any) -> None:
     from grader.backends.docker.backend import DockerBackend
     from grader.backends.docker.images import ensure_images
+    from grader.backends.docker.engine import DockerEngine
 
-    backend = DockerBackend(docker_client, ensure_images(docker_client, lambda s: None))
+    backend = DockerBackend(DockerEngine(docker_client), ensure_images(DockerEngine(docker_client), lambda s: None))
     prepared: Prepared = backend.prepare(build_plan(load_policy(PRACTICE)))
     run_id = prepared.run_id
     assert run_id is not None
@@ -136,6 +137,7 @@ def test_backend_close_retires_what_it_holds(docker_client: Any) -> None:
 
 def test_cleanup_removes_what_a_killed_grader_held_prepared(docker_client: Any) -> None:
     from grader.backends.docker.backend import cleanup, runs_root
+    from grader.backends.docker.engine import DockerEngine
 
     script = (
         "from grader import load_policy\n"
@@ -158,7 +160,7 @@ def test_cleanup_removes_what_a_killed_grader_held_prepared(docker_client: Any) 
         proc.stdout.close()
     pid_label = {"label": f"org.sandbox-lab.pid={proc.pid}"}
     assert docker_client.api.containers(all=True, filters=pid_label), "the kill should have left the prepared run"
-    cleanup(docker_client)
+    cleanup(DockerEngine(docker_client))
     assert not _containers(docker_client, run_id)
     assert not docker_client.api.containers(all=True, filters=pid_label)
     assert not docker_client.api.networks(filters=pid_label)

@@ -142,6 +142,7 @@ def remote(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     from grader.backends.docker import enginedisk
     from grader.backends.docker.backend import DockerBackend, client_from_env
     from grader.backends.docker.images import ensure_images
+    from grader.backends.docker.engine import DockerEngine
     from grader.backends.docker.simnet import LABEL_ROLE
 
     runs = tmp_path_factory.mktemp("remote-runs")
@@ -153,7 +154,7 @@ def remote(docker_client: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SANDBOX_LAB_RUNS", str(runs))  # a name found nowhere else: any byte of it sent to the engine is a leak
         # the engine the forwarder reaches is whatever DOCKER_HOST named before; the backend sees only the TCP port
-        images = ensure_images(docker_client, lambda s: None)
+        images = ensure_images(DockerEngine(docker_client), lambda s: None)
         mp.setenv("DOCKER_HOST", f"tcp://127.0.0.1:{fwd.port}")
         mp.setenv(enginedisk.ENV, "remote")
         client = client_from_env()
@@ -261,11 +262,12 @@ def test_the_listener_on_the_engines_host_hears_a_connection(docker_client: Any)
 
     from grader.backends.docker.enginedisk import EngineDisk
     from grader.backends.docker.images import ensure_images
+    from grader.backends.docker.engine import DockerEngine
     from grader.backends.docker.simnet import Leftovers
 
-    images = ensure_images(docker_client, lambda s: None)
+    images = ensure_images(DockerEngine(docker_client), lambda s: None)
     name = "sl-" + secrets.token_hex(5)
-    listener = EngineDisk(docker_client).listener(images.services, name, Leftovers().labels(name))
+    listener = EngineDisk(DockerEngine(docker_client)).listener(images.services, name, Leftovers().labels(name))
     try:
         assert listener.problem() == ""
         # the engine's host is this machine here: connect to it as a sandbox that reached its host would

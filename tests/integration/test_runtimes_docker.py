@@ -25,6 +25,7 @@ from grader import load_policy
 from grader.backends.docker.backend import LABEL_ROLE, DockerBackend
 from grader.backends.docker.images import BASE_TAG, ensure_images
 from grader.backends.docker.runtimes import RuntimeUnavailable
+from grader.backends.docker.engine import DockerEngine
 from grader.core.plan import build_plan
 
 from faultkit import PROXIED, assert_as_predicted
@@ -34,11 +35,11 @@ pytestmark = [pytest.mark.docker]
 
 
 def test_a_runtime_the_engine_lacks_fails_closed_before_anything_is_made(docker_client: Any) -> None:
-    images = ensure_images(docker_client, lambda s: None)
+    images = ensure_images(DockerEngine(docker_client), lambda s: None)
     registered = set(docker_client.info().get("Runtimes") or {})
     assert "sl-no-such-runtime" not in registered
     with pytest.raises(RuntimeUnavailable) as info:
-        DockerBackend(docker_client, images, shared_idle=0, runtime="sl-no-such-runtime")
+        DockerBackend(DockerEngine(docker_client), images, shared_idle=0, runtime="sl-no-such-runtime")
     assert "no runtime of that name" in str(info.value) and "runc" in str(info.value)
 
 
@@ -57,7 +58,7 @@ def test_a_run_under_runsc_has_every_sandbox_under_runsc_and_the_predicted_verdi
     docker_client: Any, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     _need_runsc(docker_client)
-    backend = DockerBackend(docker_client, ensure_images(docker_client, lambda s: None), shared_idle=0, runtime="runsc")
+    backend = DockerBackend(DockerEngine(docker_client), ensure_images(DockerEngine(docker_client), lambda s: None), shared_idle=0, runtime="runsc")
     seen: dict[str, str] = {}
     real_create = ContainerCollection.create
 
@@ -218,11 +219,11 @@ def test_runsc_with_host_network_opens_nothing_runc_keeps_closed(
     from test_hostile_code import LISTEN, REACH, _hardening, _Hostile, _wait_listening
 
     client = runsc_engine.client
-    images = ensure_images(client, lambda s: None)
+    images = ensure_images(DockerEngine(client), lambda s: None)
     # 1. the same policy's probes under each runtime: the same verdicts, each the static prediction
     verdicts = {}
     for runtime in (None, "runsc"):
-        backend = DockerBackend(client, images, shared_idle=0, runtime=runtime)
+        backend = DockerBackend(DockerEngine(client), images, shared_idle=0, runtime=runtime)
         try:
             result = backend.run(build_plan(load_policy(PROXIED)))
         finally:

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import pytest
 
@@ -23,6 +23,7 @@ from grader.backends.docker.hub import HubSharing, stop_keepers
 from grader.backends.docker.lease import IDLE_ENV, HubDir, process_alive
 from grader.backends.runs import cleanup
 from grader.backends.docker.simnet import LABEL, LABEL_HUB
+from grader.backends.docker.engine import ContainerRef, DockerEngine, NetworkRef
 from grader.core.plan import build_plan
 
 pytestmark = pytest.mark.docker
@@ -91,24 +92,18 @@ def _warm(client: Any, hub: HubDir) -> None:
     _wait(lambda: len(hub.pooled()) >= 1 and not hub.trash(), 60, "the keeper keeps a proxy warm")
 
 
-class _OnlyHub:
+class _OnlyHub(DockerEngine):
     """The engine as ``cleanup --all`` sees it, narrowed to one hub's things: other people's runs share this engine."""
 
     def __init__(self, client: Any, hub: str) -> None:
-        self.api = self
-        self._client, self._label = client, f"{LABEL_HUB}={hub}"
+        super().__init__(client)
+        self._label = f"{LABEL_HUB}={hub}"
 
-    def containers(self, all: bool, filters: dict[str, str]) -> Any:  # noqa: A002 - the SDK's own keyword
-        return self._client.api.containers(all=all, filters={"label": [filters["label"], self._label]})
+    def containers(self, filters: Mapping[str, object], *, all: bool = True) -> list[ContainerRef]:  # noqa: A002
+        return super().containers({"label": [filters["label"], self._label]}, all=all)
 
-    def networks(self, filters: dict[str, str]) -> Any:
-        return self._client.api.networks(filters={"label": [filters["label"], self._label]})
-
-    def remove_container(self, *a: Any, **k: Any) -> Any:
-        return self._client.api.remove_container(*a, **k)
-
-    def remove_network(self, *a: Any, **k: Any) -> Any:
-        return self._client.api.remove_network(*a, **k)
+    def networks(self, filters: Mapping[str, object]) -> list[NetworkRef]:
+        return super().networks({"label": [filters["label"], self._label]})
 
 
 def test_two_processes_share_one_internet_and_each_sees_only_its_own_evidence(root: Path, tmp_path: Path) -> None:
@@ -137,7 +132,7 @@ def test_cleanup_all_stops_the_keeper_and_removes_the_internet_and_its_proxies(r
     _warm(docker_client, hub)
     things = _things(docker_client, hub.name)
     assert any(n.endswith("-internet") for n in things) and any(n.startswith("sl-proxy-") for n in things), things
-    cleanup(engine=docker_client)  # without --all: a live keeper's hub is in use, and stays
+    cleanup(engine=DockerEngine(docker_client))  # without --all: a live keeper's hub is in use, and stays
     assert hub.keeper_alive() and _things(docker_client, hub.name) == things
     pid = hub.keeper_pid()
     removed = cleanup(everything=True, engine=_OnlyHub(docker_client, hub.name))
@@ -157,7 +152,7 @@ def test_a_killed_keepers_internet_and_proxies_are_swept_and_replaced(root: Path
     _wait(lambda: not process_alive(pid), 10, "the keeper dies")
     left = _things(docker_client, name)
     assert left, "the killed keeper should have left its internet behind (otherwise this test proves nothing)"
-    removed = cleanup(engine=docker_client)
+    removed = cleanup(engine=DockerEngine(docker_client))
     assert {f"container {n}" for n in left if not n.endswith(("-inet", "-sbx"))} <= set(removed), removed
     assert _things(docker_client, name) == set()
     assert not hub.path.exists()
@@ -190,9 +185,9 @@ def test_the_hub_goes_after_the_idle_period_and_never_while_a_grader_holds_it(
     from grader.backends.docker.images import find_images
 
     monkeypatch.setenv(IDLE_ENV, "2")
-    images = find_images(docker_client)
+    images = find_images(DockerEngine(docker_client))
     assert images is not None
-    backend = DockerBackend(docker_client, images)
+    backend = DockerBackend(DockerEngine(docker_client), images)
     r = backend.run(build_plan(load_policy(SECURE)))
     assert r.outcome("job-fetch-npm").outcome == "succeeded"
     backend.drain()
@@ -214,9 +209,9 @@ def test_a_terminal_command_shares_and_a_library_backend_keeps_its_own(
     from grader.backends.docker.images import find_images
 
     monkeypatch.delenv(IDLE_ENV)
-    images = find_images(docker_client)
+    images = find_images(DockerEngine(docker_client))
     assert images is not None
-    with DockerBackend(docker_client, images) as backend:
+    with DockerBackend(DockerEngine(docker_client), images) as backend:
         assert not isinstance(backend.sharing, HubSharing)
     assert _hub_names(root) == []
     assert _outcomes(_cli(_policy(tmp_path, "pip", PIP)))["job-fetch-pypi"] == "succeeded"

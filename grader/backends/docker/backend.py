@@ -47,7 +47,7 @@ from grader.core.timings import Tally
 from grader.backends import cleanup as cleaning
 from grader.backends.base import Closing
 from grader.backends.owners import runs_root
-from grader.backends.docker.engine import DockerEngine, EngineError, EngineLike, Missing, Refused, engine_of, open_engine, worded
+from grader.backends.docker.engine import DockerEngine, EngineError, Missing, Refused, open_engine, worded
 from grader.backends.docker.enginedisk import Disk, HostDisk, disk_for
 from grader.backends.docker.hub import HubSharing, make_hub, stop_keepers
 from grader.backends.docker.images import Images, ensure_images
@@ -77,20 +77,20 @@ def client_from_env() -> DockerEngine:
         raise DockerUnavailable(str(exc).splitlines()[0][:160]) from None
 
 
-def cleanup(client: EngineLike, *, everything: bool = False) -> list[str]:  # the CLI's (and tests') name
+def cleanup(engine: DockerEngine, *, everything: bool = False) -> list[str]:  # the CLI's (and tests') name
     """Remove leftovers of runs whose grader process is gone (or of all runs, with ``everything``).
 
     Every real backend's leftovers, not only Docker's: this is ``cleanup.cleanup``
-    with ``client`` as the engine to sweep.
+    with ``engine`` as the engine to sweep.
     """
-    return cleaning.cleanup(everything=everything, engine=client)
+    return cleaning.cleanup(everything=everything, engine=engine)
 
 
 def sweep(scope: cleaning.Scope) -> list[str]:
     """This backend's part of ``cleanup.cleanup``: labelled containers and networks of the runs in ``scope``."""
     if scope.automatic and scope.engine is None:
         return []  # a run's own sweep reaches only the engine its backend holds
-    engine = engine_of(scope.engine) if scope.engine is not None else client_from_env()
+    engine = scope.engine if scope.engine is not None else client_from_env()
     # a hub's keeper removes what it keeps as it stops; then the labels find whatever it could not
     removed: list[str] = stop_keepers() if scope.everything else []
 
@@ -104,20 +104,20 @@ def sweep(scope: cleaning.Scope) -> list[str]:
         return removed + _sweep_labelled(engine, stale)
 
 
-def _sweep_labelled(engine: DockerEngine, stale: Callable[[dict[str, str]], bool]) -> list[str]:
+def _sweep_labelled(engine: cleaning.Engine, stale: Callable[[dict[str, str]], bool]) -> list[str]:
     removed: list[str] = []
     # the engine's list carries labels: no per-container lookup that a concurrent removal could race
     for c in engine.containers({"label": LABEL}):
         if stale(dict(c.labels)):
             try:
-                engine.remove_container(c)
+                engine.remove_container(c.id)
                 removed.append(f"container {c.name or c.id[:12]}")
             except Missing:
                 pass
     for n in engine.networks({"label": LABEL}):
         if stale(dict(n.labels)):
             try:
-                engine.remove_network(n)
+                engine.remove_network(n.id)
                 removed.append(f"network {n.name}")
             except Refused:
                 pass
@@ -161,11 +161,11 @@ class DockerBackend(Closing):
     tally: Optional[Tally] = None
 
     def __init__(
-        self, client: EngineLike, images: Images, *, retries: int = 1, disk: Optional[Disk] = None, shared_idle: Optional[float] = None,
+        self, engine: DockerEngine, images: Images, *, retries: int = 1, disk: Optional[Disk] = None, shared_idle: Optional[float] = None,
         runtime: Optional[str] = None,
     ) -> None:
         """Args:
-            client: the engine adapter (``engine.DockerEngine``), or an SDK client it then wraps.
+            engine: the engine adapter (``engine.open_engine``, or ``DockerEngine`` over a client).
             disk: where a run's files live for the engine; None chooses from ``DOCKER_HOST``
                 (``enginedisk.disk_for``).
             shared_idle: how long the internet behind proxies outlives this
@@ -181,7 +181,7 @@ class DockerBackend(Closing):
                 (``runtimes.RuntimeUnavailable``), before anything is made.
         """
         # first: a runtime asked for and missing fails before any internet or proxy exists
-        engine = self.engine = engine_of(client)  # the adapter; given an SDK client, wrapped
+        self.engine = engine
         self.runtime = sandbox_runtime(engine, runtime if runtime is not None else runtime_from_env(os.environ))
         self.images = images
         self.retries = retries

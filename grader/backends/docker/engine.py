@@ -50,7 +50,6 @@ __all__ = [
     "DockerEngine",
     "DockerError",
     "EngineError",
-    "EngineLike",
     "ImageRef",
     "Missing",
     "NetworkRef",
@@ -61,7 +60,6 @@ __all__ = [
     "Spec",
     "Unanswered",
     "engine_errors",
-    "engine_of",
     "log_config",
     "mount",
     "open_client",
@@ -501,15 +499,6 @@ def _mapped_stream(stream: Any) -> Iterator[bytes]:
     with engine_errors():
         for chunk in stream:
             yield bytes(chunk)
-
-
-# What the backend's entry points accept: the adapter, or an SDK client (or a test's look-alike) for it to wrap.
-EngineLike = Union[DockerEngine, object]
-
-
-def engine_of(engine: EngineLike) -> DockerEngine:
-    """``engine`` as the adapter: itself, or the SDK client (or a test's look-alike) it is, wrapped."""
-    return engine if isinstance(engine, DockerEngine) else DockerEngine(engine)
 
 
 def open_engine(*, timeout: int = 120) -> DockerEngine:

@@ -56,7 +56,7 @@ from grader.core.errors import BackendError, InfrastructureError
 from grader.backends.files import Files, HostFiles
 from grader.backends.listeners import HostListener
 from grader.backends.runs import MAX_OUTPUT, RunDir
-from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, engine_of, log_config
+from grader.backends.docker.engine import ContainerRef, DockerEngine, log_config
 from grader.backends.docker.volumes import ENV, VolumeCopy, VolumeFiles, parse_engine_time
 
 __all__ = [
@@ -310,9 +310,9 @@ class HostDisk:
     def files(self, name: str, local: Callable[[], Path]) -> Files:
         return HostFiles(local())
 
-    def __init__(self, engine: EngineLike = None) -> None:
+    def __init__(self, engine: Optional[DockerEngine] = None) -> None:
         # for a world copy this process could not give to the sandbox's user (``_HostCopy``); None: no engine
-        self.engine = engine_of(engine) if engine is not None else None
+        self.engine = engine
 
     def copy(self, run_dir: RunDir, image: str, name: str, labels: dict[str, str]) -> RunCopy:
         return _HostCopy(run_dir, self.engine, image, name, labels)
@@ -329,8 +329,8 @@ class EngineDisk:
 
     remote = True
 
-    def __init__(self, engine: EngineLike) -> None:
-        self.engine = engine_of(engine)
+    def __init__(self, engine: DockerEngine) -> None:
+        self.engine = engine
 
     def files(self, name: str, local: Callable[[], Path]) -> Files:
         return VolumeFiles(self.engine, name)

@@ -47,7 +47,7 @@ from grader.backends.quota import remove_dir
 from grader.core.errors import BackendError, InfrastructureError
 from grader.core.world import World, load_world, read_world
 from grader.backends.files import Files, host_files, host_path
-from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, Missing, NetworkRef, engine_of, open_engine
+from grader.backends.docker.engine import ContainerRef, DockerEngine, Missing, NetworkRef, open_engine
 from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive, stop_process
 from grader.backends.owners import make_dir, runs_root
 from grader.backends.docker.resources import Resources
@@ -136,8 +136,8 @@ def _entry_things(entry: dict[str, Any]) -> dict[str, list[str]]:
 class Hub:
     """A grader's handle on the machine's hub: adopts the running one, or starts a keeper for a new one."""
 
-    def __init__(self, engine: EngineLike, image: str, leftovers: Leftovers) -> None:
-        self._engine = engine_of(engine)
+    def __init__(self, engine: DockerEngine, image: str, leftovers: Leftovers) -> None:
+        self._engine = engine
         self._image = image
         self._leftovers = leftovers
         # The hub serves Sandbox Lab's own world, whose file keys it: key and world come from one read,
@@ -334,7 +334,7 @@ class HubPool(ProxyPool):
     own in front of the same internet, as a grader without a hub does.
     """
 
-    def __init__(self, engine: EngineLike, image: str, hub: Hub, leftovers: Leftovers) -> None:
+    def __init__(self, engine: DockerEngine, image: str, hub: Hub, leftovers: Leftovers) -> None:
         super().__init__(engine, image, HubInternet(hub), leftovers, size=0)
         self.hub = hub
 
@@ -350,7 +350,7 @@ class HubSharing:
     """The machine's hub as a backend's ``sharing.Sharing``: its internet and warm proxies; a finished run's
     things go to its keeper, so nobody waits for their removal."""
 
-    def __init__(self, engine: EngineLike, image: str, hub: Hub, leftovers: Leftovers) -> None:
+    def __init__(self, engine: DockerEngine, image: str, hub: Hub, leftovers: Leftovers) -> None:
         self.hub = hub
         self.pool = HubPool(engine, image, hub, leftovers)
         self._shared = HubInternet(hub)
@@ -447,7 +447,9 @@ def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, engine
     finally:
         with contextlib.suppress(OSError):
             (hub.path / "state.json").unlink()  # no grader adopts what is going
-        with contextlib.suppress(Exception):  # noqa: BLE001 - remove what can be removed; cleanup finds the rest
+        # remove what can be removed; cleanup finds the rest. An engine away or refusing (EngineError is a
+        # BackendError) or a file that will not go (OSError) ends the removal here; anything else is a bug, said
+        with contextlib.suppress(BackendError, OSError):
             for _, entry in hub.pooled():
                 _remove_listed(engine, _entry_things(entry), leftovers)
             for claim, _, entry in hub.claims():
@@ -457,7 +459,7 @@ def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, engine
             leftovers.retry()
             leftovers.sweep()
         if hub.keeper_pid() == os.getpid():
-            with contextlib.suppress(Exception):  # noqa: BLE001 - a run that finished meanwhile
+            with contextlib.suppress(BackendError, OSError):  # a run that finished meanwhile: as above
                 _empty_trash(engine, hub, leftovers)
             shutil.rmtree(hub.path, ignore_errors=True)
     return 0
@@ -485,7 +487,9 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
         if not claims and len(hub.pooled()) < size and not hub.trash():
             try:
                 w = build_proxy(engine, image, net, labels, leftovers)
-            except Exception:  # noqa: BLE001 - a grader finding the pool empty builds its own
+            # the engine (EngineError, NetworksExhausted: BackendErrors), a proxy that never got ready
+            # (InfrastructureError) or its files (OSError): a grader finding the pool empty builds its own
+            except (BackendError, OSError):
                 time.sleep(1.0)
                 continue
             hub.offer(w.workdir.name, _proxy_entry(w, gen))

@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Optional
 
 from grader.core.errors import BackendError, DockerUnavailable, ImageBuildError
-from grader.backends.docker.engine import BuildFailed, DockerEngine, EngineError, EngineLike, ImageRef, Refused, engine_of
+from grader.backends.docker.engine import BuildFailed, DockerEngine, EngineError, ImageRef, Refused
 
 __all__ = [
     "BASE_TAG",
@@ -152,12 +152,11 @@ def spec_hash(spec: ImageSpec, base_id: str) -> str:
     return _digest(base_id, _context_entries(spec))
 
 
-def find_images(client: EngineLike) -> Images | None:
+def find_images(engine: DockerEngine) -> Images | None:
     """The images for the current sources if they are already built, else None.
 
     Never builds, pulls or imports anything.
     """
-    engine = engine_of(client)
     with _worded(BackendError, "looking up images"):
         base = engine.image(BASE_TAG)
         if base is None:
@@ -172,7 +171,7 @@ def find_images(client: EngineLike) -> Images | None:
     return Images(sandbox=tags["sandbox"], services=tags["services"])
 
 
-def ensure_images(client: EngineLike, progress: Progress = print, *, rebuild: bool = False) -> Images:
+def ensure_images(engine: DockerEngine, progress: Progress = print, *, rebuild: bool = False) -> Images:
     """Build whatever images are missing for the current sources and return their tags.
 
     Never pulls a base at build time (``pull=False``), so it works offline once
@@ -184,7 +183,6 @@ def ensure_images(client: EngineLike, progress: Progress = print, *, rebuild: bo
             ``sandbox-lab/base:bookworm`` to rebuild it.
     """
     start = time.monotonic()
-    engine = engine_of(client)
     with _build_lock(progress):
         base_id = _ensure_base(engine, progress)
         tags = {

@@ -517,7 +517,7 @@ class Run:
         if scratch:  # the run's own bounded scratch stands in for Docker's tmpfs over each of those directories
             options["tmpfs"] = {d: o for d, o in options["tmpfs"].items() if d not in scratch}
             mounts += [mount(d, source(rel), type="bind", read_only=False) for d, rel in scratch.items()]
-        kwargs: dict[str, Any] = dict(
+        kwargs: dict[str, object] = dict(  # the engine adapter's create_container keywords (``**options: object``)
             options,
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
             environment=env, working_dir="/home/user", hostname="sandbox", mounts=mounts,

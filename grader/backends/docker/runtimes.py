@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional
 
 from grader.core.errors import BackendError
-from grader.backends.docker.engine import EngineLike, engine_of, worded
+from grader.backends.docker.engine import DockerEngine, worded
 
 __all__ = [
     "GVISOR", "GVISOR_BYTES_PER_TASK", "GVISOR_THREADS_PER_TASK", "RUNTIME_ENV", "ProcessLimits", "RuntimeUnavailable", "check_runtime",
@@ -97,12 +97,12 @@ def check_runtime(name: Optional[str], registered: Iterable[str]) -> Optional[st
     return name
 
 
-def sandbox_runtime(engine: EngineLike, name: Optional[str]) -> Optional[str]:
+def sandbox_runtime(engine: DockerEngine, name: Optional[str]) -> Optional[str]:
     """``name`` once ``engine`` is seen to have it registered (None: nothing to check)."""
     if name is None:
         return None
     with worded("reading the engine's runtimes"):
-        registered = engine_of(engine).runtimes()
+        registered = engine.runtimes()
     return check_runtime(name, registered)
 
 

@@ -44,8 +44,7 @@ from grader.protocol.configs import AllowLists, InternetConfig, ProxyConfig, dum
 from grader.core.world import World
 from grader.backends.files import Files
 from grader.backends.docker.engine import (
-    ContainerRef, DockerEngine, EngineError, EngineLike, Missing, NetworkRef, NetworksExhausted, PoolsFull, Refused,
-    engine_of, log_config,
+    ContainerRef, DockerEngine, EngineError, Missing, NetworkRef, NetworksExhausted, PoolsFull, Refused, log_config,
 )
 from grader.backends.docker.enginedisk import Disk, HostDisk
 from grader.backends.docker.liveness import beat_after, poke, wait_ready
@@ -104,12 +103,19 @@ class Leftovers:
     when it drains, before each run's removal and when it closes.
     """
 
-    def __init__(self, engine: EngineLike = None) -> None:
-        self.engine = engine_of(engine)  # where its things are removed (None: labels only, nothing to remove)
+    def __init__(self, engine: Optional[DockerEngine] = None) -> None:
+        self._engine = engine  # where its things are removed (None: labels only, nothing to remove)
         self._lock = threading.Lock()
         self._items: list[Thing] = []
         self._handed: set[str] = set()  # ids a hub's keeper removes for us (``hand_off``)
         self.owner = secrets.token_hex(6)  # the backend's id, on every label it sets
+
+    @property
+    def engine(self) -> DockerEngine:
+        """Where its things are removed; one made without an engine only labels."""
+        if self._engine is None:
+            raise TypeError("these Leftovers were made without an engine: they label, and remove nothing")
+        return self._engine
 
     def labels(self, run: str) -> dict[str, str]:
         return {LABEL: run, LABEL_PID: str(os.getpid()), LABEL_NS: namespace(), LABEL_BACKEND: self.owner}
@@ -173,7 +179,7 @@ def _remove_one(engine: DockerEngine, thing: Thing) -> None:
 
 
 def create_network(
-    engine: EngineLike, name: str, labels: dict[str, str], *,
+    engine: DockerEngine, name: str, labels: dict[str, str], *,
     patience: float = POOL_WAIT, sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
 ) -> NetworkRef:
     """An internal bridge with no host address: no route off the machine, nothing of the host reachable.
@@ -181,10 +187,10 @@ def create_network(
     Full address pools (``PoolsFull``) are a queue, not a failure: other runs give their networks back within
     seconds, so this asks again, pausing longer each time, for up to ``patience`` s; then ``NetworksExhausted``.
     """
-    deadline, pause, conflicts, adapter = clock() + patience, POOL_PAUSE, 0, engine_of(engine)
+    deadline, pause, conflicts = clock() + patience, POOL_PAUSE, 0
     while True:
         try:
-            return adapter.create_network(
+            return engine.create_network(
                 name, driver="bridge", internal=True, labels=labels,
                 options={"com.docker.network.bridge.inhibit_ipv4": "true"},
             )
@@ -311,8 +317,8 @@ class SharedInternet:
     one (a run's plan carries its world): one shared internet, one world.
     """
 
-    def __init__(self, engine: EngineLike, image: str, leftovers: Leftovers, *, disk: Optional[Disk] = None) -> None:
-        self._engine = engine_of(engine)
+    def __init__(self, engine: DockerEngine, image: str, leftovers: Leftovers, *, disk: Optional[Disk] = None) -> None:
+        self._engine = engine
         self._disk: Disk = disk if disk is not None else HostDisk()
         self._leftovers = leftovers
         self._image = image
@@ -412,10 +418,10 @@ class ProxyPool:
     """
 
     def __init__(
-        self, engine: EngineLike, image: str, shared: SharedInternet, leftovers: Leftovers, size: int = 2, *,
+        self, engine: DockerEngine, image: str, shared: SharedInternet, leftovers: Leftovers, size: int = 2, *,
         disk: Optional[Disk] = None,
     ) -> None:
-        self._engine = engine_of(engine)
+        self._engine = engine
         self._disk: Disk = disk if disk is not None else HostDisk()
         self._leftovers = leftovers
         self._image = image

@@ -32,7 +32,7 @@ from grader.core.errors import BackendError, InfrastructureError
 from grader.backends.files import Files, HostFiles, Stat
 from grader.backends.runs import MAX_OUTPUT, RunDir
 from grader.backends.owners import make_dir, write_file
-from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineLike, Missing, Refused, Spec, engine_of, mount
+from grader.backends.docker.engine import ContainerRef, DockerEngine, Missing, Refused, Spec, mount
 
 if TYPE_CHECKING:
     from _typeshed import WriteableBuffer
@@ -77,8 +77,8 @@ class VolumeFiles:
     volume is removed with its container.
     """
 
-    def __init__(self, engine: EngineLike, name: str, prefix: str = "", shared: Optional["VolumeFiles"] = None) -> None:
-        self.engine = engine_of(engine)
+    def __init__(self, engine: DockerEngine, name: str, prefix: str = "", shared: Optional["VolumeFiles"] = None) -> None:
+        self.engine = engine
         self._name = name
         self.prefix = prefix
         self._root = shared if shared is not None else self  # the view that holds the container
@@ -236,8 +236,8 @@ SENT = ("world", "mask", "run", "resolv.conf")  # what the sandbox mounts; never
 class VolumeCopy:
     """The run directory sent into a helper's anonymous volume, bound path by path into the sandbox."""
 
-    def __init__(self, engine: EngineLike, image: str, run_dir: RunDir, name: str, labels: dict[str, str]) -> None:
-        self.engine = engine_of(engine)
+    def __init__(self, engine: DockerEngine, image: str, run_dir: RunDir, name: str, labels: dict[str, str]) -> None:
+        self.engine = engine
         self.image = image
         self.dir = run_dir
         self.name = name

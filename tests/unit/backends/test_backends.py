@@ -135,6 +135,7 @@ def test_cleanup_ends_only_the_listed_processes_that_name_the_run_dir(tmp_path: 
     from types import SimpleNamespace
 
     from grader.backends.docker.backend import cleanup
+    from grader.backends.docker.engine import DockerEngine
 
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
     run = tmp_path / "srt-0123456789"
@@ -148,7 +149,7 @@ def test_cleanup_ends_only_the_listed_processes_that_name_the_run_dir(tmp_path: 
     (run / "pids").write_text(f"{ours.pid}\n{other.pid}\n999999999\n1\n")
     api = SimpleNamespace(containers=lambda **k: [], networks=lambda **k: [])
     try:
-        removed = cleanup(SimpleNamespace(api=api))
+        removed = cleanup(DockerEngine(SimpleNamespace(api=api)))
         assert ours.wait(timeout=5) == -9
         assert other.poll() is None
         assert f"process {ours.pid}" in removed and f"directory {run}" in removed

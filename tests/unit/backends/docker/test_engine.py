@@ -126,7 +126,7 @@ def test_an_engine_that_goes_away_mid_cleanup_is_said_so_with_what_to_check() ->
         api = Api()
 
     with pytest.raises(BackendError) as caught:
-        sweep(Scope(everything=False, engine=Client()))
+        sweep(Scope(everything=False, engine=engine.DockerEngine(Client())))
     assert "the Docker engine failed during cleanup" in str(caught.value) and "docker info" in str(caught.value)
 
 
@@ -171,8 +171,7 @@ def test_a_fake_transport_error_from_any_call_comes_out_as_ours() -> None:
     class Client:
         api = Api()
 
-    eng = engine.engine_of(Client())
-    assert engine.engine_of(eng) is eng
+    eng = engine.DockerEngine(Client())
     with pytest.raises(Unanswered):
         eng.containers({})
     with pytest.raises(Missing):

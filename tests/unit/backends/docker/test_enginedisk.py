@@ -18,7 +18,7 @@ import pytest
 
 from grader.backends.docker import enginedisk as ed
 from grader.backends.docker import volumes as vol
-from grader.backends.docker.engine import ContainerRef
+from grader.backends.docker.engine import ContainerRef, DockerEngine
 from grader.backends.runs import RunDir
 from grader.core.errors import BackendError
 
@@ -145,7 +145,7 @@ def _ref(c: _FakeContainer) -> ContainerRef:
 
 def test_volume_files_go_in_when_the_service_exists_and_at_once_after() -> None:
     c = _FakeContainer()
-    files = ed.EngineDisk(_FakeClient(c)).files("sl-proxy-1", lambda: pytest.fail("no directory on the grader's disk"))
+    files = ed.EngineDisk(DockerEngine(_FakeClient(c))).files("sl-proxy-1", lambda: pytest.fail("no directory on the grader's disk"))
     mount = vol.service_mount(files)
     assert mount["Type"] == "volume" and not mount.get("Source") and mount["Target"] == vol.SERVICE_ROOT
     files.mkdir("out")
@@ -226,7 +226,7 @@ def test_the_run_copy_sends_what_the_sandbox_mounts_and_brings_the_world_back(tm
     source = "/var/lib/docker/volumes/abc/_data"
     c = _FakeContainer(mounts=[{"Destination": vol.COPY_ROOT, "Source": source}])
     client = _FakeClient(c)
-    copy = ed.EngineDisk(client).copy(run, "services:1", "sl-0000000001", {"org.sandbox-lab.run": "sl-0000000001"})
+    copy = ed.EngineDisk(DockerEngine(client)).copy(run, "services:1", "sl-0000000001", {"org.sandbox-lab.run": "sl-0000000001"})
     where = copy.place()
     assert copy.container is not None and copy.container.id == c.id
     made = client.created[0]
@@ -290,7 +290,7 @@ def test_a_world_the_grader_could_not_hand_over_goes_in_a_volume_owned_by_the_sa
     source = "/var/lib/docker/volumes/abc/_data"
     c = _FakeContainer(mounts=[{"Destination": vol.COPY_ROOT, "Source": source}])
     client = _FakeClient(c)
-    copy = ed.HostDisk(client).copy(run, "services:1", "sl-0000000003", {"org.sandbox-lab.run": "sl-0000000003"})
+    copy = ed.HostDisk(DockerEngine(client)).copy(run, "services:1", "sl-0000000003", {"org.sandbox-lab.run": "sl-0000000003"})
     where = copy.place()
     assert copy.container is not None and copy.container.id == c.id
     assert client.created[0]["labels"]["org.sandbox-lab.role"] == "disk"
@@ -392,7 +392,7 @@ def test_a_log_read_through_the_engine_is_whole_even_when_the_exec_loses_its_out
     c = _Service(exec_out, LOG)
     client = _FakeClient(c)
     client.extra = _Api({posixpath.join(vol.SERVICE_ROOT, "out/runs/tcp.jsonl"): len(LOG)})
-    files = ed.EngineDisk(client).files("sl-internet-1", lambda: pytest.fail("no directory on the grader's disk"))
+    files = ed.EngineDisk(DockerEngine(client)).files("sl-internet-1", lambda: pytest.fail("no directory on the grader's disk"))
     vol.attach(files, _ref(c))
     assert files.sub("out").read("runs/tcp.jsonl", offset) == LOG[offset:]
     assert c.archived == archived

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from grader.backends.docker.backend import DockerBackend
+from grader.backends.docker.engine import DockerEngine
 from grader.backends.docker.images import Images
 from grader.backends.docker.run import Backing, hardened_options
 from grader.backends.docker.runtimes import (
@@ -55,13 +56,13 @@ def test_a_registered_runtime_is_used_and_none_is_never_checked() -> None:
     assert check_runtime("runsc", WITH_RUNSC) == "runsc"
     assert check_runtime(None, []) is None
     engine = _Engine(WITH_RUNSC)
-    assert sandbox_runtime(engine, None) is None and engine.asked == 0
-    assert sandbox_runtime(engine, "runsc") == "runsc" and engine.asked == 1
+    assert sandbox_runtime(DockerEngine(engine), None) is None and engine.asked == 0
+    assert sandbox_runtime(DockerEngine(engine), "runsc") == "runsc" and engine.asked == 1
 
 
 def test_an_unregistered_runtime_fails_closed_with_the_reason_and_the_fix() -> None:
     with pytest.raises(RuntimeUnavailable) as info:
-        sandbox_runtime(_Engine(RUNC_ONLY), "runsc")
+        sandbox_runtime(DockerEngine(_Engine(RUNC_ONLY)), "runsc")
     message = str(info.value)
     assert "no runtime of that name" in message and "'runsc'" in message
     assert "io.containerd.runc.v2, runc" in message  # what the engine does have
@@ -73,17 +74,17 @@ def test_an_unregistered_runtime_fails_closed_with_the_reason_and_the_fix() -> N
 
 def test_an_engine_listing_no_runtimes_is_not_taken_for_one_that_has_it() -> None:
     with pytest.raises(RuntimeUnavailable, match="none listed"):
-        sandbox_runtime(_Engine({}), "runsc")
+        sandbox_runtime(DockerEngine(_Engine({})), "runsc")
 
 
 def test_the_backend_refuses_an_unregistered_runtime_before_it_makes_anything(monkeypatch: pytest.MonkeyPatch) -> None:
     images = Images(sandbox="sandbox-lab/sandbox:x", services="sandbox-lab/services:x")
     monkeypatch.setenv(RUNTIME_ENV, "runsc")
     with pytest.raises(RuntimeUnavailable):
-        DockerBackend(_Engine(RUNC_ONLY), images)
+        DockerBackend(DockerEngine(_Engine(RUNC_ONLY)), images)
     monkeypatch.delenv(RUNTIME_ENV)
     with pytest.raises(RuntimeUnavailable):
-        DockerBackend(_Engine(RUNC_ONLY), images, runtime="runsc")
+        DockerBackend(DockerEngine(_Engine(RUNC_ONLY)), images, runtime="runsc")
 
 
 def test_the_runtime_reaches_every_sandbox_container_and_only_when_asked() -> None:

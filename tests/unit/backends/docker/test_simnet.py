@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from grader.backends.docker import simnet
-from grader.backends.docker.engine import ContainerRef, NetworkRef, NetworksExhausted, PoolsFull, Refused, engine_errors
+from grader.backends.docker.engine import ContainerRef, DockerEngine, NetworkRef, NetworksExhausted, PoolsFull, Refused, engine_errors
 from grader.backends.docker.simnet import POOL_WAIT, create_network
 from grader.backends.files import HostFiles
 from grader.core.errors import BackendError
@@ -102,7 +102,7 @@ def test_another_refusal_is_not_taken_for_full_pools() -> None:
 def test_full_pools_are_waited_for_and_the_network_is_made_when_one_comes_free() -> None:
     clock = _Clock()
     client = _Client([_api_error(FULL_2010)] * 5)
-    got = create_network(client, "sl-x-inet", {"k": "v"}, sleep=clock.sleep, clock=clock)
+    got = create_network(DockerEngine(client), "sl-x-inet", {"k": "v"}, sleep=clock.sleep, clock=clock)
     assert got.name == "sl-x-inet" and client.networks.made[-1]["internal"] is True
     assert client.networks.asked == 6
     # backing off: each pause longer than the one before (jitter is at most a quarter either way)
@@ -114,7 +114,7 @@ def test_full_pools_for_the_whole_wait_fail_with_the_cause_and_the_fix() -> None
     clock = _Clock()
     client = _Client([_api_error(FULL_2010)] * 10_000)
     with pytest.raises(NetworksExhausted) as info:
-        create_network(client, "sl-x-inet", {}, sleep=clock.sleep, clock=clock)
+        create_network(DockerEngine(client), "sl-x-inet", {}, sleep=clock.sleep, clock=clock)
     waited = clock.now - 1000.0
     assert POOL_WAIT - 0.001 <= waited <= POOL_WAIT + 0.001  # the whole wait, and not a moment past it
     assert client.networks.asked > 10  # it kept asking, not once at the end
@@ -134,23 +134,23 @@ def test_no_patience_fails_at_the_first_full_answer() -> None:
     clock = _Clock()
     client = _Client([_api_error(FULL_NEWER)])
     with pytest.raises(NetworksExhausted):
-        create_network(client, "sl-x-inet", {}, patience=0.0, sleep=clock.sleep, clock=clock)
+        create_network(DockerEngine(client), "sl-x-inet", {}, patience=0.0, sleep=clock.sleep, clock=clock)
     assert client.networks.asked == 1 and clock.pauses == []
 
 
 def test_a_subnet_conflict_is_asked_again_a_few_times_then_raised() -> None:
     clock = _Clock()
     conflict = _api_error("Pool overlaps with other one on this address space")
-    assert isinstance(create_network(_Client([conflict] * 3), "n", {}, sleep=clock.sleep, clock=clock), NetworkRef)
+    assert isinstance(create_network(DockerEngine(_Client([conflict] * 3)), "n", {}, sleep=clock.sleep, clock=clock), NetworkRef)
     with pytest.raises(Refused):
-        create_network(_Client([conflict] * 4), "n", {}, sleep=clock.sleep, clock=clock)
+        create_network(DockerEngine(_Client([conflict] * 4)), "n", {}, sleep=clock.sleep, clock=clock)
 
 
 def test_any_other_refusal_is_raised_at_once() -> None:
     clock = _Clock()
     client = _Client([_api_error("invalid network driver", 400)])
     with pytest.raises(Refused):
-        create_network(client, "n", {}, sleep=clock.sleep, clock=clock)
+        create_network(DockerEngine(client), "n", {}, sleep=clock.sleep, clock=clock)
     assert client.networks.asked == 1 and clock.pauses == []
 
 
@@ -209,7 +209,7 @@ def test_a_proxy_given_back_is_asked_for_a_self_check_and_kept_only_if_it_answer
     os.utime(tmp_path / "out" / "heartbeat", (time.time() - 30, time.time() - 30))  # its last beat, long ago
     container = _Proxy(out, answers)
     gone = _Gone()
-    pool = simnet.ProxyPool(_ProxyClient(container), "services", None, gone)  # type: ignore[arg-type]
+    pool = simnet.ProxyPool(DockerEngine(_ProxyClient(container)), "services", None, gone)  # type: ignore[arg-type]
     w = simnet.WarmProxy(container=ContainerRef("c1", "sl-proxy-1-proxy"), network=NetworkRef("n1", "net"), workdir=workdir,
                          ip="10.0.0.2", internet=None)  # type: ignore[arg-type]
     assert pool.give_back(w) is answers
