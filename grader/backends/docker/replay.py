@@ -30,13 +30,20 @@ the scope scan's own marks are set aside): otherwise it would run the world's
 own files, in which nothing waits. A job asks for it (``Job.replay``).
 
 What it costs the learner who waits: at most one container start after the
-sandbox exits. The shells' own internet is started while the sandbox runs
-(``Ahead``) when the policy lets the sandbox write a file the shells run
-(``likely``: a hint for scheduling, never a verdict; the evidence still decides
-whether anything plays); the user's shells run in one container, and the next
-sandboxed session runs at the same time as they do (the two share nothing: the
-next session lays out its own world copy and has its own logs); the run's
-sandbox and proxy are removed meanwhile.
+sandbox exits, and usually none. The shells' own internet is started while the
+sandbox runs (``Ahead``) when the policy lets the sandbox write a file the
+shells run (``likely``: a hint for scheduling, never a verdict; the evidence
+still decides whether anything plays). Where the engine binds the run directory
+itself (a local engine, the world copy the sandbox's user's: the mounts' sources
+are known before the sandbox exits), the shells' container is created and
+started then too, on that internet, and waits for a go line on its stdin before
+it runs anything (``ready_shells``): the go is sent only once the sandbox has
+exited and its evidence is collected, and its bind mounts show the world copy
+as the sandbox left it. If it could not be made, the shells start cold as
+before; if they need not play, it is removed with the run's resources. The user's
+shells run in one container, and the next sandboxed session runs at the same time
+as they do (the two share nothing: the next session lays out its own world copy
+and has its own logs); the run's sandbox and proxy are removed meanwhile.
 """
 
 from __future__ import annotations
@@ -56,21 +63,31 @@ from grader.core.plan import Hardening, RunPlan
 from grader.core.policy import Policy
 from grader.core.probes import probe
 from grader.backends.docker.engine import (
-    ContainerRef, DockerEngine, DockerError, EngineError, NetworkRef, Refused, Unanswered, mount,
+    ContainerRef, DockerEngine, DockerError, EngineError, Missing, NetworkRef, Refused, Unanswered, mount,
 )
 from grader.backends.docker.enginedisk import Disk, RunCopy
-from grader.backends.docker.resources import Resources
+from grader.backends.docker.resources import Resources, gone
 from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
 from grader.backends.owners import make_dir, write_file
 from grader.backends.runs import MAX_OUTPUT, RunDir, read_sinks, resolv_conf
 from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, start_internet
 
-__all__ = ["REPLAY_HARDENING", "Ahead", "Session", "changed_paths", "likely", "play", "wanted"]
+__all__ = ["REPLAY_HARDENING", "Ahead", "Session", "changed_paths", "likely", "play", "prepares", "ready_shells", "wanted"]
 
 T = TypeVar("T")
 
 # The sandbox's own limits, every restriction on: the replay runs what the sandbox wrote, which is hostile
 REPLAY_HARDENING = Hardening()
+
+NEXT = ["bash", "/opt/sandbox-lab/run/next.sh"]  # the user's shells and commits, in order (``driver_script``)
+GO = "go"  # the line a prepared shells container waits for on stdin (as the probe runner's ``--await-go``)
+ACK = b"@@go\n"  # what it prints once it read its go, before anything else: the proof the shells ran after it
+# A prepared shells container runs nothing before its go: it reads one line, and anything else (end of input: the
+# run was retired, or its grader went away) ends it with nothing run. Then it says so (``ACK``: a go written to a
+# container that had stopped is lost without an error) and runs the driver as ``NEXT`` runs it cold: the same
+# process (exec), its stdin /dev/null as a container's without one, so no step reads the go's pipe.
+AWAIT_GO = ["bash", "-c", f'IFS= read -r line; [ "$line" = {GO} ] || exit 3; '
+            f'echo {ACK.decode().strip()}; exec {" ".join(NEXT)} </dev/null']
 
 
 @dataclass(frozen=True)
@@ -129,28 +146,57 @@ class _Thread(Generic[T]):
         return self._value
 
 
-class Ahead:
-    """The replay's own internet, started in a thread while the sandbox runs, and added to the run's resources
-    (removed with the run's own, whether the replay used it or not) once it is taken or the run ends."""
+@dataclass(frozen=True)
+class _Up:
+    """What the replay's start ahead made: its internet, and the user's shells waiting for their go (None: cold)."""
 
-    def __init__(self, start: Callable[[], Internet]) -> None:
-        self._start = _Thread("replay-internet", start)
+    internet: Internet
+    shells: Optional[ContainerRef] = None
+    why: str = ""  # why the shells were not prepared: they start cold, as without ``ready``
+
+
+class Ahead:
+    """The replay's own internet, started in a thread while the sandbox runs, and (given ``ready``) the user's
+    shells on it, waiting for their go; added to the run's resources (removed with the run's own, whether the replay
+    used them or not) once they are taken or the run ends."""
+
+    def __init__(self, start: Callable[[], Internet], ready: Optional[Callable[[Internet], ContainerRef]] = None) -> None:
+        self._start = _Thread("replay-internet", lambda: _up(start, ready))
         self._held = False
 
     def take(self, made: Resources) -> Internet:
         """The running internet (waits for its start; raises what the start raised)."""
-        internet = self._start.result()
+        return self._take(made).internet
+
+    def shells(self, made: Resources) -> Optional[ContainerRef]:
+        """The user's shells, started and waiting for their go (None: not prepared; raises what the start raised)."""
+        return self._take(made).shells
+
+    def _take(self, made: Resources) -> _Up:
+        up = self._start.result()
         if not self._held:
-            made.internet(internet)
+            made.internet(up.internet)
+            if up.shells is not None:  # the run removes it, whether it plays or not
+                made.container(up.shells)
             self._held = True
-        return internet
+        return up
 
     def settle(self, made: Resources) -> None:
         """Wait for the start to end; whatever it made is the run's to remove (a failed start removed its own)."""
         try:
-            self.take(made)
+            self._take(made)
         except BaseException:  # noqa: BLE001 - the replay reported it if it needed the internet; nothing is left
             pass
+
+
+def _up(start: Callable[[], Internet], ready: Optional[Callable[[Internet], ContainerRef]]) -> _Up:
+    internet = start()
+    if ready is None:
+        return _Up(internet)
+    try:
+        return _Up(internet, ready(internet))
+    except Exception as exc:  # noqa: BLE001 - never a verdict: the shells start cold after the sandbox, as before
+        return _Up(internet, why=str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__)
 
 
 def changed_paths(ev: Evidence, world_paths: set[str], scan_text: str) -> set[str]:
@@ -252,8 +298,10 @@ def _shells(
     harden: Callable[[Hardening], dict[str, Any]], internet: Optional[Internet], ahead: Optional[Ahead] = None,
 ) -> NextSession:
     world, engine = run.plan.world, run.engine
+    ready: Optional[ContainerRef] = None
     if internet is None and ahead is not None:
         internet = ahead.take(made)  # started while the sandbox ran; the run removes it with its own
+        ready = ahead.shells(made)  # on it, waiting for the go (None: they start cold)
     own = internet is None
     if internet is None:
         workdir = disk.files(f"{run.run_id}-next-internet", lambda: run.dir.path / "next-internet")
@@ -261,25 +309,56 @@ def _shells(
         made.container(internet.container)  # the run removes them with its own, whatever happens here
         made.network(internet.network)
     try:
-        return _drive(run, made, images[0], internet, disk, harden)
+        return _drive(run, made, images[0], internet, disk, harden, ready, leftovers)
     finally:
         if own:  # freed now, not with the run: a bridge network is a scarce thing on a busy engine
             internet.remove(leftovers)
 
 
 def _drive(run: Session, made: Resources, image: str, internet: Internet, disk: Disk,
-           harden: Callable[[Hardening], dict[str, Any]]) -> NextSession:
+           harden: Callable[[Hardening], dict[str, Any]], ready: Optional[ContainerRef], leftovers: Leftovers) -> NextSession:
     key = f"{run.run_id}-next"
     open_run(internet.out, key, [ANY_CLIENT])  # the replay's internet is its own: it claims every client
     try:
-        return _play(run, made, image, internet, disk, harden, key)
+        return _play(run, made, image, internet, disk, harden, key, ready, leftovers)
     finally:
         forget_run(internet.out, key)
 
 
-def _play(run: Session, made: Resources, image: str, internet: Internet, disk: Disk,
-          harden: Callable[[Hardening], dict[str, Any]], key: str) -> NextSession:
-    world, engine = run.plan.world, run.engine
+def prepares(run: Session, disk: Disk) -> bool:
+    """Can the user's shells be made ready while the sandbox runs? Only where the engine binds the run directory
+    itself (a local engine, the world copy given to the sandbox's user): there the mounts' sources are known now,
+    and the shells see the sandbox's writes as it makes them. Elsewhere the world copy reaches the engine by a copy
+    made after the sandbox exits (``enginedisk``), which a container made before would not see."""
+    return not disk.remote and run.dir.handed
+
+
+def ready_shells(run: Session, image: str, internet: Internet, harden: Callable[[Hardening], dict[str, Any]],
+                 leftovers: Leftovers) -> ContainerRef:
+    """Create and start the user's shells on ``internet`` while the sandbox runs, waiting for their go (``play``
+    sends it, once the sandbox has exited and its evidence is collected); only where ``prepares`` says so.
+
+    Its files (the driver, its resolv.conf, the internet's CA) go in the run directory now, read-only to the
+    sandbox, which gains nothing from them: the driver is the world's, the CA a public certificate. A container
+    that could not be started is removed here (it is nobody's yet), or kept in ``leftovers`` to try again.
+    """
+    assert run.copy.container is None, "ready_shells() where the engine binds the run directory itself (prepares)"
+    source = _lay_out(run, internet)
+    opts = _options(run, internet, source, harden)
+    # its own name: a cold start after a failed go cannot collide with what is left of this one
+    opts["name"] = f"{run.run_id}-next-ready"
+    container = run.engine.create_container(image, AWAIT_GO, **opts, stdin_open=True)  # the go's way in
+    try:
+        run.engine.start(container)
+    except BaseException:
+        gone(leftovers, container)
+        raise
+    return container
+
+
+def _lay_out(run: Session, internet: Internet) -> Callable[[str], str]:
+    """Write the shells' files in the run directory and place it for the engine; where each of its paths is."""
+    world = run.plan.world
     rdir = run.dir.path / "run"
     make_dir(rdir, exist_ok=True)
     write_file(rdir / "next.sh", driver_script(world))
@@ -291,28 +370,73 @@ def _play(run: Session, made: Resources, image: str, internet: Internet, disk: D
     if not ca:
         raise InfrastructureError("the next session's internet has no certificate authority (ca.pem)")
     write_file(rdir / "next-ca.pem", ca)
-    try:
-        source = run.copy.place()  # the run directory as it is now: the world copy as the sandbox left it
-    finally:
-        if run.copy.container is not None:
-            made.container(run.copy.container)
+    return run.copy.place()  # the run directory as it is now: the world copy as the sandbox left it
+
+
+def _options(run: Session, internet: Internet, source: Callable[[str], str],
+             harden: Callable[[Hardening], dict[str, Any]]) -> dict[str, Any]:
+    """The shells' container settings: the same for a cold start and a prepared one."""
+    world = run.plan.world
     mounts = [
         mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
         mount("/etc/resolv.conf", source("run/next-resolv.conf"), type="bind", read_only=True),
         # the world copy as the user's machine sees it: every root at its path, writable; nothing else of the host
         *(mount(root, source("world/" + root.lstrip("/")), type="bind", read_only=False) for root in world.roots),
     ]
-    h = REPLAY_HARDENING
-    opts = dict(
-        harden(replace(h, user=f"{world.uid}:{world.uid}")),
+    return dict(
+        harden(replace(REPLAY_HARDENING, user=f"{world.uid}:{world.uid}")),
         name=f"{run.run_id}-next", labels={**run.labels, LABEL_ROLE: "next-session"},
         environment={"HOME": world.home, "USER": world.user, "LOGNAME": world.user, "SHELL": "/bin/bash",
                      "PYTHONDONTWRITEBYTECODE": "1", "SSL_CERT_FILE": "/opt/sandbox-lab/run/next-ca.pem"},
         working_dir=world.home, hostname="laptop", mounts=mounts, network=internet.network.name,
     )
-    container = made.container(engine.create_container(image, ["bash", "/opt/sandbox-lab/run/next.sh"], **opts))
+
+
+def _go(engine: DockerEngine, ready: ContainerRef, leftovers: Leftovers) -> bool:
+    """Send the prepared shells their go; False when it could not be sent and they ran nothing (removed now: the
+    shells start cold). Raises InfrastructureError where the go may have reached them: a second start could play
+    the world twice, and the first one's traffic is in the replay's logs."""
     try:
-        engine.start(container)
+        # stopped before its go (nothing runs before it): it ran nothing, and a go written to it now would be lost
+        if engine.inspect(ready).status != "running":
+            gone(leftovers, ready)
+            return False
+        engine.send_stdin(ready, (GO + "\n").encode())
+        return True
+    except Missing:
+        return False
+    except (Refused, Unanswered) as exc:
+        why = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    try:
+        now = engine.inspect(ready)
+        # the driver prints a line before each step: a stopped container that printed nothing ran nothing
+        ran = now.status == "running" or bool(engine.logs(ready, stdout=True, stderr=True))
+    except Missing:
+        ran = False
+    except (Refused, Unanswered):
+        ran = True  # cannot tell
+    if ran or not gone(leftovers, ready):
+        raise InfrastructureError(f"the prepared next session could not be sent its go ({why})")
+    return False
+
+
+def _play(run: Session, made: Resources, image: str, internet: Internet, disk: Disk,
+          harden: Callable[[Hardening], dict[str, Any]], key: str, ready: Optional[ContainerRef],
+          leftovers: Leftovers) -> NextSession:
+    engine = run.engine
+    if ready is not None and _go(engine, ready, leftovers):
+        container = ready  # its wall clock starts with the go
+    else:
+        try:
+            source = _lay_out(run, internet)
+        finally:
+            if run.copy.container is not None:
+                made.container(run.copy.container)
+        container = made.container(engine.create_container(image, NEXT, **_options(run, internet, source, harden)))
+    h = REPLAY_HARDENING
+    try:
+        if container is not ready:
+            engine.start(container)
         timed_out = _wait(engine, container, h.timeout_s)
         finished = disk.finished(container)
         raw = engine.logs(container, stdout=True, stderr=True)
@@ -321,6 +445,10 @@ def _play(run: Session, made: Resources, image: str, internet: Internet, disk: D
             engine.remove_container(container)
         except DockerError:  # it is the run's too: removed (or kept for a retry) with the run's own
             pass
+    if container is ready:
+        if not raw.startswith(ACK):  # stopped between the check and the go: it played nothing, and proves nothing
+            raise InfrastructureError("the prepared next session never read its go: nothing of it was played")
+        raw = raw[len(ACK):]  # what the driver printed, as a cold start's
     output = raw[:MAX_OUTPUT].decode("utf-8", "replace")
     problem = internet.problem(answered_after=finished)
     http: tuple[HttpRecord, ...] = ()

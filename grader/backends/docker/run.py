@@ -311,7 +311,7 @@ class Run:
         def next_sandbox(policy: Policy, job: Job) -> Execution:
             return self.b.execute(build_plan(policy, world), job)  # the same world: the same machine
 
-        session = replay.Session(self.b.engine, self.run_id, self.token, self.labels, self.dir, self.copy, self.plan, self.job)
+        session = self._session()
         own = net.internet if net is not None and net.taken is None else None  # the plain container's own internet
         return replay.play(
             session, ev, self.made, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
@@ -323,10 +323,18 @@ class Run:
         the plain container's run lends its own internet instead."""
         if (net is not None and net.taken is None) or not replay.likely(self.plan, self.job):
             return None
-        b, run_id = self.b, self.run_id
+        b, run_id, session = self.b, self.run_id, self._session()
         workdir = b.disk.files(f"{run_id}-next-internet", lambda: self.dir.path / "next-internet")
+        ready: Optional[Callable[[Internet], ContainerRef]] = None
+        if replay.prepares(session, b.disk):  # the user's shells too, on it, waiting for their go
+            def ready(internet: Internet) -> ContainerRef:
+                return replay.ready_shells(session, b.images.sandbox, internet, b.harden, b.leftovers)
         return replay.Ahead(lambda: start_internet(
-            b.engine, b.images.services, self.plan.world, workdir, f"{run_id}-next", self.labels, b.leftovers))
+            b.engine, b.images.services, self.plan.world, workdir, f"{run_id}-next", self.labels, b.leftovers), ready)
+
+    def _session(self) -> replay.Session:
+        """What the replay is given of this run: its identity, world copy and plan."""
+        return replay.Session(self.b.engine, self.run_id, self.token, self.labels, self.dir, self.copy, self.plan, self.job)
 
     def _plant(self, job: Job) -> None:
         """Append each planted text to its world file in the run's copy (``Job.check`` allowed only world files)."""
