@@ -91,14 +91,14 @@ def engine_cpu() -> float:
     return total
 
 
-def services_cpu(client: Any, *, pid: Optional[int] = None) -> float:
+def services_cpu(engine: Any, *, pid: Optional[int] = None) -> float:
     """The running proxy and internet containers' cgroup CPU: the ones labelled with grader ``pid`` (a backend's
     own), or with none, the machine hub's (shared with any other grader on the machine that uses the hub)."""
     filters = [f"{PID}={pid}"] if pid is not None else [HUB]
     total = 0.0
-    for c in client.api.containers(filters={"label": filters}):
-        if (c.get("Labels") or {}).get(ROLE) in ("proxy", "internet"):
-            total += cgroup_cpu(c["Id"]) or 0.0
+    for c in engine.containers({"label": filters}, all=False):  # the engine adapter (DockerEngine): running ones
+        if c.labels.get(ROLE) in ("proxy", "internet"):
+            total += cgroup_cpu(c.id) or 0.0
     return total
 
 

@@ -268,7 +268,7 @@ def _inprocess_cost(backend: DockerBackend, plan: RunPlan, watcher: "cpu.Watcher
     """One run in this long-lived process (its own internet and warm proxy pool), removal included in the CPU."""
     backend.drain()
     me = os.getpid()
-    mark, e0, s0 = watcher.mark(), cpu.engine_cpu(), cpu.services_cpu(backend.client, pid=me)
+    mark, e0, s0 = watcher.mark(), cpu.engine_cpu(), cpu.services_cpu(backend.engine, pid=me)
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
     result = backend.run(plan)
@@ -278,7 +278,7 @@ def _inprocess_cost(backend: DockerBackend, plan: RunPlan, watcher: "cpu.Watcher
     sandbox, _ = watcher.sandbox_cpu(mark, [me], expect=99, wait_s=0.5)
     grader = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
     return _cost_row(wall, result.timings, {"sandbox": sandbox, "grader": grader,
-                                            "simnet": cpu.services_cpu(backend.client, pid=me) - s0, "engine": cpu.engine_cpu() - e0})
+                                            "simnet": cpu.services_cpu(backend.engine, pid=me) - s0, "engine": cpu.engine_cpu() - e0})
 
 
 def _costs(backend: DockerBackend, files: dict[str, Path], n: int) -> dict[tuple[str, str], dict[str, float]]:

@@ -212,7 +212,7 @@ def _inprocess(backend: DockerBackend, plan: Any, watcher: cpu.Watcher) -> dict[
 
     backend.drain()
     me = os.getpid()
-    mark, e0, s0 = watcher.mark(), cpu.engine_cpu(), cpu.services_cpu(backend.client, pid=me)
+    mark, e0, s0 = watcher.mark(), cpu.engine_cpu(), cpu.services_cpu(backend.engine, pid=me)
     u0 = resource.getrusage(resource.RUSAGE_SELF)
     t = time.perf_counter()
     result = backend.run(plan)
@@ -222,7 +222,7 @@ def _inprocess(backend: DockerBackend, plan: Any, watcher: cpu.Watcher) -> dict[
     sandbox, _ = watcher.sandbox_cpu(mark, [me], expect=99, wait_s=0.5)
     return {"wall": wall, "run": wall, **{p: result.timings.get(p, 0.0) for p in RUN_PHASES},
             "sandbox": sandbox, "worker": u1.ru_utime + u1.ru_stime - u0.ru_utime - u0.ru_stime,
-            "simnet": cpu.services_cpu(backend.client, pid=me) - s0, "engine": cpu.engine_cpu() - e0}
+            "simnet": cpu.services_cpu(backend.engine, pid=me) - s0, "engine": cpu.engine_cpu() - e0}
 
 
 def main() -> int:
@@ -252,7 +252,7 @@ def main() -> int:
                 stacks[m] = BenchStack(m, tmp / f"{m}.jsonl")
         for kind in kinds:  # one unmeasured job per stack and kind: the first pays for images and internets
             for stack in stacks.values():
-                _job(stack, POLICIES[kind], watcher, backend.client)
+                _job(stack, POLICIES[kind], watcher, backend.engine)
             backend.run(build_plan(load_policy(POLICIES[kind])))
         for _ in range(args.repeat):
             for kind in kinds:
@@ -260,7 +260,7 @@ def main() -> int:
                     if mode == "in-process":
                         row = _inprocess(backend, build_plan(load_policy(POLICIES[kind])), watcher)
                     else:
-                        row = _job(stacks[mode], POLICIES[kind], watcher, backend.client)
+                        row = _job(stacks[mode], POLICIES[kind], watcher, backend.engine)
                     rows.setdefault((kind, mode), []).append(row)
     finally:
         for stack in stacks.values():
