@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import pytest
 
 from grader.backends.docker.backend import LABEL_PID, cleanup
+from grader.backends.docker.engine import DockerEngine
 from grader.backends.docker.simnet import LABEL, LABEL_ROLE
 from grader.core.execution import Job, sightings
 from grader.core.plan import build_plan
@@ -227,7 +228,7 @@ def test_a_run_killed_while_its_shells_wait_leaves_nothing_that_cleanup_does_not
     run = waiting[0]["Labels"][LABEL]
     assert docker_client.api.containers(all=True, filters={"label": [child, f"{LABEL}={run}", f"{LABEL_ROLE}=next-session"]})
 
-    cleanup(docker_client)
+    cleanup(DockerEngine(docker_client))
     assert not docker_client.api.containers(all=True, filters={"label": child})
     assert not docker_client.api.networks(filters={"label": child})
     assert not any(runs.iterdir()), list(runs.iterdir())
