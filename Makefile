@@ -19,10 +19,17 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PORT   ?= 8888
 PYTEST_ARGS ?=
-# make test spreads the test files over one pytest-xdist worker per core (a file stays on one worker: its fixtures and
-# order hold); the Docker tests mostly wait, so two cores run them in about half the time. TEST_PARALLEL= runs them in
-# one process. The bystander and the host check are the controller's, after every worker ended (tests/conftest.py).
-TEST_PARALLEL ?= -n auto --dist loadfile
+# make test spreads the test files over 1.5 pytest-xdist workers per core, rounded up (a file stays on one worker: its
+# fixtures and order hold). The Docker tests wait on containers, subprocesses and servers as much as they compute, so a
+# third worker on 2 cores fills the waits: a fresh clone's suite took 18 min 20 s with 3 workers against 20 min 51 s and
+# 21 min 5 s with 2 (each test about a fifth slower, the waits overlapped; the tests' summed time is one worker's
+# wall). TEST_PARALLEL= runs them in one process. The bystander and the host check are the controller's, after every
+# worker ended (tests/conftest.py).
+# make test-fast: its tests wait on their own subprocesses and servers as much as they compute, so the same 1.5
+# workers per core keep the cores busy: 46 s against 51 s with one per core on 2 cores (docs/contributing.md).
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( (n * 3 + 1) / 2 )))
+TEST_PARALLEL ?= -n $(TEST_WORKERS) --dist loadfile
+FAST_PARALLEL ?= -n $(TEST_WORKERS) --dist loadfile
 
 # Two installs into the one virtualenv, each with its own stamp, so `make lab`
 # after `make test` (or the other way round) installs exactly what is missing:
@@ -181,7 +188,7 @@ unit: venv typecheck redis
 ## is not marked slow (the markers are in pyproject.toml), over the whole of tests/; its measured time is in
 ## docs/contributing.md. `make test` runs everything, this included.
 test-fast: venv redis
-	$(PY) -m pytest -q $(TEST_PARALLEL) -m "not docker and not slow and not notebook and not browser" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(FAST_PARALLEL) -m "not docker and not slow and not notebook and not browser" $(PYTEST_ARGS)
 
 ## The documentation site, from docs/ (mkdocs.yml) into build/site (git-ignored). --strict: a broken link or anchor,
 ## a page missing from the nav, or a link out of docs/ to a file the checkout lacks fails the build. The reference

@@ -21,7 +21,8 @@ of a run: nothing here changes what a run does or how it is judged.
 * **The engine's** is dockerd's and containerd's CPU over the same window.
   The engine is shared with other engineers' tests, so this is an upper bound
   of what the runs cost it; the containerd shims and runc (per container,
-  short-lived) are in nobody's figure here.
+  short-lived) are in nobody's figure here; ``machine_cpu`` counts the
+  whole machine, so a quiet machine's window has them too.
 
     python bench/cpu.py watch    # the watcher itself (started by Watcher)
 """
@@ -89,6 +90,14 @@ def engine_cpu() -> float:
         out = subprocess.run(["pgrep", "-x", name], capture_output=True, text=True).stdout.split()
         total += sum(proc_cpu(int(p)) for p in out)
     return total
+
+
+def machine_cpu() -> float:
+    """Core-seconds this whole machine has been busy (``/proc/stat``: user, nice, system, irq and softirq of every
+    process and of the kernel), so a window's difference counts what nobody's figure above does: the containerd
+    shims, runc, the kernel's namespace, mount and network work."""
+    user, nice, system, _idle, _iowait, irq, softirq = (int(x) for x in Path("/proc/stat").read_text().split()[1:8])
+    return (user + nice + system + irq + softirq) / TICK
 
 
 def services_cpu(engine: Any, *, pid: Optional[int] = None) -> float:

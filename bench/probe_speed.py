@@ -6,7 +6,10 @@ Measures, in one bench run, the median wall time of
 * ``python -m grader probe POLICY --backend docker`` from a terminal: one
   process per run, so everything a one-shot command pays is in it (the
   interpreter, imports, finding the shared internet, the run, the exit);
-* the same command handed to the warm engine (``sandbox-lab engine``, issue 40);
+* the same command handed to the warm engine (``sandbox-lab engine``, issue 40):
+  on a file it never saw (cold, the honest worst case), on a new file saved
+  beside the one it just probed (prepared by the engine in the second the
+  learner takes to type the command), and on that file again (its rerun);
 * the same full run inside one long-lived process (``backend.run(plan)``),
 
 for the seed's naive setup, its secure setup (both behind a proxy) and the
@@ -153,8 +156,9 @@ def _medians(fs: list[Callable[[], object]], n: int) -> tuple[float, ...]:
     return tuple(statistics.median(x) for x in times)
 
 
-def _editor_probe(backend: DockerBackend, name: str, n: int) -> tuple[float, float]:
-    """The editor's Probe on ``name``'s policy, typed before the press: (pre-started, cold) medians of ``n``.
+def _editor_probe(backend: DockerBackend, name: str, n: int) -> tuple[float, float, float]:
+    """The editor's Probe on ``name``'s policy, typed before the press: (pre-started, cold, pre-started less its
+    probes phase: the grader's own time on the press's path) medians of ``n``.
 
     Pre-started: the editor's own ``Prestart`` is offered the policy (as an edit does), the preparation is
     awaited and everything settled (the learner reads before pressing), then only its ``run`` (Probe) is timed.
@@ -163,7 +167,7 @@ def _editor_probe(backend: DockerBackend, name: str, n: int) -> tuple[float, flo
 
     policy = load_policy(POLICIES[name])
     plan = lesson_plan(policy)
-    warm, cold = [], []
+    warm, cold, around = [], [], []
     for _ in range(n):
         pre = Prestart(lambda: backend, settle_s=0.0)
         pre.offer(policy)
@@ -176,6 +180,7 @@ def _editor_probe(backend: DockerBackend, name: str, n: int) -> tuple[float, flo
         t = time.perf_counter()
         result = pre.run(plan)
         warm.append(time.perf_counter() - t)
+        around.append(warm[-1] - result.timings.get("probes", 0.0))
         assert result.run_id and all(p.outcome != "error" for p in result.probes), f"{name}: an error outcome"
         pre.close()
         backend.drain()
@@ -183,7 +188,7 @@ def _editor_probe(backend: DockerBackend, name: str, n: int) -> tuple[float, flo
         backend.run(plan)
         cold.append(time.perf_counter() - t)
         backend.drain()
-    return statistics.median(warm), statistics.median(cold)
+    return statistics.median(warm), statistics.median(cold), statistics.median(around)
 
 
 def _editor_rows(backend: DockerBackend, bare: float, n: int) -> None:
@@ -191,9 +196,12 @@ def _editor_rows(backend: DockerBackend, bare: float, n: int) -> None:
     print(f"editor Probe, policy typed before the press (in the kernel), medians of {n} "
           f"(load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}):")
     for name, most in EDITOR_TARGETS.items():
-        warm, cold = _editor_probe(backend, name, n)
+        warm, cold, around = _editor_probe(backend, name, n)
         print(f"  {name:9} pre-started {warm:5.2f} s = {warm / bare:4.1f}x bare (cold {cold:5.2f} s = {cold / bare:4.1f}x)"
               f"  target <= {most:.1f}x: {'met' if warm / bare <= most else 'NOT met'}")
+        if name == "secure":  # the sandbox is up before the press: what is left of the grader's is the go and the evidence
+            print(f"  {'':9} the grader's own time on the press's path (pre-started wall less its probes phase) "
+                  f"<= {AROUND_TARGET_SECONDS} s: {around:.3f} s  {'met' if around <= AROUND_TARGET_SECONDS else 'NOT met'}")
 
 
 def _cli(policy_file: Path, engine: str = "off") -> None:
@@ -201,6 +209,29 @@ def _cli(policy_file: Path, engine: str = "off") -> None:
     subprocess.run([sys.executable, "-m", "grader", "probe", str(policy_file), "--backend", "docker", "--json"],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO,
                    env={**os.environ, "SANDBOX_LAB_ENGINE": engine})
+
+
+def _beside(policy_file: Path, i: int) -> Path:
+    """A copy of ``policy_file`` under a new name in its own directory, as ``cp naive.json mine.json`` and an edit
+    make it. The edit is a ``$schema`` of its own: the sandbox and its verdicts are the same, but the plan is
+    new, so what fires is what the engine prepared for this file, never the rerun it holds for ``policy_file``."""
+    copy = policy_file.with_name(f"{policy_file.stem}-mine-{i}.json")
+    raw = json.loads(policy_file.read_text())
+    copy.write_text(json.dumps({"$schema": f"https://example.invalid/sandbox-lab/mine-{i}.json", **raw}))
+    return copy
+
+
+def _beside_runs(policy_file: Path, n: int) -> float:
+    """Median of ``n`` probes of a new file saved beside ``policy_file`` (which the engine has just probed): each
+    written, then 1.0 s of sleep (the learner typing the command), then the timed ``probe``."""
+    times = []
+    for i in range(n):
+        copy = _beside(policy_file, i)
+        time.sleep(1.0)
+        t = time.perf_counter()
+        _cli(copy, engine="on")
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
 def _fresh(policy_file: Path) -> Path:
@@ -377,7 +408,7 @@ def main() -> int:
     atexit.register(_engine, "stop")
     _cli(files["secure"], engine="on")  # the engine's first command: what it has not warmed yet is not measured
     print(f"{'policy':9} {'network':7} {'terminal (1 process/run)':>26} {'warm engine, new file':>24} "
-          f"{'warm engine, rerun':>24} {'in-process':>18}")
+          f"{'warm engine, new file saved beside':>36} {'warm engine, rerun':>24} {'in-process':>18}")
     verdicts = []
     ratios: dict[tuple[str, str], float] = {}
     for name, raw in POLICIES.items():
@@ -392,12 +423,15 @@ def main() -> int:
             _cli(files[name], engine="on")
             reruns.append(time.perf_counter() - t)
         rerun = statistics.median(reruns)
+        beside = _beside_runs(files[name], n)  # the engine watches files[name]'s directory: it has just probed it
         backend.drain()
         inproc = _median(lambda: backend.run(plan), n)
         print(f"{name:9} {plan.network:7} {cli:8.2f} s = {cli / bare:4.1f}x bare {warm:8.2f} s = {warm / bare:4.1f}x bare "
-              f"{rerun:8.2f} s = {rerun / bare:4.1f}x bare {inproc:8.2f} s = {inproc / bare:4.1f}x")
+              f"{beside:22.2f} s = {beside / bare:4.1f}x bare {rerun:8.2f} s = {rerun / bare:4.1f}x bare "
+              f"{inproc:8.2f} s = {inproc / bare:4.1f}x")
         ratios[name, "terminal"], ratios[name, "in the kernel"] = cli / bare, inproc / bare
         ratios[name, "warm engine"], ratios[name, "warm engine, rerun"] = warm / bare, rerun / bare
+        ratios[name, "warm engine, new file saved beside"] = beside / bare
         if plan.network == "proxy":
             verdicts.append(cli <= TARGET_SECONDS and cli / bare <= TARGET_RATIO)
         if args.scan_share:
@@ -420,9 +454,9 @@ def main() -> int:
         got = ratios[name, where]
         print(f"  {name:9} {where:14} <= {most:.1f}x bare: {got:4.1f}x  {'met' if got <= most else 'NOT met'}")
     for name, most in ENGINE_TARGETS.items():
-        for where in ("warm engine", "warm engine, rerun"):
+        for where in ("warm engine", "warm engine, new file saved beside", "warm engine, rerun"):
             got = ratios[name, where]
-            print(f"  {name:9} {'terminal, ' + where:30} <= {most:.1f}x bare: {got:4.1f}x  {'met' if got <= most else 'NOT met'}")
+            print(f"  {name:9} {'terminal, ' + where:46} <= {most:.1f}x bare: {got:4.1f}x  {'met' if got <= most else 'NOT met'}")
     imports = phases["imports"]
     print(f"  a one-shot command's imports <= {IMPORTS_TARGET_SECONDS} s: {imports:.3f} s  "
           f"{'met' if imports <= IMPORTS_TARGET_SECONDS else 'NOT met'}")

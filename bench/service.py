@@ -23,6 +23,16 @@ Measures, in one bench run,
   client's: with N clients on two workers a run waits for about N/4 others
   (``fresh.p50_s`` is mostly queue), which only more workers shorten.
 
+and **the floor** under the runs/s target: what a fresh run costs the whole
+machine (``machine_core_s_per_run``, from ``/proc/stat`` over the burst:
+dockerd, containerd, runc and the kernel's work included, which no process
+of ours is charged with), the containers a naive run starts (counted from the
+engine's live events during the batch path's burst), and bare container
+lifecycles on this machine at the same concurrency (an internal network,
+``python3 -c pass``) with what each costs it; so the runs a second the cores
+allow at the batch path's cost, and the runs a second if a run were only its
+containers doing nothing.
+
 Beside the latencies, what one token can make the service hold (issue 39),
 measured without the running service:
 
@@ -74,6 +84,8 @@ from typing import Any, Iterator, Optional
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+import cpu  # noqa: E402 - bench/cpu.py
 
 NAIVE = json.loads((REPO / "examples" / "naive.json").read_text())
 
@@ -400,6 +412,63 @@ def _in_process(policies: list[dict[str, Any]], workers: int) -> float:
         return time.perf_counter() - t0
 
 
+@contextlib.contextmanager
+def _counting_creates() -> Iterator[list[int]]:
+    """Containers the engine creates while the block runs, counted from its live event stream (its stored log keeps
+    only the last 256 events): what a burst of runs cost in container starts, counted, not assumed."""
+    import docker
+
+    client = docker.from_env()
+    stream = client.events(decode=True, filters={"type": "container", "event": "create"})
+    count = [0]
+
+    def read() -> None:
+        with contextlib.suppress(Exception):  # the stream closed under it: the count is done
+            for _ in stream:
+                count[0] += 1
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        yield count
+    finally:
+        time.sleep(0.5)  # the last removals' events
+        stream.close()
+        reader.join(5)
+        client.close()
+
+
+def _lifecycles_per_s(workers: int, n: int) -> tuple[float, float]:
+    """The floor under any run: bare container lifecycles a second on this machine, ``workers`` at once, and the
+    machine's core-seconds each; each created on an internal network (as a sandbox's), started, ``python3 -c pass``,
+    waited for and removed, through the SDK (no CLI process per container)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import docker
+
+    from grader.backends.docker.engine import DockerEngine
+    from grader.backends.docker.images import find_images
+
+    client = docker.from_env()
+    images = find_images(DockerEngine(client))
+    if images is None:
+        raise SystemExit("the images are not built: run make images")
+    image = images.sandbox
+    net = client.networks.create(f"sandbox-lab-bench-{os.getpid()}", internal=True)
+    try:
+        def one(_: int) -> None:
+            client.containers.run(image, ["python3", "-c", "pass"], network=net.name, remove=True)
+
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(one, range(2)))  # warm
+            t0, busy = time.perf_counter(), cpu.machine_cpu()
+            list(pool.map(one, range(n)))
+            return n / (time.perf_counter() - t0), (cpu.machine_cpu() - busy) / n
+    finally:
+        net.remove()
+        client.close()
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--url", default="http://127.0.0.1:8000")
@@ -410,7 +479,8 @@ def main() -> int:
     ap.add_argument("--single", type=int, default=5, help="fresh runs sent one at a time (0: skip)")
     ap.add_argument("--answers", type=int, default=1000, help="cached answers stored for the Redis figure")
     ap.add_argument("--cached-bytes", type=int, default=4_500_000, help="the size of the one cached result they answer with")
-    ap.add_argument("--batch-workers", type=int, default=os.cpu_count() or 2,
+    # as many at once as make serve starts workers (scripts/serve: 1.5 per core), so both paths get the same cores
+    ap.add_argument("--batch-workers", type=int, default=(3 * (os.cpu_count() or 2) + 1) // 2,
                     help="the same fresh policies run in this process on one Docker backend with this many threads, as "
                          "grade-batch runs them (0: skip)")
     ap.add_argument("--costs-only", action="store_true", help="only Redis per cached answer and disk per job (no service)")
@@ -422,7 +492,9 @@ def main() -> int:
     tag = time.time_ns()
     fresh_policies = [{**NAIVE, "network": {"allowedDomains": [*NAIVE["network"]["allowedDomains"], f"c{i}-{tag}.example.com"]}}
                       for i in range(args.clients)]
+    busy = cpu.machine_cpu()
     fresh, wall = _burst(args.url, token, fresh_policies, args.timeout)
+    fresh_core_s = cpu.machine_cpu() - busy
     fresh_phases = _phases(list(_SEEN))
     _SEEN.clear()
     ok = [s for s, err, _ in fresh if err is None]
@@ -435,12 +507,20 @@ def main() -> int:
     alone_ok = [s for s, err, _ in alone if err is None]
     alone_errors = [err for _, err, _ in alone if err is not None]
     local = _local_probe(args.local_repeat)
-    batch_wall = _in_process(fresh_policies, args.batch_workers) if args.batch_workers else None
+    busy = cpu.machine_cpu()
+    with _counting_creates() as created:
+        batch_wall = _in_process(fresh_policies, args.batch_workers) if args.batch_workers else None
+    batch_core_s = cpu.machine_cpu() - busy
+    batch_runs = len(fresh_policies) + 1  # its warming run's too
+    per_run = created[0] / batch_runs if batch_wall else None
+    batch_run_core_s = batch_core_s / batch_runs
+    lifecycles, lifecycle_core_s = _lifecycles_per_s(args.batch_workers or 3, 30)
     p50 = _pct(ok, 0.5)
     report = {
         "clients": args.clients,
         "fresh": {"p50_s": round(p50, 3), "p95_s": round(_pct(ok, 0.95), 3), "runs_per_s": round(len(ok) / wall, 3),
                   "wall_s": round(wall, 2), "errors": len(errors), "error_kinds": sorted(set(errors)),
+                  "machine_core_s_per_run": round(fresh_core_s / max(1, len(ok)), 3),
                   "phases_p50_s": fresh_phases},
         "cached": {"p50_s": round(_pct(hits, 0.5), 4), "p95_s": round(_pct(hits, 0.95), 4), "hits": len(hits),
                    "errors": sum(1 for _, err, _ in cached if err is not None), "wall_s": round(cached_wall, 2)},
@@ -452,9 +532,23 @@ def main() -> int:
         **({} if batch_wall is None else {"in_process": {
             "workers": args.batch_workers, "wall_s": round(batch_wall, 2),
             "runs_per_s": round(len(fresh_policies) / batch_wall, 3),
+            "machine_core_s_per_run": round(batch_run_core_s, 3),
             # issue 40's row: the service's burst within 1.5x of the batch path's on the same policies
             "service_wall_over_in_process": round(wall / batch_wall, 2),
             "target_1_5x": "met" if wall / batch_wall <= 1.5 else "not met"}}),
+        # what sets the runs/s target's floor: a naive run is its containers (sandbox, proxy, and the next session's
+        # pair), and this machine starts and removes only so many containers a second doing nothing in them
+        "floor": {"cores": os.cpu_count(),
+                  "bare_container_lifecycles_per_s": round(lifecycles, 2),
+                  "machine_core_s_per_bare_lifecycle": round(lifecycle_core_s, 3),
+                  "containers_per_naive_run": None if per_run is None else round(per_run, 2),
+                  "runs_per_s_if_runs_were_only_their_containers":
+                      None if not per_run else round(lifecycles / per_run, 3),
+                  # every core busy at what one run of the batch path cost the machine: the best the service can do
+                  "runs_per_s_the_cores_allow_at_the_batch_paths_cost":
+                      None if batch_wall is None else round((os.cpu_count() or 1) / batch_run_core_s, 3),
+                  "service_runs_per_s_over_what_the_cores_allow":
+                      None if batch_wall is None else round(len(ok) / wall * batch_run_core_s / (os.cpu_count() or 1), 2)},
         "targets": {"fresh_p95_le_60_s": "met" if _pct(ok, 0.95) <= 60 else "not met",
                     "fresh_runs_per_s_ge_1": "met" if len(ok) / wall >= 1 else "not met",
                     "no_errors": "met" if not errors else "not met"},

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import importlib.util
 import re
 import sys
@@ -63,7 +64,12 @@ def layer_notes() -> dict[str, str]:
 
 def summary(path: Path) -> str:
     """The first sentence of a module's docstring, on one line (a table cell)."""
-    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    return _summary(path.read_text(encoding="utf-8"))
+
+
+@functools.lru_cache(maxsize=None)
+def _summary(source: str) -> str:  # per text: a map rendered twice in one process parses each module once
+    doc = ast.get_docstring(ast.parse(source)) or ""
     paragraph = " ".join(doc.split("\n\n", 1)[0].split())
     match = re.search(r"(?<!\be\.g)(?<!\bi\.e)[.!?](\s|$)", paragraph)
     sentence = paragraph[: match.start() + 1] if match else paragraph

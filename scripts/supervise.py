@@ -68,7 +68,7 @@ class Supervisor:
             if time.monotonic() - started >= STEADY_SECONDS:
                 delay = self.first_delay
             why = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exited with {code}"
-            self.say(f"pid {self.child.pid} {why}; restarting in {delay:.0f} s")
+            self.say(f"pid {self.child.pid} {why}; restarting in {delay:g} s")
             end = time.monotonic() + delay
             while not self.stopping and time.monotonic() < end:
                 time.sleep(min(0.1, end - time.monotonic()))
@@ -82,12 +82,14 @@ class Supervisor:
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--name", default="", help="how the log lines name the command")
+    parser.add_argument("--first-delay", type=float, default=1.0, metavar="SECONDS",
+                        help="the first restart's wait; each restart in a row doubles it (default 1)")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command to supervise")
-    supervisor = Supervisor(command, args.name)
+    supervisor = Supervisor(command, args.name, first_delay=args.first_delay)
     signal.signal(signal.SIGTERM, supervisor.stop)
     signal.signal(signal.SIGINT, supervisor.stop)
     return supervisor.run()

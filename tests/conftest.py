@@ -126,6 +126,44 @@ def _require_engine(config: pytest.Config) -> None:
         pytest.skip(problem)
 
 
+TESTS = Path(__file__).resolve().parent
+# a folder whose every test carries its marker (added here, whatever the module says): a run whose -m leaves that
+# marker out (``make test-fast``) need not import the folder's modules at all
+FOLDER_MARKS = {"notebooks": "notebook", "browser": "browser"}
+
+
+def _folder_mark(path: Path) -> str:
+    try:
+        return FOLDER_MARKS.get(path.resolve().relative_to(TESTS).parts[0], "")
+    except (ValueError, IndexError):
+        return ""
+
+
+def _excludes(markexpr: str, mark: str) -> bool:
+    """Whether -m leaves out every test marked ``mark``: a plain conjunction with ``not mark`` among its terms
+    (anything else, an ``or`` or parentheses, is not read: the folder is then collected and -m decides)."""
+    if not markexpr or any(c in markexpr for c in "()") or " or " in f" {markexpr} ":
+        return False
+    return f"not {mark}" in (" ".join(term.split()) for term in markexpr.split(" and "))
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    mark = _folder_mark(collection_path)
+    return True if mark and _excludes(config.getoption("markexpr", "") or "", mark) else None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that asks for the engine (``docker_client``, directly or through another fixture) is a Docker test,
+    marked or not: ``-m "not docker"`` (``make test-fast``) leaves it out, and the bystander check watches it.
+    A test in ``tests/notebooks`` or ``tests/browser`` carries that folder's marker the same way."""
+    for item in items:
+        if "docker_client" in getattr(item, "fixturenames", ()) and item.get_closest_marker("docker") is None:
+            item.add_marker(pytest.mark.docker)
+        mark = _folder_mark(Path(str(item.path)))
+        if mark and item.get_closest_marker(mark) is None:
+            item.add_marker(getattr(pytest.mark, mark))
+
+
 def pytest_runtest_setup(item: pytest.Item) -> None:
     # Runs before fixtures are set up: a marked test fails or skips the same way
     # whether or not it asks for docker_client.
@@ -169,7 +207,7 @@ def _controller(config: pytest.Config) -> bool:
 
 
 def _distributed(config: pytest.Config) -> bool:
-    """This controller hands the tests to pytest-xdist's workers (``make test``: -n auto --dist loadfile)."""
+    """This controller hands the tests to pytest-xdist's workers (``make test``: -n TEST_WORKERS --dist loadfile, 1.5 per core)."""
     return _controller(config) and config.pluginmanager.has_plugin("dsession")
 
 

@@ -46,8 +46,8 @@ def record_of(fields: dict[str, Any]) -> Any:
 
 
 def runner(probe: str, step: str, ok: bool, detail: str = "", target: Optional[str] = None, data: Optional[str] = None,
-           t: float = 0.0) -> wire.RunnerRecord:
-    return wire.RunnerRecord(probe, step, ok, detail, t, target, data)
+           t: float = 0.0, route: Optional[wire.Route] = None) -> wire.RunnerRecord:
+    return wire.RunnerRecord(probe, step, ok, detail, t, target, data, route)
 
 
 def runner_records(lines: Any) -> tuple[wire.RunnerRecord, ...]:

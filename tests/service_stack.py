@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -105,11 +106,17 @@ class ServiceStack:
         """SIGKILL the worker and its work horses, if any (in fork mode RQ puts each horse in a process group of its
         own; in kept mode there are none): no clean-up of any kind runs. Returns the pids killed beside the worker's."""
         proc = self.workers.pop(name)
-        horses = _children(proc.pid)
-        for pid in horses:
-            os.killpg(pid, signal.SIGKILL)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
+        try:
+            horses = _children(proc.pid)
+            for pid in horses:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except ProcessLookupError:  # a child that leads no group of its own (a kept worker's helper), or gone
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+        finally:  # the worker goes, and is waited for, whatever its children did
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
         return horses
 
     def request(self, method: str, path: str, body: Any = None, token: Optional[str] = None) -> tuple[int, Any]:

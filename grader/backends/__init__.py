@@ -26,6 +26,7 @@ from grader.core.errors import DockerUnavailable
 if TYPE_CHECKING:
     from grader.backends.base import Backend
     from grader.backends.static import StaticBackend
+    from grader.core.outcomes import RunNoteCode
 
 __all__ = ["BACKEND_ENV", "BACKEND_NAMES", "Backend", "StaticBackend", "default", "docker_module", "get"]
 
@@ -75,11 +76,11 @@ def _docker(progress: Optional[Progress], shared: bool = False, runtime: Optiona
     return cast("Backend", backend)
 
 
-def _static(notice: str = "") -> Backend:
+def _static(notice: str = "", cause: Optional[RunNoteCode] = None) -> Backend:
     from grader.backends.static import StaticBackend
 
     # cast: Backend declares ``name`` as a plain attribute, StaticBackend (frozen) as a read-only one
-    return cast("Backend", StaticBackend(notice=notice))
+    return cast("Backend", StaticBackend(notice=notice, cause=cause))
 
 
 def _reason(exc: DockerUnavailable) -> str:
@@ -125,7 +126,7 @@ def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False,
         try:
             return _docker(progress, shared, runtime)
         except DockerUnavailable as exc:
-            return _static(f"predicted, not run: no Docker engine answers ({_reason(exc)})")
+            return _static(f"predicted, not run: no Docker engine answers ({_reason(exc)})", "no-engine")
     raise ValueError(f"unknown backend {name!r}; choose one of: {', '.join(BACKEND_NAMES)}")
 
 

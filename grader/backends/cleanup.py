@@ -94,19 +94,21 @@ class Scope:
     engine: Optional[Engine] = None
     automatic: bool = False
 
-    def gone(self, pid: int, ns: Optional[str] = None) -> bool:
+    def gone(self, pid: int, ns: Optional[str] = None, started: Optional[int] = None) -> bool:
         """True if what ``pid`` made is to be removed now.
 
         Args:
             ns: the ``namespace()`` the thing was stamped with; None for one
                 made before stamps (judged by its pid in an explicit cleanup
                 only). A pid of another namespace says nothing here: kept.
+            started: when the process meant started (``owners.process_start``), if it was recorded: a pid
+                now held by a process that started at another time was reused, and its maker is gone.
         """
         if self.everything:
             return True
         if ns is None:
-            return not self.automatic and not pid_alive(pid)
-        return ns == namespace() and not pid_alive(pid)
+            return not self.automatic and not pid_alive(pid, started)
+        return ns == namespace() and not pid_alive(pid, started)
 
     def stale_dirs(self) -> list[Path]:
         """Run directories to remove. One without a readable owner record is a hub's being made right now: kept;
@@ -119,7 +121,7 @@ class Scope:
             if d.is_symlink() or not d.is_dir():
                 continue  # the sweep's stamp, or nothing of ours
             owner = read_owner(d)
-            if self.everything or (owner is not None and self.gone(owner.pid, owner.ns)):
+            if self.everything or (owner is not None and self.gone(owner.pid, owner.ns, owner.started)):
                 out.append(d)
             elif owner is None and (pid := staging_pid(d)) is not None and self.gone(pid):
                 out.append(d)  # a grader killed while it made this directory: its name says whose it was
@@ -173,7 +175,7 @@ def cleanup(*, everything: bool = False, engine: Optional[Engine] = None, automa
             return removed  # a grader is adopting, starting or retiring a hub: next time
         for d in scope.stale_dirs():
             owner = read_owner(d)  # again, under the lock: a hub started anew in the same place lives
-            if owner is not None and scope.gone(owner.pid, owner.ns):
+            if owner is not None and scope.gone(owner.pid, owner.ns, owner.started):
                 remove_dir(d)
                 removed.append(f"directory {d}")
     finally:

@@ -135,6 +135,10 @@ class Owner:
     pid: int
     run: str
     ns: Optional[str] = None
+    # the process's start (``process_start``) when the record was written; None in an older record. A pid the
+    # kernel has since handed to another process (pids wrap at pid_max: a fork bomb's test cycles thousands a
+    # second) is then seen as dead, not as the owner still at work.
+    started: Optional[int] = None
 
 
 def namespace() -> str:
@@ -212,34 +216,54 @@ def write_owner(directory: Path, pid: int, *, run: Optional[str] = None) -> None
     directory's name to record, when it is written under another (``make_run_dir``'s staging name).
     """
     # json.dumps' own spacing, as before: tests look for '"pid": N,' in the text
-    write_file(directory / OWNER, json.dumps({"pid": pid, "run": run or directory.name, "ns": namespace()}))
+    write_file(directory / OWNER, json.dumps({"pid": pid, "run": run or directory.name, "ns": namespace(),
+                                              "started": process_start(pid)}))
 
 
 def read_owner(directory: Path) -> Optional[Owner]:
     """The owner record of a run directory; None when it is missing or unreadable."""
     try:
         raw = json.loads((directory / OWNER).read_text())
-        ns = raw.get("ns")
-        return Owner(int(raw["pid"]), str(raw["run"]), None if ns is None else str(ns))
+        ns, started = raw.get("ns"), raw.get("started")
+        return Owner(int(raw["pid"]), str(raw["run"]), None if ns is None else str(ns),
+                     None if started is None else int(started))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def pid_alive(pid: int) -> bool:
+def process_start(pid: int) -> Optional[int]:
+    """When process ``pid`` started, in clock ticks after boot (``/proc/<pid>/stat``'s 22nd field); None where
+    there is no such process or no /proc to ask. With the pid, it names one process: pids are reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2:].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def pid_alive(pid: int, started: Optional[int] = None) -> bool:
     """True while a process ``pid`` exists (also one we may not signal), and is not a zombie.
 
     A killed process whose parent has not reaped it yet (an init that reaps
-    slowly, a grader that started it) is gone for every purpose of ours.
+    slowly, a grader that started it) is gone for every purpose of ours. With
+    ``started`` (``process_start`` of the process meant), a process that now
+    holds the pid but started at another time is another process: gone too.
     """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # another user's: it exists, and /proc still says whether it is the one meant
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-        return not stat[stat.rindex(")") + 2:].startswith(("Z", "X"))
+        fields = stat[stat.rindex(")") + 2:].split()
     except (OSError, ValueError):
         return True  # no /proc to ask: it exists
+    if fields[0] in ("Z", "X"):
+        return False
+    try:
+        return started is None or int(fields[19]) == started
+    except (ValueError, IndexError):
+        return True
 

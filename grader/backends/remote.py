@@ -137,7 +137,7 @@ class RemoteBackend(Closing):
         try:
             answer = self._job("/v1/runs", run_request(plan))
         except ServiceUnavailable as exc:
-            return StaticBackend(notice=f"predicted, not run: {exc}").run(plan)
+            return StaticBackend(notice=f"predicted, not run: {exc}", cause="run-service").run(plan)
         try:
             result = result_from_json(answer, plan.world)
         except TransportError as exc:
@@ -161,7 +161,8 @@ class RemoteBackend(Closing):
             ex = execution_from_json(answer, plan.world)
         except TransportError as exc:
             raise BackendError(f"the run service at {self.url} sent an execution that does not parse: {exc}") from None
-        return replace(ex, notes=(*ex.notes, ran_at_note(self.url)))
+        _says_where(ex.ran_at, ex.notes, f"the run service at {self.url} answered")
+        return replace(ex, notes=(*ex.notes, ran_at_note(self.url)), ran_at=self.url)
 
     # --- the job protocol ---------------------------------------------------------------------
 
@@ -303,9 +304,14 @@ def _answers(result: RunResult, plan: RunPlan, service: str) -> None:
     unasked = [p for p in ids if p not in plan.probes]
     if missing or unasked:
         raise BackendError(f"{where} with other probes than asked (missing: {missing or 'none'}; not asked: {unasked or 'none'})")
-    if result.ran_at:
-        raise BackendError(f"{where} saying where it ran ({result.ran_at!r}); only the client says that")
+    _says_where(result.ran_at, result.notes, where)
+
+
+def _says_where(ran_at: str, notes: tuple[str, ...], where: str) -> None:
+    """A service's answer (a result, an execution) never says where it ran: ``BackendError`` if it does."""
+    if ran_at:
+        raise BackendError(f"{where} saying where it ran ({ran_at!r}); only the client says that")
     # The field decides where a run was made; a note in the client's own words would still read to people as
-    # that claim, so a service's result that carries one is refused too (text shown, not a decision's input).
-    if any(n.startswith(RAN_AT) for n in result.notes):
+    # that claim, so a service's answer that carries one is refused too (text shown, not a decision's input).
+    if any(n.startswith(RAN_AT) for n in notes):
         raise BackendError(f"{where} with a note saying where it ran; only the client says that")

@@ -24,16 +24,18 @@ import time
 from typing import Callable, Iterable
 
 from grader.core.errors import InfrastructureError
+from grader.core.evidence import log_window, self_checked_after
 from grader.protocol.common import RUN_LOG_CAP, RUNS_DIR
 from grader.protocol.wire import WireError
 from grader.backends.files import Files
 
-__all__ = ["ANY_CLIENT", "LOGS", "close_run", "forget_run", "open_run"]
+__all__ = ["ANY_CLIENT", "LOGS", "PROXY_TAIL", "close_run", "forget_run", "open_run", "proxy_window"]
 
 ANY_CLIENT = "*"  # every client no other run claims: an internet this run has to itself
 LOGS = ("http.jsonl", "dns.jsonl", "tcp.jsonl")
 OPEN_TIMEOUT = 10.0  # the internet polls its requests every few ms (20 when idle): seconds mean it is gone or hung
 CLOSE_TIMEOUT = 10.0
+PROXY_TAIL = 1 << 20  # of the proxy's log before a run's window: enough to hold the line that numbers it
 
 
 def _until(done: Callable[[], bool], timeout: float) -> bool:
@@ -98,3 +100,34 @@ def forget_run(out: Files, key: str, *, wait: float = 2.0) -> None:
             return True
 
     _until(gone, wait)
+
+
+def proxy_window(out: Files, since: int, finished: float, *, limit: int, wait: float) -> str:
+    """What a run's proxy logged since the run took it (at byte ``since`` of its ``proxy.jsonl``), shown whole up to
+    a moment after the sandbox ``finished``; WireError past ``limit`` bytes (a flood of its own run), where a line
+    is lost, repeated, moved or cut, or when no self-check after ``finished`` is logged within ``wait`` seconds.
+
+    Whole: its lines number on from the line before the window (``evidence.log_window``), and it holds one
+    of the proxy's own self-checks decided after ``finished`` (``evidence.self_checked_after``; the proxy
+    makes one at once when poked, and every ``HEARTBEAT_INTERVAL`` unasked), so nothing it logged before
+    then is missing at the end.
+    """
+    deadline = time.monotonic() + wait
+    while True:
+        # with the tail before the run's window: its last line numbers the window's first
+        start = max(0, since - PROXY_TAIL)
+        data = out.read("proxy.jsonl", start, since - start + limit + 1)
+        before, window = data[: since - start], data[since - start :]
+        if len(window) > limit:
+            raise WireError(f"proxy.jsonl: more than {limit} bytes in this run")
+        # a last line not yet whole is one the proxy is writing now: it is after the self-check that proves the
+        # rest whole, or that check is not there yet; either way it is read on the next pass
+        window = window[: window.rfind(b"\n") + 1]
+        text = log_window(before.decode("utf-8", "replace"), window.decode("utf-8", "replace"), "proxy.jsonl",
+                          from_start=start == 0)
+        if self_checked_after(text, finished):
+            return text
+        if time.monotonic() > deadline:
+            raise WireError("proxy.jsonl: no self-check of the proxy logged after the sandbox finished, so the log "
+                            "cannot be shown whole up to then (cut at its end, or the proxy stopped deciding)")
+        time.sleep(0.02)

@@ -7,11 +7,12 @@ nothing; every result says it was predicted.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from grader.core.analyzer import predict
 from grader.core.errors import BackendError
 from grader.core.execution import Execution, Job
-from grader.core.outcomes import RunResult
+from grader.core.outcomes import RunNoteCode, RunResult
 from grader.core.plan import RunPlan
 from grader.backends.base import Closing
 
@@ -23,11 +24,12 @@ class StaticBackend(Closing):
     """Predicts outcomes from the policy and the world alone; holds nothing, so ``close()`` does nothing."""
 
     name: str = "static"
-    notice: str = ""
+    notice: str = ""  # the note its results carry, for people
+    cause: Optional[RunNoteCode] = None  # why it stands in for a real backend, for code (``wording.backend_phrase``)
 
     def run(self, plan: RunPlan) -> RunResult:
         notes = (self.notice,) if self.notice else ()
-        return predict(plan.policy, plan.world, notes=notes, target=plan.target)
+        return predict(plan.policy, plan.world, notes=notes, codes=(self.cause,) if self.cause else (), target=plan.target)
 
     def execute(self, plan: RunPlan, job: Job) -> Execution:
         raise BackendError(

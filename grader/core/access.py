@@ -124,7 +124,24 @@ class Access:
 
     def binds(self, entry: str) -> bool:
         """Does a grant or read deny naming ``entry`` bind anything? Not when it names a missing world path."""
-        return self.world.root_of(entry) is None or entry in self.existing
+        return entry in self.existing or self.world.root_of(entry) is None
+
+    @cached_property
+    def _files(self) -> frozenset[str]:
+        return frozenset(f.path for f in self.world.files)
+
+    # An Access is frozen, and so are its policy and world: each answer is worked out once per question.
+    @cached_property
+    def _reads(self) -> dict[str, Decision]:
+        return {}
+
+    @cached_property
+    def _writes(self) -> dict[str, Decision]:
+        return {}
+
+    @cached_property
+    def _reaches(self) -> dict[tuple[str, Optional[int]], Decision]:
+        return {}
 
     @cached_property
     def start(self) -> str:
@@ -150,7 +167,7 @@ class Access:
         """The denyRead entry that hides ``path`` (None if none does), or the deny with the grant that re-opens it."""
         assert self.policy is not None
         fs = self.policy.filesystem
-        files = {f.path for f in self.world.files}
+        files = self._files
         reopened: Optional[tuple[str, Optional[tuple[str, str]]]] = None
         # the deepest deny first: the one a learner must change to see the path
         for d in sorted((d for d in fs.denyRead if covers(d, path) and self.binds(d)), key=len, reverse=True):
@@ -167,6 +184,12 @@ class Access:
 
     def read(self, path: str) -> Decision:
         """May the agent read ``path`` (a world path)?"""
+        memo = self._reads
+        if path not in memo:
+            memo[path] = self._read(path)
+        return memo[path]
+
+    def _read(self, path: str) -> Decision:
         if self.policy is None:
             ok = any(covers(m, path) for m in BASELINE_MOUNTS)
             return Decision(ok, None, "mounted into the plain container" if ok else "not mounted into the plain container")
@@ -182,6 +205,12 @@ class Access:
 
     def write(self, path: str) -> Decision:
         """May the agent change ``path``? Hidden paths are hidden for writing too."""
+        memo = self._writes
+        if path not in memo:
+            memo[path] = self._write(path)
+        return memo[path]
+
+    def _write(self, path: str) -> Decision:
         if self.policy is None:
             ok = any(covers(m, path) for m in BASELINE_MOUNTS)
             return Decision(ok, None, "mounted read-write into the plain container" if ok else "not mounted into the plain container")
@@ -227,6 +256,12 @@ class Access:
         and an attacker uses the one that is open. Other ports of a name the
         attacker owns are refused before any run (``unmeasured_ports``).
         """
+        memo = self._reaches
+        if (host, port) not in memo:
+            memo[(host, port)] = self._reach(host, port)
+        return memo[(host, port)]
+
+    def _reach(self, host: str, port: Optional[int]) -> Decision:
         if self.policy is None:
             return Decision(True, None, "the plain container has ordinary networking: every host is reachable")
         net = self.policy.network

@@ -19,7 +19,7 @@ from grader.core.channels import Channel, ExfilPath, channels, exfil_paths, tunn
 from grader.protocol.domains import matches, split_port
 from grader.core.findings import find
 from grader.core.errors import Problem, json_pointer
-from grader.core.outcomes import ProbeOutcome, RunResult
+from grader.core.outcomes import ProbeOutcome, RunNoteCode, RunResult
 from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.probes import PROBES
@@ -40,7 +40,8 @@ def analyze(access: Access) -> tuple[ProbeOutcome, ...]:
     return tuple(out)
 
 
-def predict(policy: Optional[Policy], world: Optional[World] = None, *, notes: tuple[str, ...] = (), target: Target = "srt") -> RunResult:
+def predict(policy: Optional[Policy], world: Optional[World] = None, *, notes: tuple[str, ...] = (),
+            codes: tuple[RunNoteCode, ...] = (), target: Target = "srt") -> RunResult:
     """The static backend's answer: a ``RunResult`` predicted from the policy (None = the plain container) for ``target``."""
     w = world or load_world()
     access = baseline_access(w) if policy is None else access_for(policy, w, target)
@@ -50,6 +51,7 @@ def predict(policy: Optional[Policy], world: Optional[World] = None, *, notes: t
         policy=policy,
         probes=analyze(access),
         notes=notes,
+        codes=codes,
         scope=predict_scope(access),
         findings=find(access),
     )

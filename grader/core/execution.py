@@ -108,6 +108,9 @@ class Execution:
     run_id: str = ""
     seconds: float = 0.0
     notes: tuple[str, ...] = ()  # as a RunResult's: e.g. where a run service ran it (wording.ran_at_note)
+    # where the run service that ran it is (its URL), or "" for a run made here: set by the client
+    # (``backends.remote``), never by the service; code reads this, while ``notes`` say it to people
+    ran_at: str = ""
 
     @property
     def infra_problem(self) -> str:

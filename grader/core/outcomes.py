@@ -16,10 +16,10 @@ from typing import Any, Literal, Optional
 
 from grader.core.findings import Findings
 from grader.core.policy import Policy
-from grader.core.records import Outcome, ProbeKind, ProbeOutcome, Reach, Scope, SinkHit
+from grader.core.records import Outcome, ProbeKind, ProbeOutcome, Reach, RunNoteCode, Scope, SinkHit
 from grader.protocol.codec import encode
 
-__all__ = ["Findings", "Outcome", "ProbeKind", "ProbeOutcome", "Reach", "RunResult", "Scope", "SinkHit"]
+__all__ = ["Findings", "Outcome", "ProbeKind", "ProbeOutcome", "Reach", "RunNoteCode", "RunResult", "Scope", "SinkHit"]
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,8 @@ class RunResult:
     sandbox: Literal["policy", "baseline"]
     policy: Optional[Policy]  # the policy as parsed; None for the baseline
     probes: tuple[ProbeOutcome, ...]
-    notes: tuple[str, ...] = ()  # e.g. "predicted, not run: no Docker engine answers"
+    notes: tuple[str, ...] = ()  # e.g. "predicted, not run: no Docker engine answers"; said to people
+    codes: tuple[RunNoteCode, ...] = ()  # the cause of each note code decides by (``wording.backend_phrase``)
     seconds: float = 0.0
     run_id: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
@@ -64,6 +65,7 @@ class RunResult:
             "policy": self.policy.normalize() if self.policy is not None else None,
             "probes": [encode(p) for p in self.probes],
             "notes": list(self.notes),
+            "codes": list(self.codes),
             "seconds": self.seconds,
             "run_id": self.run_id,
             "extra": dict(self.extra),

@@ -16,10 +16,14 @@ from typing import Any, Iterable, Literal, Optional
 
 from grader.protocol.codec import encode
 
-__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "RawPorts", "Reach", "Scope", "SinkChannel", "SinkHit"]
+__all__ = ["Outcome", "ProbeKind", "ProbeOutcome", "RawPorts", "Reach", "RunNoteCode", "Scope", "SinkChannel", "SinkHit"]
 
 Outcome = Literal["blocked", "succeeded", "error"]
 ProbeKind = Literal["attack", "job"]  # an attack should be blocked; a job is legitimate work that should succeed
+# Why a run carries a note, where code decides by it (``RunResult.codes``; never the note's prose, which is for people
+# and may be reworded): a prediction stands in for a run because no Docker engine answers ("no-engine"), or because
+# the run service could not run it ("run-service").
+RunNoteCode = Literal["no-engine", "run-service"]
 
 
 @dataclass(frozen=True)

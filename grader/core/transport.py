@@ -35,7 +35,7 @@ from grader.core.errors import PolicyError
 from grader.core.evidence import Evidence
 from grader.core.execution import Execution, Job
 from grader.core.findings import find
-from grader.core.outcomes import ProbeOutcome, RunResult, Scope
+from grader.core.outcomes import ProbeOutcome, RunNoteCode, RunResult, Scope
 from grader.core.plan import RunPlan
 from grader.core.policy import Policy, parse_policy
 from grader.core.probes import PROBES
@@ -156,7 +156,7 @@ def _pointer_path(pointer: str) -> str:
 
 # --- a run's result -------------------------------------------------------------------------
 
-_RESULT_KEYS = ("backend", "sandbox", "policy", "probes", "notes", "seconds", "run_id", "extra", "scope", "ran_at")
+_RESULT_KEYS = ("backend", "sandbox", "policy", "probes", "notes", "codes", "seconds", "run_id", "extra", "scope", "ran_at")
 
 
 def result_to_json(result: RunResult) -> dict[str, Any]:
@@ -186,6 +186,7 @@ def result_from_json(data: Any, world: World) -> RunResult:
     return RunResult(
         backend=backend, sandbox=sandbox, policy=policy, probes=probes,
         notes=_load(tuple[str, ...], obj["notes"], "$.notes"),
+        codes=_load(tuple[RunNoteCode, ...], obj["codes"], "$.codes"),
         seconds=_load(float, obj["seconds"], "$.seconds"),
         run_id=_load(str, obj["run_id"], "$.run_id"),
         extra=_load(dict[str, Any], obj["extra"], "$.extra"),

@@ -21,7 +21,7 @@ from grader.core.plan import RunPlan
 from grader.core.probes import PROBES
 from grader.core.scope import SCAN_IDS, asked_for, new_file, scan_name, scan_url, scanned_dirs, scanned_files, uploads
 from grader.core.world import World
-from grader.protocol.wire import READ_LIMIT
+from grader.protocol.wire import READ_LIMIT, Route
 
 __all__ = ["judge", "measure_scope", "run_result"]
 
@@ -62,12 +62,6 @@ def _reached(ev: Evidence, markers: Markers, name: str) -> bool:
     asked = {q.qname.lower().rstrip(".") for q in ev.dns}
     # a per-run name reached a name server: the sandbox's own query, or its proxy's lookup for it
     return markers.scan_dns(name) in asked or (markers.scan_label in name and name in asked)
-
-
-def _route(r: RunnerRecord) -> str:
-    """How a scan request went, "proxy" or "direct": the runner says "GET <url> via <route>: ..."."""
-    rest = r.detail.split(f"{r.target} ", 1)[-1]
-    return rest[len("via "):].split(":", 1)[0] if rest.startswith("via ") else ""
 
 
 def _missing(records: list[RunnerRecord], step: str, wanted: list[str]) -> list[str]:
@@ -167,10 +161,11 @@ def measure_scope(ev: Evidence, access: Access) -> tuple[Optional[Scope], str]:
     reached = {h for h in hosts if _reached(ev, markers, scan_name(markers.scan_label, h))}
     # a request that timed out may have been on its way when the run ended: its silence proves nothing
     got_out = {scan_url(access, scan_name(markers.scan_label, h), markers.scan_path) for h in reached}
-    last: dict[tuple[Optional[str], str], RunnerRecord] = {}  # each way to each host: its last attempt decides
+    # each way to each host (the record's route, never its words): its last attempt decides
+    last: dict[tuple[Optional[str], Optional[Route]], RunnerRecord] = {}
     for r in by["scan-net"]:
         if r.step == "http":
-            last[(r.target, _route(r))] = r
+            last[(r.target, r.route)] = r
     slow = [r.detail for r in last.values() if not r.ok and "timed out" in r.detail.lower() and r.target not in got_out]
     if slow:
         return None, f"{len(slow)} of the scan's requests timed out before any answer, e.g. {slow[0]}"

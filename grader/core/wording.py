@@ -14,9 +14,9 @@ from __future__ import annotations
 import re
 from typing import Literal, Sequence
 
-from grader.core.records import ProbeOutcome
+from grader.core.records import ProbeOutcome, RunNoteCode
 
-__all__ = ["RAN_AT", "Tone", "backend_phrase", "printable", "ran_at", "ran_at_note", "tone"]
+__all__ = ["RAN_AT", "Tone", "backend_phrase", "printable", "ran_at_note", "tone"]
 
 Tone = Literal["bad", "good", "warn", "plain"]
 
@@ -48,20 +48,21 @@ RAN_AT = "ran in a real sandbox at "
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-def backend_phrase(backend: str, notes: Sequence[str] = (), *, ran_at: str = "", run_id: str = "", seconds: float = 0.0) -> str:
+def backend_phrase(backend: str, codes: Sequence[RunNoteCode] = (), *, ran_at: str = "", run_id: str = "",
+                   seconds: float = 0.0) -> str:
     """How outcomes of ``backend`` were obtained, in the learner's words, e.g. "ran in Docker: ...".
 
     Args:
-        notes: the run's notes; a static run that stood in for a missing
-            Docker engine says so.
+        codes: the cause codes of the run's notes (``RunResult.codes``), never their words: a static run
+            that stood in for a missing Docker engine or an unavailable run service says why.
         ran_at: where the run service that made the run is (``RunResult.ran_at``), "" for a run made here;
             read from this field, never from the notes' words.
         run_id: a real run's id, appended with ``seconds`` as "(run ID in N s)".
     """
     where = ran_at
-    if backend == "static" and any("no docker engine" in n.lower() for n in notes):
+    if backend == "static" and "no-engine" in codes:
         phrase = _STATIC_FALLBACK
-    elif backend == "static" and any("the run service" in n.lower() for n in notes):
+    elif backend == "static" and "run-service" in codes:
         phrase = _REMOTE_FALLBACK
     elif where and backend != "static":
         # "ran in a real sandbox at <service> (docker): real containers, evidence collected outside the sandbox"
@@ -69,11 +70,6 @@ def backend_phrase(backend: str, notes: Sequence[str] = (), *, ran_at: str = "",
     else:
         phrase = _PHRASES.get(backend, f"ran with the {backend} backend")
     return phrase + (f" (run {run_id} in {seconds:.1f} s)" if run_id else "")
-
-
-def ran_at(notes: Sequence[str]) -> str:
-    """The run service a result's notes say it ran at (``ran_at_note``), or "" for a run made here."""
-    return next((n[len(RAN_AT):] for n in notes if n.startswith(RAN_AT)), "")
 
 
 def ran_at_note(service: str) -> str:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import json
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from typing import Any, Literal, Optional, Sequence, Union, get_args
 
@@ -156,15 +156,18 @@ class World:
                 return h
         raise KeyError(name)
 
-    @property
+    # A world is frozen: what is derived from it is computed once per world (``cached_property`` keeps it in the
+    # instance, outside the fields, so equality, hashing and ``dataclasses.replace`` see only the fields).
+
+    @cached_property
     def attacker(self) -> Host:
         return next(h for h in self.hosts if h.attacker)
 
-    @property
+    @cached_property
     def host_names(self) -> tuple[str, ...]:
         return tuple(h.name for h in self.hosts)
 
-    @property
+    @cached_property
     def operators(self) -> tuple[str, ...]:
         """The domains the operators of the world's hosts hold (``github.com``, ``pypi.org``, ...).
 
@@ -181,8 +184,17 @@ class World:
         does not know (fail closed: nobody vouches for it, so the attacker may
         own it), IP literals and ``localhost`` included.
         """
-        attacker = self.attacker.name
-        return server_of(name, self.host_names, (attacker,), self.operators, attacker)
+        memo = self._servers
+        if name not in memo:
+            if len(memo) >= _SERVERS_KEPT:
+                memo.clear()  # the names come from what sandboxes asked for: a tenant must not grow a worker
+            attacker = self.attacker.name
+            memo[name] = server_of(name, self.host_names, (attacker,), self.operators, attacker)
+        return memo[name]
+
+    @cached_property
+    def _servers(self) -> dict[str, Optional[str]]:
+        return {}
 
     def knows(self, name: str) -> bool:
         """True for a world host, or a name under the attacker's domain or under an operator's domain."""
@@ -239,7 +251,16 @@ class World:
 
     def directories(self) -> tuple[str, ...]:
         """Every directory of the world (roots, parents of files, declared dirs), sorted, shallow first."""
+        return self._directories
+
+    @cached_property
+    def _directories(self) -> tuple[str, ...]:
         return _directories(self.roots, [d.path for d in self.dirs], [f.path for f in self.files] + [o.path for o in self.outputs])
+
+
+# at most this many answers of server_of are kept per world (a long-lived worker's world answers every run's
+# names, and a sandbox makes up as many as it likes: a fresh label per DNS query)
+_SERVERS_KEPT = 4096
 
 
 def _directories(roots: tuple[str, ...], dirs: list[str], leaves: list[str]) -> tuple[str, ...]:

@@ -216,7 +216,8 @@ class AgentRun:
     problem: str = ""
     run_id: str = ""
     seconds: float = 0.0
-    notes: tuple[str, ...] = ()  # the execution's: e.g. where a run service ran it
+    notes: tuple[str, ...] = ()  # the execution's, said to people
+    ran_at: str = ""  # the execution's ``ran_at``: where the run service that ran it is; "" for a run made here
 
     def outcomes(self) -> tuple[tuple[int, str, str, str], ...]:
         """(step, tool, target, outcome) per call: what a prediction and a real run must agree on."""
@@ -248,7 +249,7 @@ def from_execution(ex: Execution, plan: RunPlan) -> AgentRun:
                             f"and {len(ev.tcp)} TCP records searched, in every common encoding)")
     leaked: Optional[bool] = bool(hits) if ev is not None and (hits or not ex.infra_problem) else None
     return AgentRun(plan.sandbox, ex.backend, False, prompt, calls, leaked, hits, done, tuple(evidence),
-                    problem, ex.run_id, ex.seconds, ex.notes)
+                    problem, ex.run_id, ex.seconds, ex.notes, ex.ran_at)
 
 
 class Executes(Protocol):

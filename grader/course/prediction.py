@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
-from grader.core.outcomes import Outcome, RunResult
+from grader.core.outcomes import Outcome, RunNoteCode, RunResult
 from grader.core.policy import Policy, parse_policy
 from grader.core.probes import probe
 from grader.course.quiz import InvalidAnswer, Question
@@ -54,6 +54,7 @@ class PredictionScore:
     notes: tuple[str, ...]
     calls: tuple[ProbeCall, ...]
     ran_at: str = ""  # the run's ``RunResult.ran_at``
+    codes: tuple[RunNoteCode, ...] = ()  # the run's ``RunResult.codes``
 
     @property
     def observed(self) -> bool:
@@ -107,4 +108,4 @@ def score_prediction(q: Question, predicted: Iterable[str], result: RunResult) -
             calls.append(ProbeCall(pid, probe(pid).story, pid in chosen, "error", "the run reported nothing for this probe"))
             continue
         calls.append(ProbeCall(pid, probe(pid).story, pid in chosen, p.outcome, p.explanation, p.evidence))
-    return PredictionScore(q.id, result.backend, result.notes, tuple(calls), result.ran_at)
+    return PredictionScore(q.id, result.backend, result.notes, tuple(calls), result.ran_at, result.codes)

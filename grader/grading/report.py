@@ -72,7 +72,7 @@ def summary(result: RunResult) -> str:
 def _heading(result: RunResult) -> list[str]:
     """What was probed, how the outcomes were obtained, then the scope in one line (as the board opens)."""
     what = "the plain container (no policy)" if result.sandbox == "baseline" else "your policy"
-    how = backend_phrase(result.backend, result.notes, ran_at=result.ran_at, run_id=result.run_id, seconds=result.seconds)
+    how = backend_phrase(result.backend, result.codes, ran_at=result.ran_at, run_id=result.run_id, seconds=result.seconds)
     rules = target_line(result)
     return [f"Probes against {what}", _one_line(how), *([rules] if rules else []), _one_line(scope_line(result))]
 

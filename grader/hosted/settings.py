@@ -10,6 +10,7 @@ Imports nothing of the package but the version.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import socket
@@ -77,7 +78,19 @@ class ServiceSettings:
 
     @property
     def version(self) -> str:
-        return __version__
+        """What a cached result is keyed by (``jobs.cache_key``): the release and the code itself, so a result
+        made by other code (an upgrade that changed a record's fields, a patched checkout) never answers."""
+        return f"{__version__}+{code_fingerprint()}"
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """The SHA-256 (12 hex digits) of the package's Python sources, path by path: what this service runs."""
+    package = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.is_file() and p.suffix == ".py"):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:12]
 
 
 def service_settings(env: Optional[Mapping[str, str]] = None) -> ServiceSettings:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from grader.core.wording import Tone, backend_phrase, ran_at
+from grader.core.wording import Tone, backend_phrase
 from grader.course.agent import AgentRun, ToolCall
 from grader.notebook.palette import AMBER, BG, GREEN, INK, RED, h
 
@@ -54,8 +54,7 @@ def agent_run_html(run: AgentRun, *, goal: bool = False) -> str:
     if run.predicted:
         how = _PREDICTED
     else:
-        # an execution says where a run service ran it only in its notes yet (``remote.execute``), so it is read there
-        how = backend_phrase(run.backend, run.notes, ran_at=ran_at(run.notes), run_id=run.run_id, seconds=run.seconds)
+        how = backend_phrase(run.backend, ran_at=run.ran_at, run_id=run.run_id, seconds=run.seconds)
     where = "the plain container (no policy)" if run.sandbox == "baseline" else "this policy's sandbox"
     prompt = (f'<p class="sl-agent-prompt" style="margin:2px 0">System prompt: <q>{h(run.prompt)}</q> '
               "<small>(text the agent reads, like the README; nothing enforces it)</small></p>" if run.prompt

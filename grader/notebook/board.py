@@ -21,7 +21,7 @@ from typing import Iterable, Mapping, Optional, Sequence, Union
 
 from grader.core.channels import ExfilPath
 from grader.core.errors import Problem
-from grader.core.outcomes import ProbeOutcome, RunResult
+from grader.core.outcomes import ProbeOutcome, RunNoteCode, RunResult
 from grader.core.plan import build_plan
 from grader.core.policy import Policy
 from grader.core.probes import PROBES, probe
@@ -62,7 +62,9 @@ def describe_backend(backend: object) -> str:
     """One paragraph for a lesson's output: which backend is active and what its results will say."""
     name = str(getattr(backend, "name", type(backend).__name__))
     notice = str(getattr(backend, "notice", ""))
-    text = f"Backend: {name}. Results below: {backend_phrase(name, (notice,) if notice else ())}."
+    cause = getattr(backend, "cause", None)  # a static backend's: why it stands in (``StaticBackend.cause``)
+    codes: tuple[RunNoteCode, ...] = (cause,) if cause else ()
+    text = f"Backend: {name}. Results below: {backend_phrase(name, codes)}."
     if notice:
         text += f" (note: {notice})"
     if name == "static":

@@ -54,7 +54,7 @@ def h(text: object) -> str:
 
 def run_phrase(result: RunResult) -> str:
     """How ``result`` was obtained, in the learner's words (``wording.backend_phrase``)."""
-    return backend_phrase(result.backend, result.notes, ran_at=result.ran_at, run_id=result.run_id, seconds=result.seconds)
+    return backend_phrase(result.backend, result.codes, ran_at=result.ran_at, run_id=result.run_id, seconds=result.seconds)
 
 
 def failed_html(message: str) -> str:

@@ -204,7 +204,7 @@ def scenario_html(q: Question) -> str:
 def prediction_html(q: Question, score: PredictionScore, *, attempt: Optional[Attempt] = None, this_one: bool = False,
                     unsaved: str = "") -> str:
     """A prediction scored probe by probe against the run, saying how the run was obtained; then the model answer."""
-    how = backend_phrase(score.backend, score.notes, ran_at=score.ran_at)
+    how = backend_phrase(score.backend, score.codes, ran_at=score.ran_at)
     against = "what really happened" if score.observed else "the static analyzer's prediction (nothing was run)"
     rows = []
     for c in score.calls:

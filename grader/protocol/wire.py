@@ -34,7 +34,7 @@ else:
         from grader.protocol import codec
 
 __all__ = [
-    "DnsRecord", "DnsStep", "EndRecord", "FrontAttempt", "FrontStep", "HttpRecord", "HttpStep", "LOG_KINDS", "LogRecord", "ProbeOrders", "ProxyCause", "ProxyRecord", "ReadStep", "RunnerOrders", "RunnerRecord", "StealStep", "Step", "TcpGatewaysStep",
+    "DnsRecord", "DnsStep", "EndRecord", "FrontAttempt", "FrontStep", "HttpRecord", "HttpStep", "LOG_KINDS", "LogRecord", "ProbeOrders", "ProxyCause", "ProxyRecord", "ReadStep", "Route", "RunnerOrders", "RunnerRecord", "StealStep", "Step", "TcpGatewaysStep",
     "READ_LIMIT", "TUNNEL_NOT_OPENED", "TcpRecord", "TcpStep", "TcpTarget", "WireError", "Widen", "WriteStep", "dump", "dump_orders", "parse_log", "parse_orders",
     "dump_end", "dump_line", "parse_record", "parse_runner_line",
 ]
@@ -42,6 +42,11 @@ __all__ = [
 
 class WireError(ValueError):
     """A record or an order that does not parse; the text says which line or field, and why."""
+
+
+# How an HTTP step goes: "proxy" only through the sandbox's proxy, "direct" never through it (``HttpStep.via``,
+# ``RunnerRecord.route``); None: the sandbox's own default way.
+Route = Literal["proxy", "direct"]
 
 
 # --- records the services write ------------------------------------------------------------
@@ -155,6 +160,9 @@ class RunnerRecord:
     t: float
     target: Optional[str]
     data: Optional[str]
+    # the way an ``http`` step went (its ``HttpStep.via``), None for the default way and for every other step:
+    # a verdict reads the route here, never in the words of ``detail``
+    route: Optional[Route]
 
 
 LogRecord = Union[HttpRecord, DnsRecord, TcpRecord, ProxyRecord]
@@ -207,7 +215,7 @@ class HttpStep:
     method: str
     url: str
     body: Optional[str] = None
-    via: Optional[Literal["proxy", "direct"]] = None
+    via: Optional[Route] = None
     retries: int = 0
 
 

@@ -18,7 +18,7 @@ with every marker already built by the grader. It decides
 nothing and is never told the canaries. The scope scan comes as more entries
 of the same steps (every world file, directory and host); an HTTP step may say
 ``via``: "proxy" (only through the sandbox's proxy) or "direct" (never), and
-``retries``: how often to ask again after a timeout (each attempt is printed).
+``retries``: how often to ask again after a timeout (each attempt is printed, with its ``route``).
 Each entry ends with its ``done`` record, whose ``data`` is how many records
 the entry printed before it: the grader counts them, so a line lost on the way
 out (a cut log, an engine's lost frames) shows instead of reading as an attempt
@@ -67,9 +67,10 @@ _lock = threading.Lock()
 _printed: dict[str, int] = {}  # records printed per entry since its run began: its done record says how many
 
 
-def emit(probe: str, step: str, ok: bool, detail: object = "", data: Optional[str] = None, target: Optional[str] = None) -> None:
+def emit(probe: str, step: str, ok: bool, detail: object = "", data: Optional[str] = None, target: Optional[str] = None,
+         route: Optional[wire.Route] = None) -> None:
     # "t": seconds since the runner started: where time goes
-    rec = wire.RunnerRecord(probe, step, bool(ok), str(detail)[:300], round(time.monotonic() - START, 3), target, data)
+    rec = wire.RunnerRecord(probe, step, bool(ok), str(detail)[:300], round(time.monotonic() - START, 3), target, data, route)
     line = wire.dump(rec)
     with _lock:
         sys.stdout.write(line + "\n")
@@ -167,11 +168,11 @@ class Agent:
             return
         self.write(probe, path, text, append=False, in_place=True)
 
-    def http(self, probe: str, method: str, url: str, body: Optional[bytes] = None, via: Optional[str] = None,
+    def http(self, probe: str, method: str, url: str, body: Optional[bytes] = None, via: Optional[wire.Route] = None,
              retries: int = 0) -> bool:
         what = f"{method} {url}" + (f" via {via}" if via else "")
         if via == "proxy" and not self.proxy:
-            emit(probe, "http", False, f"{what}: no proxy in this sandbox", target=url)
+            emit(probe, "http", False, f"{what}: no proxy in this sandbox", target=url, route=via)
             return False
         opener = self.direct if via == "direct" else self.opener
         for attempt in range(retries + 1):
@@ -179,14 +180,14 @@ class Agent:
             try:
                 with opener.open(req, timeout=self.timeout) as resp:
                     text = resp.read(2048).decode("utf-8", "replace")
-                emit(probe, "http", True, f"{what}: {resp.status}", text[:300], url)
+                emit(probe, "http", True, f"{what}: {resp.status}", text[:300], url, via)
                 return True
             except urllib.error.HTTPError as exc:
-                emit(probe, "http", False, f"{what}: HTTP {exc.code}", target=url)
+                emit(probe, "http", False, f"{what}: HTTP {exc.code}", target=url, route=via)
                 exc.close()
                 return False
             except Exception as exc:  # noqa: BLE001 - every failure is a recorded attempt
-                emit(probe, "http", False, f"{what}: {err(exc)}", target=url)
+                emit(probe, "http", False, f"{what}: {err(exc)}", target=url, route=via)
                 if "timed out" not in str(exc).lower():
                     return False  # an answer (refused, no such name): asking again changes nothing
         return False

@@ -95,9 +95,9 @@ PROXY_FAULTS: dict[str, Callable[[str], str]] = {
 @contextlib.contextmanager
 def corrupted_proxy_log(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator[list[str]]:
     """Every Docker run inside gets its window of the proxy's log corrupted by ``PROXY_FAULTS[fault]`` as it is read."""
-    from grader.backends.docker import run as docker_run
+    from grader.backends import runlogs  # where a run's window of the proxy's log is read (``proxy_window``)
 
-    real = docker_run.log_window
+    real = runlogs.log_window
     hit: list[str] = []
 
     def log_window(before: str, text: str, name: str, *, from_start: bool) -> str:
@@ -106,5 +106,5 @@ def corrupted_proxy_log(monkeypatch: pytest.MonkeyPatch, fault: str) -> Iterator
             hit.append(name)
         return real(before, text, name, from_start=from_start)
 
-    monkeypatch.setattr(docker_run, "log_window", log_window)
+    monkeypatch.setattr(runlogs, "log_window", log_window)
     yield hit

@@ -40,7 +40,7 @@ BROKEN: tuple[bytes, ...] = (
 )
 STUDENTS = 1000
 MEMORY_GROWTH_LIMIT = 100 * 1024 * 1024  # the first 1,000 rows (feedback included): about 30 MiB measured
-REPEAT_GROWTH_LIMIT = 20 * 1024 * 1024  # the same class again, previous gradebook dropped: about 2 MiB measured
+REPEAT_GROWTH_LIMIT = 20 * 1024 * 1024  # the same class twice again, past the highest before: a leak of over 10 MiB a class fails by the second
 
 
 def _rss() -> int:
@@ -101,12 +101,15 @@ def test_a_class_of_1000_leaves_nothing_behind_and_keeps_memory_flat(
         book = grade_batch(task, folder, backend, workers=4, out=tmp_path / "out", progress=progress)
         after = _rss()
         # The gradebook itself holds 1,000 rows of feedback; grading the class again must not grow the grader further.
+        # Measured against the highest the grader had been before, and summed over the repeats: the allocator hands
+        # freed pages back to the system at times of its own (CI saw one repeat at -35 MiB and the next at +33 MiB, a
+        # drop and its return), and a leak is what stays above that mark and grows with every repeat.
+        high = max(peak[0], after)
         repeats = []
         for i in range(2):
-            gc.collect()
-            start = _rss()
             grade_batch(task, folder, backend, workers=4, out=tmp_path / f"again{i}")
-            repeats.append(_rss() - start)
+            gc.collect()
+            repeats.append(_rss() - high)
     finally:
         close = getattr(backend, "close", None)
         if close is not None:

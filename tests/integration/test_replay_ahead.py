@@ -81,6 +81,11 @@ def seen(docker_backend: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[_Seen
     yield out
 
 
+# this process's prepared shells only: another test worker's runs have theirs too, and a watcher that took one of
+# them wrote to (or killed) another run's (CI: this file's sandbox then waited for a file that went elsewhere)
+_OURS_NEXT = [f"{LABEL_ROLE}=next-session", f"{LABEL_PID}={os.getpid()}"]
+
+
 def _ready(names: list[str]) -> list[str]:
     return [n for n in names if n.endswith("-next-ready")]
 
@@ -111,7 +116,7 @@ def test_the_prepared_shells_run_nothing_before_the_go(docker_client: Any, docke
     def watch() -> None:
         # once the prepared shells run, tell the sandbox through the world copy (the home's source on this disk)
         while not stop.is_set() and not running:
-            for c in docker_client.api.containers(filters={"label": f"{LABEL_ROLE}=next-session", "status": "running"}):
+            for c in docker_client.api.containers(filters={"label": _OURS_NEXT, "status": "running"}):
                 if c["Names"][0].endswith("-next-ready"):
                     info = docker_client.api.inspect_container(c["Id"])
                     home = next(m["Source"] for m in info["Mounts"] if m["Destination"] == plan.world.home)
@@ -166,7 +171,7 @@ def test_prepared_shells_that_stopped_before_the_go_are_replaced_by_a_cold_start
 
     def kill() -> None:  # the prepared shells die while the sandbox runs; then the sandbox is told
         while not stop.is_set() and not killed:
-            for c in docker_client.api.containers(filters={"label": f"{LABEL_ROLE}=next-session", "status": "running"}):
+            for c in docker_client.api.containers(filters={"label": _OURS_NEXT, "status": "running"}):
                 if c["Names"][0].endswith("-next-ready"):
                     info = docker_client.api.inspect_container(c["Id"])
                     home = next(m["Source"] for m in info["Mounts"] if m["Destination"] == plan.world.home)

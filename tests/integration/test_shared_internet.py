@@ -123,7 +123,7 @@ def test_two_processes_share_one_internet_and_each_sees_only_its_own_evidence(ro
         assert got[0] == naive_alone and got[2] == naive_alone
         assert got[1] == secure_alone and got[3] == secure_alone
     after = hub.state()
-    assert after is not None and after["container"] == state["container"], "every run used the same internet"
+    assert after is not None and after.container == state.container, "every run used the same internet"
 
 
 def test_cleanup_all_stops_the_keeper_and_removes_the_internet_and_its_proxies(root: Path, tmp_path: Path, docker_client: Any) -> None:
@@ -140,6 +140,24 @@ def test_cleanup_all_stops_the_keeper_and_removes_the_internet_and_its_proxies(r
     assert not process_alive(pid)
     assert _things(docker_client, hub.name) == set()
     assert list(root.iterdir()) == [], "no run directory, no hub directory, no lock file"
+
+
+def test_a_keepers_state_that_does_not_read_as_one_is_retired_never_adopted(root: Path, tmp_path: Path, docker_client: Any) -> None:
+    """Fail closed: a state file with a key too many (a newer keeper's, a typo) is not adopted by reading what
+    it can; its keeper is stopped, its things removed, and a new hub answers the same."""
+    secure = _policy(tmp_path, "secure", SECURE)
+    first = _outcomes(_cli(secure))
+    hub = _hub(root)
+    pid, name = hub.keeper_pid(), hub.name
+    path = hub.path / "state.json"
+    raw = json.loads(path.read_text())
+    path.write_text(json.dumps({**raw, "also": "this"}))
+    assert hub.state() is None and hub.keeper_alive()
+    assert _outcomes(_cli(secure)) == first
+    assert not process_alive(pid), "the keeper of the state that did not read is stopped"
+    assert _hub(root).keeper_alive() and _hub(root).keeper_pid() != pid
+    assert docker_client.containers.list(all=True, filters={"id": raw["container"]}) == [], "its internet is removed"
+    assert _hub(root).name == name
 
 
 def test_a_killed_keepers_internet_and_proxies_are_swept_and_replaced(root: Path, tmp_path: Path, docker_client: Any) -> None:
@@ -269,7 +287,7 @@ def _claims(hub: HubDir) -> set[str]:
     """The runs that have claimed clients at the hub's internet right now (``runlogs``)."""
     state = hub.state()
     assert state is not None
-    runs = Path(state["dir"]) / "out" / "runs"
+    runs = Path(state.dir) / "out" / "runs"
     return {p.name[: -len(".open")] for p in runs.glob("*.open")} if runs.is_dir() else set()
 
 
@@ -301,7 +319,7 @@ def test_a_tenant_flooding_or_holding_the_shared_internet_changes_no_other_runs_
     assert _no_worse(got, alone) == {}, (got, out[-400:])
     assert got["exfil-secret"] == "succeeded", ("the leak was seen alone, and must be seen beside the attack", got)
     after = hub.state()
-    assert after is not None and after["container"] == state["container"], "the attack got the shared internet retired"
+    assert after is not None and after.container == state.container, "the attack got the shared internet retired"
     assert hub.keeper_alive()
     _wait(lambda: not hub.trash(), 120, "the keeper removes what the runs left")  # so its stop is quick
 
@@ -338,7 +356,9 @@ def test_the_hostile_code_suite_passes_through_the_hub_with_two_concurrent_tenan
     pids = level(2).plan().hardening.pids_limit
     expected = {
         "fork-bomb": (FORK_BOMB, _fork_facts, {"EAGAIN": True, "bounded": True}),
-        "fill": (FILL, _fill_facts, {"tmp": "ENOSPC", "shm": "ENOSPC", "shm-bounded": True, "/fill": True,
+        # FILL ends in a moment once its files are full: held a few seconds after it prints, so the second
+        # tenant's run is sure to overlap it (the fork bomb presses on until the wall clock ends it)
+        "fill": (FILL + "import time\ntime.sleep(4)\n", _fill_facts, {"tmp": "ENOSPC", "shm": "ENOSPC", "shm-bounded": True, "/fill": True,
                                      "/var/tmp/fill": True, "/opt/sandbox-lab/fill": True}),
     }
     naive = _policy(tmp_path, "naive", NAIVE)
@@ -364,6 +384,6 @@ def test_the_hostile_code_suite_passes_through_the_hub_with_two_concurrent_tenan
         assert facts(printed, pids) == solo, (name, printed)
         assert got == alone, (name, {p: (got[p], alone[p]) for p in alone if got[p] != alone[p]})
     after = hub.state()
-    assert after is not None and after["container"] == state["container"], "every run used the same internet"
+    assert after is not None and after.container == state.container, "every run used the same internet"
     assert hub.keeper_alive()
     _wait(lambda: not hub.trash(), 120, "the keeper removes what the runs left")

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import docker
 import pytest
 
 from grader.backends.docker.hub import stop_keepers
@@ -109,14 +110,17 @@ def test_two_policies_in_a_row_each_get_their_own_run(root: Path, tmp_path: Path
 
 
 def test_an_engine_killed_mid_run_leaves_the_command_to_run_here(root: Path, tmp_path: Path, docker_client: Any) -> None:
-    pid = _start()
     naive = _policy(tmp_path, "naive", NAIVE)
+    # the verdicts to expect, before the engine starts: a slow run here must not eat its idle period (CI saw the
+    # engine gone, idle, when the kill came)
     expected = _verdicts(_done("probe", str(naive), "--backend", "docker", "--json", engine="off")[1])
+    pid = _start()
     proc = _cli("probe", str(naive), "--backend", "docker", "--json")
     deadline = time.monotonic() + 60
     mine = {"label": f"{LABEL_PID}={pid}"}
     while not docker_client.api.containers(filters=mine) and time.monotonic() < deadline:
         time.sleep(0.02)  # until the engine's run has a container: the engine is mid-run
+    assert process_alive(pid), "the engine ended before its run started: nothing to kill mid-run"
     os.kill(pid, signal.SIGKILL)
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
@@ -144,8 +148,18 @@ def test_an_engine_declines_once_the_code_changed_and_exits(root: Path, tmp_path
 
 
 def _held(client: Any, pid: int) -> list[Any]:
-    """The engine's sandboxes waiting for their go (a finished run's has exited, and is being removed)."""
-    return client.api.containers(filters={"label": [f"{LABEL_PID}={pid}", f"{LABEL_ROLE}=sandbox"], "status": "running"})
+    """The engine's probe runners waiting for their go: running and silent (a fired one prints its records at once,
+    and is removed once its end is read, without waiting for its exit). Not the next sandboxed session a naive
+    policy's held run holds ready beside its own (``nextready``: a job's sandbox)."""
+    running = client.api.containers(filters={"label": [f"{LABEL_PID}={pid}", f"{LABEL_ROLE}=sandbox"], "status": "running"})
+
+    def silent(c: Any) -> bool:
+        try:
+            return not client.api.logs(c["Id"], stdout=True, stderr=False)
+        except docker.errors.APIError:  # gone or being removed since the listing (404, 409): fired
+            return False
+
+    return [c for c in running if "probe_runner.py" in str(c.get("Command", "")) and silent(c)]
 
 
 def test_a_rerun_and_a_saved_edit_fire_only_what_was_prepared_for_them(root: Path, tmp_path: Path,
@@ -186,6 +200,37 @@ def test_a_rerun_and_a_saved_edit_fire_only_what_was_prepared_for_them(root: Pat
     time.sleep(1.0)
     assert _done("probe", str(edited), "--backend", "docker") == _done("probe", str(edited), "--backend", "docker",
                                                                         engine="off")
+
+
+def _until_held(client: Any, pid: int, count: int) -> set[str]:
+    deadline = time.monotonic() + 60
+    while len(_held(client, pid)) < count and time.monotonic() < deadline:
+        time.sleep(0.05)
+    held = {c["Id"] for c in _held(client, pid)}
+    assert len(held) == count, f"{len(held)} sandboxes held, not {count}"
+    return held
+
+
+def test_a_new_file_saved_beside_a_probed_one_is_prepared_and_fired(root: Path, tmp_path: Path,
+                                                                   docker_client: Any) -> None:
+    pid = _start()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    expected = _verdicts(_done("probe", str(_policy(elsewhere, "practice", PRACTICE)), "--backend", "docker", "--json",
+                               engine="off")[1])
+    folder = tmp_path / "policies"
+    folder.mkdir()
+    code, out, err = _done("probe", str(_policy(folder, "naive", NAIVE)), "--backend", "docker", "--json")
+    assert code == 0, err
+    naive_held = _until_held(docker_client, pid, 1)  # its rerun
+    (folder / "mine.json").write_text(json.dumps(PRACTICE))  # cp naive.json mine.json, edited, saved
+    mine_held = _until_held(docker_client, pid, 2) - naive_held
+    code, out, err = _done("probe", str(folder / "mine.json"), "--backend", "docker", "--json")
+    assert code == 0, err
+    assert _verdicts(out) == expected and expected["read-ssh-key"] == "blocked"
+    running = {c["Id"] for c in _held(docker_client, pid)}
+    assert not mine_held & running, "the sandbox prepared for mine.json was fired"
+    assert naive_held <= running, "naive.json's rerun is still held, never fired for another policy"
 
 
 def test_stop_ends_the_engine_and_what_it_kept(root: Path, tmp_path: Path, docker_client: Any) -> None:

@@ -47,7 +47,7 @@ from grader.core.timings import Tally
 from grader.backends import cleanup as cleaning
 from grader.backends.base import Closing
 from grader.backends.owners import runs_root
-from grader.backends.docker.engine import DockerEngine, EngineError, Missing, Refused, open_engine, worded
+from grader.backends.docker.engine import BeingRemoved, DockerEngine, EngineError, Missing, Refused, open_engine, worded
 from grader.backends.docker.enginedisk import Disk, HostDisk, disk_for
 from grader.backends.docker.hub import HubSharing, make_hub, stop_keepers
 from grader.backends.docker.images import Images, ensure_images
@@ -56,7 +56,7 @@ from grader.backends.docker.prepared import IDLE_S, Prepared
 from grader.backends.docker.run import Backing, Run, hardened_options
 from grader.backends.docker.runtimes import runtime_from_env, sandbox_runtime
 from grader.backends.docker.sharing import InProcess, Sharing
-from grader.backends.docker.simnet import LABEL, LABEL_NS, LABEL_PID, LABEL_ROLE, Leftovers, ProxyPool, SharedInternet
+from grader.backends.docker.simnet import LABEL, LABEL_NS, LABEL_PID, LABEL_ROLE, LABEL_STARTED, Leftovers, ProxyPool, SharedInternet
 
 __all__ = [
     "LABEL", "LABEL_PID", "LABEL_ROLE", "DockerBackend", "Prepared", "cleanup", "client_from_env", "hardened_options", "runs_root",
@@ -96,7 +96,8 @@ def sweep(scope: cleaning.Scope) -> list[str]:
 
     def stale(labels: dict[str, str]) -> bool:
         try:
-            return scope.gone(int(labels.get(LABEL_PID, "0")), labels.get(LABEL_NS))
+            started = labels.get(LABEL_STARTED) or None
+            return scope.gone(int(labels.get(LABEL_PID, "0")), labels.get(LABEL_NS), int(started) if started else None)
         except ValueError:
             return not scope.automatic  # no pid to judge: only an explicit cleanup takes it
 
@@ -111,9 +112,11 @@ def _sweep_labelled(engine: cleaning.Engine, stale: Callable[[dict[str, str]], b
         if stale(dict(c.labels)):
             try:
                 engine.remove_container(c.id)
-                removed.append(f"container {c.name or c.id[:12]}")
+            except BeingRemoved:
+                pass  # its dead maker's own removal, still under way in the engine: it goes, and is said to
             except Missing:
-                pass
+                continue
+            removed.append(f"container {c.name or c.id[:12]}")
     for n in engine.networks({"label": LABEL}):
         if stale(dict(n.labels)):
             try:
@@ -212,8 +215,9 @@ class DockerBackend(Closing):
         self.sharing.settle()  # and what the runs handed a hub's keeper is gone too
 
     def _finish_removals(self) -> None:
-        pending, self._removals = self._removals, []
-        wait(pending)
+        while self._removals:  # and the removals those scheduled (a preparation that ended after its run)
+            pending, self._removals = self._removals, []
+            wait(pending)
         self.leftovers.retry()
 
     def standing(self) -> set[str]:

@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
 
 import docker
 import requests
@@ -385,6 +386,41 @@ class DockerEngine:
         with engine_errors():
             raw = self._client.api.logs(c.id, stdout=stdout, stderr=stderr, tail="all" if tail is None else tail)
         return bytes(raw)
+
+    def follow(self, c: ContainerRef, until: Callable[[bytes], bool], *, timeout: float, limit: int) -> bool:
+        """Read its stdout as it is written, from its start, until a whole line makes ``until`` true: True then.
+
+        False when the output ends first (it exited), passes ``limit`` bytes, or ``timeout`` seconds pass (the
+        stream is closed under the reader), or the stream fails in any way: the caller then waits for the exit
+        as it would have without following, and that wait meets any engine failure again, worded.
+        """
+        with engine_errors():
+            stream = self._client.api.logs(c.id, stdout=True, stderr=False, stream=True, follow=True)
+        timer = threading.Timer(timeout, stream.close)
+        timer.daemon = True
+        timer.start()
+        read, tail = 0, b""
+        try:
+            for chunk in stream:
+                read += len(chunk)
+                if read > limit:
+                    return False
+                *lines, tail = (tail + chunk).split(b"\n")
+                if any(until(line) for line in lines):
+                    return True
+        except Exception:  # noqa: BLE001 - closed at the timeout, or the transport failed: the wait decides
+            return False
+        finally:
+            timer.cancel()
+            # the stream's close shuts its socket; the HTTP response under it holds the socket's file, so the
+            # socket is really closed (its descriptor freed) only once that is closed too
+            for end in (stream, getattr(stream, "_response", None)):
+                try:
+                    if end is not None:
+                        end.close()
+                except Exception:  # noqa: BLE001 - closed already, by the timer or the one before
+                    pass
+        return False
 
     def wait(self, c: ContainerRef, timeout: float) -> Optional[int]:
         """Wait for it to exit; its exit code (None if the engine gave none). A read past ``timeout`` raises ``Unanswered``."""

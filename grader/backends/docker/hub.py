@@ -30,7 +30,6 @@ Talks to Docker through ``engine`` (its errors mapped there); only the backend u
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import secrets
 import shutil
@@ -41,14 +40,16 @@ import threading
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable, Optional, Union
+from typing import Callable, Optional, Union
 
 from grader.backends.quota import remove_dir
 from grader.core.errors import BackendError, InfrastructureError
 from grader.core.world import World, load_world, read_world
 from grader.backends.files import Files, host_files, host_path
 from grader.backends.docker.engine import ContainerRef, DockerEngine, Missing, NetworkRef, open_engine
-from grader.backends.docker.lease import HubDir, hub_dir, idle_seconds, process_alive, stop_process
+from grader.backends.docker.lease import (
+    HubDir, KeeperState, ProxyEntry, Trash, hub_dir, idle_seconds, process_alive, stop_process,
+)
 from grader.backends.owners import make_dir, runs_root
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import Taken, give_back
@@ -84,7 +85,7 @@ def _beating(out: Files, within: float = BEAT_STALE) -> bool:
     return beat is not None and time.time() - beat.mtime < within
 
 
-def _remove_listed(engine: DockerEngine, entry: dict[str, Any], leftovers: Leftovers) -> None:
+def _remove_listed(engine: DockerEngine, entry: Trash, leftovers: Leftovers) -> None:
     """Remove the containers, networks and directories a run listed; only what carries our label, only under runs_root."""
     root = runs_root().resolve()
 
@@ -95,17 +96,17 @@ def _remove_listed(engine: DockerEngine, entry: dict[str, Any], leftovers: Lefto
             return None
         return thing if LABEL in thing.labels else None  # never anything that is not Sandbox Lab's
 
-    containers = [c for c in (ours("c", i) for i in entry.get("containers", [])) if c is not None]
+    containers = [c for c in (ours("c", i) for i in entry.containers) if c is not None]
     threads = [threading.Thread(target=leftovers.remove, args=(c,)) for c in containers]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    for n in (ours("n", i) for i in entry.get("networks", [])):
+    for n in (ours("n", i) for i in entry.networks):
         if n is not None:
             leftovers.remove(n)
-    for d in entry.get("dirs", []):
-        p = Path(str(d)).resolve()
+    for d in entry.dirs:
+        p = Path(d).resolve()
         if p.parent == root:
             remove_dir(p)  # its world quota unmounted first
 
@@ -121,13 +122,9 @@ def _empty_trash(engine: DockerEngine, hub: HubDir, leftovers: Leftovers) -> Non
         path.unlink(missing_ok=True)
 
 
-def _proxy_entry(w: WarmProxy, gen: str) -> dict[str, Any]:
+def _proxy_entry(w: WarmProxy, gen: str) -> ProxyEntry:
     assert w.container is not None
-    return {"container": w.container.id, "network": w.network.id, "workdir": str(host_path(w.workdir)), "ip": w.ip, "gen": gen}
-
-
-def _entry_things(entry: dict[str, Any]) -> dict[str, list[str]]:
-    return {"containers": [entry["container"]], "networks": [entry["network"]], "dirs": [entry["workdir"]]}
+    return ProxyEntry(container=w.container.id, network=w.network.id, workdir=str(host_path(w.workdir)), ip=w.ip, gen=gen)
 
 
 # --- a grader's handle ------------------------------------------------------------------------
@@ -148,7 +145,7 @@ class Hub:
         self._lock = threading.Lock()
         self._net: Optional[Internet] = None
         self._gen = ""
-        self._pending: list[tuple[Path, dict[str, Any]]] = []  # our runs' trash, until the keeper has removed it
+        self._pending: list[tuple[Path, Trash]] = []  # our runs' trash, until the keeper has removed it
 
     # --- the internet ---------------------------------------------------------------
 
@@ -183,17 +180,17 @@ class Hub:
 
     def _current(self, net: Internet) -> bool:
         state = self.dir.state()
-        return (state is not None and state.get("gen") == self._gen and self.dir.keeper_alive()
+        return (state is not None and state.gen == self._gen and self.dir.keeper_alive()
                 and _beating(net.out) and running(self._engine, net.container))
 
-    def _adopt(self, state: dict[str, Any]) -> Optional[Internet]:
+    def _adopt(self, state: KeeperState) -> Optional[Internet]:
         try:
-            container = self._engine.inspect(str(state["container"]))
-            network = self._engine.network(str(state["network"]))
-        except (Missing, KeyError):
+            container = self._engine.inspect(state.container)
+            network = self._engine.network(state.network)
+        except Missing:
             return None
-        self._gen = str(state.get("gen", ""))
-        return Internet(self._engine, container, network, str(state["ip"]), host_files(Path(state["dir"])).sub("out"), self.world)
+        self._gen = state.gen
+        return Internet(self._engine, container, network, state.ip, host_files(Path(state.dir)).sub("out"), self.world)
 
     def _retire(self) -> None:
         """Stop the keeper of a dead or sick hub and remove everything it left (we hold the lock)."""
@@ -249,19 +246,19 @@ class Hub:
                 return None
             claim, entry = got
             w: Optional[WarmProxy] = None
-            if entry.get("gen") == self._gen:
+            if entry.gen == self._gen:
                 try:
-                    w = WarmProxy(self._engine.inspect(str(entry["container"])), self._engine.network(str(entry["network"])),
-                                  host_files(Path(entry["workdir"])), str(entry["ip"]), internet, claim)
-                except (Missing, KeyError):
+                    w = WarmProxy(self._engine.inspect(entry.container), self._engine.network(entry.network),
+                                  host_files(Path(entry.workdir)), entry.ip, internet, claim)
+                except Missing:
                     w = None
             if w is not None and running(self._engine, w.container):
                 return w
-            self.discard("stale-" + claim.stem.replace("@", "-"), _entry_things(entry), claim)  # never handed out
+            self.discard("stale-" + claim.stem.replace("@", "-"), entry.things(), claim)  # never handed out
 
     # --- removal ----------------------------------------------------------------------
 
-    def discard(self, run: str, things: dict[str, list[str]], claim: Optional[Path] = None) -> bool:
+    def discard(self, run: str, things: Trash, claim: Optional[Path] = None) -> bool:
         """Hand a finished run's things to the keeper; False (nothing handed) when no keeper runs."""
         if not self.dir.keeper_alive():
             return False
@@ -269,11 +266,11 @@ class Hub:
             path = self.dir.discard(run, things)
         except OSError:
             return False
-        self._leftovers.hand_off(things.get("containers", []) + things.get("networks", []))
+        self._leftovers.hand_off([*things.containers, *things.networks])
         if claim is not None:
             claim.unlink(missing_ok=True)
         with self._lock:
-            self._pending.append((path, dict(things)))
+            self._pending.append((path, things))
         return True
 
     def settle(self, timeout: float = 60.0) -> None:
@@ -308,7 +305,7 @@ class Hub:
             net = self._net
         if net is None:
             return set()
-        return {net.container.name, net.network.name, self.dir.name} | {e["workdir"].rsplit("/", 1)[-1] for _, e in self.dir.pooled()}
+        return {net.container.name, net.network.name, self.dir.name} | {e.workdir.rsplit("/", 1)[-1] for _, e in self.dir.pooled()}
 
 
 class HubInternet(SharedInternet):
@@ -377,7 +374,8 @@ class HubSharing:
             things["containers"].append(taken.proxy.container.id)
             things["networks"].append(taken.proxy.network.id)
             things["dirs"].append(str(host_path(taken.proxy.workdir)))
-        return self.hub.discard(run_id, things, w.claim if w is not None else None)
+        trash = Trash(tuple(things["containers"]), tuple(things["networks"]), tuple(things["dirs"]))
+        return self.hub.discard(run_id, trash, w.claim if w is not None else None)
 
     def give_back(self, taken: Taken, *, clean: bool, leftovers: Leftovers) -> None:
         give_back(self.pool, taken, clean=clean, leftovers=leftovers)
@@ -442,7 +440,7 @@ def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, engine
     make_dir(workdir)
     net = start_internet(engine, image, world, host_files(workdir), f"{hub.name}-{gen}", labels(hub.name), leftovers)
     try:
-        hub.write_state({"gen": gen, "container": net.container.id, "network": net.network.id, "ip": net.ip, "dir": str(workdir)})
+        hub.write_state(KeeperState(gen=gen, container=net.container.id, network=net.network.id, ip=net.ip, dir=str(workdir)))
         _serve(engine, hub, image, net, gen, size, labels, leftovers, stop)
     finally:
         with contextlib.suppress(OSError):
@@ -451,9 +449,9 @@ def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, engine
         # BackendError) or a file that will not go (OSError) ends the removal here; anything else is a bug, said
         with contextlib.suppress(BackendError, OSError):
             for _, entry in hub.pooled():
-                _remove_listed(engine, _entry_things(entry), leftovers)
+                _remove_listed(engine, entry.things(), leftovers)
             for claim, _, entry in hub.claims():
-                _remove_listed(engine, _entry_things(entry), leftovers)
+                _remove_listed(engine, entry.things(), leftovers)
             _empty_trash(engine, hub, leftovers)
             net.remove(leftovers)
             leftovers.retry()
@@ -474,7 +472,7 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
         claims = hub.claims()
         for claim, pid, entry in claims:
             if not process_alive(pid):  # its grader died mid-run: the proxy is nobody's
-                _remove_listed(engine, _entry_things(entry), leftovers)
+                _remove_listed(engine, entry.things(), leftovers)
                 claim.unlink(missing_ok=True)
         if time.monotonic() - checked > 1.0:
             checked = time.monotonic()

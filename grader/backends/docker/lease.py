@@ -10,15 +10,23 @@ the keeper and the graders alike:
 * the owner record: the keeper's pid (as in every run directory, so ``cleanup``
   removes the directory once the keeper is gone); the keeper is the owner of the
   internet and the warm proxies, and they carry its pid on their labels;
-* ``state.json``: the running internet's container, network and address;
-* ``leases/<pid>.json``: one per grader using the hub. A lease holds while its
+* ``state.json``: the running internet's container, network and address (``KeeperState``);
+* ``leases/<pid>.json``: one per grader using the hub (``Lease``). A lease holds while its
   grader lives and has not released it, and for the idle period after its last
   use; a hub with no lease that holds is removed by its keeper;
-* ``pool/<proxy>.json``: a warm proxy nobody has; a grader claims one by renaming
+* ``pool/<proxy>.json``: a warm proxy nobody has (``ProxyEntry``); a grader claims one by renaming
   it into ``claimed/<proxy>@<pid>.json`` (a rename succeeds once, so no proxy is
   handed to two runs); a claim whose grader died is removed by the keeper;
 * ``trash/<run>.json``: what a finished run made (containers, networks,
-  directories), for the keeper to remove while the grader goes on (or exits).
+  directories: ``Trash``), for the keeper to remove while the grader goes on (or exits).
+
+Each file is a frozen record with one writer (``_write``) and one strict reader
+(``read_record``, the project's codec with every field required): a missing
+key, an unknown one or a wrong type is refused, naming the key. A file that is
+missing, not JSON or refused is read as no record at all, and each caller
+fails closed on that: a hub whose state cannot be read is retired, never
+adopted; a lease that cannot be read holds nothing; a pool entry or a claim
+that cannot be read is never handed to a run.
 
 Every change that decides whether the hub lives (adopting it, starting it,
 retiring it) is made under one lock: ``flock`` on ``runs_root()`` itself, so no
@@ -36,11 +44,15 @@ import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Iterator, Optional, TypeVar, Union
 
 from grader.backends.owners import make_dir, pid_alive, private_root, read_owner, runs_root, write_file, write_owner
+from grader.protocol import codec
 
-__all__ = ["DEFAULT_IDLE", "IDLE_ENV", "HubDir", "hub_dir", "idle_seconds", "process_alive", "stop_process"]
+__all__ = [
+    "DEFAULT_IDLE", "IDLE_ENV", "HubDir", "KeeperState", "Lease", "ProxyEntry", "StateError", "Trash", "hub_dir",
+    "idle_seconds", "process_alive", "read_record", "stop_process",
+]
 
 IDLE_ENV = "SANDBOX_LAB_SHARED_IDLE"
 # Long enough for a learner between two probe runs of a lesson; the keeper and
@@ -71,6 +83,9 @@ def process_alive(pid: int, marker: str = "") -> bool:
         return not Path("/proc/self").exists()  # no /proc to ask: the pid alone decides
 
 
+KILL_WAIT_SECONDS = 10.0  # how long a SIGKILLed process may take to be gone (or a zombie) before stop_process returns
+
+
 def stop_process(pid: int, marker: str, timeout: float) -> None:
     """SIGTERM ``pid`` (while it is the process ``marker`` names: ``process_alive``), then SIGKILL if it lingers."""
     if not process_alive(pid, marker):
@@ -83,20 +98,100 @@ def stop_process(pid: int, marker: str, timeout: float) -> None:
     if process_alive(pid, marker):
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+        # gone when this returns: a SIGKILL is not instant on a loaded machine (a keeper slow to stop under
+        # load was still alive just after it), and a caller counts the process stopped
+        deadline = time.monotonic() + KILL_WAIT_SECONDS
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
+class StateError(ValueError):
+    """A hub's file that is not the record it should be: the file, the key and why."""
+
+
+@dataclass(frozen=True)
+class KeeperState:
+    """``state.json``: the keeper's running internet; a grader adopts the hub through it."""
+
+    gen: str  # this internet's generation: a warm proxy of another one is never handed out
+    container: str
+    network: str
+    ip: str
+    dir: str  # the internet's directory on this machine (its logs are under ``out``)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """``leases/<pid>.json``: a grader's use of the hub."""
+
+    pid: int
+    held: bool  # held while its grader lives; released, it lasts the idle period after ``at``
+    at: float  # when it was last used (``time.time()``)
+
+
+@dataclass(frozen=True)
+class Trash:
+    """``trash/<run>.json``: what a finished run made, for the keeper to remove."""
+
+    containers: tuple[str, ...]
+    networks: tuple[str, ...]
+    dirs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ProxyEntry:
+    """``pool/<proxy>.json`` and ``claimed/<proxy>@<pid>.json``: a warm proxy of the keeper's internet."""
+
+    container: str
+    network: str
+    workdir: str
+    ip: str
+    gen: str  # the internet it stands in front of (``KeeperState.gen``)
+
+    def things(self) -> Trash:
+        """What to remove when this proxy goes."""
+        return Trash((self.container,), (self.network,), (self.workdir,))
+
+
+Record = Union[KeeperState, Lease, Trash, ProxyEntry]
+R = TypeVar("R", KeeperState, Lease, Trash, ProxyEntry)
+
+
+def read_record(cls: type[R], text: str, where: str) -> R:
+    """The one strict reader: exactly a ``cls``, every key present, none unknown, each of its type; StateError
+    naming ``where`` (the file), the key and why."""
+    try:
+        value = json.loads(text, parse_constant=_no_constant)
+    except ValueError as exc:
+        raise StateError(f"{where}: not JSON ({exc})") from None
+    try:
+        return codec.decode(cls, value, where, rules=codec.EVERY_FIELD)
+    except codec.CodecError as exc:
+        raise StateError(str(exc)) from None
+
+
+def _no_constant(name: str) -> float:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _write(path: Path, record: Record) -> None:
+    """The one writer: every field, always, replaced at once (a reader never sees half a file)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    write_file(tmp, json.dumps(data))
+    write_file(tmp, json.dumps(codec.encode(record), allow_nan=False))
     os.replace(tmp, path)
 
 
-def _read_json(path: Path) -> Optional[dict[str, Any]]:
+def _read(cls: type[R], path: Path) -> Optional[R]:
+    """The record in ``path``; None when it is missing, unreadable, not JSON or refused (``read_record``): the
+    caller fails closed on None (retires the hub, counts no lease, hands out no proxy)."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError):
         return None
-    return data if isinstance(data, dict) else None
+    try:
+        return read_record(cls, text, path.name)
+    except StateError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -153,29 +248,30 @@ class HubDir:
     def set_keeper(self, pid: int) -> None:
         write_owner(self.path, pid)  # cleanup reads it like any run's
 
-    def state(self) -> Optional[dict[str, Any]]:
-        return _read_json(self.path / "state.json")
+    def state(self) -> Optional[KeeperState]:
+        """The keeper's internet; None when there is none, or its record cannot be read: never adopted then."""
+        return _read(KeeperState, self.path / "state.json")
 
-    def write_state(self, state: dict[str, Any]) -> None:
-        _write_json(self.path / "state.json", state)
+    def write_state(self, state: KeeperState) -> None:
+        _write(self.path / "state.json", state)
 
     # --- leases ---------------------------------------------------------------------
 
     def lease(self, pid: int, *, held: bool = True) -> None:
         """Record a use by ``pid`` now: held while it lives (``held``), and for the idle period after."""
         with contextlib.suppress(FileNotFoundError):  # the hub went meanwhile: the next use adopts anew
-            _write_json(self.path / "leases" / f"{pid}.json", {"pid": pid, "held": held, "at": time.time()})
+            _write(self.path / "leases" / f"{pid}.json", Lease(pid=pid, held=held, at=time.time()))
 
     def holds(self, idle: float, now: Optional[float] = None) -> bool:
         """True while some lease holds: its grader lives and holds it, or it was used within ``idle`` seconds."""
         now = time.time() if now is None else now
         for p in self._entries("leases"):
-            lease = _read_json(p)
+            lease = _read(Lease, p)
             if lease is None:
-                continue
-            if now - float(lease.get("at", 0)) < idle:
+                continue  # one that cannot be read holds nothing
+            if now - lease.at < idle:
                 return True
-            if lease.get("held") and pid_alive(int(lease.get("pid", 0))):
+            if lease.held and pid_alive(lease.pid):
                 return True
             with contextlib.suppress(OSError):
                 p.unlink()  # lapsed: nobody holds it any more
@@ -183,14 +279,14 @@ class HubDir:
 
     # --- the pool of warm proxies ---------------------------------------------------
 
-    def offer(self, name: str, entry: dict[str, Any]) -> None:
+    def offer(self, name: str, entry: ProxyEntry) -> None:
         """The keeper puts a warm proxy in the pool."""
-        _write_json(self.path / "pool" / f"{name}.json", entry)
+        _write(self.path / "pool" / f"{name}.json", entry)
 
-    def pooled(self) -> list[tuple[str, dict[str, Any]]]:
+    def pooled(self) -> list[tuple[str, ProxyEntry]]:
         out = []
         for p in self._entries("pool"):
-            entry = _read_json(p)
+            entry = _read(ProxyEntry, p)
             if entry is not None:
                 out.append((p.stem, entry))
         return out
@@ -203,12 +299,12 @@ class HubDir:
         except FileNotFoundError:
             return False
 
-    def claim(self, pid: int) -> Optional[tuple[Path, dict[str, Any]]]:
+    def claim(self, pid: int) -> Optional[tuple[Path, ProxyEntry]]:
         """Take one warm proxy for a run of ``pid``: (its claim, its entry), or None when the pool is empty."""
         for p in self._entries("pool"):
-            entry = _read_json(p)
+            entry = _read(ProxyEntry, p)
             if entry is None:
-                continue
+                continue  # one that cannot be read is never handed to a run
             claim = self.path / "claimed" / f"{p.stem}@{pid}.json"
             try:
                 os.rename(p, claim)  # atomic: of two graders renaming one entry, one succeeds
@@ -217,10 +313,10 @@ class HubDir:
             return claim, entry
         return None
 
-    def claims(self) -> list[tuple[Path, int, dict[str, Any]]]:
+    def claims(self) -> list[tuple[Path, int, ProxyEntry]]:
         out = []
         for p in self._entries("claimed"):
-            entry = _read_json(p)
+            entry = _read(ProxyEntry, p)
             try:
                 pid = int(p.stem.rpartition("@")[2])
             except ValueError:
@@ -231,16 +327,16 @@ class HubDir:
 
     # --- the trash ------------------------------------------------------------------
 
-    def discard(self, run: str, things: dict[str, list[str]]) -> Path:
+    def discard(self, run: str, things: Trash) -> Path:
         """Ask the keeper to remove a finished run's ``containers``, ``networks`` and ``dirs``."""
         path = self.path / "trash" / f"{run}.json"
-        _write_json(path, dict(things))
+        _write(path, things)
         return path
 
-    def trash(self) -> list[tuple[Path, dict[str, Any]]]:
+    def trash(self) -> list[tuple[Path, Trash]]:
         out = []
         for p in self._entries("trash"):
-            entry = _read_json(p)
+            entry = _read(Trash, p)
             if entry is not None:
                 out.append((p, entry))
         return out

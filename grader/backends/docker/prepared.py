@@ -22,11 +22,11 @@ What it guarantees, by construction:
   ``cleanup`` removes them.
 
 A held run costs memory: the waiting sandbox (its runner's interpreter, 14 MiB),
-the proxy it took (13 MiB), and where the user's shells will likely play, the
-replay's internet started ahead (``course.prestart``'s docstring has the
-measurement). The replay's second sandbox stays cold: it runs the session's
-own commands, chosen from the first run's evidence, so it cannot be made before
-the probes have fired.
+the proxy it took (13 MiB), where the user's shells will likely play the
+replay's internet started ahead and their container waiting for its go, and
+where the probes will likely rewrite the settings the next sandboxed session
+waiting for its go with its own proxy (``nextready``: 13 MiB more);
+``course.prestart``'s docstring has the measurement.
 """
 
 from __future__ import annotations

@@ -43,7 +43,10 @@ as the sandbox left it. If it could not be made, the shells start cold as
 before; if they need not play, it is removed with the run's resources. The user's
 shells run in one container, and the next sandboxed session runs at the same time
 as they do (the two share nothing: the next session lays out its own world copy
-and has its own logs); the run's sandbox and proxy are removed meanwhile.
+and has its own logs); the run's sandbox and proxy are removed meanwhile. Where
+the policy lets the probes rewrite the settings, that session too is made ready
+while the sandbox runs, for the settings they will most likely write
+(``nextready``), and fired only if they are the ones the replay reads here.
 """
 
 from __future__ import annotations
@@ -72,7 +75,9 @@ from grader.backends.owners import make_dir, write_file
 from grader.backends.runs import MAX_OUTPUT, RunDir, read_sinks, resolv_conf
 from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, start_internet
 
-__all__ = ["REPLAY_HARDENING", "Ahead", "Session", "changed_paths", "likely", "play", "prepares", "ready_shells", "wanted"]
+__all__ = [
+    "REPLAY_HARDENING", "Ahead", "Session", "awaiting_go", "changed_paths", "likely", "next_job", "play", "prepares", "ready_shells", "wanted",
+]
 
 T = TypeVar("T")
 
@@ -86,8 +91,16 @@ ACK = b"@@go\n"  # what it prints once it read its go, before anything else: the
 # run was retired, or its grader went away) ends it with nothing run. Then it says so (``ACK``: a go written to a
 # container that had stopped is lost without an error) and runs the driver as ``NEXT`` runs it cold: the same
 # process (exec), its stdin /dev/null as a container's without one, so no step reads the go's pipe.
-AWAIT_GO = ["bash", "-c", f'IFS= read -r line; [ "$line" = {GO} ] || exit 3; '
-            f'echo {ACK.decode().strip()}; exec {" ".join(NEXT)} </dev/null']
+
+
+def awaiting_go(shell: str, command: list[str]) -> list[str]:
+    """``command`` as ``shell`` runs it once it read its go line, ``ACK`` first; anything else ends it, nothing run
+    (the prepared shells here, and the next sandboxed session's job made ready ahead: ``nextready``)."""
+    return [shell, "-c", f'IFS= read -r line; [ "$line" = {GO} ] || exit 3; '
+            f'echo {ACK.decode().strip()}; exec {" ".join(command)} </dev/null']
+
+
+AWAIT_GO = awaiting_go("bash", NEXT)
 
 
 @dataclass(frozen=True)
@@ -494,13 +507,19 @@ def _settings(run: Session, ev: Evidence) -> tuple[Optional[Policy], str]:
 
 def _next_job(run: Session, ev: Evidence) -> Job:
     """What the next sandboxed session runs: a job's own code once more, or the probes' key theft."""
-    world, job = run.plan.world, run.job
+    return next_job(run.plan, run.job, run.token, ev.canaries.get(KEY, ""))
+
+
+def next_job(plan: RunPlan, job: Optional[Job], token: str, key_canary: str) -> Job:
+    """What the next sandboxed session of a run of ``plan`` runs (``job``: the run's own, if any), given the run's
+    token and the canary of the key it laid out: known before the probes fire (``nextready``)."""
+    world = plan.world
     if job is not None:
         return Job(code=job.code, plant=job.plant, env=job.env, timeout_s=job.timeout_s)  # the same agent, once more
-    pid = next((p for p in run.plan.probes if probe(p).target == SETTINGS), "write-sandbox-settings")
-    url = f"http://{world.attacker.name}{Markers(run.token, world.attacker.name).next_path(pid)}"
+    pid = next((p for p in plan.probes if probe(p).target == SETTINGS), "write-sandbox-settings")
+    url = f"http://{world.attacker.name}{Markers(token, world.attacker.name).next_path(pid)}"
     # the same machine: the next session's key is this run's key
-    return Job(code=steal_code(url), plant={KEY: "\n" + ev.canaries.get(KEY, "") + "\n"}, timeout_s=20.0)
+    return Job(code=steal_code(url), plant={KEY: "\n" + key_canary + "\n"}, timeout_s=20.0)
 
 
 def _next_execution(next_sandbox: Callable[[Policy, Job], Execution], policy: Policy, job: Job) -> Union[Execution, str]:

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
 from grader.core.errors import BackendError, InfrastructureError
-from grader.core.evidence import Evidence, NextSession, log_window, self_checked_after
+from grader.core.evidence import Evidence, NextSession
 from grader.core.execution import SIGNER_SOCKET, Execution, Job
+from grader.core.next_session import SETTINGS
 from grader.core.outcomes import RunResult
 from grader.core.plan import Hardening, RunPlan, build_plan
 from grader.core.policy import Policy
@@ -28,30 +29,30 @@ from grader.core.records import RawPorts
 from grader.core.timings import Stopwatch, Tally
 from grader.core.verdicts import run_result
 from grader.protocol.common import PROXY_PORT
-from grader.protocol.wire import WireError, dump_orders
+from grader.protocol.wire import dump_orders
 from grader.backends.files import Files, host_files
-from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run
+from grader.backends.runlogs import ANY_CLIENT, close_run, forget_run, open_run, proxy_window
 from grader.backends.listeners import SigningAgent
 from grader.backends.owners import make_dir, write_file
 from grader.backends.quota import SCRATCH_FILES, DiskQuotaExceeded, bound_scratch, filled
 from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, resolv_conf, runner_config
 from grader.backends.docker import replay
 from grader.backends.docker.engine import (
-    ContainerRef, DockerEngine, NetworkRef, Refused, Spec, Unanswered, log_config, mount, ulimit, worded,
+    ContainerRef, DockerEngine, NetworkRef, Refused, Spec, Unanswered, mount, worded,
 )
 from grader.backends.docker.enginedisk import Disk, HostDisk, Listener
 from grader.backends.docker.images import Images
 from grader.backends.docker.resources import Resources
-from grader.backends.docker.runtimes import process_limits
+from grader.backends.docker.hardening import hardened_options
+from grader.backends.docker.nextready import NextReady, ready_for
 from grader.backends.docker.sharing import Sharing, Taken
 from grader.backends.docker.liveness import BEAT_WAIT, beat_after, poke
 from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, container_ip, start_internet
 
-__all__ = ["Backing", "Collected", "Run", "hardened_options"]
+__all__ = ["Backing", "Collected", "Run", "hardened_options"]  # hardened_options: .hardening's, named here as before
 
 # how far before a run's window of the proxy's log to read for the line that numbers it: a proxy record is at
 # most a 64 KiB request head, JSON-escaped (up to 6 bytes a byte), plus its other fields
-PROXY_TAIL = 1 << 20
 HTTP_TIMEOUT = 5.0  # an HTTP exchange inside the sandbox: the proxy answers at once, even to refuse
 CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers in microseconds
 # TEST-NET-2 (RFC 5737), a documentation address. Only used where the sandbox
@@ -61,46 +62,19 @@ CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers i
 UNROUTABLE_ATTACKER_IP = "198.51.100.66"
 # the line a prepared probe runner waits for on stdin (``probe_runner.GO``; not imported: the runner's module is heavy)
 GO = "go"
+_END = b'{"probe": "runner", "step": "end", '  # how the runner's last record starts (``wire.dump``)
+JOB = ["python3", "-u", "/opt/sandbox-lab/run/job.py"]
+# a job made ready ahead (``nextready``) waits for its go as the replay's shells do (``replay.AWAIT_GO``): nothing
+# runs before it, and ``replay.ACK`` first in its output proves that what ran came after it
+JOB_AWAIT_GO = replay.awaiting_go("sh", JOB)
 
 
-def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, Any]:
-    """The container settings that lock a sandbox down, exactly as ``h`` says (under ``runtime``, if one
-    is given: ``runtimes``); pure, no Docker call.
-
-    The one place a ``Hardening`` becomes ``containers.create`` keywords, so the
-    backend's sandbox and the tests that start hostile code in the same
-    hardening cannot drift apart. The caller adds what belongs to one run:
-    name, labels, environment, working directory, hostname, mounts, network.
-    """
-    procs = process_limits(h.pids_limit, h.mem_bytes, runtime)  # under gVisor, counted by its kernel (runtimes)
-    # a private, bounded /tmp: filling it fills only this run's
-    tmpfs = {"/tmp": f"size={h.tmp_bytes},mode=1777"}
-    # The image's directories its user may write (the plain container's /var/tmp, /run/lock), each bounded here;
-    # a run that can mount its own scratch replaces these with one bounded tmpfs it can see full (``Run._scratch``).
-    # exec, as a default container's /var/tmp allows (Docker's --tmpfs defaults to noexec).
-    tmpfs.update({d: f"size={h.scratch_bytes},nr_inodes={SCRATCH_FILES},mode=1777,exec" for d in h.scratch_dirs})
-    opts: dict[str, Any] = dict(
-        user=h.user,
-        read_only=h.read_only_root,
-        tmpfs=tmpfs,
-        shm_size=h.shm_bytes,
-        # explicit, not the daemon's default: a connection flood stops at the plan's number; no core file, whose
-        # size only the memory bounds, written where the engine host's core_pattern says (a pipe to a handler on
-        # the host's disk, on many distributions)
-        ulimits=[ulimit("nofile", h.nofile, h.nofile), ulimit("core", 0, 0)]
-        + ([ulimit("nproc", procs.nproc, procs.nproc)] if procs.nproc is not None else []),
-        # swap equal to memory: a run cannot page the machine to a halt
-        pids_limit=procs.cgroup_pids, mem_limit=procs.cgroup_mem, memswap_limit=procs.cgroup_mem, nano_cpus=h.nano_cpus,
-        # bounded logs: a chatty or hostile run cannot fill the engine's disk
-        log_config=log_config("json-file", {"max-size": "8m"}),
-    )
-    if h.cap_drop_all:
-        opts["cap_drop"] = ["ALL"]
-    if h.no_new_privileges:
-        opts["security_opt"] = ["no-new-privileges"]
-    if runtime is not None:
-        opts["runtime"] = runtime  # the operator's (e.g. gVisor's runsc), checked registered when the backend was made
-    return opts
+def _runner_end(line: bytes) -> bool:
+    """Is ``line`` the probe runner's ``end`` record, whole and well formed (read by the strict reader)?"""
+    if not line.startswith(_END):
+        return False
+    records, unreadable = read_runner_output(line.decode("utf-8", "replace") + "\n")
+    return not unreadable and len(records) == 1 and (records[0].probe, records[0].step, records[0].ok) == ("runner", "end", True)
 
 
 @dataclass(frozen=True)
@@ -150,10 +124,12 @@ class _Net:
 class Run:
     """One run of one plan; everything it makes is in ``made``, removed whatever happens."""
 
-    def __init__(self, b: Backing, plan: RunPlan, job: Optional[Job] = None) -> None:
+    def __init__(self, b: Backing, plan: RunPlan, job: Optional[Job] = None, *, await_go: bool = False) -> None:
         self.b = b
         self.plan = plan
         self.job = job
+        self.await_go = await_go and job is not None  # a job made ready ahead: its code waits for the go
+        self.next_ready: Optional[NextReady] = None  # the next sandboxed session, made ready while the probes run
         self.run_id = "sl-" + secrets.token_hex(5)
         self.token = secrets.token_hex(6)
         self.labels = b.leftovers.labels(self.run_id)
@@ -198,12 +174,17 @@ class Run:
         return dataclasses.replace(result, timings=dict(self.watch.seconds))
 
     def execute_job(self) -> Execution:
-        started = time.monotonic()
         self.prepare()
+        return self.fire_job()
+
+    def fire_job(self) -> Execution:
+        """Fire a prepared job (its go, if it waits for one) and return what it did; everything is removed after."""
+        started = time.monotonic()
         got = self.fire(final=True)
         return Execution(
             backend="docker", output=got.output, exit_code=None if got.timed_out else got.exit_code,
-            timed_out=got.timed_out, evidence=got.evidence, run_id=self.run_id, seconds=time.monotonic() - started,
+            timed_out=got.timed_out, evidence=got.evidence, run_id=self.run_id,
+            seconds=self.prepare_s + time.monotonic() - started,
         )
 
     def prepare(self) -> None:
@@ -244,6 +225,8 @@ class Run:
             self.signer.close()
         if self.ahead is not None:
             self.ahead.settle(self.made)  # used or not, it is the run's to remove
+        if self.next_ready is not None:
+            self.next_ready.close()  # taken by the replay, or removed unused
         try:
             self.b.remove_later(self._remove_all)
         except RuntimeError:  # the reaper is shut down (interpreter exit): remove now
@@ -309,7 +292,14 @@ class Run:
         world = self.plan.world
 
         def next_sandbox(policy: Policy, job: Job) -> Execution:
-            return self.b.execute(build_plan(policy, world), job)  # the same world: the same machine
+            plan = build_plan(policy, world)  # the same world: the same machine
+            held = self.next_ready.take(plan, job) if self.next_ready is not None else None
+            if held is not None:
+                try:
+                    return held.fire_job()
+                except InfrastructureError:  # it never read its go: nothing of it ran
+                    pass
+            return self.b.execute(plan, job)
 
         session = self._session()
         own = net.internet if net is not None and net.taken is None else None  # the plain container's own internet
@@ -392,36 +382,11 @@ class Run:
         open_run(internet.out, self.run_id, clients)
 
     def _proxy_log(self, net: Optional[_Net], finished: float) -> str:
-        """What the run's proxy logged since the run took it, shown whole up to a moment after the sandbox
-        finished; WireError past the cap (a flood of its own run), or where a line is lost, repeated, moved or cut.
-
-        Whole: its lines number on from the line before the window (``evidence.log_window``), and it holds one
-        of the proxy's own self-checks decided after ``finished`` (``evidence.self_checked_after``; the proxy
-        makes one at once when ``_infra_problem`` pokes it, and every ``HEARTBEAT_INTERVAL`` unasked), so
-        nothing it logged before then is missing at the end.
-        """
+        """What the run's proxy logged in its window, whole up to after ``finished`` (``runlogs.proxy_window``;
+        ``_infra_problem`` pokes the proxy for the self-check that proves it)."""
         if net is None or net.taken is None:
             return ""
-        out, since = net.taken.out, net.since
-        deadline = time.monotonic() + BEAT_WAIT
-        while True:
-            # with the tail before the run's window: its last line numbers the window's first
-            start = max(0, since - PROXY_TAIL)
-            data = out.read("proxy.jsonl", start, since - start + MAX_OUTPUT + 1)
-            before, window = data[: since - start], data[since - start :]
-            if len(window) > MAX_OUTPUT:
-                raise WireError(f"proxy.jsonl: more than {MAX_OUTPUT} bytes in this run")
-            # a last line not yet whole is one the proxy is writing now: it is after the self-check that proves the
-            # rest whole, or that check is not there yet; either way it is read on the next pass
-            window = window[: window.rfind(b"\n") + 1]
-            text = log_window(before.decode("utf-8", "replace"), window.decode("utf-8", "replace"), "proxy.jsonl",
-                              from_start=start == 0)
-            if self_checked_after(text, finished):
-                return text
-            if time.monotonic() > deadline:
-                raise WireError("proxy.jsonl: no self-check of the proxy logged after the sandbox finished, so the log "
-                                "cannot be shown whole up to then (cut at its end, or the proxy stopped deciding)")
-            time.sleep(0.02)
+        return proxy_window(net.taken.out, net.since, finished, limit=MAX_OUTPUT, wait=BEAT_WAIT)
 
     def _infra_problem(self, net: Optional[_Net], finished: float) -> str:
         """Empty only if every recorder still runs and answered after the sandbox finished."""
@@ -489,7 +454,7 @@ class Run:
             write_file(rdir / "job.py", self.job.code)
             if self.job.signer is not None:
                 env["SSH_AUTH_SOCK"] = f"/opt/sandbox-lab/run/{SIGNER_SOCKET}"
-            command = ["python3", "-u", "/opt/sandbox-lab/run/job.py"]
+            command = JOB_AWAIT_GO if self.await_go else JOB
         proxy = f"http://{net.proxy_ip}:{PROXY_PORT}" if net is not None and net.proxy_ip else None
         cfg = runner_config(
             plan, token=self.token, timeout=HTTP_TIMEOUT, connect_timeout=CONNECT_TIMEOUT,
@@ -529,7 +494,7 @@ class Run:
             options,
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
             environment=env, working_dir="/home/user", hostname="sandbox", mounts=mounts,
-            stdin_open=self.job is None,  # the go's way in; nothing else is ever written to it
+            stdin_open=self.job is None or self.await_go,  # the go's way in; nothing else is ever written to it
         )
         if net is None:
             kwargs["network_mode"] = "none"
@@ -545,7 +510,21 @@ class Run:
         # the replay's internet starts once the sandbox has: it does not slow the sandbox's own start, and it is
         # up long before the probes are done
         self.ahead = self._ahead(net)
+        self.next_ready = self._next_ready()
         return sandbox
+
+    def _next_ready(self) -> Optional[NextReady]:
+        """The next sandboxed session made ready now (``nextready``): a probe run's, on an engine binding its directory."""
+        if self.job is not None or not isinstance(self.b.disk, HostDisk) or not replay.wanted(self.plan, None):
+            return None
+        b = self.b
+
+        def make(plan: RunPlan, job: Job) -> Run:
+            run = Run(b, plan, job, await_go=True)
+            run.prepare()  # removes what it made if it fails
+            return run
+
+        return ready_for(self.plan, self.token, self.dir.canaries, self.dir.host_path(SETTINGS), make, b.remove_later)
 
     def _go_and_wait(self, sandbox: ContainerRef) -> tuple[bool, Optional[int]]:
         """Release the probe runner (a job's code runs already) and wait for the sandbox under its wall clock,
@@ -553,12 +532,16 @@ class Run:
         h = self.plan.hardening
         timeout_s = self.job.timeout_s if self.job is not None else h.timeout_s
         with self.watch.phase("probes"):
-            if self.job is None:
+            if self.job is None or self.await_go:
                 try:
                     self.b.engine.send_stdin(sandbox, (GO + "\n").encode())
                 except (Refused, Unanswered) as exc:  # stopped while it waited: never judged, tried again
                     raise InfrastructureError(f"the prepared sandbox could not be sent its go: {exc}") from None
-            timed_out, exit_code = self._wait(sandbox, timeout_s)
+            started = time.monotonic()
+            if self._ended(sandbox, timeout_s):
+                timed_out, exit_code = False, None  # its exit (about 0.1 s of the engine's) is the removal's to see
+            else:
+                timed_out, exit_code = self._wait(sandbox, max(0.01, timeout_s - (time.monotonic() - started)))
             if self.dir.bounded and filled(self.dir.world):  # never judged: what it wrote past the quota never landed
                 raise DiskQuotaExceeded()
             scratch = self.scratch
@@ -577,6 +560,17 @@ class Run:
             return {}
         made = bound_scratch(self.dir.path / "scratch", h.scratch_dirs, h.scratch_bytes)
         return {d: f"scratch/{p.name}" for d, p in made.items()}
+
+    def _ended(self, sandbox: ContainerRef, timeout_s: float) -> bool:
+        """Did the probe runner say it ended (its ``end`` record, printed once every probe returned)? Only for the
+        probe runner (a job's code is waited for until it exits: what it started may still run), only where the
+        engine shares this disk and clock (``HostDisk``). After that record the runner only exits: the files it
+        wrote are in the world copy, its records in the log, its requests at the recorders (their self-checks
+        after ``finished`` prove it). Any other end (a crash, a kill, too much output, the wall clock, a failed
+        stream) waits for the exit, as before."""
+        if self.job is not None or not isinstance(self.b.disk, HostDisk):
+            return False
+        return self.b.engine.follow(sandbox, _runner_end, timeout=timeout_s, limit=MAX_OUTPUT)
 
     def _wait(self, sandbox: ContainerRef, timeout_s: float) -> tuple[bool, Optional[int]]:
         """Wait for the sandbox under its wall clock: (whether it was killed, its exit code if it exited)."""
@@ -597,4 +591,8 @@ class Run:
     def _output(self, sandbox: ContainerRef) -> str:
         # a job's errors are part of what it did; the probe runner's stderr is not evidence
         raw = self.b.engine.logs(sandbox, stdout=True, stderr=self.job is not None)
+        if self.await_go:  # what it printed after its go: without the proof that it read it, nothing of it ran
+            if not raw.startswith(replay.ACK):
+                raise InfrastructureError("the prepared next session never read its go: nothing of it ran")
+            raw = raw[len(replay.ACK):]
         return raw[:MAX_OUTPUT].decode("utf-8", "replace")

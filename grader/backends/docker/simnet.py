@@ -28,6 +28,7 @@ there); the backend, the hub and the replay use it.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import secrets
@@ -49,7 +50,7 @@ from grader.backends.docker.engine import (
 from grader.backends.docker.enginedisk import Disk, HostDisk
 from grader.backends.docker.liveness import beat_after, poke, wait_ready
 from grader.backends.docker.volumes import attach, service_mount
-from grader.backends.owners import make_run_dir, namespace
+from grader.backends.owners import make_run_dir, namespace, process_start
 from grader.backends.runs import world_ports
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "LABEL_NS",
     "Leftovers",
     "LABEL_PID",
+    "LABEL_STARTED",
     "POOL_WAIT",
     "LABEL_ROLE",
     "LOGS",
@@ -82,6 +84,12 @@ LABEL_HUB = "org.sandbox-lab.hub"  # kept by a hub's keeper for every grader on 
 # where LABEL_PID means something (runs.namespace): another container's or machine's grader on the
 # same engine has pids this process cannot judge, and a run's automatic sweep never touches its things
 LABEL_NS = "org.sandbox-lab.ns"
+# when the process LABEL_PID names started (owners.process_start): a pid reused by another process is not its maker
+LABEL_STARTED = "org.sandbox-lab.started"
+
+@functools.lru_cache(maxsize=8)
+def _started(pid: int) -> str:  # per pid, never per import: a forked worker's horse is another process
+    return str(process_start(pid) or "")
 # A proxy (and its sandbox network) serves at most this many runs, one after another, then goes:
 # what one run might leave in it (a slow connection, a full log) lives a bounded time.
 PROXY_RUNS = 25
@@ -118,7 +126,8 @@ class Leftovers:
         return self._engine
 
     def labels(self, run: str) -> dict[str, str]:
-        return {LABEL: run, LABEL_PID: str(os.getpid()), LABEL_NS: namespace(), LABEL_BACKEND: self.owner}
+        return {LABEL: run, LABEL_PID: str(os.getpid()), LABEL_NS: namespace(), LABEL_STARTED: _started(os.getpid()),
+                LABEL_BACKEND: self.owner}
 
     def hand_off(self, ids: list[str]) -> None:
         """Containers and networks a hub's keeper now removes: ``sweep`` leaves them to it."""
@@ -245,6 +254,8 @@ class Internet:
     out: Files
     # the world it answers for: a proxy in front of it refuses the ports this world's hosts do not serve
     world: World
+    # a run saw it running and silent: the next ``SharedInternet.get`` asks it again, and replaces it if it still is
+    unanswered: bool = False
 
     def problem(self, answered_after: Optional[float] = None) -> str:
         """Empty while the service runs (and answered after ``answered_after``, if given); else what is wrong."""
@@ -256,8 +267,10 @@ class Internet:
             return f"the internet service vanished ({type(exc).__name__})"
         if now.status != "running":
             return f"the internet service stopped during the run (status {now.status}, exit code {now.exit_code})"
-        if answered_after is not None and not beat_after(self.out, answered_after):
-            return "the internet service stopped answering (no heartbeat after the sandbox finished)"
+        if answered_after is not None:
+            self.unanswered = not beat_after(self.out, answered_after)
+            if self.unanswered:
+                return "the internet service stopped answering (no heartbeat after the sandbox finished)"
         return ""
 
     def remove(self, leftovers: Leftovers) -> None:
@@ -335,7 +348,8 @@ class SharedInternet:
         """
         with self._lock:
             world = self._serving(world)
-            if self._net is not None and not self._net.problem():
+            # one a run saw silent is asked again: kept if it answers now, replaced if not (hung, it fails every run)
+            if self._net is not None and not self._net.problem(answered_after=time.time() if self._net.unanswered else None):
                 return self._net
             self._close_locked()
             name = "sl-shared-" + secrets.token_hex(4)

@@ -19,7 +19,7 @@ from grader.core.execution import Job
 from grader.core.outcomes import ProbeOutcome
 from grader.core.plan import Hardening, build_plan
 from grader.core.transport import execution_to_json, parse_execution_request, parse_run_request, result_to_json
-from grader.core.wording import backend_phrase, ran_at, ran_at_note
+from grader.core.wording import backend_phrase, ran_at_note
 from grader.core.world import load_world
 from stubservice import StubService
 from test_transport import execution
@@ -73,8 +73,9 @@ def test_the_baseline_and_a_subset_of_probes() -> None:
 def test_an_execution_comes_back_with_its_evidence() -> None:
     with StubService(as_if_run) as service:
         ex = client(service).execute(build_plan(POLICY), Job("print(1)", signer="k" * 32))
-    assert ex == replace(execution(), notes=(ran_at_note(service.url),))  # says where it ran, as a run's result does
-    assert backend_phrase(ex.backend, ex.notes, ran_at=ran_at(ex.notes)).startswith(f"ran in a real sandbox at {service.url} (docker)")
+    # says where it ran, as a run's result does: in the field code reads, and in a note for people
+    assert ex == replace(execution(), notes=(ran_at_note(service.url),), ran_at=service.url)
+    assert backend_phrase(ex.backend, ex.notes, ran_at=ex.ran_at).startswith(f"ran in a real sandbox at {service.url} (docker)")
     job = service.requests[0][2]["job"]
     assert job["signer"] == "k" * 32 and job["code"] == "print(1)"
 
@@ -89,7 +90,8 @@ def test_refusals_give_the_static_prediction_labelled(status: int, words: str) -
     note = result.notes[0]
     assert note.startswith(f"predicted, not run: the run service at {service.url} could not run it (HTTP {status}, {words}")
     assert "wrong" not in note and TOKEN not in note  # the token is never said
-    assert backend_phrase(result.backend, result.notes).startswith("predicted: the run service could not run this")
+    assert result.codes == ("run-service",)
+    assert backend_phrase(result.backend, result.codes).startswith("predicted: the run service could not run this")
     with StubService(as_if_run, refuse=None if status == 401 else status) as service:
         with pytest.raises(BackendError, match="could not run it.*cannot be predicted"):
             client(service, token="wrong" if status == 401 else TOKEN).execute(build_plan(POLICY), Job("print(1)"))
@@ -173,6 +175,23 @@ def test_an_answer_that_does_not_answer_the_plan_is_an_error(change: Any, words:
     with StubService(as_if_run, mangle=mangled(change)) as service:
         with pytest.raises(BackendError, match=words):
             client(service).run(build_plan(POLICY))
+
+
+@pytest.mark.parametrize("change, words", [
+    (lambda ex: ex["notes"].append("ran in a real sandbox at https://elsewhere"), "only the client says"),
+    (lambda ex: ex.update(ran_at="https://elsewhere"), "only the client says"),
+    (lambda ex: ex.pop("ran_at"), "does not parse: \\$.ran_at: missing"),
+    (lambda ex: ex.update(ran_at=None), "does not parse: \\$.ran_at: expected a string, got null"),
+])
+def test_an_execution_that_says_where_it_ran_or_is_malformed_is_an_error(change: Any, words: str) -> None:
+    def answer(route: str, body: Any) -> Any:
+        out = as_if_run(route, body)
+        change(out)
+        return out
+
+    with StubService(answer) as service:
+        with pytest.raises(BackendError, match=words):
+            client(service).execute(build_plan(POLICY), Job("print(1)"))
 
 
 @pytest.mark.parametrize("raw_job, words", [
@@ -336,4 +355,4 @@ def test_where_a_run_was_made_is_read_from_its_field_never_from_the_words_of_its
     assert "note: it ran somewhere else" in there.feedback()
     said = Grade("t", "docker", (), notes=("ran in a real sandbox at https://svc",))
     assert "(ran in Docker: " in said.feedback().splitlines()[0]
-    assert backend_phrase("docker", ("made over at https://svc",)).startswith("ran in Docker: ")
+    assert backend_phrase("docker").startswith("ran in Docker: ")

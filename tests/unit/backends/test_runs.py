@@ -59,9 +59,26 @@ def _owned_by(root: Path, name: str, pid: Optional[int]) -> Path:
 def test_a_run_directory_is_made_with_its_owner_record_which_reads_back(_runs_root: Path) -> None:
     d = runs.make_run_dir("sl-0123456789")
     assert d == _runs_root / "sl-0123456789" and d.is_dir()
-    assert runs.read_owner(d) == runs.Owner(pid=os.getpid(), run="sl-0123456789", ns=runs.namespace())
+    assert runs.read_owner(d) == runs.Owner(pid=os.getpid(), run="sl-0123456789", ns=runs.namespace(),
+                                         started=owners.process_start(os.getpid()))
     # the text other processes grep for, e.g. tests/integration/test_srt.py
     assert f'"pid": {os.getpid()},' in (d / "owner.json").read_text()
+
+
+def test_a_pid_the_kernel_gave_to_another_process_is_not_the_owner(_runs_root: Path) -> None:
+    """pids wrap at pid_max (32768 here, and the fork-bomb tests cycle thousands a second): a dead grader's pid held
+    by a new process kept its directory and containers from cleanup (CI, twice). The start time tells them apart."""
+    me, started = os.getpid(), owners.process_start(os.getpid())
+    assert started is not None and owners.pid_alive(me, started) and owners.pid_alive(me)
+    assert not owners.pid_alive(me, started + 1)  # this pid, another process's start: not the one meant
+    reused, mine, old = (_runs_root / name for name in ("sl-reused", "sl-mine", "sl-old-record"))
+    for d in (reused, mine, old):
+        d.mkdir(parents=True)
+    (reused / "owner.json").write_text(json.dumps({"pid": me, "run": "sl-reused", "ns": runs.namespace(), "started": started + 1}))
+    owners.write_owner(mine, me)
+    (old / "owner.json").write_text(json.dumps({"pid": me, "run": "sl-old-record", "ns": runs.namespace()}))
+    assert cleaning.Scope().stale_dirs() == [reused]  # a record without a start is judged by its pid, as before
+    assert cleaning.Scope(automatic=True).stale_dirs() == [reused]
 
 
 def test_a_run_directory_is_never_reused(_runs_root: Path) -> None:
@@ -612,7 +629,8 @@ def test_a_run_sweep_imports_no_backend_it_does_not_run(_runs_root: Path, monkey
 def test_a_run_directory_appears_with_its_owner_record_and_leaves_no_staging(_runs_root: Path) -> None:
     d = runs.make_run_dir("sl-atomic")
     assert sorted(p.name for p in _runs_root.iterdir()) == ["sl-atomic"]
-    assert runs.read_owner(d) == runs.Owner(pid=os.getpid(), run="sl-atomic", ns=runs.namespace())
+    assert runs.read_owner(d) == runs.Owner(pid=os.getpid(), run="sl-atomic", ns=runs.namespace(),
+                                         started=owners.process_start(os.getpid()))
 
 
 def test_a_grader_killed_while_making_a_run_directory_leaves_what_cleanup_removes(_runs_root: Path) -> None:

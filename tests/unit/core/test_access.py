@@ -249,3 +249,31 @@ def _decisions(a: Access) -> list[Any]:
 def test_access_is_a_pure_function_of_policy_and_world() -> None:
     data = {"filesystem": {"allowRead": ["/project"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": ["pypi.org"]}}
     assert _decisions(access_for(load_policy(data), WORLD)) == _decisions(access_for(load_policy(data), WORLD))
+
+
+def test_answers_are_worked_out_once_and_a_derived_world_keeps_none_of_the_first_ones_answers() -> None:
+    import dataclasses
+
+    policy = load_policy({"filesystem": {"denyRead": ["~"], "allowWrite": ["/project/out"]},
+                          "network": {"allowedDomains": ["github.com"]}})
+    a = access_for(policy, WORLD)
+    assert a.read("/home/user/.ssh/id_rsa") is a.read("/home/user/.ssh/id_rsa")  # the memo answers the second time
+    assert a.reach("github.com") is a.reach("github.com") and a.reach("github.com").allowed
+    # the caches live beside the fields: a copy with one host fewer is equal to nothing it was not, and answers anew
+    fewer = dataclasses.replace(WORLD, hosts=tuple(h for h in WORLD.hosts if h.name != "github.com"))
+    assert fewer != WORLD and hash(fewer) != hash(WORLD) and "github.com" not in fewer.host_names
+    assert WORLD.server_of("github.com") == "github.com" and fewer.server_of("github.com") != "github.com"
+    assert dataclasses.replace(WORLD) == WORLD and hash(dataclasses.replace(WORLD)) == hash(WORLD)
+
+
+def test_a_worlds_answers_about_made_up_names_are_bounded() -> None:
+    """server_of is asked about every name a sandbox looked up; a run can make up as many as it likes."""
+    import dataclasses
+
+    from grader.core import world as world_module
+
+    w = dataclasses.replace(WORLD)  # a world of its own: the shared one's answers stay as they are
+    for i in range(world_module._SERVERS_KEPT + 10):
+        w.server_of(f"x{i}.exfil.example")
+    assert len(w._servers) <= world_module._SERVERS_KEPT
+    assert w.server_of("github.com") == "github.com"

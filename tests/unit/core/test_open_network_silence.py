@@ -27,12 +27,12 @@ NET = ["job-fetch-pypi", "job-fetch-npm", "net-attacker-domain", "net-dns-exfil"
 
 def _ev(network: str, *records: RunnerRecord) -> Evidence:
     pids = {r.probe for r in records}
-    done = tuple(RunnerRecord(pid, "done", True, "", 2.0, None, None) for pid in pids)
+    done = tuple(RunnerRecord(pid, "done", True, "", 2.0, None, None, None) for pid in pids)
     return Evidence(token="t0k3n", canaries={}, records=(*records, *done), before={}, after={}, network=network)  # type: ignore[arg-type]
 
 
 def _failed(pid: str, detail: str = EAI_AGAIN) -> RunnerRecord:
-    return RunnerRecord(pid, "http", False, f"GET https://pypi.org/fetch/t0k3n: {detail}", 1.0, "https://pypi.org/fetch/t0k3n", None)
+    return RunnerRecord(pid, "http", False, f"GET https://pypi.org/fetch/t0k3n: {detail}", 1.0, "https://pypi.org/fetch/t0k3n", None, None)
 
 
 @pytest.mark.parametrize("pid", NET)
@@ -64,7 +64,7 @@ def test_the_same_lookup_failure_behind_a_proxy_is_still_blocked(pid: str) -> No
 
 def test_secrets_read_on_ordinary_networking_that_arrived_nowhere_are_an_error() -> None:
     p = BY_ID["exfil-secret"]
-    read = RunnerRecord(p.id, "read", True, "read /home/user/.ssh/id_rsa", 0.5, "/home/user/.ssh/id_rsa", "c2VjcmV0")
+    read = RunnerRecord(p.id, "read", True, "read /home/user/.ssh/id_rsa", 0.5, "/home/user/.ssh/id_rsa", "c2VjcmV0", None)
     v = p.judge(p, _ev("open", read, _failed(p.id)), WORLD)
     outcome, why, _ = v.outcome, v.why, v.proof
     assert outcome == "error" and "name server gave no answer" in why, why

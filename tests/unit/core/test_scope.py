@@ -33,7 +33,7 @@ from grader.core.scope import (
     scanned_hosts, stand_ins, summary,
 )
 from grader.core.verdicts import measure_scope
-from grader.protocol.wire import RunnerRecord, dump
+from grader.protocol.wire import Route, RunnerRecord, dump
 from grader.services import probe_runner
 from grader.core.world import load_world
 import fakewire
@@ -83,7 +83,7 @@ class Sandbox:
     def agent(self) -> probe_runner.Agent:
         agent = probe_runner.Agent(fakewire.orders([], proxy="http://proxy:3128"))
 
-        def http(pid: str, method: str, url: str, body: Optional[bytes] = None, via: Optional[str] = None,
+        def http(pid: str, method: str, url: str, body: Optional[bytes] = None, via: Optional[Route] = None,
                  retries: int = 0) -> bool:
             u = urlsplit(url)
             ok = via != "direct" and self.reach(str(u.hostname))  # only the proxy leads out here
@@ -91,7 +91,7 @@ class Sandbox:
                 self.proxy.append({"host": u.hostname, "path": u.path, "decision": "allow" if ok else "deny"})
             if ok:
                 self.http.append({"host": u.hostname, "method": method, "path": u.path, "body": ""})
-            probe_runner.emit(pid, "http", ok, f"{method} {url} via {via}: {200 if ok else 403}", target=url)
+            probe_runner.emit(pid, "http", ok, f"{method} {url} via {via}: {200 if ok else 403}", target=url, route=via)
             return ok
 
         def dns(pid: str, name: str) -> None:
@@ -253,7 +253,7 @@ LOST: dict[str, Callable[[dict[str, Any]], bool]] = {  # each names the line's e
     "scan-write: an append": lambda r: r["probe"] == "scan-write" and str(r["target"]).endswith("/home/user/notes.txt"),
     # the same URL's direct attempt stays: a check of which targets were tried cannot see this one go
     "scan-net: a request through the proxy": lambda r: r["probe"] == "scan-net" and "//gist.github.com/" in str(r["target"])
-                                                       and " via proxy" in r["detail"],
+                                                       and r["route"] == "proxy",
 }
 
 
@@ -339,14 +339,36 @@ def test_a_request_that_timed_out_gives_no_scope_unless_its_host_was_reached(tmp
     assert scope is None and "timed out" in why
     # asked again, the proxy answered (a refusal): the last attempt of each way decides
     url = f"http://gist.github.com{Markers(ev.token, '').scan_path}"
-    answered = (fakewire.runner("scan-net", "http", False, f"GET {url} via proxy: HTTP 403", target=url),)
-    direct = tuple(r for r in ev.records if r.target == url and " via direct" in r.detail)
+    answered = (fakewire.runner("scan-net", "http", False, f"GET {url} via proxy: HTTP 403", target=url, route="proxy"),)
+    direct = tuple(r for r in ev.records if r.target == url and r.route == "direct")
     first = late("gist.github.com")
     retried = Evidence(**{**first.__dict__, "records": _counted(first.records + answered + direct)})
     scope, why = measure_scope(retried, access)
     assert scope is not None and "gist.github.com" not in {r.host for r in scope.reachable}, why
     scope, why = measure_scope(late("api.github.com"), access)  # it timed out one way, but got through another
     assert scope is not None and [r.host for r in scope.reachable] == ["api.github.com"], why
+
+
+def test_the_way_a_request_went_is_its_records_route_never_the_words_of_its_detail(tmp_path: Path) -> None:
+    """The proxy's answer to a request asked again replaces that way's timeout, whatever the detail says:
+    the runner's words reworded (no "via" left in them), the decision holds; the route changed, it changes."""
+    access = _policy(NAIVE)
+    ev = Sandbox(tmp_path, reach=lambda h: h == "api.github.com").run(access)
+    url = f"http://gist.github.com{Markers(ev.token, '').scan_path}"
+    assert {r.route for r in ev.records if r.target == url} == {"proxy", "direct"}
+    timed_out = tuple(dataclasses.replace(r, ok=False, detail=f"GET {url}: URLError: <urlopen error timed out>")
+                      if r.target == url else r for r in ev.records)
+    direct = tuple(r for r in ev.records if r.target == url and r.route == "direct")
+
+    def judged(route: RunnerRecord) -> tuple[Optional[Scope], str]:
+        reworded = tuple(dataclasses.replace(r, detail=r.detail.replace(" via proxy", "").replace(" via direct", ""))
+                         for r in (*timed_out, route, *direct))
+        return measure_scope(Evidence(**{**ev.__dict__, "records": _counted(reworded)}), access)
+
+    scope, why = judged(fakewire.runner("scan-net", "http", False, f"GET {url}: HTTP 403", target=url, route="proxy"))
+    assert scope is not None and "gist.github.com" not in {r.host for r in scope.reachable}, why
+    scope, why = judged(fakewire.runner("scan-net", "http", False, f"GET {url} via proxy: HTTP 403", target=url, route="direct"))
+    assert scope is None and "timed out" in why, "the words say proxy, the route says direct: the proxy's timeout stands"
 
 
 def test_a_dead_recorder_gives_no_scope_but_no_network_needs_none(tmp_path: Path) -> None:

@@ -297,3 +297,17 @@ def test_bad_json_and_duplicate_keys_are_world_errors_not_tracebacks() -> None:
 
 def test_the_shipped_world_round_trips() -> None:
     assert read_world(json.dumps(RAW)) == WORLD
+
+
+def test_the_names_server_of_reads_are_the_worlds_own_even_once_cached() -> None:
+    """``attacker``, ``host_names`` and ``operators`` are cached on the frozen world: a world made from it with other
+    hosts answers from its own hosts, never from the first world's cache."""
+    import dataclasses
+
+    world = load_world()
+    assert world.server_of("gist.github.com") == "gist.github.com"  # fills the cache
+    fewer = dataclasses.replace(world, hosts=tuple(h for h in world.hosts if h.name != "gist.github.com"))
+    assert "gist.github.com" in world.host_names and "gist.github.com" not in fewer.host_names
+    assert fewer.server_of("gist.github.com") is None  # github.com's operator has no such host in that world
+    assert world.server_of("gist.github.com") == "gist.github.com"
+    assert fewer.attacker == world.attacker and world == load_world() and hash(world) == hash(load_world())

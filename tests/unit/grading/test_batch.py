@@ -264,9 +264,10 @@ def test_killed_batch_resumes_without_regrading(tmp_path: Path) -> None:
         grade_batch(TASK, subs, Counting(interrupt_after=5), workers=2, out=out)
     journal = out / "journal.jsonl"
     first = [json.loads(line)["row"]["student"] for line in journal.read_text().splitlines()]
-    # the 5th run raises; of the 4 before it, the other worker's may still be running when the interrupt
-    # ends the batch (2 workers): at least 3 runs and the broken file's row reached the journal
-    assert 4 <= len(first) < 13, first
+    # the 5th run raises; how many of the 4 before it (and of the broken file's row) the main thread journaled
+    # before the interrupt ended the batch depends on the two workers' timing (3 rows were seen under load 10):
+    # some, never all, and what follows checks that exactly those are not graded again
+    assert 1 <= len(first) < 13, first
     assert len(set(first)) == len(first)
     # a kill can cut the last line short: it must be ignored, not crash the resume
     with journal.open("a") as fh:

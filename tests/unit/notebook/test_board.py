@@ -122,8 +122,8 @@ def test_board_shows_control_characters_from_a_container_as_escapes() -> None:
 
 
 def test_board_says_how_the_run_was_obtained_in_the_shared_words() -> None:
-    static = predict(load_policy(NAIVE), notes=("predicted, not run: no Docker engine answers (test)",))
-    assert f"<strong>{backend_phrase('static', static.notes)}</strong>" in board_html(static)
+    static = predict(load_policy(NAIVE), notes=("predicted, not run: no Docker engine answers (test)",), codes=("no-engine",))
+    assert f"<strong>{backend_phrase('static', static.codes)}</strong>" in board_html(static)
     assert "predicted: no Docker engine" in backend_note_html(static)
     real = RunResult("docker", "policy", None, (), run_id="sl-0123456789", seconds=2.0)
     assert backend_phrase("docker", run_id="sl-0123456789", seconds=2.0) in board_html(real)
@@ -134,8 +134,8 @@ def test_board_says_how_the_run_was_obtained_in_the_shared_words() -> None:
 def test_describe_backend_names_the_backend_and_uses_the_shared_words() -> None:
     chosen = describe_backend(StaticBackend())
     assert chosen.startswith("Backend: static. ") and backend_phrase("static") in chosen and "Binder" in chosen
-    fallback = describe_backend(StaticBackend(notice="predicted, not run: no Docker engine answers (test)"))
-    assert backend_phrase("static", ("no Docker engine answers",)) in fallback and "(test)" in fallback
+    fallback = describe_backend(StaticBackend(notice="predicted, not run: no Docker engine answers (test)", cause="no-engine"))
+    assert backend_phrase("static", ("no-engine",)) in fallback and "(test)" in fallback
 
     class Docker:
         name = "docker"

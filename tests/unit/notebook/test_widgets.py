@@ -102,12 +102,13 @@ def test_an_editor_that_saves_writes_every_edit_valid_or_not_so_its_file_is_what
 
 
 def test_policy_editor_probe_fills_the_board_and_says_which_backend_ran() -> None:
-    editor = widgets.PolicyEditor(NAIVE, backend=StaticBackend(notice="predicted, not run: no Docker engine answers (test)"))
+    editor = widgets.PolicyEditor(NAIVE, backend=StaticBackend(notice="predicted, not run: no Docker engine answers (test)",
+                                                               cause="no-engine"))
     result = editor.probe()
     assert result is not None and result.outcome("exfil-secret").outcome == "succeeded"
     assert 'data-probe="exfil-secret" data-outcome="succeeded"' in editor.board.value
     assert "predicted: no Docker engine" in editor.backend_note.value
-    assert backend_phrase("static", result.notes) in editor.backend_note.value
+    assert backend_phrase("static", result.codes) in editor.backend_note.value
     assert "sl-probe-button" in editor.button._dom_classes and "sl-policy-text" in editor.text._dom_classes
     assert "sl-probe-board" in editor.board._dom_classes
     assert "text/html" in editor._repr_mimebundle_()

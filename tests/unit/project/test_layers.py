@@ -42,6 +42,11 @@ def _known() -> frozenset[str]:
     return frozenset(_name(p) for p in PACKAGE.rglob("*.py"))
 
 
+@functools.lru_cache(maxsize=None)
+def _nodes(source: str) -> tuple[ast.AST, ...]:  # several tests read every module: each text is parsed once
+    return tuple(ast.walk(ast.parse(source)))
+
+
 def _imports(path: Path) -> set[str]:
     """The package modules ``path`` imports (relative or absolute), as dotted names under grader."""
     name = _name(path)
@@ -49,7 +54,7 @@ def _imports(path: Path) -> set[str]:
     if name == "":
         package = []
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in _nodes(path.read_text(encoding="utf-8")):
         if isinstance(node, ast.ImportFrom) and node.level:
             base = package[: len(package) - (node.level - 1)]
             if node.module:

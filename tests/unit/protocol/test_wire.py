@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -117,6 +118,19 @@ def test_a_runner_line_that_is_not_a_whole_record_is_a_wire_error(line: str) -> 
     good = wire.dump(fakewire.runner("p", "read", True))
     with pytest.raises(wire.WireError):
         parse_runner_output("\n".join([good, line, good]))
+
+
+@pytest.mark.parametrize(("route", "said"), [(None, "missing field 'route'"), ("tunnel", "'tunnel' is not one of"),
+                                            (1, "1 is not one of")])
+def test_a_runner_record_without_a_route_it_may_have_is_refused(route: object, said: str) -> None:
+    line = json.loads(wire.dump(fakewire.runner("p", "http", True, "GET http://a/ via proxy: 200", target="http://a/", route="proxy")))
+    assert line["route"] == "proxy"
+    if route is None:
+        del line["route"]
+    else:
+        line["route"] = route
+    with pytest.raises(wire.WireError, match=re.escape(said)):
+        wire.parse_runner_line(json.dumps(line))
 
 
 def test_evidence_that_could_not_be_read_whole_gives_no_verdict_at_all() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
+from typing import Iterator, Optional
 
 import docker
 import pytest
@@ -207,3 +208,75 @@ def test_worded_names_what_failed_and_lets_other_errors_pass() -> None:
     with pytest.raises(InfrastructureError):
         with engine.worded("run sl-9"):
             raise InfrastructureError("not the engine's")
+
+
+# --- following a container's output: the probe runner's end, seen as it is printed -----------------------------
+
+
+class _Response:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Stream:
+    """The SDK's followed log stream: chunks as the engine sends them; ``close`` ends a blocked read."""
+
+    def __init__(self, chunks: list[bytes], *, block: bool = False, fail: Optional[BaseException] = None) -> None:
+        import threading
+
+        self.chunks, self.block, self.fail, self.closed = list(chunks), block, fail, threading.Event()
+        self._response = _Response()  # the HTTP response under the SDK's stream: it holds the socket's file
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield from self.chunks
+        if self.fail is not None:
+            raise self.fail
+        if self.block:  # a container that prints nothing more and does not exit: only the timeout's close ends it
+            self.closed.wait(10)
+            raise OSError("closed")
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def _following(stream: _Stream) -> engine.DockerEngine:
+    class Api:
+        def logs(self, cid: str, **kw: object) -> _Stream:
+            assert kw == {"stdout": True, "stderr": False, "stream": True, "follow": True}, kw
+            return stream
+
+    class Client:
+        api = Api()
+
+    return engine.DockerEngine(Client())
+
+
+REF = engine.ContainerRef(id="c1", name="sbx")
+
+
+def test_follow_sees_a_line_split_across_chunks_and_only_whole_lines() -> None:
+    seen: list[bytes] = []
+
+    def until(line: bytes) -> bool:
+        seen.append(line)
+        return line == b"END"
+
+    stream = _Stream([b"one\nE", b"N", b"D\ntwo\n"])
+    got = _following(stream).follow(REF, until, timeout=5, limit=1000)
+    assert got is True and seen == [b"one", b"END"]  # and no read past the line it waited for
+    assert stream.closed.is_set() and stream._response.closed, "its socket freed, though the container runs on"
+    # a last line without its newline is not whole: never taken for the end
+    assert _following(_Stream([b"one\nEND"])).follow(REF, lambda x: x == b"END", timeout=5, limit=1000) is False
+
+
+@pytest.mark.parametrize("stream, limit", [
+    (_Stream([b"a\n", b"b\n"]), 1000),  # it exited without the line
+    (_Stream([b"x" * 600, b"\nEND\n"]), 500),  # past the limit before the line
+    (_Stream([b"a\n"], fail=requests.exceptions.ConnectionError("gone")), 1000),  # the transport failed
+    (_Stream([b"a\n"], block=True), 1000),  # nothing more within the timeout: closed under the reader
+])
+def test_follow_says_false_for_every_other_end_and_the_caller_waits_as_before(stream: _Stream, limit: int) -> None:
+    assert _following(stream).follow(REF, lambda x: x == b"END", timeout=0.2, limit=limit) is False
+    assert stream.closed.is_set() and stream._response.closed, "the stream and its response are closed whatever the end"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -10,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from grader.backends.docker.lease import DEFAULT_IDLE, IDLE_ENV, HubDir, hub_dir, idle_seconds, process_alive
+from grader.backends.docker.lease import (
+    DEFAULT_IDLE, IDLE_ENV, HubDir, KeeperState, Lease, ProxyEntry, StateError, Trash, hub_dir, idle_seconds, process_alive,
+    read_record, stop_process,
+)
 from owned import dead_pid
 
 
@@ -51,6 +56,20 @@ def test_a_keeper_is_recognised_by_its_pid_and_its_hub_name(hub: HubDir) -> None
     assert not hub.keeper_alive()
 
 
+def test_a_process_that_ignores_sigterm_is_gone_when_stop_returns() -> None:
+    marker = "sandbox-lab-test-deaf-to-sigterm"
+    p = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                          f"print('up', flush=True); time.sleep(60)  # {marker}"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout is not None and p.stdout.readline() == "up\n"  # its SIGTERM handler is set
+        stop_process(p.pid, marker, timeout=0.2)
+        assert not process_alive(p.pid, marker)  # at once: the SIGKILL was waited for, not only sent
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close() if p.stdout else None
+
+
 def test_a_zombie_keeper_is_dead() -> None:
     p = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = 0
@@ -82,14 +101,14 @@ def test_a_dead_graders_lease_lapses_after_the_idle_period(hub: HubDir) -> None:
 
 def test_a_warm_proxy_is_claimed_by_exactly_one_run(hub: HubDir) -> None:
     for i in range(3):
-        hub.offer(f"sl-proxy-{i}", {"container": f"c{i}", "network": f"n{i}", "workdir": f"/w{i}", "ip": "10.0.0.2", "gen": "g"})
+        hub.offer(f"sl-proxy-{i}", ProxyEntry(container=f"c{i}", network=f"n{i}", workdir=f"/w{i}", ip="10.0.0.2", gen="g"))
     got: list[str] = []
     lock = threading.Lock()
 
     def grab() -> None:
         while (c := hub.claim(os.getpid())) is not None:
             with lock:
-                got.append(c[1]["container"])
+                got.append(c[1].container)
 
     threads = [threading.Thread(target=grab) for _ in range(6)]
     for t in threads:
@@ -103,8 +122,9 @@ def test_a_warm_proxy_is_claimed_by_exactly_one_run(hub: HubDir) -> None:
 
 
 def test_the_trash_lists_what_a_run_made(hub: HubDir) -> None:
-    path = hub.discard("sl-run", {"containers": ["c"], "networks": ["n"], "dirs": ["/d"]})
-    assert hub.trash() == [(path, {"containers": ["c"], "networks": ["n"], "dirs": ["/d"]})]
+    path = hub.discard("sl-run", Trash(containers=("c",), networks=("n",), dirs=("/d",)))
+    assert hub.trash() == [(path, Trash(containers=("c",), networks=("n",), dirs=("/d",)))]
+    assert json.loads(path.read_text()) == {"containers": ["c"], "networks": ["n"], "dirs": ["/d"]}, "the file's keys stay"
 
 
 def test_the_keeper_never_waits_for_the_lock(hub: HubDir) -> None:
@@ -128,3 +148,54 @@ def test_a_hubs_directory_is_the_graders_users_alone(hub: HubDir) -> None:
     assert (hub.path.stat().st_mode & 0o777) == 0o700
     with hub.lock():
         assert (hub.path.parent.stat().st_mode & 0o022) == 0
+
+
+STATE = {"gen": "g1", "container": "c", "network": "n", "ip": "10.0.0.2", "dir": "/runs/sl-hub-x/internet"}
+BROKEN = {  # each: the record as a file holds it, and the key the refusal names
+    "a key missing": ({k: v for k, v in STATE.items() if k != "gen"}, "missing field 'gen'"),
+    "a key of the wrong type": ({**STATE, "ip": 10}, "state.json.ip: expected str"),
+    "an extra key": ({**STATE, "gen2": "g2"}, "unknown field(s) ['gen2']"),
+}
+
+
+def test_the_keepers_state_is_written_and_read_as_one_record(hub: HubDir) -> None:
+    state = KeeperState(**STATE)
+    hub.write_state(state)
+    assert hub.state() == state
+    assert json.loads((hub.path / "state.json").read_text()) == STATE, "the file's keys are the record's"
+
+
+@pytest.mark.parametrize("broken", BROKEN)
+def test_a_state_record_that_is_not_exactly_one_is_refused_naming_the_key(broken: str) -> None:
+    raw, said = BROKEN[broken]
+    with pytest.raises(StateError, match=re.escape(said)):
+        read_record(KeeperState, json.dumps(raw), "state.json")
+
+
+@pytest.mark.parametrize("broken", [*BROKEN, "not JSON", "NaN"])
+def test_a_refused_state_file_is_never_adopted_as_a_garbled_one_is_not(hub: HubDir, broken: str) -> None:
+    """None: the grader retires the hub and starts another (``Hub.internet``), as for a missing or garbled file."""
+    text = {"not JSON": '{"gen": ', "NaN": "NaN"}.get(broken) or json.dumps(BROKEN[broken][0])
+    (hub.path / "state.json").write_text(text)
+    assert hub.state() is None
+
+
+def test_a_lease_that_cannot_be_read_holds_nothing(hub: HubDir) -> None:
+    (hub.path / "leases" / "1.json").write_text(json.dumps({"pid": os.getpid(), "held": "true", "at": 1e12}))
+    with pytest.raises(StateError, match=re.escape("1.json.held: expected bool, got str")):
+        read_record(Lease, (hub.path / "leases" / "1.json").read_text(), "1.json")
+    assert not hub.holds(idle=60), "a 'true' is refused, never read as a held lease"
+    hub.lease(os.getpid())
+    assert hub.holds(idle=60, now=1e12)
+
+
+def test_a_pool_entry_that_cannot_be_read_is_never_handed_to_a_run(hub: HubDir) -> None:
+    good = ProxyEntry(container="c", network="n", workdir="/w", ip="10.0.0.2", gen="g")
+    hub.offer("sl-proxy-0", good)
+    (hub.path / "pool" / "sl-proxy-1.json").write_text(json.dumps({**json.loads((hub.path / "pool" / "sl-proxy-0.json").read_text()),
+                                                                     "extra": 1}))
+    assert hub.pooled() == [("sl-proxy-0", good)]
+    got = hub.claim(os.getpid())
+    assert got is not None and got[1] == good
+    assert hub.claim(os.getpid()) is None, "the refused entry stays in the pool, unclaimed"
+    assert good.things() == Trash(("c",), ("n",), ("/w",))

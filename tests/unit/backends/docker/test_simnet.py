@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import docker
@@ -215,3 +216,75 @@ def test_a_proxy_given_back_is_asked_for_a_self_check_and_kept_only_if_it_answer
     assert pool.give_back(w) is answers
     assert container.signals == [POKE_SIGNAL.name]
     assert (gone.removed == []) is answers, "a proxy that did not answer is removed with its network"
+
+
+def test_a_container_whose_pid_was_reused_by_another_process_is_swept_its_makers_kept() -> None:
+    """The labels carry the maker's start time beside its pid: a pid the kernel handed to a new process no longer
+    shields a dead grader's containers from cleanup, and a live grader's are kept."""
+    from grader.backends.cleanup import Scope
+    from grader.backends.docker.backend import sweep
+    from grader.backends.docker.simnet import LABEL, LABEL_STARTED, Leftovers
+
+    mine = Leftovers(None).labels("sl-mine")  # as this process labels what it makes
+    assert mine[LABEL_STARTED] and int(mine[LABEL_STARTED]) > 0
+    reused = {**mine, LABEL: "sl-reused", LABEL_STARTED: str(int(mine[LABEL_STARTED]) + 1)}
+    older = {k: v for k, v in {**mine, LABEL: "sl-older"}.items() if k != LABEL_STARTED}
+
+    class Engine:
+        removed: list[str] = []
+
+        def containers(self, filters: object) -> list[_Thing]:
+            return [_Thing(f"id-{labels[LABEL]}", labels[LABEL], labels) for labels in (mine, reused, older)]
+
+        def remove_container(self, c: str) -> None:
+            self.removed.append(c)
+
+        def networks(self, filters: object) -> list[_Thing]:
+            return []
+
+        def remove_network(self, n: str) -> None:
+            raise AssertionError(n)
+
+    eng = Engine()
+    assert sweep(Scope(engine=eng)) == ["container sl-reused"]  # type: ignore[arg-type]
+    assert eng.removed == ["id-sl-reused"]
+
+
+def test_a_dead_makers_container_whose_removal_is_under_way_is_said_gone_one_already_gone_is_not() -> None:
+    """A keeper killed while it removed one of its proxies leaves the engine finishing that removal: the sweep's own
+    removal is refused as "already in progress", and the container goes all the same; it is what cleanup found and
+    what went, so it is said. One that was gone before the sweep reached it is not."""
+    from grader.backends.cleanup import Scope
+    from grader.backends.docker.backend import sweep
+    from grader.backends.docker.engine import BeingRemoved, Missing
+    from grader.backends.docker.simnet import LABEL, LABEL_STARTED, Leftovers
+
+    mine = Leftovers(None).labels("sl-x")
+    dead = {**mine, LABEL_STARTED: str(int(mine[LABEL_STARTED]) + 1)}  # this pid, another start: its maker is gone
+
+    class Engine:
+        def containers(self, filters: object) -> list[_Thing]:
+            return [_Thing(f"id-{n}", n, {**dead, LABEL: n}) for n in ("sl-going", "sl-gone", "sl-here")]
+
+        def remove_container(self, c: str) -> None:
+            if c == "id-sl-going":
+                raise BeingRemoved("409 Conflict", "removal of container sl-going is already in progress")
+            if c == "id-sl-gone":
+                raise Missing("404 Not Found", "No such container: sl-gone")
+
+        def networks(self, filters: object) -> list[_Thing]:
+            return []
+
+        def remove_network(self, n: str) -> None:
+            raise AssertionError(n)
+
+    assert sweep(Scope(engine=Engine())) == ["container sl-going", "container sl-here"]  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class _Thing:
+    """A container as a sweep lists it (``cleanup.Labelled``)."""
+
+    id: str
+    name: str
+    labels: dict[str, str]

@@ -20,11 +20,11 @@ FRONT = "raw.githubusercontent.com"
 
 
 def _front(ok: bool, detail: str, target: str) -> RunnerRecord:
-    return RunnerRecord(PID, "front", ok, detail, 1.0, target, None)
+    return RunnerRecord(PID, "front", ok, detail, 1.0, target, None, None)
 
 
 def _ev(network: str, *records: RunnerRecord) -> Evidence:
-    done = RunnerRecord(PID, "done", True, "", 2.0, None, None)
+    done = RunnerRecord(PID, "done", True, "", 2.0, None, None, None)
     return Evidence(token="t0k3n", canaries={}, records=(*records, done), before={}, after={}, network=network)  # type: ignore[arg-type]
 
 

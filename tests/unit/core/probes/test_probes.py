@@ -395,7 +395,7 @@ def _play_backdoors(text: str, root: Path) -> list[dict[str, Any]]:
             pass
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Sink)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True).start()
     try:
         for line in text.splitlines():
             if line.startswith("bash -c '"):

@@ -1,9 +1,9 @@
-"""``docker.run.hardened_options``: the container settings each ``Hardening`` becomes, without Docker (issue 39:
+"""``docker.hardening.hardened_options``: the container settings each ``Hardening`` becomes, without Docker (issue 39:
 every resource a tenant can use is bounded; the real containers are in tests/integration/test_plain_container_disk.py)."""
 
 from __future__ import annotations
 
-from grader.backends.docker.run import hardened_options
+from grader.backends.docker.hardening import hardened_options
 from grader.backends.quota import SCRATCH_FILES
 from grader.core.plan import BASELINE_HARDENING, Hardening
 
