@@ -99,6 +99,7 @@ class Lab:
     base: str
     token: str
     home: Path  # where the learner's progress.json goes
+    log: Optional[Path] = None  # the server's output, for a failure's diagnosis
 
     def url(self, notebook: str) -> str:
         """The notebook in a fresh workspace (``reset``): the notebook a test opened before stays closed."""
@@ -161,7 +162,7 @@ def jupyterlab(root: Path, work: Path, *, learner: bool, backend: str = "docker"
             if time.monotonic() > deadline:
                 pytest.fail(f"JupyterLab did not answer in {SERVER_START_S} s:\n{log_path.read_text()[-3000:]}")
             time.sleep(0.5)
-        yield Lab(base, token, home)
+        yield Lab(base, token, home, log_path)
     finally:
         stop(proc)
         log.close()
@@ -188,14 +189,75 @@ def chromium(profile: Path, *, width: int = 1400, height: int = 1000) -> Iterato
 NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
 
 
-def open_notebook(page: Any, url: str) -> None:
-    """Open a notebook and wait until its kernel is idle; close a stale "Server Connection Error" of a busy machine."""
-    page.goto(url)
-    page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for(timeout=60_000)
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+# A lab and its kernel starting: under make test other workers' Docker tests share the cores.
+KERNEL_START_MS = 180_000
+_IDLE = ".jp-StatusBar-Widget"
+# The dialogs a busy machine can raise while a notebook's kernel starts, and the button that goes on: a request
+# that timed out ("Server Connection Error": the server answers again once it has started), and the kernel
+# chooser JupyterLab raises when it could not start the notebook's kernel by itself (its session request failed).
+_GO_ON = {"Server Connection Error": "Dismiss", "Select Kernel": "Select"}
+
+
+def _dialogs(page: Any) -> list[str]:
+    return [d.inner_text().strip().replace("\n", " | ")[:300] for d in page.locator(".jp-Dialog").all()]
+
+
+def wait_idle(page: Any, lab: Optional[Lab] = None, *, timeout_ms: int = KERNEL_START_MS) -> None:
+    """Until the notebook's kernel says Idle in the status bar. A dialog in ``_GO_ON`` is answered on the way,
+    as a learner would; any other dialog, or no Idle by ``timeout_ms``, fails with what the page, the server and
+    its log said (the status bar, the dialogs, the kernels and sessions, the log's tail)."""
+    idle = page.locator(_IDLE, has_text="Idle").first
+    deadline = time.monotonic() + timeout_ms / 1000
+    answered: list[str] = []
+    while True:
+        try:
+            idle.wait_for(timeout=2_000)
+            break
+        except Exception as e:  # playwright's TimeoutError; the page is asked again below
+            if "Timeout" not in type(e).__name__:
+                raise
+        for dialog in reversed(page.locator(".jp-Dialog").all()):  # the newest is on top
+            text = dialog.inner_text()
+            title = next((t for t in _GO_ON if t in text), None)
+            if title is None:
+                pytest.fail(f"a dialog stopped the kernel's start: {text.strip()[:600]}\n{diagnosis(page, lab)}",
+                            pytrace=False)
+            try:
+                dialog.locator("button", has_text=_GO_ON[title]).first.click(timeout=5_000)
+                answered.append(title)
+            except Exception as e:  # gone meanwhile, or under another dialog: the page is asked again
+                if "Timeout" not in type(e).__name__:
+                    raise
+        if time.monotonic() > deadline:
+            pytest.fail(f"the kernel was not Idle in {timeout_ms // 1000} s (dialogs answered on the way: "
+                        f"{answered or 'none'})\n{diagnosis(page, lab)}", pytrace=False)
+    # A stale "Server Connection Error" can still be up once the kernel answers: close it.
     stale = page.locator(".jp-Dialog button", has_text="Dismiss")
     if stale.count():
         stale.first.click()
+
+
+def diagnosis(page: Any, lab: Optional[Lab]) -> str:
+    """What the page and the server said: the status bar, the dialogs, the server's kernels and sessions, its log."""
+    lines = [f"status bar: {[w.strip() for w in page.locator(_IDLE).all_inner_texts() if w.strip()]}",
+             f"dialogs: {_dialogs(page)}"]
+    if lab is not None:
+        for api in ("kernels", "sessions"):
+            try:
+                with urllib.request.urlopen(f"{lab.base}/api/{api}?token={lab.token}", timeout=10) as r:
+                    lines.append(f"/api/{api}: {r.read().decode()[:1500]}")
+            except OSError as e:
+                lines.append(f"/api/{api}: {e}")
+        if lab.log is not None and lab.log.is_file():
+            lines.append("server log, last lines:\n" + lab.log.read_text(errors="replace")[-4000:])
+    return "\n".join(lines)
+
+
+def open_notebook(page: Any, url: str, lab: Optional[Lab] = None) -> None:
+    """Open a notebook and wait until its kernel is idle (``wait_idle``)."""
+    page.goto(url)
+    page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for(timeout=60_000)
+    wait_idle(page, lab)
 
 
 # Every code cell's prompt: "[*]" while queued or running, "[n]" once run, "[ ]" when never run.
@@ -209,7 +271,7 @@ def run_all(page: Any) -> None:
     # Started: a cell is queued or has run (a notebook that runs in no time is done at once).
     page.wait_for_function(f"() => {_PROMPTS}.some(t => t.includes('*') || /\\d/.test(t))", timeout=60_000)
     page.wait_for_function(f"() => {_PROMPTS}.every(t => !t.includes('*'))", timeout=RUN_ALL_MS, polling=500)
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=60_000)
+    wait_idle(page, timeout_ms=60_000)
 
 
 def never_run(page: Any) -> list[str]:

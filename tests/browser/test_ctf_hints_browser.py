@@ -160,7 +160,7 @@ def test_five_wrong_attacks_on_three_levels_each_get_a_hint_naming_what_they_did
 
     wrong = _wrong_attacks()
     assert len(wrong) == 5 and len({lv for lv, *_ in wrong}) == 3, [w[:2] for w in wrong]
-    open_notebook(page, lab.url(LESSON))
+    open_notebook(page, lab.url(LESSON), lab)
 
     # The setup cell registers %%attack on the lesson's backend (Docker, as SANDBOX_LAB_BACKEND names it).
     setup = page.locator(f"{NOTEBOOK} .jp-Cell").nth(_cell_index(page, "from grader.backends import default"))

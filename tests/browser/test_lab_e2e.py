@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from labdriver import ROOT, RUN_ALL_MS, chromium, jupyterlab, require_browser
+from labdriver import ROOT, RUN_ALL_MS, Lab, chromium, jupyterlab, require_browser, wait_idle
 
 pytestmark = [pytest.mark.browser, pytest.mark.docker, pytest.mark.slow]
 
@@ -40,20 +40,20 @@ SECURE_POLICY = {
 }
 
 PROBE_MS = 120_000
-# a lab and its kernel starting: under make test another worker's Docker tests share the two cores
+# a lab's first page: under make test other workers' Docker tests share the cores
 START_MS = 180_000
 
 
 @pytest.fixture()
-def lab(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[str]:
+def lab(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, Lab]]:
     """JupyterLab on a free localhost port, rooted in a copy of lessons/, on the Docker backend (the real
     thing: a missing engine fails loudly); yields the lesson's URL (``LESSON``, or the one an indirect
-    parametrization names)."""
+    parametrization names) and the running lab."""
     require_browser()
     root = tmp_path / "lessons"
     shutil.copytree(ROOT / "lessons", root)
     with jupyterlab(root, tmp_path, learner=False, backend="docker") as running:
-        yield running.url(getattr(request, "param", LESSON))
+        yield running.url(getattr(request, "param", LESSON)), running
 
 
 @pytest.fixture()
@@ -79,17 +79,14 @@ def _wait_for_outcome(page: Any, probe: str, outcome: str) -> None:
         state="attached", timeout=PROBE_MS)
 
 
-def _run_all(page: Any, lab: str, until: str, shot: str) -> Any:
+def _run_all(page: Any, lab: tuple[str, Lab], until: str, shot: str) -> Any:
     """Open the lesson, run every cell from the Run menu, wait until all finished; the first ``until`` element."""
-    page.goto(lab)
+    url, running = lab
+    page.goto(url)
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=START_MS)
     # The kernel has started when the status bar says so; then run every cell from the Run menu.
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=START_MS)
+    wait_idle(page, running)
     _shot(page, f"{shot}1-opened")
-    # A later lab in one session can show a stale "Server Connection Error" while starting; Idle means it answers.
-    stale = page.locator(".jp-Dialog button", has_text="Dismiss")
-    if stale.count():
-        stale.first.click()
     page.locator(".lm-MenuBar-item", has_text="Run").first.click()
     page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()
 
@@ -99,11 +96,11 @@ def _run_all(page: Any, lab: str, until: str, shot: str) -> Any:
     page.wait_for_function(
         """() => [...document.querySelectorAll('.jp-InputPrompt')].every(p => !p.textContent.includes('*'))""",
         timeout=RUN_ALL_MS)
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=START_MS)
+    wait_idle(page, running)
     return found
 
 
-def test_naive_policy_leaks_the_ssh_key_and_the_fixed_one_blocks_it(lab: str, page: Any) -> None:
+def test_naive_policy_leaks_the_ssh_key_and_the_fixed_one_blocks_it(lab: tuple[str, Lab], page: Any) -> None:
     editor = _run_all(page, lab, ".sl-policy-editor", "")
     editor.scroll_into_view_if_needed()
     _shot(page, "2-editor")
@@ -135,24 +132,9 @@ def test_naive_policy_leaks_the_ssh_key_and_the_fixed_one_blocks_it(lab: str, pa
     assert secure.get("job-write-build") == "succeeded", secure
 
 
-def test_lesson_02_editor_reaches_goal_met(lab: str, page: Any, tmp_path: Path) -> None:
+def test_lesson_02_editor_reaches_goal_met(lab: tuple[str, Lab], page: Any, tmp_path: Path) -> None:
     """The learner's exercise end to end: the goal is stated, the naive setup is "Not yet", the fixed one "Goal met"."""
-    page.goto(lab)
-    page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=START_MS)
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=START_MS)
-    # On a busy machine a second lab in one session can show "Server Connection Error" while it is
-    # still starting up; once the status bar says Idle the server answers, so close that dialog.
-    stale = page.locator(".jp-Dialog button", has_text="Dismiss")
-    if stale.count():
-        stale.first.click()
-    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-    page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()
-    editor = page.locator(".sl-policy-editor").first
-    editor.wait_for(state="attached", timeout=RUN_ALL_MS)
-    page.wait_for_function(
-        """() => [...document.querySelectorAll('.jp-InputPrompt')].every(p => !p.textContent.includes('*'))""",
-        timeout=RUN_ALL_MS)
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=START_MS)
+    editor = _run_all(page, lab, ".sl-policy-editor", "goal-0-")
     goal = editor.locator(".sl-goal")
     assert "no channel out except the npm registry" in goal.inner_text()
     assert editor.locator(".sl-goal-status").count() == 0  # nothing is judged before a run
@@ -196,7 +178,7 @@ AGENT_POLICY = {
 
 
 @pytest.mark.parametrize("lab", ["01-why-sandbox/why-sandbox.ipynb"], indirect=True)
-def test_the_agent_on_stage_leaks_the_key_until_the_learner_s_policy_contains_it(lab: str, page: Any) -> None:
+def test_the_agent_on_stage_leaks_the_key_until_the_learner_s_policy_contains_it(lab: tuple[str, Lab], page: Any) -> None:
     _run_all(page, lab, ".sl-agent-stage .sl-agent-policy", "agent-")
     stage = page.locator(".sl-agent-stage", has=page.locator(".sl-agent-policy")).first
     failed = page.locator(".sl-agent-stage .sl-failed")

@@ -30,7 +30,8 @@ from typing import Any
 
 import pytest
 
-from labdriver import NOTEBOOK, ROOT, RUN_ALL_MS, Lab, axe_violations, chromium, jupyterlab, never_run, open_notebook, require_browser, run_all, serious
+from labdriver import (NOTEBOOK, ROOT, RUN_ALL_MS, Lab, axe_violations, chromium, jupyterlab, never_run, open_notebook,
+                       require_browser, run_all, serious, wait_idle)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
@@ -86,7 +87,7 @@ def page(browser: Any, lab: Lab) -> Iterator[Any]:
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=[p.split("/")[0] for p in LESSONS])
 def test_lesson_runs_all_unanswered_and_has_no_serious_wcag_violation(lab: Lab, page: Any, lesson: str) -> None:
-    open_notebook(page, lab.url(lesson))
+    open_notebook(page, lab.url(lesson), lab)
     run_all(page)
     found = axe_violations(page, NOTEBOOK)
     REPORTS.mkdir(parents=True, exist_ok=True)
@@ -102,7 +103,7 @@ def test_lesson_runs_all_unanswered_and_has_no_serious_wcag_violation(lab: Lab, 
 
 def test_axe_finds_a_violation_planted_in_an_output_even_inside_a_closed_details(lab: Lab, page: Any) -> None:
     """The check can fail: a nameless button in a lesson's output, hidden in a closed <details>, is reported as the lesson's."""
-    open_notebook(page, lab.url(LESSONS[0]))
+    open_notebook(page, lab.url(LESSONS[0]), lab)
     run_all(page)
     page.evaluate(
         """n => { const out = document.querySelector(n + ' .jp-OutputArea-output');
@@ -127,7 +128,7 @@ def _focused(page: Any) -> str:
 
 def test_keyboard_alone_drives_a_prediction(lab: Lab, page: Any) -> None:
     """Lesson 03's prediction: tick the first and last probes with Space, Tab to the button, run it with Enter."""
-    open_notebook(page, lab.url("03-container-alone/container-alone.ipynb"))
+    open_notebook(page, lab.url("03-container-alone/container-alone.ipynb"), lab)
     run_all(page)
 
     # The prediction: the keyboard starts on its first probe (where Tab from the cell above lands).
@@ -160,7 +161,7 @@ def test_keyboard_alone_edits_runs_and_leaves_a_policy_editor(lab: Lab, page: An
     """Lesson 03's editor by keyboard: from the cell above, J then Tab into the text; type a policy; Tab to "Probe"
     (also while the text is invalid: a disabled button would leave the Tab order, and Tab would land in the next
     cell's text box); Enter runs it; Tab leaves the widget forwards, into what follows it."""
-    open_notebook(page, lab.url("03-container-alone/container-alone.ipynb"))
+    open_notebook(page, lab.url("03-container-alone/container-alone.ipynb"), lab)
     run_all(page)
     editor = page.locator(".sl-policy-editor").first
     index = page.evaluate(f"() => [...document.querySelectorAll('{NOTEBOOK} .jp-Cell')]"
@@ -290,7 +291,7 @@ def _capture_level_1(lab: Lab, browser: Any, screenshot: str) -> None:
     page = browser.new_page()
     docker_lab = lab
     try:
-        open_notebook(page, docker_lab.url("07-break-it-yourself/break-it.ipynb"))
+        open_notebook(page, docker_lab.url("07-break-it-yourself/break-it.ipynb"), docker_lab)
         page.locator(f"{NOTEBOOK} .jp-Cell").first.locator(".jp-Cell-inputCollapser, .jp-InputPrompt").first.click()
         for _ in range(30):  # each Shift-Enter runs the selected cell (the setup's code, or a Markdown cell) and moves on
             if _active_cell_text(page).startswith("%%attack 1"):
@@ -332,7 +333,7 @@ def test_lesson_02_is_readable_at_414_px(lab: Lab, page: Any) -> None:
     most of the screen (the course's views drop the prompt column below 600 px: ``palette.NARROW_CSS``), nothing
     in them is wider than its box, and no text in them is under 12 px. Screenshots go to artifacts/a11y/."""
     page.set_viewport_size({"width": 414, "height": 900})
-    open_notebook(page, lab.url("02-naive-vs-secure/naive-vs-secure.ipynb"))
+    open_notebook(page, lab.url("02-naive-vs-secure/naive-vs-secure.ipynb"), lab)
     run_all(page)
     if page.evaluate("() => !document.getElementById('jp-left-stack').classList.contains('lm-mod-hidden')"):
         page.locator(f"{NOTEBOOK} .jp-Cell").first.click(position={"x": 30, "y": 5})
@@ -371,7 +372,7 @@ def test_lesson_02_is_readable_at_414_px(lab: Lab, page: Any) -> None:
 
 
 def test_the_learner_lab_has_no_instructor_tools_but_keeps_validate(lab: Lab, page: Any) -> None:
-    open_notebook(page, lab.url("00-start-here/start-here.ipynb"))
+    open_notebook(page, lab.url("00-start-here/start-here.ipynb"), lab)
     menus = [t.strip() for t in page.locator(".lm-MenuBar-item").all_inner_texts()]
     assert "Run" in menus and "Nbgrader" not in menus, menus
     labels = page.evaluate("() => [...document.querySelectorAll('.lm-TabBar-tab')].map(t => `${t.title} ${t.textContent}`)")
@@ -381,7 +382,7 @@ def test_the_learner_lab_has_no_instructor_tools_but_keeps_validate(lab: Lab, pa
 
 
 def test_the_link_to_srt_differences_opens_the_document_in_the_learner_lab(lab: Lab, page: Any) -> None:
-    open_notebook(page, lab.url("02-naive-vs-secure/naive-vs-secure.ipynb"))
+    open_notebook(page, lab.url("02-naive-vs-secure/naive-vs-secure.ipynb"), lab)
     link = page.locator(".jp-RenderedMarkdown a", has_text="docs/srt-differences.md").first
     # JupyterLab resolves ../../docs/ from the lesson's folder; above the lab's root that is the root's docs/.
     assert "docs/srt-differences.md" in (link.get_attribute("href") or ""), link.get_attribute("href")
@@ -408,7 +409,7 @@ def test_a_choice_question_is_one_radio_group_tab_stops_once_and_the_arrow_keys_
                              new_code_cell("print(repr(quiz.input.value))")],
                       metadata={"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}})
     nbformat.write(nb, learner / "radio-group.ipynb")
-    open_notebook(page, lab.url("radio-group.ipynb"))
+    open_notebook(page, lab.url("radio-group.ipynb"), lab)
     run_all(page)
     group = page.locator(f"{NOTEBOOK} .sl-quiz [role=radiogroup]")
     group.wait_for()
@@ -422,7 +423,7 @@ def test_a_choice_question_is_one_radio_group_tab_stops_once_and_the_arrow_keys_
         return str(page.evaluate("() => document.activeElement.type === 'radio' ? 'radio ' + document.activeElement.value"
                                  " : document.activeElement.className"))
 
-    page.locator(".jp-StatusBar-Widget", has_text="Idle").first.wait_for(timeout=180_000)
+    wait_idle(page, lab)
     for _ in range(3):  # a redraw of the lab's toolbar while another worker loads the machine can take the focus
         radios.first.focus()
         page.keyboard.press("Shift+Tab")  # to whatever comes before the options
@@ -456,11 +457,29 @@ def test_on_a_phone_the_lab_opens_with_the_lesson_using_the_width(lab: Lab, page
     width = "() => document.querySelector('.jp-NotebookPanel:not(.lm-mod-hidden)').getBoundingClientRect().width"
     left_open = "() => !document.getElementById('jp-left-stack').classList.contains('lm-mod-hidden')"
     page.set_viewport_size({"width": 414, "height": 800})
-    open_notebook(page, lab.url("00-start-here/start-here.ipynb"))
+    open_notebook(page, lab.url("00-start-here/start-here.ipynb"), lab)
     page.wait_for_timeout(500)  # the lab lays out again after the plugin's collapse
     assert not page.evaluate(left_open), "the left sidebar is open at 414 px"
     assert page.evaluate(width) >= 380, f"the lesson is {page.evaluate(width):.0f} px of 414"
     page.set_viewport_size({"width": 1400, "height": 900})
-    open_notebook(page, lab.url("00-start-here/start-here.ipynb"))  # a fresh workspace (?reset) at a desktop's width
+    open_notebook(page, lab.url("00-start-here/start-here.ipynb"), lab)  # a fresh workspace (?reset) at a desktop's width
     page.wait_for_timeout(500)
     assert page.evaluate(left_open), "a desktop's first load keeps the file browser"
+
+
+def test_a_kernel_chooser_on_the_way_is_answered_and_the_kernel_starts(learner: Path, lab: Lab, page: Any) -> None:
+    """``wait_idle`` goes on through the dialog JupyterLab raises when it could not start a notebook's kernel by
+    itself (on a busy machine: the session request timed out), as a learner would: Select, then Idle. A notebook
+    naming a kernel the lab lacks raises the same chooser."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    nb = new_notebook(cells=[new_code_cell("print('started')")],
+                      metadata={"kernelspec": {"name": "gone", "display_name": "Gone", "language": "cobol"}})
+    nbformat.write(nb, learner / "no-such-kernel.ipynb")
+    page.goto(lab.url("no-such-kernel.ipynb"))
+    page.locator(".jp-Dialog", has_text="Select Kernel").first.wait_for(timeout=60_000)  # the chooser is up
+    wait_idle(page, lab)
+    assert page.locator(".jp-Dialog").count() == 0
+    run_all(page)
+    assert "started" in page.locator(f"{NOTEBOOK} .jp-OutputArea").first.inner_text()
