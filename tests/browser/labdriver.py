@@ -180,9 +180,20 @@ def chromium(profile: Path, *, width: int = 1400, height: int = 1000) -> Iterato
         )
         try:
             context.set_default_timeout(60_000)
+            for page in context.pages:
+                dismiss_connection_errors(page)
+            context.on("page", dismiss_connection_errors)
             yield context
         finally:
             context.close()
+
+
+def dismiss_connection_errors(page: Any) -> None:
+    """On a busy machine a request of the lab's can time out, and JupyterLab says "Server Connection Error" in a
+    modal dialog while it reconnects by itself; the dialog can come up at any moment and stops every click. Closed
+    (Dismiss) whenever it stands in the way of an action, as a learner would close it."""
+    page.add_locator_handler(page.locator(".jp-Dialog", has_text="Server Connection Error"),
+                             lambda dialog: dialog.locator("button", has_text="Dismiss").first.click())
 
 
 # The notebook on screen (a notebook in a background tab is hidden, not gone).
@@ -192,10 +203,13 @@ NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"
 # A lab and its kernel starting: under make test other workers' Docker tests share the cores.
 KERNEL_START_MS = 180_000
 _IDLE = ".jp-StatusBar-Widget"
-# The dialogs a busy machine can raise while a notebook's kernel starts, and the button that goes on: a request
-# that timed out ("Server Connection Error": the server answers again once it has started), and the kernel
-# chooser JupyterLab raises when it could not start the notebook's kernel by itself (its session request failed).
-_GO_ON = {"Server Connection Error": "Dismiss", "Select Kernel": "Select"}
+# The dialogs a busy machine can raise while a lab opens a notebook, and what goes on: a request that timed out
+# ("Server Connection Error": the server answers again once it has started), the kernel chooser JupyterLab raises
+# when it could not start the notebook's kernel by itself (its session request failed), and the theme's stylesheet
+# that did not come in time (the page is reloaded, as a learner would, so it is drawn as a learner sees it;
+# ``wait_idle`` reloads twice at most).
+RELOAD = ""
+_GO_ON = {"Server Connection Error": "Dismiss", "Select Kernel": "Select", "Error Loading Theme": RELOAD}
 
 
 def _dialogs(page: Any) -> list[str]:
@@ -203,9 +217,10 @@ def _dialogs(page: Any) -> list[str]:
 
 
 def wait_idle(page: Any, lab: Optional[Lab] = None, *, timeout_ms: int = KERNEL_START_MS) -> None:
-    """Until the notebook's kernel says Idle in the status bar. A dialog in ``_GO_ON`` is answered on the way,
-    as a learner would; any other dialog, or no Idle by ``timeout_ms``, fails with what the page, the server and
-    its log said (the status bar, the dialogs, the kernels and sessions, the log's tail)."""
+    """Until the notebook's kernel says Idle in the status bar. A dialog in ``_GO_ON`` is answered on the way, as
+    a learner would; a page whose notebook is not on screen (the lab opened its Launcher instead: a request that
+    failed under load) is reloaded, twice at most. Any other dialog, or no Idle by ``timeout_ms``, fails with what
+    the page, the server and its log said (the status bar, the dialogs, the kernels and sessions, the log's tail)."""
     idle = page.locator(_IDLE, has_text="Idle").first
     deadline = time.monotonic() + timeout_ms / 1000
     answered: list[str] = []
@@ -216,18 +231,26 @@ def wait_idle(page: Any, lab: Optional[Lab] = None, *, timeout_ms: int = KERNEL_
         except Exception as e:  # playwright's TimeoutError; the page is asked again below
             if "Timeout" not in type(e).__name__:
                 raise
+        reload = not page.locator(f"{NOTEBOOK} .jp-Cell").count()
         for dialog in reversed(page.locator(".jp-Dialog").all()):  # the newest is on top
             text = dialog.inner_text()
             title = next((t for t in _GO_ON if t in text), None)
             if title is None:
                 pytest.fail(f"a dialog stopped the kernel's start: {text.strip()[:600]}\n{diagnosis(page, lab)}",
                             pytrace=False)
+            if _GO_ON[title] == RELOAD:
+                reload = True
+                continue
             try:
                 dialog.locator("button", has_text=_GO_ON[title]).first.click(timeout=5_000)
                 answered.append(title)
             except Exception as e:  # gone meanwhile, or under another dialog: the page is asked again
                 if "Timeout" not in type(e).__name__:
                     raise
+        if reload and answered.count("reloaded") < 2:
+            page.reload()
+            page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for(timeout=60_000)
+            answered.append("reloaded")
         if time.monotonic() > deadline:
             pytest.fail(f"the kernel was not Idle in {timeout_ms // 1000} s (dialogs answered on the way: "
                         f"{answered or 'none'})\n{diagnosis(page, lab)}", pytrace=False)

@@ -483,3 +483,31 @@ def test_a_kernel_chooser_on_the_way_is_answered_and_the_kernel_starts(learner: 
     assert page.locator(".jp-Dialog").count() == 0
     run_all(page)
     assert "started" in page.locator(f"{NOTEBOOK} .jp-OutputArea").first.inner_text()
+
+
+def test_a_connection_error_dialog_that_comes_up_late_is_closed_when_it_blocks_a_click(lab: Lab, page: Any) -> None:
+    """A busy machine's "Server Connection Error" can come up after the kernel said Idle and stop every click
+    (a CI run failed so); ``chromium``'s pages close it when it is in the way. The dialog here is planted: a modal
+    overlay over the whole lab with JupyterLab's class, title and button. Without the handler the click times out."""
+    open_notebook(page, lab.url("00-start-here/start-here.ipynb"), lab)
+    page.evaluate("""() => {
+      const d = document.createElement('div');
+      d.className = 'jp-Dialog';
+      d.style.cssText = 'position:fixed;inset:0;z-index:100000;background:rgba(0,0,0,.4)';
+      d.innerHTML = '<div>Server Connection Error</div><button>Dismiss</button>';
+      d.querySelector('button').onclick = () => d.remove();
+      document.body.append(d);
+    }""")
+    page.locator(f"{NOTEBOOK} .jp-Cell").first.locator(".jp-Cell-inputCollapser, .jp-InputPrompt").first.click(timeout=15_000)
+    assert page.locator(".jp-Dialog").count() == 0
+
+
+def test_a_theme_that_did_not_load_is_reloaded_and_the_kernel_starts(lab: Lab, page: Any) -> None:
+    """A busy machine can fail the theme's stylesheet request: JupyterLab says "Error Loading Theme", and
+    ``wait_idle`` reloads the page, as a learner would, and waits for the kernel. The request is failed here once
+    (``page.route``); without the reload the wait fails, naming the dialog."""
+    page.route("**/lab/api/themes/**/index.css", lambda route: route.abort(), times=1)
+    page.goto(lab.url("00-start-here/start-here.ipynb"))
+    page.locator(".jp-Dialog", has_text="Error Loading Theme").first.wait_for(timeout=60_000)
+    wait_idle(page, lab)
+    assert page.locator(".jp-Dialog").count() == 0

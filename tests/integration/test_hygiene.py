@@ -33,16 +33,30 @@ FOREIGN = "another-boot/4:4026532999"  # a grader in another container or machin
 def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
     docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """Every run's start sweeps, other test workers' too: one of them can remove a dead thing before this run's
+    sweep reaches it. That proves nothing about this sweep, so the scenario is played again with new names (each
+    time in a runs root of its own, so its first run sweeps); a sweep that leaves a dead thing, or sweeps a live,
+    foreign or older one, fails at once."""
+    monkeypatch.delenv(runs.SWEEP_ENV, raising=False)
+    for attempt in range(3):
+        root = tmp_path / f"runs-{attempt}"
+        monkeypatch.setenv("SANDBOX_LAB_RUNS", str(root))
+        taken = _sweep_scenario(docker_client, root, secrets.token_hex(3))
+        if not taken:
+            return
+    pytest.fail(f"another process's sweep removed a dead thing first in all 3 attempts, last: {sorted(taken)}")
+
+
+def _sweep_scenario(docker_client: Any, root: Path, tag: str) -> set[str]:
+    """One run's start among a dead grader's, a live one's, a foreign one's and an older version's things; what of
+    the dead grader's another sweep removed before this run's did (empty: this run's sweep removed all of it)."""
     from grader.backends.docker.backend import DockerBackend
     from grader.backends.docker.images import ensure_images
     from grader.backends.docker.simnet import LABEL, LABEL_NS, LABEL_PID, create_network
     from grader.backends.docker.engine import DockerEngine
 
-    root = tmp_path / "runs"
-    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(root))
-    monkeypatch.delenv(runs.SWEEP_ENV, raising=False)
     images = ensure_images(DockerEngine(docker_client), lambda s: None)
-    here, dead, tag = runs.namespace(), dead_pid(), secrets.token_hex(3)
+    here, dead = runs.namespace(), dead_pid()
 
     def labels(pid: int, ns: Optional[str]) -> dict[str, str]:
         return {LABEL: f"sl-hyg-{tag}", LABEL_PID: str(pid), **({LABEL_NS: ns} if ns is not None else {})}
@@ -58,7 +72,6 @@ def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
         for who in ("dead", "live"):  # networks are scarce on a shared engine: two
             networks[who] = docker_client.networks.get(create_network(DockerEngine(docker_client), f"sl-hyg-{tag}-{who}", labels(*owners[who])).id)
         dirs = {who: stamped_dir(root, f"sl-hyg-{tag}-{who}", pid, ns) for who, (pid, ns) in owners.items()}
-
         backend = DockerBackend(DockerEngine(docker_client), images, shared_idle=0)
         try:
             result = backend.run(build_plan(load_policy({})))  # a run starts: nothing else is asked of it
@@ -67,17 +80,19 @@ def test_a_run_start_sweeps_a_dead_graders_containers_networks_and_directories(
         assert result.backend == "docker"
         record = runs.swept()
         removed = set(record.get("removed", []))
-        assert {f"container sl-hyg-{tag}-dead", f"network sl-hyg-{tag}-dead", f"directory {dirs['dead']}"} <= removed, record
 
         def exists(kind: str, name: str) -> bool:
             found = docker_client.api.containers(all=True, filters={"name": name}) if kind == "c" else docker_client.api.networks(names=[name])
             return any((x.get("Names") or ["/" + x.get("Name", "")])[0].lstrip("/") == name for x in found)
 
+        # gone, whoever removed them; a sweep that judged them wrongly leaves them here
         assert not exists("c", f"sl-hyg-{tag}-dead") and not exists("n", f"sl-hyg-{tag}-dead") and not dirs["dead"].exists()
         for who in ("live", "foreign", "old"):
             assert exists("c", f"sl-hyg-{tag}-{who}"), f"the {who} owner's container was swept"
             assert dirs[who].is_dir(), f"the {who} owner's directory was swept"
         assert exists("n", f"sl-hyg-{tag}-live")
+        assert f"directory {dirs['dead']}" in removed, record  # under this run's own root: no other sweep reaches it
+        return {f"container sl-hyg-{tag}-dead", f"network sl-hyg-{tag}-dead"} - removed
     finally:
         for c in containers.values():
             try:
