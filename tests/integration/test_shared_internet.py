@@ -19,7 +19,7 @@ from typing import Any, Iterator, Mapping
 import pytest
 
 from grader import load_policy
-from grader.backends.docker.hub import HubSharing, stop_keepers
+from grader.backends.docker.hub import POOL_SIZE, HubSharing, stop_keepers
 from grader.backends.docker.lease import IDLE_ENV, HubDir, process_alive
 from grader.backends.runs import cleanup
 from grader.backends.docker.simnet import LABEL, LABEL_HUB
@@ -387,3 +387,189 @@ def test_the_hostile_code_suite_passes_through_the_hub_with_two_concurrent_tenan
     assert after is not None and after.container == state.container, "every run used the same internet"
     assert hub.keeper_alive()
     _wait(lambda: not hub.trash(), 120, "the keeper removes what the runs left")
+
+
+# --- a clean run's proxy serves the next run of any process; each run's evidence is its own ------------------------
+
+
+def _hub_backend(docker_client: Any, **kw: Any) -> Any:
+    from grader.backends.docker.backend import DockerBackend
+    from grader.backends.docker.images import find_images
+
+    images = find_images(DockerEngine(docker_client))
+    assert images is not None
+    return DockerBackend(DockerEngine(docker_client), images, **kw)
+
+
+def _taking(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The proxy container each run behind a hub's proxy takes, in order (a proxy it built itself: '')."""
+    taken: list[str] = []
+    real = HubSharing.take
+
+    def take(self: HubSharing, made: Any, world: Any) -> Any:
+        got = real(self, made, world)
+        taken.append(got.proxy.container.id if not got.borrowed and got.proxy.container is not None else "")
+        return got
+
+    monkeypatch.setattr(HubSharing, "take", take)
+    return taken
+
+
+def _reading(monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], dict[str, dict[str, str]]]:
+    """What each run read: the proxy's windows, in order, and its closed logs at the internet, by run id."""
+    from grader.backends.docker import run as docker_run
+
+    windows: list[str] = []
+    logs: dict[str, dict[str, str]] = {}
+    real_window, real_close = docker_run.proxy_window, docker_run.close_run
+
+    def proxy_window(*a: Any, **k: Any) -> str:
+        windows.append(real_window(*a, **k))
+        return windows[-1]
+
+    def close_run(out: Any, key: str) -> dict[str, str]:
+        logs[key] = real_close(out, key)
+        return logs[key]
+
+    monkeypatch.setattr(docker_run, "proxy_window", proxy_window)
+    monkeypatch.setattr(docker_run, "close_run", close_run)
+    return windows, logs
+
+
+def _records(text: str) -> list[dict[str, Any]]:
+    """A log's records from the sandbox's side (its proxy, its sandbox): the services' own self-checks set aside."""
+    out = []
+    for line in text.splitlines():
+        rec = json.loads(line)
+        if "t" in rec and "client" in rec and not str(rec["client"]).startswith("127."):
+            out.append(rec)
+    return out
+
+
+def _started(backend: Any, root: Path) -> HubDir:
+    """The hub started by ``backend`` (its keeper's), with its pool of warm proxies full."""
+    backend.sharing.internet()
+    hub = _hub(root)
+    _wait(lambda: len(hub.pooled()) >= POOL_SIZE, 120, "the keeper fills its pool")
+    return hub
+
+
+def _pool_by_container(hub: HubDir) -> dict[str, int]:
+    return {e.container: e.runs for _, e in hub.pooled()}
+
+
+def _outcomes_of(r: Any) -> dict[str, str]:
+    return {o.id: o.outcome for o in r.probes}
+
+
+def test_a_clean_runs_proxy_serves_the_next_backends_run_whose_evidence_is_its_own(
+        root: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two backends on the hub (as two processes would be), one run each, one after another: the second run gets the
+    very proxy container the first used, re-listed by the keeper, and each run's verdicts are a fresh backend's.
+
+    The first run is the naive policy: its secret goes out to gist.github.com through the proxy, and its next session
+    plays (the replay removes the run's sandbox early: it must leave the proxy). The second is a policy that allows
+    only PyPI: every exfiltration blocked. Implementations that would pass a weaker test, and why this one fails them:
+
+    * the second run builds or claims another proxy (no re-listing at all, or one the replay or the keeper destroyed):
+      the proxy it takes is checked to be the first run's container, and the pool counts its runs (1, then 2);
+    * the re-listed proxy's log read from its start, or from before the second run took it (``since`` lost): the
+      first run's allowed requests would be in the second run's window. The verdicts alone might not show it (each
+      run matches its own token), so the window itself is read: no record there predates the second run, and none
+      allows a github.com host;
+    * the first run's claim of the proxy's address left standing at the internet (or taking the second's): the
+      second run's own logs would miss its PyPI downloads (its verdicts differ from a fresh backend's) or hold the
+      first run's gist upload (checked: none predates it, none is a github.com host's);
+    * lists left from the first run (the naive ``*.github.com``) that the next one would inherit before its
+      hand_over: its exfiltrations would not all be blocked as a fresh backend's are.
+    """
+    fresh = _hub_backend(docker_client, shared_idle=0)
+    try:
+        alone = {name: _outcomes_of(fresh.run(build_plan(load_policy(p)))) for name, p in (("naive", NAIVE), ("pip", PIP))}
+    finally:
+        fresh.close()
+    assert alone["naive"]["exfil-secret"] == "succeeded" and alone["pip"]["exfil-secret"] == "blocked", alone
+    from grader.backends.docker import replay
+
+    kept: list[frozenset[str]] = []
+    real_releasing = replay._releasing
+
+    def releasing(run: Any, made: Any, leftovers: Any, keep: frozenset[str] = frozenset()) -> Any:
+        kept.append(keep)
+        return real_releasing(run, made, leftovers, keep)
+
+    monkeypatch.setattr(replay, "_releasing", releasing)
+    taken = _taking(monkeypatch)
+    windows, logs = _reading(monkeypatch)
+
+    first = _hub_backend(docker_client, shared_idle=60)
+    try:
+        hub = _started(first, root)
+        r1 = first.run(build_plan(load_policy(NAIVE)))
+        first.drain()  # and what its runs handed the keeper is dealt with
+    finally:
+        first.close()
+    assert _outcomes_of(r1) == alone["naive"], r1.notes
+    proxy = taken[0]
+    assert proxy, "the first run claimed one of the keeper's warm proxies"
+    assert any(proxy in k for k in kept), ("the next session played, and was told to leave the proxy", kept)
+    assert _pool_by_container(hub).get(proxy) == 1, ("re-listed after its clean run, one run served", hub.pooled())
+    # every other warm proxy held here, so the next run can only be handed the first one's (or build its own); once
+    # the pool is full the keeper builds no more (and none while a claim stands)
+    _wait(lambda: len(hub.pooled()) >= POOL_SIZE and not hub.trash(), 60, "the keeper has refilled its pool")
+    for name, entry in hub.pooled():
+        if entry.container != proxy:
+            os.rename(hub.path / "pool" / f"{name}.json", hub.path / "claimed" / f"{name}@{os.getpid()}.json")
+    assert [e.container for _, e in hub.pooled()] == [proxy]
+    between = time.time()
+    read_before = len(windows)
+
+    second = _hub_backend(docker_client, shared_idle=60)
+    try:
+        r2 = second.run(build_plan(load_policy(PIP)))
+        second.drain()
+    finally:
+        second.close()
+    assert taken[-1] == proxy, ("the second backend's run was handed the first run's proxy", taken)
+    assert _outcomes_of(r2) == alone["pip"], (r2.notes, {p: (o, alone["pip"][p]) for p, o in _outcomes_of(r2).items()})
+    assert _pool_by_container(hub).get(proxy) == 2, "re-listed again: the same container served both runs"
+    # the second run's evidence: its proxy's window and its own logs at the internet, nothing of the first's
+    (window,) = windows[read_before:]
+    mine = _records(window) + [rec for name in ("http.jsonl", "dns.jsonl", "tcp.jsonl") for rec in _records(logs[r2.run_id][name])]
+    assert mine, "the second run left records (otherwise this proves nothing)"
+    early = [rec for rec in mine if rec["t"] < between]
+    assert early == [], f"records from before the second run began, in its evidence: {early[:3]}"
+    github = [rec for rec in mine if "github.com" in str(rec.get("host")) and rec.get("decision", "allow") == "allow"]
+    assert github == [], f"the first run's allowed github.com traffic in the second run's evidence: {github[:3]}"
+    assert any(rec.get("decision") == "deny" for rec in _records(window)), "the second run's own refused attempts are there"
+
+
+def test_an_unclean_runs_proxy_is_removed_never_relisted(root: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that saw a recorder fail is not clean: its proxy goes with its things, though it still runs and answers.
+
+    The failure is simulated after the sandbox, where the run asks its recorders (``Run._infra_problem``), so the
+    proxy itself is healthy: a keeper that re-listed every proxy passing its own checks (running, answering a poke)
+    and ignored whether the run was clean would put this one back in the pool; the test sees it there, or its
+    container still standing, and fails. A clean run before it, on the same backend, shows re-listing works here.
+    """
+    from grader.backends.docker import run as docker_run
+
+    taken = _taking(monkeypatch)
+    backend = _hub_backend(docker_client, shared_idle=60, retries=0)
+    try:
+        _started(backend, root)
+        ok = backend.run(build_plan(load_policy(PIP)))
+        backend.drain()
+        assert not ok.notes and taken[0] and _pool_by_container(_hub(root)).get(taken[0]) == 1, "a clean run's is re-listed"
+        monkeypatch.setattr(docker_run.Run, "_infra_problem",
+                            lambda self, net, finished: "the simulated internet stopped answering (simulated)")
+        r = backend.run(build_plan(load_policy(PIP)))
+        backend.drain()
+    finally:
+        backend.close()
+    assert any("infrastructure" in n.lower() for n in r.notes), r.notes
+    proxy = taken[-1]
+    assert proxy, "the run claimed one of the keeper's warm proxies"
+    hub = _hub(root)
+    assert proxy not in _pool_by_container(hub), "an unclean run's proxy is never re-listed"
+    assert docker_client.api.containers(all=True, filters={"id": proxy}) == [], "it was removed with the run's things"

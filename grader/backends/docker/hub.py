@@ -17,12 +17,16 @@ so every grader on the machine (terminal, kernel, test session) shares a hub:
 
 The keeper is the owner of what it makes: the internet, its network and the
 warm proxies carry the keeper's pid, so ``cleanup`` removes them once the
-keeper is gone, and never while it runs. A proxy is handed to exactly one run
-(``lease.HubDir.claim``), which gives it its own lists and removes it
-afterwards: no proxy serves two runs. The internet is shared exactly as inside
-one grader before: each run claims its proxy's address and reads its own
-closed logs (``runlogs``), so runs in different processes never count, hide
-or evict each other's traffic.
+keeper is gone, and never while it runs. A proxy is handed to one run at a time
+(``lease.HubDir.claim``), which gives it its own lists; after a clean run the
+keeper puts it back in the pool for the next run of any grader once the run's
+sandbox is gone (``_relist``, on ``ProxyPool.give_back``'s terms), else removes
+it. The internet is shared exactly as inside one grader before: each run claims
+its proxy's address and reads its own closed logs (``runlogs``) and the proxy's
+log from where it ended at take, so runs in different processes never count,
+hide or evict each other's traffic. A run gives its claim up (``Run.release``)
+before it hands its proxy back, and a newer claim of an address wins at the
+internet (``common.Recorder``): an old run's late close never takes the next's.
 
 Talks to Docker through ``engine`` (its errors mapped there); only the backend uses it.
 """
@@ -30,6 +34,7 @@ Talks to Docker through ``engine`` (its errors mapped there); only the backend u
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import secrets
 import shutil
@@ -45,17 +50,21 @@ from typing import Callable, Optional, Union
 from grader.backends.quota import remove_dir
 from grader.core.errors import BackendError, InfrastructureError
 from grader.core.world import World, load_world, read_world
+from grader.protocol.configs import AllowLists, dump_config
 from grader.backends.files import Files, host_files, host_path
-from grader.backends.docker.engine import ContainerRef, DockerEngine, Missing, NetworkRef, open_engine
+from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineError, Missing, NetworkRef, open_engine
 from grader.backends.docker.lease import (
     HubDir, KeeperState, ProxyEntry, Trash, hub_dir, idle_seconds, process_alive, stop_process,
 )
+from grader.backends.docker.liveness import beat_after, poke
 from grader.backends.owners import make_dir, runs_root
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import Taken, give_back
 from grader.backends.docker.simnet import (
+    KEEP_WARM,
     LABEL,
     LABEL_HUB,
+    PROXY_RUNS,
     Internet,
     Leftovers,
     ProxyPool,
@@ -111,20 +120,68 @@ def _remove_listed(engine: DockerEngine, entry: Trash, leftovers: Leftovers) -> 
             remove_dir(p)  # its world quota unmounted first
 
 
-def _empty_trash(engine: DockerEngine, hub: HubDir, leftovers: Leftovers) -> None:
+def _empty_trash(engine: DockerEngine, hub: HubDir, leftovers: Leftovers, gen: Optional[str] = None,
+                 size: int = POOL_SIZE) -> None:
+    """Remove what finished runs listed. Only the serving keeper passes its internet's ``gen``: then a clean run's
+    proxy goes back to its pool of ``size`` if it may serve again (``_relist``), once the run's things are gone.
+    Anyone else (a keeper stopping, a grader retiring a hub) removes everything for good. A run's file goes last:
+    a grader's ``Hub.settle`` waits for it."""
     for path, entry in hub.trash():
-        _remove_listed(engine, entry, leftovers)
-        if len(leftovers):
-            # A network whose killed container is still being torn down refuses once: the grader's
-            # own removal tried again at once too (``drain``); what still fails is retried each second.
-            time.sleep(0.2)
-            leftovers.retry()
+        proxy = entry.relist if gen is not None else None
+        _remove_listed(engine, entry if proxy is not None else entry.for_good(), leftovers)
+        _retry_once(leftovers)
+        if proxy is not None and gen is not None and not _relist(engine, hub, proxy, gen, size, leftovers):
+            _remove_listed(engine, proxy.things(), leftovers)
+            _retry_once(leftovers)
         path.unlink(missing_ok=True)
+
+
+def _retry_once(leftovers: Leftovers) -> None:
+    if len(leftovers):
+        # A network whose killed container is still being torn down refuses once: the grader's
+        # own removal tried again at once too (``drain``); what still fails is retried each second.
+        time.sleep(0.2)
+        leftovers.retry()
+
+
+def _relist(engine: DockerEngine, hub: HubDir, entry: ProxyEntry, gen: str, size: int, leftovers: Leftovers) -> bool:
+    """Put a clean run's proxy back in the pool for the next run of any grader; False: it is to be removed.
+
+    The run's own things are removed first, so its sandbox has left the proxy's network. Kept on the terms of
+    ``ProxyPool.give_back``, each failing closed: nothing of the removal was left over; it stands in front of this
+    keeper's internet (``gen``); it has served fewer than ``PROXY_RUNS`` runs with this one; it is ours and runs,
+    alone on its network; it answers a poke with a fresh heartbeat; its lists are emptied first (it refuses
+    everything until the next run's ``hand_over``); and the pool has room.
+    """
+    if len(leftovers) or entry.gen != gen or entry.runs + 1 >= PROXY_RUNS:
+        return False
+    workdir = Path(entry.workdir)
+    if workdir.resolve().parent != runs_root().resolve():
+        return False  # never a directory the keeper would not remove
+    try:
+        container = engine.inspect(entry.container)
+        network = engine.network(entry.network)
+    except EngineError:  # gone (Missing), or an engine that does not answer
+        return False
+    if (LABEL not in container.labels or LABEL not in network.labels or container.status != "running"
+            or set(network.containers) != {container.id}):
+        return False
+    files = host_files(workdir)
+    asked = time.time()
+    poke(engine, container)  # a self-check now, not at the end of its interval
+    if not beat_after(files.sub("out"), asked - 1.0, timeout=0.5):
+        return False
+    files.write("policy.json", dump_config(AllowLists((), ())).encode())  # as ``WarmProxy.hand_over([], [])``
+    if len(hub.pooled()) >= max(size, KEEP_WARM):
+        return False
+    hub.offer(workdir.name, dataclasses.replace(entry, runs=entry.runs + 1))
+    return True
 
 
 def _proxy_entry(w: WarmProxy, gen: str) -> ProxyEntry:
     assert w.container is not None
-    return ProxyEntry(container=w.container.id, network=w.network.id, workdir=str(host_path(w.workdir)), ip=w.ip, gen=gen)
+    return ProxyEntry(container=w.container.id, network=w.network.id, workdir=str(host_path(w.workdir)), ip=w.ip, gen=gen,
+                      runs=w.runs)
 
 
 # --- a grader's handle ------------------------------------------------------------------------
@@ -146,6 +203,7 @@ class Hub:
         self._net: Optional[Internet] = None
         self._gen = ""
         self._pending: list[tuple[Path, Trash]] = []  # our runs' trash, until the keeper has removed it
+        self._claimed: dict[Path, ProxyEntry] = {}  # what each proxy our runs claimed was claimed as, until handed back
 
     # --- the internet ---------------------------------------------------------------
 
@@ -253,8 +311,20 @@ class Hub:
                 except Missing:
                     w = None
             if w is not None and running(self._engine, w.container):
+                w.runs = entry.runs
+                with self._lock:
+                    self._claimed[claim] = entry
                 return w
             self.discard("stale-" + claim.stem.replace("@", "-"), entry.things(), claim)  # never handed out
+
+    def relisting(self, w: WarmProxy) -> Optional[ProxyEntry]:
+        """The entry to hand ``w`` back as, after a clean run, for its keeper to re-list (``_relist``): as it was
+        claimed (its internet's gen), with the runs it had served; None when it is not one ``take`` handed out."""
+        with self._lock:
+            entry = self._claimed.pop(w.claim, None) if w.claim is not None else None
+        if entry is None or w.container is None:
+            return None
+        return entry if entry == _proxy_entry(w, entry.gen) else None
 
     # --- removal ----------------------------------------------------------------------
 
@@ -266,7 +336,8 @@ class Hub:
             path = self.dir.discard(run, things)
         except OSError:
             return False
-        self._leftovers.hand_off([*things.containers, *things.networks])
+        every = things.for_good()
+        self._leftovers.hand_off([*every.containers, *every.networks])
         if claim is not None:
             claim.unlink(missing_ok=True)
         with self._lock:
@@ -278,7 +349,9 @@ class Hub:
 
         A keeper that stops (its internet died, ``cleanup``) between taking a
         run's list and removing all of it leaves the rest: removing again is a
-        no-op for what is gone.
+        no-op for what is gone. A run's proxy is removed here only while its
+        file is still there (the keeper never finished it); once the keeper
+        has, the proxy is back in its pool, or gone.
         """
         with self._lock:
             pending, self._pending = self._pending, []
@@ -286,7 +359,7 @@ class Hub:
         for path, entry in pending:
             while path.exists() and self.dir.keeper_alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
-            _remove_listed(self._engine, entry, self._leftovers)
+            _remove_listed(self._engine, entry.for_good() if path.exists() else entry, self._leftovers)
             path.unlink(missing_ok=True)
         # and what other backends handed it (a closed backend does not wait for its own): the hub is settled
         while self.dir.trash() and self.dir.keeper_alive() and time.monotonic() < deadline:
@@ -366,15 +439,25 @@ class HubSharing:
         made.directory(w.workdir)
         return Taken(w, borrowed=False)
 
-    def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken]) -> bool:
+    def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken], *, clean: bool) -> bool:
+        """The run's things to the keeper; a hub's proxy it claimed goes back to the pool after a clean run, if the
+        keeper finds it may serve again (``_relist``), and with the rest otherwise."""
         things = made.listing()
         w = taken.proxy if taken is not None else None
+        relist: Optional[ProxyEntry] = None
         if taken is not None and taken.borrowed and taken.proxy.container is not None:
             # one the pool could not give (none warm), built by this process: it goes with the rest
             things["containers"].append(taken.proxy.container.id)
             things["networks"].append(taken.proxy.network.id)
             things["dirs"].append(str(host_path(taken.proxy.workdir)))
-        trash = Trash(tuple(things["containers"]), tuple(things["networks"]), tuple(things["dirs"]))
+        elif w is not None and w.claim is not None:
+            entry = self.hub.relisting(w)  # (always asked: it forgets the claim)
+            if clean and entry is not None:
+                relist = entry  # not among the things to remove: the keeper decides
+                things = {"containers": [c for c in things["containers"] if c != entry.container],
+                          "networks": [n for n in things["networks"] if n != entry.network],
+                          "dirs": [d for d in things["dirs"] if d != entry.workdir]}
+        trash = Trash(tuple(things["containers"]), tuple(things["networks"]), tuple(things["dirs"]), relist=relist)
         return self.hub.discard(run_id, trash, w.claim if w is not None else None)
 
     def give_back(self, taken: Taken, *, clean: bool, leftovers: Leftovers) -> None:
@@ -468,7 +551,7 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
     idle = idle_seconds()
     checked = time.monotonic()
     while not stop.is_set() and hub.path.is_dir():
-        _empty_trash(engine, hub, leftovers)
+        _empty_trash(engine, hub, leftovers, gen, size)  # a clean run's proxy back in the pool, if it may serve again
         claims = hub.claims()
         for claim, pid, entry in claims:
             if not process_alive(pid):  # its grader died mid-run: the proxy is nobody's

@@ -16,9 +16,10 @@ the keeper and the graders alike:
   use; a hub with no lease that holds is removed by its keeper;
 * ``pool/<proxy>.json``: a warm proxy nobody has (``ProxyEntry``); a grader claims one by renaming
   it into ``claimed/<proxy>@<pid>.json`` (a rename succeeds once, so no proxy is
-  handed to two runs); a claim whose grader died is removed by the keeper;
+  handed to two runs at once); a claim whose grader died is removed by the keeper;
 * ``trash/<run>.json``: what a finished run made (containers, networks,
-  directories: ``Trash``), for the keeper to remove while the grader goes on (or exits).
+  directories: ``Trash``), for the keeper to remove while the grader goes on (or exits),
+  and the proxy a clean run claimed, for the keeper to put back in the pool if it may serve again.
 
 Each file is a frozen record with one writer (``_write``) and one strict reader
 (``read_record``, the project's codec with every field required): a missing
@@ -130,15 +131,6 @@ class Lease:
 
 
 @dataclass(frozen=True)
-class Trash:
-    """``trash/<run>.json``: what a finished run made, for the keeper to remove."""
-
-    containers: tuple[str, ...]
-    networks: tuple[str, ...]
-    dirs: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class ProxyEntry:
     """``pool/<proxy>.json`` and ``claimed/<proxy>@<pid>.json``: a warm proxy of the keeper's internet."""
 
@@ -147,10 +139,33 @@ class ProxyEntry:
     workdir: str
     ip: str
     gen: str  # the internet it stands in front of (``KeeperState.gen``)
+    runs: int  # the runs it has served: the keeper re-lists it after a clean one, fewer than ``simnet.PROXY_RUNS`` in all
 
     def things(self) -> Trash:
         """What to remove when this proxy goes."""
-        return Trash((self.container,), (self.network,), (self.workdir,))
+        return Trash((self.container,), (self.network,), (self.workdir,), relist=None)
+
+
+@dataclass(frozen=True)
+class Trash:
+    """``trash/<run>.json``: what a finished run made, for the keeper to remove, and the proxy it may re-list.
+
+    ``relist``: the hub's proxy a clean run claimed (``HubSharing.hand_off``), not among the things to remove:
+    the keeper puts it back in the pool if it may serve again (``hub._relist``), and removes it otherwise.
+    Whoever else empties the trash removes it for good (``for_good``).
+    """
+
+    containers: tuple[str, ...]
+    networks: tuple[str, ...]
+    dirs: tuple[str, ...]
+    relist: Optional[ProxyEntry]
+
+    def for_good(self) -> Trash:
+        """Everything to remove when nothing is re-listed: the run's things and its proxy's."""
+        p = self.relist
+        if p is None:
+            return self
+        return Trash((*self.containers, p.container), (*self.networks, p.network), (*self.dirs, p.workdir), relist=None)
 
 
 Record = Union[KeeperState, Lease, Trash, ProxyEntry]

@@ -227,7 +227,7 @@ def changed_paths(ev: Evidence, world_paths: set[str], scan_text: str) -> set[st
 def play(
     run: Session, ev: Evidence, made: Resources, *, images: tuple[str, str], leftovers: Leftovers, disk: Disk,
     harden: Callable[[Hardening], dict[str, Any]], next_sandbox: Callable[[Policy, Job], Execution],
-    internet: Optional[Internet] = None, ahead: Optional[Ahead] = None,
+    internet: Optional[Internet] = None, ahead: Optional[Ahead] = None, keep: frozenset[str] = frozenset(),
 ) -> NextSession:
     """Play the user's next session after ``run``'s sandbox exited; its evidence, never an exception for what it ran.
 
@@ -243,6 +243,8 @@ def play(
             sandbox has exited, so whatever it logs from here on is the replay's); otherwise the replay
             starts an internet of its own and removes it as soon as it is done.
         ahead: the replay's own internet, started while the sandbox ran (``likely``); the run removes it.
+        keep: ids in ``made`` not to remove now: a hub's proxy and its network that may serve the next run
+            (``sharing.Taken.kept``); the run hands them back after the replay.
     """
     started = time.monotonic()
     world, job = run.plan.world, run.job
@@ -253,7 +255,7 @@ def play(
     if not forced and not changed:
         return NextSession(skipped="nothing the next session runs was changed: it ran the world's own files",
                            seconds=time.monotonic() - started)
-    release = _Thread("replay-release", _releasing(run, made, leftovers))
+    release = _Thread("replay-release", _releasing(run, made, leftovers, keep))
     # the next sandboxed session shares nothing with the user's shells: it runs while they do
     later: Optional[_Thread[Union[Execution, str]]] = None
     said = ""
@@ -287,13 +289,14 @@ def play(
     return replace(ns, seconds=time.monotonic() - started)
 
 
-def _releasing(run: Session, made: Resources, leftovers: Leftovers) -> Callable[[], bool]:
+def _releasing(run: Session, made: Resources, leftovers: Leftovers, keep: frozenset[str] = frozenset()) -> Callable[[], bool]:
     """Removes the run's sandbox, proxy (and their network) and its copy's holder, while the replay plays: their
     evidence is collected (the world copy is back in the run directory), and a busy engine has few bridge networks
-    to give. What to remove is listed now, before the replay adds its own things to ``made``."""
-    done = [c for c in made.containers
-            if c.labels.get(LABEL_ROLE) in ("sandbox", "proxy") or run.copy.container is not None and c.id == run.copy.container.id]
-    things: list[Union[ContainerRef, NetworkRef]] = [*done, *made.networks]
+    to give. What to remove is listed now, before the replay adds its own things to ``made``; what ``keep`` names
+    (a hub's proxy and its network that may serve again) stays for the run's removal to hand back."""
+    done = [c for c in made.containers if c.id not in keep and (
+            c.labels.get(LABEL_ROLE) in ("sandbox", "proxy") or run.copy.container is not None and c.id == run.copy.container.id)]
+    things: list[Union[ContainerRef, NetworkRef]] = [*done, *(n for n in made.networks if n.id not in keep)]
 
     def release() -> bool:
         for thing in things:  # containers before their networks

@@ -306,6 +306,7 @@ class Run:
         return replay.play(
             session, ev, self.made, images=(self.b.images.sandbox, self.b.images.services), leftovers=self.b.leftovers,
             disk=self.b.disk, harden=self.b.harden, next_sandbox=next_sandbox, internet=own, ahead=self.ahead,
+            keep=net.taken.kept(self.clean) if net is not None and net.taken is not None else frozenset(),  # may serve again
         )
 
     def _ahead(self, net: Optional[_Net]) -> Optional[replay.Ahead]:
@@ -340,7 +341,7 @@ class Run:
 
     def _remove_each(self) -> None:
         taken = self.net.taken if self.net is not None else None
-        if self.plan.network == "proxy" and self.b.sharing.hand_off(self.run_id, self.made, taken):
+        if self.plan.network == "proxy" and self.b.sharing.hand_off(self.run_id, self.made, taken, clean=self.clean):
             return  # the hub's keeper removes them: nobody waits for it
         leftovers = self.b.leftovers  # a failed removal is kept and retried, never dropped
         all_gone = self.made.remove_containers(leftovers)

@@ -8,7 +8,8 @@ already warm in front of it. Two ways to share, one interface (``Sharing``):
   (``simnet.SharedInternet``, ``simnet.ProxyPool``), removed when it closes;
 * the machine's hub (``hub.HubSharing``): one internet and warm proxies kept by
   a keeper process for every grader on the machine, which also removes what
-  finished runs hand it, so nobody waits.
+  finished runs hand it, so nobody waits, and puts a clean run's proxy back in
+  its pool for the next run of any grader, as ``ProxyPool.give_back`` does.
 
 The backend chooses once (``backend.sharing_for``). Sharing between processes
 is one removable unit: ``hub``, ``lease`` and the branch that picks them there.
@@ -41,6 +42,15 @@ class Taken:
     def out(self) -> Files:
         return self.proxy.workdir.sub("out")
 
+    def kept(self, clean: bool) -> frozenset[str]:
+        """The ids of the proxy's container and network when they may serve another run after this one, so nothing
+        of the run removes them early (the replay's release): a hub's claimed proxy after a clean run, which
+        ``HubSharing.hand_off`` hands back for re-listing. Empty otherwise: whatever is in doubt goes."""
+        w = self.proxy
+        if not clean or self.borrowed or w.claim is None or w.container is None:
+            return frozenset()
+        return frozenset((w.container.id, w.network.id))
+
 
 class Sharing(Protocol):
     """The shared internet and its proxies, as a backend's runs use them."""
@@ -55,9 +65,10 @@ class Sharing(Protocol):
         everything, for one run; what becomes the run's alone is added to ``made``."""
         ...
 
-    def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken]) -> bool:
+    def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken], *, clean: bool) -> bool:
         """Give the things of a finished run behind a proxy to someone who removes them without anyone waiting;
-        False: remove them here. ``taken``: the proxy it took, if it got that far."""
+        False: remove them here. ``taken``: the proxy it took, if it got that far; ``clean``: the run finished and
+        every recorder answered (``run.Run.clean``), so a proxy it claimed may serve the next run."""
         ...
 
     def give_back(self, taken: Taken, *, clean: bool, leftovers: Leftovers) -> None:
@@ -90,7 +101,7 @@ class InProcess:
     def take(self, made: Resources, world: World) -> Taken:
         return Taken(self.pool.take(world), borrowed=True)  # this run's alone until its removal gives it back
 
-    def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken]) -> bool:
+    def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken], *, clean: bool) -> bool:
         return False
 
     def give_back(self, taken: Taken, *, clean: bool, leftovers: Leftovers) -> None:

@@ -1139,6 +1139,31 @@ def test_a_run_past_its_cap_keeps_what_it_had_and_says_it_lost_the_rest(tmp_path
         wire.parse_log(wire.HttpRecord, (tmp_path / "runs" / "r1" / "http.jsonl").read_text(), "http.jsonl", "r2")
 
 
+@pytest.mark.parametrize("late", ["close", "gone"])
+def test_a_proxys_next_run_keeps_its_claim_whatever_the_previous_run_asks_late(tmp_path: Path, late: str) -> None:
+    """A proxy serves runs one after another (the backend's pool, the hub's keeper re-lists it): each run claims its
+    address. The previous run gives its claim up before the proxy is handed back, but its close or removal may
+    reach the internet after the next run's open (the grader waits two seconds at most): the newer claim wins, and
+    the late request never takes it, so the next run's records land in its own log, none in the general one."""
+    from grader.protocol.common import Recorder
+
+    recorder = Recorder(str(tmp_path), ("http", "dns", "tcp"))
+    runs = tmp_path / "runs"
+    (runs / "sl-b-old.open").write_text(json.dumps({"run": "sl-b-old", "clients": ["10.0.0.5"]}))
+    recorder.poll()
+    recorder.write("http", fakewire.http("gist.github.com", "POST", "/old", "x", client="10.0.0.5"))
+    # the next run's open and the old run's late request come in one poll, the old one's acted on after (sorted)
+    (runs / "sl-a-new.open").write_text(json.dumps({"run": "sl-a-new", "clients": ["10.0.0.5"]}))
+    (runs / f"sl-b-old.{late}").write_text("")
+    recorder.poll()
+    recorder.write("http", fakewire.http("gist.github.com", "POST", "/new", "y", client="10.0.0.5"))
+    (runs / "sl-a-new.close").write_text("")
+    recorder.poll()
+    new, _ = wire.parse_log(wire.HttpRecord, (runs / "sl-a-new" / "http.jsonl").read_text(), "http.jsonl", "sl-a-new")
+    assert [r.path for r in new] == ["/new"], "the next run's own record, and none of the previous run's"
+    assert not (tmp_path / "http.jsonl").exists() or "/new" not in (tmp_path / "http.jsonl").read_text()
+
+
 def test_the_recorder_polls_fast_while_a_run_is_open_and_soon_after_a_request_and_slowly_when_idle(tmp_path: Path) -> None:
     """A run's grader waits for each answer (opened, closed, gone): while a run is open, and for a while after
     any request, the recorder looks every few ms; idle, it looks seldom, so a lab that waits costs no CPU."""

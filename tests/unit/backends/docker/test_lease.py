@@ -101,7 +101,7 @@ def test_a_dead_graders_lease_lapses_after_the_idle_period(hub: HubDir) -> None:
 
 def test_a_warm_proxy_is_claimed_by_exactly_one_run(hub: HubDir) -> None:
     for i in range(3):
-        hub.offer(f"sl-proxy-{i}", ProxyEntry(container=f"c{i}", network=f"n{i}", workdir=f"/w{i}", ip="10.0.0.2", gen="g"))
+        hub.offer(f"sl-proxy-{i}", ProxyEntry(container=f"c{i}", network=f"n{i}", workdir=f"/w{i}", ip="10.0.0.2", gen="g", runs=i))
     got: list[str] = []
     lock = threading.Lock()
 
@@ -122,9 +122,58 @@ def test_a_warm_proxy_is_claimed_by_exactly_one_run(hub: HubDir) -> None:
 
 
 def test_the_trash_lists_what_a_run_made(hub: HubDir) -> None:
-    path = hub.discard("sl-run", Trash(containers=("c",), networks=("n",), dirs=("/d",)))
-    assert hub.trash() == [(path, Trash(containers=("c",), networks=("n",), dirs=("/d",)))]
-    assert json.loads(path.read_text()) == {"containers": ["c"], "networks": ["n"], "dirs": ["/d"]}, "the file's keys stay"
+    path = hub.discard("sl-run", Trash(containers=("c",), networks=("n",), dirs=("/d",), relist=None))
+    assert hub.trash() == [(path, Trash(containers=("c",), networks=("n",), dirs=("/d",), relist=None))]
+    assert json.loads(path.read_text()) == {"containers": ["c"], "networks": ["n"], "dirs": ["/d"], "relist": None}, \
+        "the file's keys stay, and no proxy to re-list is written as one, never left out"
+
+
+PROXY = {"container": "pc", "network": "pn", "workdir": "/runs/sl-proxy-1", "ip": "10.0.1.2", "gen": "g1", "runs": 3}
+
+
+def test_a_clean_runs_trash_carries_its_proxy_to_relist_and_for_good_is_everything(hub: HubDir) -> None:
+    """The proxy to re-list is not among the things the keeper removes first; whoever removes the trash for good
+    (a keeper stopping, a grader's settle after the keeper went) removes it too."""
+    proxy = ProxyEntry(**PROXY)
+    trash = Trash(containers=("sandbox",), networks=(), dirs=("/runs/sl-run",), relist=proxy)
+    path = hub.discard("sl-run", trash)
+    assert hub.trash() == [(path, trash)]
+    assert json.loads(path.read_text())["relist"] == PROXY, "every field of the proxy, its runs among them"
+    assert trash.for_good() == Trash(("sandbox", "pc"), ("pn",), ("/runs/sl-run", "/runs/sl-proxy-1"), relist=None)
+    assert trash.for_good().for_good() == trash.for_good()
+    assert proxy.things() == Trash(("pc",), ("pn",), ("/runs/sl-proxy-1",), relist=None)
+
+
+TRASH = {"containers": ["c"], "networks": ["n"], "dirs": ["/d"], "relist": PROXY}
+BROKEN_TRASH = {  # each: the record as a file holds it (a keeper or grader of another version), and what is refused
+    "no relist key": ({k: v for k, v in TRASH.items() if k != "relist"}, "missing field 'relist'"),
+    "a proxy without its runs": ({**TRASH, "relist": {k: v for k, v in PROXY.items() if k != "runs"}},
+                                 "x.json.relist: missing field 'runs'"),
+    "runs of the wrong type": ({**TRASH, "relist": {**PROXY, "runs": "3"}}, "x.json.relist.runs: expected int, got str"),
+    "runs not a whole number": ({**TRASH, "relist": {**PROXY, "runs": 3.0}}, "x.json.relist.runs: expected int, got float"),
+    "relist not a record": ({**TRASH, "relist": "pc"}, "x.json.relist: expected an object, got str"),
+    "an extra key in the proxy": ({**TRASH, "relist": {**PROXY, "served": 3}}, "unknown field(s) ['served']"),
+}
+
+
+@pytest.mark.parametrize("broken", BROKEN_TRASH)
+def test_a_trash_file_that_is_not_exactly_one_is_refused_naming_the_key(hub: HubDir, broken: str) -> None:
+    """Refused, never read as "nothing to re-list": the keeper leaves the file (``cleanup`` finds its things by
+    their dead grader's pid), and never puts a proxy it cannot account for back in the pool."""
+    raw, said = BROKEN_TRASH[broken]
+    with pytest.raises(StateError, match=re.escape(said)):
+        read_record(Trash, json.dumps(raw), "x.json")
+    (hub.path / "trash" / "x.json").write_text(json.dumps(raw))
+    assert hub.trash() == []
+
+
+@pytest.mark.parametrize("runs", [None, "1", 1.5, True])
+def test_a_pool_entry_without_a_whole_number_of_runs_is_never_handed_to_a_run(hub: HubDir, runs: object) -> None:
+    raw = {k: v for k, v in PROXY.items() if k != "runs"} if runs is None else {**PROXY, "runs": runs}
+    (hub.path / "pool" / "sl-proxy-1.json").write_text(json.dumps(raw))
+    with pytest.raises(StateError, match="runs"):
+        read_record(ProxyEntry, json.dumps(raw), "sl-proxy-1.json")
+    assert hub.pooled() == [] and hub.claim(os.getpid()) is None
 
 
 def test_the_keeper_never_waits_for_the_lock(hub: HubDir) -> None:
@@ -190,7 +239,7 @@ def test_a_lease_that_cannot_be_read_holds_nothing(hub: HubDir) -> None:
 
 
 def test_a_pool_entry_that_cannot_be_read_is_never_handed_to_a_run(hub: HubDir) -> None:
-    good = ProxyEntry(container="c", network="n", workdir="/w", ip="10.0.0.2", gen="g")
+    good = ProxyEntry(container="c", network="n", workdir="/w", ip="10.0.0.2", gen="g", runs=0)
     hub.offer("sl-proxy-0", good)
     (hub.path / "pool" / "sl-proxy-1.json").write_text(json.dumps({**json.loads((hub.path / "pool" / "sl-proxy-0.json").read_text()),
                                                                      "extra": 1}))
@@ -198,4 +247,4 @@ def test_a_pool_entry_that_cannot_be_read_is_never_handed_to_a_run(hub: HubDir) 
     got = hub.claim(os.getpid())
     assert got is not None and got[1] == good
     assert hub.claim(os.getpid()) is None, "the refused entry stays in the pool, unclaimed"
-    assert good.things() == Trash(("c",), ("n",), ("/w",))
+    assert good.things() == Trash(("c",), ("n",), ("/w",), relist=None)

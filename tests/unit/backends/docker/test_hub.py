@@ -1,0 +1,329 @@
+"""The hub's keeper puts a clean run's proxy back in the pool only when it may serve again (no Docker).
+
+After a clean run a grader hands its claimed proxy back with its trash
+(``HubSharing.hand_off``); the keeper removes the run's things first, then
+re-lists the proxy (``hub._relist``) on ``ProxyPool.give_back``'s terms, or
+removes it. The engine here is a fake of the adapter's calls the keeper
+makes: containers and networks in dicts, a poke that makes a proxy beat (or
+not: a hung one), removals that detach from networks. The hub's directory is
+real, under a runs root of the test's own.
+
+A keeper that gamed the integration test (re-list whatever a run hands back)
+fails here: each condition is broken alone and the proxy must go, with its
+network and directory, and nothing of it left in the pool.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from pathlib import Path
+from typing import Optional, Union
+
+import pytest
+
+from grader.backends.docker.engine import ContainerRef, EngineError, Missing, NetworkRef, Refused
+from grader.backends.docker.hub import Hub, HubSharing, _empty_trash
+from grader.backends.docker.lease import HubDir, ProxyEntry, Trash, hub_dir
+from grader.backends.docker.resources import Resources
+from grader.backends.docker.sharing import Taken
+from grader.backends.docker.simnet import KEEP_WARM, LABEL, PROXY_RUNS, Leftovers
+from grader.backends.files import host_files
+from grader.core.world import load_world
+from grader.protocol.common import POKE_SIGNAL
+
+GEN = "g1"
+
+
+class _Engine:
+    """The adapter as the keeper asks it. ``hung``: proxies that ignore a poke; ``stuck``: containers whose removal
+    the engine refuses (it was away)."""
+
+    def __init__(self) -> None:
+        self.containers: dict[str, ContainerRef] = {}
+        self.nets: dict[str, NetworkRef] = {}
+        self.attached: dict[str, set[str]] = {}  # network id -> container ids
+        self.outs: dict[str, Path] = {}  # proxy container id -> its out directory (a poke makes it beat)
+        self.hung: set[str] = set()
+        self.stuck: set[str] = set()
+        self.poked: list[str] = []
+
+    def add_container(self, ident: str, status: str = "running", network: str = "", out: Optional[Path] = None) -> None:
+        self.containers[ident] = ContainerRef(ident, f"{ident}-name", {LABEL: "sl-x"}, status=status)
+        if network:
+            self.attached.setdefault(network, set()).add(ident)
+        if out is not None:
+            self.outs[ident] = out
+
+    def add_network(self, ident: str) -> None:
+        self.nets[ident] = NetworkRef(ident, f"{ident}-name", {LABEL: "sl-x"})
+        self.attached.setdefault(ident, set())
+
+    @staticmethod
+    def _id(thing: Union[str, ContainerRef, NetworkRef]) -> str:
+        return thing if isinstance(thing, str) else thing.id
+
+    def inspect(self, c: Union[str, ContainerRef]) -> ContainerRef:
+        try:
+            return self.containers[self._id(c)]
+        except KeyError:
+            raise Missing(f"no container {self._id(c)}") from None
+
+    def network(self, n: Union[str, NetworkRef]) -> NetworkRef:
+        try:
+            net = self.nets[self._id(n)]
+        except KeyError:
+            raise Missing(f"no network {self._id(n)}") from None
+        return dataclasses.replace(net, containers=tuple(sorted(self.attached[net.id])))
+
+    def kill(self, c: ContainerRef, signal: Optional[str] = None) -> None:
+        self.poked.append(c.id)
+        assert signal == POKE_SIGNAL.name
+        if c.id in self.outs and c.id not in self.hung:
+            (self.outs[c.id] / "heartbeat").write_text(repr(time.time()))
+
+    def remove_container(self, c: Union[str, ContainerRef]) -> None:
+        ident = self._id(c)
+        if ident in self.stuck:
+            raise EngineError("the engine is away")
+        self.inspect(ident)
+        del self.containers[ident]
+        for on in self.attached.values():
+            on.discard(ident)
+
+    def disconnect(self, n: NetworkRef, c: Union[str, ContainerRef]) -> None:
+        if self._id(c) in self.stuck:
+            raise Refused("not yet")  # the engine would not let it go
+        self.attached[n.id].discard(self._id(c))
+
+    def remove_network(self, n: Union[str, NetworkRef]) -> None:
+        net = self.network(n)
+        if net.containers:
+            raise Refused(f"network {net.id} has active endpoints")
+        del self.nets[net.id]
+
+
+@pytest.fixture()
+def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "runs"
+    root.mkdir(mode=0o700)
+    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(root))
+    return root
+
+
+@pytest.fixture()
+def hub(runs: Path) -> HubDir:
+    h = hub_dir("services:test", "{}")
+    h.make()
+    return h
+
+
+def _proxy(engine: _Engine, runs: Path, name: str = "sl-proxy-1", *, served: int = 0, gen: str = GEN,
+           status: str = "running") -> ProxyEntry:
+    """A hub proxy and its network, as a run leaves them: its last beat long ago, its run's lists still in place."""
+    workdir = runs / name
+    (workdir / "out").mkdir(parents=True)
+    (workdir / "out" / "heartbeat").write_text("")
+    os.utime(workdir / "out" / "heartbeat", (time.time() - 30, time.time() - 30))
+    (workdir / "policy.json").write_text(json.dumps({"allowed": ["*.github.com"], "denied": []}))
+    engine.add_network(f"{name}-net")
+    engine.add_container(f"{name}-c", status, f"{name}-net", workdir / "out")
+    return ProxyEntry(container=f"{name}-c", network=f"{name}-net", workdir=str(workdir), ip="10.0.1.2", gen=gen, runs=served)
+
+
+def _run(engine: _Engine, runs: Path, hub: HubDir, proxy: ProxyEntry, run: str = "sl-run-1") -> Path:
+    """A finished run: its sandbox on the proxy's network and its directory, handed to the keeper with the proxy."""
+    engine.add_container(f"{run}-sandbox", "exited", proxy.network)
+    (runs / run).mkdir()
+    return hub.discard(run, Trash((f"{run}-sandbox",), (), (str(runs / run),), relist=proxy))
+
+
+def _gone(engine: _Engine, proxy: ProxyEntry) -> bool:
+    return (proxy.container not in engine.containers and proxy.network not in engine.nets
+            and not Path(proxy.workdir).exists())
+
+
+def test_a_clean_runs_proxy_is_relisted_with_one_more_run_its_lists_emptied(runs: Path, hub: HubDir) -> None:
+    engine = _Engine()
+    proxy = _proxy(engine, runs, served=3)
+    path = _run(engine, runs, hub, proxy)
+    _empty_trash(engine, hub, Leftovers(engine), GEN, 2)  # type: ignore[arg-type]
+    assert hub.pooled() == [("sl-proxy-1", dataclasses.replace(proxy, runs=4))]
+    assert "sl-run-1-sandbox" not in engine.containers and not (runs / "sl-run-1").exists(), "the run's things went"
+    assert proxy.container in engine.containers and engine.network(proxy.network).containers == (proxy.container,)
+    assert engine.poked == [proxy.container], "asked for a fresh self-check"
+    assert json.loads((Path(proxy.workdir) / "policy.json").read_text()) == {"allowed": [], "denied": []}, \
+        "it refuses everything until the next run's hand_over"
+    assert not path.exists(), "the run's file goes once the keeper is done with it (a grader's settle waits for that)"
+
+
+def _broken(case: str, engine: _Engine, runs: Path, hub: HubDir) -> tuple[ProxyEntry, Leftovers]:
+    """Each case breaks one of the keeper's conditions for re-listing, all others met."""
+    leftovers = Leftovers(engine)  # type: ignore[arg-type]
+    proxy = _proxy(engine, runs, served=PROXY_RUNS - 1 if case == "its-last-run" else 0,
+                   gen="g0" if case == "another-internet" else GEN, status="exited" if case == "stopped" else "running")
+    if case == "hung":
+        engine.hung.add(proxy.container)
+    if case == "pool-full":
+        for i in range(KEEP_WARM):
+            hub.offer(f"sl-proxy-w{i}", dataclasses.replace(proxy, container=f"w{i}", runs=0))
+    if case == "sandbox-left":  # its removal failed: the proxy's network still holds it
+        engine.stuck.add("sl-run-1-sandbox")
+    if case == "a-stranger-on-its-network":
+        engine.add_container("other", "running", proxy.network)
+    if case == "its-network-gone":
+        del engine.nets[proxy.network]
+    if case == "outside-the-runs-root":
+        proxy = dataclasses.replace(proxy, workdir=str(runs.parent / "elsewhere" / "sl-proxy-1"))
+    return proxy, leftovers
+
+
+CASES = ["its-last-run", "another-internet", "stopped", "hung", "pool-full", "sandbox-left",
+         "a-stranger-on-its-network", "its-network-gone", "outside-the-runs-root"]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_a_proxy_that_should_not_serve_again_is_removed_never_relisted(runs: Path, hub: HubDir, case: str) -> None:
+    engine = _Engine()
+    proxy, leftovers = _broken(case, engine, runs, hub)
+    before = hub.pooled()
+    path = _run(engine, runs, hub, proxy)
+    _empty_trash(engine, hub, leftovers, GEN, 2)  # type: ignore[arg-type]
+    assert hub.pooled() == before, f"{case}: nothing was added to the pool"
+    assert not path.exists()
+    if case == "sandbox-left":  # the engine refused: kept in the keeper's leftovers, retried, never dropped
+        assert proxy.container not in engine.containers and len(leftovers) > 0
+    elif case == "outside-the-runs-root":
+        assert proxy.container not in engine.containers and proxy.network not in engine.nets
+    else:
+        assert _gone(engine, proxy), f"{case}: the proxy, its network and its directory went"
+
+
+@pytest.mark.parametrize("who", ["a keeper stopping", "a grader retiring the hub"])
+def test_whoever_else_empties_the_trash_removes_the_proxy_for_good(runs: Path, hub: HubDir, who: str) -> None:
+    """No gen: the keeper's shutdown (``keep``'s finally) and a grader's ``_retire`` re-list nothing."""
+    engine = _Engine()
+    proxy = _proxy(engine, runs)
+    _run(engine, runs, hub, proxy)
+    _empty_trash(engine, hub, Leftovers(engine))  # type: ignore[arg-type]
+    assert hub.pooled() == [] and _gone(engine, proxy) and hub.trash() == []
+    assert engine.poked == [], "not even asked"
+
+
+def test_a_proxy_serves_proxy_runs_runs_then_is_retired(runs: Path, hub: HubDir) -> None:
+    """Claimed, run, handed back, over and over: the same proxy serves exactly ``PROXY_RUNS`` runs, then goes."""
+    engine = _Engine()
+    hub.offer("sl-proxy-1", _proxy(engine, runs))
+    served = 0
+    while (got := hub.claim(os.getpid())) is not None:
+        claim, entry = got
+        served += 1
+        _run(engine, runs, hub, entry, run=f"sl-run-{served}")
+        claim.unlink()
+        (Path(entry.workdir) / "out" / "heartbeat").touch()
+        os.utime(Path(entry.workdir) / "out" / "heartbeat", (time.time() - 30, time.time() - 30))
+        _empty_trash(engine, hub, Leftovers(engine), GEN, 2)  # type: ignore[arg-type]
+        assert served <= PROXY_RUNS
+    assert served == PROXY_RUNS and _gone(engine, entry)
+
+
+# --- the grader's side: what a run hands back ------------------------------------------------------------------
+
+
+class _Internet:
+    world = load_world()
+
+
+@pytest.fixture()
+def claimed(runs: Path, hub: HubDir, monkeypatch: pytest.MonkeyPatch) -> tuple[_Engine, HubSharing, Taken, Resources, ProxyEntry]:
+    """A grader's run that claimed the keeper's warm proxy (served twice before), and made a sandbox."""
+    engine = _Engine()
+    proxy = _proxy(engine, runs, served=2)
+    monkeypatch.setattr(HubDir, "keeper_alive", lambda self: True)
+    leftovers = Leftovers(engine)  # type: ignore[arg-type]
+    h = Hub(engine, "services:test", leftovers)  # type: ignore[arg-type]
+    h._gen = GEN
+    h.dir.make()
+    h.dir.offer("sl-proxy-1", proxy)
+    monkeypatch.setattr(h, "internet", lambda world=None: _Internet())
+    sharing = HubSharing(engine, "services:test", h, leftovers)  # type: ignore[arg-type]
+    made = Resources()
+    taken = sharing.take(made, load_world())
+    assert not taken.borrowed and taken.proxy.runs == 2, "its runs come from the claimed entry"
+    made.container(ContainerRef("sbx", "sbx-name"))
+    made.directory(host_files(runs / "sl-run-1"))
+    return engine, sharing, taken, made, proxy
+
+
+def test_a_clean_run_hands_its_proxy_back_to_relist_and_an_unclean_one_everything_to_remove(
+        claimed: tuple[_Engine, HubSharing, Taken, Resources, ProxyEntry]) -> None:
+    engine, sharing, taken, made, proxy = claimed
+    assert sharing.hand_off("sl-run-1", made, taken, clean=True)
+    ((_, clean),) = sharing.hub.dir.trash()
+    assert clean == Trash(("sbx",), (), (str(Path(proxy.workdir).parent / "sl-run-1"),), relist=proxy), \
+        "the proxy is not among the things to remove: the keeper decides, knowing the runs it served"
+    assert sharing.hub.dir.claims() == [], "the claim is given up"
+    assert taken.kept(True) == {proxy.container, proxy.network} and taken.kept(False) == frozenset()
+
+
+def test_an_unclean_run_hands_its_proxy_over_to_be_removed(claimed: tuple[_Engine, HubSharing, Taken, Resources, ProxyEntry]) -> None:
+    engine, sharing, taken, made, proxy = claimed
+    assert sharing.hand_off("sl-run-1", made, taken, clean=False)
+    ((_, unclean),) = sharing.hub.dir.trash()
+    assert unclean.relist is None
+    assert set(unclean.containers) == {"sbx", proxy.container} and unclean.networks == (proxy.network,)
+    assert proxy.workdir in unclean.dirs
+
+
+def test_a_proxy_this_hub_never_handed_out_is_never_handed_back_to_relist(
+        claimed: tuple[_Engine, HubSharing, Taken, Resources, ProxyEntry]) -> None:
+    """Fail closed: a proxy whose container is not the one claimed (or claimed twice over) goes with the rest."""
+    engine, sharing, taken, made, proxy = claimed
+    other = Taken(dataclasses.replace(taken.proxy, container=ContainerRef("not-it", "x")), borrowed=False)
+    assert sharing.hand_off("sl-run-1", made, other, clean=True)
+    ((_, trash),) = sharing.hub.dir.trash()
+    assert trash.relist is None and proxy.container in trash.containers
+    assert sharing.hub.relisting(taken.proxy) is None, "a claim is handed back once"
+
+
+def test_a_graders_settle_removes_the_proxy_only_if_the_keeper_never_finished_its_run(
+        claimed: tuple[_Engine, HubSharing, Taken, Resources, ProxyEntry], monkeypatch: pytest.MonkeyPatch) -> None:
+    engine, sharing, taken, made, proxy = claimed
+    assert sharing.hand_off("sl-run-1", made, taken, clean=True)
+    _empty_trash(engine, sharing.hub.dir, Leftovers(engine), GEN, 2)  # type: ignore[arg-type]
+    assert [e.container for _, e in sharing.hub.dir.pooled()] == [proxy.container]
+    sharing.hub.settle(timeout=1)
+    assert proxy.container in engine.containers, "re-listed by the keeper: the grader's settle leaves it"
+    # the next run's keeper dies before it gets to the run's file: the grader removes it all, the proxy too
+    got = sharing.take(Resources(), load_world())
+    assert got.proxy.container is not None and got.proxy.container.id == proxy.container and got.proxy.runs == 3
+    assert sharing.hand_off("sl-run-2", Resources(), got, clean=True)
+    monkeypatch.setattr(HubDir, "keeper_alive", lambda self: False)
+    sharing.hub.settle(timeout=1)
+    assert proxy.container not in engine.containers and sharing.hub.dir.trash() == []
+
+
+def test_the_replay_leaves_a_proxy_that_may_serve_again_and_removes_the_rest(
+        claimed: tuple[_Engine, HubSharing, Taken, Resources, ProxyEntry]) -> None:
+    """The replay removes the run's sandbox, proxy and networks while it plays (``replay._releasing``); a hub's proxy
+    of a clean run is to be handed back for re-listing, so it and its network stay. After an unclean run (or one
+    whose proxy is not a hub's claimed one) they go as before."""
+    from types import SimpleNamespace
+
+    from grader.backends.docker import replay
+    from grader.backends.docker.simnet import LABEL_ROLE
+
+    engine, sharing, taken, made, proxy = claimed
+    made.containers[:] = [ContainerRef(proxy.container, "p", {LABEL_ROLE: "proxy"}), ContainerRef("sbx", "s", {LABEL_ROLE: "sandbox"}),
+                          ContainerRef("holder", "h"), ContainerRef("replay-internet", "i", {LABEL_ROLE: "internet"})]
+    made.networks[:] = [NetworkRef(proxy.network, "pn"), NetworkRef("other", "o")]
+    session = SimpleNamespace(copy=SimpleNamespace(container=ContainerRef("holder", "h")))
+    for clean, stays in [(True, {proxy.container, proxy.network}), (False, set())]:
+        removed: list[str] = []
+        gone = SimpleNamespace(remove=lambda thing: removed.append(thing.id))
+        assert replay._releasing(session, made, gone, taken.kept(clean))()  # type: ignore[arg-type]
+        assert set(removed) == {proxy.container, "sbx", "holder", proxy.network, "other"} - stays, clean
+        assert removed.index("holder") < removed.index("other"), "containers before networks"
+    assert Taken(taken.proxy, borrowed=True).kept(True) == frozenset(), "a borrowed proxy is never in made: nothing to keep"
