@@ -31,6 +31,12 @@ import hostcheck
 
 NO_ENGINE = "no Docker engine answers: run scripts/ensure-docker"
 
+# jsonschema (under nbformat, so under every test module that reads a notebook) checks the "iri" and
+# "iri-reference" formats with rfc3987-syntax when it is installed (the lab's jupyter-events asks for it), and that
+# compiles 38 Lark grammars on import: 1.8 s in each test process, most of the fast set's collection. No schema the
+# tests validate has those formats (tests/unit/project/test_conftest.py checks nbformat's); so it is not imported.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]  # an import of it raises ImportError
+
 # A one-shot command that ran Docker starts the warm engine (grader/cli/engine.py), and the next is handed to it.
 # The suite's commands run here, as each test sets them up; tests/integration/test_warm_engine.py turns it on.
 os.environ["SANDBOX_LAB_ENGINE"] = "off"
