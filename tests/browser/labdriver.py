@@ -216,14 +216,15 @@ def _dialogs(page: Any) -> list[str]:
     return [d.inner_text().strip().replace("\n", " | ")[:300] for d in page.locator(".jp-Dialog").all()]
 
 
-def wait_idle(page: Any, lab: Optional[Lab] = None, *, timeout_ms: int = KERNEL_START_MS) -> None:
+def wait_idle(page: Any, lab: Optional[Lab] = None, *, timeout_ms: int = KERNEL_START_MS, url: str = "") -> None:
     """Until the notebook's kernel says Idle in the status bar. A dialog in ``_GO_ON`` is answered on the way, as
     a learner would; a page whose notebook is not on screen (the lab opened its Launcher instead: a request that
-    failed under load) is reloaded, twice at most. Any other dialog, or no Idle by ``timeout_ms``, fails with what
+    failed under load) is opened again (``url``, the notebook's; else reloaded), twice at most. Any other dialog, or no Idle by ``timeout_ms``, fails with what
     the page, the server and its log said (the status bar, the dialogs, the kernels and sessions, the log's tail)."""
     idle = page.locator(_IDLE, has_text="Idle").first
     deadline = time.monotonic() + timeout_ms / 1000
     answered: list[str] = []
+    reloaded = time.monotonic() - 60  # none yet
     while True:
         try:
             idle.wait_for(timeout=2_000)
@@ -247,9 +248,13 @@ def wait_idle(page: Any, lab: Optional[Lab] = None, *, timeout_ms: int = KERNEL_
             except Exception as e:  # gone meanwhile, or under another dialog: the page is asked again
                 if "Timeout" not in type(e).__name__:
                     raise
-        if reload and answered.count("reloaded") < 2:
-            page.reload()
-            page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for(timeout=60_000)
+        # a reload takes its time on a loaded machine: the next is allowed only 30 s after the last
+        if reload and answered.count("reloaded") < 2 and time.monotonic() - reloaded > 30:
+            if url:  # the lab rewrites its address once loaded: a reload would open its Launcher again
+                page.goto(url, wait_until="commit")  # not its load: the loop goes on waiting
+            else:
+                page.reload(wait_until="commit")
+            reloaded = time.monotonic()
             answered.append("reloaded")
         if time.monotonic() > deadline:
             pytest.fail(f"the kernel was not Idle in {timeout_ms // 1000} s (dialogs answered on the way: "
@@ -280,7 +285,7 @@ def open_notebook(page: Any, url: str, lab: Optional[Lab] = None) -> None:
     """Open a notebook and wait until its kernel is idle (``wait_idle``)."""
     page.goto(url)
     page.locator(f"{NOTEBOOK} .jp-Cell").first.wait_for(timeout=60_000)
-    wait_idle(page, lab)
+    wait_idle(page, lab, url=url)
 
 
 # Every code cell's prompt: "[*]" while queued or running, "[n]" once run, "[ ]" when never run.

@@ -85,7 +85,7 @@ def _run_all(page: Any, lab: tuple[str, Lab], until: str, shot: str) -> Any:
     page.goto(url)
     page.locator(".jp-Notebook .jp-Cell").first.wait_for(timeout=START_MS)
     # The kernel has started when the status bar says so; then run every cell from the Run menu.
-    wait_idle(page, running)
+    wait_idle(page, running, url=url)
     _shot(page, f"{shot}1-opened")
     page.locator(".lm-MenuBar-item", has_text="Run").first.click()
     page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()

@@ -507,7 +507,8 @@ def test_a_theme_that_did_not_load_is_reloaded_and_the_kernel_starts(lab: Lab, p
     ``wait_idle`` reloads the page, as a learner would, and waits for the kernel. The request is failed here once
     (``page.route``); without the reload the wait fails, naming the dialog."""
     page.route("**/lab/api/themes/**/index.css", lambda route: route.abort(), times=1)
-    page.goto(lab.url("00-start-here/start-here.ipynb"))
+    url = lab.url("00-start-here/start-here.ipynb")
+    page.goto(url)
     page.locator(".jp-Dialog", has_text="Error Loading Theme").first.wait_for(timeout=60_000)
-    wait_idle(page, lab)
+    wait_idle(page, lab, url=url)
     assert page.locator(".jp-Dialog").count() == 0

@@ -533,12 +533,12 @@ class Run:
         h = self.plan.hardening
         timeout_s = self.job.timeout_s if self.job is not None else h.timeout_s
         with self.watch.phase("probes"):
+            started = time.monotonic()  # before the go: a grader slow to return from sending it gives no more time
             if self.job is None or self.await_go:
                 try:
                     self.b.engine.send_stdin(sandbox, (GO + "\n").encode())
                 except (Refused, Unanswered) as exc:  # stopped while it waited: never judged, tried again
                     raise InfrastructureError(f"the prepared sandbox could not be sent its go: {exc}") from None
-            started = time.monotonic()
             if self._ended(sandbox, timeout_s):
                 timed_out, exit_code = False, None  # its exit (about 0.1 s of the engine's) is the removal's to see
             else:
