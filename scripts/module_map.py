@@ -39,8 +39,9 @@ OUT = ROOT / "docs" / "modules.md"
 COMMAND = "make modules"
 
 
+@functools.lru_cache(maxsize=None)
 def load_reader() -> ModuleType:
-    """tests/unit/project/test_layers.py as a module: PACKAGE and its import reader."""
+    """tests/unit/project/test_layers.py as a module: PACKAGE and its import reader (loaded once: it keeps the parses)."""
     spec = importlib.util.spec_from_file_location("_layer_contract", READER)
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)

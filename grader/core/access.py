@@ -37,7 +37,7 @@ of the machine absent, ordinary networking).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Literal, Optional
 
 from grader.protocol.domains import WEB_PORTS, entry_host, entry_port, matches, split_port
@@ -77,8 +77,7 @@ def parse_target(value: Optional[str], where: str = "$SANDBOX_LAB_TARGET") -> Ta
 
 def world_projects(world: World) -> tuple[str, ...]:
     """The world's projects: its data roots other than the home that hold source or job input."""
-    return tuple(r for r in world.roots if r != world.home
-                 and any(f.role in ("source", "job-input") for f in world.files if covers(r, f.path)))
+    return world.projects
 
 
 def start_directory(policy: Optional[Policy], world: World, target: Target = "srt") -> str:
@@ -95,6 +94,12 @@ def start_directory(policy: Optional[Policy], world: World, target: Target = "sr
                 if covers(p, entry):
                     return p
     return projects[0] if projects else world.home
+
+
+@lru_cache(maxsize=64)
+def _protected(start: str, existing: frozenset[str]) -> tuple[str, ...]:
+    """``protected_paths``, once per world and start directory (not once per policy read against them)."""
+    return protected_paths(start, existing)
 
 
 @dataclass(frozen=True)
@@ -159,7 +164,7 @@ class Access:
     @cached_property
     def mandatory(self) -> tuple[str, ...]:
         """What srt keeps read-only whatever allowWrite says, found from where it starts."""
-        return protected_paths(self.start, self.existing)
+        return _protected(self.start, self.existing)
 
     # --- filesystem ---------------------------------------------------------------------
 

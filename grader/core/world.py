@@ -139,10 +139,7 @@ class World:
 
     def entry(self, path: str) -> Union[WorldFile, WorldDir]:
         """The file, directory or job output at ``path`` (KeyError if the world has none)."""
-        for e in self.entries():
-            if e.path == path:
-                return e
-        raise KeyError(path)
+        return self._by_path[path]
 
     def file(self, path: str) -> WorldFile:
         for f in self.files:
@@ -158,6 +155,19 @@ class World:
 
     # A world is frozen: what is derived from it is computed once per world (``cached_property`` keeps it in the
     # instance, outside the fields, so equality, hashing and ``dataclasses.replace`` see only the fields).
+
+    @cached_property
+    def _by_path(self) -> dict[str, Union[WorldFile, WorldDir]]:
+        found: dict[str, Union[WorldFile, WorldDir]] = {}
+        for e in self.entries():
+            found.setdefault(e.path, e)  # the first in world order, as a walk of entries() finds it
+        return found
+
+    @cached_property
+    def projects(self) -> tuple[str, ...]:
+        """The world's projects: its data roots other than the home that hold source or job input."""
+        return tuple(r for r in self.roots if r != self.home
+                     and any(f.role in ("source", "job-input") for f in self.files if covers(r, f.path)))
 
     @cached_property
     def attacker(self) -> Host:
