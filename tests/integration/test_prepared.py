@@ -194,3 +194,38 @@ def test_the_editors_prestart_fires_its_prepared_sandbox_on_docker(docker_backen
         assert pre.held is not None
     finally:
         pre.close()
+
+
+def test_a_run_retired_unfired_gives_its_proxy_back_and_the_next_run_on_it_is_judged_alone(
+        docker_backend: Any, docker_client: Any, no_leftovers: None) -> None:
+    """A held run retired before its go sent nothing through its proxy (the runner waits for the go), so the proxy
+    serves the next run, as after a clean run, and that run's verdicts are what it earns. A build that gave back
+    nothing would remove the proxy (the first assertion); one that also gave back fired or stale runs' proxies is
+    caught by test_shared_internet's unclean-run test and the go-path tests above."""
+    plan = build_plan(load_policy(SECURE))
+    docker_backend.run(plan)  # the internet and the pool warm
+    docker_backend.drain()
+    prepared = docker_backend.prepare(plan)
+    held = prepared._run
+    assert held is not None and held.net is not None and held.net.taken is not None
+    proxy = held.net.taken.proxy.container
+    assert proxy is not None
+    prepared.close()
+    docker_backend.drain()
+    assert proxy.name in docker_backend.sharing.standing(), "a proxy nothing passed through was removed"
+    assert docker_client.api.inspect_container(proxy.id)["State"]["Running"]
+    taken = []
+    for _ in range(4):  # the pool hands out its oldest first: the given-back proxy is taken within its size
+        again = docker_backend.prepare(plan)
+        assert again._run is not None and again._run.net is not None and again._run.net.taken is not None
+        got = again._run.net.taken.proxy.container
+        if got is not None and got.id == proxy.id:
+            result = again.go()
+            break
+        taken.append(again)
+    else:
+        pytest.fail("the given-back proxy never served another run")
+    for other in taken:
+        other.close()
+    assert all(p.outcome != "error" for p in result.probes)
+    assert _outcomes(result) == _outcomes(docker_backend.run(plan))

@@ -17,6 +17,7 @@ What it guarantees, by construction:
   everything it made); one whose sandbox or services image was rebuilt since it
   was made (``sandbox-lab setup``: other image ids), or whose sandbox stopped
   while it waited, is retired at ``go`` and the run is made afresh;
+* retired unused, its proxy goes back to the pool (nothing passed through it);
 * a killed grader's prepared run is any run's leftovers: its containers carry
   the run labels with the grader's pid, its directory the owner record, so
   ``cleanup`` removes them.
@@ -155,6 +156,10 @@ class Prepared:
         self._stop_timer()
         self._on_done(self)
         if run is not None:
+            # Never fired (``go`` takes the run before it sends anything): its runner, or a job's code, waited for a
+            # go that never came, so its proxy carried nothing of it and may serve the next run, as after a clean
+            # run (the pool's and the hub keeper's own checks still decide). A run ``go`` found stale goes unclean.
+            run.clean = True
             run.release()
 
     def _stop_timer(self) -> None:
