@@ -127,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keep-output", type=Path, metavar="FILE", help="--full: write make test's output here")
     args = ap.parse_args(argv)
     scratch = Path(tempfile.mkdtemp(prefix="sandbox-lab-suite-bench-"))
+    # mkdtemp makes it 0700; the suite runs tools as other users (srt's node, a grader that is not root) from
+    # the clone, which a fresh clone elsewhere lets them reach: so must this one
+    scratch.chmod(0o755)
     try:
         met = True
         if args.fast or not args.full:
