@@ -4,7 +4,8 @@
 grader, makes a Docker client, checks the images and adopts the machine's
 shared internet (``backends.docker.hub``) before its sandbox starts, and lets
 it all go at exit. The engine pays that once: it keeps its backends between
-commands (``lend_backends``), and a command handed to it (``cli.client``)
+commands (``lend_backends``), its Docker backend on that same hub (so a
+terminal holds one simulated internet and one pool of proxies), and a command handed to it (``cli.client``)
 runs exactly as it would in the terminal (``main`` with the caller's argv,
 working directory, environment and streams), one at a time.
 
@@ -133,10 +134,10 @@ class Engine:
         key = ("docker" if chosen in ("auto", "docker") else chosen, shared)
         kept = self._kept.get(key)
         if kept is None:
-            # shared=False: the engine outlives its commands, so its backend keeps an internet and warm proxies of
-            # its own, as a kernel's does (a one-shot process adopts the hub's instead; a naive run here measured
-            # 1.85 s against 2.4 s on the hub, whose replay internet starts per run)
-            made = make_backend(name, shared=False, progress=lambda line: self._progress(line))
+            # shared=True: the engine adopts the machine's hub, as a one-shot command does, so a terminal holds one
+            # simulated internet and one pool of proxies, not two (measured: a naive rerun 1.50 s here, 1.45 s on an
+            # internet of its own, once the hub's pool kept 4 proxies; docs/scaling.md)
+            made = make_backend(name, shared=True, progress=lambda line: self._progress(line))
             if made.name != "docker":
                 return made  # cheap to make (static), or another machine's (remote): per command, closed by its with
             kept = self._kept[key] = made

@@ -260,3 +260,21 @@ def test_a_docker_command_here_starts_the_engine_for_the_next(root: Path, tmp_pa
     assert _done("check", str(practice))[0] == 0
     time.sleep(1)
     assert not list(root.glob("sl-engine-*.pid"))
+
+
+def test_the_engine_runs_on_the_machines_hub_and_keeps_no_internet_of_its_own(
+        root: Path, tmp_path: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One simulated internet and one pool of proxies for a terminal: the engine adopts the hub a one-shot command
+    adopts (it holds a lease there) and starts no internet of its own. An engine on a backend of its own would
+    label an ``internet`` container with its pid (the second assertion) and hold no lease (the first). The
+    idle period is left unset, as on a learner's machine: set, it would put every backend on the hub."""
+    monkeypatch.delenv(IDLE_ENV)
+    pid = _start()
+    naive = _policy(tmp_path, "naive", NAIVE)
+    first = _verdicts(_done("probe", str(naive), "--backend", "docker", "--json")[1])
+    again = _verdicts(_done("probe", str(naive), "--backend", "docker", "--json")[1])  # the held run, fired
+    assert first == again and first["read-ssh-key"] == "succeeded"
+    leases = [p.stem for p in root.glob("sl-hub-*/leases/*.json")]
+    assert str(pid) in leases, f"the engine holds no lease on the hub (leases: {leases})"
+    own = docker_client.api.containers(all=True, filters={"label": [f"{LABEL_PID}={pid}", f"{LABEL_ROLE}=internet"]})
+    assert own == [], f"the engine started an internet of its own: {[c['Names'] for c in own]}"
