@@ -77,13 +77,12 @@ from grader.backends.docker.simnet import (
 
 __all__ = ["POOL_SIZE", "Hub", "HubInternet", "HubPool", "HubSharing", "keep", "make_hub", "stop_keepers"]
 
-# warm proxies: the terminal's engine holds a run ready per file it watches, and a naive run's next session its own
-# proxy, so two left the pool empty and a proxy built on the run's path (a naive rerun 2.1 s against 1.5 s with 4)
-POOL_SIZE = 4
+POOL_SIZE = 4  # warm proxies: with 2, the engine's held runs and a naive run's next session left the pool empty
 START_TIMEOUT = 60.0  # the keeper's start: a Python start, a network and a container start
 # an internet whose heartbeat is older than this is hung: it beats every HEARTBEAT_INTERVAL (1 s) unasked, and
 # a check slowed by a busy machine must not retire a hub whose runs are going on
 BEAT_STALE = 5.0
+SETTLING = 3.0  # seconds after a run claims its proxy in which its sandbox may still be starting
 TICK = 0.05  # the keeper's pace: how soon a finished run's containers start going
 
 
@@ -566,8 +565,8 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
             if not _idle_check(hub, idle):
                 return
             leftovers.retry()
-        # refill between runs, never while a run's sandbox is starting against the same engine
-        if not claims and len(hub.pooled()) < size and not hub.trash():
+        # refill between runs, never while a run's sandbox is starting against the same engine (``quiet``)
+        if hub.quiet(SETTLING) and len(hub.pooled()) < size:
             try:
                 w = build_proxy(engine, image, net, labels, leftovers)
             # the engine (EngineError, NetworksExhausted: BackendErrors), a proxy that never got ready
