@@ -5,9 +5,10 @@ grader, makes a Docker client, checks the images and adopts the machine's
 shared internet (``backends.docker.hub``) before its sandbox starts, and lets
 it all go at exit. The engine pays that once: it keeps its backends between
 commands (``lend_backends``), its Docker backend on that same hub (so a
-terminal holds one simulated internet and one pool of proxies), and a command handed to it (``cli.client``)
-runs exactly as it would in the terminal (``main`` with the caller's argv,
-working directory, environment and streams), one at a time.
+terminal holds one simulated internet and one pool of proxies), and a command
+handed to it (``cli.client``) runs exactly as it would in the terminal
+(``main`` with the caller's argv, working directory, environment and
+streams), one at a time.
 
 One engine per user, checkout, interpreter and environment the backends read
 (``client.engine_key``), on a Unix socket in the runs root (only its user

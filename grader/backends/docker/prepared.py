@@ -156,9 +156,9 @@ class Prepared:
         self._stop_timer()
         self._on_done(self)
         if run is not None:
-            # Never fired (``go`` takes the run before it sends anything): its runner, or a job's code, waited for a
-            # go that never came, so its proxy carried nothing of it and may serve the next run, as after a clean
-            # run (the pool's and the hub keeper's own checks still decide). A run ``go`` found stale goes unclean.
+            # Never fired (``go`` takes the run before it sends anything): its probe runner waited for a go that
+            # never came, so its proxy carried nothing of it and may serve the next run, as after a clean run (the
+            # pool's and the hub keeper's own checks still decide). A run ``go`` found stale goes unclean.
             run.clean = True
             run.release()
 
