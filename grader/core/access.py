@@ -48,7 +48,7 @@ from grader.core.policy import Policy
 from grader.core.world import World
 
 __all__ = ["TARGETS", "Access", "Decision", "Mode", "Network", "Target", "access_for", "baseline_access", "parse_target",
-           "start_directory", "unmeasured_ports", "world_projects"]
+           "start_directory", "unmeasured_ports"]
 
 Mode = Literal["hidden", "ro", "rw"]
 Network = Literal["none", "proxy", "open"]
@@ -75,11 +75,6 @@ def parse_target(value: Optional[str], where: str = "$SANDBOX_LAB_TARGET") -> Ta
     raise ValueError(f"{where} is {value!r}: choose one of {', '.join(TARGETS)} (who starts the sandbox, whose rules decide)")
 
 
-def world_projects(world: World) -> tuple[str, ...]:
-    """The world's projects: its data roots other than the home that hold source or job input."""
-    return world.projects
-
-
 def start_directory(policy: Optional[Policy], world: World, target: Target = "srt") -> str:
     """Where the target starts the sandboxed command: the home for srt, the project the policy works in for Claude Code.
 
@@ -87,7 +82,7 @@ def start_directory(policy: Optional[Policy], world: World, target: Target = "sr
     """
     if target != "claude-code" or policy is None:
         return world.home
-    projects = world_projects(world)
+    projects = world.projects
     for key in ("allowWrite", "allowRead"):
         for entry in getattr(policy.filesystem, key):
             for p in projects:

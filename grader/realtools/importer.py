@@ -34,7 +34,7 @@ from grader.core.paths import covers
 from grader.core.policy import LIMITS, Policy, load_policy
 from grader.core.text import text_problems
 from grader.core.world import World, load_world
-from grader.realtools.machine import Machine, world_projects
+from grader.realtools.machine import Machine
 
 __all__ = ["SOURCES", "Imported", "Source", "import_settings"]
 
@@ -260,9 +260,9 @@ def import_settings(
     """Read a Claude Code or srt settings file as a Sandbox Lab policy; raise ``PolicyError`` where it fails closed."""
     w = world or load_world()
     name = label or (str(source) if not isinstance(source, dict) else "settings")
-    project = world_project or world_projects(w)[0]
-    if project not in world_projects(w):
-        raise PolicyError(name, [Problem("/", f"--world-project must be one of {', '.join(world_projects(w))}")])
+    project = world_project or w.projects[0]
+    if project not in w.projects:
+        raise PolicyError(name, [Problem("/", f"--world-project must be one of {', '.join(w.projects)}")])
     data = _read(source, name)
     bad_text = text_problems(data)
     if bad_text:  # a lone surrogate or a NUL anywhere (a key the importer skips too): refused before it is read

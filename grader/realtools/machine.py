@@ -40,12 +40,12 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any, Literal, Optional
 
-from grader.core.access import start_directory, world_projects
+from grader.core.access import start_directory
 from grader.core.paths import covers
 from grader.core.policy import Policy
 from grader.core.world import World, load_world
 
-__all__ = ["Change", "ChangeCode", "Machine", "MachineExport", "RealTarget", "machine_export", "primary_project", "world_projects"]
+__all__ = ["Change", "ChangeCode", "Machine", "MachineExport", "RealTarget", "machine_export", "primary_project"]
 
 RealTarget = Literal["srt", "claude-code"]
 
@@ -148,7 +148,7 @@ class _Mapper:
             if record and path not in self.unmapped:
                 self.unmapped.append(path)
             return self._render(path, "")
-        if root in world_projects(w) and key.startswith("deny"):
+        if root in w.projects and key.startswith("deny"):
             # a deny in the world's other project protects the same kind of thing in yours (its .env, its hooks)
             if record:
                 self.changes.append(Change(path, f"{key} {path} is in the world's other project {root}: written for your project root instead",

@@ -323,9 +323,10 @@ class HubDir:
             claim = self.path / "claimed" / f"{p.stem}@{pid}.json"
             try:
                 os.rename(p, claim)  # atomic: of two graders renaming one entry, one succeeds
-                os.utime(claim)  # when it was claimed (``quiet``)
             except FileNotFoundError:
                 continue
+            with contextlib.suppress(OSError):  # the claim is ours either way; unstamped it only looks older
+                os.utime(claim)  # when it was claimed (``quiet``)
             return claim, entry
         return None
 
