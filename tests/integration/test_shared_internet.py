@@ -89,7 +89,8 @@ def _wait(cond: Any, timeout: float, what: str) -> None:
 
 
 def _warm(client: Any, hub: HubDir) -> None:
-    _wait(lambda: len(hub.pooled()) >= 1 and not hub.trash(), 60, "the keeper keeps a proxy warm")
+    # the pool full: a keeper still refilling builds proxies that were not there a moment before
+    _wait(lambda: len(hub.pooled()) >= POOL_SIZE and not hub.trash(), 120, "the keeper fills its pool")
 
 
 class _OnlyHub(DockerEngine):
