@@ -82,7 +82,6 @@ START_TIMEOUT = 60.0  # the keeper's start: a Python start, a network and a cont
 # an internet whose heartbeat is older than this is hung: it beats every HEARTBEAT_INTERVAL (1 s) unasked, and
 # a check slowed by a busy machine must not retire a hub whose runs are going on
 BEAT_STALE = 5.0
-SETTLING = 3.0  # seconds after a run claims its proxy in which its sandbox may still be starting
 TICK = 0.05  # the keeper's pace: how soon a finished run's containers start going
 
 
@@ -565,8 +564,8 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
             if not _idle_check(hub, idle):
                 return
             leftovers.retry()
-        # refill between runs, never while a run's sandbox is starting against the same engine (``quiet``)
-        if hub.quiet(SETTLING) and len(hub.pooled()) < size:
+        # refill between runs, never while a run's sandbox is starting against the same engine
+        if not claims and len(hub.pooled()) < size and not hub.trash():
             try:
                 w = build_proxy(engine, image, net, labels, leftovers)
             # the engine (EngineError, NetworksExhausted: BackendErrors), a proxy that never got ready
