@@ -127,6 +127,15 @@ def test_two_processes_share_one_internet_and_each_sees_only_its_own_evidence(ro
     assert after is not None and after.container == state.container, "every run used the same internet"
 
 
+def _proc(pid: int) -> str:
+    """What /proc says of ``pid``: its state line and command line (a failure's evidence)."""
+    try:
+        status = [line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith(("State", "PPid"))]
+        return f"{status} {Path(f'/proc/{pid}/cmdline').read_bytes().replace(bytes(1), b' ').decode(errors='replace')}"
+    except OSError as e:
+        return f"unreadable ({e})"
+
+
 def test_cleanup_all_stops_the_keeper_and_removes_the_internet_and_its_proxies(root: Path, tmp_path: Path, docker_client: Any) -> None:
     _outcomes(_cli(_policy(tmp_path, "secure", SECURE)))
     hub = _hub(root)
@@ -138,7 +147,7 @@ def test_cleanup_all_stops_the_keeper_and_removes_the_internet_and_its_proxies(r
     pid = hub.keeper_pid()
     removed = cleanup(everything=True, engine=_OnlyHub(docker_client, hub.name))
     assert any(r.startswith(f"keeper {pid}") for r in removed), removed
-    assert not process_alive(pid)
+    assert not process_alive(pid), f"keeper {pid} still runs: {_proc(pid)}"
     assert _things(docker_client, hub.name) == set()
     assert list(root.iterdir()) == [], "no run directory, no hub directory, no lock file"
 

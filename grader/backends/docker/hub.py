@@ -20,7 +20,7 @@ warm proxies carry the keeper's pid, so ``cleanup`` removes them once the
 keeper is gone, and never while it runs. A proxy is handed to one run at a time
 (``lease.HubDir.claim``), which gives it its own lists; after a clean run the
 keeper puts it back in the pool for the next run of any grader once the run's
-sandbox is gone (``_relist``, on ``ProxyPool.give_back``'s terms), else removes
+sandbox is gone (``hubpool.relist``, on ``ProxyPool.give_back``'s terms), else removes
 it. The internet is shared exactly as inside one grader before: each run claims
 its proxy's address and reads its own closed logs (``runlogs``) and the proxy's
 log from where it ended at take, so runs in different processes never count,
@@ -34,7 +34,6 @@ Talks to Docker through ``engine`` (its errors mapped there); only the backend u
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import secrets
 import shutil
@@ -45,26 +44,21 @@ import threading
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Callable, Optional
 
-from grader.backends.quota import remove_dir
 from grader.core.errors import BackendError, InfrastructureError
 from grader.core.world import World, load_world, read_world
-from grader.protocol.configs import AllowLists, dump_config
 from grader.backends.files import Files, host_files, host_path
-from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineError, Missing, NetworkRef, open_engine
+from grader.backends.docker.engine import DockerEngine, EngineError, Missing, open_engine
 from grader.backends.docker.lease import (
     HubDir, KeeperState, ProxyEntry, Trash, hub_dir, idle_seconds, process_alive, stop_process,
 )
-from grader.backends.docker.liveness import beat_after, poke
+from grader.backends.docker.hubpool import POOL_SIZE, SETTLING, empty_trash, remove_listed, trim
 from grader.backends.owners import make_dir, runs_root
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import Taken, give_back
 from grader.backends.docker.simnet import (
-    KEEP_WARM,
-    LABEL,
     LABEL_HUB,
-    PROXY_RUNS,
     Internet,
     Leftovers,
     ProxyPool,
@@ -77,7 +71,6 @@ from grader.backends.docker.simnet import (
 
 __all__ = ["POOL_SIZE", "Hub", "HubInternet", "HubPool", "HubSharing", "keep", "make_hub", "stop_keepers"]
 
-POOL_SIZE = 4  # warm proxies: with 2, the engine's held runs and a naive run's next session left the pool empty
 START_TIMEOUT = 60.0  # the keeper's start: a Python start, a network and a container start
 # an internet whose heartbeat is older than this is hung: it beats every HEARTBEAT_INTERVAL (1 s) unasked, and
 # a check slowed by a busy machine must not retire a hub whose runs are going on
@@ -92,90 +85,6 @@ def _world_text() -> str:
 def _beating(out: Files, within: float = BEAT_STALE) -> bool:
     beat = out.stat("heartbeat")
     return beat is not None and time.time() - beat.mtime < within
-
-
-def _remove_listed(engine: DockerEngine, entry: Trash, leftovers: Leftovers) -> None:
-    """Remove the containers, networks and directories a run listed; only what carries our label, only under runs_root."""
-    root = runs_root().resolve()
-
-    def ours(kind: str, ident: str) -> Optional[Union[ContainerRef, NetworkRef]]:
-        try:
-            thing: Union[ContainerRef, NetworkRef] = engine.inspect(ident) if kind == "c" else engine.network(ident)
-        except Missing:
-            return None
-        return thing if LABEL in thing.labels else None  # never anything that is not Sandbox Lab's
-
-    containers = [c for c in (ours("c", i) for i in entry.containers) if c is not None]
-    threads = [threading.Thread(target=leftovers.remove, args=(c,)) for c in containers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for n in (ours("n", i) for i in entry.networks):
-        if n is not None:
-            leftovers.remove(n)
-    for d in entry.dirs:
-        p = Path(d).resolve()
-        if p.parent == root:
-            remove_dir(p)  # its world quota unmounted first
-
-
-def _empty_trash(engine: DockerEngine, hub: HubDir, leftovers: Leftovers, gen: Optional[str] = None,
-                 size: int = POOL_SIZE) -> None:
-    """Remove what finished runs listed. Only the serving keeper passes its internet's ``gen``: then a clean run's
-    proxy goes back to its pool of ``size`` if it may serve again (``_relist``), once the run's things are gone.
-    Anyone else (a keeper stopping, a grader retiring a hub) removes everything for good. A run's file goes last:
-    a grader's ``Hub.settle`` waits for it."""
-    for path, entry in hub.trash():
-        proxy = entry.relist if gen is not None else None
-        _remove_listed(engine, entry if proxy is not None else entry.for_good(), leftovers)
-        _retry_once(leftovers)
-        if proxy is not None and gen is not None and not _relist(engine, hub, proxy, gen, size, leftovers):
-            _remove_listed(engine, proxy.things(), leftovers)
-            _retry_once(leftovers)
-        path.unlink(missing_ok=True)
-
-
-def _retry_once(leftovers: Leftovers) -> None:
-    if len(leftovers):
-        # A network whose killed container is still being torn down refuses once: the grader's
-        # own removal tried again at once too (``drain``); what still fails is retried each second.
-        time.sleep(0.2)
-        leftovers.retry()
-
-
-def _relist(engine: DockerEngine, hub: HubDir, entry: ProxyEntry, gen: str, size: int, leftovers: Leftovers) -> bool:
-    """Put a clean run's proxy back in the pool for the next run of any grader; False: it is to be removed.
-
-    The run's own things are removed first, so its sandbox has left the proxy's network. Kept on the terms of
-    ``ProxyPool.give_back``, each failing closed: nothing of the removal was left over; it stands in front of this
-    keeper's internet (``gen``); it has served fewer than ``PROXY_RUNS`` runs with this one; it is ours and runs,
-    alone on its network; it answers a poke with a fresh heartbeat; its lists are emptied first (it refuses
-    everything until the next run's ``hand_over``); and the pool has room.
-    """
-    if len(leftovers) or entry.gen != gen or entry.runs + 1 >= PROXY_RUNS:
-        return False
-    workdir = Path(entry.workdir)
-    if workdir.resolve().parent != runs_root().resolve():
-        return False  # never a directory the keeper would not remove
-    try:
-        container = engine.inspect(entry.container)
-        network = engine.network(entry.network)
-    except EngineError:  # gone (Missing), or an engine that does not answer
-        return False
-    if (LABEL not in container.labels or LABEL not in network.labels or container.status != "running"
-            or set(network.containers) != {container.id}):
-        return False
-    files = host_files(workdir)
-    asked = time.time()
-    poke(engine, container)  # a self-check now, not at the end of its interval
-    if not beat_after(files.sub("out"), asked - 1.0, timeout=0.5):
-        return False
-    files.write("policy.json", dump_config(AllowLists((), ())).encode())  # as ``WarmProxy.hand_over([], [])``
-    if len(hub.pooled()) >= max(size, KEEP_WARM):
-        return False
-    hub.offer(workdir.name, dataclasses.replace(entry, runs=entry.runs + 1))
-    return True
 
 
 def _proxy_entry(w: WarmProxy, gen: str) -> ProxyEntry:
@@ -254,7 +163,7 @@ class Hub:
         """Stop the keeper of a dead or sick hub and remove everything it left (we hold the lock)."""
         pid = self.dir.keeper_pid()
         stop_keeper(pid, self.dir.name)
-        _empty_trash(self._engine, self.dir, self._leftovers)
+        empty_trash(self._engine, self.dir, self._leftovers)
         mine = {"label": f"{LABEL_HUB}={self.dir.name}"}
         for c in self._engine.containers(mine):
             self._leftovers.remove(c)  # one gone meanwhile is gone
@@ -318,7 +227,7 @@ class Hub:
             self.discard("stale-" + claim.stem.replace("@", "-"), entry.things(), claim)  # never handed out
 
     def relisting(self, w: WarmProxy) -> Optional[ProxyEntry]:
-        """The entry to hand ``w`` back as, after a clean run, for its keeper to re-list (``_relist``): as it was
+        """The entry to hand ``w`` back as, after a clean run, for its keeper to re-list (``hubpool.relist``): as it was
         claimed (its internet's gen), with the runs it had served; None when it is not one ``take`` handed out."""
         with self._lock:
             entry = self._claimed.pop(w.claim, None) if w.claim is not None else None
@@ -359,7 +268,7 @@ class Hub:
         for path, entry in pending:
             while path.exists() and self.dir.keeper_alive() and time.monotonic() < deadline:
                 time.sleep(0.02)
-            _remove_listed(self._engine, entry.for_good() if path.exists() else entry, self._leftovers)
+            remove_listed(self._engine, entry.for_good() if path.exists() else entry, self._leftovers)
             path.unlink(missing_ok=True)
         # and what other backends handed it (a closed backend does not wait for its own): the hub is settled
         while self.dir.trash() and self.dir.keeper_alive() and time.monotonic() < deadline:
@@ -441,7 +350,7 @@ class HubSharing:
 
     def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken], *, clean: bool) -> bool:
         """The run's things to the keeper; a hub's proxy it claimed goes back to the pool after a clean run, if the
-        keeper finds it may serve again (``_relist``), and with the rest otherwise."""
+        keeper finds it may serve again (``hubpool.relist``), and with the rest otherwise."""
         things = made.listing()
         w = taken.proxy if taken is not None else None
         relist: Optional[ProxyEntry] = None
@@ -532,16 +441,16 @@ def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, engine
         # BackendError) or a file that will not go (OSError) ends the removal here; anything else is a bug, said
         with contextlib.suppress(BackendError, OSError):
             for _, entry in hub.pooled():
-                _remove_listed(engine, entry.things(), leftovers)
+                remove_listed(engine, entry.things(), leftovers)
             for claim, _, entry in hub.claims():
-                _remove_listed(engine, entry.things(), leftovers)
-            _empty_trash(engine, hub, leftovers)
+                remove_listed(engine, entry.things(), leftovers)
+            empty_trash(engine, hub, leftovers)
             net.remove(leftovers)
             leftovers.retry()
             leftovers.sweep()
         if hub.keeper_pid() == os.getpid():
             with contextlib.suppress(BackendError, OSError):  # a run that finished meanwhile: as above
-                _empty_trash(engine, hub, leftovers)
+                empty_trash(engine, hub, leftovers)
             shutil.rmtree(hub.path, ignore_errors=True)
     return 0
 
@@ -551,11 +460,11 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
     idle = idle_seconds()
     checked = time.monotonic()
     while not stop.is_set() and hub.path.is_dir():
-        _empty_trash(engine, hub, leftovers, gen, size)  # a clean run's proxy back in the pool, if it may serve again
+        empty_trash(engine, hub, leftovers, gen, size)  # a clean run's proxy back in the pool, if it may serve again
         claims = hub.claims()
         for claim, pid, entry in claims:
             if not process_alive(pid):  # its grader died mid-run: the proxy is nobody's
-                _remove_listed(engine, entry.things(), leftovers)
+                remove_listed(engine, entry.things(), leftovers)
                 claim.unlink(missing_ok=True)
         if time.monotonic() - checked > 1.0:
             checked = time.monotonic()
@@ -564,8 +473,8 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
             if not _idle_check(hub, idle):
                 return
             leftovers.retry()
-        # refill between runs, never while a run's sandbox is starting against the same engine
-        if not claims and len(hub.pooled()) < size and not hub.trash():
+        # refill behind runs, never while a run's sandbox is starting against the same engine (``quiet``)
+        if hub.quiet(SETTLING) and len(hub.pooled()) < size:
             try:
                 w = build_proxy(engine, image, net, labels, leftovers)
             # the engine (EngineError, NetworksExhausted: BackendErrors), a proxy that never got ready
@@ -574,6 +483,8 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
                 time.sleep(1.0)
                 continue
             hub.offer(w.workdir.name, _proxy_entry(w, gen))
+            continue
+        if trim(engine, hub, size, leftovers):  # re-listed above its size (``hubpool.room``): back to it
             continue
         stop.wait(TICK)
 

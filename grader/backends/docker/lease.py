@@ -325,6 +325,8 @@ class HubDir:
                 os.rename(p, claim)  # atomic: of two graders renaming one entry, one succeeds
             except FileNotFoundError:
                 continue
+            with contextlib.suppress(OSError):  # the claim is made: a stamp that fails loses it nothing
+                os.utime(claim)  # when it was claimed (``quiet``), not when its proxy was offered
             return claim, entry
         return None
 
@@ -339,6 +341,19 @@ class HubDir:
             if entry is not None:
                 out.append((p, pid, entry))
         return out
+
+    def quiet(self, within: float, now: Optional[float] = None) -> bool:
+        """No run claimed a proxy in the last ``within`` seconds and no trash waits: a proxy built now competes with
+        no sandbox's start. A claim held longer (a run prepared ahead, waiting for its go) is past its start, so it
+        stops no refill: the pool is full again for the runs after it."""
+        now = time.time() if now is None else now
+        for p in self._entries("claimed"):
+            try:
+                if now - p.stat().st_mtime < within:
+                    return False
+            except FileNotFoundError:  # its run handed it back meanwhile
+                continue
+        return not self.trash()
 
     # --- the trash ------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 After a clean run a grader hands its claimed proxy back with its trash
 (``HubSharing.hand_off``); the keeper removes the run's things first, then
-re-lists the proxy (``hub._relist``) on ``ProxyPool.give_back``'s terms, or
+re-lists the proxy (``hubpool.relist``) on ``ProxyPool.give_back``'s terms, or
 removes it. The engine here is a fake of the adapter's calls the keeper
 makes: containers and networks in dicts, a poke that makes a proxy beat (or
 not: a hung one), removals that detach from networks. The hub's directory is
@@ -25,7 +25,8 @@ from typing import Optional, Union
 import pytest
 
 from grader.backends.docker.engine import ContainerRef, EngineError, Missing, NetworkRef, Refused
-from grader.backends.docker.hub import Hub, HubSharing, _empty_trash
+from grader.backends.docker.hub import Hub, HubSharing
+from grader.backends.docker.hubpool import empty_trash as _empty_trash, room, trim
 from grader.backends.docker.lease import HubDir, ProxyEntry, Trash, hub_dir
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import Taken
@@ -167,7 +168,7 @@ def _broken(case: str, engine: _Engine, runs: Path, hub: HubDir) -> tuple[ProxyE
     if case == "hung":
         engine.hung.add(proxy.container)
     if case == "pool-full":
-        for i in range(KEEP_WARM):
+        for i in range(room(2)):
             hub.offer(f"sl-proxy-w{i}", dataclasses.replace(proxy, container=f"w{i}", runs=0))
     if case == "sandbox-left":  # its removal failed: the proxy's network still holds it
         engine.stuck.add("sl-run-1-sandbox")
@@ -227,6 +228,42 @@ def test_a_proxy_serves_proxy_runs_runs_then_is_retired(runs: Path, hub: HubDir)
         _empty_trash(engine, hub, Leftovers(engine), GEN, 2)  # type: ignore[arg-type]
         assert served <= PROXY_RUNS
     assert served == PROXY_RUNS and _gone(engine, entry)
+
+
+def test_a_proxy_handed_back_to_a_pool_refilled_behind_its_run_is_still_relisted(runs: Path, hub: HubDir) -> None:
+    """The keeper refills while a run holds its proxy ready (``HubDir.quiet``), so the pool can be full when the run
+    hands its proxy back. A keeper re-listing only below the pool's size removed that clean proxy, and the run
+    after it built one on its path: it is re-listed up to ``room``, never beyond."""
+    engine = _Engine()
+    proxy = _proxy(engine, runs)
+    for i in range(KEEP_WARM):  # refilled to its size while the run went on
+        hub.offer(f"sl-proxy-w{i}", dataclasses.replace(proxy, container=f"w{i}", runs=0))
+    _run(engine, runs, hub, proxy)
+    _empty_trash(engine, hub, Leftovers(engine), GEN, KEEP_WARM)  # type: ignore[arg-type]
+    assert ("sl-proxy-1", dataclasses.replace(proxy, runs=1)) in hub.pooled() and len(hub.pooled()) == KEEP_WARM + 1
+    assert room(KEEP_WARM) == 2 * KEEP_WARM and room(1) == 2 * KEEP_WARM, "room: twice the size, KEEP_WARM at least"
+
+
+def test_the_keeper_trims_a_pool_above_its_size_once_no_run_holds_a_claim(runs: Path, hub: HubDir) -> None:
+    """Back to ``size``, one proxy at a time, the one that served most first; never while a run holds a claim or
+    hands a proxy back (the run's proxy may be the next to come home), and never below the size."""
+    engine = _Engine()
+    size = 2
+    for i, served in enumerate([3, 9, 1]):
+        hub.offer(f"sl-proxy-{i}", _proxy(engine, runs, f"sl-proxy-{i}", served=served))
+    got = hub.claim(os.getpid())
+    assert got is not None
+    assert not trim(engine, hub, size, Leftovers(engine)), "a claim is held: nothing is trimmed"  # type: ignore[arg-type]
+    got[0].rename(hub.path / "pool" / got[0].name.replace(f"@{os.getpid()}", ""))  # back unclaimed
+    path = hub.discard("sl-run-x", Trash((), (), (), relist=None))
+    assert not trim(engine, hub, size, Leftovers(engine)), "trash waits: nothing is trimmed"  # type: ignore[arg-type]
+    path.unlink()
+    assert trim(engine, hub, size, Leftovers(engine))  # type: ignore[arg-type]
+    assert sorted(name for name, _ in hub.pooled()) == ["sl-proxy-0", "sl-proxy-2"], "the one with most runs went"
+    assert "sl-proxy-1-c" not in engine.containers and "sl-proxy-1-net" not in engine.nets
+    assert not (runs / "sl-proxy-1").exists()
+    assert not trim(engine, hub, size, Leftovers(engine)), "at its size: nothing more"  # type: ignore[arg-type]
+    assert len(hub.pooled()) == size
 
 
 # --- the grader's side: what a run hands back ------------------------------------------------------------------

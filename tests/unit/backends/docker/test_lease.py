@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -249,3 +250,22 @@ def test_a_pool_entry_that_cannot_be_read_is_never_handed_to_a_run(hub: HubDir) 
     assert hub.claim(os.getpid()) is None, "the refused entry stays in the pool, unclaimed"
     assert good.things() == Trash(("c",), ("n",), ("/w",), relist=None)
 
+
+
+def test_the_hub_is_quiet_once_no_claim_is_recent_and_no_trash_waits(hub: HubDir) -> None:
+    """The keeper refills its pool only when ``quiet``: a claim of the last seconds is a sandbox maybe starting, and
+    it waits; one held longer (a run prepared ahead) must not starve the pool, so it does not count. A keeper that
+    refilled whenever no claim existed at all (the rule before) would never refill behind a held run."""
+    assert hub.quiet(3.0)
+    hub.offer("sl-proxy-0", ProxyEntry(container="c0", network="n0", workdir="/w0", ip="10.0.0.2", gen="g", runs=0))
+    os.utime(hub.path / "pool" / "sl-proxy-0.json", (time.time() - 600, time.time() - 600))  # offered long ago
+    got = hub.claim(os.getpid())
+    assert got is not None
+    claimed_at = got[0].stat().st_mtime
+    assert abs(claimed_at - time.time()) < 60, "a claim is stamped when it is made, not when its proxy was offered"
+    assert not hub.quiet(3.0), "a proxy claimed just now: its sandbox may be starting"
+    assert hub.quiet(3.0, now=claimed_at + 3.5), "a claim held past its start stops no refill"
+    path = hub.discard("sl-run", Trash(containers=("c",), networks=(), dirs=(), relist=None))
+    assert not hub.quiet(3.0, now=claimed_at + 3.5), "a run's things still to remove come first"
+    path.unlink()
+    got[0].unlink()
