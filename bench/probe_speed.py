@@ -10,6 +10,7 @@ Measures, in one bench run, the median wall time of
   on a file it never saw (cold, the honest worst case), on a new file saved
   beside the one it just probed (prepared by the engine in the second the
   learner takes to type the command), and on that file again (its rerun);
+  each timed probe follows one second's pause, the learner typing;
 * the same full run inside one long-lived process (``backend.run(plan)``),
 
 for the seed's naive setup, its secure setup (both behind a proxy) and the
@@ -62,6 +63,8 @@ sys.path.insert(0, str(REPO))  # this checkout's grader, as the one-shot runs (c
 
 from grader import load_policy  # noqa: E402 - after the path is set
 from grader.backends.docker.backend import DockerBackend  # noqa: E402
+from grader.backends.docker.hub import HubSharing  # noqa: E402
+from grader.backends.docker.lease import idle_seconds  # noqa: E402
 from grader.core.plan import RunPlan, build_plan  # noqa: E402
 
 sys.path.insert(0, str(REPO / "bench"))
@@ -234,10 +237,32 @@ def _beside_runs(policy_file: Path, n: int) -> float:
     return statistics.median(times)
 
 
+def _fresh_runs(policy_file: Path, n: int) -> float:
+    """Median of ``n`` probes of a file the engine never saw, each in a new directory: each written, then 1.0 s of
+    sleep (the learner typing the command, as for ``_beside_runs`` and the reruns), then the timed ``probe``. Run
+    back to back, each cold run also met the last one's aftermath (its removal, the rerun made ready for it)."""
+    times = []
+    for _ in range(n):
+        fresh = _fresh(policy_file)
+        time.sleep(1.0)
+        t = time.perf_counter()
+        _cli(fresh, engine="on")
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+_COLD = iter(range(1_000_000))
+
+
 def _fresh(policy_file: Path) -> Path:
-    """A copy of ``policy_file`` under a name the engine has never probed (nothing prepared for it)."""
-    fresh = Path(tempfile.mkdtemp(dir=policy_file.parent)) / policy_file.name
-    shutil.copyfile(policy_file, fresh)
+    """A copy of ``policy_file`` the engine can have prepared nothing for: in a new directory outside every one it
+    watches, with a ``$schema`` of its own, so its plan is new too (an exact copy's plan is the probed file's, and
+    the engine's held rerun of that plan would fire: not a cold run)."""
+    i = next(_COLD)
+    fresh = Path(tempfile.mkdtemp(prefix="sl-cold-")) / policy_file.name
+    atexit.register(shutil.rmtree, fresh.parent, True)
+    raw = json.loads(policy_file.read_text())
+    fresh.write_text(json.dumps({"$schema": f"https://example.invalid/sandbox-lab/cold-{os.getpid()}-{i}.json", **raw}))
     return fresh
 
 
@@ -308,8 +333,10 @@ def _inprocess_cost(backend: DockerBackend, plan: RunPlan, watcher: "cpu.Watcher
     r1 = resource.getrusage(resource.RUSAGE_SELF)
     sandbox, _ = watcher.sandbox_cpu(mark, [me], expect=99, wait_s=0.5)
     grader = r1.ru_utime + r1.ru_stime - r0.ru_utime - r0.ru_stime
-    return _cost_row(wall, result.timings, {"sandbox": sandbox, "grader": grader,
-                                            "simnet": cpu.services_cpu(backend.engine, pid=me) - s0, "engine": cpu.engine_cpu() - e0})
+    # on the hub (a kernel's backend) the proxies and the internet are the keeper's, shared with other runs: not counted
+    simnet = float("nan") if isinstance(backend.sharing, HubSharing) else cpu.services_cpu(backend.engine, pid=me) - s0
+    return _cost_row(wall, result.timings, {"sandbox": sandbox, "grader": grader, "simnet": simnet,
+                                            "engine": cpu.engine_cpu() - e0})
 
 
 def _costs(backend: DockerBackend, files: dict[str, Path], n: int) -> dict[tuple[str, str], dict[str, float]]:
@@ -337,8 +364,8 @@ def _costs(backend: DockerBackend, files: dict[str, Path], n: int) -> dict[tuple
         print(f"  {name:8} {where:10} {m['wall']:6.2f} " + " ".join(f"{m[p]:8.3f}" for p in RUN_PHASES)
               + " | " + " ".join(f"{m[c]:7.3f}" if m[c] == m[c] else f"{'n/a':>7}" for c in COST_KEYS)
               + f" {core:7.3f} {m['sandbox'] / core if core else 0:8.0%}  {top} ({m[top] / m['wall']:.0%} of the wall)")
-    print(f"  (load average {os.getloadavg()[0]:.1f} at the end; n/a: the machine hub's single-use proxies, gone with their "
-          "cgroups before anyone outside can read them; a terminal run's wall and grader CPU include its "
+    print(f"  (load average {os.getloadavg()[0]:.1f} at the end; n/a: the proxies and the internet are the machine hub's, "
+          "shared with other runs (one run's share is not measured); a terminal run's wall and grader CPU include its "
           "interpreter, imports and exit; the phases are the run's own, inside backend.run)")
     return table
 
@@ -384,7 +411,7 @@ def main() -> int:
                     help="only the table of phases and CPU per kind of run (terminal and in-process), after the bare run")
     args = ap.parse_args()
     n = args.repeat
-    backend = DockerBackend.from_env()
+    backend = DockerBackend.from_env(shared_idle=idle_seconds())  # as a kernel's ``backends.default()``: on the hub
     image = backend.images.sandbox
     tmp = Path(tempfile.mkdtemp(prefix="probe-speed-"))
     atexit.register(shutil.rmtree, tmp, True)  # the policy files go with the bench, whatever way it ends
@@ -415,7 +442,7 @@ def main() -> int:
         plan = build_plan(load_policy(raw))
         backend.drain()
         cli = _median(lambda: _cli(files[name]), n)
-        warm = _median(lambda: _cli(_fresh(files[name]), engine="on"), n)  # a file it never saw: cold in the engine
+        warm = _fresh_runs(files[name], n)  # a file it never saw: cold in the engine
         reruns = []
         for _ in range(n):  # the same file again, the learner reading the last report for a second first
             time.sleep(1.0)

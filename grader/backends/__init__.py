@@ -67,9 +67,9 @@ def docker_module() -> ModuleType:
 def _docker(progress: Optional[Progress], shared: bool = False, runtime: Optional[str] = None) -> Backend:
     module = docker_module()
     cls = module.DockerBackend
-    # A one-shot process (a terminal's `sandbox-lab probe`) shares the machine's simulated
-    # internet and warm proxies with the next one (``hub``); a long-lived one keeps its own
-    # unless $SANDBOX_LAB_SHARED_IDLE asks for sharing everywhere.
+    # A terminal's command, its warm engine and a kernel (``default``) share the machine's simulated
+    # internet and warm proxies (``hub``); a batch keeps its own unless $SANDBOX_LAB_SHARED_IDLE asks
+    # for sharing everywhere.
     idle = module.idle_seconds() if shared else None  # None: the backend's own, unless the environment asks
     backend = (cls.from_env(shared_idle=idle, runtime=runtime) if progress is None
                else cls.from_env(progress, shared_idle=idle, runtime=runtime))
@@ -130,11 +130,14 @@ def get(name: str, *, progress: Optional[Progress] = None, shared: bool = False,
     raise ValueError(f"unknown backend {name!r}; choose one of: {', '.join(BACKEND_NAMES)}")
 
 
-def default(*, prefer: str = "auto", progress: Optional[Progress] = None, shared: bool = False) -> Backend:
+def default(*, prefer: str = "auto", progress: Optional[Progress] = None, shared: bool = True) -> Backend:
     """The backend to use when the caller did not choose: ``prefer``, unless ``SANDBOX_LAB_BACKEND`` names another.
 
     Notebooks call this: on Binder (no engine) it gives the static backend,
-    and every result says it was predicted.
+    and every result says it was predicted. With an engine, the Docker backend
+    adopts the machine's hub (``shared``, as a terminal's commands and its warm
+    engine do): a kernel starts no simulated internet or proxies of its own, so
+    one machine runs one internet and one pool of warm proxies for all of them.
     """
     name = os.environ.get(BACKEND_ENV, "").strip() or prefer
     if os.environ.get("NBGRADER_EXECUTION") == "autograde" and not os.environ.get(BACKEND_ENV, "").strip():
