@@ -93,6 +93,19 @@ def test_auto_uses_docker_when_it_works(monkeypatch: pytest.MonkeyPatch) -> None
     assert backends.default() is sentinel
 
 
+def test_a_kernels_default_backend_adopts_the_machines_hub_and_a_named_one_keeps_its_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``default()`` (the notebooks' widgets, ``run_probes``) shares the machine's hub, as a terminal's commands and
+    its warm engine do: one internet and one pool of proxies per machine. ``get`` (a batch, a library) asks for
+    sharing only when told."""
+    asked: list[bool] = []
+    monkeypatch.setattr(backends, "_docker", lambda progress, shared=False, runtime=None: asked.append(shared) or StaticBackend())
+    backends.default()
+    backends.default(prefer="docker")
+    backends.default(shared=False)
+    backends.get("docker")
+    assert asked == [True, True, False, False]
+
+
 def test_progress_reaches_the_docker_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[Any] = []
     monkeypatch.setattr(backends, "_docker",
