@@ -209,7 +209,8 @@ _IDLE = ".jp-StatusBar-Widget"
 # that did not come in time (the page is reloaded, as a learner would, so it is drawn as a learner sees it;
 # ``wait_idle`` reloads twice at most).
 RELOAD = ""
-_GO_ON = {"Server Connection Error": "Dismiss", "Select Kernel": "Select", "Error Loading Theme": RELOAD}
+# "Failed to fetch": a request the browser never got an answer to (a loaded machine), in a "File Load Error": reloaded
+_GO_ON = {"Server Connection Error": "Dismiss", "Select Kernel": "Select", "Error Loading Theme": RELOAD, "Failed to fetch": RELOAD}
 
 
 def _dialogs(page: Any) -> list[str]:
