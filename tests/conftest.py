@@ -18,8 +18,11 @@ cover every worker's tests.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -202,9 +205,47 @@ _HOST_BEFORE = pytest.StashKey[frozenset[str]]()
 _HOST_NEW = pytest.StashKey[list[str]]()
 
 
+_SESSION_RUNS = pytest.StashKey[Path]()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _CONFIG[:] = [config]
     _venv_bin_first()
+    _session_runs_root(config)
+
+
+def _session_runs_root(config: pytest.Config) -> None:
+    """This session's runs root, apart from the machine's (``SANDBOX_LAB_RUNS``, unless the caller set one).
+
+    A kernel, a terminal's command and its warm engine adopt the machine's hub in the runs root: a lesson run by
+    a test would otherwise adopt (or start) the hub of the user's own runs root, and leave its keeper running
+    there after the session. Set by the controller before xdist starts its workers, which inherit it; made by
+    the grader's own ``private_root`` (root's mode lets the sandbox's user pass through); its keepers stopped and
+    the directory removed at the session's end (``_end_session_runs_root``)."""
+    if not _controller(config) or os.environ.get("SANDBOX_LAB_RUNS"):
+        return
+    root = Path(tempfile.gettempdir()) / f"sl-test-runs-{os.getpid()}"
+    os.environ["SANDBOX_LAB_RUNS"] = str(root)
+    from grader.backends.owners import private_root
+
+    private_root()
+    config.stash[_SESSION_RUNS] = root
+
+
+def _end_session_runs_root(config: pytest.Config) -> None:
+    root = config.stash.get(_SESSION_RUNS, None)
+    if root is None:
+        return
+    try:
+        from grader.backends.docker.hub import stop_keepers
+
+        stop_keepers()  # each removes its internet and proxies as it goes
+    except Exception as exc:  # noqa: BLE001 - no engine, no docker package: nothing of a keeper to stop
+        print(f"the session's keepers were not stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
+    shutil.rmtree(root, ignore_errors=True)
+    for beside in root.parent.glob(f"{root.name}.*"):  # the sweep's stamp (``cleanup.SWEEP_STAMP``) lives beside it
+        with contextlib.suppress(OSError):
+            beside.unlink()
 
 
 def _controller(config: pytest.Config) -> bool:
@@ -302,6 +343,7 @@ def _fail(session: pytest.Session) -> None:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if not _controller(session.config):
         return
+    _end_session_runs_root(session.config)
     problems = _check_bystander(session.config)
     if problems:
         session.config.stash[_BYSTANDER_PROBLEMS] = problems
