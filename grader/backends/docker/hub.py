@@ -474,7 +474,8 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
                 return
             leftovers.retry()
         # refill behind runs, never while a run's sandbox is starting against the same engine (``quiet``)
-        if hub.quiet(SETTLING) and len(hub.pooled()) < size:
+        pooled = len(hub.pooled())  # read once a tick, for the refill and the trim
+        if pooled < size and hub.quiet(SETTLING):
             try:
                 w = build_proxy(engine, image, net, labels, leftovers)
             # the engine (EngineError, NetworksExhausted: BackendErrors), a proxy that never got ready
@@ -484,7 +485,7 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
                 continue
             hub.offer(w.workdir.name, _proxy_entry(w, gen))
             continue
-        if trim(engine, hub, size, leftovers):  # re-listed above its size (``hubpool.room``): back to it
+        if pooled > size and trim(engine, hub, size, leftovers):  # re-listed above its size (``hubpool.room``)
             continue
         stop.wait(TICK)
 
