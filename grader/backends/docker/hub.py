@@ -53,12 +53,14 @@ from grader.backends.docker.engine import DockerEngine, EngineError, Missing, op
 from grader.backends.docker.lease import (
     HubDir, KeeperState, ProxyEntry, Trash, hub_dir, idle_seconds, process_alive, stop_process,
 )
-from grader.backends.docker.hubpool import POOL_SIZE, SETTLING, empty_trash, remove_listed, trim
-from grader.backends.owners import make_dir, runs_root
+from grader.backends.docker.hubpool import POOL_SIZE, SETTLING, empty_trash, refill_now, remove_listed, trim
+from grader.backends.owners import make_dir, process_start, runs_root, write_owner
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import Taken, give_back
 from grader.backends.docker.simnet import (
     LABEL_HUB,
+    LABEL_PID,
+    LABEL_STARTED,
     Internet,
     Leftovers,
     ProxyPool,
@@ -226,6 +228,48 @@ class Hub:
                 return w
             self.discard("stale-" + claim.stem.replace("@", "-"), entry.things(), claim)  # never handed out
 
+    def build(self, internet: Internet) -> Optional[WarmProxy]:
+        """A proxy for one run when the pool is dry, built here as the keeper builds its own, then claimed.
+
+        Without this, a proxy a run built for itself went with its run: under a
+        stream of runs (three service workers) the pool ran dry for most of them,
+        and 0.88 proxies were built a run, against 0.24 on a worker's own pool.
+        Built as the keeper's, it is one of the pool's from its start: labelled
+        with the keeper's pid (no grader's sweep takes it while it serves
+        another grader's run), its directory owned by the keeper, and claimed
+        for this run (a grader dying mid-run leaves it to the keeper; a clean run
+        hands it back to be re-listed). None when this hub has no current
+        keeper, or its directory went meanwhile: the caller builds one of its
+        own, as before. A grader killed between the build and the claim leaves
+        one proxy the keeper does not list; its labels name the keeper, so the
+        first sweep after the keeper stops removes it.
+        """
+        keeper = self.dir.keeper_pid()
+        with self._lock:
+            gen, current = self._gen, self._net
+        if not keeper or not gen or internet is not current or not self.dir.keeper_alive():
+            return None
+        started = str(process_start(keeper) or "")
+
+        def labels(name: str) -> dict[str, str]:
+            return {**self._leftovers.labels(name), LABEL_PID: str(keeper), LABEL_STARTED: started,
+                    LABEL_HUB: self.dir.name}
+
+        w = build_proxy(self._engine, self._image, internet, labels, self._leftovers)
+        try:
+            write_owner(host_path(w.workdir), keeper)
+            entry = _proxy_entry(w, gen)
+            w.claim = self.dir.claim_built(w.workdir.name, os.getpid(), entry)
+        except OSError:  # the hub's directory went (its keeper retired meanwhile): a proxy of the grader's own
+            w.remove(self._leftovers)
+            return None
+        except BaseException:
+            w.remove(self._leftovers)
+            raise
+        with self._lock:
+            self._claimed[w.claim] = entry
+        return w
+
     def relisting(self, w: WarmProxy) -> Optional[ProxyEntry]:
         """The entry to hand ``w`` back as, after a clean run, for its keeper to re-list (``hubpool.relist``): as it was
         claimed (its internet's gen), with the runs it had served; None when it is not one ``take`` handed out."""
@@ -319,7 +363,7 @@ class HubPool(ProxyPool):
 
     def take(self, world: Optional[World] = None) -> WarmProxy:
         internet = self.hub.internet(world)
-        return self.hub.take(internet) or self._build(internet)
+        return self.hub.take(internet) or self.hub.build(internet) or self._build(internet)
 
     def refill(self) -> None:
         """The keeper refills the pool, not the grader."""
@@ -473,9 +517,10 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
             if not _idle_check(hub, idle):
                 return
             leftovers.retry()
-        # refill behind runs, never while a run's sandbox is starting against the same engine (``quiet``)
+        # refill behind runs: not while a run's sandbox is starting against the same engine (``quiet``), unless the
+        # pool is dry and the next run would build a proxy on its own path (``refill_now``)
         pooled = len(hub.pooled())  # read once a tick, for the refill and the trim
-        if pooled < size and hub.quiet(SETTLING):
+        if refill_now(pooled, size, lambda: hub.quiet(SETTLING)):
             try:
                 w = build_proxy(engine, image, net, labels, leftovers)
             # the engine (EngineError, NetworksExhausted: BackendErrors), a proxy that never got ready

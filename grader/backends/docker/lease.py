@@ -330,6 +330,13 @@ class HubDir:
             return claim, entry
         return None
 
+    def claim_built(self, name: str, pid: int, entry: ProxyEntry) -> Path:
+        """Record a proxy a run of ``pid`` built itself (the pool was dry) as claimed, as ``claim`` records one taken
+        from the pool: the keeper removes it if that grader dies mid-run, and re-lists it after a clean run."""
+        claim = self.path / "claimed" / f"{name}@{pid}.json"
+        _write(claim, entry)
+        return claim
+
     def claims(self) -> list[tuple[Path, int, ProxyEntry]]:
         out = []
         for p in self._entries("claimed"):
