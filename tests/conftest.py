@@ -242,12 +242,12 @@ def _end_session_runs_root(config: pytest.Config) -> None:
         stop_keepers()  # each removes its internet and proxies as it goes
     except Exception as exc:  # noqa: BLE001 - no engine, no docker package: nothing of a keeper to stop
         print(f"the session's keepers were not stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
-    left = sorted(p.name for p in root.iterdir()) if root.is_dir() else []
-    if left:  # a run a test killed mid-way, its world quota still mounted: removed as the grader's sweep would
-        print(f"the session's runs root held {left} at its end: removed", file=sys.stderr)
     from grader.backends.quota import remove_dir
 
-    for p in root.iterdir() if root.is_dir() else []:
+    left = sorted(root.iterdir()) if root.is_dir() else []
+    if left:  # a run a test killed mid-way, its world quota still mounted: removed as the grader's sweep would
+        print(f"the session's runs root held {[p.name for p in left]} at its end: removed", file=sys.stderr)
+    for p in left:
         if p.is_dir():
             remove_dir(p)  # its world quota unmounted first
         else:

@@ -71,6 +71,24 @@ class ServiceStack:
                     self.close()
                     raise RuntimeError("the API did not start: " + (self.directory / "api.log").read_text(errors="replace")[-3000:])
                 time.sleep(0.2)
+        if workers:
+            self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 120.0) -> None:
+        """Until /readyz says a worker is live: the API answers before its workers register, and on a loaded
+        machine a first job sent then was a 503 ("no worker is serving"), which no test's scenario judges."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                answer = self.request("GET", "/readyz")
+            except OSError as exc:  # the API gone meanwhile: said, with the rest, at the deadline
+                answer = (0, str(exc))
+            if answer[0] == 200:
+                return
+            if time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"the service was not ready in {timeout:.0f} s: /readyz {answer}")
+            time.sleep(0.5)
 
     def _spawn(self, log: str, *argv: str) -> "subprocess.Popen[bytes]":
         with (self.directory / f"{log}.log").open("ab") as out:  # the child keeps its own copy of the descriptor

@@ -175,15 +175,7 @@ class _Stack:
 def stack() -> Iterator[_Stack]:
     from grader.hosted.tokens import issue_token
 
-    service = ServiceStack(workers=2)
-    # ready before the first request: the stack waits for its API only, and a worker slow to register on a loaded
-    # machine made the hostile tenant's first POST a 503 ("no worker is serving"), which the scenario cannot judge
-    deadline = time.monotonic() + 120
-    while (status := service.request("GET", "/readyz")[0]) != 200 and time.monotonic() < deadline:
-        time.sleep(0.5)
-    if status != 200:
-        service.close()
-        pytest.fail(f"the service was not ready in 120 s: /readyz {service.request('GET', '/readyz')}")
+    service = ServiceStack(workers=2)  # ready: a worker is live (/readyz) before the first request
     tokens = service.directory / "tokens.json"
     s = _Stack(service, issue_token(tokens, "honest"),  # the defaults a class gets: 30 runs a minute, 4 jobs
                issue_token(tokens, "hostile", rate=HOSTILE_RATE, jobs=HOSTILE_JOBS))
