@@ -9,18 +9,24 @@ keeps one prepared run for it (``course.prestart``: one per file, one
 preparation at a time, retired after ``IDLE_S`` unused):
 
 * at once for the same text (a rerun of the same policy), and
-* for the new text once a saved change has stood ``SETTLE_S`` and parses as a
+* for the new text as soon as a poll sees a saved change that parses as a
   policy (a change that does not parse, or the file removed or renamed away,
   retires the held run).
 
 It also watches the directory of each watched file. A ``*.json`` there that
 appeared after the directory began to be watched (the names there then are
 noted, not prepared), or that was there and changes later, becomes a watched
-file as if a command had probed it, once its save has stood ``SETTLE_S`` and it
-parses as a policy: prepared for the world and target of the last plan run for
+file as if a command had probed it, as soon as it parses as a policy: prepared for the world and target of the last plan run for
 a file in that directory, and named as a command would name it (``policies/a.json``
 probed: ``policies/b.json``). One that does not parse yet is looked at again
-when it changes, never prepared before it parses. Only regular files are
+when it changes, never prepared before it parses.
+
+A save is taken when a poll first sees it, not after it has stood a while: a
+learner saves and then types the command, and that second is the whole time
+there is to prepare in. A save made of more than one write costs nothing wrong:
+a half-written file does not parse (nothing is prepared, and the rest of the
+save changes its stamp, so it is looked at again), and a first write that
+parses and is then changed only retires a preparation that will never fire. Only regular files are
 looked at: a link, a directory or a pipe named ``*.json`` is never read.
 
 The next command that runs a plan equal by value to a held run's (the same
@@ -69,12 +75,11 @@ from grader.core.policy import Policy, load_policy
 from grader.core.world import World
 from grader.course.prestart import Prestart
 
-__all__ = ["Ahead", "LIST_MAX", "POLL_S", "SETTLE_S", "WATCH_MAX", "WATCH_S"]
+__all__ = ["Ahead", "LIST_MAX", "POLL_S", "WATCH_MAX", "WATCH_S"]
 
 WATCH_MAX = 4  # files watched at once: a learner switching between a few policies
 WATCH_S = 600.0  # a file no command named for this long is no longer watched
-POLL_S = 0.2  # how often a watched file's size and last change are read
-SETTLE_S = 0.3  # a saved change prepared once it stood this long: an editor's save can be two writes
+POLL_S = 0.1  # how often watched files and directories are looked at: a few stat calls each time
 LIST_MAX = 256  # entries of a watched directory looked at per poll: a folder of thousands costs no more
 # a file system stamps ctime with a coarse clock, a tick behind time.time_ns(): a file made in the second before
 # a watch began, and not noted by its first look, counts as new
@@ -133,7 +138,6 @@ class _Dir:
     target: Target
     seen: dict[str, _Stamp]  # each listed file's stamp when last dealt with: at first, what was there already
     since_ns: int  # when the watch began (wall clock, as a file's ctime)
-    settling: dict[str, tuple[_Stamp, float]] = field(default_factory=dict)  # a changed file: its stamp, and since when
 
 
 def _sibling(arg: str, name: str) -> str:
@@ -275,15 +279,12 @@ class Ahead:
             w.prestart.close()
 
     def _look_at_files(self) -> None:
-        """Offer each watched file's saved change, once it has settled: its new text, or None (retired) if it does
+        """Offer each watched file's saved change as soon as it is seen: its new text, or None (retired) if it does
         not parse or the file is gone."""
         for w in self.watched():
             stamp = _stamp(w.path)
             if stamp == w.stamp:
                 continue
-            time.sleep(SETTLE_S)  # a save may be more than one write
-            if _stamp(w.path) != stamp:
-                continue  # still being written: next round
             w.stamp = stamp
             policy: Optional[Policy]
             try:
@@ -293,15 +294,14 @@ class Ahead:
             w.prestart.offer(policy)
 
     def _look_at_dir(self, d: _Dir) -> None:
-        """Watch, as if probed, each ``*.json`` in ``d`` that is new or changed since it was last looked at, once its
-        save has stood ``SETTLE_S`` and it parses."""
+        """Watch, as if probed, each ``*.json`` in ``d`` that is new or changed since it was last looked at and
+        parses."""
         found = _listing(d.path)
         if found is None:
             return
-        now = time.monotonic()
         with self._lock:
             watched = set(self._files)
-        settled: list[tuple[_Stamp, str]] = []
+        changed: list[tuple[_Stamp, str]] = []
         for name, (stamp, made_ns) in found.items():
             if d.path / name in watched:
                 d.seen[name] = stamp  # its own watch follows it; retired later, it is not new until it changes
@@ -311,25 +311,18 @@ class Ahead:
                 continue
             if d.seen.get(name) == stamp:
                 continue
-            settling = d.settling.get(name)
-            if settling is None or settling[0] != stamp:
-                d.settling[name] = (stamp, now)  # a save may be more than one write: taken once it stands
-                continue
-            if now - settling[1] >= SETTLE_S:
-                del d.settling[name]
-                d.seen[name] = stamp  # looked at again only when it changes
-                settled.append((stamp, name))
+            d.seen[name] = stamp  # looked at again only when it changes
+            changed.append((stamp, name))
         # many saved at once (a copied folder): only the last WATCH_MAX could stay watched, so only they are
         # prepared, the latest last (a sandbox started for a file retired at once is Docker's work for nothing)
-        for stamp, name in sorted(settled)[-WATCH_MAX:]:
+        for stamp, name in sorted(changed)[-WATCH_MAX:]:
             self._adopt(d, name, stamp)
-        for gone in (d.seen.keys() | d.settling.keys()) - found.keys():  # a name removed and made again is new
-            d.seen.pop(gone, None)
-            d.settling.pop(gone, None)
+        for gone in d.seen.keys() - found.keys():  # a name removed and made again is new
+            del d.seen[gone]
 
     def _adopt(self, d: _Dir, name: str, stamp: _Stamp) -> None:
-        """A new or changed file beside a watched one has settled: if it parses, watch it and prepare its run, as a
-        command naming it by its sibling's path would have."""
+        """A new or changed file beside a watched one: if it parses, watch it and prepare its run, as a command
+        naming it by its sibling's path would have."""
         with self._lock:
             if self._dirs.get(d.path) is not d:
                 return  # no longer watched
@@ -342,7 +335,7 @@ class Ahead:
 
     def close(self) -> None:
         self._stop.set()
-        self._thread.join(timeout=2 * POLL_S + SETTLE_S + 1)
+        self._thread.join(timeout=2 * POLL_S + 1)
         with self._lock:
             files, self._files, self._dirs = list(self._files.values()), {}, {}
         for w in files:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
@@ -27,7 +28,6 @@ NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDoma
 @pytest.fixture()
 def fast(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ahead_module, "POLL_S", 0.02)
-    monkeypatch.setattr(ahead_module, "SETTLE_S", 0.02)
 
 
 @contextlib.contextmanager
@@ -68,7 +68,8 @@ def test_a_probed_file_is_watched_and_its_rerun_fires_what_was_held(tmp_path: Pa
         assert second.run_id == "prepared" and engine.fired == [again] and again == plan
 
 
-def test_a_saved_edit_is_prepared_and_the_old_text_never_fires(tmp_path: Path, fast: None) -> None:
+def test_a_saved_edit_is_prepared_and_the_old_text_never_fires(tmp_path: Path, fast: None,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     with _watching() as (engine, ahead):
         _save(tmp_path / "p.json", SECURE)
         old_plan, _ = _command(ahead, engine, tmp_path, "p.json")
@@ -79,10 +80,29 @@ def test_a_saved_edit_is_prepared_and_the_old_text_never_fires(tmp_path: Path, f
         assert result.run_id == "prepared" and engine.fired == [plan] and plan != old_plan
         # an edit probed before the engine saw it: the command's own plan runs cold, the held one is not fired
         _until(lambda: len(engine.live()) == 1)
-        naive = build_plan(load_policy(NAIVE))  # built first: the engine's poll sees a save within 0.04 s here
+        naive = build_plan(load_policy(NAIVE))
+        monkeypatch.setattr(ahead_module, "POLL_S", 30.0)  # the engine's next look comes after the command
+        time.sleep(0.1)  # the poll now waits on its next 30 s round (closing the watch ends that wait at once)
         _save(tmp_path / "p.json", NAIVE)
         ahead.serving(engine).run(naive)  # type: ignore[arg-type]
         assert engine.fired == [plan] and len(engine.cold) == 2
+
+
+def test_a_new_file_whose_first_write_parses_is_prepared_for_its_last(tmp_path: Path, fast: None) -> None:
+    """A save is taken at first sight (no settling): a first write that parses and a second that changes it leave
+    the second's run held, and only that one can fire."""
+    with _watching() as (engine, ahead):
+        _save(tmp_path / "p.json", SECURE)
+        _command(ahead, engine, tmp_path, "p.json")
+        _until(lambda: len(engine.live()) == 1)
+        _save(tmp_path / "mine.json", NAIVE)
+        _until(lambda: _plan(tmp_path / "mine.json") in _held_plans(engine))  # the first write, prepared
+        first = _plan(tmp_path / "mine.json")
+        _save(tmp_path / "mine.json", PRACTICE)  # the rest of the save
+        mine = _plan(tmp_path / "mine.json")
+        _until(lambda: mine in _held_plans(engine) and first not in _held_plans(engine))
+        plan, result = _command(ahead, engine, tmp_path, "mine.json")
+        assert plan == mine and result.run_id == "prepared" and engine.fired == [mine]
 
 
 def test_an_edit_that_does_not_parse_retires_the_held_run(tmp_path: Path, fast: None) -> None:
