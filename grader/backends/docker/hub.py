@@ -34,6 +34,7 @@ Talks to Docker through ``engine`` (its errors mapped there); only the backend u
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import shutil
@@ -77,6 +78,7 @@ START_TIMEOUT = 60.0  # the keeper's start: a Python start, a network and a cont
 # an internet whose heartbeat is older than this is hung: it beats every HEARTBEAT_INTERVAL (1 s) unasked, and
 # a check slowed by a busy machine must not retire a hub whose runs are going on
 BEAT_STALE = 5.0
+_log = logging.getLogger(__name__)
 TICK = 0.05  # the keeper's pace: how soon a finished run's containers start going
 
 
@@ -134,13 +136,17 @@ class Hub:
             self._net = None
             with self.dir.lock():
                 state = self.dir.state()
+                why = "it has no keeper's record" if state is None else "its keeper is not running"
                 if state is not None and self.dir.keeper_alive():
                     net = self._adopt(state)
-                    if net is not None and self._current(net):
+                    why = self._unwell(net) if net is not None else "its internet's container or network is gone"
+                    if net is not None and not why:
                         self.dir.lease(os.getpid())  # under the lock: the keeper cannot decide it is idle meanwhile
                         self._net = net
                         return net
                 if self.dir.path.exists():
+                    # a service worker's log keeps it (a terminal's command prints nothing below a warning)
+                    _log.info("retiring the machine's hub %s: %s", self.dir.name, why)
                     self._retire()
                 net = self._start()
                 self.dir.lease(os.getpid())
@@ -148,9 +154,20 @@ class Hub:
                 return net
 
     def _current(self, net: Internet) -> bool:
+        return not self._unwell(net)
+
+    def _unwell(self, net: Internet) -> str:
+        """Why ``net`` is not the hub's healthy internet now; "" when it is."""
         state = self.dir.state()
-        return (state is not None and state.gen == self._gen and self.dir.keeper_alive()
-                and _beating(net.out) and running(self._engine, net.container))
+        if state is None or state.gen != self._gen:
+            return "its keeper's record names another internet" if state is not None else "it has no keeper's record"
+        if not self.dir.keeper_alive():
+            return "its keeper is not running"
+        if not _beating(net.out):
+            return f"its internet's last heartbeat is older than {BEAT_STALE:.0f} s"
+        if not running(self._engine, net.container):
+            return "its internet is not running (or the engine did not answer)"
+        return ""
 
     def _adopt(self, state: KeeperState) -> Optional[Internet]:
         try:

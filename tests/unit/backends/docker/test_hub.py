@@ -494,3 +494,43 @@ def test_a_proxy_built_for_a_hub_whose_directory_went_is_removed_and_the_run_bui
     taken = sharing.take(Resources(), load_world())
     assert taken.borrowed and taken.proxy.claim is None
     assert [c for c in engine.containers if c != taken.proxy.container.id] == [], "the keeper's one was removed"  # type: ignore[union-attr]
+
+
+def test_a_grader_names_why_it_would_retire_a_hub(runs: Path) -> None:
+    """What a grader logs before it retires a hub (``Hub._unwell``, in a service worker's log): each reason alone,
+    and "" only when the record, the keeper, the heartbeat and the container all hold."""
+    import subprocess
+    import sys
+
+    from grader.backends.docker.lease import KeeperState
+    from grader.backends.docker.simnet import Internet
+
+    engine = _Engine()
+    h = Hub(engine, "services:test", Leftovers(engine))  # type: ignore[arg-type]
+    h.dir.make()
+    workdir = runs / "inet"
+    (workdir / "out").mkdir(parents=True)
+    engine.add_container("inet", out=workdir / "out")
+    net = Internet(engine, engine.containers["inet"], NetworkRef("n", "n-inet", {}), "10.0.9.1",  # type: ignore[arg-type]
+                   host_files(workdir).sub("out"), load_world())
+    assert h._unwell(net) == "it has no keeper's record"
+    h.dir.write_state(KeeperState(gen=GEN, container="inet", network="n", ip="10.0.9.1", dir=str(workdir)))
+    h._gen = "another"
+    assert h._unwell(net) == "its keeper's record names another internet"
+    h._gen = GEN
+    assert h._unwell(net) == "its keeper is not running"
+    keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", h.dir.name])  # its name: a keeper's
+    try:
+        h.dir.set_keeper(keeper.pid)
+        assert h._unwell(net) == "its internet's last heartbeat is older than 5 s"
+        beat = workdir / "out" / "heartbeat"
+        beat.write_text(repr(time.time()))
+        assert h._unwell(net) == ""
+        os.utime(beat, (time.time() - 6, time.time() - 6))
+        assert h._unwell(net) == "its internet's last heartbeat is older than 5 s"
+        beat.write_text(repr(time.time()))
+        engine.containers["inet"] = dataclasses.replace(engine.containers["inet"], status="exited")
+        assert h._unwell(net) == "its internet is not running (or the engine did not answer)"
+    finally:
+        keeper.kill()
+        keeper.wait()
