@@ -13,7 +13,11 @@ so every grader on the machine (terminal, kernel, test session) shares a hub:
   (``sandbox-lab cleanup --all``);
 * every grader that finds a live keeper with a healthy internet adopts it
   (``Hub``); one that finds a dead or sick one retires it (stops its keeper,
-  removes its leftovers) and starts another.
+  removes its leftovers), says why in its log, and starts another.
+
+An internet whose beat is late (older than ``BEAT_STALE``) is poked and given
+that long again before the keeper or a grader calls it hung (``_answers``): a
+busy machine delays beats, and retiring a hub mid-burst fails every run on it.
 
 The keeper is the owner of what it makes: the internet, its network and the
 warm proxies carry the keeper's pid, so ``cleanup`` removes them once the
@@ -54,6 +58,7 @@ from grader.backends.docker.engine import DockerEngine, EngineError, Missing, op
 from grader.backends.docker.lease import (
     HubDir, KeeperState, ProxyEntry, Trash, hub_dir, idle_seconds, process_alive, stop_process,
 )
+from grader.backends.docker.liveness import beat_after, poke
 from grader.backends.docker.hubpool import POOL_SIZE, SETTLING, empty_trash, refill_now, remove_listed, trim
 from grader.backends.owners import make_dir, process_start, runs_root, write_owner
 from grader.backends.docker.resources import Resources
@@ -78,6 +83,7 @@ START_TIMEOUT = 60.0  # the keeper's start: a Python start, a network and a cont
 # an internet whose heartbeat is older than this is hung: it beats every HEARTBEAT_INTERVAL (1 s) unasked, and
 # a check slowed by a busy machine must not retire a hub whose runs are going on
 BEAT_STALE = 5.0
+STALE = f"its internet's last heartbeat is older than {BEAT_STALE:.0f} s"
 _log = logging.getLogger(__name__)
 TICK = 0.05  # the keeper's pace: how soon a finished run's containers start going
 
@@ -89,6 +95,16 @@ def _world_text() -> str:
 def _beating(out: Files, within: float = BEAT_STALE) -> bool:
     beat = out.stat("heartbeat")
     return beat is not None and time.time() - beat.mtime < within
+
+
+def _answers(engine: DockerEngine, net: Internet) -> bool:
+    """Does an internet whose last beat is stale answer when asked for a self-check now, given ``BEAT_STALE`` more?
+    A machine busy enough to delay its beats must not cost every grader on the hub its runs (a keeper that
+    retires its internet, or a grader that retires the hub, removes every proxy with every run on it); a hung
+    internet stays silent, and is retired all the same."""
+    asked = time.time()
+    poke(engine, net.container)
+    return beat_after(net.out, asked - 1.0, timeout=BEAT_STALE)
 
 
 def _proxy_entry(w: WarmProxy, gen: str) -> ProxyEntry:
@@ -140,6 +156,8 @@ class Hub:
                 if state is not None and self.dir.keeper_alive():
                     net = self._adopt(state)
                     why = self._unwell(net) if net is not None else "its internet's container or network is gone"
+                    if net is not None and why == STALE:
+                        why = self._asked(net)
                     if net is not None and not why:
                         self.dir.lease(os.getpid())  # under the lock: the keeper cannot decide it is idle meanwhile
                         self._net = net
@@ -164,10 +182,16 @@ class Hub:
         if not self.dir.keeper_alive():
             return "its keeper is not running"
         if not _beating(net.out):
-            return f"its internet's last heartbeat is older than {BEAT_STALE:.0f} s"
+            return STALE
         if not running(self._engine, net.container):
             return "its internet is not running (or the engine did not answer)"
         return ""
+
+    def _asked(self, net: Internet) -> str:
+        """Why ``net`` is unwell once asked for a self-check now (``_answers``); "" when it answered."""
+        if not _answers(self._engine, net):
+            return f"{STALE}, and it did not answer a poke within {BEAT_STALE:.0f} s more"
+        return self._unwell(net)
 
     def _adopt(self, state: KeeperState) -> Optional[Internet]:
         try:
@@ -529,7 +553,7 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
                 claim.unlink(missing_ok=True)
         if time.monotonic() - checked > 1.0:
             checked = time.monotonic()
-            if net.problem() or not _beating(net.out):
+            if net.problem() or not (_beating(net.out) or _answers(engine, net)):
                 return  # dead or hung: graders adopt a new hub, never this one
             if not _idle_check(hub, idle):
                 return

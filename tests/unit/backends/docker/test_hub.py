@@ -15,12 +15,13 @@ network and directory, and nothing of it left in the pool.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import time
 from pathlib import Path
-from typing import Optional, Union
+from typing import Iterator, Optional, Union
 
 import pytest
 
@@ -534,3 +535,71 @@ def test_a_grader_names_why_it_would_retire_a_hub(runs: Path) -> None:
     finally:
         keeper.kill()
         keeper.wait()
+
+
+@pytest.mark.parametrize("answers", [True, False])
+def test_a_hub_whose_beat_is_late_is_asked_before_it_is_retired(runs: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  answers: bool) -> None:
+    """A machine busy enough to delay an internet's beats must not cost every grader on the hub its runs: a grader
+    that finds the beat stale pokes the internet and adopts it if it answers; one that stays silent (hung) is
+    retired, with that said in the log."""
+    import subprocess
+    import sys
+
+    from grader.backends.docker import hub as hub_module
+    from grader.backends.docker.lease import KeeperState
+
+    monkeypatch.setattr(hub_module, "BEAT_STALE", 0.5)  # how long the poke's answer is waited for, here
+    engine = _Engine()
+    h = Hub(engine, "services:test", Leftovers(engine))  # type: ignore[arg-type]
+    h.dir.make()
+    workdir = runs / "inet"
+    (workdir / "out").mkdir(parents=True)
+    beat = workdir / "out" / "heartbeat"
+    beat.write_text("")
+    os.utime(beat, (time.time() - 6, time.time() - 6))
+    engine.add_container("inet", out=workdir / "out")
+    engine.add_network("n")
+    if not answers:
+        engine.hung.add("inet")
+    h.dir.write_state(KeeperState(gen=GEN, container="inet", network="n", ip="10.0.9.1", dir=str(workdir)))
+    retired: list[str] = []
+    monkeypatch.setattr(h, "_retire", lambda: retired.append("retired"))
+    monkeypatch.setattr(h, "_start", lambda: "a new hub")
+    keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", h.dir.name])
+    try:
+        h.dir.set_keeper(keeper.pid)
+        with caplog_at_info() as logged:
+            got = h.internet()
+    finally:
+        keeper.kill()
+        keeper.wait()
+    assert engine.poked == ["inet"]
+    if answers:
+        assert retired == [] and got.container.id == "inet" and logged == []
+    else:
+        assert retired == ["retired"] and got == "a new hub"
+        assert logged == [f"retiring the machine's hub {h.dir.name}: its internet's last heartbeat is older than 5 s, "
+                          f"and it did not answer a poke within 0 s more"]
+
+
+@contextlib.contextmanager
+def caplog_at_info() -> Iterator[list[str]]:
+    """The hub module's log lines at INFO while the block runs."""
+    import logging
+
+    lines: list[str] = []
+
+    class _Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    log = logging.getLogger("grader.backends.docker.hub")
+    handler, level = _Keep(), log.level
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    try:
+        yield lines
+    finally:
+        log.removeHandler(handler)
+        log.setLevel(level)
