@@ -277,6 +277,7 @@ def gather_evidence(
     except WireError as exc:  # a cut, garbled or unclosed log: what is missing could be the hit
         corrupt = f"the run's evidence cannot be read whole ({exc})"
         http, dns, tcp, proxy = (), (), (), ()
+    incomplete = "; ".join(p for p in (incomplete, unreached(proxy)) if p)
     return Evidence(
         token=token,
         canaries=dict(run_dir.canaries),
@@ -296,6 +297,21 @@ def gather_evidence(
         corrupt=corrupt or unreadable,
         incomplete=incomplete,
     )
+
+
+def unreached(proxy: tuple[ProxyRecord, ...]) -> str:
+    """Why the simulated internet's silence proves nothing when the run's proxy let a request through that never
+    reached it (``internet-unreachable``: its name server gave no answer, or its listener took no connection); ""
+    when every allowed request got there or failed on a fact of the world (no such host, a name DNS cannot carry).
+
+    The policy let that request out, and the real tool would have sent it: reading the internet's logs without it
+    would call an allowed upload blocked."""
+    lost = [r for r in proxy if r.decision == "allow" and r.cause == "internet-unreachable"]
+    if not lost:
+        return ""
+    first = lost[0]
+    return (f"the proxy let {len(lost)} request(s) through that never reached the simulated internet "
+            f"({first.host}: {first.reason.rsplit('; ', 1)[-1]}): what it did not record may still have been sent")
 
 
 def read_sinks(logs: Callable[[str], str], key: str) -> tuple[tuple[HttpRecord, ...], tuple[DnsRecord, ...], tuple[TcpRecord, ...], str]:

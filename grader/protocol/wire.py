@@ -116,9 +116,11 @@ class TcpRecord:
 # entry matches), "not-allowed" (no allowed entry matches), "port-not-allowed" (an allowed entry names the host
 # but pins another port), "not-served" (the policy allows it, but the world serves no such port on that host).
 # An allowed request: "forwarded" (the upstream was reached), "no-such-host" (its lookup found nothing,
-# NXDOMAIN), "upstream-failed" (any other failure to reach it).
+# NXDOMAIN), "internet-unreachable" (the simulated internet did not answer: its name server gave no answer, or
+# its listener took no connection; what it did not record proves nothing), "upstream-failed" (any other failure
+# to reach it: a name DNS cannot carry, a port no sink listens on).
 ProxyCause = Literal["bad-request", "invalid-host", "denied", "not-allowed", "port-not-allowed", "not-served",
-                     "forwarded", "no-such-host", "upstream-failed"]
+                     "forwarded", "no-such-host", "internet-unreachable", "upstream-failed"]
 
 
 @dataclass(frozen=True)

@@ -491,8 +491,10 @@ def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.so
     """Resolve through the run's DNS server only, then connect; on failure say why (a cause code and its prose)."""
     try:
         addresses = nameserver.query_a(settings.dns_server, host, settings.dns_port, DNS_TIMEOUT)
-    except (OSError, ValueError) as exc:
+    except ValueError as exc:  # a name DNS cannot carry: no lookup was made, anywhere
         return None, "upstream-failed", f"DNS lookup failed: {exc}"
+    except OSError as exc:  # no answer in time (TimeoutError), refused, SERVFAIL: the internet did not answer
+        return None, "internet-unreachable", f"DNS lookup failed: {exc}"
     if not addresses:
         return None, "no-such-host", "no such host (NXDOMAIN)"
     if addresses[0] != settings.dns_server:
@@ -506,12 +508,12 @@ def _open_upstream(host: str, port: int, settings: _Settings) -> tuple[socket.so
     try:
         upstream = socket.create_connection((settings.dns_server, dial), timeout=CONNECT_TIMEOUT)
     except OSError as exc:
-        return None, "upstream-failed", f"cannot connect to {addresses[0]}:{port}: {exc}"
+        return None, "internet-unreachable", f"cannot connect to {addresses[0]}:{port}: {exc}"
     try:
         upstream.sendall(common.target_line(host))  # which host this connection is for: its server answers for no other
     except OSError as exc:
         upstream.close()
-        return None, "upstream-failed", f"{addresses[0]}:{port} closed at once: {exc}"
+        return None, "internet-unreachable", f"{addresses[0]}:{port} closed at once: {exc}"
     return upstream, "forwarded", ""
 
 

@@ -679,3 +679,56 @@ def test_a_directory_without_a_record_is_kept_while_young_and_removed_once_aband
     assert cleaning.Scope(automatic=True).stale_dirs() == [old]
     cleaning.cleanup()
     assert sorted(p.name for p in _runs_root.iterdir()) == ["sl-young"]
+
+
+def _evidence_with_proxy(*records: Any) -> Any:
+    """A proxy run's evidence, read by ``gather_evidence`` from a proxy log of ``records`` and empty sinks: every
+    probe reported an attempt that was refused, and nothing arrived at the simulated internet."""
+    import fakewire
+    from grader.core.probes import PROBES
+    from grader.protocol import wire
+
+    plan = build_plan(load_policy({"network": {"allowedDomains": ["*.github.com"]}}))
+    run_dir = runs.RunDir.create("sl-unreached")
+    before = run_dir.lay_out(plan)
+    texts = {"proxy.jsonl": "".join(wire.dump_line(r, i) + "\n" for i, r in enumerate(records)),
+             **{n: wire.dump_end("sl-run", 0, False, 1.0) + "\n" for n in ("http.jsonl", "dns.jsonl", "tcp.jsonl")}}
+    listener = runs.HostListener()
+    try:
+        return runs.gather_evidence(
+            run_dir, plan, token="t0k3n", before=before, network="proxy", logs=lambda n: texts[n], listener=listener,
+            raw=RawPorts.same(plan.world.raw_ports), infra="", timed_out=False, run_key="sl-run",
+            records=tuple(fakewire.runner(p.id, "done", True) for p in PROBES)
+            + tuple(fakewire.runner(p.id, "http", False, "HTTP 502") for p in PROBES))
+    finally:
+        listener.close()
+
+
+def test_an_allowed_request_that_never_reached_the_internet_leaves_nothing_blocked() -> None:
+    """The proxy let an upload through (the policy allows it, and the real tool would have sent it), but the
+    simulated internet's name server gave no answer: the internet's silence about it proves nothing, so no probe
+    of the run reads "blocked" from it. A policy that leaked by an allowed domain must never pass because the
+    internet was busy at that moment."""
+    import fakewire
+    from grader.core.probes import PROBES
+    from grader.core.verdicts import judge
+    from grader.core.world import load_world
+
+    lost = fakewire.proxy("gist.github.com", cause="internet-unreachable",
+                          reason="allowed by *.github.com; DNS lookup failed: no DNS answer for gist.github.com in 2.0 s")
+    ev = _evidence_with_proxy(fakewire.proxy("api.github.com"), lost)
+    assert "never reached the simulated internet (gist.github.com: DNS lookup failed: no DNS answer" in ev.incomplete
+    assert ev.incomplete in ev.infra_problem
+    got = {o.id: o.outcome for o in judge(ev, load_world(), [p.id for p in PROBES])}
+    assert "blocked" not in got.values(), got
+
+
+@pytest.mark.parametrize("cause", ["forwarded", "no-such-host", "upstream-failed"])
+def test_a_request_that_reached_the_internet_or_failed_on_a_fact_of_the_world_proves_what_it_proves(cause: str) -> None:
+    """What games the rule above (every allowed request that did not arrive made a "cannot tell") would turn every
+    policy that names a host the world lacks into an error: no such host, a name DNS cannot carry and a request
+    forwarded are evidence as before."""
+    import fakewire
+
+    ev = _evidence_with_proxy(fakewire.proxy("nothere.github.com", cause=cause, reason="allowed by *.github.com; x"))
+    assert ev.incomplete == "" and ev.infra_problem == ""

@@ -580,6 +580,30 @@ def parent_proxy(services: Services, tmp_path: Path) -> Iterator[tuple[int, Path
         _stop(proc)
 
 
+@pytest.mark.parametrize("down", ["name server", "listener"])
+def test_an_allowed_request_the_internet_never_answered_is_logged_as_such(services: Services, tmp_path: Path,
+                                                                         down: str) -> None:
+    """The proxy allows the request, but the simulated internet does not answer: no name server where the proxy
+    asks, or no listener where it dials. Its record says ``internet-unreachable`` (the grader then trusts none of
+    the internet's silence: ``runs.unreached``), never the ``upstream-failed`` a fact of the world gets."""
+    opt = services.proxy_out.parent / "opt"
+    out = tmp_path / "proxy"
+    port, nothing = free_ports(2)  # ``nothing``: a port where no one listens, for UDP and TCP alike
+    config = {"allowed": ["*.github.com"], "listen_port": port, "bind": LOCALHOST, "dns_server": LOCALHOST,
+              "dns_port": nothing if down == "name server" else services.dns, "out_dir": str(out),
+              "world": _world(services.dns, services.http, services.https, services.tcp)}  # fmt: skip
+    if down == "listener":  # the world's ports as this internet serves them, but the proxy dials elsewhere
+        config["upstream_ports"] = {str(services.http): nothing, str(services.https): nothing}
+    proc = _start("proxy.py", config, opt, out)
+    try:
+        response = _exchange(port, f"GET http://gist.github.com:{services.http}/x HTTP/1.1\r\n\r\n".encode())
+        assert response.startswith(b"HTTP/1.1 502"), response[:200]
+        record = _wait_for(out / "proxy.jsonl", lambda r: r["host"] == "gist.github.com")
+    finally:
+        _stop(proc)
+    assert (record["decision"], record["cause"]) == ("allow", "internet-unreachable"), record
+
+
 def test_the_parent_proxy_lets_any_known_name_through_to_its_sink(services: Services, parent_proxy: tuple[int, Path]) -> None:
     port, log = parent_proxy
     token = uuid.uuid4().hex
