@@ -38,6 +38,7 @@ from typing import Any, Callable, Optional
 from grader.core.access import Network
 from grader.core.errors import InfrastructureError
 from grader.core.evidence import MAX_LOG_LINES, Evidence, Markers, parse_lines, parse_runner_output, sha256
+from grader.protocol.common import HEARTBEAT_HOST
 from grader.protocol.configs import WorldPorts
 from grader.protocol.wire import DnsRecord, HttpRecord, ProxyRecord, RunnerOrders, RunnerRecord, TcpRecord, WireError, parse_log
 from grader.core.outcomes import RunResult
@@ -305,8 +306,10 @@ def unreached(proxy: tuple[ProxyRecord, ...]) -> str:
     when every allowed request got there or failed on a fact of the world (no such host, a name DNS cannot carry).
 
     The policy let that request out, and the real tool would have sent it: reading the internet's logs without it
-    would call an allowed upload blocked."""
-    lost = [r for r in proxy if r.decision == "allow" and r.cause == "internet-unreachable"]
+    would call an allowed upload blocked. The proxy's own self-check is no upload: srt's parent proxy lets every
+    name through, its check's ``HEARTBEAT_HOST`` too, and a check made once the run's internet has gone finds
+    no name server."""
+    lost = [r for r in proxy if r.decision == "allow" and r.cause == "internet-unreachable" and r.host != HEARTBEAT_HOST]
     if not lost:
         return ""
     first = lost[0]

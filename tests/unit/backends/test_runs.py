@@ -732,3 +732,15 @@ def test_a_request_that_reached_the_internet_or_failed_on_a_fact_of_the_world_pr
 
     ev = _evidence_with_proxy(fakewire.proxy("nothere.github.com", cause=cause, reason="allowed by *.github.com; x"))
     assert ev.incomplete == "" and ev.infra_problem == ""
+
+
+def test_the_proxys_own_self_check_that_found_no_internet_is_no_upload() -> None:
+    """srt's parent proxy lets every name through, its self-check's too; a check made once the run's internet has
+    gone finds no name server. That record is the proxy's own, never a request of the run's (every srt run failed
+    so once)."""
+    import fakewire
+    from grader.protocol.common import HEARTBEAT_HOST
+
+    ev = _evidence_with_proxy(fakewire.proxy(HEARTBEAT_HOST, method="GET", port=80, client="127.0.0.1",
+                                             cause="internet-unreachable", reason="any host; DNS lookup failed: refused"))
+    assert ev.incomplete == "" and ev.infra_problem == ""
