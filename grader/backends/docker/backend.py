@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Callable, Optional
@@ -57,6 +58,10 @@ from grader.backends.docker.run import Backing, Run, hardened_options
 from grader.backends.docker.runtimes import runtime_from_env, sandbox_runtime
 from grader.backends.docker.sharing import InProcess, Sharing
 from grader.backends.docker.simnet import LABEL, LABEL_NS, LABEL_PID, LABEL_ROLE, LABEL_STARTED, Leftovers, ProxyPool, SharedInternet
+
+# how long a sweep waits before it asks once more for a network the engine refused: a container just removed
+# from it can hold its endpoint that long (``hubpool.retry_once`` waits the same)
+NETWORK_SETTLE_S = 0.2
 
 __all__ = [
     "LABEL", "LABEL_PID", "LABEL_ROLE", "DockerBackend", "Prepared", "cleanup", "client_from_env", "hardened_options", "runs_root",
@@ -117,12 +122,23 @@ def _sweep_labelled(engine: cleaning.Engine, stale: Callable[[dict[str, str]], b
             except Missing:
                 continue
             removed.append(f"container {c.name or c.id[:12]}")
+    refused = []
     for n in engine.networks({"label": LABEL}):
         if stale(dict(n.labels)):
             try:
                 engine.remove_network(n.id)
                 removed.append(f"network {n.name}")
             except Refused:
+                refused.append(n)
+    if refused:
+        # a network whose container the loop above just removed can still hold its endpoint for a moment (the
+        # engine tears it down after the removal returns): asked once more, it goes; one still in use stays
+        time.sleep(NETWORK_SETTLE_S)
+        for n in refused:
+            try:
+                engine.remove_network(n.id)
+                removed.append(f"network {n.name}")
+            except (Refused, Missing):
                 pass
     return removed
 

@@ -288,3 +288,39 @@ class _Thing:
     id: str
     name: str
     labels: dict[str, str]
+
+
+def test_a_network_refused_while_its_container_is_torn_down_is_asked_once_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A dead grader's internet: the sweep removes its container, then its network, which the engine refuses while
+    the container's endpoint is still being torn down (a CI run left it so). Asked once more a moment later, it
+    goes; a network still in use after that stays for the next sweep."""
+    from grader.backends import cleanup as cleaning
+    from grader.backends.docker import backend as backend_module
+    from grader.backends.docker.engine import Refused
+    from grader.backends.docker.simnet import LABEL, LABEL_STARTED, Leftovers
+
+    monkeypatch.setattr(backend_module, "NETWORK_SETTLE_S", 0.0)
+    mine = Leftovers(None).labels("sl-x")
+    dead = {**mine, LABEL_STARTED: str(int(mine[LABEL_STARTED]) + 1)}  # this pid, another start: its maker is gone
+
+    class Engine:
+        asked: list[str] = []
+
+        def containers(self, filters: object) -> list[_Thing]:
+            return [_Thing("id-sl-inet", "sl-inet", {**dead, LABEL: "sl-inet"})]
+
+        def remove_container(self, c: str) -> None:
+            pass
+
+        def networks(self, filters: object) -> list[_Thing]:
+            return [_Thing(f"id-{n}", n, {**dead, LABEL: n}) for n in ("sl-settling", "sl-in-use")]
+
+        def remove_network(self, n: str) -> None:
+            self.asked.append(n)
+            if n == "id-sl-in-use" or self.asked.count(n) == 1:
+                raise Refused("403 Forbidden", f"error while removing network: network {n} has active endpoints")
+
+    eng = Engine()
+    assert backend_module.sweep(cleaning.Scope(engine=eng)) == [  # type: ignore[arg-type]
+        "container sl-inet", "network sl-settling"]
+    assert eng.asked == ["id-sl-settling", "id-sl-in-use", "id-sl-settling", "id-sl-in-use"]
