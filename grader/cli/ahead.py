@@ -16,18 +16,19 @@ preparation at a time, retired after ``IDLE_S`` unused):
 It also watches the directory of each watched file. A ``*.json`` there that
 appeared after the directory began to be watched (the names there then are
 noted, not prepared), or that was there and changes later, becomes a watched
-file as if a command had probed it, as soon as it parses as a policy: prepared for the world and target of the last plan run for
-a file in that directory, and named as a command would name it (``policies/a.json``
-probed: ``policies/b.json``). One that does not parse yet is looked at again
-when it changes, never prepared before it parses.
+file as if a command had probed it, as soon as it parses as a policy:
+prepared for the world and target of the last plan run for a file in that
+directory, and named as a command would name it (``policies/a.json`` probed:
+``policies/b.json``). One that does not parse yet is looked at again when it
+changes, never prepared before it parses. Only regular files are looked at: a
+link, a directory or a pipe named ``*.json`` is never read.
 
 A save is taken when a poll first sees it, not after it has stood a while: a
 learner saves and then types the command, and that second is the whole time
 there is to prepare in. A save made of more than one write costs nothing wrong:
 a half-written file does not parse (nothing is prepared, and the rest of the
 save changes its stamp, so it is looked at again), and a first write that
-parses and is then changed only retires a preparation that will never fire. Only regular files are
-looked at: a link, a directory or a pipe named ``*.json`` is never read.
+parses and is then changed only retires a preparation that will never fire.
 
 The next command that runs a plan equal by value to a held run's (the same
 policy, world and target) fires it; a preparation of that plan under way is
