@@ -39,12 +39,14 @@ and the srt backend's, unmounts first; ``rmtree`` alone cannot remove a mount po
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+from grader.backends.owners import OWNER, STAGING
 from grader.core.errors import SandboxLabError
 
 __all__ = [
@@ -140,6 +142,30 @@ def release(root: Path) -> None:
 
 
 def remove_dir(root: Path) -> None:
-    """Remove a run directory: its quota unmounted first, then the tree (errors ignored, as a sweep retries)."""
+    """Remove a run directory: its quota unmounted first, then the tree, its owner record last (errors ignored,
+    as a sweep retries).
+
+    A sweep takes a directory by its record, or by the pid in a staging name (``owners.staging_pid``). A grader
+    killed half-way through ``rmtree``, which takes entries in the directory's own order, once left a tree
+    without its record, which no sweep removes while it is younger than ``cleanup.ABANDONED_S`` (seen in CI, a
+    batch killed mid-run). So the directory is first renamed to a staging name of this process, and its record
+    goes last: whatever a kill leaves is still named as this process's, by its record or by its name.
+    """
     release(root)
+    doomed = root.with_name(f"{STAGING}{os.getpid()}-{root.name}")
+    try:
+        os.rename(root, doomed)  # in the same directory: atomic; a kill before it leaves the record in place
+        root = doomed
+    except OSError:
+        pass  # gone already, or not ours to rename: removed where it is, record last
+    try:
+        entries = [e for e in os.scandir(root) if e.name != OWNER]
+    except OSError:
+        entries = []
+    for entry in entries:
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
     shutil.rmtree(root, ignore_errors=True)

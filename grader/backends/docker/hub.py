@@ -41,7 +41,6 @@ import contextlib
 import logging
 import os
 import secrets
-import shutil
 import signal
 import subprocess
 import sys
@@ -61,6 +60,7 @@ from grader.backends.docker.lease import (
 from grader.backends.docker.liveness import beat_after, poke
 from grader.backends.docker.hubpool import POOL_SIZE, SETTLING, empty_trash, refill_now, remove_listed, trim
 from grader.backends.owners import make_dir, process_start, runs_root, write_owner
+from grader.backends.quota import remove_dir
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import Taken, give_back
 from grader.backends.docker.simnet import (
@@ -212,7 +212,7 @@ class Hub:
             self._leftovers.remove(c)  # one gone meanwhile is gone
         for n in self._engine.networks(mine):
             self._leftovers.remove(n)
-        shutil.rmtree(self.dir.path, ignore_errors=True)
+        remove_dir(self.dir.path)  # renamed first, its record last: a kill leaves what a sweep takes
 
     def _start(self) -> Internet:
         """Start a keeper (detached: never our child, so never our zombie) and wait for its internet."""
@@ -536,7 +536,7 @@ def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, engine
         if hub.keeper_pid() == os.getpid():
             with contextlib.suppress(BackendError, OSError):  # a run that finished meanwhile: as above
                 empty_trash(engine, hub, leftovers)
-            shutil.rmtree(hub.path, ignore_errors=True)
+            remove_dir(hub.path)
     return 0
 
 

@@ -653,6 +653,65 @@ def test_a_grader_killed_while_making_a_run_directory_leaves_what_cleanup_remove
     assert sorted(p.name for p in _runs_root.iterdir()) == [mine.name]
 
 
+class _Killed(BaseException):
+    """The grader's SIGKILL, at one step of a removal: nothing after it runs (no ``except OSError`` catches it)."""
+
+
+def test_a_grader_killed_at_any_step_of_removing_a_run_directory_leaves_what_cleanup_removes(
+        _runs_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whichever unlink or rmdir the kill comes before, what is left still carries its owner record, so the next
+    cleanup takes it. Before, ``rmtree`` could take the record first: a batch killed mid-removal left a directory
+    no cleanup removed for ten minutes (CI: test_grader_killed_mid_batch_resumes_without_loss_or_regrading)."""
+    from grader.backends.quota import remove_dir
+
+    real_unlink, real_rmdir, real_rename, real_getpid = os.unlink, os.rmdir, os.rename, os.getpid
+    step = 0
+    while True:
+        step += 1
+        pid = dead_pid()
+        d = _runs_root / f"sl-kill{step}"
+        d.mkdir(parents=True)
+        owners.write_owner(d, pid, run=d.name)
+        for i in range(12):  # enough entries that the record is seldom the directory's last in its own order
+            (d / f"f{i}").write_text("x")
+            (d / f"world{i}" / "home").mkdir(parents=True)
+            (d / f"world{i}" / "home" / "key").write_text("k")
+        calls = 0
+
+        def killing(real: Any) -> Any:
+            def call(*args: Any, **kwargs: Any) -> Any:
+                nonlocal calls
+                calls += 1
+                if calls == step:
+                    raise _Killed()
+                return real(*args, **kwargs)
+            return call
+
+        monkeypatch.setattr(os, "unlink", killing(real_unlink))
+        monkeypatch.setattr(os, "rmdir", killing(real_rmdir))
+        monkeypatch.setattr(os, "rename", killing(real_rename))
+        monkeypatch.setattr(os, "getpid", lambda: pid)  # the remover is the grader that dies
+        try:
+            remove_dir(d)
+            killed = False
+        except _Killed:
+            killed = True
+        finally:
+            monkeypatch.setattr(os, "unlink", real_unlink)
+            monkeypatch.setattr(os, "rmdir", real_rmdir)
+            monkeypatch.setattr(os, "rename", real_rename)
+            monkeypatch.setattr(os, "getpid", real_getpid)
+        left = sorted(_runs_root.iterdir())
+        if not killed:
+            assert not left
+            break
+        # the dead grader's, by its record or by the pid its name carries: an explicit cleanup takes it
+        assert sorted(cleaning.Scope().stale_dirs()) == left, f"killed at step {step}: {left}"
+        cleaning.cleanup()
+        assert not any(_runs_root.iterdir()), f"killed at step {step}: cleanup left {left}"
+    assert step > 30  # every file and directory above was one step
+
+
 def test_a_run_directory_is_never_renamed_over_an_existing_one(_runs_root: Path) -> None:
     """rename(2) replaces an empty directory: make_run_dir must refuse, never take over another run's name."""
     (_runs_root / "sl-taken").mkdir(parents=True)
