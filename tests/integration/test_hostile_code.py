@@ -313,19 +313,25 @@ def test_endless_loop_is_killed_at_the_wall_clock(hostile: _Hostile, docker_back
 def test_the_backends_own_wall_clock_ends_a_run_and_no_unfinished_probe_is_blocked(docker_backend: Any, no_leftovers: None) -> None:
     """The real backend, with a wall clock too short for its probes: unfinished probes are errors, never blocked."""
     plan = build_plan(load_policy(PROXIED))
-    # far shorter than Python's own start-up (tens of ms before the first probe), so the clock always wins
+    # far shorter than the probes take, so the clock nearly always wins. Not always: a sandbox prepared ahead runs
+    # its probes from the go, while a loaded machine's engine can take that long to answer the grader's requests
+    # (seen once in CI: every probe ran). Such a run shows nothing of a kill, and is made again.
     short = replace(plan, hardening=replace(plan.hardening, timeout_s=0.02))
-    started = time.monotonic()
-    r = docker_backend.run(short)
-    assert time.monotonic() - started < 60
-    assert any("killed after" in n for n in r.notes), r.notes
     static = predict(plan.policy)
-    unfinished = [o for o in r.probes if o.outcome == "error"]
-    assert unfinished, "the run finished within 0.02 s: this test proves nothing"
-    for o in r.probes:
-        assert o.outcome in (static.outcome(o.id).outcome, "error"), (o.id, o.outcome, o.evidence)
-        if o.outcome == "blocked":
-            assert o.evidence, o.id
+    unfinished = []
+    for _ in range(3):
+        started = time.monotonic()
+        r = docker_backend.run(short)
+        assert time.monotonic() - started < 60
+        for o in r.probes:  # every run, cut short or not, says only what it saw
+            assert o.outcome in (static.outcome(o.id).outcome, "error"), (o.id, o.outcome, o.evidence)
+            if o.outcome == "blocked":
+                assert o.evidence, o.id
+        unfinished = [o for o in r.probes if o.outcome == "error"]
+        if unfinished:
+            assert any("killed after" in n for n in r.notes), r.notes
+            break
+    assert unfinished, "three runs finished within 0.02 s: this test proves nothing"
 
 
 # --- what the sandbox can reach ----------------------------------------------------------------

@@ -34,6 +34,7 @@ from __future__ import annotations
 import base64
 import json
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
@@ -394,9 +395,10 @@ class DockerEngine:
         stream is closed under the reader), or the stream fails in any way: the caller then waits for the exit
         as it would have without following, and that wait meets any engine failure again, worded.
         """
+        deadline = time.monotonic() + timeout  # an engine slow to answer the request gives no more time
         with engine_errors():
             stream = self._client.api.logs(c.id, stdout=True, stderr=False, stream=True, follow=True)
-        timer = threading.Timer(timeout, stream.close)
+        timer = threading.Timer(max(0.0, deadline - time.monotonic()), stream.close)
         timer.daemon = True
         timer.start()
         read, tail = 0, b""

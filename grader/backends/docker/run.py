@@ -539,7 +539,7 @@ class Run:
                     self.b.engine.send_stdin(sandbox, (GO + "\n").encode())
                 except (Refused, Unanswered) as exc:  # stopped while it waited: never judged, tried again
                     raise InfrastructureError(f"the prepared sandbox could not be sent its go: {exc}") from None
-            if self._ended(sandbox, timeout_s):
+            if self._ended(sandbox, max(0.0, timeout_s - (time.monotonic() - started))):
                 timed_out, exit_code = False, None  # its exit (about 0.1 s of the engine's) is the removal's to see
             else:
                 timed_out, exit_code = self._wait(sandbox, max(0.01, timeout_s - (time.monotonic() - started)))

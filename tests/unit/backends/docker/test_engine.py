@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import docker
 import pytest
@@ -280,3 +280,31 @@ def test_follow_sees_a_line_split_across_chunks_and_only_whole_lines() -> None:
 def test_follow_says_false_for_every_other_end_and_the_caller_waits_as_before(stream: _Stream, limit: int) -> None:
     assert _following(stream).follow(REF, lambda x: x == b"END", timeout=0.2, limit=limit) is False
     assert stream.closed.is_set() and stream._response.closed, "the stream and its response are closed whatever the end"
+
+
+def test_follow_counts_its_timeout_from_the_call_so_an_engine_slow_to_answer_gives_no_more_time(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wall clock starts before the go: an engine that takes longer than the whole timeout to answer the logs
+    request leaves nothing of it, and the stream is closed at once. Before, the timer started after the answer,
+    and a loaded machine gave the sandbox that much more time (CI: a run with a 0.02 s clock ran every probe)."""
+    now = [100.0]
+    monkeypatch.setattr(engine.time, "monotonic", lambda: now[0])
+    intervals: list[float] = []
+    real_timer = engine.threading.Timer
+
+    def timer(interval: float, fn: Callable[[], object]) -> Any:
+        intervals.append(interval)
+        return real_timer(interval, fn)
+
+    monkeypatch.setattr(engine.threading, "Timer", timer)
+    stream = _Stream([b"a\n"], block=True)
+    slow = _following(stream)
+    answer = slow._client.api.logs
+
+    def late(cid: str, **kw: object) -> _Stream:
+        now[0] += 0.5  # the engine answered half a second later
+        return answer(cid, **kw)
+
+    slow._client.api.logs = late
+    assert slow.follow(REF, lambda x: x == b"END", timeout=0.2, limit=1000) is False
+    assert intervals == [0.0] and stream.closed.is_set()
