@@ -15,13 +15,13 @@ network and directory, and nothing of it left in the pool.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
+import logging
 import os
 import time
 from pathlib import Path
-from typing import Iterator, Optional, Union
+from typing import Optional, Union
 
 import pytest
 
@@ -539,7 +539,7 @@ def test_a_grader_names_why_it_would_retire_a_hub(runs: Path) -> None:
 
 @pytest.mark.parametrize("answers", [True, False])
 def test_a_hub_whose_beat_is_late_is_asked_before_it_is_retired(runs: Path, monkeypatch: pytest.MonkeyPatch,
-                                                                  answers: bool) -> None:
+                                                                  caplog: pytest.LogCaptureFixture, answers: bool) -> None:
     """A machine busy enough to delay an internet's beats must not cost every grader on the hub its runs: a grader
     that finds the beat stale pokes the internet and adopts it if it answers; one that stays silent (hung) is
     retired, with that said in the log."""
@@ -569,37 +569,16 @@ def test_a_hub_whose_beat_is_late_is_asked_before_it_is_retired(runs: Path, monk
     keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", h.dir.name])
     try:
         h.dir.set_keeper(keeper.pid)
-        with caplog_at_info() as logged:
+        with caplog.at_level(logging.INFO, logger="grader.backends.docker.hub"):
             got = h.internet()
     finally:
         keeper.kill()
         keeper.wait()
     assert engine.poked == ["inet"]
+    logged = [r.getMessage() for r in caplog.records if r.name == "grader.backends.docker.hub"]
     if answers:
         assert retired == [] and got.container.id == "inet" and logged == []
     else:
         assert retired == ["retired"] and got == "a new hub"
         assert logged == [f"retiring the machine's hub {h.dir.name}: its internet's last heartbeat is older than 5 s, "
                           f"and it did not answer a poke within 0 s more"]
-
-
-@contextlib.contextmanager
-def caplog_at_info() -> Iterator[list[str]]:
-    """The hub module's log lines at INFO while the block runs."""
-    import logging
-
-    lines: list[str] = []
-
-    class _Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    log = logging.getLogger("grader.backends.docker.hub")
-    handler, level = _Keep(), log.level
-    log.addHandler(handler)
-    log.setLevel(logging.INFO)
-    try:
-        yield lines
-    finally:
-        log.removeHandler(handler)
-        log.setLevel(level)
