@@ -164,7 +164,8 @@ def _editor_probe(backend: DockerBackend, name: str, n: int) -> tuple[float, flo
     probes phase: the grader's own time on the press's path) medians of ``n``.
 
     Pre-started: the editor's own ``Prestart`` is offered the policy (as an edit does), the preparation is
-    awaited and everything settled (the learner reads before pressing), then only its ``run`` (Probe) is timed.
+    awaited, the next session's behind it too (``Prepared.settled``: the naive policy's), and everything settled
+    (the learner reads before pressing), then only its ``run`` (Probe) is timed.
     Cold: the same plan by ``backend.run``, alternating with it."""
     from grader.course.prestart import Prestart, lesson_plan
 
@@ -177,7 +178,7 @@ def _editor_probe(backend: DockerBackend, name: str, n: int) -> tuple[float, flo
         deadline = time.monotonic() + 60
         while pre.held is None and time.monotonic() < deadline:
             time.sleep(0.02)
-        if pre.held is None:
+        if pre.held is None or not pre.held.settled(60):  # the run, and its next session made ready behind it
             raise SystemExit(f"{name}: the editor prepared nothing in 60 s")
         backend.drain()
         t = time.perf_counter()

@@ -402,6 +402,9 @@ def main(await_go: bool = False) -> int:
         return 2
     agent = Agent(cfg)
     if await_go:
+        # everything before the probes is done (the interpreter, the imports, the orders): the grader's
+        # ``settled`` waits for this line, so a go sent after it costs the probes alone
+        emit("runner", "ready", True, "waiting for the go")
         line = sys.stdin.readline()
         if line.strip() != GO:  # no go: the run was retired (or its grader died); nothing fires
             emit("runner", "refused", False, "no go: the prepared run was retired")

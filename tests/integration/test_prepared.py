@@ -21,6 +21,7 @@ pytestmark = pytest.mark.docker
 
 SECURE = {"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"allowedDomains": ["registry.npmjs.org"]}}
 PRACTICE = {"filesystem": {"allowRead": ["/project/src"], "allowWrite": ["/project/out"]}, "network": {"allowedDomains": []}}
+NAIVE = {"filesystem": {"allowWrite": ["/home/user"]}, "network": {"allowedDomains": ["*.github.com"]}}
 LABEL_RUN = "org.sandbox-lab.run"
 
 
@@ -195,6 +196,23 @@ def test_the_editors_prestart_fires_its_prepared_sandbox_on_docker(docker_backen
         assert pre.held is not None
     finally:
         pre.close()
+
+
+def test_a_naive_policy_settles_with_its_next_session_ready_and_fires_as_a_cold_run(
+        docker_backend: Any, no_leftovers: None) -> None:
+    """A policy that lets the run rewrite its settings is prepared with its next session behind it (``nextready``):
+    ``settled`` says when that is ready too (the bench's editor row waits for it), and the go judges as cold."""
+    plan = build_plan(load_policy(NAIVE))
+    prepared = docker_backend.prepare(plan)
+    try:
+        assert prepared.settled(60)
+        ready = prepared._run.next_ready
+        assert ready is not None and ready.ready, "the next session waits for its go"
+        result = prepared.go()
+    finally:
+        prepared.close()
+    assert all(p.outcome != "error" for p in result.probes), [(p.id, p.explanation) for p in result.probes]
+    assert _outcomes(result) == _outcomes(docker_backend.run(plan))
 
 
 def test_a_run_retired_unfired_gives_its_proxy_back_and_the_next_run_on_it_is_judged_alone(

@@ -9,7 +9,7 @@ out (``probe_runner.widen``), and the session's job steals the key whose canary
 the run laid out (``replay.next_job``). So a run whose policy lets that write
 land (``expected``) makes that session ready beside its own sandbox: its world
 copy laid out, its proxy taken, its sandbox created and started, its job
-waiting for a go on stdin (``run.JOB_AWAIT_GO``).
+waiting for a go on stdin (``golines.JOB_AWAIT_GO``).
 
 What it guarantees, by construction:
 
@@ -111,6 +111,12 @@ class NextReady:
         """Is the session held now, waiting for its go?"""
         with self._lock:
             return self._held is not None
+
+    def wait(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for its preparation to end; True once it has (made ready, or failed and left
+        to start cold): nothing of it is under way any more."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
     def take(self, plan: RunPlan, job: Job) -> Optional[Held]:
         """The held session if it was made for exactly ``plan`` and ``job`` and still waits for its go; else None,

@@ -97,6 +97,18 @@ class Prepared:
         """Was this run prepared for ``plan``? (Frozen plans compare by value: the world, the policy, every setting.)"""
         return self.plan == plan
 
+    def settled(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s until nothing of it is still starting: its probe runner waits for its go
+        (``Run.ready``), and its next sandboxed session (``nextready``, where the policy lets the run rewrite its
+        settings) is made. True then; False if that did not come in time, or nothing is held (``go`` runs cold)."""
+        run = self._run
+        if run is None:
+            return False
+        deadline = time.monotonic() + timeout
+        if not run.ready(timeout):
+            return False
+        return run.next_ready is None or run.next_ready.wait(max(0.0, deadline - time.monotonic()))
+
     def go(self) -> RunResult:
         """Fire the probes and return the run's result, as ``DockerBackend.run(plan)`` would; once."""
         held = self._take()

@@ -45,6 +45,7 @@ from grader.backends.docker.images import Images
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.hardening import hardened_options
 from grader.backends.docker.nextready import NextReady, ready_for
+from grader.backends.docker.golines import GO, JOB, JOB_AWAIT_GO, runner_end, runner_ready
 from grader.backends.docker.sharing import Sharing, Taken
 from grader.backends.docker.liveness import BEAT_WAIT, beat_after, poke
 from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, container_ip, start_internet
@@ -60,21 +61,6 @@ CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers i
 # whatever the address; it stands for the attacker's address that a
 # hard-coded payload would carry.
 UNROUTABLE_ATTACKER_IP = "198.51.100.66"
-# the line a prepared probe runner waits for on stdin (``probe_runner.GO``; not imported: the runner's module is heavy)
-GO = "go"
-_END = b'{"probe": "runner", "step": "end", '  # how the runner's last record starts (``wire.dump``)
-JOB = ["python3", "-u", "/opt/sandbox-lab/run/job.py"]
-# a job made ready ahead (``nextready``) waits for its go as the replay's shells do (``replay.AWAIT_GO``): nothing
-# runs before it, and ``replay.ACK`` first in its output proves that what ran came after it
-JOB_AWAIT_GO = replay.awaiting_go("sh", JOB)
-
-
-def _runner_end(line: bytes) -> bool:
-    """Is ``line`` the probe runner's ``end`` record, whole and well formed (read by the strict reader)?"""
-    if not line.startswith(_END):
-        return False
-    records, unreadable = read_runner_output(line.decode("utf-8", "replace") + "\n")
-    return not unreadable and len(records) == 1 and (records[0].probe, records[0].step, records[0].ok) == ("runner", "end", True)
 
 
 @dataclass(frozen=True)
@@ -240,6 +226,14 @@ class Run:
             return self.b.engine.inspect(self.sandbox).status == "running"
         except Refused:
             return False
+
+    def ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the prepared probe runner to say it waits for its go (its interpreter
+        started, its imports and orders read): a go sent then costs the probes alone. True once it said so;
+        False for a job's run (its shell waits at once), a run not prepared, or one whose runner ended first."""
+        if self.sandbox is None or self.job is not None:
+            return False
+        return self.b.engine.follow(self.sandbox, runner_ready, timeout=timeout, limit=MAX_OUTPUT)
 
     def fire(self, *, final: bool) -> Collected:
         """Send the prepared run its go, wait for the sandbox, collect the evidence; remove everything after."""
@@ -571,7 +565,7 @@ class Run:
         stream) waits for the exit, as before."""
         if self.job is not None or not isinstance(self.b.disk, HostDisk):
             return False
-        return self.b.engine.follow(sandbox, _runner_end, timeout=timeout_s, limit=MAX_OUTPUT)
+        return self.b.engine.follow(sandbox, runner_end, timeout=timeout_s, limit=MAX_OUTPUT)
 
     def _wait(self, sandbox: ContainerRef, timeout_s: float) -> tuple[bool, Optional[int]]:
         """Wait for the sandbox under its wall clock: (whether it was killed, its exit code if it exited)."""

@@ -31,6 +31,10 @@ class FakePrepared:
     def matches(self, plan: RunPlan) -> bool:
         return self.plan == plan
 
+    def settled(self, timeout: float) -> bool:
+        self.engine.settling.append(timeout)
+        return self.engine.ready.wait(timeout)
+
     def go(self) -> RunResult:
         assert self.state == "ready", "fired twice or after retirement"
         self.state = "used"
@@ -53,6 +57,9 @@ class Engine:
         self.fired: list[RunPlan] = []
         self.cold: list[RunPlan] = []
         self.idle: list[Optional[float]] = []
+        self.settling: list[float] = []
+        self.ready = threading.Event()  # the prepared sandbox's runner waits for its go
+        self.ready.set()
 
     def prepare(self, plan: RunPlan, *, idle_s: Optional[float] = 120.0) -> FakePrepared:
         time.sleep(self.delay)
@@ -94,6 +101,20 @@ def test_a_valid_text_is_prepared_and_probe_fires_it() -> None:
     result = pre.run(lesson_plan(_policy(SECURE)))
     assert result.run_id == "prepared" and engine.fired == [lesson_plan(_policy(SECURE))] and not engine.cold
     assert engine.idle == [120.0] and pre.held is None
+
+
+def test_a_run_is_held_once_its_sandbox_is_ready_for_the_go_and_probe_meanwhile_waits_for_it() -> None:
+    """The editor holds a run only once it settled (its runner waits for its go, its next session is made), so a
+    held run's Probe costs the probes alone; a Probe pressed before that waits for the same preparation."""
+    engine = Engine()
+    engine.ready.clear()
+    pre = _prestart(engine)
+    pre.offer(_policy(SECURE))
+    _until(lambda: engine.settling)
+    assert pre.held is None and pre.has(lesson_plan(_policy(SECURE))), "made, not yet ready: not held, still awaited"
+    engine.ready.set()
+    _until(lambda: pre.held is not None)
+    assert pre.run(lesson_plan(_policy(SECURE))).run_id == "prepared" and not engine.cold
 
 
 def test_probe_on_another_plan_retires_the_held_run_and_runs_cold() -> None:

@@ -168,3 +168,14 @@ def test_closed_as_the_backend_shuts_down_it_waits_for_its_preparation_itself() 
     threading.Timer(0.2, gate.set).start()
     ready.close()  # returns once the preparation ended and what it made is removed
     assert held.released == 1
+
+
+def test_waited_for_it_says_once_its_preparation_has_ended_made_or_failed() -> None:
+    held, gate = _Held(), threading.Event()
+    ready, plan, job = _ready(held, gate)
+    assert ready.wait(0.05) is False and not ready.ready, "still being made"
+    gate.set()
+    assert ready.wait(10) is True and ready.ready
+    assert ready.take(plan, job) is held
+    failed, _, _ = _ready(_Held(), fail=True)
+    assert failed.wait(10) is True and not failed.ready, "failed: settled, to start cold"
