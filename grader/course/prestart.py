@@ -46,7 +46,6 @@ __all__ = ["IDLE_S", "SETTLE_S", "PreparedRun", "Prepares", "Prestart", "lesson_
 
 IDLE_S = 120.0  # a prepared run unused this long is retired: its memory goes back to the machine
 SETTLE_S = 0.6  # a text prepared only once it stood this long: not one sandbox per keystroke
-READY_WAIT_S = 30.0  # how long a preparation waits for its sandbox to be ready for the go before it is held anyway
 
 
 @runtime_checkable
@@ -184,7 +183,6 @@ class Prestart:
                 if isinstance(backend, Prepares) and not self._known(backend, plan):
                     made = backend.prepare(plan, idle_s=self._idle_s)
                     self.prepared += 1
-                    made.settled(READY_WAIT_S)  # held once ready for the go; one still starting is fired as it is
             except Exception:  # noqa: BLE001 - a failed preparation costs only speed: Probe runs cold and says why
                 made = None
                 with self._cond:

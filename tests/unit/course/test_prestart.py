@@ -103,18 +103,16 @@ def test_a_valid_text_is_prepared_and_probe_fires_it() -> None:
     assert engine.idle == [120.0] and pre.held is None
 
 
-def test_a_run_is_held_once_its_sandbox_is_ready_for_the_go_and_probe_meanwhile_waits_for_it() -> None:
-    """The editor holds a run only once it settled (its runner waits for its go, its next session is made), so a
-    held run's Probe costs the probes alone; a Probe pressed before that waits for the same preparation."""
+def test_a_run_is_held_as_soon_as_it_is_made_and_fired_while_it_still_settles() -> None:
+    """The editor holds a run as soon as its sandbox is made, before its runner waits for its go: a Probe pressed
+    then is sent at once (the runner reads its go as it is ready), where waiting for ``settled`` first would
+    give up the overlap of the runner's start and the next session's preparation with the probes."""
     engine = Engine()
     engine.ready.clear()
     pre = _prestart(engine)
     pre.offer(_policy(SECURE))
-    _until(lambda: engine.settling)
-    assert pre.held is None and pre.has(lesson_plan(_policy(SECURE))), "made, not yet ready: not held, still awaited"
-    engine.ready.set()
     _until(lambda: pre.held is not None)
-    assert pre.run(lesson_plan(_policy(SECURE))).run_id == "prepared" and not engine.cold
+    assert pre.run(lesson_plan(_policy(SECURE))).run_id == "prepared" and not engine.cold and not engine.settling
 
 
 def test_probe_on_another_plan_retires_the_held_run_and_runs_cold() -> None:
