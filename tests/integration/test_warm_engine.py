@@ -21,6 +21,7 @@ from typing import Any, Iterator
 import docker
 import pytest
 
+from grader.backends.docker.golines import runner_ready
 from grader.backends.docker.hub import stop_keepers
 from grader.backends.docker.lease import IDLE_ENV, process_alive
 from grader.backends.docker.simnet import LABEL_PID, LABEL_ROLE
@@ -148,16 +149,17 @@ def test_an_engine_declines_once_the_code_changed_and_exits(root: Path, tmp_path
 
 
 def _held(client: Any, pid: int) -> list[Any]:
-    """The engine's probe runners waiting for their go: running and silent (a fired one prints its records at once,
-    and is removed once its end is read, without waiting for its exit). Not the next sandboxed session a naive
-    policy's held run holds ready beside its own (``nextready``: a job's sandbox)."""
+    """The engine's probe runners waiting for their go: running, and silent but for their ``ready`` line (a fired
+    one prints its records at once, and is removed once its end is read, without waiting for its exit). Not the
+    next sandboxed session a naive policy's held run holds ready beside its own (``nextready``: a job's sandbox)."""
     running = client.api.containers(filters={"label": [f"{LABEL_PID}={pid}", f"{LABEL_ROLE}=sandbox"], "status": "running"})
 
     def silent(c: Any) -> bool:
         try:
-            return not client.api.logs(c["Id"], stdout=True, stderr=False)
+            out = client.api.logs(c["Id"], stdout=True, stderr=False)
         except docker.errors.APIError:  # gone or being removed since the listing (404, 409): fired
             return False
+        return all(runner_ready(line) for line in out.splitlines())
 
     return [c for c in running if "probe_runner.py" in str(c.get("Command", "")) and silent(c)]
 
