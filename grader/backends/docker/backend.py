@@ -122,25 +122,26 @@ def _sweep_labelled(engine: cleaning.Engine, stale: Callable[[dict[str, str]], b
             except Missing:
                 continue
             removed.append(f"container {c.name or c.id[:12]}")
-    refused = []
-    for n in engine.networks({"label": LABEL}):
-        if stale(dict(n.labels)):
-            try:
-                engine.remove_network(n.id)
-                removed.append(f"network {n.name}")
-            except Refused:
-                refused.append(n)
+    refused = [n for n in engine.networks({"label": LABEL}) if stale(dict(n.labels)) and not _remove_network(engine, n, removed)]
     if refused:
         # a network whose container the loop above just removed can still hold its endpoint for a moment (the
         # engine tears it down after the removal returns): asked once more, it goes; one still in use stays
         time.sleep(NETWORK_SETTLE_S)
         for n in refused:
-            try:
-                engine.remove_network(n.id)
-                removed.append(f"network {n.name}")
-            except (Refused, Missing):
-                pass
+            _remove_network(engine, n, removed)
     return removed
+
+
+def _remove_network(engine: cleaning.Engine, n: cleaning.Labelled, removed: list[str]) -> bool:
+    """Remove ``n``, said in ``removed``; False only when the engine refused it (still in use), True once it is gone."""
+    try:
+        engine.remove_network(n.id)
+    except Missing:  # gone meanwhile (a Refused too): nothing to ask again
+        return True
+    except Refused:
+        return False
+    removed.append(f"network {n.name}")
+    return True
 
 
 def sharing_for(engine: DockerEngine, image: str, leftovers: Leftovers, disk: Disk, idle: Optional[float]) -> Sharing:
