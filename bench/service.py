@@ -391,7 +391,9 @@ def _disk_per_job() -> dict[str, Any]:
 
 
 def _costs(args: argparse.Namespace) -> dict[str, Any]:
-    return {"redis": _redis_per_answers(args.answers, args.cached_bytes), "disk_per_hostile_job": _disk_per_job()}
+    # --answers 0: no Redis figure (nothing to divide by), the rest of the report as usual
+    redis = _redis_per_answers(args.answers, args.cached_bytes) if args.answers > 0 else None
+    return {"redis": redis, "disk_per_hostile_job": _disk_per_job()}
 
 
 def _in_process(policies: list[dict[str, Any]], workers: int) -> float:

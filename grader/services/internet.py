@@ -531,7 +531,8 @@ def _serve(config: configs.InternetConfig, out_dir: str, world: _World, address:
 
     recorder.watch()
     common.write_ready(out_dir, address)
-    common.heartbeat(out_dir, functools.partial(_self_check, config.dns_port, check_ports[0], check_ports[1:]))
+    common.heartbeat(out_dir, functools.partial(_self_check, config.dns_port, check_ports[0], check_ports[1:]),
+                     on_poke=recorder.nudge)
     common.wait_for(stop)
     udp.close()
     for listener, _ in listeners:

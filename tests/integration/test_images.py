@@ -117,6 +117,33 @@ def test_sandbox_has_the_probe_runner_and_no_write_access(docker_client: Any, bu
     assert _run(docker_client, built[0].sandbox, ["python3", "-c", script]).split() == ["True", "False", "False"]
 
 
+_CACHE = """
+import importlib.util, os, sys
+sys.path.insert(0, "/opt/sandbox-lab")
+cache = "/opt/sandbox-lab/__pycache__"
+names = sorted(os.listdir(cache))
+spec = importlib.util.find_spec("wire")
+with open(spec.cached, "rb") as f:
+    flags = int.from_bytes(f.read(8)[4:8], "little")
+import wire
+print(names, os.stat(cache).st_uid, os.access(cache, os.W_OK), flags, wire.__spec__.cached)
+"""
+
+
+@pytest.mark.docker
+def test_the_sandboxs_modules_are_compiled_once_in_the_image_and_read_only_to_its_user(
+        docker_client: Any, built: tuple[Images, list[str]]) -> None:
+    """Compiled at build (each sandbox compiled them again), root's, checked against their source by hash (flags
+    0b11), and not writable by the user a probe runs as: no probe can leave a cache for the next to load."""
+    out = _run(docker_client, built[0].sandbox, ["python3", "-c", _CACHE]).strip()
+    assert out.startswith("['codec.cpython-"), out
+    names, rest = out.rsplit("]", 1)
+    assert "probe_runner.cpython-" in names and "wire.cpython-" in names, out
+    uid, writable, flags, loaded_from = rest.split()
+    assert (uid, writable, flags) == ("0", "False", "3"), out
+    assert loaded_from.startswith("/opt/sandbox-lab/__pycache__/wire."), out
+
+
 @pytest.mark.docker
 def test_services_image_has_domains_and_openssl(docker_client: Any, built: tuple[Images, list[str]]) -> None:
     out = _run(

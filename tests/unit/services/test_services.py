@@ -679,7 +679,9 @@ out, fail = sys.argv[1], sys.argv[2]
 def check():
     if __import__("os").path.exists(fail):
         raise OSError("the listener gave no answer")
-common.heartbeat(out, check)
+def poked():  # what the internet's recorder is given (``Recorder.nudge``): each poke leaves a mark
+    open(__import__("os").path.join(out, "pokes"), "a").write("poke\\n")
+common.heartbeat(out, check, on_poke=poked)
 threading.Event().wait()
 """
 
@@ -702,6 +704,7 @@ def test_a_poke_brings_the_next_self_check_forward_and_never_forges_a_beat(tmp_p
             time.sleep(0.02)
         second = float(beat.read_text())
         assert second > first, "a poke did not bring a self-check forward"
+        assert (tmp_path / "pokes").read_text() == "poke\n", "the poke was not passed on (the recorder looks often after one)"
         fail.touch()
         for _ in range(3):
             os.kill(proc.pid, signal.SIGUSR1)
@@ -1188,9 +1191,11 @@ def test_a_proxys_next_run_keeps_its_claim_whatever_the_previous_run_asks_late(t
     assert not (tmp_path / "http.jsonl").exists() or "/new" not in (tmp_path / "http.jsonl").read_text()
 
 
-def test_the_recorder_polls_fast_while_a_run_is_open_and_soon_after_a_request_and_slowly_when_idle(tmp_path: Path) -> None:
-    """A run's grader waits for each answer (opened, closed, gone): while a run is open, and for a while after
-    any request, the recorder looks every few ms; idle, it looks seldom, so a lab that waits costs no CPU."""
+def test_the_recorder_polls_fast_soon_after_a_request_a_record_or_a_poke_and_slowly_otherwise(tmp_path: Path) -> None:
+    """A run's grader waits for each answer (opened, closed, gone): for a while after any request, any record of a
+    run's and any poke (the grader pokes when its sandbox finished, before it asks for the close), the recorder
+    looks every few ms; otherwise seldom, even with a run open: a prepared run may be held for minutes."""
+    from grader.protocol import wire
     from grader.protocol.common import Recorder
 
     recorder = Recorder(str(tmp_path), ("http", "dns", "tcp"))
@@ -1198,13 +1203,81 @@ def test_the_recorder_polls_fast_while_a_run_is_open_and_soon_after_a_request_an
     assert recorder.pause(idle, busy, busy_for=2.0) == idle  # nothing asked yet
     (tmp_path / "runs" / "r1.open").write_text(json.dumps({"run": "r1", "clients": ["10.0.0.5"]}))
     recorder.poll()
-    assert recorder.pause(idle, busy, busy_for=0.0) == busy  # a run is open: its close is coming
+    assert recorder.pause(idle, busy, busy_for=2.0) == busy  # just asked: the run's traffic and close follow
+    time.sleep(0.05)
+    assert recorder.pause(idle, busy, busy_for=0.04) == idle, "open but quiet (held): slowly"
+    recorder.write("dns", wire.DnsRecord(time.time(), "10.0.0.5", "x.example", 1, answered=True, malformed=False,
+                                         via=None, refused=None))
+    assert recorder.pause(idle, busy, busy_for=0.04) == busy, "the run's traffic: its close is coming"
+    time.sleep(0.05)
+    recorder.write("dns", wire.DnsRecord(time.time(), "10.9.9.9", "x.example", 1, answered=True, malformed=False,
+                                         via=None, refused=None))
+    assert recorder.pause(idle, busy, busy_for=0.04) == idle, "another client's record (no run's) is no sign"
+    recorder.nudge()
+    assert recorder.pause(idle, busy, busy_for=0.04) == busy, "a poke: the close is coming"
     (tmp_path / "runs" / "r1.close").write_text("")
     recorder.poll()
     assert recorder.pause(idle, busy, busy_for=2.0) == busy  # closed, but its removal follows
-    assert recorder.pause(idle, busy, busy_for=0.0) == idle  # no run open and no request lately
+    assert recorder.pause(idle, busy, busy_for=0.0) == idle  # no request lately
     recorder.poll()  # a poll that finds no new request does not count as one
     assert recorder.pause(idle, busy, busy_for=0.0) == idle
+
+
+def test_the_recorder_lists_its_requests_only_when_the_directory_may_have_changed(tmp_path: Path) -> None:
+    """``watch`` skips a listing only when the control directory's stamp is the one the last listing saw, and that
+    listing came after the stamp's whole tick; a new request changes the stamp; once a second it lists anyway.
+    (Gamed: a recorder that never lists again after its first look would pass a test that only counts listings.)"""
+    from grader.protocol import common
+    from grader.protocol.common import Recorder
+
+    recorder = Recorder(str(tmp_path), ("http", "dns", "tcp"))
+    stamp = recorder.stamp()
+    assert stamp is not None
+    assert Recorder.due(stamp, None), "never listed: list"
+    assert Recorder.due(None, (stamp, time.time(), time.monotonic())), "no stamp (the directory went): list"
+    changed_at = stamp[0] / 1e9
+    long_after = (stamp, changed_at + 1.0, time.monotonic())
+    assert not Recorder.due(stamp, long_after), "the same stamp, listed well after it: nothing new"
+    too_soon = (stamp, changed_at + common.STAMP_GRAIN_S / 2, time.monotonic())
+    assert Recorder.due(stamp, too_soon), "listed within the stamp's tick: a second change may share the stamp"
+    stale = (stamp, changed_at + 1.0, time.monotonic() - common.REPOLL_S)
+    assert Recorder.due(stamp, stale), "a second since the last listing: list whatever the stamp says"
+    whole = (stamp[0] - stamp[0] % 1_000_000_000, stamp[1], stamp[2])
+    assert Recorder.due(whole, (whole, whole[0] / 1e9 + 1.0, time.monotonic())), \
+        "a stamp of whole seconds (a coarse file system): a second's changes may share it"
+    (tmp_path / "runs" / "r1.open").write_text(json.dumps({"run": "r1", "clients": ["10.0.0.5"]}))
+    after = recorder.stamp()
+    assert after != stamp and Recorder.due(after, long_after), "a new request changes the stamp"
+
+
+def test_a_watching_recorder_answers_every_request_of_a_quick_succession(tmp_path: Path) -> None:
+    """Requests written back to back, many within one tick of the directory's clock, are each answered, as the
+    grader's ``open_run``/``close_run`` wait for; then the recorder idles on a stat (no listing)."""
+    from grader.backends.files import HostFiles
+    from grader.backends.runlogs import close_run, forget_run, open_run
+    from grader.protocol.common import Recorder
+
+    recorder = Recorder(str(tmp_path), ("http", "dns", "tcp"))
+    listed: list[float] = []
+    poll = recorder.poll
+
+    def counted() -> None:
+        listed.append(time.monotonic())
+        poll()
+
+    recorder.poll = counted  # type: ignore[method-assign]
+    recorder.watch()
+    out = HostFiles(tmp_path)
+    for i in range(30):
+        key = f"sl-r{i}"
+        open_run(out, key, [f"10.0.0.{i}"])
+        assert sorted(close_run(out, key)) == ["dns.jsonl", "http.jsonl", "tcp.jsonl"]
+        forget_run(out, key)
+        assert not (tmp_path / "runs" / key).exists(), "its logs were removed when asked"
+    time.sleep(0.3)
+    before = len(listed)
+    time.sleep(0.5)
+    assert len(listed) - before <= 1, f"{len(listed) - before} listings in 0.5 s of nothing new: it should only stat"
 
 
 def test_one_client_cannot_take_every_slot() -> None:
