@@ -112,43 +112,49 @@ class _Reader:
         return CodecError(self.root, at, code, **facts)
 
     def check(self, value: Any, hint: Any, at: tuple[Segment, ...]) -> Any:
-        if hint is Any:
+        return self.apply(value, hint, _plan(hint), at)
+
+    def apply(self, value: Any, hint: Any, plan: tuple[Any, ...], at: tuple[Segment, ...]) -> Any:
+        """``check`` with ``hint``'s plan (``_plan``) in hand: a record's fields carry theirs (``_shape``)."""
+        kind = plan[0]
+        if kind == "scalar":
+            if type(value) is hint and hint is not float:  # str, bool, and int (never a bool: its type is bool)
+                return value
+            return self.scalar(value, hint, at)
+        if kind == "record":
+            return self.record(hint, value, at)
+        if kind == "any":
             return self.json(value, at)
-        origin = typing.get_origin(hint)
-        if origin in (Union, types.UnionType):
-            args = typing.get_args(hint)
-            if value is None and type(None) in args:
+        if kind == "union":
+            _, optional, tagged, single, single_plan = plan
+            if value is None and optional:
                 return None
-            others = tuple(a for a in args if a is not type(None))
-            tagged = _tagged(others)
             if tagged:
                 return self.variant(tagged, value, at)
-            if len(others) == 1:
-                return self.check(value, others[0], at)
+            if single is not None:
+                return self.apply(value, single, single_plan, at)
             raise TypeError(f"{wire_path(self.root, at)}: unsupported type {hint}")  # a definition bug, not an input
-        if origin is Literal:
-            if isinstance(value, str) and value in typing.get_args(hint):
+        if kind == "literal":
+            if isinstance(value, str) and value in plan[1]:
                 return value
             raise self.fail(at, "choice", expected=hint, got=value)
-        if origin is tuple:
-            args = typing.get_args(hint)
+        if kind == "tuple":
+            _, args, plans = plan
             if not isinstance(value, list):
                 raise self.fail(at, "type", expected=list, got=value)
             if len(args) == 2 and args[1] is Ellipsis:
-                return tuple(self.check(v, args[0], (*at, i)) for i, v in enumerate(value))
+                return tuple(self.apply(v, args[0], plans[0], (*at, i)) for i, v in enumerate(value))
             if len(value) != len(args):
                 raise self.fail(at, "length", expected=hint, got=value)
-            return tuple(self.check(v, a, (*at, i)) for i, (a, v) in enumerate(zip(args, value)))
-        if origin in (dict, collections.abc.Mapping):
-            key, item = typing.get_args(hint)
+            return tuple(self.apply(v, a, p, (*at, i)) for i, (a, p, v) in enumerate(zip(args, plans, value)))
+        if kind == "dict":
+            _, key, item, item_plan = plan
             if key is not str:  # pragma: no cover - a definition bug
                 raise TypeError(f"{wire_path(self.root, at)}: unsupported type {hint}")
             if not isinstance(value, dict):
                 raise self.fail(at, "type", expected=dict, got=value)
-            return {k: self.check(v, item, (*at, k)) for k, v in value.items()}
-        if isinstance(hint, type) and dataclasses.is_dataclass(hint):
-            return self.record(hint, value, at)
-        return self.scalar(value, hint, at)
+            return {k: self.apply(v, item, item_plan, (*at, k)) for k, v in value.items()}
+        raise AssertionError(kind)  # pragma: no cover
 
     def scalar(self, value: Any, hint: Any, at: tuple[Segment, ...]) -> Any:
         if hint is bool:
@@ -192,10 +198,11 @@ class _Reader:
     def record(self, cls: type[T], value: Any, at: tuple[Segment, ...], skip: tuple[str, ...] = ()) -> T:
         if not isinstance(value, dict):
             raise self.fail(at, "type", expected=dict, got=value)
-        hints, fields = _shape(cls)
-        extra = sorted(set(value) - set(fields) - set(skip))
-        if extra:
-            raise self.fail(at, "unknown", names=tuple(extra))
+        hints, fields, plans, names = _shape(cls)
+        if not names.issuperset(value):
+            extra = sorted(set(value) - names - set(skip))
+            if extra:
+                raise self.fail(at, "unknown", names=tuple(extra))
         if not self.rules.omit_defaults:  # every field: the first one missing is the problem, before any value's
             missing = next((name for name in fields if name not in value), None)
             if missing is not None:
@@ -206,7 +213,7 @@ class _Reader:
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                     raise self.fail(at, "missing", names=(name,))
                 continue
-            args[name] = self.check(value[name], hints[name], (*at, name))
+            args[name] = self.apply(value[name], hints[name], plans[name], (*at, name))
         return cls(**args)
 
     def variant(self, tagged: dict[str, type[Any]], value: Any, at: tuple[Segment, ...]) -> Any:
@@ -219,21 +226,62 @@ class _Reader:
         return self.record(cls, value, at, skip=("op",))
 
 
+_PLANS: dict[Any, tuple[Any, ...]] = {}
+
+
+def _plan(hint: Any) -> tuple[Any, ...]:
+    """What ``check`` does with a value of type ``hint``, worked out once per type (asking ``typing`` for a hint's
+    origin and arguments on every value was most of the cost of reading a run's thousands of records)."""
+    try:
+        return _PLANS[hint]
+    except KeyError:
+        pass
+    except TypeError:  # pragma: no cover - an unhashable hint: worked out each time
+        return _work_out(hint)
+    plan = _PLANS[hint] = _work_out(hint)  # two threads may both work it out: the same value, either kept
+    return plan
+
+
+def _work_out(hint: Any) -> tuple[Any, ...]:
+    if hint is Any:
+        return ("any",)
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        args = typing.get_args(hint)
+        others = tuple(a for a in args if a is not type(None))
+        single = others[0] if len(others) == 1 else None
+        return ("union", type(None) in args, _tagged(others), single, None if single is None else _plan(single))
+    if origin is Literal:
+        return ("literal", typing.get_args(hint))
+    if origin is tuple:
+        args = typing.get_args(hint)
+        return ("tuple", args, tuple(None if a is Ellipsis else _plan(a) for a in args))
+    if origin in (dict, collections.abc.Mapping):
+        key, item = typing.get_args(hint)
+        return ("dict", key, item, _plan(item))
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return ("record",)
+    return ("scalar",)
+
+
 def _tagged(args: tuple[Any, ...]) -> dict[str, type[Any]]:
     """The ``OP`` of each dataclass in a union, when every member has one; {} otherwise."""
     ops = {getattr(a, "OP", None): a for a in args if isinstance(a, type) and dataclasses.is_dataclass(a)}
     return {op: a for op, a in ops.items() if isinstance(op, str)} if len(ops) == len(args) and None not in ops else {}
 
 
-_SHAPES: dict[type[Any], tuple[dict[str, Any], dict[str, "dataclasses.Field[Any]"]]] = {}
+_Shape = tuple[dict[str, Any], dict[str, "dataclasses.Field[Any]"], dict[str, tuple[Any, ...]], frozenset[str]]
+_SHAPES: dict[type[Any], _Shape] = {}
 
 
-def _shape(cls: type[Any]) -> tuple[dict[str, Any], dict[str, "dataclasses.Field[Any]"]]:
-    """A record type's resolved field types and its fields, worked out once per type: resolving the
-    annotations compiles each one, and the runner parses hundreds of steps, the host thousands of records."""
+def _shape(cls: type[Any]) -> _Shape:
+    """A record type's resolved field types, its fields, their plans and names, worked out once per type: resolving
+    the annotations compiles each one, and the runner parses hundreds of steps, the host thousands of records."""
     got = _SHAPES.get(cls)
     if got is None:  # two threads may both work it out: the same value, either kept
-        got = _SHAPES[cls] = (typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)})
+        hints = typing.get_type_hints(cls)
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        got = _SHAPES[cls] = (hints, fields, {n: _plan(hints[n]) for n in fields}, frozenset(fields))
     return got
 
 
