@@ -244,6 +244,7 @@ class Run:
                 timed_out, exit_code = self._go_and_wait(sandbox)  # times "probes"
                 evidence_started = time.perf_counter()
                 finished = self.b.disk.finished(sandbox)
+                self._poke(net)  # the recorders' self-checks after ``finished`` run while the output is read
                 text = self._output(sandbox)
                 # a listener that stopped heard nothing it could report: its silence proves nothing
                 infra = self._infra_problem(net, finished) or listener.problem()
@@ -378,18 +379,24 @@ class Run:
 
     def _proxy_log(self, net: Optional[_Net], finished: float) -> str:
         """What the run's proxy logged in its window, whole up to after ``finished`` (``runlogs.proxy_window``;
-        ``_infra_problem`` pokes the proxy for the self-check that proves it)."""
+        ``_poke`` asks the proxy for the self-check that proves it)."""
         if net is None or net.taken is None:
             return ""
         return proxy_window(net.taken.out, net.since, finished, limit=MAX_OUTPUT, wait=BEAT_WAIT)
 
+    def _poke(self, net: Optional[_Net]) -> None:
+        """Ask the run's proxy and internet for a self-check now (``liveness.poke``): the beats ``_infra_problem``
+        waits for, each after the sandbox finished."""
+        if net is not None and net.taken is not None and net.taken.proxy.container is not None:
+            poke(self.b.engine, net.taken.proxy.container)
+        if net is not None:
+            poke(self.b.engine, net.internet.container)
+
     def _infra_problem(self, net: Optional[_Net], finished: float) -> str:
-        """Empty only if every recorder still runs and answered after the sandbox finished."""
+        """Empty only if every recorder still runs and answered after the sandbox finished (``_poke`` asked them)."""
         if net is None:
             return ""
-        if net.taken is not None and net.taken.proxy.container is not None:
-            poke(self.b.engine, net.taken.proxy.container)  # before the internet's wait, so both self-checks run meanwhile
-        problem = net.internet.problem(answered_after=finished)
+        problem = net.internet.problem(answered_after=finished, poked=True)
         if problem:
             return problem
         if net.taken is not None and not beat_after(net.taken.out, finished):

@@ -257,9 +257,9 @@ class Internet:
     # a run saw it running and silent: the next ``SharedInternet.get`` asks it again, and replaces it if it still is
     unanswered: bool = False
 
-    def problem(self, answered_after: Optional[float] = None) -> str:
-        """Empty while the service runs (and answered after ``answered_after``, if given); else what is wrong."""
-        if answered_after is not None:
+    def problem(self, answered_after: Optional[float] = None, *, poked: bool = False) -> str:
+        """Empty while it runs (and answered after ``answered_after``; ``poked``: asked since), else what is wrong."""
+        if answered_after is not None and not poked:
             poke(self.engine, self.container)  # first: its self-check runs while the status is read
         try:
             now = self.engine.inspect(self.container)

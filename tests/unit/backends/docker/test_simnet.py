@@ -324,3 +324,24 @@ def test_a_network_refused_while_its_container_is_torn_down_is_asked_once_more(m
     assert backend_module.sweep(cleaning.Scope(engine=eng)) == [  # type: ignore[arg-type]
         "container sl-inet", "network sl-settling"]
     assert eng.asked == ["id-sl-settling", "id-sl-in-use", "id-sl-settling", "id-sl-in-use"]
+
+
+@pytest.mark.parametrize("poked", [False, True])
+def test_an_internet_asked_whether_it_answered_after_a_run_is_poked_once(tmp_path: Any, poked: bool) -> None:
+    """The run pokes its recorders as soon as its sandbox finished (``Run._poke``, while it reads the output) and
+    then asks with ``poked=True``: no second poke, and the answer still rests on a beat after the run finished.
+    A caller that did not poke gets the poke from ``problem``."""
+    (tmp_path / "out").mkdir()
+    out = HostFiles(tmp_path).sub("out")
+    finished = time.time() - 0.5  # a file's mtime is the kernel's coarse clock: a beat written now is later than this
+    container = _Proxy(out, answers=True)
+    engine = DockerEngine(_ProxyClient(container))  # type: ignore[arg-type]
+    net = simnet.Internet(engine=engine, container=ContainerRef("c1", "sl-internet"), network=NetworkRef("n1", "net"),
+                          ip="10.0.0.1", out=out, world=None)  # type: ignore[arg-type]
+    if poked:
+        container.kill(signal=POKE_SIGNAL.name)  # what the run's own poke does: a beat after ``finished``
+    assert net.problem(answered_after=finished, poked=poked) == ""
+    assert container.signals == [POKE_SIGNAL.name], "one poke, the run's or the check's own"
+    os.utime(tmp_path / "out" / "heartbeat", (finished - 5, finished - 5))  # no beat since the run finished
+    container.answers = False
+    assert "stopped answering" in net.problem(answered_after=finished, poked=True), "a beat before the run is none"
