@@ -70,18 +70,34 @@ def idle_seconds() -> float:
         return DEFAULT_IDLE
 
 
+EXEC_WAIT_S = 2.0  # how long an empty command line (a process mid-exec) is read again before it is not ours
+
+
 def process_alive(pid: int, marker: str = "") -> bool:
     """True while ``pid`` runs (not a zombie) and, if given, has ``marker`` in its command line.
 
     The marker guards against a recycled pid: a keeper is recognised by its
     hub's name in its arguments. Where there is no ``/proc``, the pid alone decides.
+
+    A process in the middle of its ``execve`` has an empty command line for a
+    moment: its parent's ``Popen`` returns once the old image is gone, before
+    the kernel has set the new one's arguments (measured here: two of three
+    keepers asked at once). So an empty command line is read again, for up to
+    ``EXEC_WAIT_S``, before the process is counted as not ours.
     """
     if pid <= 0 or not pid_alive(pid):
         return False
-    try:
-        return not marker or marker in Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
-    except OSError:
-        return not Path("/proc/self").exists()  # no /proc to ask: the pid alone decides
+    if not marker:
+        return True
+    deadline = time.monotonic() + EXEC_WAIT_S
+    while True:
+        try:
+            line = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            return not Path("/proc/self").exists()  # no /proc to ask: the pid alone decides
+        if line or time.monotonic() >= deadline or not pid_alive(pid):
+            return marker in line.decode("utf-8", "replace")
+        time.sleep(0.005)  # mid-exec: its arguments are set within moments
 
 
 KILL_WAIT_SECONDS = 10.0  # how long a SIGKILLed process may take to be gone (or a zombie) before stop_process returns
