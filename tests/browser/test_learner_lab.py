@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from labdriver import (NOTEBOOK, ROOT, RUN_ALL_MS, Lab, axe_violations, chromium, diagnosis, jupyterlab, never_run,
+from labdriver import (NOTEBOOK, ROOT, RUN_ALL_MS, Lab, axe_violations, chromium, connection_error, diagnosis, jupyterlab, never_run,
                        open_notebook, require_browser, run_all, serious, wait_idle)
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -496,19 +496,26 @@ def test_a_kernel_chooser_on_the_way_is_answered_and_the_kernel_starts(learner: 
 
 def test_a_connection_error_dialog_that_comes_up_late_is_closed_when_it_blocks_a_click(lab: Lab, page: Any) -> None:
     """A busy machine's "Server Connection Error" can come up after the kernel said Idle and stop every click
-    (a CI run failed so); ``chromium``'s pages close it when it is in the way. The dialog here is planted: a modal
-    overlay over the whole lab with JupyterLab's class, title and button. Without the handler the click times out."""
+    (a CI run failed so); ``chromium``'s pages close it when it is in the way. The dialog is JupyterLab's own: the
+    lab's requests to the server fail (``page.route``) until its pollers say "Server Connection Error", as they do
+    when a loaded machine's server does not answer, and then go through again. Without the handler, or with one that
+    looks for a button the real dialog does not have (it once looked for "Dismiss"; JupyterLab 4 says "Close"), the
+    click times out."""
     open_notebook(page, lab.url("00-start-here/start-here.ipynb"), lab)
-    page.evaluate("""() => {
-      const d = document.createElement('div');
-      d.className = 'jp-Dialog';
-      d.style.cssText = 'position:fixed;inset:0;z-index:100000;background:rgba(0,0,0,.4)';
-      d.innerHTML = '<div>Server Connection Error</div><button>Dismiss</button>';
-      d.querySelector('button').onclick = () => d.remove();
-      document.body.append(d);
-    }""")
+    # seen by the page itself: a locator's wait would run the handler, which closes the dialog as soon as it is up
+    page.evaluate("""() => new MutationObserver((_, seen) => {
+      if ([...document.querySelectorAll('.jp-Dialog')].some(d => d.innerText.includes('Server Connection Error'))) {
+        window.connectionErrorSeen = true; seen.disconnect();
+      }
+    }).observe(document.body, {childList: true, subtree: true})""")
+    page.route("**/api/**", lambda route: route.abort())
+    try:
+        page.wait_for_function("() => window.connectionErrorSeen === true", timeout=90_000)  # polls every 10 s
+    finally:
+        page.unroute("**/api/**")
+    assert connection_error(page).count() == 1, "the real dialog is up, in the way of the click"
     page.locator(f"{NOTEBOOK} .jp-Cell").first.locator(".jp-Cell-inputCollapser, .jp-InputPrompt").first.click(timeout=15_000)
-    assert page.locator(".jp-Dialog").count() == 0
+    assert connection_error(page).count() == 0
 
 
 def test_a_theme_that_did_not_load_is_reloaded_and_the_kernel_starts(lab: Lab, page: Any) -> None:
