@@ -95,9 +95,21 @@ def process_alive(pid: int, marker: str = "") -> bool:
             line = Path(f"/proc/{pid}/cmdline").read_bytes()
         except OSError:
             return not Path("/proc/self").exists()  # no /proc to ask: the pid alone decides
-        if line or time.monotonic() >= deadline or not pid_alive(pid):
+        if line or time.monotonic() >= deadline or not pid_alive(pid) or _kernel_thread(pid):
             return marker in line.decode("utf-8", "replace")
         time.sleep(0.005)  # mid-exec: its arguments are set within moments
+
+
+PF_KTHREAD = 0x00200000  # a kernel thread's flag in /proc/<pid>/stat: its command line is empty for good
+
+
+def _kernel_thread(pid: int) -> bool:
+    """Whether ``pid`` is a kernel thread (a recycled pid can be one): no exec will ever give it arguments."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return bool(int(fields[6]) & PF_KTHREAD)
+    except (OSError, ValueError, IndexError):
+        return False
 
 
 KILL_WAIT_SECONDS = 10.0  # how long a SIGKILLed process may take to be gone (or a zombie) before stop_process returns

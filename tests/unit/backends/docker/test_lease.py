@@ -81,6 +81,26 @@ def test_a_keeper_asked_about_the_moment_it_was_started_is_recognised() -> None:
         p.wait()
 
 
+def test_a_kernel_thread_holding_a_keepers_old_pid_is_not_the_keeper_and_is_not_waited_for() -> None:
+    """A kernel thread's command line is empty for good, and a dead keeper's pid may be recycled into one: it is
+    told apart by its flag, not read again for ``EXEC_WAIT_S`` as a process mid-exec is."""
+    from grader.backends.docker.lease import PF_KTHREAD
+
+    def flags(pid: str) -> int:
+        try:
+            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[6])
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    kthread = next((int(p) for p in os.listdir("/proc") if p.isdigit() and flags(p) & PF_KTHREAD), None)
+    if kthread is None:
+        pytest.skip("no kernel thread is visible here (a pid namespace of its own)")
+    assert not Path(f"/proc/{kthread}/cmdline").read_bytes()
+    started = time.monotonic()
+    assert not process_alive(kthread, "sl-hub-any")
+    assert time.monotonic() - started < 1.0, "a kernel thread was waited for as if it were exec'ing"
+
+
 def test_a_process_that_ignores_sigterm_is_gone_when_stop_returns() -> None:
     marker = "sandbox-lab-test-deaf-to-sigterm"
     p = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
