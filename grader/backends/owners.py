@@ -231,12 +231,19 @@ def read_owner(directory: Path) -> Optional[Owner]:
         return None
 
 
+def stat_fields(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (which may hold spaces and parentheses): [0] is the
+    state, [3] the session, [6] the flags, [19] the start time. OSError where there is no such process or no /proc;
+    ValueError where the line has no command name."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2:].split()
+
+
 def process_start(pid: int) -> Optional[int]:
     """When process ``pid`` started, in clock ticks after boot (``/proc/<pid>/stat``'s 22nd field); None where
     there is no such process or no /proc to ask. With the pid, it names one process: pids are reused."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat[stat.rindex(")") + 2:].split()[19])
+        return int(stat_fields(pid)[19])
     except (OSError, ValueError, IndexError):
         return None
 
@@ -256,8 +263,7 @@ def pid_alive(pid: int, started: Optional[int] = None) -> bool:
     except PermissionError:
         pass  # another user's: it exists, and /proc still says whether it is the one meant
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat_fields(pid)
     except (OSError, ValueError):
         return True  # no /proc to ask: it exists
     if fields[0] in ("Z", "X"):

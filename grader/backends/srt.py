@@ -56,7 +56,7 @@ from grader.core.records import RawPorts
 from grader.protocol.common import DNS_PORT, HEARTBEAT_HOST, HTTP_PORT, HTTPS_PORT
 from grader.backends.base import Closing
 from grader.backends.files import host_files
-from grader.backends.owners import make_dir, write_file
+from grader.backends.owners import make_dir, stat_fields, write_file
 from grader.backends.runlogs import close_run, open_run
 from grader.backends.runs import MAX_OUTPUT, HostListener, RunDir, Scope, gather_evidence, read_runner_output, run_with_retries, runner_config, world_ports
 
@@ -548,7 +548,7 @@ def sweep(scope: Scope) -> list[str]:
             continue
         for proc in Path("/proc").iterdir():
             try:
-                session = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[3])
+                session = int(stat_fields(int(proc.name))[3])
                 if session in listed and (str(d) + "/").encode() in (proc / "cmdline").read_bytes():
                     os.kill(int(proc.name), signal.SIGKILL)  # it serves a run that no longer exists
                     removed.append(f"process {proc.name}")

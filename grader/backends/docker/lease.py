@@ -47,7 +47,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, TypeVar, Union
 
-from grader.backends.owners import make_dir, pid_alive, private_root, read_owner, runs_root, write_file, write_owner
+from grader.backends.owners import (
+    make_dir, pid_alive, private_root, read_owner, runs_root, stat_fields, write_file, write_owner,
+)
 from grader.protocol import codec
 
 __all__ = [
@@ -106,8 +108,7 @@ PF_KTHREAD = 0x00200000  # a kernel thread's flag in /proc/<pid>/stat: its comma
 def _kernel_thread(pid: int) -> bool:
     """Whether ``pid`` is a kernel thread (a recycled pid can be one): no exec will ever give it arguments."""
     try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return bool(int(fields[6]) & PF_KTHREAD)
+        return bool(int(stat_fields(pid)[6]) & PF_KTHREAD)
     except (OSError, ValueError, IndexError):
         return False
 

@@ -387,9 +387,9 @@ class Run:
     def _poke(self, net: Optional[_Net]) -> None:
         """Ask the run's proxy and internet for a self-check now (``liveness.poke``): the beats ``_infra_problem``
         waits for, each after the sandbox finished."""
-        if net is not None and net.taken is not None and net.taken.proxy.container is not None:
-            poke(self.b.engine, net.taken.proxy.container)
         if net is not None:
+            if net.taken is not None and net.taken.proxy.container is not None:
+                poke(self.b.engine, net.taken.proxy.container)
             poke(self.b.engine, net.internet.container)
 
     def _infra_problem(self, net: Optional[_Net], finished: float) -> str:

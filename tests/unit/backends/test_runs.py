@@ -803,3 +803,29 @@ def test_the_proxys_own_self_check_that_found_no_internet_is_no_upload() -> None
     ev = _evidence_with_proxy(fakewire.proxy(HEARTBEAT_HOST, method="GET", port=80, client="127.0.0.1",
                                              cause="internet-unreachable", reason="any host; DNS lookup failed: refused"))
     assert ev.incomplete == "" and ev.infra_problem == ""
+
+
+def test_the_srt_sweep_ends_a_dead_runs_listed_session_and_not_another_naming_its_directory(tmp_path: Path) -> None:
+    """``srt.sweep`` (``runs.cleanup``'s part for srt) reads each process's session from ``/proc/<pid>/stat``
+    (``owners.stat_fields``): a process of a listed session whose command line names the run directory is ended;
+    one of another session naming the same directory is left alone."""
+    from grader.backends.srt import sweep
+
+    run = tmp_path / "srt-dead"
+    run.mkdir()
+    sleep = [sys.executable, "-c", "import time; time.sleep(30)"]
+    ours = subprocess.Popen([*sleep, f"{run}/internet"], start_new_session=True)
+    stranger = subprocess.Popen([*sleep, f"{run}/internet"], start_new_session=True)  # a session not listed
+    try:
+        (run / "pids").write_text(f"{ours.pid}\n")
+        deadline = time.monotonic() + 5
+        while str(run) not in Path(f"/proc/{ours.pid}/cmdline").read_text() and time.monotonic() < deadline:
+            time.sleep(0.01)  # its arguments are set once its exec is done
+        scope = type("Scope", (), {"stale_dirs": lambda self: [run]})()
+        assert sweep(scope) == [f"process {ours.pid}"]  # type: ignore[arg-type]
+        assert ours.wait(timeout=10) == -9
+        assert stranger.poll() is None
+    finally:
+        for p in (ours, stranger):
+            p.kill()
+            p.wait()

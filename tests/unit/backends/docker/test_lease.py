@@ -85,10 +85,11 @@ def test_a_kernel_thread_holding_a_keepers_old_pid_is_not_the_keeper_and_is_not_
     """A kernel thread's command line is empty for good, and a dead keeper's pid may be recycled into one: it is
     told apart by its flag, not read again for ``EXEC_WAIT_S`` as a process mid-exec is."""
     from grader.backends.docker.lease import PF_KTHREAD
+    from grader.backends.owners import stat_fields
 
     def flags(pid: str) -> int:
         try:
-            return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[6])
+            return int(stat_fields(int(pid))[6])
         except (OSError, ValueError, IndexError):
             return 0
 
