@@ -10,15 +10,19 @@ pydantic, the analyzer and the grader; ``from grader import grade`` works as bef
 from __future__ import annotations
 
 import importlib
-import importlib.abc
 import importlib.machinery
 import sys
 import warnings
-from typing import TYPE_CHECKING, Any
 
 from grader.core.version import __version__
 
+# typing's own flag, without importing typing (or importlib.abc) with the package: a command handed to the warm
+# engine imports this module and ``cli.client`` only (mypy reads the name as typing.TYPE_CHECKING)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and editors
+    from importlib.abc import Loader, MetaPathFinder
+    from typing import Any
+
     from grader.backends.base import Backend
     from grader.core.analyzer import analyze, lint, predict
     from grader.core.errors import BackendError, DockerUnavailable, PolicyError, SandboxLabError, TaskError
@@ -143,7 +147,13 @@ _MOVED = {
 _MOVED_PACKAGES = frozenset(old.rpartition(".")[0] for old in _MOVED if old.count(".") == 2) - {"grader.core", "grader.cli", "grader.services"}
 
 
-class _MovedFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+if TYPE_CHECKING:
+    class _FinderAndLoader(MetaPathFinder, Loader): ...
+else:  # the import system asks for the methods alone: importlib.abc is not imported with the package
+    _FinderAndLoader = object
+
+
+class _MovedFinder(_FinderAndLoader):
     """Finds a module by its old name and hands back the module under its new one (no code of its own runs)."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:

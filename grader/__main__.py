@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from grader.cli.main import entry
+from grader.cli.launch import entry
 
 if __name__ == "__main__":
     entry()

@@ -1,4 +1,4 @@
-"""The ``sandbox-lab`` command's first step (``cli.main.entry``): hand a one-shot command to this machine's warm engine.
+"""The ``sandbox-lab`` command's first step (``cli.launch.entry``): hand a one-shot command to this machine's warm engine.
 
 A one-shot ``sandbox-lab probe`` pays, before its sandbox starts, for an
 interpreter, the grader's imports, a Docker client, the images' check and the
@@ -28,8 +28,11 @@ import os
 import socket
 import struct
 import sys
-from pathlib import Path
-from typing import IO, Optional, Sequence
+
+TYPE_CHECKING = False  # typing's own, without importing typing on the command's path (mypy reads the name)
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import IO, Optional, Sequence
 
 __all__ = ["ENGINE_ENV", "SERVED", "engine_key", "handed", "peer_uid", "served", "socket_path"]
 
@@ -47,27 +50,33 @@ def engine_key(env: Optional[dict[str, str]] = None) -> str:
     env = dict(os.environ) if env is None else env
     keyed = sorted((k, v) for k, v in env.items()
                    if (k.startswith(_KEYED_PREFIXES) or k in _KEYED) and k not in _NOT_KEYED)
-    package = str(Path(__file__).resolve().parents[1])
+    package = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
     text = json.dumps([sys.executable, package, os.geteuid(), keyed])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _runs_root(env: dict[str, str]) -> Path:
+def _runs_root(env: dict[str, str]) -> str:
     # owners.runs_root's rule (a test keeps the two equal), without importing the backends
     chosen = env.get("SANDBOX_LAB_RUNS")
     if chosen:
-        return Path(chosen)
+        return chosen
     import tempfile
 
     euid = os.geteuid()
-    return Path(tempfile.gettempdir()) / ("sandbox-lab-runs" if euid == 0 else f"sandbox-lab-runs-{euid}")
+    return os.path.join(tempfile.gettempdir(), "sandbox-lab-runs" if euid == 0 else f"sandbox-lab-runs-{euid}")
 
 
 def socket_path(env: Optional[dict[str, str]] = None) -> Optional[Path]:
     """Where this caller's engine listens (under the runs root, which only its user may enter); None: too long."""
-    env = dict(os.environ) if env is None else env
-    path = _runs_root(env) / f"sl-engine-{engine_key(env)}.sock"
-    return path if len(os.fsencode(str(path))) <= _UNIX_PATH_MAX else None
+    from pathlib import Path  # not on a handed command's path: it connects by the string
+
+    path = _socket_file(dict(os.environ) if env is None else env)
+    return Path(path) if path is not None else None
+
+
+def _socket_file(env: dict[str, str]) -> Optional[str]:
+    path = os.path.join(_runs_root(env), f"sl-engine-{engine_key(env)}.sock")
+    return path if len(os.fsencode(path)) <= _UNIX_PATH_MAX else None
 
 
 def peer_uid(conn: socket.socket) -> int:
@@ -81,11 +90,11 @@ def served(argv: Sequence[str]) -> bool:
             and not any(a in ("-", "-h", "--help", "--version") for a in argv[1:]))
 
 
-def _connect(path: Path) -> Optional[socket.socket]:
+def _connect(path: str) -> Optional[socket.socket]:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.settimeout(1.0)
-        conn.connect(str(path))
+        conn.connect(path)
         if peer_uid(conn) != os.geteuid():  # someone else's socket where ours should be: never talk to it
             conn.close()
             return None
@@ -107,7 +116,7 @@ def handed(argv: Sequence[str]) -> Optional[int]:
     """Run ``argv`` on the warm engine and return its exit code; None: run it here (no engine, or it could not finish)."""
     if not served(argv):
         return None
-    path = socket_path()
+    path = _socket_file(dict(os.environ))
     conn = _connect(path) if path is not None else None
     if conn is None:
         return None
@@ -134,3 +143,4 @@ def handed(argv: Sequence[str]) -> Optional[int]:
             pass
     sys.stderr.write("sandbox-lab: the warm engine stopped before the command finished; running it here instead\n")
     return None
+

@@ -52,7 +52,7 @@ from grader.plumbing.terminal import (
 from grader.core.errors import BackendError, PolicyError, SandboxLabError
 
 # the exit codes and the command record are cli_core's (grader.plumbing.terminal.__all__); re-exported for callers of main
-__all__ = ["COMMANDS", "EXIT_CODES", "Command", "Streams", "build_parser", "entry", "main"]
+__all__ = ["COMMANDS", "EXIT_CODES", "Command", "Streams", "build_parser", "entry", "main", "run_here"]
 
 
 def _positive(text: str) -> int:
@@ -537,16 +537,9 @@ def main(argv: Optional[Sequence[str]] = None, io: Optional[Streams] = None) -> 
 
 
 def entry() -> NoReturn:
-    """The console script and ``python -m grader``: run ``main`` and exit with its code.
-
-    A one-shot command is first offered to the warm engine (``cli.client``); where none answers, or it
-    cannot finish, it runs here, and one that ran Docker here starts the engine for the next.
-
-    Before exiting, every object the command made is frozen out of the garbage collector
-    (``gc.freeze``): the process ends now, and the collections the interpreter runs while it
-    shuts down would otherwise walk them all, about 0.1 s of a one-shot command. Exit handlers,
-    finalizers and flushes still run as usual; nothing the command cleans up is skipped.
-    """
+    """``main`` as the console script runs it: the command offered to the warm engine first (``client.handed``),
+    then run here (``run_here``). The console script and ``python -m grader`` enter at ``launch.entry``, which
+    offers it before importing this module; this entry stays for callers of ``grader.cli.main:entry``."""
     argv = sys.argv[1:]
     try:
         handed = client.handed(argv)  # the warm engine runs it, where one answers
@@ -555,6 +548,17 @@ def entry() -> NoReturn:
         sys.exit(EXIT_INTERRUPTED)
     if handed is not None:
         sys.exit(handed)
+    run_here(argv)
+
+
+def run_here(argv: list[str]) -> NoReturn:
+    """Run ``argv`` in this process and exit with its code; one that ran Docker here starts the engine for the next.
+
+    Before exiting, every object the command made is frozen out of the garbage collector
+    (``gc.freeze``): the process ends now, and the collections the interpreter runs while it
+    shuts down would otherwise walk them all, about 0.1 s of a one-shot command. Exit handlers,
+    finalizers and flushes still run as usual; nothing the command cleans up is skipped.
+    """
     code = main(argv)
     if client.served(argv) and "grader.backends.docker.backend" in sys.modules:
         from grader.cli.engine import start_soon

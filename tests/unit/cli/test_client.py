@@ -31,9 +31,9 @@ def runs() -> Iterator[Path]:
 
 def test_the_runs_root_is_the_backends_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("SANDBOX_LAB_RUNS", raising=False)
-    assert client._runs_root(dict(os.environ)) == runs_root()
+    assert Path(client._runs_root(dict(os.environ))) == runs_root()
     monkeypatch.setenv("SANDBOX_LAB_RUNS", str(tmp_path))
-    assert client._runs_root(dict(os.environ)) == runs_root() == tmp_path
+    assert Path(client._runs_root(dict(os.environ))) == runs_root() == tmp_path
 
 
 def test_the_key_follows_what_a_backend_is_made_under() -> None:
