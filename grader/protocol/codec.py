@@ -296,14 +296,27 @@ def decode(cls: type[T], value: Any, where: str, skip: tuple[str, ...] = (), rul
     return _Reader(where, rules).record(cls, value, (), skip)
 
 
+_ENCODED: dict[type[Any], tuple[tuple[str, ...], Any]] = {}
+_SCALARS = (str, int, float, bool, type(None))
+
+
 def encode(record: Any) -> dict[str, Any]:
     """A record as its JSON object: every field, in order, and ``"op"`` first for a tagged one."""
-    out: dict[str, Any] = {f.name: _plain(getattr(record, f.name)) for f in dataclasses.fields(record)}
-    op = getattr(record, "OP", None)
-    return {"op": op, **out} if op is not None else out
+    cls = type(record)
+    got = _ENCODED.get(cls)
+    if got is None:  # a record type's field names and its OP, once (``dataclasses.fields`` on every record was most
+        # of writing a run's orders and a service's log lines); two threads may both work it out: the same value
+        got = _ENCODED[cls] = (tuple(f.name for f in dataclasses.fields(record)), getattr(cls, "OP", None))
+    names, op = got
+    out: dict[str, Any] = {"op": op} if op is not None else {}
+    for name in names:
+        out[name] = _plain(getattr(record, name))
+    return out
 
 
 def _plain(value: Any) -> Any:
+    if type(value) in _SCALARS:  # most values: nothing to convert
+        return value
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return encode(value)
     if isinstance(value, (tuple, list)):
