@@ -388,8 +388,10 @@ class DockerEngine:
             raw = self._client.api.logs(c.id, stdout=stdout, stderr=stderr, tail="all" if tail is None else tail)
         return bytes(raw)
 
-    def follow(self, c: ContainerRef, until: Callable[[bytes], bool], *, timeout: float, limit: int) -> bool:
-        """Read its stdout as it is written, from its start, until a whole line makes ``until`` true: True then.
+    def follow(self, c: ContainerRef, until: Callable[[bytes], bool], *, timeout: float, limit: int,
+               into: Optional[bytearray] = None) -> bool:
+        """Read its stdout as it is written, from its start, until a whole line makes ``until`` true: True then,
+        and ``into`` (given) holds every byte read, that line's included: what ``logs`` would give of stdout so far.
 
         False when the output ends first (it exited), passes ``limit`` bytes, or ``timeout`` seconds pass (the
         stream is closed under the reader), or the stream fails in any way: the caller then waits for the exit
@@ -407,6 +409,8 @@ class DockerEngine:
                 read += len(chunk)
                 if read > limit:
                     return False
+                if into is not None:
+                    into += chunk
                 *lines, tail = (tail + chunk).split(b"\n")
                 if any(until(line) for line in lines):
                     return True

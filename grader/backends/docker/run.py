@@ -52,13 +52,10 @@ from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, conta
 
 __all__ = ["Backing", "Collected", "Run", "hardened_options"]  # hardened_options: .hardening's, named here as before
 
-# how far before a run's window of the proxy's log to read for the line that numbers it: a proxy record is at
-# most a 64 KiB request head, JSON-escaped (up to 6 bytes a byte), plus its other fields
 HTTP_TIMEOUT = 5.0  # an HTTP exchange inside the sandbox: the proxy answers at once, even to refuse
 CONNECT_TIMEOUT = 1.0  # a raw connect to a black hole; a local bridge answers in microseconds
-# TEST-NET-2 (RFC 5737), a documentation address. Only used where the sandbox
-# has no network interface at all (network_mode=none), so no packet can exist
-# whatever the address; it stands for the attacker's address that a
+# TEST-NET-2 (RFC 5737), a documentation address. Only used where the sandbox has no network interface at all
+# (network_mode=none), so no packet can exist whatever the address; it stands for the attacker's address that a
 # hard-coded payload would carry.
 UNROUTABLE_ATTACKER_IP = "198.51.100.66"
 
@@ -131,6 +128,7 @@ class Run:
         self.signer: Optional[SigningAgent] = None
         self.sandbox: Optional[ContainerRef] = None
         self.scratch: dict[str, str] = {}
+        self.followed: Optional[bytes] = None  # the runner's stdout as read up to its end record (``_ended``)
         self.prepare_s = 0.0
         self.released = False
         with self.watch.phase("world"):
@@ -565,14 +563,16 @@ class Run:
 
     def _ended(self, sandbox: ContainerRef, timeout_s: float) -> bool:
         """Did the probe runner say it ended (its ``end`` record, printed once every probe returned)? Only for the
-        probe runner (a job's code is waited for until it exits: what it started may still run), only where the
-        engine shares this disk and clock (``HostDisk``). After that record the runner only exits: the files it
-        wrote are in the world copy, its records in the log, its requests at the recorders (their self-checks
-        after ``finished`` prove it). Any other end (a crash, a kill, too much output, the wall clock, a failed
-        stream) waits for the exit, as before."""
+        probe runner (a job's code is waited for until it exits: what it started may still run), where the engine
+        shares this disk and clock (``HostDisk``). After it the runner only exits: its files are in the world copy,
+        its records in what was followed (``followed``), its requests at the recorders (their checks after
+        ``finished`` prove it). Any other end (a crash, a kill, too much output, the clock) waits for the exit."""
         if self.job is not None or not isinstance(self.b.disk, HostDisk):
             return False
-        return self.b.engine.follow(sandbox, runner_end, timeout=timeout_s, limit=MAX_OUTPUT)
+        seen = bytearray()  # what ``logs`` would give of its stdout: one request of the engine's less
+        ended = self.b.engine.follow(sandbox, runner_end, timeout=timeout_s, limit=MAX_OUTPUT, into=seen)
+        self.followed = bytes(seen) if ended else None
+        return ended
 
     def _wait(self, sandbox: ContainerRef, timeout_s: float) -> tuple[bool, Optional[int]]:
         """Wait for the sandbox under its wall clock: (whether it was killed, its exit code if it exited)."""
@@ -592,7 +592,7 @@ class Run:
 
     def _output(self, sandbox: ContainerRef) -> str:
         # a job's errors are part of what it did; the probe runner's stderr is not evidence
-        raw = self.b.engine.logs(sandbox, stdout=True, stderr=self.job is not None)
+        raw = self.followed if self.followed is not None else self.b.engine.logs(sandbox, stdout=True, stderr=self.job is not None)
         if self.await_go:  # what it printed after its go: without the proof that it read it, nothing of it ran
             if not raw.startswith(replay.ACK):
                 raise InfrastructureError("the prepared next session never read its go: nothing of it ran")

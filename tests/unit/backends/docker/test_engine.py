@@ -271,6 +271,16 @@ def test_follow_sees_a_line_split_across_chunks_and_only_whole_lines() -> None:
     assert _following(_Stream([b"one\nEND"])).follow(REF, lambda x: x == b"END", timeout=5, limit=1000) is False
 
 
+def test_follow_keeps_every_byte_it_read_up_to_the_line_it_waited_for() -> None:
+    """What the run reads instead of a second ``logs`` request: every chunk as it came, split lines whole again,
+    the end line included. The gamed version keeps only the lines ``until`` saw: a line split across chunks, or
+    one before the output's first newline, would be lost from the evidence."""
+    into = bytearray()
+    assert _following(_Stream([b'{"a": 1}\n{"b', b'": 2}\nE', b"ND\n"])).follow(
+        REF, lambda x: x == b"END", timeout=5, limit=1000, into=into) is True
+    assert bytes(into) == b'{"a": 1}\n{"b": 2}\nEND\n'
+
+
 @pytest.mark.parametrize("stream, limit", [
     (_Stream([b"a\n", b"b\n"]), 1000),  # it exited without the line
     (_Stream([b"x" * 600, b"\nEND\n"]), 500),  # past the limit before the line
