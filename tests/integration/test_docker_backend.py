@@ -276,3 +276,39 @@ def test_a_tunnel_to_a_name_the_attacker_owns_reaches_the_attackers_other_names(
     assert front.outcome == "succeeded", front
     assert any("attacker.example received POST /front/" in e and "opened to webhook.site" in e for e in front.evidence), front.evidence
     assert r.outcome("net-attacker-domain").outcome == "blocked"  # attacker.example itself stays refused by the proxy
+
+
+def test_a_recorder_on_this_machine_is_poked_straight_to_its_process(docker_client: Any, docker_backend: Any) -> None:
+    """``liveness.poke`` signals a local engine's container process itself (its pid, held by a pidfd, checked by
+    its cgroup), not through the engine. The engine's own kill is made to fail here, so only a direct signal can
+    reach the process; and ``signal_directly`` says True."""
+    from grader.backends.docker.engine import ContainerRef, DockerEngine, Refused
+    from grader.backends.docker.liveness import poke, signal_directly
+
+    handler = ("import signal, sys, time\n"
+               "signal.signal(signal.SIGUSR1, lambda *_: print('poked', flush=True))\n"
+               "print('up', flush=True)\n"
+               "time.sleep(60)\n")
+    c = docker_client.containers.run(docker_backend.images.services, ["python3", "-c", handler], detach=True,
+                                     network_mode="none", labels={"org.sandbox-lab.test": "poke"})
+    try:
+        deadline = time.monotonic() + 20
+        while b"up" not in c.logs() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+        class NoKill(DockerEngine):
+            def kill(self, c: ContainerRef, signal: Any = None) -> None:
+                raise Refused("the engine's kill is not used for a local recorder")
+
+        engine = NoKill(docker_client)
+        ref = ContainerRef(c.id, c.name)
+        poke(engine, ref)
+        while c.logs().count(b"poked") < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.logs().count(b"poked") == 1, c.logs()
+        assert signal_directly(engine, ref)
+        while c.logs().count(b"poked") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert c.logs().count(b"poked") == 2, c.logs()
+    finally:
+        c.remove(force=True)

@@ -438,6 +438,11 @@ class DockerEngine:
         with engine_errors():
             self._client.api.kill(c.id, signal=signal)
 
+    def pid(self, c: ContainerRef) -> int:
+        """Its first process's pid on the engine's machine (0 when it does not run): only a local engine's is ours."""
+        with engine_errors():
+            return int((self._client.api.inspect_container(c.id).get("State") or {}).get("Pid") or 0)
+
     def remove_container(self, c: Union[str, ContainerRef]) -> None:
         """Remove it, running or not, with its anonymous volumes."""
         with engine_errors():

@@ -115,3 +115,40 @@ def test_a_service_that_exits_before_it_is_ready_is_an_infrastructure_error(tmp_
 def test_a_ready_file_ends_the_wait(tmp_path: Path) -> None:
     (tmp_path / "ready").write_text("{}")
     wait_ready(*_held(_Container()), HostFiles(tmp_path))
+
+
+_HANDLER = ("import pathlib, signal, sys, time\n"
+            "signal.signal(signal.SIGUSR1, lambda *_: pathlib.Path(sys.argv[1]).write_text('poked'))\n"
+            "print('up', flush=True)\n"
+            "time.sleep(30)\n")
+
+
+def test_a_pid_the_engine_names_outside_the_container_is_never_signalled(tmp_path: Path) -> None:
+    """A remote engine's pid is a number on another machine; here it may be anyone's process. The engine below
+    names a local process that is in no container of that id: the poke goes through the engine, and the process
+    hears nothing. The gamed version signals whatever pid the engine names."""
+    import subprocess
+    import sys
+
+    heard = tmp_path / "heard"
+    local = subprocess.Popen([sys.executable, "-c", _HANDLER, str(heard)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert local.stdout is not None and local.stdout.readline().strip() == "up"
+        remote = _Container()
+        remote.id = "e" * 64  # a full id: only the cgroup check stands between the pid and a signal
+
+        class Api(_Client):
+            def inspect_container(self, ident: str) -> dict[str, Any]:
+                return {"State": {"Status": "running", "Pid": local.pid}}
+
+        engine = DockerEngine(Api(remote))
+        poke(engine, ContainerRef(remote.id, remote.name))
+        assert remote.sent.wait(5), "the poke did not go through the engine"
+        assert remote.signals == ["SIGUSR1"]
+        time.sleep(0.3)
+        assert not heard.exists(), "a process outside the container was signalled"
+    finally:
+        local.kill()
+        local.wait(5)
+        if local.stdout is not None:
+            local.stdout.close()
