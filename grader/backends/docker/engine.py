@@ -439,9 +439,14 @@ class DockerEngine:
             self._client.api.kill(c.id, signal=signal)
 
     def pid(self, c: ContainerRef) -> int:
-        """Its first process's pid on the engine's machine (0 when it does not run): only a local engine's is ours."""
+        """Its first process's pid on the engine's machine, where that is the container's own process: 0 when it
+        does not run, or runs under a runtime other than runc (gVisor's pid is its sandbox's, which a signal
+        meant for the process inside would reach instead). Only a local engine's pid is this machine's."""
         with engine_errors():
-            return int((self._client.api.inspect_container(c.id).get("State") or {}).get("Pid") or 0)
+            attrs = self._client.api.inspect_container(c.id)
+        if (attrs.get("HostConfig") or {}).get("Runtime") != "runc":
+            return 0
+        return int((attrs.get("State") or {}).get("Pid") or 0)
 
     def remove_container(self, c: Union[str, ContainerRef]) -> None:
         """Remove it, running or not, with its anonymous volumes."""

@@ -70,7 +70,7 @@ def signal_directly(engine: DockerEngine, container: ContainerRef, sig: signal.S
     on another machine, and here it may be anyone's). So the process is held by a pidfd (it cannot be swapped for
     another under the same number while held), and signalled only if its cgroup, read after that, names the
     container's full id: a local process of a remote engine's pid, or one that took the pid after the container's
-    ended, is never signalled.
+    ended, is never signalled. Under a runtime other than runc the engine names no pid (``DockerEngine.pid``).
     """
     pidfd_open = getattr(os, "pidfd_open", None)
     send = getattr(signal, "pidfd_send_signal", None)

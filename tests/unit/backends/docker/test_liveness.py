@@ -11,7 +11,7 @@ import docker.errors
 import pytest
 
 from grader.backends.docker.engine import ContainerRef, DockerEngine
-from grader.backends.docker.liveness import beat_after, poke, wait_ready
+from grader.backends.docker.liveness import beat_after, poke, signal_directly, wait_ready
 from grader.backends.files import HostFiles
 from grader.core.errors import InfrastructureError
 
@@ -139,7 +139,7 @@ def test_a_pid_the_engine_names_outside_the_container_is_never_signalled(tmp_pat
 
         class Api(_Client):
             def inspect_container(self, ident: str) -> dict[str, Any]:
-                return {"State": {"Status": "running", "Pid": local.pid}}
+                return {"State": {"Status": "running", "Pid": local.pid}, "HostConfig": {"Runtime": "runc"}}
 
         engine = DockerEngine(Api(remote))
         poke(engine, ContainerRef(remote.id, remote.name))
@@ -152,3 +152,20 @@ def test_a_pid_the_engine_names_outside_the_container_is_never_signalled(tmp_pat
         local.wait(5)
         if local.stdout is not None:
             local.stdout.close()
+
+
+@pytest.mark.parametrize("runtime", ["runsc", None])
+def test_a_container_under_another_runtime_is_poked_through_the_engine(runtime: str | None) -> None:
+    """Under gVisor the engine's pid is its sandbox's process on this machine, not the recorder inside: a signal
+    meant for the recorder would reach gVisor instead. Only runc's pid is signalled from here."""
+    c = _Container()
+    c.id = "f" * 64
+
+    class Api(_Client):
+        def inspect_container(self, ident: str) -> dict[str, Any]:
+            config = {"Runtime": runtime} if runtime else {}
+            return {"State": {"Status": "running", "Pid": 1}, "HostConfig": config}
+
+    engine = DockerEngine(Api(c))
+    assert engine.pid(ContainerRef(c.id, c.name)) == 0
+    assert not signal_directly(engine, ContainerRef(c.id, c.name))
