@@ -239,12 +239,17 @@ def test_over_the_rate_is_429_naming_the_limit(client: TestClient, settings: Any
 
 
 def test_a_hundred_requests_in_a_second_start_only_the_rate(client: TestClient, settings: Any) -> None:
-    headers = _auth(settings, rate=30, jobs=100)
-    start = time.monotonic()
-    codes = [client.post("/v1/probe", json={"policy": {"network": {"allowedDomains": [f"h{i}.example.com"]}}},
-                         headers=headers).status_code for i in range(100)]
-    if int(time.time()) % 60 < int(time.time() - (time.monotonic() - start)) % 60:
-        pytest.skip("the burst crossed a minute boundary")  # a fixed window: two minutes would admit twice
+    """The window is a fixed minute: a burst that crosses into the next one may be admitted twice, so such a burst
+    proves nothing and goes again under a fresh token (never skipped: CI ran it as a skip once in 4,600 tests)."""
+    for attempt in range(3):
+        headers = _auth(settings, name=f"burst{attempt}", rate=30, jobs=100)
+        minute = int(time.time()) // 60
+        codes = [client.post("/v1/probe", json={"policy": {"network": {"allowedDomains": [f"h{attempt}-{i}.example.com"]}}},
+                             headers=headers).status_code for i in range(100)]
+        if int(time.time()) // 60 == minute:
+            break
+    else:
+        pytest.fail("three bursts of 100 requests each crossed a minute boundary")
     assert codes.count(202) == 30 and codes.count(429) == 70
 
 
