@@ -34,10 +34,11 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import IO, Optional, Sequence
 
-__all__ = ["ENGINE_ENV", "SERVED", "engine_key", "handed", "peer_uid", "served", "socket_path"]
+__all__ = ["ENGINE_ENV", "INTERRUPTED", "SERVED", "engine_key", "exit_if_handed", "handed", "peer_uid", "served", "socket_path"]
 
 ENGINE_ENV = "SANDBOX_LAB_ENGINE"  # "off": never hand a command to an engine, never start one
 SERVED = frozenset({"probe", "grade", "check", "attack"})  # one-shot commands that read files, never stdin
+INTERRUPTED = 130  # terminal.EXIT_INTERRUPTED, not imported from there (a test keeps the two equal)
 _UNIX_PATH_MAX = 100  # AF_UNIX paths are cut at 108 bytes on Linux: longer ones are not used
 # the environment a backend reads when it is made (the engine keeps backends): a caller whose differs gets its own engine
 _KEYED_PREFIXES = ("SANDBOX_LAB_", "DOCKER_")
@@ -144,3 +145,14 @@ def handed(argv: Sequence[str]) -> Optional[int]:
     sys.stderr.write("sandbox-lab: the warm engine stopped before the command finished; running it here instead\n")
     return None
 
+
+def exit_if_handed(argv: Sequence[str]) -> None:
+    """Exit with the engine's code once it ran ``argv`` (``handed``); return where the command is to run here. A
+    Ctrl-C while waiting exits ``INTERRUPTED``: the engine finishes that run and removes it, nothing of it is printed."""
+    try:
+        done = handed(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("sandbox-lab: interrupted\n")
+        sys.exit(INTERRUPTED)
+    if done is not None:
+        sys.exit(done)

@@ -20,19 +20,11 @@ if TYPE_CHECKING:
 
 __all__ = ["entry"]
 
-INTERRUPTED = 130  # terminal.EXIT_INTERRUPTED, not imported from there (a test keeps the two equal)
-
 
 def entry() -> NoReturn:
-    """Hand ``sys.argv`` to the warm engine and exit with its code; else ``main.run_here``."""
+    """Hand ``sys.argv`` to the warm engine and exit with its code (``client.exit_if_handed``); else ``main.run_here``."""
     argv = sys.argv[1:]
-    try:
-        done = client.handed(argv)
-    except KeyboardInterrupt:  # the engine finishes that run and removes it; nothing of it is printed
-        sys.stderr.write("sandbox-lab: interrupted\n")
-        sys.exit(INTERRUPTED)
-    if done is not None:
-        sys.exit(done)
+    client.exit_if_handed(argv)
     from grader.cli.main import run_here
 
     run_here(argv)

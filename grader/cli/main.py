@@ -541,13 +541,7 @@ def entry() -> NoReturn:
     then run here (``run_here``). The console script and ``python -m grader`` enter at ``launch.entry``, which
     offers it before importing this module; this entry stays for callers of ``grader.cli.main:entry``."""
     argv = sys.argv[1:]
-    try:
-        handed = client.handed(argv)  # the warm engine runs it, where one answers
-    except KeyboardInterrupt:  # the engine finishes that run and removes it; nothing of it is printed
-        sys.stderr.write(f"{PROG}: interrupted\n")
-        sys.exit(EXIT_INTERRUPTED)
-    if handed is not None:
-        sys.exit(handed)
+    client.exit_if_handed(argv)
     run_here(argv)
 
 

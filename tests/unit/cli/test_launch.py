@@ -13,7 +13,7 @@ from typing import Iterator
 
 import pytest
 
-from grader.cli import client, launch
+from grader.cli import client
 from grader.plumbing.terminal import EXIT_INTERRUPTED
 from test_client import _fake_engine
 
@@ -64,4 +64,4 @@ def test_the_console_script_enters_here() -> None:
 
 
 def test_an_interrupted_wait_exits_with_the_terminals_code() -> None:
-    assert launch.INTERRUPTED == EXIT_INTERRUPTED
+    assert client.INTERRUPTED == EXIT_INTERRUPTED
