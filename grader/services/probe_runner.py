@@ -110,6 +110,9 @@ class Agent:
         self.direct = urllib.request.build_opener(urllib.request.HTTPSHandler(context=ctx), urllib.request.ProxyHandler({}))
         # a sandbox with no proxy and no interface but loopback reaches nothing, now or a moment later
         self.networked = bool(self.proxy) or has_interface()
+        # the proxy's own answer to a tunnel to a host (opened?, what it said), asked once a run: see ``front``
+        self._answers: dict[tuple[str, int], tuple[bool, str]] = {}
+        self._asking: dict[tuple[str, int], threading.Lock] = {}
 
     # --- primitives ---------------------------------------------------------------------
 
@@ -235,20 +238,37 @@ class Agent:
             raise ConnectionRefusedError(f"the proxy answered {status or 'nothing'}")
         return sock
 
+    def _proxy_answer(self, host: str, port: int) -> tuple[bool, str]:
+        """Whether a tunnel to ``host:port`` opens (and what was answered), asked once a run whoever asks first."""
+        key = (host, port)
+        with _lock:
+            asking = self._asking.setdefault(key, threading.Lock())
+        with asking:
+            if key not in self._answers:
+                try:
+                    self._tunnel(host, port).close()
+                    self._answers[key] = (True, f"CONNECT {host}:{port}: tunnel opened")
+                except OSError as exc:
+                    self._answers[key] = (False, f"CONNECT {host}:{port}: {err(exc)}")
+            return self._answers[key]
+
     def front(self, probe: str, step: wire.FrontStep) -> None:
         """Open a tunnel to one host, then name another inside it: in TLS (SNI) and in HTTP (Host).
 
         With no attempts, only the tunnel is asked for: the proxy's decision on that host goes on record.
+        Behind a proxy, a host the proxy itself opens a tunnel to is not named inside another's: data
+        that reaches it that way was let through anyway, and the judge counts only hosts the proxy
+        refused. Each host is asked once a run, by its own decision step or by the first front to need it.
         """
         connect, port = step.connect, step.port
         attempts = step.attempts
         if not attempts:
-            try:
-                self._tunnel(connect, port).close()
-                emit(probe, "front", True, f"CONNECT {connect}:{port}: tunnel opened", target=connect)
-            except OSError as exc:
-                emit(probe, "front", False, f"CONNECT {connect}:{port}: {err(exc)}", target=connect)
+            emit(probe, "front", *self._proxy_answer(connect, port), target=connect)
             return
+        if self.proxy:
+            attempts = tuple(a for a in attempts if not self._proxy_answer(a.host, port)[0])
+            if not attempts:
+                return
         body = step.body.encode()
 
         def attempt(a: wire.FrontAttempt) -> bool:

@@ -103,6 +103,13 @@ def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
     lost = [r.detail for r in unopened if "the proxy answered" not in r.detail]
     if lost:  # no proxy refused it: the allowed host was never reached, so no name inside it was ever tried
         return Verdict("error", f"Cannot tell: a tunnel could not be opened, so nothing was named inside it ({lost[0]}). Rerun.", ())
+    # the runner names inside a tunnel only the hosts the proxy refused it a tunnel to: what it saw opened must
+    # be what the proxy's log let through, or a host the log refused may never have been tried
+    opened = sorted({str(r.target) for r in attempts(ev, p.id) if r.step == "front" and ">" not in str(r.target) and r.ok})
+    unlogged = [h for h in opened if h not in let_through]
+    if unlogged:
+        return Verdict("error", f"Cannot tell: the sandbox saw the proxy open a tunnel to {unlogged[0]}, but the proxy's log "
+                                "never let it through; the names the proxy opens are not smuggled, so that log decides. Rerun.", ())
     inside = [r for r in fronted if r not in unopened]  # the tunnel opened; the name inside was tried
     fronts = {str(r.target).split(">", 1)[0] for r in inside}
     refused = [r for r in ev.http if r.misdirected is not None and m.front_path in r.path]
@@ -110,6 +117,8 @@ def _front_judge(p: Probe, ev: Evidence, world: World) -> Verdict:
         f"the proxy opened tunnels to {', '.join(sorted(fronts)) or 'no host'}; inside them {len(inside)} request(s) named "
         f"another host: the servers refused {len(refused)} outright (421 Misdirected Request) and the rest at the TLS "
         "handshake; nothing carrying the run's token reached a host the proxy did not let through",
+        *([f"not named inside another host's tunnel, since the proxy opens one to them itself: {', '.join(opened)}"]
+          if opened else []),
     ))
 
 

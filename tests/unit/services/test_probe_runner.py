@@ -77,3 +77,58 @@ def test_the_runner_trusts_the_worlds_authority_alone_and_checks_the_name(tmp_pa
     assert "match" in (_handshake(agent.ssl, certs.base, "example.org") or ""), "another name is refused"
     bare = probe_runner.Agent(fakewire.orders([]))  # no CA file: no authority at all, not the system's
     assert bare.ssl.get_ca_certs() == [] and "verify failed" in (_handshake(bare.ssl, certs.base, "registry.npmjs.org") or "")
+
+
+# --- domain fronting: a host the proxy opens itself is not smuggled into another's tunnel --------------
+
+
+class _Proxy:
+    """Stands for the sandbox's proxy at ``Agent._tunnel``: opens a tunnel to ``allowed`` hosts, refuses the rest."""
+
+    def __init__(self, allowed: set[str]) -> None:
+        import threading
+
+        self.allowed, self.asked, self._lock = allowed, [], threading.Lock()
+
+    def __call__(self, host: str, port: int) -> socket.socket:
+        with self._lock:
+            self.asked.append(host)
+        if host not in self.allowed:
+            raise ConnectionRefusedError("the proxy answered HTTP/1.1 403 Forbidden")
+        a, b = socket.socketpair()
+        b.close()  # a tunnel to a server that hangs up: every TLS handshake inside it fails at once
+        return a
+
+
+def _fronting_orders(proxy: Optional[str]) -> Any:
+    from grader.protocol.wire import FrontAttempt, FrontStep, ProbeOrders
+
+    targets = ["open.example", "refused.example"]
+    steps: list[Any] = [FrontStep(connect=t, port=443, attempts=()) for t in targets]
+    for front in ("front1.example", "front2.example"):
+        attempts = tuple(a for t in targets for a in (FrontAttempt(sni=t, host=t), FrontAttempt(sni=front, host=t)))
+        steps.append(FrontStep(connect=front, port=443, attempts=attempts, request_path="/front/x", body="x"))
+    return fakewire.orders([ProbeOrders(id="net-domain-fronting", steps=tuple(steps), parallel=8)], proxy=proxy)
+
+
+@pytest.mark.parametrize("proxy", ["http://proxy.invalid:3128", None])
+def test_behind_a_proxy_a_host_it_opens_itself_is_asked_once_and_never_fronted(proxy: Optional[str]) -> None:
+    """Behind a proxy: each target's tunnel is asked for once (its decision step's record), and only the refused
+    target is named inside the fronts' tunnels. With no proxy every name is tried: nothing decided anything."""
+    agent = probe_runner.Agent(_fronting_orders(proxy))
+    fake = _Proxy({"open.example", "front1.example", "front2.example"})
+    agent._tunnel = fake  # type: ignore[method-assign]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        agent.run(agent.cfg.probes[0])
+    records = [r for r in parse_runner_output(out.getvalue()) if r.step == "front"]
+    decisions = {str(r.target): r.ok for r in records if ">" not in str(r.target)}
+    assert decisions == {"open.example": True, "refused.example": False}
+    named = sorted({str(r.target).rsplit(">", 1)[1] for r in records if ">" in str(r.target)})
+    if proxy:
+        assert named == ["refused.example"], named
+        assert sorted(fake.asked).count("open.example") == 1 and fake.asked.count("refused.example") == 1, fake.asked
+        assert fake.asked.count("front1.example") == 2, fake.asked  # SNI and Host of the refused name, a tunnel each
+    else:
+        assert named == ["open.example", "refused.example"], named
+        assert fake.asked.count("front1.example") == 4, fake.asked

@@ -9,10 +9,12 @@ cousin behind a proxy, as evidence.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from grader.core.evidence import Evidence
 from grader.core.probes.fronting import DOMAIN_FRONTING
 from grader.core.world import load_world
-from grader.protocol.wire import TUNNEL_NOT_OPENED, RunnerRecord
+from grader.protocol.wire import TUNNEL_NOT_OPENED, ProxyRecord, RunnerRecord
 
 WORLD = load_world()
 PID = DOMAIN_FRONTING.id
@@ -65,3 +67,33 @@ def test_behind_a_proxy_refused_tunnels_and_refused_names_are_still_blocked() ->
                                 "SSLError: tlsv1 unrecognized name", f"{FRONT}>attacker.example>attacker.example")
     outcome, why = _judge(_ev("proxy", refused, misdirected))
     assert outcome == "blocked", why
+
+
+def _decision(host: str, ok: bool) -> RunnerRecord:
+    detail = f"CONNECT {host}:443: " + ("tunnel opened" if ok else "ConnectionRefusedError: the proxy answered HTTP/1.1 403 Forbidden")
+    return _front(ok, detail, host)
+
+
+def _allowed(host: str) -> ProxyRecord:
+    return ProxyRecord(1.0, "10.0.0.2", "CONNECT", host, 443, None, "allow", "allowed", "forwarded")
+
+
+def test_a_host_the_proxy_opens_itself_is_named_in_the_evidence_and_the_rest_still_judged() -> None:
+    """The runner names inside tunnels only the hosts the proxy refused it; those it opened are said, not tried."""
+    misdirected = _front(False, f"CONNECT {FRONT}:443, then SNI attacker.example and Host attacker.example: "
+                                "SSLError: tlsv1 unrecognized name", f"{FRONT}>attacker.example>attacker.example")
+    ev = replace(_ev("proxy", _decision("gist.github.com", True), _decision("attacker.example", False), misdirected),
+                 proxy=(_allowed("gist.github.com"), _allowed(FRONT)))
+    v = DOMAIN_FRONTING.judge(DOMAIN_FRONTING, ev, WORLD)
+    assert v.outcome == "blocked", v.why
+    assert v.proof[-1] == "not named inside another host's tunnel, since the proxy opens one to them itself: gist.github.com", v.proof
+
+
+def test_a_tunnel_the_sandbox_saw_open_that_the_proxys_log_never_let_through_is_an_error() -> None:
+    """The gamed runner: it calls a host opened, so never fronts it, while the proxy's log refused it (or lost
+    the line). What the log refused was never tried inside another tunnel: that is no proof of a block."""
+    misdirected = _front(False, f"CONNECT {FRONT}:443, then SNI attacker.example and Host attacker.example: "
+                                "SSLError: tlsv1 unrecognized name", f"{FRONT}>attacker.example>attacker.example")
+    ev = replace(_ev("proxy", _decision("upload.pypi.org", True), misdirected), proxy=(_allowed(FRONT),))
+    outcome, why = _judge(ev)
+    assert outcome == "error" and "upload.pypi.org" in why and "proxy's log" in why, why

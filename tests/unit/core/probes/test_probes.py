@@ -74,8 +74,9 @@ def _agent(net: FakeNet, *, slow: bool = False, slow_first: bool = False) -> pro
 
     def front(pid: str, step: wire.FrontStep) -> None:
         attempts = step.attempts
-        if not attempts:  # only the proxy's decision on the host
-            probe_runner.emit(pid, "front", True, f"CONNECT {step.connect}:443: tunnel opened", target=step.connect)
+        if not attempts:  # only the proxy's decision on the host: refused, as the empty proxy log says
+            probe_runner.emit(pid, "front", False, f"CONNECT {step.connect}:443: ConnectionRefusedError: the proxy answered "
+                                                   "HTTP/1.1 403 Forbidden", target=step.connect)
         for a in attempts:  # as on a shared front: whatever name is asked for receives it
             target = f"{step.connect}>{a.sni}>{a.host}"
             if slow:
