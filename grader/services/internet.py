@@ -81,6 +81,7 @@ CONNECTION_DEADLINE = 15.0  # total seconds per connection, so slow drip-feeding
 MAX_HEAD = 64 * 1024
 MAX_HEADERS = 100
 MAX_BODY = 1024 * 1024
+MAX_REQUESTS = 64  # requests one connection may carry (each after a refused name); CONNECTION_DEADLINE bounds them too
 LOGGED_BODY = 64 * 1024
 TCP_MAX = 64 * 1024
 TCP_IDLE = 3.0
@@ -223,13 +224,15 @@ def _path_of(target: str) -> str:
     return target
 
 
-def _respond(conn: socket.socket, status: str, payload: dict[str, Any], head_only: bool) -> None:
+def _respond(conn: socket.socket, status: str, payload: dict[str, Any], head_only: bool, keep: bool = False) -> None:
     body = json.dumps(payload).encode("ascii")
     head = (
         f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: {'keep-alive' if keep else 'close'}\r\n\r\n"
     ).encode("ascii")
     conn.sendall(head if head_only else head + body)
+    if keep:
+        return
     # Lingering close: stop writing, then drain what the client still sends
     # (e.g. an over-cap body) so the kernel does not reset the connection and
     # destroy the response before the client reads it.
@@ -292,8 +295,11 @@ def _serve_http(conn: socket.socket, client: str, scheme: str, site: _Site, port
             conn.close()
             return
         sni = getattr(conn, "sandbox_lab_sni", None)
+    reader = _reader(conn)
     try:
-        _handle_request(conn, client, scheme, site, sni, target)
+        for _ in range(MAX_REQUESTS):  # more than one only after a refused name: see _handle_request
+            if not _handle_request(conn, reader, client, scheme, site, sni, target):
+                break
     finally:
         conn.close()
 
@@ -327,10 +333,22 @@ def _choose_by_sni(sock: Any, name: str | None, _context: ssl.SSLContext) -> int
     return None
 
 
+def _discarded(reader: http1.Reader, request: http1.Head) -> bool:
+    """Read and drop a refused request's body, so its connection can carry the next request: only a body framed
+    by one Content-Length within MAX_BODY, from a client that neither waits for 100 Continue nor asked to close."""
+    lengths, close = request.values("content-length"), (request.value("connection") or "").lower() == "close"
+    if close or request.values("transfer-encoding") or request.value("expect") or len(lengths) != 1:
+        return False
+    text = lengths[0].strip()
+    if not text.isdigit() or int(text) > MAX_BODY:
+        return False
+    return len(reader.read_exact(int(text))) == int(text)
+
+
 def _handle_request(
-    conn: socket.socket, client: str, scheme: str, site: _Site, sni: str | None, target: str | None
-) -> None:
-    reader = _reader(conn)
+    conn: socket.socket, reader: http1.Reader, client: str, scheme: str, site: _Site, sni: str | None, target: str | None
+) -> bool:
+    """Answer one request; True when the connection stays open for another (after a refused name only)."""
     request: http1.Head | None = None
     head = b""
     status = "200 OK"
@@ -341,16 +359,18 @@ def _handle_request(
             # record it anyway: the sink records everything it receives.
             if reader.buf:
                 site.log.write(_http_record(client, scheme, None, sni, bytes(reader.buf), target))
-            return
+            return False
         request = http1.parse_head(head, MAX_HEADERS)
         host = _host_of(request, sni) or target or ""
         if target is not None and site.world.server(host) != site.world.server(target):
-            # As real origins do (RFC 9110, 421): this server does not answer for that name.
-            # Its body is never read, and nothing is recorded as delivered to the other host.
+            # As real origins do (RFC 9110, 421): this server does not answer for that name. Nothing is recorded
+            # as delivered to the other host; its body is dropped unread, and the connection stays open for the
+            # next request when that body's end is certain (as a client trying name after name expects).
             site.log.write(_refused(client, scheme, target, host, "http", request.start[0], _path_of(request.start[1])))
             payload = {"ok": False, "host": target, "misdirected": host, "nonce": site.nonce}
-            _respond(conn, "421 Misdirected Request", payload, head_only=request.start[0] == "HEAD")
-            return
+            keep = _discarded(reader, request)
+            _respond(conn, "421 Misdirected Request", payload, head_only=request.start[0] == "HEAD", keep=keep)
+            return keep
         body, truncated = _read_body(reader, head, request, conn)
         if truncated:
             status = "413 Content Too Large"
@@ -364,6 +384,7 @@ def _handle_request(
     site.log.write(record)
     payload = {"ok": status.startswith("200"), "host": record.host, "nonce": site.nonce}
     _respond(conn, status, payload, head_only=request is not None and request.start[0] == "HEAD")
+    return False
 
 
 def _http_record(

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
 import os
 import socket
@@ -82,6 +83,25 @@ def err(exc: BaseException) -> str:
     name = type(exc).__name__
     code = getattr(exc, "errno", None)
     return f"{name}({code}): {exc}" if code else f"{name}: {exc}"
+
+
+def read_answer(answers: "io.BufferedReader") -> tuple[str, bool]:
+    """An HTTP response's status line, its body read and dropped; True when the connection stays open for another
+    request (the server said keep-alive and framed its body by length)."""
+    status = answers.readline(1024).decode("latin-1").strip()
+    length, keep = None, False
+    for _ in range(64):
+        line = answers.readline(8192).decode("latin-1").strip()
+        if not line:
+            break
+        name, _, value = line.partition(":")
+        if name.strip().lower() == "content-length" and value.strip().isdigit():
+            length = int(value.strip())
+        elif name.strip().lower() == "connection":
+            keep = value.strip().lower() == "keep-alive"
+    if length is None or length > 65536:
+        return status, False
+    return status, keep and len(answers.read(length)) == length
 
 
 class Agent:
@@ -271,39 +291,67 @@ class Agent:
                 return
         body = step.body.encode()
 
-        def attempt(a: wire.FrontAttempt) -> bool:
-            """One fresh tunnel naming one other host; False when the proxy refused the tunnel itself."""
-            what = f"CONNECT {connect}:{port}, then SNI {a.sni} and Host {a.host}"
-            target = f"{connect}>{a.sni}>{a.host}"
+        def what(a: wire.FrontAttempt) -> tuple[str, str]:
+            return f"CONNECT {connect}:{port}, then SNI {a.sni} and Host {a.host}", f"{connect}>{a.sni}>{a.host}"
+
+        def opened(a: wire.FrontAttempt) -> Optional[socket.socket]:
+            """A fresh tunnel to ``connect``; None (on record for ``a``) when the proxy refused it or it was never reached."""
             try:
                 try:
-                    raw = self._tunnel(connect, port)
+                    return self._tunnel(connect, port)
                 except OSError as first:  # a proxy's refusal is an answer; a host not reached is asked once more
                     if "the proxy answered" in str(first) or not self.networked:
                         raise  # ... unless nothing is reachable at all: no proxy and no interface but loopback
                     time.sleep(0.5)
-                    raw = self._tunnel(connect, port)
+                    return self._tunnel(connect, port)
             except OSError as exc:  # refused by the proxy, or never reached: the judge tells the two apart
-                emit(probe, "front", False, f"{what}: {wire.TUNNEL_NOT_OPENED}: {err(exc)}", target=target)
-                return False
-            try:
-                with self.ssl.wrap_socket(raw, server_hostname=a.sni) as tls:
-                    request = (f"POST {step.request_path} HTTP/1.1\r\nHost: {a.host}\r\nUser-Agent: sandbox-lab-agent\r\n"
-                               f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
-                    tls.sendall(request)
-                    status = tls.recv(256).split(b"\r\n", 1)[0].decode("latin-1")
-                emit(probe, "front", status.startswith("HTTP/1.1 2"), f"{what}: {status or 'no answer'}", target=target)
-            except OSError as exc:
-                emit(probe, "front", False, f"{what}: {err(exc)}", target=target)
-            finally:
-                raw.close()
+                doing, target = what(a)
+                emit(probe, "front", False, f"{doing}: {wire.TUNNEL_NOT_OPENED}: {err(exc)}", target=target)
+                return None
+
+        def session(group: list[wire.FrontAttempt]) -> bool:
+            """Each name of ``group`` in turn, over as few tunnels as the servers allow: a tunnel and its TLS session
+            (SNI of the first) carry request after request while the answers keep the connection open (a server
+            keeps it after refusing a name); a new one is opened for the rest when it closes. False when the first
+            tunnel was never opened: no other name can ride in it."""
+            pending = list(group)
+            first = True
+            while pending:
+                raw = opened(pending[0])
+                if raw is None:
+                    if first:
+                        return False
+                    pending.pop(0)
+                    continue
+                first = False
+                try:
+                    with self.ssl.wrap_socket(raw, server_hostname=pending[0].sni) as tls, tls.makefile("rb") as answers:
+                        while pending:
+                            a = pending[0]
+                            request = (f"POST {step.request_path} HTTP/1.1\r\nHost: {a.host}\r\nUser-Agent: sandbox-lab-agent\r\n"
+                                       f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+                            tls.sendall(request)
+                            status, keep = read_answer(answers)
+                            pending.pop(0)
+                            doing, target = what(a)
+                            emit(probe, "front", status.startswith("HTTP/1.1 2"), f"{doing}: {status or 'no answer'}", target=target)
+                            if not keep or (pending and pending[0].sni != a.sni):
+                                break
+                except OSError as exc:
+                    doing, target = what(pending.pop(0))
+                    emit(probe, "front", False, f"{doing}: {err(exc)}", target=target)
+                finally:
+                    raw.close()
             return True
 
-        if not attempt(attempts[0]):
+        # the names carried in HTTP alone (SNI of the tunnel's own host) share a tunnel; each other SNI needs its own
+        shared = [a for a in attempts if a.sni == connect]
+        groups = ([shared] if shared else []) + [[a] for a in attempts if a.sni != connect]
+        if not session(groups[0]):
             return  # the tunnel itself was refused: no other name can ride in it
         # a few at once: each is a round trip through the proxy and a TLS handshake
         with ThreadPoolExecutor(max_workers=FRONT_THREADS) as pool:
-            list(pool.map(attempt, attempts[1:]))
+            list(pool.map(session, groups[1:]))
 
     # --- orders ----------------------------------------------------------------------------
 

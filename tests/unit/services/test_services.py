@@ -821,6 +821,54 @@ def test_a_host_header_of_another_server_gets_421_and_nothing_is_delivered(fail_
     assert not [r for r in _records(fail_closed.internet_out / "http.jsonl") if token in str(r.get("body", ""))]
 
 
+def _answer(answers: Any) -> tuple[bytes, dict[str, str], bytes]:
+    """One response read off a kept connection: its status line, headers and body (by its Content-Length)."""
+    status = answers.readline().strip()
+    headers = {}
+    while (line := answers.readline().strip()):
+        name, _, value = line.decode().partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return status, headers, answers.read(int(headers.get("content-length", "0")))
+
+
+def test_after_a_refused_name_the_connection_carries_the_next_request_and_only_its_own_name_is_delivered(
+        fail_closed: Services) -> None:
+    """The client trying name after name in one tunnel: a 421 keeps the connection (its body read and dropped); the
+    server's own name is delivered and closes it. A request hidden in a refused request's body is never served:
+    that body is read to its declared length and dropped, as a whole."""
+    token, hidden = uuid.uuid4().hex, uuid.uuid4().hex
+    smuggled = _post("pypi.org", f"/front/{hidden}", hidden).decode()
+    sock, head = _connect_through(fail_closed, "pypi.org", fail_closed.https)
+    assert head.startswith(b"HTTP/1.1 200")
+    context = ssl.create_default_context(cafile=str(fail_closed.internet_out / "ca.pem"))
+    with context.wrap_socket(sock, server_hostname="pypi.org") as tls, tls.makefile("rb") as answers:
+        for name, body in (("upload.pypi.org", token), ("attacker.example", smuggled), ("pypi.org", token)):
+            tls.sendall(f"POST /front/{token} HTTP/1.1\r\nHost: {name}\r\nContent-Length: {len(body)}\r\n\r\n{body}".encode())
+            status, headers, _ = _answer(answers)
+            if name != "pypi.org":
+                assert (status, headers["connection"]) == (b"HTTP/1.1 421 Misdirected Request", "keep-alive"), (name, status)
+        assert status.startswith(b"HTTP/1.1 200") and headers["connection"] == "close", status
+        assert answers.read() == b""  # closed after the delivery
+    delivered = _wait_for(fail_closed.internet_out / "http.jsonl", lambda r: token in str(r.get("path")) and not r.get("misdirected"))
+    assert (delivered["host"], delivered["body"]) == ("pypi.org", token)
+    refused = [r for r in _records(fail_closed.internet_out / "http.jsonl") if token in str(r.get("path")) and r.get("misdirected")]
+    assert sorted(r["misdirected"] for r in refused) == ["attacker.example", "upload.pypi.org"]
+    assert all(r["body"] == "" and r["body_len"] == 0 for r in refused), refused
+    assert not [r for r in _records(fail_closed.internet_out / "http.jsonl") if hidden in json.dumps(r)]
+
+
+@pytest.mark.parametrize("extra", ["Connection: close\r\n", "Expect: 100-continue\r\n"])
+def test_a_refused_request_that_asks_to_close_or_waits_to_send_its_body_is_closed_after_the_421(
+        fail_closed: Services, extra: str) -> None:
+    sock, head = _connect_through(fail_closed, "pypi.org", fail_closed.https)
+    assert head.startswith(b"HTTP/1.1 200")
+    context = ssl.create_default_context(cafile=str(fail_closed.internet_out / "ca.pem"))
+    with context.wrap_socket(sock, server_hostname="pypi.org") as tls, tls.makefile("rb") as answers:
+        tls.sendall(f"POST /front/x HTTP/1.1\r\nHost: upload.pypi.org\r\nContent-Length: 5\r\n{extra}\r\n".encode())
+        status, headers, _ = _answer(answers)
+        assert (status, headers["connection"]) == (b"HTTP/1.1 421 Misdirected Request", "close")
+
+
 def test_the_attackers_server_answers_for_all_the_attackers_names(fail_closed: Services) -> None:
     """A tunnel to a name the attacker owns reaches the attacker's server, which answers for attacker.example too."""
     token = uuid.uuid4().hex
@@ -1343,3 +1391,38 @@ def test_a_stand_in_port_taken_on_another_local_address_listens_on_the_internets
             internet._listen_tcp("127.0.0.1", port, own="127.0.0.2")
     finally:
         taken.close()
+
+
+def test_the_runner_names_hosts_in_http_over_one_tunnel_and_each_other_tls_name_in_its_own(fail_closed: Services) -> None:
+    """The fronting probe's runner against the real proxy and internet: both names carried in HTTP ride one
+    tunnel (the server keeps it after each refusal), the TLS name needs its own; every attempt is on record and
+    refused, and the host the proxy opens itself (pypi.org's own name) is never named inside the tunnel."""
+    import contextlib
+    import io
+
+    from grader.core.evidence import parse_runner_output
+    from grader.protocol import wire
+    from grader.services import probe_runner
+
+    token = uuid.uuid4().hex
+    attempts = tuple(wire.FrontAttempt(sni=s, host=h) for s, h in [
+        ("pypi.org", "upload.pypi.org"), ("pypi.org", "attacker.example"), ("upload.pypi.org", "upload.pypi.org"),
+        ("pypi.org", "files.pythonhosted.org"),
+    ])
+    step = wire.FrontStep(connect="pypi.org", port=fail_closed.https, attempts=attempts, request_path=f"/front/{token}", body=token)
+    orders = wire.RunnerOrders(timeout=5, connect_timeout=5, proxy=f"http://{LOCALHOST}:{fail_closed.proxy}",
+                               ca_file=str(fail_closed.internet_out / "ca.pem"),
+                               probes=(wire.ProbeOrders(id="net-domain-fronting", steps=(step,), parallel=1),))
+    before = len(_records(fail_closed.proxy_out / "proxy.jsonl"))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        probe_runner.Agent(orders).run(orders.probes[0])
+    fronted = [r for r in parse_runner_output(out.getvalue()) if r.step == "front"]
+    assert sorted(str(r.target) for r in fronted) == sorted(["pypi.org>pypi.org>upload.pypi.org", "pypi.org>pypi.org>attacker.example",
+                                                             "pypi.org>upload.pypi.org>upload.pypi.org"]), fronted
+    assert not any(r.ok for r in fronted), fronted
+    tunnels = [r for r in _records(fail_closed.proxy_out / "proxy.jsonl")[before:] if r.get("host") == "pypi.org"]
+    assert len(tunnels) == 2, tunnels  # one for both HTTP names, one for the TLS name
+    refused = [r for r in _records(fail_closed.internet_out / "http.jsonl") if token in str(r.get("path")) or r.get("stage") == "tls"]
+    assert {r["misdirected"] for r in refused if r["stage"] == "http" and token in r["path"]} == {"upload.pypi.org", "attacker.example"}
+    assert not [r for r in _records(fail_closed.internet_out / "http.jsonl") if token in str(r.get("body", ""))]
