@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import io
 import json
 import os
 import socket
@@ -50,6 +49,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Callable, Optional
 
 if TYPE_CHECKING:
+    import io
+
     from grader.protocol import wire
 else:
     try:  # in the image (and under srt): beside this script
@@ -95,10 +96,11 @@ def read_answer(answers: "io.BufferedReader") -> tuple[str, bool]:
         if not line:
             break
         name, _, value = line.partition(":")
-        if name.strip().lower() == "content-length" and value.strip().isdigit():
-            length = int(value.strip())
-        elif name.strip().lower() == "connection":
-            keep = value.strip().lower() == "keep-alive"
+        name, value = name.strip().lower(), value.strip()
+        if name == "content-length" and value.isdigit():
+            length = int(value)
+        elif name == "connection":
+            keep = value.lower() == "keep-alive"
     if length is None or length > 65536:
         return status, False
     return status, keep and len(answers.read(length)) == length
@@ -335,7 +337,7 @@ class Agent:
                             pending.pop(0)
                             doing, target = what(a)
                             emit(probe, "front", status.startswith("HTTP/1.1 2"), f"{doing}: {status or 'no answer'}", target=target)
-                            if not keep or (pending and pending[0].sni != a.sni):
+                            if not keep:
                                 break
                 except OSError as exc:
                     doing, target = what(pending.pop(0))
