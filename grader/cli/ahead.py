@@ -45,9 +45,10 @@ Bounds: at most ``WATCH_MAX`` watched files, probed and new ones alike (the
 least recently named or adopted goes first; of many saved at once, only the
 latest ``WATCH_MAX`` are prepared), so at most ``WATCH_MAX`` held runs, each a
 waiting sandbox and the proxy it took (14-27 MiB, ``course.prestart``'s
-measurement), for ``IDLE_S`` after the file last changed or ran (a preparation
-under way for a file retired meanwhile ends and is removed at once, never
-held); a file not named for ``WATCH_S`` is forgotten. A directory is watched
+measurement; a naive policy's replay, its internet and next session, starts
+at the go, ``next_at_go``), for ``IDLE_S`` after the file last changed or ran
+(a preparation under way for a file retired meanwhile ends and is removed at
+once, never held); a file not named for ``WATCH_S`` is forgotten. A directory is watched
 while a watched file is in it, so at most ``WATCH_MAX`` of them, forgotten with
 their files; each poll looks at no more than its first ``LIST_MAX`` entries (in
 the order the file system lists them) and keeps one stamp per ``*.json`` among
@@ -227,9 +228,11 @@ class Ahead:
                 stale.append(w)  # prepared for another world or target: its runs would never fire
                 w = None
             if w is None:
+                # held runs wait as one sandbox each: the replay's parts start at the go (``next_at_go``), so
+                # making one ready does not crowd the machine while the learner probes another file
                 w = _Watched(path, name, stamp, Prestart(
-                    self._backend, plan_for=lambda p: build_plan(p, world=world, target=target), settle_s=0.0),
-                    world, target)
+                    self._backend, plan_for=lambda p: build_plan(p, world=world, target=target), settle_s=0.0,
+                    next_at_go=True), world, target)
             w.name, w.stamp, w.named_at = name, stamp, time.monotonic()
             self._files[path] = w  # the most recent last
             while len(self._files) > WATCH_MAX:

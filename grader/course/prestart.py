@@ -67,7 +67,7 @@ class PreparedRun(Protocol):
 class Prepares(Protocol):
     """A backend that can prepare a run ahead of its go (Docker's); the static backend cannot, and needs not."""
 
-    def prepare(self, plan: RunPlan, *, idle_s: Optional[float] = ...) -> PreparedRun: ...
+    def prepare(self, plan: RunPlan, *, idle_s: Optional[float] = ..., next_at_go: bool = ...) -> PreparedRun: ...
 
 
 def lesson_plan(policy: Policy) -> RunPlan:
@@ -80,16 +80,18 @@ class Prestart:
 
     def __init__(self, backend: Callable[[], Backend], *, known: Callable[[Backend, RunPlan], bool] = lambda b, p: False,
                  plan_for: Callable[[Policy], RunPlan] = lesson_plan, idle_s: float = IDLE_S,
-                 settle_s: float = SETTLE_S) -> None:
+                 settle_s: float = SETTLE_S, next_at_go: bool = False) -> None:
         """Args:
             backend: the editor's backend, chosen on first use (called on the preparing thread too).
             known: whether the session already has this plan's result (nothing to prepare).
+            next_at_go: start the replay's parts at the go, not while preparing (``DockerBackend.prepare``).
         """
         self._backend = backend
         self._known = known
         self._plan_for = plan_for
         self._idle_s = idle_s
         self._settle_s = settle_s
+        self._next_at_go = next_at_go
         self._cond = threading.Condition()
         self._wanted: Optional[RunPlan] = None  # the plan of the editor's current text, if valid
         self._changed_at = 0.0
@@ -181,7 +183,7 @@ class Prestart:
             try:
                 backend = self._backend()
                 if isinstance(backend, Prepares) and not self._known(backend, plan):
-                    made = backend.prepare(plan, idle_s=self._idle_s)
+                    made = backend.prepare(plan, idle_s=self._idle_s, next_at_go=self._next_at_go)
                     self.prepared += 1
             except Exception:  # noqa: BLE001 - a failed preparation costs only speed: Probe runs cold and says why
                 made = None

@@ -215,6 +215,26 @@ def test_a_naive_policy_settles_with_its_next_session_ready_and_fires_as_a_cold_
     assert _outcomes(result) == _outcomes(docker_backend.run(plan))
 
 
+def test_a_naive_run_held_with_its_replay_started_at_the_go_waits_as_one_sandbox_and_judges_as_a_cold_run(
+        docker_backend: Any, no_leftovers: None) -> None:
+    """``next_at_go`` (the warm engine's held reruns): while it waits, nothing of the replay exists (no next
+    session, no replay internet); the go starts them during the probes, the replay takes the next session made
+    then, and the verdicts are a cold run's. A build that ignored the flag would hold the next session (first
+    assertion); one that never started it at the go would leave ``next_ready`` unset (second)."""
+    plan = build_plan(load_policy(NAIVE))
+    prepared = docker_backend.prepare(plan, next_at_go=True)
+    try:
+        assert prepared.settled(60)
+        run = prepared._run
+        assert run is not None and run.next_ready is None and run.ahead is None, "the held run is its sandbox alone"
+        result = prepared.go()
+    finally:
+        prepared.close()
+    assert run.next_ready is not None, "the go started the next session"
+    assert all(p.outcome != "error" for p in result.probes), [(p.id, p.explanation) for p in result.probes]
+    assert _outcomes(result) == _outcomes(docker_backend.run(plan))
+
+
 def test_a_run_retired_unfired_gives_its_proxy_back_and_the_next_run_on_it_is_judged_alone(
         docker_backend: Any, docker_client: Any, no_leftovers: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A held run retired before its go sent nothing through its proxy (the runner waits for the go), so the proxy

@@ -268,14 +268,17 @@ class DockerBackend(Closing):
     def run(self, plan: RunPlan) -> RunResult:
         return self.prepare(plan, idle_s=None).go()
 
-    def prepare(self, plan: RunPlan, *, idle_s: Optional[float] = IDLE_S) -> Prepared:
+    def prepare(self, plan: RunPlan, *, idle_s: Optional[float] = IDLE_S, next_at_go: bool = False) -> Prepared:
         """Make ``plan``'s run ready up to its probes (``prepared``); its ``go`` returns what ``run`` would.
 
         Held until its go, retired after ``idle_s`` unused (None: never; ``run`` fires it at once), and at
         ``close`` or exit. A preparation that failed in a way worth trying again leaves ``go`` to run cold.
+        ``next_at_go``: what the replay will want (its internet, the next sandboxed session) is started at the
+        go, during the probes, as a cold run's is, not now: the held run is one waiting sandbox, and making it
+        ready costs the machine one container start while the learner may be running something else.
         """
         held = idle_s is not None
-        made = Run(self._backing(), plan)
+        made = Run(self._backing(), plan, next_at_go=next_at_go)
         run: Optional[Run] = made
         try:
             made.prepare()

@@ -1,4 +1,5 @@
-"""The container settings that lock a sandbox down: a plan's ``Hardening`` as the engine's create keywords.
+"""The container settings that lock a sandbox down: a plan's ``Hardening`` as the engine's create keywords, and
+its mounts (the sandbox's view of the world).
 
 Pure, no Docker call: the backend's sandbox (``run.Run``) and the tests that start hostile code in the same
 hardening build their containers from this one function, so the two cannot drift apart.
@@ -6,14 +7,14 @@ hardening build their containers from this one function, so the two cannot drift
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
-from grader.core.plan import Hardening
+from grader.core.plan import Hardening, RunPlan
 from grader.backends.quota import SCRATCH_FILES
-from grader.backends.docker.engine import log_config, ulimit
+from grader.backends.docker.engine import Spec, log_config, mount, ulimit
 from grader.backends.docker.runtimes import process_limits
 
-__all__ = ["hardened_options"]
+__all__ = ["hardened_options", "plan_mounts"]
 
 
 def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, Any]:
@@ -54,3 +55,23 @@ def hardened_options(h: Hardening, runtime: Optional[str] = None) -> dict[str, A
     if runtime is not None:
         opts["runtime"] = runtime  # the operator's (e.g. gVisor's runsc), checked registered when the backend was made
     return opts
+
+
+def plan_mounts(plan: RunPlan, source: Callable[[str], str]) -> list[Spec]:
+    """The plan's mounts of the run directory, the sandbox's whole view of the world; ``source`` says where a path
+    of the run directory is for the engine. Pure, no Docker call."""
+    mounts = [
+        mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
+        mount("/etc/resolv.conf", source("resolv.conf"), type="bind", read_only=True),
+    ]
+    for m in plan.mounts:
+        if m.kind == "bind":
+            # the same path as RunDir.host_path(m.source), relative to the run directory
+            world_path = "world/" + m.source.lstrip("/")
+            mounts.append(mount(m.target, source(world_path), type="bind", read_only=m.mode != "rw"))
+        elif m.kind == "tmpfs":
+            # private and tiny: writes here never reach the world copy
+            mounts.append(mount(m.target, None, type="tmpfs", tmpfs_size=64 * 1024, tmpfs_mode=0o755))
+        else:
+            mounts.append(mount(m.target, source("mask/empty"), type="bind", read_only=True))
+    return mounts

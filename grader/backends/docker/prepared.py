@@ -27,7 +27,10 @@ the proxy it took (13 MiB), where the user's shells will likely play the
 replay's internet started ahead and their container waiting for its go, and
 where the probes will likely rewrite the settings the next sandboxed session
 waiting for its go with its own proxy (``nextready``: 13 MiB more);
-``course.prestart``'s docstring has the measurement.
+``course.prestart``'s docstring has the measurement. Prepared with
+``next_at_go`` (the warm engine's held reruns), those last two are started at
+the go instead, during the probes, as a cold run's are: it holds the waiting
+sandbox and its proxy alone.
 """
 
 from __future__ import annotations

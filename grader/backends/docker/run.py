@@ -38,12 +38,12 @@ from grader.backends.quota import SCRATCH_FILES, DiskQuotaExceeded, bound_scratc
 from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, resolv_conf, runner_config
 from grader.backends.docker import replay
 from grader.backends.docker.engine import (
-    ContainerRef, DockerEngine, NetworkRef, Refused, Spec, Unanswered, mount, worded,
+    ContainerRef, DockerEngine, NetworkRef, Refused, Unanswered, mount, worded,
 )
 from grader.backends.docker.enginedisk import Disk, HostDisk, Listener
 from grader.backends.docker.images import Images
 from grader.backends.docker.resources import Resources
-from grader.backends.docker.hardening import hardened_options
+from grader.backends.docker.hardening import hardened_options, plan_mounts
 from grader.backends.docker.nextready import NextReady, ready_for
 from grader.backends.docker.golines import GO, JOB, JOB_AWAIT_GO, runner_end, runner_ready
 from grader.backends.docker.sharing import Sharing, Taken
@@ -107,11 +107,11 @@ class _Net:
 class Run:
     """One run of one plan; everything it makes is in ``made``, removed whatever happens."""
 
-    def __init__(self, b: Backing, plan: RunPlan, job: Optional[Job] = None, *, await_go: bool = False) -> None:
-        self.b = b
-        self.plan = plan
-        self.job = job
+    def __init__(self, b: Backing, plan: RunPlan, job: Optional[Job] = None, *, await_go: bool = False,
+                 next_at_go: bool = False) -> None:
+        self.b, self.plan, self.job = b, plan, job
         self.await_go = await_go and job is not None  # a job made ready ahead: its code waits for the go
+        self.next_at_go = next_at_go  # the replay's internet and next session made ready at the go, not at the start
         self.next_ready: Optional[NextReady] = None  # the next sandboxed session, made ready while the probes run
         self.run_id = "sl-" + secrets.token_hex(5)
         self.token = secrets.token_hex(6)
@@ -409,24 +409,6 @@ class Run:
 
     # --- the sandbox --------------------------------------------------------------------
 
-    def _mounts(self, source: Callable[[str], str]) -> list[Spec]:
-        """The plan's mounts of the run directory; ``source`` says where a path of it is for the engine."""
-        mounts = [
-            mount("/opt/sandbox-lab/run", source("run"), type="bind", read_only=True),
-            mount("/etc/resolv.conf", source("resolv.conf"), type="bind", read_only=True),
-        ]
-        for m in self.plan.mounts:
-            if m.kind == "bind":
-                # the same path as RunDir.host_path(m.source), relative to the run directory
-                world_path = "world/" + m.source.lstrip("/")
-                mounts.append(mount(m.target, source(world_path), type="bind", read_only=m.mode != "rw"))
-            elif m.kind == "tmpfs":
-                # private and tiny: writes here never reach the world copy
-                mounts.append(mount(m.target, None, type="tmpfs", tmpfs_size=64 * 1024, tmpfs_mode=0o755))
-            else:
-                mounts.append(mount(m.target, source("mask/empty"), type="bind", read_only=True))
-        return mounts
-
     def _signer(self, job: Job) -> SigningAgent:
         """The job's signing agent, on this side of the socket: the key stays in this process; the sandbox gets
         only the socket, inside the read-only run directory (connecting to a socket is no write)."""
@@ -486,7 +468,7 @@ class Run:
             if self.copy.container is not None:
                 self.made.container(self.copy.container)
         options = self.b.harden(h)
-        mounts = self._mounts(source)
+        mounts = plan_mounts(self.plan, source)
         if scratch:  # the run's own bounded scratch stands in for Docker's tmpfs over each of those directories
             options["tmpfs"] = {d: o for d, o in options["tmpfs"].items() if d not in scratch}
             mounts += [mount(d, source(rel), type="bind", read_only=False) for d, rel in scratch.items()]
@@ -507,11 +489,14 @@ class Run:
         sandbox = self.made.container(self.b.engine.create_container(self.b.images.sandbox, command, **kwargs))
         self.b.engine.start(sandbox)
         self.watch.add("start", time.perf_counter() - started)
-        # the replay's internet starts once the sandbox has: it does not slow the sandbox's own start, and it is
-        # up long before the probes are done
-        self.ahead = self._ahead(net)
-        self.next_ready = self._next_ready()
+        if not self.next_at_go:
+            self._start_next()
         return sandbox
+
+    def _start_next(self) -> None:
+        """Start, each on its own thread, what the replay will want: its internet (the user's shells) and next session."""
+        self.ahead = self._ahead(self.net)
+        self.next_ready = self._next_ready()
 
     def _next_ready(self) -> Optional[NextReady]:
         """The next sandboxed session made ready now (``nextready``): a probe run's, on an engine binding its directory."""
@@ -538,6 +523,8 @@ class Run:
                     self.b.engine.send_stdin(sandbox, (GO + "\n").encode())
                 except (Refused, Unanswered) as exc:  # stopped while it waited: never judged, tried again
                     raise InfrastructureError(f"the prepared sandbox could not be sent its go: {exc}") from None
+            if self.next_at_go:
+                self._start_next()
             if self._ended(sandbox, max(0.0, timeout_s - (time.monotonic() - started))):
                 timed_out, exit_code = False, None  # its exit (about 0.1 s of the engine's) is the removal's to see
             else:

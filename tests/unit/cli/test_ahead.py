@@ -66,6 +66,8 @@ def test_a_probed_file_is_watched_and_its_rerun_fires_what_was_held(tmp_path: Pa
         _until(lambda: len(engine.live()) == 1)
         again, second = _command(ahead, engine, tmp_path, "p.json")
         assert second.run_id == "prepared" and engine.fired == [again] and again == plan
+        # held as one waiting sandbox: its replay's parts start at its go, not while the learner probes elsewhere
+        assert engine.next_at_go == [True]
 
 
 def test_a_saved_edit_is_prepared_and_the_old_text_never_fires(tmp_path: Path, fast: None,

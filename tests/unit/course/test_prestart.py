@@ -57,15 +57,17 @@ class Engine:
         self.fired: list[RunPlan] = []
         self.cold: list[RunPlan] = []
         self.idle: list[Optional[float]] = []
+        self.next_at_go: list[bool] = []
         self.settling: list[float] = []
         self.ready = threading.Event()  # the prepared sandbox's runner waits for its go
         self.ready.set()
 
-    def prepare(self, plan: RunPlan, *, idle_s: Optional[float] = 120.0) -> FakePrepared:
+    def prepare(self, plan: RunPlan, *, idle_s: Optional[float] = 120.0, next_at_go: bool = False) -> FakePrepared:
         time.sleep(self.delay)
         if self.fail:
             raise RuntimeError("no engine")
         self.idle.append(idle_s)
+        self.next_at_go.append(next_at_go)
         p = FakePrepared(self, plan)
         self.made.append(p)
         return p
@@ -101,6 +103,7 @@ def test_a_valid_text_is_prepared_and_probe_fires_it() -> None:
     result = pre.run(lesson_plan(_policy(SECURE)))
     assert result.run_id == "prepared" and engine.fired == [lesson_plan(_policy(SECURE))] and not engine.cold
     assert engine.idle == [120.0] and pre.held is None
+    assert engine.next_at_go == [False], "an editor's held run is made whole: its next session ready before the press"
 
 
 def test_a_run_is_held_as_soon_as_it_is_made_and_fired_while_it_still_settles() -> None:
