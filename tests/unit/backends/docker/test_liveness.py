@@ -87,6 +87,45 @@ def test_a_beat_counts_only_after_the_moment(tmp_path: Path) -> None:
     assert beat_after(files, finished, timeout=0.05)
 
 
+def _stamped(out: Path, written: str, stamp: float) -> None:
+    """A heartbeat whose recorder wrote ``written`` and whose file time the kernel stamped ``stamp``."""
+    (out / "heartbeat").write_text(written)
+    import os
+
+    os.utime(out / "heartbeat", (stamp, stamp))
+
+
+def test_a_beat_stamped_a_tick_early_counts_by_the_time_its_recorder_wrote(tmp_path: Path) -> None:
+    """A new file's time comes from the kernel's coarse clock, a tick (4-10 ms) behind: a poked beat written 1 ms
+    after the moment can be stamped 3 ms before it (measured here, a beat written 4.6 ms after its stamp). Its own
+    written time decides then; a build that looked at the stamp alone waits out the recorder's whole interval."""
+    files = HostFiles(tmp_path)
+    finished = time.time()
+    _stamped(tmp_path, repr(finished + 0.001), finished - 0.003)
+    started = time.monotonic()
+    assert beat_after(files, finished, timeout=1.0)
+    assert time.monotonic() - started < 0.5, "counted only once the wait was nearly over"
+
+
+@pytest.mark.parametrize("written", [lambda at: repr(at - 0.001), lambda at: "not a time", lambda at: ""],
+                         ids=["written before", "no time", "empty"])
+def test_a_beat_near_the_moment_counts_only_if_written_after_it(tmp_path: Path, written: Any) -> None:
+    """Stamped just before the moment, a beat whose own time is before it too, or that carries no time, is no
+    beat after it: the slack lets a beat's written time decide, never the stamp's closeness alone."""
+    files = HostFiles(tmp_path)
+    finished = time.time()
+    _stamped(tmp_path, written(finished), finished - 0.003)
+    assert not beat_after(files, finished, timeout=0.05)
+
+
+def test_a_beat_stamped_long_before_the_moment_is_not_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a beat stamped within ``STAMP_SLACK`` of the moment is opened: an old one is no beat whatever it says."""
+    files = HostFiles(tmp_path)
+    finished = time.time()
+    _stamped(tmp_path, repr(finished + 5.0), finished - 1.0)
+    assert not beat_after(files, finished, timeout=0.05)
+
+
 def test_a_poke_asks_for_sigusr1_and_returns_before_the_engine_answers() -> None:
     slow = _Container(delay=0.5)
     started = time.monotonic()
