@@ -45,10 +45,14 @@ Bounds: at most ``WATCH_MAX`` watched files, probed and new ones alike (the
 least recently named or adopted goes first; of many saved at once, only the
 latest ``WATCH_MAX`` are prepared), so at most ``WATCH_MAX`` held runs, each a
 waiting sandbox and the proxy it took (14-27 MiB, ``course.prestart``'s
-measurement; a naive policy's replay, its internet and next session, starts
-at the go, ``next_at_go``), for ``IDLE_S`` after the file last changed or ran
-(a preparation under way for a file retired meanwhile ends and is removed at
-once, never held); a file not named for ``WATCH_S`` is forgotten. A directory is watched
+measurement), for ``IDLE_S`` after the file last changed or ran (a preparation
+under way for a file retired meanwhile ends and is removed at once, never
+held); a file not named for ``WATCH_S`` is forgotten. What the replay of a
+policy like the naive one will want (its internet, the next sandboxed session
+with its proxy: about 40 MiB per held run in all) is started at the go
+(``next_at_go``), or once no command was served for ``QUIET_S``: making a
+rerun ready is one container start while the learner runs something else, and
+the rest comes when it crowds nothing. A directory is watched
 while a watched file is in it, so at most ``WATCH_MAX`` of them, forgotten with
 their files; each poll looks at no more than its first ``LIST_MAX`` entries (in
 the order the file system lists them) and keeps one stamp per ``*.json`` among
@@ -77,12 +81,15 @@ from grader.core.policy import Policy, load_policy
 from grader.core.world import World
 from grader.course.prestart import Prestart
 
-__all__ = ["Ahead", "LIST_MAX", "POLL_S", "WATCH_MAX", "WATCH_S"]
+__all__ = ["Ahead", "LIST_MAX", "POLL_S", "QUIET_S", "WATCH_MAX", "WATCH_S"]
 
 WATCH_MAX = 4  # files watched at once: a learner switching between a few policies
 WATCH_S = 600.0  # a file no command named for this long is no longer watched
 POLL_S = 0.1  # how often watched files and directories are looked at: a few stat calls each time
 LIST_MAX = 256  # entries of a watched directory looked at per poll: a folder of thousands costs no more
+# no command served for this long: the held runs are made whole (``Prestart.complete``); a command that comes
+# sooner (the bench's learner, a second after the last) finds them one waiting sandbox each, as at the go
+QUIET_S = 2.0
 # a file system stamps ctime with a coarse clock, a tick behind time.time_ns(): a file made in the second before
 # a watch began, and not noted by its first look, counts as new
 _CTIME_SLACK_NS = 1_000_000_000
@@ -186,13 +193,14 @@ class Ahead:
         self._files: dict[Path, _Watched] = {}
         self._dirs: dict[Path, _Dir] = {}
         self.ran: list[RunPlan] = []  # the plans the current command ran
+        self._quiet_since: Optional[float] = time.monotonic()  # None: a command is being served
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="sandbox-lab-ahead", daemon=True)
         self._thread.start()
 
     def serving(self, backend: Backend) -> Backend:
         """``backend`` for one command: its runs take what was prepared for them."""
-        self.ran = []
+        self.ran, self._quiet_since = [], None
         return _Serving(backend, self)
 
     def watched(self) -> list[_Watched]:
@@ -201,7 +209,7 @@ class Ahead:
 
     def after(self, argv: Sequence[str], cwd: str) -> None:
         """A command ended: watch each file it named whose policy it ran, and its directory, and prepare its rerun."""
-        ran, self.ran = self.ran, []
+        ran, self.ran, self._quiet_since = self.ran, [], time.monotonic()
         for plan in ran:
             if plan.policy is None:
                 continue
@@ -228,8 +236,8 @@ class Ahead:
                 stale.append(w)  # prepared for another world or target: its runs would never fire
                 w = None
             if w is None:
-                # held runs wait as one sandbox each: the replay's parts start at the go (``next_at_go``), so
-                # making one ready does not crowd the machine while the learner probes another file
+                # held runs wait as one sandbox each: the replay's parts start at the go (``next_at_go``) or
+                # after ``QUIET_S``, so making one ready does not crowd the machine while the learner probes another
                 w = _Watched(path, name, stamp, Prestart(
                     self._backend, plan_for=lambda p: build_plan(p, world=world, target=target), settle_s=0.0,
                     next_at_go=True), world, target)
@@ -268,6 +276,10 @@ class Ahead:
     def _poll(self) -> None:
         while not self._stop.wait(POLL_S):
             self._forget(time.monotonic())
+            quiet = self._quiet_since
+            if quiet is not None and time.monotonic() - quiet >= QUIET_S:
+                for w in self.watched():
+                    w.prestart.complete()
             self._look_at_files()
             with self._lock:
                 dirs = list(self._dirs.values())

@@ -60,6 +60,8 @@ class PreparedRun(Protocol):
 
     def go(self) -> RunResult: ...
 
+    def complete(self) -> None: ...
+
     def close(self) -> None: ...
 
 
@@ -129,6 +131,13 @@ class Prestart:
             self._cond.notify_all()
         if stale is not None:
             stale.close()
+
+    def complete(self) -> None:
+        """Make the held run whole now (``PreparedRun.complete``), if one is held; a no-op otherwise."""
+        with self._cond:
+            held = self._held
+        if held is not None:
+            held.complete()
 
     def has(self, plan: RunPlan) -> bool:
         """Is a run for ``plan`` held, or being prepared? (``run`` would fire or await it rather than run cold.)"""

@@ -235,6 +235,28 @@ def test_a_naive_run_held_with_its_replay_started_at_the_go_waits_as_one_sandbox
     assert _outcomes(result) == _outcomes(docker_backend.run(plan))
 
 
+def test_a_held_naive_run_made_whole_while_it_waits_fires_its_ready_next_session(
+        docker_backend: Any, no_leftovers: None) -> None:
+    """``complete`` (the warm engine, once no command was served for a while) starts the next session of a run
+    held with ``next_at_go`` while it waits: ``settled`` then waits for it too, the go finds it ready, and the
+    verdicts are a cold run's. A ``complete`` that did nothing would leave ``next_ready`` unset before the go."""
+    plan = build_plan(load_policy(NAIVE))
+    prepared = docker_backend.prepare(plan, next_at_go=True)
+    try:
+        prepared.complete()
+        assert prepared.settled(60)
+        run = prepared._run
+        assert run is not None and run.next_ready is not None and run.next_ready.ready, "made whole before the go"
+        ready = run.next_ready
+        result = prepared.go()
+        prepared.complete()  # used: nothing more is started
+    finally:
+        prepared.close()
+    assert run.next_ready is ready, "the go started no second next session"
+    assert all(p.outcome != "error" for p in result.probes), [(p.id, p.explanation) for p in result.probes]
+    assert _outcomes(result) == _outcomes(docker_backend.run(plan))
+
+
 def test_a_run_retired_unfired_gives_its_proxy_back_and_the_next_run_on_it_is_judged_alone(
         docker_backend: Any, docker_client: Any, no_leftovers: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """A held run retired before its go sent nothing through its proxy (the runner waits for the go), so the proxy

@@ -133,6 +133,13 @@ class Prepared:
             if held is not None:  # only when the first attempt failed before firing
                 held.release()
 
+    def complete(self) -> None:
+        """Start now, while it waits, what its go would start (``next_at_go``: the replay's internet, the next
+        sandboxed session), so its go costs the probes alone; nothing once it is used or retired, or started."""
+        with self._lock:  # ``go`` takes the run under this lock: never started under a run already firing
+            if self.state == "ready" and self._run is not None:
+                self._run.start_next()
+
     def close(self) -> None:
         """Retire it unused: everything it made is removed (behind the caller, on the backend's reaper)."""
         self._retire("closed")

@@ -112,6 +112,7 @@ class Run:
         self.b, self.plan, self.job = b, plan, job
         self.await_go = await_go and job is not None  # a job made ready ahead: its code waits for the go
         self.next_at_go = next_at_go  # the replay's internet and next session made ready at the go, not at the start
+        self.next_started = False  # ``start_next`` ran (once)
         self.next_ready: Optional[NextReady] = None  # the next sandboxed session, made ready while the probes run
         self.run_id = "sl-" + secrets.token_hex(5)
         self.token = secrets.token_hex(6)
@@ -490,13 +491,15 @@ class Run:
         self.b.engine.start(sandbox)
         self.watch.add("start", time.perf_counter() - started)
         if not self.next_at_go:
-            self._start_next()
+            self.start_next()
         return sandbox
 
-    def _start_next(self) -> None:
-        """Start, each on its own thread, what the replay will want: its internet (the user's shells) and next session."""
-        self.ahead = self._ahead(self.net)
-        self.next_ready = self._next_ready()
+    def start_next(self) -> None:
+        """Start, each on its own thread, what the replay will want: its internet (the user's shells) and next
+        session; once (at the start, the go, or a held run's ``Prepared.complete``, whichever comes first)."""
+        if not self.next_started:
+            self.next_started = True
+            self.ahead, self.next_ready = self._ahead(self.net), self._next_ready()
 
     def _next_ready(self) -> Optional[NextReady]:
         """The next sandboxed session made ready now (``nextready``): a probe run's, on an engine binding its directory."""
@@ -523,8 +526,7 @@ class Run:
                     self.b.engine.send_stdin(sandbox, (GO + "\n").encode())
                 except (Refused, Unanswered) as exc:  # stopped while it waited: never judged, tried again
                     raise InfrastructureError(f"the prepared sandbox could not be sent its go: {exc}") from None
-            if self.next_at_go:
-                self._start_next()
+            self.start_next()  # held with ``next_at_go``: now, during the probes, as a cold run's
             if self._ended(sandbox, max(0.0, timeout_s - (time.monotonic() - started))):
                 timed_out, exit_code = False, None  # its exit (about 0.1 s of the engine's) is the removal's to see
             else:

@@ -70,6 +70,29 @@ def test_a_probed_file_is_watched_and_its_rerun_fires_what_was_held(tmp_path: Pa
         assert engine.next_at_go == [True]
 
 
+def test_held_runs_are_made_whole_only_once_no_command_was_served_for_quiet_s(
+        tmp_path: Path, fast: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A held rerun waits as one sandbox (``next_at_go``) while commands come; once none was served for
+    ``QUIET_S`` the engine makes it whole (``complete``), never while a command is being served. A build that
+    completed at once would crowd the learner's next command (the first assertion); one that never did would
+    leave every rerun to make its replay's parts during its probes (the last)."""
+    monkeypatch.setattr(ahead_module, "QUIET_S", 3600.0)
+    with _watching() as (engine, ahead):
+        _save(tmp_path / "p.json", NAIVE)
+        plan, _ = _command(ahead, engine, tmp_path, "p.json")
+        _until(lambda: len(engine.live()) == 1)
+        time.sleep(10 * ahead_module.POLL_S)
+        assert engine.completed == [], "made whole while the learner might still be running commands"
+        ahead.serving(engine)  # a command begins, and is still being served
+        monkeypatch.setattr(ahead_module, "QUIET_S", 0.0)
+        time.sleep(10 * ahead_module.POLL_S)
+        assert engine.completed == [], "made whole while a command was being served"
+        ahead.after(["probe"], str(tmp_path))  # it ended (it named no file)
+        _until(lambda: engine.completed[:1] == [plan])
+        _, result = _command(ahead, engine, tmp_path, "p.json")
+        assert result.run_id == "prepared"
+
+
 def test_a_saved_edit_is_prepared_and_the_old_text_never_fires(tmp_path: Path, fast: None,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     with _watching() as (engine, ahead):

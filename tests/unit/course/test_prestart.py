@@ -41,6 +41,10 @@ class FakePrepared:
         self.engine.fired.append(self.plan)
         return dataclasses.replace(StaticBackend().run(self.plan), backend="docker", run_id="prepared")
 
+    def complete(self) -> None:
+        if self.state == "ready":
+            self.engine.completed.append(self.plan)
+
     def close(self) -> None:
         if self.state == "ready":
             self.state = "closed"
@@ -58,6 +62,7 @@ class Engine:
         self.cold: list[RunPlan] = []
         self.idle: list[Optional[float]] = []
         self.next_at_go: list[bool] = []
+        self.completed: list[RunPlan] = []  # held runs made whole (``complete``), each time asked
         self.settling: list[float] = []
         self.ready = threading.Event()  # the prepared sandbox's runner waits for its go
         self.ready.set()
