@@ -46,6 +46,7 @@ from grader.core.errors import BackendError, InfrastructureError, in_checkout
 from grader.realtools.srt_notes import SRT_VERSION
 from grader.protocol.configs import InternetConfig, ProxyConfig, dump_config
 from grader.protocol.wire import RunnerOrders, RunnerRecord, WireError, dump_orders
+from grader.services import RUNNER_SCRIPTS
 from grader.core.evidence import log_window
 from grader.core.execution import Execution, Job
 from grader.realtools.export import export
@@ -462,8 +463,8 @@ class _Run:
         make_dir(rdir)
         make_dir(odir)
         package = Path(__file__).resolve().parents[1]
-        for script in (package / "services" / "probe_runner.py", *sorted((package / "protocol").glob("*.py"))):
-            if script.name != "__init__.py":  # the runner and protocol/ whole, as in the sandbox image
+        for script in (*(package / "services" / name for name in RUNNER_SCRIPTS), *sorted((package / "protocol").glob("*.py"))):
+            if script.name != "__init__.py":  # the runner's scripts and protocol/ whole, as in the sandbox image
                 shutil.copy(script, odir / script.name)
         write_file(odir / "boot.py", _BOOT)
         shutil.copy(self.dir.path / "internet" / "out" / "ca.pem", rdir / "ca.pem")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shlex
 import time
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 from grader.backends.docker import images
 from grader.backends.docker.images import Images, ensure_images, find_images, image_specs, spec_hash
 from grader.backends.docker.engine import DockerEngine
+from grader.backends.docker.golines import RUNNER
 
 TAG = re.compile(r"^sandbox-lab/(sandbox|services):[0-9a-f]{12}$")
 SKELETON = ["/home/user", "/project", "/app/workspace", "/etc/secrets", "/opt/sandbox-lab/run"]
@@ -142,6 +144,21 @@ def test_the_sandboxs_modules_are_compiled_once_in_the_image_and_read_only_to_it
     uid, writable, flags, loaded_from = rest.split()
     assert (uid, writable, flags) == ("0", "False", "3"), out
     assert loaded_from.startswith("/opt/sandbox-lab/__pycache__/wire."), out
+
+
+@pytest.mark.docker
+def test_the_prepared_runner_starts_from_the_images_bytecode_without_site(
+        docker_client: Any, built: tuple[Images, list[str]]) -> None:
+    """``golines.RUNNER``, verbatim: ``probe_runner`` comes from its compiled file (run as a script it was compiled
+    afresh in every sandbox, 9 ms), ``site`` is never imported (-S), and with no orders it refuses, saying why."""
+    command = ["sh", "-c", shlex.join(RUNNER) + " </dev/null 2>/tmp/verbose; echo rc=$?; cat /tmp/verbose"]
+    out = _run(docker_client, built[0].sandbox, command, environment={"PYTHONVERBOSE": "1"}, tmpfs={"/tmp": ""})
+    said, _, verbose = out.partition("\n")
+    record = json.loads(said)
+    assert (record["probe"], record["step"], record["ok"]) == ("runner", "refused", False), said
+    assert "cannot read the orders" in record["detail"] and verbose.startswith("rc=2"), out[:500]
+    assert "code object from '/opt/sandbox-lab/__pycache__/probe_runner.cpython-" in verbose, verbose[-2000:]
+    assert "import 'site'" not in verbose and "import 'urllib.request'" not in verbose, verbose[-2000:]
 
 
 @pytest.mark.docker

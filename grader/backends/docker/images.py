@@ -40,6 +40,7 @@ from typing import Optional
 
 from grader.core.errors import BackendError, DockerUnavailable, ImageBuildError
 from grader.backends.docker.engine import BuildFailed, DockerEngine, EngineError, ImageRef, Refused
+from grader.services import RUNNER_SCRIPTS
 
 __all__ = [
     "BASE_TAG",
@@ -131,7 +132,7 @@ def image_specs() -> dict[str, ImageSpec]:
         "sandbox": ImageSpec(
             name="sandbox",
             dockerfile_dir=images / "sandbox",
-            files=(("probe_runner.py", services / "probe_runner.py"), *protocol),
+            files=(*((name, services / name) for name in RUNNER_SCRIPTS), *protocol),
         ),
         "services": ImageSpec(
             name="services",

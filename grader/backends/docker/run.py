@@ -45,7 +45,7 @@ from grader.backends.docker.images import Images
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.hardening import hardened_options, plan_mounts
 from grader.backends.docker.nextready import NextReady, ready_for
-from grader.backends.docker.golines import GO, JOB, JOB_AWAIT_GO, runner_end, runner_ready
+from grader.backends.docker.golines import GO, JOB, JOB_AWAIT_GO, RUNNER, runner_end, runner_ready
 from grader.backends.docker.sharing import Sharing, Taken
 from grader.backends.docker.liveness import BEAT_WAIT, beat_after, poke
 from grader.backends.docker.simnet import LABEL_ROLE, Internet, Leftovers, container_ip, start_internet
@@ -431,7 +431,7 @@ class Run:
         make_dir(rdir, exist_ok=True)
         env = {"HOME": "/home/user", "PYTHONDONTWRITEBYTECODE": "1"}
         # the runner reads its orders, then waits for the go on its stdin: the probes fire in ``fire``
-        command = ["python3", "/opt/sandbox-lab/probe_runner.py", "--await-go"]
+        command = RUNNER
         if self.job is not None:
             env.update(self.job.env)
             write_file(rdir / "job.py", self.job.code)

@@ -132,3 +132,61 @@ def test_behind_a_proxy_a_host_it_opens_itself_is_asked_once_and_never_fronted(p
     else:
         assert named == ["open.example", "refused.example"], named
         assert fake.asked.count("front1.example") == 4, fake.asked
+
+
+class _SlowTunnels:
+    """Opens every tunnel (but to ``refused``) to a far end that says nothing and hangs up after ``hold`` s, so
+    each TLS session in it fails then; keeps when each tunnel was asked for, and to which host."""
+
+    def __init__(self, hold: float, refused: frozenset[str] = frozenset()) -> None:
+        import threading
+        import time
+
+        self.hold, self.refused, self.asked, self._lock, self.t0 = hold, refused, [], threading.Lock(), time.monotonic()
+
+    def __call__(self, host: str, port: int) -> socket.socket:
+        import threading
+        import time
+
+        with self._lock:
+            self.asked.append((host, time.monotonic() - self.t0))
+        if host in self.refused:
+            raise ConnectionRefusedError("the proxy answered HTTP/1.1 403 Forbidden")
+        a, b = socket.socketpair()
+        threading.Timer(self.hold, b.close).start()
+        return a
+
+
+def _one_front(connect: str = "front.example") -> Any:
+    from grader.protocol.wire import FrontAttempt, FrontStep, ProbeOrders
+
+    names = ["a.example", "b.example", "c.example"]
+    attempts = tuple(x for n in names for x in (FrontAttempt(sni=connect, host=n), FrontAttempt(sni=n, host=n)))
+    step = FrontStep(connect=connect, port=443, attempts=attempts, request_path="/front/x", body="x")
+    return fakewire.orders([ProbeOrders(id="net-domain-fronting", steps=(step,), parallel=8)])
+
+
+def test_the_other_fronting_tunnels_open_as_soon_as_the_first_is_opened_not_after_its_names() -> None:
+    """The first tunnel (the names carried in HTTP alone) decides whether any other is tried; the others are asked
+    for the moment it opens, while its own session still runs: not one after the other."""
+    agent = probe_runner.Agent(_one_front())
+    tunnels = _SlowTunnels(hold=0.4)
+    agent._tunnel = tunnels  # type: ignore[method-assign]
+    with contextlib.redirect_stdout(io.StringIO()):
+        agent.run(agent.cfg.probes[0])
+    # the shared group's first tunnel and one per name with its own SNI, all within the first session's 0.4 s;
+    # then the shared group's tunnels again, one per name left, as each hang-up ends the last
+    times = sorted(t for _, t in tunnels.asked)
+    assert len(times) == 6 and times[3] - times[0] < 0.3 and times[4] - times[0] > 0.35, tunnels.asked
+
+
+def test_when_the_first_fronting_tunnel_is_refused_no_other_name_is_tried() -> None:
+    agent = probe_runner.Agent(_one_front())
+    tunnels = _SlowTunnels(hold=0.0, refused=frozenset({"front.example"}))
+    agent._tunnel = tunnels  # type: ignore[method-assign]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        agent.run(agent.cfg.probes[0])
+    assert [h for h, _ in tunnels.asked] == ["front.example"], tunnels.asked
+    fronted = [r for r in parse_runner_output(out.getvalue()) if r.step == "front"]
+    assert len(fronted) == 1 and "the tunnel was not opened" in fronted[0].detail and "403" in fronted[0].detail

@@ -15,7 +15,6 @@ import io
 import json
 import secrets
 import subprocess
-import urllib.error
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -191,23 +190,23 @@ def test_the_runner_asks_again_only_after_a_timeout(monkeypatch: pytest.MonkeyPa
     agent = probe_runner.Agent(fakewire.orders([]))
     calls: list[str] = []
 
-    def timeout(req: Any, timeout: float) -> Any:
-        calls.append(req.full_url)
-        raise urllib.error.URLError("timed out")
+    def timeout(method: str, url: str, body: Any, direct: bool = False) -> Any:
+        calls.append(url)
+        raise TimeoutError("timed out")
 
-    monkeypatch.setattr(agent.opener, "open", timeout)
+    monkeypatch.setattr(agent, "exchange", timeout)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert agent.http("p", "POST", "https://gist.github.com/x", b"b", retries=1) is False
     assert len(calls) == 2
     assert len(parse_runner_output(out.getvalue())) == 2  # each attempt on record
 
-    def refused(req: Any, timeout: float) -> Any:
-        calls.append(req.full_url)
-        raise urllib.error.URLError(ConnectionRefusedError(111, "refused"))
+    def refused(method: str, url: str, body: Any, direct: bool = False) -> Any:
+        calls.append(url)
+        raise ConnectionRefusedError(111, "refused")
 
     calls.clear()
-    monkeypatch.setattr(agent.opener, "open", refused)
+    monkeypatch.setattr(agent, "exchange", refused)
     with contextlib.redirect_stdout(io.StringIO()):
         agent.http("p", "POST", "https://gist.github.com/x", b"b", retries=1)
     assert len(calls) == 1  # an answer: asking again changes nothing
