@@ -169,7 +169,13 @@ class Engine:
                 return self._main(argv, io)
             finally:
                 lend_backends(None)
-                self.ahead.after(argv, os.getcwd())
+
+    def after(self, request: dict[str, Any]) -> None:
+        """What a command leaves to its engine (``Ahead.after``: watch its files, make their reruns ready), in the
+        caller's directory and environment, once the caller has its answer: the preparing thread it starts took
+        the interpreter's lock from the reply for up to 30 ms."""
+        with _as_caller(request):
+            self.ahead.after([str(a) for a in request["argv"]], os.getcwd())
 
     def close(self) -> None:
         self.ahead.close()
@@ -268,8 +274,11 @@ def _answer(engine: Engine, conn: socket.socket, stale: bool) -> None:
         if stale or not isinstance(request, dict):
             conn.sendall(json.dumps({"declined": "stale" if stale else "bad request"}).encode() + b"\n")
             return
-        exit_code = engine.run(request, conn)
-        conn.sendall(json.dumps({"exit": exit_code}).encode() + b"\n")
+        try:
+            exit_code = engine.run(request, conn)
+            conn.sendall(json.dumps({"exit": exit_code}).encode() + b"\n")
+        finally:
+            engine.after(request)
     except (OSError, ValueError, KeyError, TypeError):
         return  # the terminal went away, or sent nothing we read: it runs the command itself
 

@@ -161,7 +161,7 @@ def _held(client: Any, pid: int) -> list[Any]:
             return False
         return all(runner_ready(line) for line in out.splitlines())
 
-    return [c for c in running if "probe_runner.py" in str(c.get("Command", "")) and silent(c)]
+    return [c for c in running if "import probe_runner" in str(c.get("Command", "")) and silent(c)]
 
 
 def test_a_rerun_and_a_saved_edit_fire_only_what_was_prepared_for_them(root: Path, tmp_path: Path,

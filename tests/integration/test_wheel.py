@@ -66,7 +66,7 @@ def test_the_wheel_carries_no_solutions_and_no_checkout_paths(installed: Path) -
 
     names = zipfile.ZipFile(next((installed / "dist").glob("*.whl"))).namelist()
     assert not [n for n in names if n.startswith(("solutions/", "tools/", "scripts/", "tests/", "lessons/"))]
-    assert "grader/world.json" in names and "grader/services/probe_runner.py" in names
+    assert "grader/world.json" in names and "grader/services/probe_runner.py" in names and "grader/services/runner_http.py" in names
 
 
 def test_check_probe_grade_and_tasks_work_from_anywhere(installed: Path, tmp_path: Path) -> None:

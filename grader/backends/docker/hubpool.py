@@ -45,7 +45,10 @@ from grader.backends.docker.simnet import KEEP_WARM, LABEL, PROXY_RUNS, Leftover
 
 __all__ = ["POOL_SIZE", "SETTLING", "empty_trash", "refill_now", "relist", "remove_listed", "retry_once", "room", "trim"]
 
-POOL_SIZE = 4  # warm proxies: with 2, the engine's held runs and a naive run's next session left the pool empty
+# warm proxies: the warm engine holds a run, with its proxy, for each of up to 4 files it watches
+# (``cli.ahead.WATCH_MAX``); with 4, a new file's run took the pool's last, and the dry pool's refill (a network
+# and a container) started beside that run's sandbox, 60-90 ms later to start. 6 leaves two: no refill on its path
+POOL_SIZE = 6
 SETTLING = 3.0  # seconds after a run claims its proxy in which its sandbox may still be starting
 
 
