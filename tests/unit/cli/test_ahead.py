@@ -67,7 +67,8 @@ def test_a_probed_file_is_watched_and_its_rerun_fires_what_was_held(tmp_path: Pa
         again, second = _command(ahead, engine, tmp_path, "p.json")
         assert second.run_id == "prepared" and engine.fired == [again] and again == plan
         # held as one waiting sandbox: its replay's parts start at its go, not while the learner probes elsewhere
-        assert engine.next_at_go == [True]
+        # (the rerun's own rerun may be preparing already: every preparation asks the same)
+        assert engine.next_at_go[:1] == [True] and set(engine.next_at_go) == {True}, engine.next_at_go
 
 
 def test_held_runs_are_made_whole_only_once_no_command_was_served_for_quiet_s(
