@@ -240,8 +240,7 @@ class Agent:
                 raw.close()
                 raise
         elif proxied:
-            p = urllib.parse.urlsplit(self.proxy or "")
-            sock = socket.create_connection((p.hostname or "", p.port or 80), self.timeout)
+            sock = self._to_proxy()
             target = url.partition("#")[0]  # absolute form: the proxy dials the host
             head.update(runner_http.proxy_credential(self.proxy or ""))
         else:
@@ -268,12 +267,16 @@ class Agent:
         except OSError as exc:
             emit(probe, "dns", False, f"{name}: {err(exc)}", target=name)
 
+    def _to_proxy(self) -> socket.socket:
+        """A connection to the sandbox's proxy (there is one: the caller asked)."""
+        p = urllib.parse.urlsplit(self.proxy or "")
+        return socket.create_connection((p.hostname or "", p.port or 80), timeout=self.timeout)
+
     def _tunnel(self, host: str, port: int) -> socket.socket:
         """A socket to ``host:port``: through the proxy's CONNECT when there is one, else straight there."""
         if not self.proxy:
             return socket.create_connection((host, port), timeout=self.timeout)
-        p = urllib.parse.urlsplit(self.proxy)
-        sock = socket.create_connection((p.hostname or "", p.port or 80), timeout=self.timeout)
+        sock = self._to_proxy()
         head = f"CONNECT {host}:{port} HTTP/1.1\r\nHost: {host}:{port}\r\n"
         head += "".join(f"{k}: {v}\r\n" for k, v in runner_http.proxy_credential(self.proxy).items())
         sock.sendall((head + "\r\n").encode())
