@@ -26,6 +26,7 @@ import pytest
 
 from grader import load_policy, predict
 from grader.backends.docker.backend import LABEL, LABEL_PID, LABEL_ROLE, DockerBackend, cleanup
+from grader.backends.docker import run as run_module
 from grader.backends.docker.engine import DockerEngine
 from grader.backends.static import StaticBackend
 from grader.grading.batch import grade_batch
@@ -507,6 +508,19 @@ def test_engine_gone_mid_run_is_a_backend_error_and_leaves_nothing_once_it_is_ba
     client = docker.DockerClient(base_url=f"unix://{line.path}", version=docker_client.api.api_version, timeout=60)
     backend = DockerBackend(DockerEngine(client), docker_backend.images, retries=0)
     outcome: list[BaseException] = []
+    # The cut must land while the run waits on its sandbox. Watching the engine for the sandbox and cutting then
+    # raced the run: a runner that ends quickly (about 0.3 s) could be done before a loaded engine listed it,
+    # and a run whose sandbox already ended needs the engine only to remove it (retried after: a true verdict).
+    # So the run is held inside its sandbox's output stream, at the first line it reads, until the line is cut,
+    # and no line it read counts as the runner's end (one already in that first read would let it finish).
+    reading, cut = threading.Event(), threading.Event()
+
+    def held_end(raw: bytes) -> bool:
+        reading.set()
+        cut.wait(60)
+        return False
+
+    monkeypatch.setattr(run_module, "runner_end", held_end)
 
     def run() -> None:
         try:
@@ -517,11 +531,10 @@ def test_engine_gone_mid_run_is_a_backend_error_and_leaves_nothing_once_it_is_ba
     t = threading.Thread(target=run, daemon=True)
     try:
         t.start()
-        deadline = time.monotonic() + 60
-        while not docker_client.api.containers(filters={"label": [f"{LABEL_ROLE}=sandbox", MINE]}):
-            assert time.monotonic() < deadline and t.is_alive(), "the run never started its sandbox"
-            time.sleep(0.01)
+        assert reading.wait(60) and t.is_alive(), f"the run never read its sandbox's output: {outcome}"
+        assert docker_client.api.containers(all=True, filters={"label": [f"{LABEL_ROLE}=sandbox", MINE]}), "no sandbox"
         line.cut()  # the run is waiting on its sandbox: the engine goes away under it
+        cut.set()
         time.sleep(2.0)
         line.restore()
         t.join(timeout=120)
@@ -534,6 +547,7 @@ def test_engine_gone_mid_run_is_a_backend_error_and_leaves_nothing_once_it_is_ba
         assert (left[0] - before[0], left[1] - before[1]) == (set(), set()), "the outage left containers or networks"
         assert threads.seen == [], threads.seen
     finally:
+        cut.set()
         _close(backend)
         client.close()
         line.cut()
