@@ -62,6 +62,7 @@ from grader.backends.docker.hubpool import POOL_SIZE, SETTLING, empty_trash, ref
 from grader.backends.owners import make_dir, process_start, runs_root, write_owner
 from grader.backends.quota import remove_dir
 from grader.backends.docker.resources import Resources
+from grader.backends.docker.seats import seat_for, take_seat
 from grader.backends.docker.sharing import Taken, give_back
 from grader.backends.docker.simnet import (
     LABEL_HUB,
@@ -110,7 +111,7 @@ def _answers(engine: DockerEngine, net: Internet) -> bool:
 def _proxy_entry(w: WarmProxy, gen: str) -> ProxyEntry:
     assert w.container is not None
     return ProxyEntry(container=w.container.id, network=w.network.id, workdir=str(host_path(w.workdir)), ip=w.ip, gen=gen,
-                      runs=w.runs)
+                      runs=w.runs, seat=w.seat)
 
 
 # --- a grader's handle ------------------------------------------------------------------------
@@ -263,7 +264,7 @@ class Hub:
                 except Missing:
                     w = None
             if w is not None and running(self._engine, w.container):
-                w.runs = entry.runs
+                w.runs, w.seat = entry.runs, entry.seat
                 with self._lock:
                     self._claimed[claim] = entry
                 return w
@@ -416,6 +417,7 @@ class HubSharing:
 
     def __init__(self, engine: DockerEngine, image: str, hub: Hub, leftovers: Leftovers) -> None:
         self.hub = hub
+        self._engine = engine
         self.pool = HubPool(engine, image, hub, leftovers)
         self._shared = HubInternet(hub)
 
@@ -431,7 +433,7 @@ class HubSharing:
         made.container(w.container)
         made.network(w.network)
         made.directory(w.workdir)
-        return Taken(w, borrowed=False)
+        return Taken(w, borrowed=False, seat=take_seat(self._engine, w, made))
 
     def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken], *, clean: bool) -> bool:
         """The run's things to the keeper; a hub's proxy it claimed goes back to the pool after a clean run, if the
@@ -545,7 +547,8 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
     idle = idle_seconds()
     checked = time.monotonic()
     while not stop.is_set() and hub.path.is_dir():
-        empty_trash(engine, hub, leftovers, gen, size)  # a clean run's proxy back in the pool, if it may serve again
+        # a clean run's proxy back in the pool, if it may serve again, with a new seat
+        empty_trash(engine, hub, leftovers, gen, size, lambda n: seat_for(engine, image, n, labels))
         claims = hub.claims()
         for claim, pid, entry in claims:
             if not process_alive(pid):  # its grader died mid-run: the proxy is nobody's
@@ -564,6 +567,7 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
         if refill_now(pooled, size, lambda: hub.quiet(SETTLING)):
             try:
                 w = build_proxy(engine, image, net, labels, leftovers)
+                w.seat = seat_for(engine, image, w.network, labels)  # "": its run's sandbox joins the bridge
             # the engine (EngineError, NetworksExhausted: BackendErrors), a proxy that never got ready
             # (InfrastructureError) or its files (OSError): a grader finding the pool empty builds its own
             except (BackendError, OSError):

@@ -90,16 +90,17 @@ def remove_listed(engine: DockerEngine, entry: Trash, leftovers: Leftovers) -> N
 
 
 def empty_trash(engine: DockerEngine, hub: HubDir, leftovers: Leftovers, gen: Optional[str] = None,
-                 size: int = POOL_SIZE) -> None:
+                 size: int = POOL_SIZE, seat: Callable[[NetworkRef], str] = lambda _: "") -> None:
     """Remove what finished runs listed. Only the serving keeper passes its internet's ``gen``: then a clean run's
-    proxy goes back to its pool of ``size`` if it may serve again (``relist``), once the run's things are gone.
+    proxy goes back to its pool of ``size`` if it may serve again (``relist``, with a new ``seat``), once the run's
+    things are gone.
     Anyone else (a keeper stopping, a grader retiring a hub) removes everything for good. A run's file goes last:
     a grader's ``Hub.settle`` waits for it."""
     for path, entry in hub.trash():
         proxy = entry.relist if gen is not None else None
         remove_listed(engine, entry if proxy is not None else entry.for_good(), leftovers)
         retry_once(leftovers)
-        if proxy is not None and gen is not None and not relist(engine, hub, proxy, gen, size, leftovers):
+        if proxy is not None and gen is not None and not relist(engine, hub, proxy, gen, size, leftovers, seat):
             remove_listed(engine, proxy.things(), leftovers)
             retry_once(leftovers)
         path.unlink(missing_ok=True)
@@ -113,14 +114,16 @@ def retry_once(leftovers: Leftovers) -> None:
         leftovers.retry()
 
 
-def relist(engine: DockerEngine, hub: HubDir, entry: ProxyEntry, gen: str, size: int, leftovers: Leftovers) -> bool:
+def relist(engine: DockerEngine, hub: HubDir, entry: ProxyEntry, gen: str, size: int, leftovers: Leftovers,
+           seat: Callable[[NetworkRef], str] = lambda _: "") -> bool:
     """Put a clean run's proxy back in the pool for the next run of any grader; False: it is to be removed.
 
     The run's own things are removed first, so its sandbox has left the proxy's network. Kept on the terms of
     ``ProxyPool.give_back``, each failing closed: nothing of the removal was left over; it stands in front of this
     keeper's internet (``gen``); it has served fewer than ``PROXY_RUNS`` runs with this one; it is ours and runs,
     alone on its network; it answers a poke with a fresh heartbeat; its lists are emptied first (it refuses
-    everything until the next run's ``hand_over``); and the pool has ``room``.
+    everything until the next run's ``hand_over``); and the pool has ``room``. The run's seat went with its things;
+    the proxy is listed with a new one (``seats.seat_for``; "" when none could be made).
     """
     if len(leftovers) or entry.gen != gen or entry.runs + 1 >= PROXY_RUNS:
         return False
@@ -143,7 +146,7 @@ def relist(engine: DockerEngine, hub: HubDir, entry: ProxyEntry, gen: str, size:
     files.write("policy.json", dump_config(AllowLists((), ())).encode())  # as ``WarmProxy.hand_over([], [])``
     if len(hub.pooled()) >= room(size):
         return False
-    hub.offer(workdir.name, dataclasses.replace(entry, runs=entry.runs + 1))
+    hub.offer(workdir.name, dataclasses.replace(entry, runs=entry.runs + 1, seat=seat(network)))
     return True
 
 

@@ -169,10 +169,11 @@ class ProxyEntry:
     ip: str
     gen: str  # the internet it stands in front of (``KeeperState.gen``)
     runs: int  # the runs it has served: the keeper re-lists it after a clean one, fewer than ``simnet.PROXY_RUNS`` in all
+    seat: str = ""  # its network's seat for the next run's sandbox (``seats``); "" when none was made
 
     def things(self) -> Trash:
-        """What to remove when this proxy goes."""
-        return Trash((self.container,), (self.network,), (self.workdir,), relist=None)
+        """What to remove when this proxy goes (its seat with it)."""
+        return Trash((self.container, *([self.seat] if self.seat else [])), (self.network,), (self.workdir,), relist=None)
 
 
 @dataclass(frozen=True)
@@ -194,7 +195,8 @@ class Trash:
         p = self.relist
         if p is None:
             return self
-        return Trash((*self.containers, p.container), (*self.networks, p.network), (*self.dirs, p.workdir), relist=None)
+        return Trash((*self.containers, *p.things().containers), (*self.networks, p.network), (*self.dirs, p.workdir),
+                     relist=None)
 
 
 Record = Union[KeeperState, Lease, Trash, ProxyEntry]

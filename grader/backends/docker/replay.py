@@ -290,12 +290,12 @@ def play(
 
 
 def _releasing(run: Session, made: Resources, leftovers: Leftovers, keep: frozenset[str] = frozenset()) -> Callable[[], bool]:
-    """Removes the run's sandbox, proxy (and their network) and its copy's holder, while the replay plays: their
+    """Removes the run's sandbox, its seat, proxy (and their network) and its copy's holder, while the replay plays: their
     evidence is collected (the world copy is back in the run directory), and a busy engine has few bridge networks
     to give. What to remove is listed now, before the replay adds its own things to ``made``; what ``keep`` names
     (a hub's proxy and its network that may serve again) stays for the run's removal to hand back."""
     done = [c for c in made.containers if c.id not in keep and (
-            c.labels.get(LABEL_ROLE) in ("sandbox", "proxy") or run.copy.container is not None and c.id == run.copy.container.id)]
+            c.labels.get(LABEL_ROLE) in ("sandbox", "proxy", "seat") or run.copy.container is not None and c.id == run.copy.container.id)]
     things: list[Union[ContainerRef, NetworkRef]] = [*done, *(n for n in made.networks if n.id not in keep)]
 
     def release() -> bool:

@@ -36,13 +36,14 @@ from grader.backends.listeners import SigningAgent
 from grader.backends.owners import make_dir, write_file
 from grader.backends.quota import SCRATCH_FILES, DiskQuotaExceeded, bound_scratch, filled
 from grader.backends.runs import MAX_OUTPUT, RunDir, gather_evidence, read_runner_output, resolv_conf, runner_config
-from grader.backends.docker import replay
+from grader.backends.docker import replay, seats
 from grader.backends.docker.engine import (
     ContainerRef, DockerEngine, NetworkRef, Refused, Unanswered, mount, worded,
 )
 from grader.backends.docker.enginedisk import Disk, HostDisk, Listener
 from grader.backends.docker.images import Images
 from grader.backends.docker.resources import Resources
+from grader.backends.docker.seats import SANDBOX_HOSTNAME, SANDBOX_SYSCTLS
 from grader.backends.docker.hardening import hardened_options, plan_mounts
 from grader.backends.docker.nextready import NextReady, ready_for
 from grader.backends.docker.golines import GO, JOB, JOB_AWAIT_GO, RUNNER, runner_end, runner_ready
@@ -128,6 +129,7 @@ class Run:
         self.listener: Optional[Listener] = None
         self.signer: Optional[SigningAgent] = None
         self.sandbox: Optional[ContainerRef] = None
+        self.seat: Optional[ContainerRef] = None  # the proxy's seat whose network the sandbox joined (``seats``)
         self.scratch: dict[str, str] = {}
         self.followed: Optional[bytes] = None  # the runner's stdout as read up to its end record (``_ended``)
         self.prepare_s = 0.0
@@ -395,7 +397,8 @@ class Run:
         """Empty only if every recorder still runs and answered after the sandbox finished (``_poke`` asked them)."""
         if net is None:
             return ""
-        problem = net.internet.problem(answered_after=finished, poked=True)
+        problem = net.internet.problem(answered_after=finished, poked=True) or (
+            seats.gone(self.b.engine, self.seat) if self.seat is not None else "")
         if problem:
             return problem
         if net.taken is not None and not beat_after(net.taken.out, finished):
@@ -476,17 +479,19 @@ class Run:
         kwargs: dict[str, object] = dict(  # the engine adapter's create_container keywords (``**options: object``)
             options,
             name=f"{self.run_id}-sandbox", labels={**self.labels, LABEL_ROLE: "sandbox"},
-            environment=env, working_dir="/home/user", hostname="sandbox", mounts=mounts,
+            environment=env, working_dir="/home/user", mounts=mounts,
             stdin_open=self.job is None or self.await_go,  # the go's way in; nothing else is ever written to it
         )
-        if net is None:
-            kwargs["network_mode"] = "none"
+        self.seat = net.taken.seat if net is not None and net.taken is not None and self.b.runtime is None else None
+        if self.seat is not None:  # the proxy's network, its hostname and ARP settings as the seat holds them
+            kwargs["network_mode"] = f"container:{self.seat.id}"
         else:
-            kwargs["network"] = net.sandbox_network.name
-            # An address no one answers on this bridge (the phantom gateway, other
-            # networks) fails after one 100 ms ARP try instead of three 1 s tries:
-            # the kernel says "no route to host" sooner; nothing becomes reachable.
-            kwargs["sysctls"] = {"net.ipv4.neigh.eth0.retrans_time_ms": "100", "net.ipv4.neigh.eth0.mcast_solicit": "1"}
+            kwargs["hostname"] = SANDBOX_HOSTNAME
+            if net is None:
+                kwargs["network_mode"] = "none"
+            else:
+                kwargs["network"] = net.sandbox_network.name
+                kwargs["sysctls"] = dict(SANDBOX_SYSCTLS)
         sandbox = self.made.container(self.b.engine.create_container(self.b.images.sandbox, command, **kwargs))
         self.b.engine.start(sandbox)
         self.watch.add("start", time.perf_counter() - started)

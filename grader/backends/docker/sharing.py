@@ -25,6 +25,7 @@ from typing import Optional, Protocol
 from grader.core.world import World
 
 from grader.backends.files import Files
+from grader.backends.docker.engine import ContainerRef
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.simnet import Internet, Leftovers, ProxyPool, SharedInternet, WarmProxy
 
@@ -37,6 +38,7 @@ class Taken:
 
     proxy: WarmProxy
     borrowed: bool
+    seat: Optional[ContainerRef] = None  # its network's seat, fit for the sandbox to join (``seats``); the run's to remove
 
     @property
     def out(self) -> Files:

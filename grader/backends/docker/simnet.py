@@ -397,10 +397,8 @@ class SharedInternet:
 
 @dataclass
 class WarmProxy:
-    """A proxy already running in front of the shared internet, with its empty sandbox network.
-
-    It refuses everything until ``hand_over`` writes its run's lists.
-    """
+    """A proxy already running in front of the shared internet, with its empty sandbox network; it refuses
+    everything until ``hand_over`` writes its run's lists."""
 
     container: Optional[ContainerRef]
     network: NetworkRef
@@ -409,6 +407,7 @@ class WarmProxy:
     internet: Internet
     claim: Optional[Path] = None  # its claim in a hub's directory, dropped with it (``lease.HubDir.claim``)
     runs: int = 0  # runs it has served and was given back from (the backend's own pool only)
+    seat: str = ""  # a hub's proxy: its network's seat for the sandbox (``seats``), the id of a container
 
     def hand_over(self, allowed: list[str], denied: list[str]) -> None:
         """Give the proxy its run's lists, atomically: it reads them on the next connection."""

@@ -174,7 +174,8 @@ def test_the_trash_lists_what_a_run_made(hub: HubDir) -> None:
         "the file's keys stay, and no proxy to re-list is written as one, never left out"
 
 
-PROXY = {"container": "pc", "network": "pn", "workdir": "/runs/sl-proxy-1", "ip": "10.0.1.2", "gen": "g1", "runs": 3}
+PROXY = {"container": "pc", "network": "pn", "workdir": "/runs/sl-proxy-1", "ip": "10.0.1.2", "gen": "g1", "runs": 3,
+         "seat": "ps"}
 
 
 def test_a_clean_runs_trash_carries_its_proxy_to_relist_and_for_good_is_everything(hub: HubDir) -> None:
@@ -185,9 +186,12 @@ def test_a_clean_runs_trash_carries_its_proxy_to_relist_and_for_good_is_everythi
     path = hub.discard("sl-run", trash)
     assert hub.trash() == [(path, trash)]
     assert json.loads(path.read_text())["relist"] == PROXY, "every field of the proxy, its runs among them"
-    assert trash.for_good() == Trash(("sandbox", "pc"), ("pn",), ("/runs/sl-run", "/runs/sl-proxy-1"), relist=None)
+    assert trash.for_good() == Trash(("sandbox", "pc", "ps"), ("pn",), ("/runs/sl-run", "/runs/sl-proxy-1"), relist=None)
     assert trash.for_good().for_good() == trash.for_good()
-    assert proxy.things() == Trash(("pc",), ("pn",), ("/runs/sl-proxy-1",), relist=None)
+    assert proxy.things() == Trash(("pc", "ps"), ("pn",), ("/runs/sl-proxy-1",), relist=None), "its seat goes with it"
+    seatless = ProxyEntry(**{**PROXY, "seat": ""})
+    assert seatless.things() == Trash(("pc",), ("pn",), ("/runs/sl-proxy-1",), relist=None), "no seat: no id to remove"
+    assert "seat" in json.loads(path.read_text())["relist"], "written, even when empty, as every field is"
 
 
 TRASH = {"containers": ["c"], "networks": ["n"], "dirs": ["/d"], "relist": PROXY}
