@@ -62,6 +62,7 @@ class _ServiceKiller:
         self.client, self.roles, self.first_only, self.signal = client, roles, first_only, signal
         self.killed: list[str] = []
         self.runs_seen: list[str] = []
+        self.hit = threading.Event()  # the first kill landed (``held_until_hit`` holds the run's wait until then)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, daemon=True)
 
@@ -85,13 +86,18 @@ class _ServiceKiller:
                 try:
                     if self._kill_services_of(c["Id"]):
                         done.add(run)
+                        self.hit.set()
                 except Exception:  # noqa: BLE001 - a container vanished between list and inspect: try again
                     pass
             time.sleep(0.01)
 
     def _neighbours(self, container_id: str) -> set[str]:
         out: set[str] = set()
-        for net in self.client.api.inspect_container(container_id)["NetworkSettings"]["Networks"]:
+        found = self.client.api.inspect_container(container_id)
+        mode = found["HostConfig"].get("NetworkMode") or ""
+        if mode.startswith("container:"):  # a sandbox in its proxy's seat: the seat's networks are its own
+            found = self.client.api.inspect_container(mode.removeprefix("container:"))
+        for net in found["NetworkSettings"]["Networks"]:
             out |= set((self.client.api.inspect_network(net).get("Containers") or {}))
         return out - {container_id}
 
@@ -109,6 +115,18 @@ class _ServiceKiller:
         return hit
 
 
+def held_until_hit(monkeypatch: pytest.MonkeyPatch, killer: _ServiceKiller) -> None:
+    """No run reads its runner's end until the killer's first kill landed: the fault always meets a run that still
+    waits on its sandbox, before it asks its recorders (a quick runner could end before a loaded engine listed it)."""
+    real = run_module.runner_end
+
+    def held(raw: bytes) -> bool:
+        killer.hit.wait(60)
+        return real(raw)
+
+    monkeypatch.setattr(run_module, "runner_end", held)
+
+
 def _close(backend: Any) -> None:
     close = getattr(backend, "close", None)  # a backend may keep services between runs
     if close is not None:
@@ -123,11 +141,13 @@ def _close(backend: Any) -> None:
     pytest.param(None, ("internet",), "SIGSTOP", id="plain-internet-hangs"),
 ])
 def test_a_dead_service_never_yields_blocked_without_evidence(docker_client: Any, docker_backend: Any, no_leftovers: None,
-                                                              policy: Any, roles: tuple[str, ...], sig: str) -> None:
+                                                              policy: Any, roles: tuple[str, ...], sig: str,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     backend = DockerBackend(DockerEngine(docker_client), docker_backend.images, retries=0)
     plan = build_plan(load_policy(policy) if policy is not None else None)
     try:
         with _ServiceKiller(docker_client, roles, first_only=False, signal=sig) as killer:
+            held_until_hit(monkeypatch, killer)
             try:
                 r: Optional[RunResult] = backend.run(plan)
             except InfrastructureError as exc:  # loud is fine; silent is not
@@ -148,10 +168,11 @@ def test_a_dead_service_never_yields_blocked_without_evidence(docker_client: Any
 
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])  # dead, or running and silent (hung): either is replaced
 def test_a_service_that_dies_once_is_retried_and_the_retry_is_right(docker_client: Any, docker_backend: Any, no_leftovers: None,
-                                                                     sig: str) -> None:
+                                                                     sig: str, monkeypatch: pytest.MonkeyPatch) -> None:
     backend = DockerBackend(DockerEngine(docker_client), docker_backend.images, retries=1)
     try:
         with _ServiceKiller(docker_client, ("internet",), first_only=True, signal=sig) as killer:
+            held_until_hit(monkeypatch, killer)  # the retry is not held: the kill landed before it
             r = backend.run(build_plan(load_policy(PROXIED)))
     finally:
         _close(backend)
@@ -160,29 +181,25 @@ def test_a_service_that_dies_once_is_retried_and_the_retry_is_right(docker_clien
     assert r.run_id != killer.runs_seen[0]
 
 
-def test_a_sandbox_killed_mid_run_gives_errors_never_blocked(docker_client: Any, docker_backend: Any, no_leftovers: None) -> None:
-    """What a dockerd restart does to a run in flight: its sandbox dies. Unfinished probes are errors."""
+def test_a_sandbox_killed_mid_run_gives_errors_never_blocked(docker_client: Any, docker_backend: Any, no_leftovers: None,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a dockerd restart does to a run in flight: its sandbox dies. Unfinished probes are errors.
+
+    The kill follows the go at once, while the probes (0.15-0.3 s of them) run: watching the engine for a running
+    sandbox instead raced a quick runner under load (too late: every probe done; too early: a clean retry)."""
     killed: list[str] = []
-    stop = threading.Event()
+    engine = docker_backend.engine
+    real_send = engine.send_stdin
 
-    def kill_the_sandbox() -> None:
-        while not stop.is_set() and not killed:
-            for c in docker_client.api.containers(filters={"label": [f"{LABEL_ROLE}=sandbox", MINE]}):  # running ones
-                try:
-                    docker_client.api.kill(c["Id"])
-                    killed.append(c["Names"][0])
-                except Exception:  # noqa: BLE001 - it ended meanwhile
-                    pass
-            time.sleep(0.005)
+    def go_then_kill(c: Any, data: bytes) -> None:
+        real_send(c, data)
+        if not killed:
+            docker_client.api.kill(c.id)
+            killed.append(c.name)
 
-    t = threading.Thread(target=kill_the_sandbox, daemon=True)
-    t.start()
-    try:
-        r = docker_backend.run(build_plan(load_policy(PROXIED)))
-    finally:
-        stop.set()
-        t.join(timeout=10)
-    assert killed, "the sandbox was never seen running: this test proves nothing"
+    monkeypatch.setattr(engine, "send_stdin", go_then_kill)
+    r = docker_backend.run(build_plan(load_policy(PROXIED)))
+    assert killed, "the sandbox was never sent its go: this test proves nothing"
     static = predict(load_policy(PROXIED))
     assert any(o.outcome == "error" for o in r.probes), "every probe finished before the kill: this test proves nothing"
     for o in r.probes:

@@ -310,17 +310,31 @@ def test_endless_loop_is_killed_at_the_wall_clock(hostile: _Hostile, docker_back
     assert h.timeout_s <= ran.seconds < h.timeout_s + 10, ran.seconds
 
 
-def test_the_backends_own_wall_clock_ends_a_run_and_no_unfinished_probe_is_blocked(docker_backend: Any, no_leftovers: None) -> None:
+def test_the_backends_own_wall_clock_ends_a_run_and_no_unfinished_probe_is_blocked(
+        docker_backend: Any, docker_client: Any, no_leftovers: None, monkeypatch: pytest.MonkeyPatch) -> None:
     """The real backend, with a wall clock too short for its probes: unfinished probes are errors, never blocked."""
     plan = build_plan(load_policy(PROXIED))
     # far shorter than the probes take, so the clock nearly always wins. Not always: a sandbox prepared ahead runs
     # its probes from the go, while a loaded machine's engine can take that long to answer the grader's requests
-    # (seen once in CI: every probe ran). Such a run shows nothing of a kill, and is made again.
+    # (seen once in CI: every probe ran). So the sandbox is stopped (SIGSTOP, from outside: it still "runs" for the
+    # engine) right after its go: only the clock ends it. A run that still finished is made again.
+    engine = docker_backend.engine
+    real_send = engine.send_stdin
+    armed = [False]  # the run's own sandbox only (its first go), never a next session's
+
+    def go_then_stop(c: Any, data: bytes) -> None:
+        real_send(c, data)
+        if armed[0]:
+            armed[0] = False
+            docker_client.api.kill(c.id, signal="SIGSTOP")
+
+    monkeypatch.setattr(engine, "send_stdin", go_then_stop)
     short = replace(plan, hardening=replace(plan.hardening, timeout_s=0.02))
     static = predict(plan.policy)
     unfinished = []
     for _ in range(3):
         started = time.monotonic()
+        armed[0] = True
         r = docker_backend.run(short)
         assert time.monotonic() - started < 60
         for o in r.probes:  # every run, cut short or not, says only what it saw

@@ -81,6 +81,7 @@ def _holder(stack: ServiceStack, url: str) -> str:
     from grader.hosted.jobs import open_redis
     from grader.hosted.settings import service_settings
 
+    stack.wait_held()  # armed before the job was sent: it waits on its sandbox until ``release``
     seen = stack.wait(url, timeout=120, until=("started", "finished", "failed"))
     assert seen["status"] == "started", f"the run ended before the fault: {seen}"
     job = Job.fetch(seen["job"], connection=open_redis(service_settings(stack.env)), serializer=JSONSerializer)
@@ -237,9 +238,12 @@ def test_redis_down_is_503_on_the_routes_and_a_restart_while_idle_is_served_agai
 
 def test_redis_restarted_mid_job_loses_no_job_and_no_worker(stack: ServiceStack) -> None:
     pids = {name: stack.worker_pid(name) for name in stack.workers}
-    urls = [_submit(stack) for _ in range(3)]  # two running, one queued
+    stack.arm()
+    urls = [_submit(stack)]
     _holder(stack, urls[0])
+    urls += [_submit(stack) for _ in range(2)]  # one more running, one queued
     stack.redis.stop()
+    stack.release()  # the held job ends while Redis is away: its result waits for Redis
     time.sleep(OUTAGE_S)
     stack.redis.start()
     back = time.monotonic()
@@ -252,10 +256,12 @@ def test_redis_restarted_mid_job_loses_no_job_and_no_worker(stack: ServiceStack)
 
 
 def test_a_worker_sigtermed_mid_job_finishes_it_and_is_restarted(stack: ServiceStack) -> None:
+    stack.arm()
     url = _submit(stack)
     name = _holder(stack, url)
     old = stack.worker_pid(name)
     os.kill(old, signal.SIGTERM)  # a warm shutdown: the job ends first
+    stack.release()
     answer = _settle(stack, [url], timeout=120)[0]
     assert answer["status"] == "finished"
     deadline = time.monotonic() + 30
@@ -268,6 +274,7 @@ def test_a_worker_sigtermed_mid_job_finishes_it_and_is_restarted(stack: ServiceS
 
 
 def test_a_worker_sigkilled_mid_job_is_restarted_and_its_job_retried_or_failed(stack: ServiceStack) -> None:
+    stack.arm()
     url = _submit(stack)
     name = _holder(stack, url)
     before = _restarts(stack, name)
@@ -275,6 +282,7 @@ def test_a_worker_sigkilled_mid_job_is_restarted_and_its_job_retried_or_failed(s
     for horse in _children(old):
         os.killpg(horse, signal.SIGKILL)  # RQ puts each horse in a process group of its own
     os.kill(old, signal.SIGKILL)
+    stack.release()  # the retry is not held
     killed = time.monotonic()
     answer = _settle(stack, [url], timeout=200, allowed=("worker_lost",))[0]
     print(f"\n[SIGKILL mid-job] the job was {answer['status']} {time.monotonic() - killed:.1f} s after the kill")

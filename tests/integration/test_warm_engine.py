@@ -110,19 +110,30 @@ def test_two_policies_in_a_row_each_get_their_own_run(root: Path, tmp_path: Path
     assert first["exfil-secret"] != second["exfil-secret"] or first != second
 
 
-def test_an_engine_killed_mid_run_leaves_the_command_to_run_here(root: Path, tmp_path: Path, docker_client: Any) -> None:
+def test_an_engine_killed_mid_run_leaves_the_command_to_run_here(root: Path, tmp_path: Path, docker_client: Any,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     naive = _policy(tmp_path, "naive", NAIVE)
     # the verdicts to expect, before the engine starts: a slow run here must not eat its idle period (CI saw the
     # engine gone, idle, when the kill came)
     expected = _verdicts(_done("probe", str(naive), "--backend", "docker", "--json", engine="off")[1])
+    # the engine's run is held while it waits on its sandbox (tests/holdhook), so the kill always lands mid-run:
+    # watching for its containers raced a quick run. The command's own run here is not held (one run only is).
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "armed").touch()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO / "tests" / "holdhook"), os.environ.get("PYTHONPATH")) if p))
+    monkeypatch.setenv("SANDBOX_LAB_TEST_HOLD", str(hold))
     pid = _start()
     proc = _cli("probe", str(naive), "--backend", "docker", "--json")
-    deadline = time.monotonic() + 60
-    mine = {"label": f"{LABEL_PID}={pid}"}
-    while not docker_client.api.containers(filters=mine) and time.monotonic() < deadline:
-        time.sleep(0.02)  # until the engine's run has a container: the engine is mid-run
+    deadline = time.monotonic() + 120
+    while not ((hold / "held").exists() and (hold / "held").read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None, "the engine's run was never held"
+        time.sleep(0.02)
+    assert (hold / "held").read_text() == str(pid), "the engine holds the run"
     assert process_alive(pid), "the engine ended before its run started: nothing to kill mid-run"
     os.kill(pid, signal.SIGKILL)
+    (hold / "armed").unlink()
+    (hold / "release").touch()
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert "the warm engine stopped before the command finished; running it here instead" in err

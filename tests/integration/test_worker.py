@@ -64,14 +64,17 @@ def test_a_worker_killed_mid_job_leaves_the_job_retried_or_failed(stack: Service
 
     settings = service_settings(stack.env)
     policy = {"filesystem": {"allowWrite": ["/tmp"]}, "network": {"allowedDomains": [f"k{time.time_ns()}.example.com"]}}
+    stack.arm()  # the run waits on its sandbox until the kill: a quick run cannot end first
     status, accepted = stack.request("POST", "/v1/probe", {"policy": policy})
     assert status == 202, accepted
+    stack.wait_held()
     seen = stack.wait(accepted["url"], timeout=120, until=("started", "finished", "failed"))
     assert seen["status"] == "started", f"the run ended before it could be killed: {seen}"
     job = Job.fetch(accepted["job"], connection=open_redis(settings), serializer=JSONSerializer)
     holder = job.worker_name
     assert holder in stack.workers, (holder, list(stack.workers))
     stack.kill_worker(holder)  # the worker runs its jobs itself (kept mode): no horse, and no clean-up of any kind
+    stack.release()  # the retry is not held
     stack.start_worker(f"replacement-{time.time_ns()}")  # capacity back to two, as a supervisor would restart it
     # RQ counts a job abandoned a minute after its worker's last heartbeat; the retry then runs on a live worker
     assert stack.request("GET", accepted["url"])[1]["status"] == "started"  # until then, it is honestly still started
