@@ -3,7 +3,7 @@ seat that stopped under its sandbox is said (``seats.gone``). No Docker: the con
 
 A build that games these: one that joins any seat it is handed (a stranger's container, one on another proxy's
 network, one on two networks, one beside a third container on the proxy's network, a stopped one). Each is a case
-below that must give a reason; the integration test (``integration/test_seats.py``) hands a run such a seat."""
+below that must give a reason; the integration test (``integration/test_seats_docker.py``) hands a run such a seat."""
 
 from __future__ import annotations
 
