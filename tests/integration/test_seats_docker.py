@@ -39,13 +39,16 @@ SECURE = {"filesystem": {"allowWrite": ["/app/workspace/build"]}, "network": {"a
 NAIVE = {"filesystem": {"allowWrite": ["/home/user/"]}, "network": {"allowedDomains": ["*.github.com"]}}
 
 
-@pytest.fixture()
-def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, docker_client: Any) -> Iterator[Path]:
-    runs = tmp_path / "runs"
-    monkeypatch.setenv("SANDBOX_LAB_RUNS", str(runs))
-    monkeypatch.setenv(IDLE_ENV, "60")
-    yield runs
-    stop_keepers()
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory, docker_client: Any) -> Iterator[Path]:
+    """One hub for the module (a runs root of its own): its pool is filled once, and the test that spoils its seats
+    runs last."""
+    runs = tmp_path_factory.mktemp("seats") / "runs"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SANDBOX_LAB_RUNS", str(runs))
+        mp.setenv(IDLE_ENV, "60")
+        yield runs
+        stop_keepers()
     for hub in runs.glob("sl-hub-*"):
         left = docker_client.api.containers(all=True, filters={"label": f"{LABEL_HUB}={hub.name}"})
         assert left == [], f"{hub.name} left {[c['Names'] for c in left]}"
@@ -128,25 +131,6 @@ def test_a_hub_runs_sandbox_joins_its_proxys_seat_and_the_proxy_comes_back_with_
         backend.close()
 
 
-def test_a_seat_that_does_not_fit_is_never_joined(root: Path, docker_client: Any, created: list[dict[str, Any]]) -> None:
-    """Every pooled proxy is listed with the seat of another proxy (on another network): each run must start its
-    sandbox on its own proxy's bridge, and judge as the prediction says."""
-    backend = _backend(docker_client)
-    try:
-        hub = _pool(backend, root)
-        pooled = hub.pooled()
-        for (name, entry), (_, other) in zip(pooled, pooled[1:] + pooled[:1]):
-            (hub.path / "pool" / f"{name}.json").unlink()
-            hub.offer(name, dataclasses.replace(entry, seat=other.seat))
-        r = backend.run(build_plan(load_policy(SECURE)))
-        assert _outcomes(r) == _predicted(SECURE), r.notes
-        kw = created[-1]
-        assert "network_mode" not in kw and kw.get("network", "").endswith("-sbx"), kw
-        assert kw.get("hostname") == "sandbox" and kw.get("sysctls"), kw
-    finally:
-        backend.close()
-
-
 def test_a_seat_killed_under_its_sandbox_makes_every_network_verdict_an_error(
         root: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch, created: list[dict[str, Any]]) -> None:
     backend = _backend(docker_client, retries=0)
@@ -177,3 +161,22 @@ def test_a_seat_killed_under_its_sandbox_makes_every_network_verdict_an_error(
     assert any("seat stopped during the run" in n for n in r.notes), r.notes
     network = {o.id: o.outcome for o in r.probes if o.id.startswith(("net-", "exfil-"))}
     assert network and set(network.values()) == {"error"}, network
+
+
+def test_a_seat_that_does_not_fit_is_never_joined(root: Path, docker_client: Any, created: list[dict[str, Any]]) -> None:
+    """Every pooled proxy is listed with the seat of another proxy (on another network): each run must start its
+    sandbox on its own proxy's bridge, and judge as the prediction says."""
+    backend = _backend(docker_client)
+    try:
+        hub = _pool(backend, root)
+        pooled = hub.pooled()
+        for (name, entry), (_, other) in zip(pooled, pooled[1:] + pooled[:1]):
+            (hub.path / "pool" / f"{name}.json").unlink()
+            hub.offer(name, dataclasses.replace(entry, seat=other.seat))
+        r = backend.run(build_plan(load_policy(SECURE)))
+        assert _outcomes(r) == _predicted(SECURE), r.notes
+        kw = created[-1]
+        assert "network_mode" not in kw and kw.get("network", "").endswith("-sbx"), kw
+        assert kw.get("hostname") == "sandbox" and kw.get("sysctls"), kw
+    finally:
+        backend.close()
