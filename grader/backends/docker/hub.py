@@ -480,8 +480,9 @@ def make_hub(engine: DockerEngine, image: str, leftovers: Leftovers, idle: Optio
 # --- stopping keepers --------------------------------------------------------------------------
 
 
-def stop_keeper(pid: int, name: str, timeout: float = 10.0) -> None:
-    """SIGTERM the keeper ``pid`` of hub ``name`` (it removes what it keeps), then SIGKILL if it lingers."""
+def stop_keeper(pid: int, name: str, timeout: float = 30.0) -> None:
+    """SIGTERM the keeper ``pid`` of hub ``name`` (it removes what it keeps), then SIGKILL if it lingers (what it
+    kept is then the next sweep's)."""
     stop_process(pid, name, timeout)
 
 
@@ -527,10 +528,8 @@ def keep(hub: HubDir, image: str, world: World, *, size: int = POOL_SIZE, engine
         # remove what can be removed; cleanup finds the rest. An engine away or refusing (EngineError is a
         # BackendError) or a file that will not go (OSError) ends the removal here; anything else is a bug, said
         with contextlib.suppress(BackendError, OSError):
-            for _, entry in hub.pooled():
-                remove_listed(engine, entry.things(), leftovers)
-            for claim, _, entry in hub.claims():
-                remove_listed(engine, entry.things(), leftovers)
+            # every proxy and seat at once: one by one, a loaded engine outlasted the stop's wait (stop_keeper)
+            remove_listed(engine, Trash.of([e for _, e in hub.pooled()] + [e for _, _, e in hub.claims()]), leftovers)
             empty_trash(engine, hub, leftovers)
             net.remove(leftovers)
             leftovers.retry()

@@ -190,6 +190,13 @@ class Trash:
     dirs: tuple[str, ...]
     relist: Optional[ProxyEntry]
 
+    @staticmethod
+    def of(entries: list[ProxyEntry]) -> Trash:
+        """Every thing of ``entries`` (their proxies, seats, networks and directories), as one listing."""
+        things = [e.things() for e in entries]
+        return Trash(tuple(c for t in things for c in t.containers), tuple(n for t in things for n in t.networks),
+                     tuple(d for t in things for d in t.dirs), relist=None)
+
     def for_good(self) -> Trash:
         """Everything to remove when nothing is re-listed: the run's things and its proxy's."""
         p = self.relist

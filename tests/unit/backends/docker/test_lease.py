@@ -192,6 +192,10 @@ def test_a_clean_runs_trash_carries_its_proxy_to_relist_and_for_good_is_everythi
     seatless = ProxyEntry(**{**PROXY, "seat": ""})
     assert seatless.things() == Trash(("pc",), ("pn",), ("/runs/sl-proxy-1",), relist=None), "no seat: no id to remove"
     assert "seat" in json.loads(path.read_text())["relist"], "written, even when empty, as every field is"
+    other = ProxyEntry(**{**PROXY, "container": "qc", "network": "qn", "workdir": "/runs/sl-proxy-2", "seat": ""})
+    assert Trash.of([proxy, other]) == Trash(("pc", "ps", "qc"), ("pn", "qn"), ("/runs/sl-proxy-1", "/runs/sl-proxy-2"),
+                                             relist=None), "a stopping keeper removes them all at once"
+    assert Trash.of([]) == Trash((), (), (), relist=None)
 
 
 TRASH = {"containers": ["c"], "networks": ["n"], "dirs": ["/d"], "relist": PROXY}
