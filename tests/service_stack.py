@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, Optional
 
+from holds import Hold
 from redis_server import RedisServer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -48,12 +49,9 @@ class ServiceStack:
         self.supervised = supervised  # each worker under scripts/supervise.py, as `make serve` starts it
         self.redis = RedisServer()
         self.directory = Path(tempfile.mkdtemp(prefix="slservice-"))
-        self.hold = self.directory / "hold"  # a run held mid-wait for a fault to meet (tests/holdhook: ``arm``)
-        self.hold.mkdir()
+        self.hold = Hold(self.directory / "hold")  # a run held mid-wait for a fault to meet (``arm``)
         self.env = {**os.environ, "SANDBOX_LAB_SERVICE_DIR": str(self.directory), "SANDBOX_LAB_REDIS_URL": self.redis.url,
-                    "SANDBOX_LAB_SERVICE_NAME": "test-stack",
-                    "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "tests" / "holdhook")]),
-                    "SANDBOX_LAB_TEST_HOLD": str(self.hold)}
+                    "SANDBOX_LAB_SERVICE_NAME": "test-stack", **self.hold.env(str(REPO))}
         self.env.pop("SANDBOX_LAB_SERVICE_BACKEND", None)
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -80,24 +78,15 @@ class ServiceStack:
 
     def arm(self) -> None:
         """The next run any worker fires is held while it waits on its sandbox, until ``release``."""
-        for name in ("held", "release"):
-            (self.hold / name).unlink(missing_ok=True)
-        (self.hold / "armed").touch()
+        self.hold.arm()
 
     def wait_held(self, timeout: float = 120.0) -> int:
         """Until a run is held (``arm``); the pid of the process that holds it."""
-        deadline = time.monotonic() + timeout
-        while not (self.hold / "held").exists() or not (self.hold / "held").read_text():
-            if time.monotonic() > deadline:
-                raise AssertionError("no run was held: " + "".join(
-                    p.read_text(errors="replace")[-1500:] for p in self.directory.glob("*.log")))
-            time.sleep(0.05)
-        return int((self.hold / "held").read_text())
+        return self.hold.wait_held(timeout, said=lambda: "".join(
+            p.read_text(errors="replace")[-1500:] for p in self.directory.glob("*.log")))
 
     def release(self) -> None:
-        """The held run goes on; no other is held."""
-        (self.hold / "armed").unlink(missing_ok=True)
-        (self.hold / "release").touch()
+        self.hold.release()
 
     def _wait_ready(self, timeout: float = 120.0) -> None:
         """Until /readyz says a worker is live: the API answers before its workers register, and on a loaded

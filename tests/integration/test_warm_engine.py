@@ -26,6 +26,7 @@ from grader.backends.docker.hub import stop_keepers
 from grader.backends.docker.lease import IDLE_ENV, process_alive
 from grader.backends.docker.simnet import LABEL_PID, LABEL_ROLE
 from grader.cli.engine import stop_engines
+from holds import Hold
 
 pytestmark = pytest.mark.docker
 
@@ -118,22 +119,17 @@ def test_an_engine_killed_mid_run_leaves_the_command_to_run_here(root: Path, tmp
     expected = _verdicts(_done("probe", str(naive), "--backend", "docker", "--json", engine="off")[1])
     # the engine's run is held while it waits on its sandbox (tests/holdhook), so the kill always lands mid-run:
     # watching for its containers raced a quick run. The command's own run here is not held (one run only is).
-    hold = tmp_path / "hold"
-    hold.mkdir()
-    (hold / "armed").touch()
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(REPO / "tests" / "holdhook"), os.environ.get("PYTHONPATH")) if p))
-    monkeypatch.setenv("SANDBOX_LAB_TEST_HOLD", str(hold))
+    hold = Hold(tmp_path / "hold")
+    hold.arm()
+    for name, value in hold.env(os.environ.get("PYTHONPATH", "")).items():
+        monkeypatch.setenv(name, value)
     pid = _start()
     proc = _cli("probe", str(naive), "--backend", "docker", "--json")
-    deadline = time.monotonic() + 120
-    while not ((hold / "held").exists() and (hold / "held").read_text()):
-        assert time.monotonic() < deadline and proc.poll() is None, "the engine's run was never held"
-        time.sleep(0.02)
-    assert (hold / "held").read_text() == str(pid), "the engine holds the run"
+    held = hold.wait_held(alive=lambda: proc.poll() is None, said=lambda: "the engine's run was never held")
+    assert held == pid, "the engine holds the run"
     assert process_alive(pid), "the engine ended before its run started: nothing to kill mid-run"
     os.kill(pid, signal.SIGKILL)
-    (hold / "armed").unlink()
-    (hold / "release").touch()
+    hold.release()
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert "the warm engine stopped before the command finished; running it here instead" in err
