@@ -19,7 +19,7 @@ under 180 s without. With ``--distinct`` every submission is a different valid
 policy (the worst case for de-duplication: one run each), graded once with
 the shared path; target (issue 17): at least 2.5 policies/s with 4 workers.
 ``--ab K`` then grades K more classes of N/K policies with proxies reused
-between runs and K with single-use proxies (``simnet.PROXY_RUNS = 1``, the
+between runs and K with single-use proxies (``proxies.PROXY_RUNS = 1``, the
 earlier behaviour), alternating, and prints both rates: on a shared machine the
 ratio measured this way is steadier than any absolute rate.
 
@@ -211,22 +211,22 @@ def compare_reuse(args: argparse.Namespace, backend: object, subs: list[Submissi
     import os
     import statistics
 
-    from grader.backends.docker import simnet
+    from grader.backends.docker import proxies
 
-    keep = simnet.PROXY_RUNS
+    keep = proxies.PROXY_RUNS
     size = max(1, len(subs) // (2 * args.ab))
     rates: dict[str, list[float]] = {"reused": [], "single-use": []}
     try:
         for k in range(2 * args.ab):
             mode = ("reused", "single-use")[(k + k // 2) % 2]  # ABBA order: neither mode always goes first
-            simnet.PROXY_RUNS = keep if mode == "reused" else 1
+            proxies.PROXY_RUNS = keep if mode == "reused" else 1
             block = subs[k * size:(k + 1) * size]
             secs, _, _ = _run(args.task, block, backend, workers=args.workers, dedupe=True, label=mode)
             backend.drain()  # type: ignore[attr-defined]
             rates[mode].append(len(block) / secs)
             print(f"  {mode:10} {len(block)} policies: {len(block) / secs:.2f} policies/s (load average {os.getloadavg()[0]:.1f})")
     finally:
-        simnet.PROXY_RUNS = keep
+        proxies.PROXY_RUNS = keep
     a, b = statistics.median(rates["reused"]), statistics.median(rates["single-use"])
     print(f"  proxies reused: median {a:.2f} policies/s; single-use: {b:.2f}; ratio {a / b:.2f}")
 

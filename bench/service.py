@@ -31,7 +31,9 @@ engine's live events during the batch path's burst), and bare container
 lifecycles on this machine at the same concurrency (an internal network,
 ``python3 -c pass``) with what each costs it; so the runs a second the cores
 allow at the batch path's cost, and the runs a second if a run were only its
-containers doing nothing.
+containers doing nothing on a bridge. A seated sandbox (``seats``: a pool's
+proxy keeps its seat) costs about 0.4 of a bridged one (``bench/seats.py``),
+so the runs can now beat that last figure: it is the ceiling without seats.
 
 Beside the latencies, what one token can make the service hold (issue 39),
 measured without the running service:

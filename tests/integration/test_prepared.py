@@ -14,7 +14,7 @@ import pytest
 
 from grader import load_policy
 from grader.backends.docker.prepared import Prepared, PreparedUsed
-from grader.backends.docker.simnet import ProxyPool
+from grader.backends.docker.proxies import ProxyPool
 from grader.core.plan import build_plan
 
 pytestmark = pytest.mark.docker

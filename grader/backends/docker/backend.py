@@ -57,7 +57,9 @@ from grader.backends.docker.prepared import IDLE_S, Prepared
 from grader.backends.docker.run import Backing, Run, hardened_options
 from grader.backends.docker.runtimes import runtime_from_env, sandbox_runtime
 from grader.backends.docker.sharing import InProcess, Sharing
-from grader.backends.docker.simnet import LABEL, LABEL_NS, LABEL_PID, LABEL_ROLE, LABEL_STARTED, Leftovers, ProxyPool, SharedInternet
+from grader.backends.docker.simnet import LABEL, LABEL_NS, LABEL_PID, LABEL_ROLE, LABEL_STARTED, Leftovers, SharedInternet
+from grader.backends.docker.proxies import ProxyPool
+from grader.backends.docker.seats import PoolSeats
 
 # how long a sweep waits before it asks once more for a network the engine refused: a container just removed
 # from it can hold its endpoint that long (``hubpool.retry_once`` waits the same)
@@ -159,7 +161,7 @@ def sharing_for(engine: DockerEngine, image: str, leftovers: Leftovers, disk: Di
     if hub is not None:
         return HubSharing(engine, image, hub, leftovers)
     shared = SharedInternet(engine, image, leftovers, disk=disk)  # for the world of the runs' plans, from the first
-    return InProcess(shared, ProxyPool(engine, image, shared, leftovers, disk=disk))
+    return InProcess(shared, ProxyPool(engine, image, shared, leftovers, disk=disk, seating=PoolSeats(engine, image, leftovers)))
 
 
 def _shutdown(reaper: ThreadPoolExecutor, sharing: Sharing, leftovers: Leftovers, held: set[Prepared]) -> None:

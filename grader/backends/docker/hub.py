@@ -70,13 +70,10 @@ from grader.backends.docker.simnet import (
     LABEL_STARTED,
     Internet,
     Leftovers,
-    ProxyPool,
     SharedInternet,
-    WarmProxy,
-    build_proxy,
-    running,
     start_internet,
 )
+from grader.backends.docker.proxies import ProxyPool, WarmProxy, build_proxy, running
 
 __all__ = ["POOL_SIZE", "Hub", "HubInternet", "HubPool", "HubSharing", "keep", "make_hub", "stop_keepers"]
 

@@ -2,9 +2,18 @@
 
 Starting a container on a bridge makes its network namespace, its veth pair and its place on the bridge: on this
 machine about 0.29 s of a 0.29 s start, against 0.08 s for a container that joins a namespace already made
-(``network_mode="container:<seat>"``). The hub's keeper makes one seat beside each proxy it lists, off every
-run's path; the run that takes the proxy starts its sandbox in the seat's namespace, and removes the seat with
-its own things. A seat never serves a second run: the keeper makes a new one when it re-lists the proxy.
+(``network_mode="container:<seat>"``). Counted in the machine's CPU, a start and removal costs 0.14 core-s
+in a seat against 0.36 on a bridge (``bench/seats.py``): a network namespace is costly to make and to tear down.
+
+* The hub's keeper makes one seat beside each proxy it lists, off every run's path; the run that takes the proxy
+  starts its sandbox in the seat's namespace and removes the seat with its own things. A hub's seat never serves
+  a second run: the keeper makes a new one when it re-lists the proxy.
+* A backend's own pool (``proxies.ProxyPool``, the service's kept workers and ``grade-batch``) gives each proxy a
+  seat that serves the proxy's runs one after another (``PoolSeats``). Before each run after the first, the
+  seat must be ``quiet``: it runs, and its namespace holds no socket of the last run's sandbox but closed TCP
+  connections whose data the proxy has acknowledged. That is what a run on the bridge leaves the next one: its
+  sandbox's veth goes with it, and whatever it had sent is at the proxy already (the proxy's log offset,
+  ``run.Run``, separates the runs' records either way). A seat in doubt is removed and a new one made.
 
 What the sandbox gets is what it got on the bridge: the proxy's sandbox network and nothing else, its hostname
 (``sandbox``), and the fast ARP give-up on its interface. The seat holds nothing the sandbox could use: it runs
@@ -18,16 +27,21 @@ evidence is then not trusted (``run.Run._infra_problem``).
 
 from __future__ import annotations
 
+import os
 import secrets
+import time
+from pathlib import Path
 from typing import Callable, Mapping, Optional
 
 from grader.core.errors import BackendError
 
 from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineError, NetworkRef, log_config, ulimit
 from grader.backends.docker.resources import Resources
-from grader.backends.docker.simnet import LABEL, LABEL_ROLE, WarmProxy
+from grader.backends.docker.proxies import WarmProxy
+from grader.backends.docker.simnet import LABEL, LABEL_ROLE, Leftovers
 
-__all__ = ["ROLE", "SANDBOX_HOSTNAME", "SANDBOX_SYSCTLS", "gone", "make_seat", "seat_for", "take_seat", "unfit"]
+__all__ = ["ROLE", "SANDBOX_HOSTNAME", "SANDBOX_SYSCTLS", "PoolSeats", "gone", "make_seat", "open_sockets", "quiet", "seat_for", "take_seat",
+           "unfit"]
 
 ROLE = "seat"
 SANDBOX_HOSTNAME = "sandbox"
@@ -56,13 +70,48 @@ def make_seat(engine: DockerEngine, image: str, network: NetworkRef, labels: dic
 
 
 def seat_for(engine: DockerEngine, image: str, network: NetworkRef, labels_for: Callable[[str], dict[str, str]]) -> str:
-    """The id of a new seat on a proxy's sandbox network (``simnet.build_proxy`` names it ``<proxy>-sbx``), labelled
+    """The id of a new seat on a proxy's sandbox network (``proxies.build_proxy`` names it ``<proxy>-sbx``), labelled
     as its proxy; "" when none could be made (the engine refused, or is away): its run's sandbox joins the bridge."""
+    seat = _new_seat(engine, image, network, labels_for)
+    return seat.id if seat is not None else ""
+
+
+def _new_seat(engine: DockerEngine, image: str, network: NetworkRef,
+              labels_for: Callable[[str], dict[str, str]]) -> Optional[ContainerRef]:
     proxy = network.name.removesuffix("-sbx")
     try:
-        return make_seat(engine, image, network, labels_for(proxy), f"{proxy}-seat-{secrets.token_hex(3)}").id
+        return make_seat(engine, image, network, labels_for(proxy), f"{proxy}-seat-{secrets.token_hex(3)}")
     except BackendError:
-        return ""
+        return None
+
+
+class PoolSeats:
+    """Seats for a backend's own pool (``proxies.Seating``): one per proxy, serving its runs one after another."""
+
+    def __init__(self, engine: DockerEngine, image: str, leftovers: Leftovers) -> None:
+        self._engine = engine
+        self._image = image
+        self._leftovers = leftovers
+
+    def seat(self, w: WarmProxy) -> None:
+        seat = _new_seat(self._engine, self._image, w.network, self._leftovers.labels)
+        w.seat, w.seat_name = (seat.id, seat.name) if seat is not None else ("", "")
+
+    def fit(self, w: WarmProxy) -> Optional[ContainerRef]:
+        if not w.seat or w.container is None:
+            return None
+        try:  # as they are now: the pool's network was described when it was made, before its seat joined it
+            seat, network = self._engine.inspect(w.seat), self._engine.network(w.network)
+        except EngineError:
+            return None
+        return None if unfit(seat, network, w.container) else seat
+
+    def reseat(self, w: WarmProxy) -> None:
+        if w.seat and not quiet(self._engine, w.seat):
+            return
+        if w.seat:
+            self._leftovers.remove(ContainerRef(w.seat, w.seat_name))
+        self.seat(w)
 
 
 def take_seat(engine: DockerEngine, w: WarmProxy, made: Resources) -> Optional[ContainerRef]:
@@ -102,3 +151,71 @@ def gone(engine: DockerEngine, seat: ContainerRef) -> str:
     if now.status != "running":
         return f"the sandbox's network seat stopped during the run (status {now.status}, exit code {now.exit_code})"
     return ""
+
+
+QUIET_WAIT = 0.25  # how long a seat's closing connections may take to close (the proxy acknowledges in milliseconds)
+# /proc/<pid>/net tables of a network namespace's sockets; TCP's own states that carry nothing more to the proxy:
+# FIN_WAIT2 (its FIN acknowledged, so every byte before it), TIME_WAIT, CLOSE
+_TABLES = ("tcp", "tcp6", "udp", "udp6", "udplite", "udplite6", "raw", "raw6", "unix", "packet")
+_CLOSED = frozenset({"05", "06", "07"})
+
+
+def quiet(engine: DockerEngine, seat: str, *, wait: float = QUIET_WAIT) -> str:
+    """Why the seat ``seat`` (an id) must not hold another run's sandbox; empty when it may: it runs here (its first
+    process is this machine's, held by a pidfd and named by its cgroup, as ``liveness.signal_directly`` asks), and
+    its network namespace holds no socket but the engine's own resolver's on loopback and closed TCP connections.
+    Waits up to ``wait`` for the last run's connections to close."""
+    pidfd_open = getattr(os, "pidfd_open", None)
+    if pidfd_open is None or len(seat) < 64:
+        return "its processes cannot be read here"
+    try:
+        pid = engine.pid(ContainerRef(seat, ""))
+        if pid <= 0:
+            return "it does not run, or not as a process of this machine"
+        fd = pidfd_open(pid)
+    except (EngineError, OSError) as exc:
+        return f"it could not be asked ({exc})"
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
+            if seat not in f.read():
+                return "its pid is not its process on this machine"
+        net, deadline = Path(f"/proc/{pid}/net"), time.monotonic() + wait
+        while True:
+            left = open_sockets(net)
+            if not left or time.monotonic() > deadline:
+                return f"its network namespace still holds {left}" if left else ""
+            time.sleep(0.01)
+    except OSError as exc:
+        return f"its network namespace could not be read ({exc})"
+    finally:
+        os.close(fd)
+
+
+def open_sockets(net: Path) -> str:
+    """What of a network namespace's sockets may still carry something to its proxy (the first three, table and
+    row), read from its tables (``/proc/<pid>/net``); empty: none."""
+    left: list[str] = []
+    for table in _TABLES:
+        try:
+            rows = (net / table).read_text(encoding="ascii", errors="replace").splitlines()[1:]
+        except FileNotFoundError:  # a table this kernel does not have (IPv6 off): no socket of it either
+            continue
+        left += [f"{table}: {row.strip()}" for row in rows if row.strip() and not _harmless(table, row.split())]
+    return "; ".join(left[:3])
+
+
+def _harmless(table: str, fields: list[str]) -> bool:
+    """A socket that can carry nothing of a run to its proxy: a closed TCP connection, or one on loopback alone
+    (the engine's resolver listens on 127.0.0.11 in every container's namespace)."""
+    if not table.startswith(("tcp", "udp")) or table.startswith("udplite") or len(fields) < 4:
+        return False
+    if table.startswith("tcp") and fields[3] in _CLOSED:
+        return True
+    return all(_loopback(address.split(":")[0]) for address in fields[1:3])
+
+
+def _loopback(hexaddr: str) -> bool:
+    """An address of /proc's tables (hex, in the kernel's byte order) that is 127.0.0.0/8, ::1 or unspecified."""
+    if len(hexaddr) == 8:
+        return hexaddr == "00000000" or hexaddr[6:8] == "7F"
+    return hexaddr in ("0" * 32, "0" * 24 + "01000000")

@@ -5,7 +5,7 @@ proxy does), so those runs share one simulated internet, and take a proxy
 already warm in front of it. Two ways to share, one interface (``Sharing``):
 
 * ``InProcess``: the backend's own internet and pool of proxies
-  (``simnet.SharedInternet``, ``simnet.ProxyPool``), removed when it closes;
+  (``simnet.SharedInternet``, ``proxies.ProxyPool``), removed when it closes;
 * the machine's hub (``hub.HubSharing``): one internet and warm proxies kept by
   a keeper process for every grader on the machine, which also removes what
   finished runs hand it, so nobody waits, and puts a clean run's proxy back in
@@ -27,7 +27,8 @@ from grader.core.world import World
 from grader.backends.files import Files
 from grader.backends.docker.engine import ContainerRef
 from grader.backends.docker.resources import Resources
-from grader.backends.docker.simnet import Internet, Leftovers, ProxyPool, SharedInternet, WarmProxy
+from grader.backends.docker.proxies import ProxyPool, WarmProxy
+from grader.backends.docker.simnet import Internet, Leftovers, SharedInternet
 
 __all__ = ["InProcess", "Sharing", "Taken", "give_back"]
 
@@ -38,7 +39,7 @@ class Taken:
 
     proxy: WarmProxy
     borrowed: bool
-    seat: Optional[ContainerRef] = None  # its network's seat, fit for the sandbox to join (``seats``); the run's to remove
+    seat: Optional[ContainerRef] = None  # its network's seat, fit for the sandbox to join (``seats``): a hub's, the run's to remove
 
     @property
     def out(self) -> Files:
@@ -101,7 +102,8 @@ class InProcess:
         return self.shared.get(world)
 
     def take(self, made: Resources, world: World) -> Taken:
-        return Taken(self.pool.take(world), borrowed=True)  # this run's alone until its removal gives it back
+        w = self.pool.take(world)  # this run's alone until its removal gives it back, with its seat
+        return Taken(w, borrowed=True, seat=self.pool.seat_of(w))
 
     def hand_off(self, run_id: str, made: Resources, taken: Optional[Taken], *, clean: bool) -> bool:
         return False

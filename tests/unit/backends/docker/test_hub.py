@@ -373,10 +373,10 @@ def test_the_replay_leaves_a_proxy_that_may_serve_again_and_removes_the_rest(
 @pytest.fixture()
 def dry(runs: Path, hub: HubDir, monkeypatch: pytest.MonkeyPatch) -> tuple[_Engine, HubSharing, object]:
     """A grader on a hub whose keeper (here: this test's parent process) runs and whose pool is empty; building a
-    proxy makes its container, network and directory as ``simnet.build_proxy`` would, with the labels it is given."""
+    proxy makes its container, network and directory as ``proxies.build_proxy`` would, with the labels it is given."""
     from grader.backends import owners
     from grader.backends.docker import hub as hub_module
-    from grader.backends.docker.simnet import WarmProxy
+    from grader.backends.docker.proxies import WarmProxy
 
     engine = _Engine()
     leftovers = Leftovers(engine)  # type: ignore[arg-type]
@@ -454,7 +454,7 @@ def test_without_a_live_keeper_a_run_on_a_dry_pool_builds_a_proxy_of_its_own_tha
         built.append(dict(w.container.labels))
         return w
 
-    monkeypatch.setattr("grader.backends.docker.simnet.build_proxy", own_build)
+    monkeypatch.setattr("grader.backends.docker.proxies.build_proxy", own_build)
     taken = sharing.take(Resources(), load_world())
     assert taken.borrowed and taken.proxy.claim is None and sharing.hub.dir.claims() == []
     assert built and built[0][LABEL_PID] == str(os.getpid()), "built by the grader's own pool, as before"
@@ -491,7 +491,7 @@ def test_a_proxy_built_for_a_hub_whose_directory_went_is_removed_and_the_run_bui
     from grader.backends.docker import hub as hub_module
 
     monkeypatch.setattr(HubDir, "claim_built", gone)
-    monkeypatch.setattr("grader.backends.docker.simnet.build_proxy", hub_module.build_proxy)  # the fixture's, for both
+    monkeypatch.setattr("grader.backends.docker.proxies.build_proxy", hub_module.build_proxy)  # the fixture's, for both
     taken = sharing.take(Resources(), load_world())
     assert taken.borrowed and taken.proxy.claim is None
     assert [c for c in engine.containers if c != taken.proxy.container.id] == [], "the keeper's one was removed"  # type: ignore[union-attr]

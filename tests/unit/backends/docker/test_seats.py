@@ -14,7 +14,8 @@ import pytest
 from grader.backends.docker import seats
 from grader.backends.docker.engine import ContainerRef, Missing, NetworkRef
 from grader.backends.docker.resources import Resources
-from grader.backends.docker.simnet import LABEL, LABEL_ROLE, WarmProxy
+from grader.backends.docker.proxies import WarmProxy
+from grader.backends.docker.simnet import LABEL, LABEL_ROLE
 
 NET = NetworkRef(id="n1", name="sl-proxy-1-sbx", containers=("proxy", "seat"))
 PROXY = ContainerRef(id="proxy", name="sl-proxy-1-proxy")

@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from grader.backends.docker import simnet
+from grader.backends.docker import proxies, simnet
 from grader.backends.docker.engine import ContainerRef, NetworkRef
 from grader.backends.docker.hub import Hub
 from grader.backends.docker.resources import Resources
 from grader.backends.docker.sharing import InProcess
-from grader.backends.docker.simnet import Internet, Leftovers, ProxyPool, SharedInternet
+from grader.backends.docker.proxies import ProxyPool
+from grader.backends.docker.simnet import Internet, Leftovers, SharedInternet
 from grader.backends.files import host_files
 from grader.core.errors import BackendError
 from grader.core.world import World, load_world
@@ -70,9 +71,9 @@ def test_a_run_takes_its_proxy_for_its_plans_world(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr(simnet, "make_run_dir", lambda name: tmp_path / name)
     built: list[Internet] = []
 
-    def build(self: ProxyPool, internet: Internet) -> simnet.WarmProxy:
+    def build(self: ProxyPool, internet: Internet) -> proxies.WarmProxy:
         built.append(internet)
-        return simnet.WarmProxy(ContainerRef("c2", "sl-proxy-test"), NetworkRef("n2", "sl-proxy-test"), host_files(tmp_path / "proxy"),
+        return proxies.WarmProxy(ContainerRef("c2", "sl-proxy-test"), NetworkRef("n2", "sl-proxy-test"), host_files(tmp_path / "proxy"),
                                 "10.0.1.2", internet)
 
     monkeypatch.setattr(ProxyPool, "_build", build)

@@ -17,7 +17,7 @@ import docker
 import pytest
 import requests
 
-from grader.backends.docker import simnet
+from grader.backends.docker import proxies, simnet
 from grader.backends.docker.engine import ContainerRef, DockerEngine, NetworkRef, NetworksExhausted, PoolsFull, Refused, engine_errors
 from grader.backends.docker.simnet import POOL_WAIT, create_network
 from grader.backends.files import HostFiles
@@ -210,8 +210,8 @@ def test_a_proxy_given_back_is_asked_for_a_self_check_and_kept_only_if_it_answer
     os.utime(tmp_path / "out" / "heartbeat", (time.time() - 30, time.time() - 30))  # its last beat, long ago
     container = _Proxy(out, answers)
     gone = _Gone()
-    pool = simnet.ProxyPool(DockerEngine(_ProxyClient(container)), "services", None, gone)  # type: ignore[arg-type]
-    w = simnet.WarmProxy(container=ContainerRef("c1", "sl-proxy-1-proxy"), network=NetworkRef("n1", "net"), workdir=workdir,
+    pool = proxies.ProxyPool(DockerEngine(_ProxyClient(container)), "services", None, gone)  # type: ignore[arg-type]
+    w = proxies.WarmProxy(container=ContainerRef("c1", "sl-proxy-1-proxy"), network=NetworkRef("n1", "net"), workdir=workdir,
                          ip="10.0.0.2", internet=None)  # type: ignore[arg-type]
     assert pool.give_back(w) is answers
     assert container.signals == [POKE_SIGNAL.name]
