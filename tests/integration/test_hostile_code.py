@@ -23,7 +23,7 @@ import socket
 import subprocess
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Optional
@@ -44,18 +44,28 @@ pytestmark = [pytest.mark.docker, pytest.mark.slow]
 
 
 class _Beside:
-    """A normal run of ``policy`` in a thread, started now: it must still be right when the test is done."""
+    """A normal run of ``policy`` in a thread, started by ``_Hostile.run`` once the attack is under way: it must start
+    before the attack ends (a neighbour that ran before or after it proves nothing) and still be right."""
 
     def __init__(self, backend: Any, policy: Any = PROXIED) -> None:
         self.policy = policy
+        self._backend = backend
         self._pool = ThreadPoolExecutor(max_workers=1)
-        self._fut = self._pool.submit(backend.run, build_plan(load_policy(policy) if policy is not None else None))
+        self._fut: Optional[Future[Any]] = None
+        self.started = 0.0
 
-    def check(self) -> None:
+    def start(self) -> None:
+        self.started = time.monotonic()
+        self._fut = self._pool.submit(self._backend.run, build_plan(load_policy(self.policy) if self.policy is not None else None))
+
+    def check(self, ran: _Ran) -> None:
         try:
-            assert_as_predicted(self._fut.result(timeout=180), self.policy)
+            assert self._fut is not None, "the neighbour run was never started"
+            result = self._fut.result(timeout=180)
         finally:
             self._pool.shutdown()
+        assert ran.started < self.started < ran.ended, "the neighbour run did not start while the attack ran"
+        assert_as_predicted(result, self.policy)
 
 
 # --- hostile code in the hardened sandbox -------------------------------------------------
@@ -68,6 +78,8 @@ class _Ran:
     timed_out: bool
     exit_code: Optional[int]
     max_pids: int = 0
+    started: float = 0.0  # time.monotonic() when the container was started, and when it had ended
+    ended: float = 0.0
 
     def last_json(self) -> dict[str, Any]:
         for line in reversed(self.output.splitlines()):
@@ -106,7 +118,8 @@ class _Hostile:
         return c, c.attrs["NetworkSettings"]["Networks"][network.name]["IPAddress"]
 
     def run(self, cmd: list[str], hardening: Hardening, *, network: Any = None, name: str = "sandbox",
-            watch_pids: bool = False) -> _Ran:
+            watch_pids: bool = False, beside: Optional[_Beside] = None, beside_after: str = "") -> _Ran:
+        """Run ``cmd`` hardened; ``beside`` is started once the container runs (and has printed ``beside_after``)."""
         h = hardening
         kwargs: dict[str, Any] = dict(
             # the backend's own settings, under the runtime SANDBOX_LAB_RUNTIME names (as the backend's): the two cannot drift apart
@@ -137,6 +150,11 @@ class _Hostile:
         sampler = threading.Thread(target=sample, daemon=True)
         if watch_pids:
             sampler.start()
+        if beside is not None:
+            deadline = started + h.timeout_s
+            while beside_after and time.monotonic() < deadline and beside_after.encode() not in c.logs(stdout=True, stderr=False):
+                time.sleep(0.05)
+            beside.start()
         timed_out = False
         try:
             # the backend's wall clock: wait, then kill
@@ -146,12 +164,13 @@ class _Hostile:
             timed_out = True
             c.kill()
             code = int(c.wait(timeout=30)["StatusCode"])
-        seconds = time.monotonic() - started
+        ended = time.monotonic()
+        seconds = ended - started
         stop.set()
         if watch_pids:
             sampler.join(timeout=5)
         out = c.logs(stdout=True, stderr=True)[: 1 << 20].decode("utf-8", "replace")
-        return _Ran(out, seconds, timed_out, code, max_pids[0])
+        return _Ran(out, seconds, timed_out, code, max_pids[0], started, ended)
 
     def remove_all(self) -> None:
         for obj in reversed(self.made):
@@ -206,8 +225,8 @@ while True:  # keep pressing on the limit until the wall clock ends it
 def test_fork_bomb_hits_the_pid_limit_and_dies_at_the_wall_clock(hostile: _Hostile, docker_backend: Any) -> None:
     h = _hardening(8.0)
     beside = _Beside(docker_backend)
-    ran = hostile.run(["python3", "-c", FORK_BOMB], h, watch_pids=True)
-    beside.check()
+    ran = hostile.run(["python3", "-c", FORK_BOMB], h, watch_pids=True, beside=beside, beside_after='"forked"')
+    beside.check(ran)  # run while the bomb pressed on its limit
     res = ran.last_json()
     assert res["error"].startswith("11 "), res  # EAGAIN: the PID limit, not our loop's own bound
     assert 0 < res["forked"] < h.pids_limit, res
@@ -219,7 +238,7 @@ def test_fork_bomb_hits_the_pid_limit_and_dies_at_the_wall_clock(hostile: _Hosti
 
 
 FILL = r"""
-import errno, json, os
+import errno, json, os, sys, time
 def fill(path, limit):
     chunk, size, err = b"x" * (1 << 20), 0, ""
     try:
@@ -243,14 +262,15 @@ for p in ("/fill", "/home/user/fill", "/opt/sandbox-lab/fill", "/var/tmp/fill"):
     except OSError as exc:
         out[p] = errno.errorcode.get(exc.errno, str(exc.errno))
 print(json.dumps(out), flush=True)
+time.sleep(float(sys.argv[1]))  # full, for the neighbour run beside it
 """
 
 
 def test_filling_tmp_stops_at_its_size_and_nothing_else_is_writable(hostile: _Hostile, docker_backend: Any) -> None:
     h = _hardening(30.0)
     beside = _Beside(docker_backend)
-    ran = hostile.run(["python3", "-c", FILL], h)
-    beside.check()
+    ran = hostile.run(["python3", "-c", FILL, "3"], h, beside=beside, beside_after='"tmp"')
+    beside.check(ran)  # run while the sandbox's tmpfs and shm were full
     res = ran.last_json()
     assert not ran.timed_out and ran.exit_code == 0, ran.output[-2000:]
     assert res["tmp"]["error"] == "ENOSPC" and h.tmp_bytes - (1 << 20) <= res["tmp"]["size"] <= h.tmp_bytes, res
@@ -292,8 +312,8 @@ def test_connection_flood_to_a_missing_address_is_bounded_and_dies_at_the_wall_c
     net = hostile.network("sbx")
     beside = _Beside(docker_backend)
     # TEST-NET-2: assigned to nobody, and not this machine's uplink subnet
-    ran = hostile.run(["python3", "-c", FLOOD, "198.51.100.7", "5"], h, network=net)
-    beside.check()
+    ran = hostile.run(["python3", "-c", FLOOD, "198.51.100.7", "5"], h, network=net, beside=beside)
+    beside.check(ran)
     res = ran.last_json()
     assert res["opened"] > 1000, res  # it really flooded...
     assert res["peak"] <= res["nofile"] and res["nofile"] <= 1 << 20, res  # ...within the open-files limit
@@ -304,8 +324,8 @@ def test_connection_flood_to_a_missing_address_is_bounded_and_dies_at_the_wall_c
 def test_endless_loop_is_killed_at_the_wall_clock(hostile: _Hostile, docker_backend: Any) -> None:
     h = _hardening(3.0)
     beside = _Beside(docker_backend)
-    ran = hostile.run(["python3", "-c", "while True: pass"], h)
-    beside.check()
+    ran = hostile.run(["python3", "-c", "while True: pass"], h, beside=beside)
+    beside.check(ran)
     assert ran.timed_out and ran.exit_code == 137
     assert h.timeout_s <= ran.seconds < h.timeout_s + 10, ran.seconds
 
