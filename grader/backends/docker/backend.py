@@ -146,7 +146,8 @@ def _remove_network(engine: cleaning.Engine, n: cleaning.Labelled, removed: list
     return True
 
 
-def sharing_for(engine: DockerEngine, image: str, leftovers: Leftovers, disk: Disk, idle: Optional[float]) -> Sharing:
+def sharing_for(engine: DockerEngine, image: str, leftovers: Leftovers, disk: Disk, idle: Optional[float], *,
+                seated: bool = True) -> Sharing:
     """Where runs behind a proxy find their internet: the one place the mode is chosen.
 
     The machine's hub when sharing between processes is on (an idle period
@@ -161,7 +162,9 @@ def sharing_for(engine: DockerEngine, image: str, leftovers: Leftovers, disk: Di
     if hub is not None:
         return HubSharing(engine, image, hub, leftovers)
     shared = SharedInternet(engine, image, leftovers, disk=disk)  # for the world of the runs' plans, from the first
-    return InProcess(shared, ProxyPool(engine, image, shared, leftovers, disk=disk, seating=PoolSeats(engine, image, leftovers)))
+    # seats for its proxies unless its sandboxes run under another runtime (they never join one: ``run.Run``)
+    seating = PoolSeats(engine, image, leftovers) if seated else None
+    return InProcess(shared, ProxyPool(engine, image, shared, leftovers, disk=disk, seating=seating))
 
 
 def _shutdown(reaper: ThreadPoolExecutor, sharing: Sharing, leftovers: Leftovers, held: set[Prepared]) -> None:
@@ -210,7 +213,7 @@ class DockerBackend(Closing):
         # the grader's disk, or the engine's own when it runs elsewhere: chosen once, for every run and service
         self.disk = disk if disk is not None else disk_for(engine)
         self.leftovers = Leftovers(engine)
-        self.sharing = sharing_for(engine, images.services, self.leftovers, self.disk, shared_idle)
+        self.sharing = sharing_for(engine, images.services, self.leftovers, self.disk, shared_idle, seated=self.runtime is None)
         # Removing a finished run's containers takes a few hundred milliseconds that
         # nobody waits for: it happens here, behind the result. drain() waits for it.
         self._reaper = ThreadPoolExecutor(max_workers=4, thread_name_prefix="sandbox-lab-reaper")

@@ -216,3 +216,14 @@ def test_a_removed_proxy_takes_its_seat_before_its_network(tmp_path: Path) -> No
     leftovers = _Removed()
     _proxy(tmp_path).remove(leftovers)
     assert leftovers.removed == ["seat-1", "proxy", "n1"]
+
+
+def test_a_backend_whose_sandboxes_run_under_another_runtime_seats_no_proxy() -> None:
+    """A gVisor sandbox never joins a seat (``run.Run``): its pool would only hold idle containers."""
+    from grader.backends.docker.backend import sharing_for
+    from grader.backends.docker.enginedisk import HostDisk
+
+    seated = sharing_for(object(), "services", Leftovers(), HostDisk(), 0.0)  # type: ignore[arg-type]
+    plain = sharing_for(object(), "services", Leftovers(), HostDisk(), 0.0, seated=False)  # type: ignore[arg-type]
+    assert isinstance(seated.pool._seating, seats.PoolSeats)  # type: ignore[attr-defined]
+    assert plain.pool._seating is None  # type: ignore[attr-defined]
