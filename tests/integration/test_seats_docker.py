@@ -1,14 +1,17 @@
 """A hub's run starts its sandbox in the network namespace its proxy's seat holds open (``seats``): the same verdicts
-as on the bridge, the seat gone with the run, the proxy re-listed with a new one; a seat that does not fit is never
-joined, and one that stops under its sandbox makes the run an error, never a verdict.
+as on the bridge, the proxy re-listed with the seat while the run left it quiet and with a new one when it did
+not; a seat that does not fit is never joined, and one that stops under its sandbox makes the run an error, never
+a verdict.
 
 Builds that would pass a weaker test, and why these fail them:
 
 * one that never joins a seat (the speed lost, the bridge kept): the sandbox's network mode is checked;
 * one that joins any seat it is handed: a pooled entry is pointed at another proxy's seat, and the sandbox must
   then start on its own proxy's bridge;
-* one that reuses a seat for a second run, or re-lists a proxy with the seat its run used: the used seat must be
-  gone after the run, and the re-listed entry must name another one that runs;
+* one that re-lists a proxy with another proxy's seat: every used seat is either gone or listed with its own proxy;
+* one that re-lists a proxy with its seat without asking whether the run left it quiet: a process joined to the
+  seat's namespace holds a connection to the proxy open while the run ends, and the proxy must come back with a
+  new seat, the used one removed;
 * one that never asks whether the seat still runs after its sandbox: the seat is killed while the run is held
   mid-wait, and the run's network verdicts must all be errors with the reason.
 """
@@ -32,6 +35,7 @@ from grader.backends.docker.images import find_images
 from grader.backends.docker.lease import IDLE_ENV, HubDir
 from grader.backends.docker.simnet import LABEL_HUB
 from grader.core.plan import build_plan
+from grader.protocol.common import PROXY_PORT
 
 pytestmark = pytest.mark.docker
 
@@ -100,7 +104,7 @@ def _running(docker_client: Any, cid: str) -> bool:
     return bool(found) and found[0]["State"] == "running"
 
 
-def test_a_hub_runs_sandbox_joins_its_proxys_seat_and_the_proxy_comes_back_with_a_new_one(
+def test_a_hub_runs_sandbox_joins_its_proxys_seat_and_the_proxy_comes_back_with_it_while_quiet(
         root: Path, docker_client: Any, created: list[dict[str, Any]]) -> None:
     backend = _backend(docker_client)
     try:
@@ -119,15 +123,69 @@ def test_a_hub_runs_sandbox_joins_its_proxys_seat_and_the_proxy_comes_back_with_
             assert "hostname" not in created[-1] and "sysctls" not in created[-1], "the seat holds both"
         backend.drain()
         used = {kw["network_mode"].removeprefix("container:") for kw in created if "network_mode" in kw}
-        assert used and all(docker_client.api.containers(all=True, filters={"id": s}) == [] for s in used), \
-            "a used seat goes with its run"
+        listed = {e.seat for _, e in hub.pooled()}
+        assert used and all(s in listed or docker_client.api.containers(all=True, filters={"id": s}) == [] for s in used), \
+            "a used seat is re-listed with its proxy, or gone"
         deadline = time.monotonic() + 60
         while not (hub.pooled() and all(e.seat and _running(docker_client, e.seat) for _, e in hub.pooled())):
             assert time.monotonic() < deadline, hub.pooled()
             time.sleep(0.1)
         assert any(e.runs > 0 for _, e in hub.pooled()), "a clean run's proxy was re-listed"
-        assert not used & {e.seat for _, e in hub.pooled()}, "re-listed with a new seat, never the used one"
+        for _, e in hub.pooled():
+            if e.seat in used:
+                on = docker_client.api.inspect_container(e.seat)["NetworkSettings"]["Networks"]
+                assert set(on) == {docker_client.api.inspect_network(e.network)["Name"]}, "with its own proxy only"
+        assert used & {e.seat for _, e in hub.pooled()}, "a clean run's quiet seat comes back with its proxy"
     finally:
+        backend.close()
+
+
+def test_a_seat_its_run_left_noisy_is_never_relisted(root: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch,
+                                                      created: list[dict[str, Any]]) -> None:
+    backend = _backend(docker_client)
+    reading, go_on = threading.Event(), threading.Event()
+    real_end = run_module.runner_end
+    holder: Any = None
+
+    def held_end(raw: bytes) -> bool:  # the run waits on its sandbox until the holder has its connection
+        reading.set()
+        go_on.wait(60)
+        return real_end(raw)
+
+    try:
+        hub = _pool(backend, root)
+        monkeypatch.setattr(run_module, "runner_end", held_end)
+        out: list[Any] = []
+        t = threading.Thread(target=lambda: out.append(backend.run(build_plan(load_policy(SECURE)))), daemon=True)
+        t.start()
+        assert reading.wait(60), "the run never waited on its sandbox"
+        seat = created[-1]["network_mode"].removeprefix("container:")
+        (network,) = docker_client.api.inspect_container(seat)["NetworkSettings"]["Networks"]
+        (proxy,) = [c["IPv4Address"].split("/")[0] for cid, c in docker_client.api.inspect_network(network)["Containers"].items()
+                    if cid != seat]
+        # what a sandbox's leftover connection would be: a socket in the seat's namespace, open to the proxy
+        holder = docker_client.containers.run(
+            backend.images.sandbox, ["python3", "-c", "import socket, time\n"
+                                     f"s = socket.create_connection(('{proxy}', {PROXY_PORT}))\n"
+                                     "print('open', flush=True)\ntime.sleep(120)"],
+            detach=True, network_mode=f"container:{seat}", user="65534:65534")
+        deadline = time.monotonic() + 30
+        while b"open" not in holder.logs():
+            assert time.monotonic() < deadline, holder.logs()
+            time.sleep(0.05)
+        go_on.set()
+        t.join(120)
+        assert out and _outcomes(out[0]) == _predicted(SECURE), out
+        backend.drain()
+        deadline = time.monotonic() + 60
+        while _running(docker_client, seat) or docker_client.api.containers(all=True, filters={"id": seat}):
+            assert time.monotonic() < deadline, "the noisy seat was never removed"
+            time.sleep(0.1)
+        assert seat not in {e.seat for _, e in hub.pooled()}
+    finally:
+        go_on.set()
+        if holder is not None:
+            holder.remove(force=True)
         backend.close()
 
 

@@ -38,6 +38,7 @@ Talks to Docker through ``engine`` (its errors mapped there); only the backend u
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import secrets
@@ -62,7 +63,7 @@ from grader.backends.docker.hubpool import POOL_SIZE, SETTLING, empty_trash, ref
 from grader.backends.owners import make_dir, process_start, runs_root, write_owner
 from grader.backends.quota import remove_dir
 from grader.backends.docker.resources import Resources
-from grader.backends.docker.seats import seat_for, take_seat
+from grader.backends.docker.seats import relisted_seat, seat_for, take_seat
 from grader.backends.docker.sharing import Taken, give_back
 from grader.backends.docker.simnet import (
     LABEL_HUB,
@@ -446,8 +447,9 @@ class HubSharing:
         elif w is not None and w.claim is not None:
             entry = self.hub.relisting(w)  # (always asked: it forgets the claim)
             if clean and entry is not None:
-                relist = entry  # not among the things to remove: the keeper decides
-                things = {"containers": [c for c in things["containers"] if c != entry.container],
+                # not among the things to remove: the keeper decides; so is the seat, if the sandbox sat in it
+                relist = entry if taken is not None and taken.seat is not None else dataclasses.replace(entry, seat="")
+                things = {"containers": [c for c in things["containers"] if c not in (entry.container, relist.seat)],
                           "networks": [n for n in things["networks"] if n != entry.network],
                           "dirs": [d for d in things["dirs"] if d != entry.workdir]}
         trash = Trash(tuple(things["containers"]), tuple(things["networks"]), tuple(things["dirs"]), relist=relist)
@@ -543,8 +545,8 @@ def _serve(engine: DockerEngine, hub: HubDir, image: str, net: Internet, gen: st
     idle = idle_seconds()
     checked = time.monotonic()
     while not stop.is_set() and hub.path.is_dir():
-        # a clean run's proxy back in the pool, if it may serve again, with a new seat
-        empty_trash(engine, hub, leftovers, gen, size, lambda n: seat_for(engine, image, n, labels))
+        # a clean run's proxy back in the pool, if it may serve again, with its seat if that is quiet, else a new one
+        empty_trash(engine, hub, leftovers, gen, size, lambda n, used: relisted_seat(engine, image, n, labels, leftovers, used))
         claims = hub.claims()
         for claim, pid, entry in claims:
             if not process_alive(pid):  # its grader died mid-run: the proxy is nobody's

@@ -90,10 +90,10 @@ def remove_listed(engine: DockerEngine, entry: Trash, leftovers: Leftovers) -> N
 
 
 def empty_trash(engine: DockerEngine, hub: HubDir, leftovers: Leftovers, gen: Optional[str] = None,
-                 size: int = POOL_SIZE, seat: Callable[[NetworkRef], str] = lambda _: "") -> None:
+                 size: int = POOL_SIZE, seat: Callable[[NetworkRef, str], str] = lambda _n, _s: "") -> None:
     """Remove what finished runs listed. Only the serving keeper passes its internet's ``gen``: then a clean run's
-    proxy goes back to its pool of ``size`` if it may serve again (``relist``, with a new ``seat``), once the run's
-    things are gone.
+    proxy goes back to its pool of ``size`` if it may serve again (``relist``, with the ``seat`` it gives), once
+    the run's things are gone.
     Anyone else (a keeper stopping, a grader retiring a hub) removes everything for good. A run's file goes last:
     a grader's ``Hub.settle`` waits for it."""
     for path, entry in hub.trash():
@@ -115,15 +115,17 @@ def retry_once(leftovers: Leftovers) -> None:
 
 
 def relist(engine: DockerEngine, hub: HubDir, entry: ProxyEntry, gen: str, size: int, leftovers: Leftovers,
-           seat: Callable[[NetworkRef], str] = lambda _: "") -> bool:
+           seat: Callable[[NetworkRef, str], str] = lambda _n, _s: "") -> bool:
     """Put a clean run's proxy back in the pool for the next run of any grader; False: it is to be removed.
 
     The run's own things are removed first, so its sandbox has left the proxy's network. Kept on the terms of
     ``ProxyPool.give_back``, each failing closed: nothing of the removal was left over; it stands in front of this
     keeper's internet (``gen``); it has served fewer than ``PROXY_RUNS`` runs with this one; it is ours and runs,
     alone on its network; it answers a poke with a fresh heartbeat; its lists are emptied first (it refuses
-    everything until the next run's ``hand_over``); and the pool has ``room``. The run's seat went with its things;
-    the proxy is listed with a new one (``seats.seat_for``; "" when none could be made).
+    everything until the next run's ``hand_over``); and the pool has ``room``. Its network may hold the seat its
+    run used besides (``entry.seat``, kept out of the run's things after a clean run): ``seat(network, used)``
+    says which seat the proxy is listed with (``seats.relisted_seat``: the used one while it is quiet, else a new
+    one; "" when none could be made).
     """
     if len(leftovers) or entry.gen != gen or entry.runs + 1 >= PROXY_RUNS:
         return False
@@ -136,7 +138,7 @@ def relist(engine: DockerEngine, hub: HubDir, entry: ProxyEntry, gen: str, size:
     except EngineError:  # gone (Missing), or an engine that does not answer
         return False
     if (LABEL not in container.labels or LABEL not in network.labels or container.status != "running"
-            or set(network.containers) != {container.id}):
+            or set(network.containers) - {entry.seat} != {container.id}):
         return False
     files = host_files(workdir)
     asked = time.time()
@@ -146,7 +148,7 @@ def relist(engine: DockerEngine, hub: HubDir, entry: ProxyEntry, gen: str, size:
     files.write("policy.json", dump_config(AllowLists((), ())).encode())  # as ``WarmProxy.hand_over([], [])``
     if len(hub.pooled()) >= room(size):
         return False
-    hub.offer(workdir.name, dataclasses.replace(entry, runs=entry.runs + 1, seat=seat(network)))
+    hub.offer(workdir.name, dataclasses.replace(entry, runs=entry.runs + 1, seat=seat(network, entry.seat)))
     return True
 
 

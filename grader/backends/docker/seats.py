@@ -6,11 +6,12 @@ machine about 0.29 s of a 0.29 s start, against 0.08 s for a container that join
 in a seat against 0.36 on a bridge (``bench/seats.py``): a network namespace is costly to make and to tear down.
 
 * The hub's keeper makes one seat beside each proxy it lists, off every run's path; the run that takes the proxy
-  starts its sandbox in the seat's namespace and removes the seat with its own things. A hub's seat never serves
-  a second run: the keeper makes a new one when it re-lists the proxy.
+  starts its sandbox in the seat's namespace. After a clean run the seat stays with the proxy, and the keeper
+  re-lists the proxy with it if it is ``quiet`` (``relisted_seat``), else with a new one; after any other run it
+  goes with the run's things.
 * A backend's own pool (``proxies.ProxyPool``, the service's kept workers and ``grade-batch``) gives each proxy a
-  seat that serves the proxy's runs one after another (``PoolSeats``). Before each run after the first, the
-  seat must be ``quiet``: it runs, and its namespace holds no socket of the last run's sandbox but closed TCP
+  seat that serves the proxy's runs one after another (``PoolSeats``). Either way, before each run after the
+  first, the seat must be ``quiet``: it runs, and its namespace holds no socket of the last run's sandbox but closed TCP
   connections whose data the proxy has acknowledged. That is what a run on the bridge leaves the next one: its
   sandbox's veth goes with it, and whatever it had sent is at the proxy already (the proxy's log offset,
   ``run.Run``, separates the runs' records either way). A seat in doubt is removed and a new one made.
@@ -40,8 +41,8 @@ from grader.backends.docker.resources import Resources
 from grader.backends.docker.proxies import WarmProxy
 from grader.backends.docker.simnet import LABEL, LABEL_ROLE, Leftovers
 
-__all__ = ["ROLE", "SANDBOX_HOSTNAME", "SANDBOX_SYSCTLS", "PoolSeats", "gone", "make_seat", "open_sockets", "quiet", "seat_for", "take_seat",
-           "unfit"]
+__all__ = ["ROLE", "SANDBOX_HOSTNAME", "SANDBOX_SYSCTLS", "PoolSeats", "gone", "make_seat", "open_sockets", "quiet",
+           "relisted_seat", "seat_for", "take_seat", "unfit"]
 
 ROLE = "seat"
 SANDBOX_HOSTNAME = "sandbox"
@@ -74,6 +75,17 @@ def seat_for(engine: DockerEngine, image: str, network: NetworkRef, labels_for: 
     as its proxy; "" when none could be made (the engine refused, or is away): its run's sandbox joins the bridge."""
     seat = _new_seat(engine, image, network, labels_for)
     return seat.id if seat is not None else ""
+
+
+def relisted_seat(engine: DockerEngine, image: str, network: NetworkRef, labels_for: Callable[[str], dict[str, str]],
+                  leftovers: Leftovers, used: str) -> str:
+    """The seat a hub's keeper re-lists a clean run's proxy with: ``used`` (the seat its sandbox sat in, "" none)
+    while it is still on ``network`` (as inspected now) and ``quiet``, else a new one, the used one removed."""
+    if used and used in network.containers and not quiet(engine, used):
+        return used
+    if used:
+        leftovers.remove(ContainerRef(used, ""))
+    return seat_for(engine, image, network, labels_for)
 
 
 def _new_seat(engine: DockerEngine, image: str, network: NetworkRef,
@@ -115,8 +127,9 @@ class PoolSeats:
 
 
 def take_seat(engine: DockerEngine, w: WarmProxy, made: Resources) -> Optional[ContainerRef]:
-    """A taken proxy's seat, the run's to remove whatever it is (added to ``made``); for its sandbox only if it fits
-    (``unfit``), else None: the sandbox joins the bridge."""
+    """A taken hub proxy's seat, the run's to remove whatever it is (added to ``made``; after a clean run whose
+    sandbox sat in it, ``HubSharing.hand_off`` hands it back with the proxy instead); for its sandbox only if it
+    fits (``unfit``), else None: the sandbox joins the bridge."""
     if not w.seat or w.container is None:
         return None
     try:

@@ -46,13 +46,14 @@ class Taken:
         return self.proxy.workdir.sub("out")
 
     def kept(self, clean: bool) -> frozenset[str]:
-        """The ids of the proxy's container and network when they may serve another run after this one, so nothing
-        of the run removes them early (the replay's release): a hub's claimed proxy after a clean run, which
-        ``HubSharing.hand_off`` hands back for re-listing. Empty otherwise: whatever is in doubt goes."""
+        """The ids of the proxy's container, network and the seat its sandbox sat in when they may serve another run
+        after this one, so nothing of the run removes them early (the replay's release): a hub's claimed proxy after
+        a clean run, which ``HubSharing.hand_off`` hands back for re-listing. Empty otherwise: whatever is in doubt
+        goes."""
         w = self.proxy
         if not clean or self.borrowed or w.claim is None or w.container is None:
             return frozenset()
-        return frozenset((w.container.id, w.network.id))
+        return frozenset((w.container.id, w.network.id, *((self.seat.id,) if self.seat is not None else ())))
 
 
 class Sharing(Protocol):

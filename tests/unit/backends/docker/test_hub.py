@@ -161,6 +161,32 @@ def test_a_clean_runs_proxy_is_relisted_with_one_more_run_its_lists_emptied(runs
     assert not path.exists(), "the run's file goes once the keeper is done with it (a grader's settle waits for that)"
 
 
+
+def test_a_clean_runs_proxy_is_relisted_with_the_seat_its_keeper_gives_for_the_one_its_sandbox_sat_in(
+        runs: Path, hub: HubDir) -> None:
+    """The seat a clean run's sandbox sat in stays on the proxy's network for the keeper to judge
+    (``seats.relisted_seat``): it is no stranger there, and the keeper is asked with it; another container is."""
+    engine = _Engine()
+    proxy = dataclasses.replace(_proxy(engine, runs), seat="seat-1")
+    engine.add_container("seat-1", "running", proxy.network)
+    _run(engine, runs, hub, proxy)
+    asked: list[tuple[str, str]] = []
+
+    def seat(network: NetworkRef, used: str) -> str:
+        asked.append((network.id, used))
+        return used
+
+    _empty_trash(engine, hub, Leftovers(engine), GEN, 2, seat)  # type: ignore[arg-type]
+    assert asked == [(proxy.network, "seat-1")]
+    assert hub.pooled() == [("sl-proxy-1", dataclasses.replace(proxy, runs=1))]
+    # a seat the entry does not name is a stranger on the network: never re-listed
+    other = dataclasses.replace(_proxy(engine, runs, "sl-proxy-2"), seat="seat-2")
+    engine.add_container("seat-3", "running", other.network)
+    _run(engine, runs, hub, other, run="sl-run-2")
+    _empty_trash(engine, hub, Leftovers(engine), GEN, 2, seat)  # type: ignore[arg-type]
+    assert [n for n, _ in hub.pooled()] == ["sl-proxy-1"] and _gone(engine, other)
+
+
 def _broken(case: str, engine: _Engine, runs: Path, hub: HubDir) -> tuple[ProxyEntry, Leftovers]:
     """Each case breaks one of the keeper's conditions for re-listing, all others met."""
     leftovers = Leftovers(engine)  # type: ignore[arg-type]

@@ -227,3 +227,22 @@ def test_a_backend_whose_sandboxes_run_under_another_runtime_seats_no_proxy() ->
     plain = sharing_for(object(), "services", Leftovers(), HostDisk(), 0.0, seated=False)  # type: ignore[arg-type]
     assert isinstance(seated.pool._seating, seats.PoolSeats)  # type: ignore[attr-defined]
     assert plain.pool._seating is None  # type: ignore[attr-defined]
+
+
+def test_a_hub_keeper_relists_a_proxy_with_its_used_seat_only_while_it_is_quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+    monkeypatch.setattr(seats, "seat_for", lambda engine, image, network, labels_for: made.append(network.id) or "new")
+    noise = {"used": ""}
+    monkeypatch.setattr(seats, "quiet", lambda engine, seat: noise[seat])
+    net = NetworkRef("n1", "sl-proxy-1-sbx", containers=("proxy", "used"))
+    leftovers = _Removed()
+
+    def relisted(network: NetworkRef, used: str) -> str:
+        return seats.relisted_seat(object(), "services", network, lambda n: {}, leftovers, used)  # type: ignore[arg-type]
+
+    assert relisted(net, "used") == "used" and made == [] and leftovers.removed == [], "quiet: kept"
+    noise["used"] = "tcp: 1: ... 01"
+    assert relisted(net, "used") == "new" and leftovers.removed == ["used"], "noisy: removed, a new one"
+    assert relisted(NetworkRef("n1", "sl-proxy-1-sbx", containers=("proxy",)), "used") == "new", "gone from its network"
+    assert relisted(net, "") == "new", "none used (the sandbox sat on the bridge): a new one"
+    assert made == ["n1", "n1", "n1"]
