@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import threading
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -16,7 +17,8 @@ import pytest
 from grader import load_policy, predict
 from grader.core.outcomes import RunResult
 
-__all__ = ["LOG_FAULTS", "PROXIED", "PROXY_FAULTS", "assert_as_predicted", "corrupted_logs", "corrupted_proxy_log", "outcomes_of"]
+__all__ = ["LOG_FAULTS", "PROXIED", "PROXY_FAULTS", "assert_as_predicted", "corrupted_logs", "corrupted_proxy_log", "outcomes_of",
+           "HeldRun", "sandbox_creates"]
 
 PROXIED = {"network": {"allowedDomains": ["github.com"]}}  # a proxy, an internet, readable secrets
 
@@ -33,6 +35,58 @@ def assert_as_predicted(r: RunResult, policy: Any) -> None:
              for k, v in outcomes_of(r).items() if v != static.outcome(k).outcome}
     assert wrong == {} and not r.notes, (wrong, r.notes)
     assert r.scope == static.scope, f"measured scope {r.scope} is not the predicted {static.scope}"
+
+
+def sandbox_creates(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
+    """The create keywords of every sandbox the engine adapter makes from now on (how it was networked), in order."""
+    from grader.backends.docker.engine import DockerEngine
+
+    seen: list[dict[str, Any]] = []
+    real = DockerEngine.create_container
+
+    def create(self: DockerEngine, image: str, command: Any, **kw: Any) -> Any:
+        if (kw.get("labels") or {}).get("org.sandbox-lab.role") == "sandbox":
+            seen.append(kw)
+        return real(self, image, command, **kw)
+
+    monkeypatch.setattr(DockerEngine, "create_container", create)
+    return seen
+
+
+class HeldRun:
+    """``backend.run(plan)`` on a thread of its own, held at the first line it reads from its sandbox (the sandbox
+    started and its probes under way) until ``release``: a fault injected meanwhile always lands mid-run."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, backend: Any, plan: Any) -> None:
+        from grader.backends.docker import run as run_module
+
+        self._go = threading.Event()
+        reading = threading.Event()
+        real_end = run_module.runner_end
+
+        def held_end(raw: bytes) -> bool:
+            reading.set()
+            self._go.wait(60)
+            return bool(real_end(raw))
+
+        monkeypatch.setattr(run_module, "runner_end", held_end)
+        self._out: list[RunResult] = []
+        self._thread = threading.Thread(target=lambda: self._out.append(backend.run(plan)), daemon=True)
+        self._thread.start()
+        if not reading.wait(60):
+            self._go.set()
+            raise AssertionError("the run never waited on its sandbox")
+
+    def release(self) -> RunResult:
+        """Let the run go on, and its result once it has ended."""
+        self._go.set()
+        self._thread.join(120)
+        assert self._out, "the run never ended"
+        return self._out[0]
+
+    def close(self) -> None:
+        """Let it go whatever happened (a test's finally)."""
+        self._go.set()
 
 
 def _rename_first(text: str) -> str:

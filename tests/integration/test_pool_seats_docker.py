@@ -8,20 +8,18 @@ Builds that would pass a weaker test, and why these fail them:
 * one that hands a run a seat without asking whether the last run left it quiet: a process joined to the seat's
   namespace holds a connection open to the proxy, the seat must be found noisy and replaced, and the next run must
   join the new one;
-* one that never asks whether the seat still runs after its sandbox: the seat is killed while the run is held
-  mid-wait, and the run's network verdicts must all be errors with the reason.
+* one that never asks whether the seat still runs after its sandbox: ``test_seats_docker`` kills a pool's seat
+  under its held run too.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any, Iterator
 
 import pytest
 
-from grader import load_policy, predict
-from grader.backends.docker import run as run_module
+from grader import load_policy
 from grader.backends.docker import seats
 from grader.backends.docker.backend import DockerBackend
 from grader.backends.docker.engine import DockerEngine
@@ -29,6 +27,8 @@ from grader.backends.docker.images import find_images
 from grader.backends.docker.proxies import WarmProxy
 from grader.core.plan import build_plan
 from grader.protocol.common import PROXY_PORT
+
+from faultkit import assert_as_predicted, sandbox_creates
 
 pytestmark = pytest.mark.docker
 
@@ -48,24 +48,7 @@ def backend(docker_client: Any) -> Iterator[DockerBackend]:
 @pytest.fixture()
 def created(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The create keywords of every sandbox, in order."""
-    seen: list[dict[str, Any]] = []
-    real = DockerEngine.create_container
-
-    def create(self: DockerEngine, image: str, command: Any, **kw: Any) -> Any:
-        if (kw.get("labels") or {}).get("org.sandbox-lab.role") == "sandbox":
-            seen.append(kw)
-        return real(self, image, command, **kw)
-
-    monkeypatch.setattr(DockerEngine, "create_container", create)
-    return seen
-
-
-def _outcomes(r: Any) -> dict[str, str]:
-    return {o.id: o.outcome for o in r.probes}
-
-
-def _predicted(raw: dict[str, Any]) -> dict[str, str]:
-    return {o.id: o.outcome for o in predict(load_policy(raw)).probes}
+    return sandbox_creates(monkeypatch)
 
 
 def _seat_of(kw: dict[str, Any]) -> str:
@@ -84,7 +67,7 @@ def test_a_pools_seat_serves_its_proxys_runs_one_after_another_with_the_predicte
         backend: DockerBackend, docker_client: Any, created: list[dict[str, Any]]) -> None:
     for raw in (SECURE, NAIVE, SECURE, NAIVE):
         r = backend.run(build_plan(load_policy(raw)))
-        assert _outcomes(r) == _predicted(raw), r.notes
+        assert_as_predicted(r, raw)
     used = [_seat_of(kw) for kw in created]  # a naive run's next session is seated too
     assert len(used) == 6, created
     assert len(set(used)) < len(used), f"no seat served a second run: {used}"
@@ -98,7 +81,7 @@ def test_a_pools_seat_serves_its_proxys_runs_one_after_another_with_the_predicte
 def test_a_seat_left_noisy_is_replaced_before_its_next_run(backend: DockerBackend, docker_client: Any,
                                                            created: list[dict[str, Any]]) -> None:
     r = backend.run(build_plan(load_policy(SECURE)))
-    assert _outcomes(r) == _predicted(SECURE), r.notes
+    assert_as_predicted(r, SECURE)
     (w, *_) = [w for w in _pooled(backend) if w.seat == _seat_of(created[-1])]
     noisy = w.seat
     # what a sandbox's leftover connection would be: a socket in the seat's namespace, open to the proxy
@@ -126,40 +109,7 @@ def test_a_seat_left_noisy_is_replaced_before_its_next_run(backend: DockerBacken
     finally:
         holder.remove(force=True)
     r = backend.run(build_plan(load_policy(SECURE)))
-    assert _outcomes(r) == _predicted(SECURE), r.notes
+    assert_as_predicted(r, SECURE)
     assert _seat_of(created[-1]) != noisy
     backend.drain()
     assert docker_client.api.containers(all=True, filters={"id": noisy}) == [], "the noisy seat was removed"
-
-
-def test_a_pool_seat_killed_under_its_sandbox_makes_every_network_verdict_an_error(
-        docker_client: Any, monkeypatch: pytest.MonkeyPatch, created: list[dict[str, Any]]) -> None:
-    images = find_images(DockerEngine(docker_client))
-    assert images is not None
-    backend = DockerBackend(DockerEngine(docker_client), images, shared_idle=0, retries=0)
-    reading, killed = threading.Event(), threading.Event()
-    real_end = run_module.runner_end
-
-    def held_end(raw: bytes) -> bool:  # the run waits on its sandbox until the seat is dead
-        reading.set()
-        killed.wait(60)
-        return real_end(raw)
-
-    try:
-        backend.run(build_plan(load_policy(SECURE)))  # the pool's proxies are seated now
-        monkeypatch.setattr(run_module, "runner_end", held_end)
-        out: list[Any] = []
-        t = threading.Thread(target=lambda: out.append(backend.run(build_plan(load_policy(SECURE)))), daemon=True)
-        t.start()
-        assert reading.wait(60), "the run never waited on its sandbox"
-        docker_client.api.kill(_seat_of(created[-1]))
-        killed.set()
-        t.join(120)
-        assert out, "the run never ended"
-        r = out[0]
-    finally:
-        killed.set()
-        backend.close()
-    assert any("seat stopped during the run" in n for n in r.notes), r.notes
-    network = {o.id: o.outcome for o in r.probes if o.id.startswith(("net-", "exfil-"))}
-    assert network and set(network.values()) == {"error"}, network

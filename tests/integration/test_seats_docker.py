@@ -19,15 +19,13 @@ Builds that would pass a weaker test, and why these fail them:
 from __future__ import annotations
 
 import dataclasses
-import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Optional
 
 import pytest
 
 from grader import load_policy, predict
-from grader.backends.docker import run as run_module
 from grader.backends.docker.backend import DockerBackend
 from grader.backends.docker.engine import DockerEngine
 from grader.backends.docker.hub import POOL_SIZE, stop_keepers
@@ -36,6 +34,8 @@ from grader.backends.docker.lease import IDLE_ENV, HubDir
 from grader.backends.docker.simnet import LABEL_HUB
 from grader.core.plan import build_plan
 from grader.protocol.common import PROXY_PORT
+
+from faultkit import HeldRun, sandbox_creates
 
 pytestmark = pytest.mark.docker
 
@@ -61,22 +61,13 @@ def root(tmp_path_factory: pytest.TempPathFactory, docker_client: Any) -> Iterat
 @pytest.fixture()
 def created(monkeypatch: pytest.MonkeyPatch) -> list[dict[str, Any]]:
     """The create keywords of every sandbox, in order."""
-    seen: list[dict[str, Any]] = []
-    real = DockerEngine.create_container
-
-    def create(self: DockerEngine, image: str, command: Any, **kw: Any) -> Any:
-        if (kw.get("labels") or {}).get("org.sandbox-lab.role") == "sandbox":
-            seen.append(kw)
-        return real(self, image, command, **kw)
-
-    monkeypatch.setattr(DockerEngine, "create_container", create)
-    return seen
+    return sandbox_creates(monkeypatch)
 
 
 def _backend(docker_client: Any, **kw: Any) -> DockerBackend:
     images = find_images(DockerEngine(docker_client))
     assert images is not None
-    return DockerBackend(DockerEngine(docker_client), images, shared_idle=60, **kw)
+    return DockerBackend(DockerEngine(docker_client), images, **{"shared_idle": 60, **kw})
 
 
 def _pool(backend: DockerBackend, root: Path) -> HubDir:
@@ -143,22 +134,11 @@ def test_a_hub_runs_sandbox_joins_its_proxys_seat_and_the_proxy_comes_back_with_
 def test_a_seat_its_run_left_noisy_is_never_relisted(root: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch,
                                                       created: list[dict[str, Any]]) -> None:
     backend = _backend(docker_client)
-    reading, go_on = threading.Event(), threading.Event()
-    real_end = run_module.runner_end
+    held: Optional[HeldRun] = None
     holder: Any = None
-
-    def held_end(raw: bytes) -> bool:  # the run waits on its sandbox until the holder has its connection
-        reading.set()
-        go_on.wait(60)
-        return real_end(raw)
-
     try:
         hub = _pool(backend, root)
-        monkeypatch.setattr(run_module, "runner_end", held_end)
-        out: list[Any] = []
-        t = threading.Thread(target=lambda: out.append(backend.run(build_plan(load_policy(SECURE)))), daemon=True)
-        t.start()
-        assert reading.wait(60), "the run never waited on its sandbox"
+        held = HeldRun(monkeypatch, backend, build_plan(load_policy(SECURE)))
         seat = created[-1]["network_mode"].removeprefix("container:")
         (network,) = docker_client.api.inspect_container(seat)["NetworkSettings"]["Networks"]
         (proxy,) = [c["IPv4Address"].split("/")[0] for cid, c in docker_client.api.inspect_network(network)["Containers"].items()
@@ -173,48 +153,38 @@ def test_a_seat_its_run_left_noisy_is_never_relisted(root: Path, docker_client: 
         while b"open" not in holder.logs():
             assert time.monotonic() < deadline, holder.logs()
             time.sleep(0.05)
-        go_on.set()
-        t.join(120)
-        assert out and _outcomes(out[0]) == _predicted(SECURE), out
+        r = held.release()
+        assert _outcomes(r) == _predicted(SECURE), r.notes
         backend.drain()
         deadline = time.monotonic() + 60
-        while _running(docker_client, seat) or docker_client.api.containers(all=True, filters={"id": seat}):
+        while docker_client.api.containers(all=True, filters={"id": seat}):
             assert time.monotonic() < deadline, "the noisy seat was never removed"
             time.sleep(0.1)
         assert seat not in {e.seat for _, e in hub.pooled()}
     finally:
-        go_on.set()
+        if held is not None:
+            held.close()
         if holder is not None:
             holder.remove(force=True)
         backend.close()
 
 
+@pytest.mark.parametrize("where", ["hub", "own pool"])
 def test_a_seat_killed_under_its_sandbox_makes_every_network_verdict_an_error(
-        root: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch, created: list[dict[str, Any]]) -> None:
-    backend = _backend(docker_client, retries=0)
-    reading, killed = threading.Event(), threading.Event()
-    real_end = run_module.runner_end
-
-    def held_end(raw: bytes) -> bool:  # the run waits on its sandbox until the seat is dead
-        reading.set()
-        killed.wait(60)
-        return real_end(raw)
-
+        root: Path, docker_client: Any, monkeypatch: pytest.MonkeyPatch, created: list[dict[str, Any]], where: str) -> None:
+    backend = _backend(docker_client, retries=0, **({} if where == "hub" else {"shared_idle": 0}))
+    held: Optional[HeldRun] = None
     try:
-        _pool(backend, root)
-        monkeypatch.setattr(run_module, "runner_end", held_end)
-        out: list[Any] = []
-        t = threading.Thread(target=lambda: out.append(backend.run(build_plan(load_policy(SECURE)))), daemon=True)
-        t.start()
-        assert reading.wait(60), "the run never waited on its sandbox"
-        seat = created[-1]["network_mode"].removeprefix("container:")
-        docker_client.api.kill(seat)
-        killed.set()
-        t.join(120)
-        assert out, "the run never ended"
-        r = out[0]
+        if where == "hub":
+            _pool(backend, root)
+        else:
+            backend.run(build_plan(load_policy(SECURE)))  # its pool's proxies are seated now
+        held = HeldRun(monkeypatch, backend, build_plan(load_policy(SECURE)))
+        docker_client.api.kill(created[-1]["network_mode"].removeprefix("container:"))
+        r = held.release()
     finally:
-        killed.set()
+        if held is not None:
+            held.close()
         backend.close()
     assert any("seat stopped during the run" in n for n in r.notes), r.notes
     network = {o.id: o.outcome for o in r.probes if o.id.startswith(("net-", "exfil-"))}
