@@ -9,18 +9,19 @@ milliseconds rather than at the end of an interval.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
-from typing import Optional
+from typing import Iterator, Optional
 
 from grader.core.errors import InfrastructureError
 from grader.protocol.common import POKE_SIGNAL
 from grader.backends.files import Files, Stat
 from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineError
 
-__all__ = ["BEAT_WAIT", "READY_TIMEOUT", "beat_after", "poke", "signal_directly", "wait_ready"]
+__all__ = ["BEAT_WAIT", "READY_TIMEOUT", "NotHere", "beat_after", "held_process", "poke", "signal_directly", "wait_ready"]
 
 READY_TIMEOUT = 20.0  # how long a service may take to write its ready file
 
@@ -67,33 +68,53 @@ def poke(engine: DockerEngine, container: ContainerRef) -> None:
 
 
 def signal_directly(engine: DockerEngine, container: ContainerRef, sig: signal.Signals = POKE_SIGNAL) -> bool:
-    """Send ``sig`` to the container's first process from here; False (nothing sent) unless that is sure to be it.
+    """Send ``sig`` to the container's first process from here; False (nothing sent) unless that is sure to be it
+    (``held_process``). Under a runtime other than runc the engine names no pid (``DockerEngine.pid``)."""
+    send = getattr(signal, "pidfd_send_signal", None)
+    if send is None:
+        return False
+    try:
+        with held_process(engine, container) as (_, fd):
+            send(fd, sig)
+        return True
+    except (NotHere, OSError):  # it ended (ESRCH), or this user may not signal it: the engine passes it on, if it can
+        return False
+
+
+class NotHere(Exception):
+    """Why a container's first process is not one this machine can hold (``held_process``)."""
+
+
+@contextlib.contextmanager
+def held_process(engine: DockerEngine, container: ContainerRef) -> Iterator[tuple[int, int]]:
+    """The container's first process as this machine's: its pid and a pidfd holding it, while the block runs;
+    ``NotHere`` with the reason otherwise.
 
     The engine names a pid; it is this machine's process only if the engine is (a remote engine's pid is a number
     on another machine, and here it may be anyone's). So the process is held by a pidfd (it cannot be swapped for
-    another under the same number while held), and signalled only if its cgroup, read after that, names the
+    another under the same number while held), and yielded only if its cgroup, read after that, names the
     container's full id: a local process of a remote engine's pid, or one that took the pid after the container's
-    ended, is never signalled. Under a runtime other than runc the engine names no pid (``DockerEngine.pid``).
+    ended, is never yielded.
     """
     pidfd_open = getattr(os, "pidfd_open", None)
-    send = getattr(signal, "pidfd_send_signal", None)
-    if pidfd_open is None or send is None or len(container.id) < 64:
-        return False
+    if pidfd_open is None or len(container.id) < 64:
+        raise NotHere("its processes cannot be read here")
     try:
         pid = engine.pid(container)
         if pid <= 0:
-            return False
+            raise NotHere("it does not run, or not as a process of this machine")
         fd = pidfd_open(pid)
-    except (EngineError, OSError):
-        return False
+    except (EngineError, OSError) as exc:
+        raise NotHere(f"it could not be asked ({exc})") from None
     try:
-        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
-            if container.id not in f.read():
-                return False
-        send(fd, sig)
-        return True
-    except OSError:  # it ended (ESRCH), or this user may not signal it: the engine passes it on, if it can
-        return False
+        try:
+            with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
+                mine = container.id in f.read()
+        except OSError as exc:  # it ended meanwhile
+            raise NotHere(f"it could not be asked ({exc})") from None
+        if not mine:
+            raise NotHere("its pid is not its process on this machine")
+        yield pid, fd
     finally:
         os.close(fd)
 

@@ -28,7 +28,6 @@ evidence is then not trusted (``run.Run._infra_problem``).
 
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from pathlib import Path
@@ -38,6 +37,7 @@ from grader.core.errors import BackendError
 
 from grader.backends.docker.engine import ContainerRef, DockerEngine, EngineError, NetworkRef, log_config, ulimit
 from grader.backends.docker.resources import Resources
+from grader.backends.docker.liveness import NotHere, held_process
 from grader.backends.docker.proxies import WarmProxy
 from grader.backends.docker.simnet import LABEL, LABEL_ROLE, Leftovers
 
@@ -175,33 +175,21 @@ _CLOSED = frozenset({"05", "06", "07"})
 
 def quiet(engine: DockerEngine, seat: str, *, wait: float = QUIET_WAIT) -> str:
     """Why the seat ``seat`` (an id) must not hold another run's sandbox; empty when it may: it runs here (its first
-    process is this machine's, held by a pidfd and named by its cgroup, as ``liveness.signal_directly`` asks), and
-    its network namespace holds no socket but the engine's own resolver's on loopback and closed TCP connections.
-    Waits up to ``wait`` for the last run's connections to close."""
-    pidfd_open = getattr(os, "pidfd_open", None)
-    if pidfd_open is None or len(seat) < 64:
-        return "its processes cannot be read here"
+    process is this machine's, ``liveness.held_process``), and its network namespace holds no socket but the
+    engine's own resolver's on loopback and closed TCP connections. Waits up to ``wait`` for the last run's
+    connections to close."""
     try:
-        pid = engine.pid(ContainerRef(seat, ""))
-        if pid <= 0:
-            return "it does not run, or not as a process of this machine"
-        fd = pidfd_open(pid)
-    except (EngineError, OSError) as exc:
-        return f"it could not be asked ({exc})"
-    try:
-        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
-            if seat not in f.read():
-                return "its pid is not its process on this machine"
-        net, deadline = Path(f"/proc/{pid}/net"), time.monotonic() + wait
-        while True:
-            left = open_sockets(net)
-            if not left or time.monotonic() > deadline:
-                return f"its network namespace still holds {left}" if left else ""
-            time.sleep(0.01)
+        with held_process(engine, ContainerRef(seat, "")) as (pid, _):
+            net, deadline = Path(f"/proc/{pid}/net"), time.monotonic() + wait
+            while True:
+                left = open_sockets(net)
+                if not left or time.monotonic() > deadline:
+                    return f"its network namespace still holds {left}" if left else ""
+                time.sleep(0.01)
+    except NotHere as exc:
+        return str(exc)
     except OSError as exc:
         return f"its network namespace could not be read ({exc})"
-    finally:
-        os.close(fd)
 
 
 def open_sockets(net: Path) -> str:
